@@ -1,0 +1,239 @@
+/*
+ * sluice.h - the whole public API of libsluice, an embeddable rate limiter.
+ *
+ * A decision is one call: for a limit, a key, a cost and a time, may the
+ * request pass?  The answer is a decision struct, never an error: being
+ * limited is a normal outcome.  Errors (negative SL_E* codes) are kept for
+ * bad input and failures of the store.
+ *
+ * Time is integer nanoseconds (sl_nanos).  The library never reads a clock
+ * on the decision path: the caller passes "now", so decisions are exact and
+ * reproducible, and a server samples the clock once per loop iteration.
+ *
+ * Thread safety: an sl_limit is immutable once made and may be shared by
+ * any number of threads.  A store may be used by several threads at once.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SL_EXPORT __attribute__((visibility("default")))
+#else
+#define SL_EXPORT
+#endif
+
+#define SL_VERSION "0.1.0"
+
+/* Nanoseconds, signed so that differences are natural. */
+typedef int64_t sl_nanos;
+
+#define SL_NS_PER_US  INT64_C(1000)
+#define SL_NS_PER_MS  INT64_C(1000000)
+#define SL_NS_PER_SEC INT64_C(1000000000)
+
+/*
+ * Errors.  One table gives the enum, sl_strerror() and sl_err_name(); the
+ * names ("EINVAL", ...) are also the machine-readable codes of the HTTP API.
+ */
+#define SL_ERRNO_MAP(X)                                                     \
+    X(EINVAL, -1, "invalid argument")                                       \
+    X(ENOMEM, -2, "out of memory")                                          \
+    X(ERANGE, -3, "value out of range")                                     \
+    X(ECOST, -4, "cost out of range")                                       \
+    X(EKEYLEN, -5, "key too long")                                          \
+    X(EFULL, -6, "store full: memory cap reached and nothing evictable")    \
+    X(ESTORE, -7, "store unavailable")
+
+typedef enum sl_errno {
+    SL_OK = 0,
+#define SL__ERRNO_ENUM(name, value, text) SL_##name = value,
+    SL_ERRNO_MAP(SL__ERRNO_ENUM)
+#undef SL__ERRNO_ENUM
+} sl_errno;
+
+/* A static, lowercase description; "unknown error" for unknown codes. */
+SL_EXPORT const char *sl_strerror(int err);
+/* The code's name without the prefix ("EINVAL"); "OK" for 0. */
+SL_EXPORT const char *sl_err_name(int err);
+
+/* ---------------------------------------------------------------------
+ * Algorithms and limits
+ * ------------------------------------------------------------------ */
+
+/* Semantics and formulas of each: docs/algorithms.md. */
+typedef enum sl_algorithm {
+    SL_TOKEN_BUCKET = 0,
+    SL_GCRA,
+    SL_LEAKY_BUCKET,   /* queue: allowed requests carry a delay */
+    SL_FIXED_WINDOW,
+    SL_SLIDING_LOG,
+    SL_SLIDING_WINDOW, /* the counter hybrid of two fixed windows */
+    SL_STEPPED_WINDOW, /* sliding window of step counters (Databox) */
+    SL_ALGORITHM_COUNT
+} sl_algorithm;
+
+/* "token_bucket", "gcra", ...; NULL for an unknown value. */
+SL_EXPORT const char *sl_algorithm_name(sl_algorithm alg);
+/* Parses a name as printed by sl_algorithm_name().  0 or SL_EINVAL. */
+SL_EXPORT int sl_algorithm_parse(const char *name, size_t len,
+                                 sl_algorithm *out);
+
+/*
+ * Parses a duration: plain nanoseconds ("1500") or a whole number with a
+ * unit: ns, us, ms, s, m (or min), h, d ("500ms", "1m", "1d").  Returns 0,
+ * SL_EINVAL for text that is not a duration, or SL_ERANGE when it does not
+ * fit in sl_nanos.
+ */
+SL_EXPORT int sl_duration_parse(const char *text, size_t len, sl_nanos *out);
+
+/* Also count rejected requests in a sliding_log (the design chapter's
+ * variant): a client that keeps knocking stays limited. */
+#define SL_LOG_REJECTED 0x1u
+
+typedef struct sl_limit_config {
+    sl_algorithm algorithm;
+    int64_t limit;     /* L: requests (cost units) per period, >= 1 */
+    sl_nanos period;   /* P, >= 1 ns */
+    int64_t burst;     /* B for the buckets and gcra; 0 means B = L */
+    sl_nanos step;     /* stepped_window step; 0 means the default for P */
+    unsigned flags;    /* SL_LOG_REJECTED */
+    /* Separates limits whose parameters are equal: state is kept per
+     * (limit parameters, id, key). */
+    uint64_t id;
+} sl_limit_config;
+
+/* Largest accepted L, B and cost: 2^40 (about 1.1e12). */
+#define SL_MAX_COUNT (INT64_C(1) << 40)
+
+typedef struct sl_limit sl_limit;
+
+/*
+ * Validates cfg and makes an immutable limit.  On error returns SL_EINVAL
+ * or SL_ERANGE and, if errbuf is not NULL, writes a message naming the bad
+ * field into it.  The caller frees the limit with sl_limit_free() after
+ * the last check that uses it.
+ */
+SL_EXPORT int sl_limit_new(const sl_limit_config *cfg, sl_limit **out,
+                           char *errbuf, size_t errlen);
+SL_EXPORT void sl_limit_free(sl_limit *limit); /* NULL is a no-op */
+/* The configuration as normalised (burst and step filled in). */
+SL_EXPORT const sl_limit_config *sl_limit_get_config(const sl_limit *limit);
+/* The stepped_window step chosen for a period when none is given. */
+SL_EXPORT sl_nanos sl_default_step(sl_nanos period);
+
+/* ---------------------------------------------------------------------
+ * Decisions
+ * ------------------------------------------------------------------ */
+
+typedef struct sl_decision {
+    int allowed;              /* 1: may pass (cost consumed); 0: rejected */
+    int64_t limit;            /* L */
+    int64_t remaining;        /* whole units left after this request */
+    sl_nanos reset_after;     /* until the state is back to full/empty */
+    sl_nanos retry_after;     /* rejected: smallest wait after which the
+                               * same request would pass if nothing else
+                               * arrived; 0 if allowed; -1 if never */
+    sl_nanos delay;           /* leaky_bucket: wait before processing */
+} sl_decision;
+
+/* ---------------------------------------------------------------------
+ * Stores
+ * ------------------------------------------------------------------ */
+
+typedef struct sl_store sl_store;
+
+typedef struct sl_memory_options {
+    /* Memory cap in bytes for the whole store (table and logs); 0 means
+     * the default, 256 MiB.  At the cap, expired state is reclaimed and
+     * then the least recently used state is evicted (docs/stores.md). */
+    size_t max_bytes;
+    /* Seed of the key hash; 0 and 0 mean a random seed from the OS.
+     * Fixed seeds are for reproducible tests only. */
+    uint64_t seed0, seed1;
+    /* Longest accepted key in bytes; 0 means 4096. */
+    size_t max_key_len;
+} sl_memory_options;
+
+/*
+ * The embedded in-memory store: thread-safe, memory-bounded, seeded key
+ * hashing.  opts may be NULL for defaults.  Returns NULL only when out of
+ * memory.  The caller frees it with sl_store_free().
+ */
+SL_EXPORT sl_store *sl_memory_store_new(const sl_memory_options *opts);
+SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
+
+/*
+ * Decides one request: may `cost` units pass `limit` for `key` at `now`?
+ * cost 0 is a pure query that consumes nothing.  key is (pointer, length)
+ * and is copied as needed.  Returns 0 and fills *out, or a negative SL_E*
+ * code (and *out is untouched): SL_ECOST for a negative cost or one over
+ * SL_MAX_COUNT, SL_EKEYLEN, SL_ENOMEM/SL_EFULL when state cannot be kept.
+ */
+SL_EXPORT int sl_check(sl_store *store, const sl_limit *limit,
+                       const void *key, size_t key_len, int64_t cost,
+                       sl_nanos now, sl_decision *out);
+
+/* One limit and key of a request that must pass several limits. */
+typedef struct sl_check_item {
+    const sl_limit *limit;
+    const void *key;
+    size_t key_len;
+} sl_check_item;
+
+/* Most items in one sl_check_multi() call. */
+#define SL_MAX_ITEMS 64
+
+/*
+ * Decides a request that must pass every item (per-user and global, say):
+ * allowed only if all allow, and then `cost` is consumed from all;
+ * otherwise from none.  each[i] (may be NULL) gets item i's own decision:
+ * its verdict, and remaining/reset_after after what was really consumed.
+ * *overall gets allowed = all allowed, the item closest to its limit (least
+ * remaining) for limit and remaining, and the largest reset_after,
+ * retry_after (-1 if any is -1) and delay.  The check is atomic with
+ * respect to other threads.  Errors as sl_check(), plus SL_EINVAL for
+ * n == 0 or n > SL_MAX_ITEMS.
+ */
+SL_EXPORT int sl_check_multi(sl_store *store, const sl_check_item *items,
+                             size_t n, int64_t cost, sl_nanos now,
+                             sl_decision *each, sl_decision *overall);
+
+/*
+ * Reclaims state that has returned to its initial value by `now`,
+ * visiting at most max_slots slots from where the last call stopped (so a
+ * server can spread the work over its loop ticks).  Returns the number of
+ * keys reclaimed.  The store also reclaims on its own when it needs room.
+ */
+SL_EXPORT size_t sl_store_sweep(sl_store *store, sl_nanos now,
+                                size_t max_slots);
+
+typedef struct sl_store_stats {
+    uint64_t keys;          /* keys holding state */
+    uint64_t bytes;         /* bytes held: table plus logs */
+    uint64_t max_bytes;     /* the cap */
+    uint64_t reclaimed;     /* keys dropped because their state expired */
+    uint64_t evicted;       /* keys dropped by the LRU policy at the cap */
+} sl_store_stats;
+
+SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);
+
+/* ---------------------------------------------------------------------
+ * Clocks (for callers; the decision path never reads one)
+ * ------------------------------------------------------------------ */
+
+/* CLOCK_REALTIME in ns since the Unix epoch: window alignment and replay. */
+SL_EXPORT sl_nanos sl_clock_realtime(void);
+/* CLOCK_MONOTONIC in ns: for intervals. */
+SL_EXPORT sl_nanos sl_clock_monotonic(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLUICE_H */

@@ -1,0 +1,72 @@
+/*
+ * eventlog.h - a key's log of (time, cost) events, oldest first: the state
+ * of sliding_log (times in ns) and stepped_window (times in steps).
+ *
+ * The log lives on the heap; sl__state.w[0] points to it, and an empty log
+ * is freed so that the state is the all-zero initial one again.  Events
+ * with equal times are merged, so a stepped window holds at most one event
+ * per step.  Invariants (sl__elog_check): times strictly increase from
+ * head, every cost is > 0, sum is their total, len <= cap, cap a power of
+ * two.  A log may be empty only between a PEEK that reserved room and the
+ * COMMIT after it.
+ */
+#ifndef SL_EVENTLOG_H
+#define SL_EVENTLOG_H
+
+#include "internal.h"
+
+typedef struct sl__event {
+    int64_t at;
+    int64_t cost;
+} sl__event;
+
+typedef struct sl__eventlog {
+    uint32_t head; /* index of the oldest event */
+    uint32_t len;
+    uint32_t cap;
+    uint32_t unused;
+    int64_t sum;
+    sl__event ev[];
+} sl__eventlog;
+
+static inline sl__eventlog *sl__elog(const sl__state *st)
+{
+    return (sl__eventlog *)(intptr_t)st->w[0];
+}
+
+static inline const sl__event *sl__elog_at(const sl__eventlog *log,
+                                           uint32_t i)
+{
+    return &log->ev[(log->head + i) & (log->cap - 1)];
+}
+
+/* Newest event's time, or INT64_MIN for an empty log. */
+static inline int64_t sl__elog_newest(const sl__state *st)
+{
+    const sl__eventlog *log = sl__elog(st);
+    return log == NULL || log->len == 0 ? INT64_MIN
+                                        : sl__elog_at(log, log->len - 1)->at;
+}
+
+static inline int64_t sl__elog_sum(const sl__state *st)
+{
+    const sl__eventlog *log = sl__elog(st);
+    return log == NULL ? 0 : log->sum;
+}
+
+/* Drops the events with at <= upto; frees an emptied log. */
+void sl__elog_expire(sl__state *st, int64_t upto);
+/* Makes room for one more event.  0 or SL_ENOMEM. */
+int sl__elog_reserve(sl__state *st);
+/* Appends (at, cost), at >= newest; merges into the newest event when the
+ * times are equal or when the log already holds max_len events (then the
+ * merged event takes the later time: the older cost is kept longer, never
+ * shorter).  Room must have been reserved. */
+void sl__elog_push(sl__state *st, int64_t at, int64_t cost, uint32_t max_len);
+/* The time of the event whose expiry first brings the sum down to
+ * `target` or less, oldest first; INT64_MIN if the sum is already there. */
+int64_t sl__elog_fits_after(const sl__state *st, int64_t target);
+/* 0 if the invariants above hold, -1 if not (tests call it). */
+int sl__elog_check(const sl__state *st);
+
+#endif /* SL_EVENTLOG_H */

@@ -1,0 +1,44 @@
+/*
+ * fixed_window.c - one counter per window [k * P, (k + 1) * P), windows
+ * aligned to time 0 (the Unix epoch when now is wall-clock time).
+ * Allowed iff count + c <= L.
+ *
+ * State: w[0] = k, the window the count belongs to; w[1] = count.  A now
+ * that falls before window k (threads whose clocks were read a little out
+ * of order) is counted in window k: time never runs backwards for a key.
+ */
+#include "internal.h"
+
+static int fw_check(const sl_limit *lim, sl__state *st, int64_t cost,
+                    sl_nanos now, sl__mode mode, sl_decision *d,
+                    sl_nanos *expires)
+{
+    int64_t period = lim->cfg.period, limit = lim->cfg.limit;
+    int64_t window = now / period, count = 0;
+    sl_nanos end;
+
+    if (window <= st->w[0]) {
+        window = st->w[0];
+        count = st->w[1];
+    }
+    end = sl__sat_add(window * period, period);
+    sl__decision_init(d, lim);
+    d->allowed = cost <= limit - count;
+    if (d->allowed && mode == SL__COMMIT) {
+        count += cost;
+        st->w[0] = window;
+        st->w[1] = count;
+    }
+    d->remaining = limit - count;
+    d->reset_after = count > 0 ? end - now : 0;
+    if (!d->allowed)
+        d->retry_after = cost > limit ? -1 : end - now;
+    *expires = count > 0 ? end : 0;
+    return 0;
+}
+
+const sl__algo sl__fixed_window = {
+    .id = SL_FIXED_WINDOW,
+    .name = "fixed_window",
+    .check = fw_check,
+};

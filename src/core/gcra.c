@@ -1,0 +1,42 @@
+/*
+ * gcra.c - the generic cell rate algorithm, as redis-cell implements it.
+ *
+ * One theoretical arrival time TAT per key; emission interval T = P / L,
+ * tolerance B * T.  A request of cost c computes new = max(TAT, t) + c * T
+ * and is allowed iff new - t <= B * T, then TAT = new.
+ *
+ * It admits exactly what token_bucket admits (TAT is the token bucket's
+ * "full again" time), which tests/test_equivalence.c checks on long random
+ * traces; it is kept as its own algorithm because users ask for it by name.
+ * redis-cell's max_burst is B - 1 in these terms.
+ */
+#include "schedule.h"
+
+static int gcra_check(const sl_limit *lim, sl__state *st, int64_t cost,
+                      sl_nanos now, sl__mode mode, sl_decision *d,
+                      sl_nanos *expires)
+{
+    sl__i128 tolerance = (sl__i128)lim->cfg.burst * lim->t_num;
+    sl__i128 tat_ahead = sl__sched_ahead(lim, st, now);
+    sl__i128 new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;
+
+    sl__decision_init(d, lim);
+    d->allowed = new_ahead <= tolerance;
+    if (d->allowed && mode == SL__COMMIT) {
+        sl__sched_push(lim, st, now, cost);
+        tat_ahead = new_ahead;
+    }
+    sl__sched_report(lim, tat_ahead, d);
+    if (!d->allowed)
+        d->retry_after = cost > lim->cfg.burst
+                             ? -1
+                             : sl__sched_wait(lim, new_ahead, tolerance);
+    *expires = sl__sched_expires(st);
+    return 0;
+}
+
+const sl__algo sl__gcra = {
+    .id = SL_GCRA,
+    .name = "gcra",
+    .check = gcra_check,
+};

@@ -1,0 +1,74 @@
+/*
+ * schedule.h - the exact "virtual schedule" arithmetic that token_bucket,
+ * gcra and leaky_bucket are phrased in.
+ *
+ * Each of the three keeps one point in time S: when the bucket is full
+ * again (token bucket), the theoretical arrival time (GCRA), when the queue
+ * is empty again (leaky bucket).  Admitting cost c moves S to
+ * max(S, now) + c * T with T = P / L.  T is rarely a whole number of
+ * nanoseconds (1000 per 3 s is 3,000,000.333... ns), so S is kept exactly
+ * as a whole number of ns in w[0] plus a numerator over t_den in w[1]:
+ * S = w[0] + w[1] / t_den, 0 <= w[1] < t_den.  Amounts of time are handled
+ * in "ticks" of 1 / t_den ns, in which T is the whole number t_num and
+ * every comparison is exact integer arithmetic.
+ *
+ * The all-zero state is S = 0: full (empty queue) for every now >= 0.
+ */
+#ifndef SL_SCHEDULE_H
+#define SL_SCHEDULE_H
+
+#include "internal.h"
+
+/* (S - now)+ in ticks: how far the schedule runs ahead of now. */
+static inline sl__i128 sl__sched_ahead(const sl_limit *lim,
+                                       const sl__state *st, sl_nanos now)
+{
+    if (st->w[0] < now)
+        return 0; /* w[1] < t_den, so S < w[0] + 1 <= now */
+    return (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1];
+}
+
+/* S = max(S, now) + cost * T.  The caller has checked that the result is
+ * at most B * T ahead of now, which limit.c bounds by 2^62 ns. */
+static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
+                                  sl_nanos now, int64_t cost)
+{
+    sl__i128 add = (sl__i128)cost * lim->t_num;
+    int64_t whole = (int64_t)(add / lim->t_den);
+    int64_t frac = (int64_t)(add % lim->t_den);
+
+    if (st->w[0] < now || (st->w[0] == now && st->w[1] == 0)) {
+        st->w[0] = now;
+        st->w[1] = 0;
+    }
+    st->w[0] += whole;
+    st->w[1] += frac;
+    if (st->w[1] >= lim->t_den) {
+        st->w[1] -= lim->t_den;
+        st->w[0] += 1;
+    }
+}
+
+/* When S is passed, the state is initial again. */
+static inline sl_nanos sl__sched_expires(const sl__state *st)
+{
+    return st->w[0] + (st->w[1] > 0);
+}
+
+/* The whole units left (B minus the schedule's lead in units, rounded
+ * up) and the time until the lead is gone. */
+static inline void sl__sched_report(const sl_limit *lim, sl__i128 ahead,
+                                    sl_decision *d)
+{
+    d->remaining = lim->cfg.burst - sl__ceil_div128(ahead, lim->t_num);
+    d->reset_after = sl__ceil_div128(ahead, lim->t_den);
+}
+
+/* The wait until a lead of `ahead` ticks has shrunk to `allowed` ticks. */
+static inline sl_nanos sl__sched_wait(const sl_limit *lim, sl__i128 ahead,
+                                      sl__i128 allowed)
+{
+    return sl__ceil_div128(ahead - allowed, lim->t_den);
+}
+
+#endif /* SL_SCHEDULE_H */

@@ -1,0 +1,44 @@
+/*
+ * token_bucket.c - a bucket of B tokens refilled continuously at L per P,
+ * starting full; a request takes c tokens or is rejected.
+ *
+ *   tokens(t) = min(B, tokens + (t - t_last) * L / P);  allowed iff
+ *   tokens(t) >= c, then tokens -= c.
+ *
+ * The state is the time F at which the bucket will be full again, so that
+ * tokens(t) = B - (F - t)+ / T with T = P / L (schedule.h).  This is the
+ * formula above with the refill folded into F, one word instead of two,
+ * and no token count that could drift.
+ */
+#include "schedule.h"
+
+static int tb_check(const sl_limit *lim, sl__state *st, int64_t cost,
+                    sl_nanos now, sl__mode mode, sl_decision *d,
+                    sl_nanos *expires)
+{
+    int64_t burst = lim->cfg.burst;
+    sl__i128 deficit = sl__sched_ahead(lim, st, now); /* (B - tokens) * T */
+
+    sl__decision_init(d, lim);
+    d->allowed = cost <= burst &&
+                 deficit <= (sl__i128)(burst - cost) * lim->t_num;
+    if (d->allowed && mode == SL__COMMIT) {
+        sl__sched_push(lim, st, now, cost);
+        deficit = sl__sched_ahead(lim, st, now);
+    }
+    sl__sched_report(lim, deficit, d);
+    if (!d->allowed)
+        d->retry_after = cost > burst
+                             ? -1
+                             : sl__sched_wait(lim, deficit,
+                                              (sl__i128)(burst - cost) *
+                                                  lim->t_num);
+    *expires = sl__sched_expires(st);
+    return 0;
+}
+
+const sl__algo sl__token_bucket = {
+    .id = SL_TOKEN_BUCKET,
+    .name = "token_bucket",
+    .check = tb_check,
+};

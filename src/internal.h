@@ -1,0 +1,154 @@
+/*
+ * internal.h - declarations shared inside libsluice, never installed.
+ *
+ * Three tiers of names, as in libuv: sl_ is the public API (sluice.h),
+ * sl__ is shared between the library's files (here), and everything else
+ * is static to its file.
+ */
+#ifndef SL_INTERNAL_H
+#define SL_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "sluice.h"
+
+/* 128-bit arithmetic keeps every product of a count and a duration exact
+ * (2^40 * 2^63 < 2^127).  gcc and clang provide it on 64-bit targets. */
+__extension__ typedef __int128 sl__i128;
+
+#define SL__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SL__MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*
+ * The state one key holds for one limit: two 64-bit words whose meaning
+ * each algorithm defines at the top of its file.  Algorithms with a
+ * variable-size state (the logs) keep a pointer to the heap in word 0.
+ * All-zero is the initial state of every algorithm.
+ */
+typedef struct sl__state {
+    int64_t w[2];
+} sl__state;
+
+/*
+ * How an algorithm applies a request to a state.  PEEK decides without
+ * changing anything that matters (it may drop what time has erased and
+ * reserve room, so that a later COMMIT cannot fail).  COMMIT consumes the
+ * cost if the request fits.  REFUSE records a request that was rejected by
+ * another limit of the same call: it consumes nothing, but a sliding_log
+ * with SL_LOG_REJECTED logs the attempt.
+ */
+typedef enum sl__mode { SL__PEEK, SL__COMMIT, SL__REFUSE } sl__mode;
+
+/*
+ * An algorithm: a small const vtable.  check() fills *d, and returns 0 or a
+ * negative SL_E* code (only logs can fail, when they cannot grow).
+ * *expires is when the state will be back to its initial value if nothing
+ * else arrives; expires <= now means the state is initial and can be
+ * dropped.  `heap` is set for the algorithms whose state is an event log
+ * on the heap (word 0), which a store frees with sl__heap_release().
+ */
+typedef struct sl__algo {
+    sl_algorithm id;
+    const char *name;
+    int (*check)(const sl_limit *lim, sl__state *st, int64_t cost,
+                 sl_nanos now, sl__mode mode, sl_decision *d,
+                 sl_nanos *expires);
+    int heap;
+} sl__algo;
+
+/* What a heap state (an event log, eventlog.h) holds, and freeing it. */
+size_t sl__heap_bytes(const sl__state *st);
+void sl__heap_release(sl__state *st);
+
+extern const sl__algo sl__token_bucket;
+extern const sl__algo sl__gcra;
+extern const sl__algo sl__leaky_bucket;
+extern const sl__algo sl__fixed_window;
+extern const sl__algo sl__sliding_log;
+extern const sl__algo sl__sliding_window;
+extern const sl__algo sl__stepped_window;
+
+/*
+ * A limit, normalised.  The emission interval T = P / L is kept as the
+ * exact fraction t_num / t_den (reduced), so the buckets never round:
+ * times are kept as a whole number of ns plus a numerator over t_den.
+ */
+struct sl_limit {
+    sl_limit_config cfg;       /* burst and step filled in */
+    const sl__algo *algo;
+    uint64_t ident;            /* hash of the parameters and id */
+    int64_t t_num;             /* T = t_num / t_den ns, gcd = 1 */
+    int64_t t_den;
+    int64_t steps;             /* stepped_window: P / step */
+};
+
+/* Saturating int64 addition: a clock near the end of time stays there. */
+static inline int64_t sl__sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+/* Floor division for a possibly negative numerator, positive d. */
+static inline int64_t sl__floor_div(int64_t n, int64_t d)
+{
+    int64_t q = n / d;
+    return (n % d != 0 && n < 0) ? q - 1 : q;
+}
+
+/* Ceiling of a non-negative 128-bit n over positive d, clamped to int64. */
+static inline int64_t sl__ceil_div128(sl__i128 n, sl__i128 d)
+{
+    sl__i128 q = (n + d - 1) / d;
+    return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+
+/* A 128-bit intermediate as int64, saturating. */
+static inline int64_t sl__clamp64(sl__i128 v)
+{
+    return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
+/* Fills the fields every algorithm reports the same way. */
+static inline void sl__decision_init(sl_decision *d, const sl_limit *lim)
+{
+    d->allowed = 0;
+    d->limit = lim->cfg.limit;
+    d->remaining = 0;
+    d->reset_after = 0;
+    d->retry_after = 0;
+    d->delay = 0;
+}
+
+/* Combines per-item decisions into the overall one (sl_check_multi). */
+void sl__decision_combine(const sl_decision *each, size_t n,
+                          sl_decision *overall);
+
+/* SipHash-1-3 of an 8-byte prefix followed by data, keyed by k0, k1. */
+uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
+                       const void *data, size_t len);
+
+/*
+ * Stores are a small vtable.  check_multi() decides n items atomically:
+ * n == 1 is a plain check.  Only the memory store exists so far.
+ */
+typedef struct sl__store_type {
+    int (*check_multi)(sl_store *st, const sl_check_item *items, size_t n,
+                       int64_t cost, sl_nanos now, sl_decision *each);
+    size_t (*sweep)(sl_store *st, sl_nanos now, size_t max_slots);
+    void (*stats)(sl_store *st, sl_store_stats *out);
+    void (*destroy)(sl_store *st);
+} sl__store_type;
+
+struct sl_store {
+    const sl__store_type *type;
+    size_t max_key_len;
+};
+
+/* Asserts the memory store's invariants (tests): 0 or -1. */
+int sl__memory_check(sl_store *store);
+
+#endif /* SL_INTERNAL_H */

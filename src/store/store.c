@@ -1,0 +1,77 @@
+/*
+ * store.c - the public decision calls: check the caller's input once, here,
+ * then hand over to the store's vtable.  Every store gets the same
+ * validation and the same way of combining several limits.
+ */
+#include <stddef.h>
+
+#include "internal.h"
+
+static int check_input(sl_store *store, const sl_check_item *items,
+                       size_t n, int64_t cost, sl_nanos now)
+{
+    if (store == NULL || items == NULL || n == 0 || n > SL_MAX_ITEMS ||
+        now < 0)
+        return SL_EINVAL;
+    if (cost < 0 || cost > SL_MAX_COUNT)
+        return SL_ECOST;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].limit == NULL ||
+            (items[i].key == NULL && items[i].key_len != 0))
+            return SL_EINVAL;
+        if (items[i].key_len > store->max_key_len)
+            return SL_EKEYLEN;
+    }
+    return 0;
+}
+
+int sl_check(sl_store *store, const sl_limit *limit, const void *key,
+             size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
+{
+    sl_check_item item = {limit, key, key_len};
+    sl_decision d;
+    int err = check_input(store, &item, 1, cost, now);
+
+    if (err == 0 && out == NULL)
+        err = SL_EINVAL;
+    if (err == 0)
+        err = store->type->check_multi(store, &item, 1, cost, now, &d);
+    if (err == 0)
+        *out = d;
+    return err;
+}
+
+int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
+                   int64_t cost, sl_nanos now, sl_decision *each,
+                   sl_decision *overall)
+{
+    sl_decision local[SL_MAX_ITEMS];
+    int err = check_input(store, items, n, cost, now);
+
+    if (err == 0 && overall == NULL)
+        err = SL_EINVAL;
+    if (err == 0)
+        err = store->type->check_multi(store, items, n, cost, now, local);
+    if (err != 0)
+        return err;
+    sl__decision_combine(local, n, overall);
+    for (size_t i = 0; each != NULL && i < n; i++)
+        each[i] = local[i];
+    return 0;
+}
+
+size_t sl_store_sweep(sl_store *store, sl_nanos now, size_t max_slots)
+{
+    return store->type->sweep(store, now, max_slots);
+}
+
+void sl_store_get_stats(sl_store *store, sl_store_stats *out)
+{
+    store->type->stats(store, out);
+}
+
+void sl_store_free(sl_store *store)
+{
+    if (store != NULL)
+        store->type->destroy(store);
+}

@@ -1,0 +1,48 @@
+/*
+ * sluice.c - the `sluice` command: dispatches to a subcommand.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "sluice.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} commands[] = {
+    {"demo", sl_cmd_demo, "walk through every algorithm on the seed's examples"},
+    {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
+};
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: sluice COMMAND [OPTIONS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(to, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(to, "  %-8s %s\n", "version", "print the version");
+    fprintf(to, "\n'sluice COMMAND --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        printf("sluice %s\n", SL_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "sluice: unknown command: '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
