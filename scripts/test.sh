@@ -1,0 +1,25 @@
+#!/bin/bash
+# Installs what is missing, builds sluice and runs every test three times:
+# a normal build, an ASan+UBSan build, and a ThreadSanitizer build of the
+# threaded tests.  ctest prints the totals of each run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh
+jobs=$(nproc)
+
+run() { # build-dir, cmake flags..., -- ctest flags...
+  local dir=$1; shift
+  local cmake_args=() ctest_args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmake_args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  ctest_args=("$@")
+  echo "=== $dir: cmake ${cmake_args[*]} ==="
+  cmake -S . -B "$dir" "${cmake_args[@]}" >/dev/null
+  cmake --build "$dir" -j"$jobs" >/dev/null
+  (cd "$dir" && ctest --output-on-failure "${ctest_args[@]}")
+}
+
+run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address
+SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -- -R threads
+echo "all test runs passed"
