@@ -19,6 +19,7 @@ typedef struct scene {
     struct {
         sl_nanos at;
         const char *label;
+        int64_t cost;
     } req[8];
 } scene;
 
@@ -26,32 +27,38 @@ static const scene scenes[] = {
     {"token bucket: capacity 4, refilled 2 per second (figure 4-4)",
      {.algorithm = SL_TOKEN_BUCKET, .limit = 2, .period = SEC, .burst = 4},
      7,
-     {{0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"},
-      {SEC / 2, "0.5 s"}, {SEC / 2, "0.5 s"}}},
+     {{0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1},
+      {SEC / 2, "0.5 s", 1}, {SEC / 2, "0.5 s", 1}}},
     {"gcra: the same limit, one theoretical arrival time per key",
      {.algorithm = SL_GCRA, .limit = 2, .period = SEC, .burst = 4},
      7,
-     {{0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"},
-      {SEC / 2, "0.5 s"}, {SEC / 2, "0.5 s"}}},
+     {{0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1},
+      {SEC / 2, "0.5 s", 1}, {SEC / 2, "0.5 s", 1}}},
     {"leaky bucket: queue of 3, drained 1 per second; allowed requests wait",
      {.algorithm = SL_LEAKY_BUCKET, .limit = 1, .period = SEC, .burst = 3},
      5,
-     {{0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {0, "0.0 s"}, {SEC, "1.0 s"}}},
+     {{0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {0, "0.0 s", 1}, {SEC, "1.0 s", 1}}},
     {"fixed window: 5 per minute; 2:00:30-2:01:30 lets 10 through",
      {.algorithm = SL_FIXED_WINDOW, .limit = 5, .period = 60 * SEC},
-     6,
-     {{7230 * SEC, "2:00:30"}, {7250 * SEC, "2:00:50"}, {7259 * SEC, "2:00:59"},
-      {7260 * SEC, "2:01:00"}, {7270 * SEC, "2:01:10"}, {7290 * SEC, "2:01:30"}}},
+     4,
+     {{7230 * SEC, "2:00:30", 3}, {7259 * SEC, "2:00:59", 2},
+      {7260 * SEC, "2:01:00", 5}, {7289 * SEC, "2:01:29", 1}}},
     {"sliding log: 2 per minute, rejected requests logged too",
      {.algorithm = SL_SLIDING_LOG, .limit = 2, .period = 60 * SEC,
       .flags = SL_LOG_REJECTED},
      4,
-     {{3601 * SEC, "1:00:01"}, {3630 * SEC, "1:00:30"}, {3650 * SEC, "1:00:50"},
-      {3700 * SEC, "1:01:40"}}},
+     {{3601 * SEC, "1:00:01", 1}, {3630 * SEC, "1:00:30", 1}, {3650 * SEC, "1:00:50", 1},
+      {3700 * SEC, "1:01:40", 1}}},
+    {"sliding window: 7 per minute; 5 last minute, 3 this one, at 30%",
+     {.algorithm = SL_SLIDING_WINDOW, .limit = 7, .period = 60 * SEC},
+     4,
+     {{10 * SEC, "0:00:10", 5}, {65 * SEC, "0:01:05", 3},
+      {78 * SEC, "0:01:18", 1}, {78 * SEC, "0:01:18", 1}}},
     {"stepped window: 10 per 4 s in 1 s steps; next free time",
      {.algorithm = SL_STEPPED_WINDOW, .limit = 10, .period = 4 * SEC, .step = SEC},
      4,
-     {{1 * SEC, "1 s"}, {2 * SEC, "2 s"}, {3 * SEC, "3 s"}, {3 * SEC + SEC / 2, "3.5 s"}}},
+     {{1 * SEC, "1 s", 6}, {2 * SEC, "2 s", 2}, {3 * SEC, "3 s", 2},
+      {3 * SEC + SEC / 2, "3.5 s", 1}}},
 };
 
 static void print_decision(const char *label, int64_t cost, const sl_decision *d)
@@ -92,10 +99,7 @@ int sl_cmd_demo(int argc, char **argv)
         }
         printf("\n%s\n", s->title);
         for (int r = 0; r < s->n; r++) {
-            /* The stepped scene fills steps with 6, 2, 2 requests first. */
-            int64_t cost = s->cfg.algorithm == SL_STEPPED_WINDOW && r < 3
-                               ? (r == 0 ? 6 : 2)
-                               : 1;
+            int64_t cost = s->req[r].cost;
             sl_decision d;
             if (sl_check(store, limit, s->title, strlen(s->title), cost,
                          s->req[r].at, &d) != 0) {
