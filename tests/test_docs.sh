@@ -31,6 +31,23 @@ if n == 0:
     sys.exit("no doc-test examples found")
 PY
 
+# The README's C excerpt must be quoted from examples/quickstart.c, which
+# CTest builds and runs (test_quickstart).
+python3 - "$SOURCE_DIR" <<'PY' || exit 1
+import re, sys
+root = sys.argv[1]
+readme = open(root + "/README.md").read()
+src = [l.strip() for l in open(root + "/examples/quickstart.c")]
+block = re.search(r"```c\n(.*?)```", readme, re.S)
+if not block:
+    sys.exit("README: no C example")
+for line in block.group(1).splitlines():
+    line = line.strip()
+    if line and not any(line in s for s in src):
+        sys.exit(f"README line not in examples/quickstart.c: {line}")
+print("PASS README example quoted from examples/quickstart.c")
+PY
+
 fail=0 total=0
 for script in "$tmp"/*.sh; do
   name=$(basename "$script" .sh)
