@@ -323,9 +323,10 @@ static int make_room(memory_store *ms, shard *sh, uint64_t hash,
 
 /* ---- decisions ---- */
 
-/* Copies hash's state (all-zero if absent) and what it holds on the heap. */
-static void get_state(shard *sh, uint64_t hash, sl__state *st,
-                      size_t *heap_bytes)
+/* Copies hash's state (all-zero if absent) and what it holds on the
+ * heap; returns its slot, valid until the table next changes. */
+static slot *get_state(shard *sh, uint64_t hash, sl__state *st,
+                       size_t *heap_bytes)
 {
     slot *s = find(sh, hash);
     if (s == NULL) {
@@ -335,23 +336,24 @@ static void get_state(shard *sh, uint64_t hash, sl__state *st,
         *st = s->state;
         *heap_bytes = heap_of(s);
     }
+    return s;
 }
 
 /*
  * Writes a decided state back.  Initial state is deleted, unless
  * keep_initial: the first phase of a multi-item call keeps a slot for
  * every item, so that its second phase never needs room and so cannot
- * fail half-way.  old_heap is what the state held before the decision (the
- * decision may have reallocated it).
+ * fail half-way.  s is the key's slot as get_state() found it (NULL if
+ * absent) and old_heap what the state held before the decision (which may
+ * have reallocated it).
  */
-static int put_state(memory_store *ms, shard *sh, uint64_t hash, int heap,
-                     sl__state *st, size_t old_heap, sl_nanos expires,
-                     sl_nanos now, int keep_initial, const item_ref *refs,
-                     size_t nrefs)
+static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
+                     int heap, sl__state *st, size_t old_heap,
+                     sl_nanos expires, sl_nanos now, int keep_initial,
+                     const item_ref *refs, size_t nrefs)
 {
     int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
     uint32_t now_tick = tick_floor(epoch, now);
-    slot *s = find(sh, hash);
     int err;
 
     if (expires <= now && !keep_initial) {
@@ -396,10 +398,10 @@ static int apply(memory_store *ms, const sl_check_item *item,
     sl_nanos expires = 0;
     int err, put;
 
-    get_state(ref->sh, ref->hash, &st, &old_heap);
+    slot *s = get_state(ref->sh, ref->hash, &st, &old_heap);
     err = algo->check(item->limit, &st, cost, now, mode, d, &expires);
     /* Even a failed check may have moved a log: always write it back. */
-    put = put_state(ms, ref->sh, ref->hash, algo->heap, &st, old_heap,
+    put = put_state(ms, ref->sh, s, ref->hash, algo->heap, &st, old_heap,
                     expires, now, keep_initial, refs, nrefs);
     return err ? err : put;
 }
@@ -434,7 +436,8 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
     store_epoch(ms, now);
     /* Lock every shard involved, in address order, each once: two calls
      * that share shards cannot deadlock, and the call is atomic. */
-    qsort(locks, nlocks, sizeof(locks[0]), cmp_shard);
+    if (nlocks > 1)
+        qsort(locks, nlocks, sizeof(locks[0]), cmp_shard);
     for (size_t i = 0; i < nlocks; i++)
         if (i == 0 || locks[i] != locks[i - 1])
             shard_lock(locks[i]);
