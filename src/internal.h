@@ -102,6 +102,11 @@ static inline int64_t sl__floor_div(int64_t n, int64_t d)
 /* Ceiling of a non-negative 128-bit n over positive d, clamped to int64. */
 static inline int64_t sl__ceil_div128(sl__i128 n, sl__i128 d)
 {
+    /* Nearly always both fit in 64 bits: avoid the 128-bit libcall. */
+    if (n >= 0 && n <= INT64_MAX && d <= INT64_MAX) {
+        uint64_t un = (uint64_t)n, ud = (uint64_t)d;
+        return (int64_t)(un / ud + (un % ud != 0));
+    }
     sl__i128 q = (n + d - 1) / d;
     return q > INT64_MAX ? INT64_MAX : (int64_t)q;
 }

@@ -34,8 +34,17 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
                                   sl_nanos now, int64_t cost)
 {
     sl__i128 add = (sl__i128)cost * lim->t_num;
-    int64_t whole = (int64_t)(add / lim->t_den);
-    int64_t frac = (int64_t)(add % lim->t_den);
+    int64_t whole, frac = 0;
+
+    if (lim->t_den == 1) { /* T is a whole number of ns: no fraction */
+        whole = (int64_t)add;
+    } else if (add <= INT64_MAX) { /* the usual case: 64-bit division */
+        whole = (int64_t)add / lim->t_den;
+        frac = (int64_t)add % lim->t_den;
+    } else {
+        whole = (int64_t)(add / lim->t_den);
+        frac = (int64_t)(add % lim->t_den);
+    }
 
     if (st->w[0] < now || (st->w[0] == now && st->w[1] == 0)) {
         st->w[0] = now;
