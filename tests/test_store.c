@@ -1,0 +1,863 @@
+/*
+ * test_store.c - the embedded memory store (src/store/memory.c): state that
+ * returns to initial is dropped, sl_store_sweep reclaims expired keys
+ * incrementally, the memory cap holds (reclaim, then grow, then evict the
+ * least recently used), the table's invariants survive growth, backward
+ * shift deletions and eviction, and input validation of sl_check.
+ *
+ * Every store uses a fixed seed so that runs are reproducible; time is
+ * passed by hand.  The memory store keeps time in ticks of 2^26 ns (67 ms):
+ * expiry is rounded up and recency down to a tick, so the tests leave a
+ * few hundred ms between "expires" and "is reclaimed", and LRU rounds are
+ * spaced more than a tick apart.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+#define SEC SL_NS_PER_SEC
+#define MS SL_NS_PER_MS
+#define MIB ((size_t)1 << 20)
+
+/* cmocka prints integers in hex and unsigned; these print both values in
+ * signed decimal, with the expressions that produced them. */
+#define expect_cmp(a, op, b)                                                 \
+    do {                                                                     \
+        long long a_ = (long long)(a), b_ = (long long)(b);                  \
+        if (!(a_ op b_))                                                     \
+            fail_msg("expected %s %s %s, got %lld and %lld", #a, #op, #b,    \
+                     a_, b_);                                                \
+    } while (0)
+#define expect_eq(a, b) expect_cmp(a, ==, b)
+#define expect_le(a, b) expect_cmp(a, <=, b)
+#define expect_ge(a, b) expect_cmp(a, >=, b)
+
+/* ---- helpers ---- */
+
+static sl_store *store_new(size_t max_bytes, uint64_t seed0, uint64_t seed1)
+{
+    sl_memory_options o = {.max_bytes = max_bytes, .seed0 = seed0,
+                           .seed1 = seed1};
+    sl_store *st = sl_memory_store_new(&o);
+    assert_non_null(st);
+    return st;
+}
+
+static sl_limit *limit_new(sl_algorithm alg, int64_t limit, sl_nanos period,
+                           uint64_t id)
+{
+    sl_limit_config c = {.algorithm = alg, .limit = limit, .period = period,
+                         .id = id};
+    sl_limit *lim = NULL;
+    char err[128] = "";
+    int rc = sl_limit_new(&c, &lim, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("sl_limit_new(%s): %d %s", sl_algorithm_name(alg), rc, err);
+    return lim;
+}
+
+static sl_store_stats stats_of(sl_store *st)
+{
+    sl_store_stats s;
+    sl_store_get_stats(st, &s);
+    return s;
+}
+
+/* One decision that must not fail; returns it. */
+static sl_decision check(sl_store *st, const sl_limit *lim, const void *key,
+                         size_t key_len, int64_t cost, sl_nanos now)
+{
+    sl_decision d;
+    int rc = sl_check(st, lim, key, key_len, cost, now, &d);
+    if (rc != 0)
+        fail_msg("sl_check(cost %lld, now %lld) = %d (%s), expected 0",
+                 (long long)cost, (long long)now, rc, sl_err_name(rc));
+    return d;
+}
+
+static int key_of(char *buf, size_t len, const char *prefix, int i)
+{
+    return snprintf(buf, len, "%s%d", prefix, i);
+}
+
+/* Decides cost 1 for prefix<i>; returns allowed. */
+static int take(sl_store *st, const sl_limit *lim, const char *prefix, int i,
+                sl_nanos now)
+{
+    char k[32];
+    int n = key_of(k, sizeof(k), prefix, i);
+    return check(st, lim, k, (size_t)n, 1, now).allowed;
+}
+
+/* A sweep over the whole store: twice the slot count (a slot is 32 bytes,
+ * and a reclaimed slot is visited again for the key shifted into it).
+ * Not SIZE_MAX: see test_sweep_with_huge_max_slots_returns. */
+static size_t sweep_all(sl_store *st, sl_nanos now)
+{
+    return sl_store_sweep(st, now, (size_t)stats_of(st).bytes / 16);
+}
+
+static void expect_valid(sl_store *st)
+{
+    expect_eq(sl__memory_check(st), 0);
+}
+
+static const sl_algorithm all_algorithms[] = {
+    SL_TOKEN_BUCKET, SL_GCRA, SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
+    SL_SLIDING_LOG, SL_SLIDING_WINDOW, SL_STEPPED_WINDOW,
+};
+#define NALGS (sizeof(all_algorithms) / sizeof(all_algorithms[0]))
+
+/* ---- state that returns to initial is dropped ---- */
+
+static void test_full_bucket_is_dropped_by_query(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 10, SEC, 0); /* T = 100 ms */
+    sl_nanos t0 = 5 * SEC;
+
+    assert_true(check(st, lim, "k", 1, 1, t0).allowed);
+    expect_eq(stats_of(st).keys, 1);
+    /* Half a token back: not full yet, the state stays. */
+    expect_eq(check(st, lim, "k", 1, 0, t0 + 50 * MS).remaining, 9);
+    expect_eq(stats_of(st).keys, 1);
+    /* Full again at t0 + T: a pure query drops the key. */
+    expect_eq(check(st, lim, "k", 1, 0, t0 + 100 * MS).remaining, 10);
+    expect_eq(stats_of(st).keys, 0);
+    expect_eq(stats_of(st).reclaimed, 0); /* dropped, not reclaimed */
+    expect_valid(st);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_every_algorithm_drops_initial_state(void **state)
+{
+    (void)state;
+    for (size_t a = 0; a < NALGS; a++) {
+        sl_store *st = store_new(0, 1, 2);
+        sl_limit *lim = limit_new(all_algorithms[a], 4, SEC, 0);
+        sl_nanos t0 = 10 * SEC + 300 * MS;
+
+        assert_true(check(st, lim, "k", 1, 2, t0).allowed);
+        assert_true(check(st, lim, "k", 1, 1, t0 + 10 * MS).allowed);
+        if (stats_of(st).keys != 1)
+            fail_msg("%s: keys %llu after two requests, expected 1",
+                     sl_algorithm_name(all_algorithms[a]),
+                     (unsigned long long)stats_of(st).keys);
+        /* Three periods later every algorithm is back to initial (the
+         * sliding window counter remembers two windows at most). */
+        sl_decision d = check(st, lim, "k", 1, 0, t0 + 3 * SEC);
+        expect_eq(d.remaining, 4);
+        if (stats_of(st).keys != 0)
+            fail_msg("%s: keys %llu after the state expired, expected 0",
+                     sl_algorithm_name(all_algorithms[a]),
+                     (unsigned long long)stats_of(st).keys);
+        expect_valid(st);
+        sl_limit_free(lim);
+        sl_store_free(st); /* ASan: a log left behind would leak */
+    }
+}
+
+static void test_query_of_unknown_key_keeps_nothing(void **state)
+{
+    (void)state;
+    for (size_t a = 0; a < NALGS; a++) {
+        sl_store *st = store_new(0, 1, 2);
+        sl_limit *lim = limit_new(all_algorithms[a], 3, SEC, 0);
+        sl_store_stats before = stats_of(st);
+
+        expect_eq(check(st, lim, "nobody", 6, 0, SEC).remaining, 3);
+        /* A request that can never pass consumes nothing either. */
+        sl_decision d = check(st, lim, "nobody", 6, 4, SEC);
+        expect_eq(d.allowed, 0);
+        expect_eq(d.retry_after, -1);
+        expect_eq(stats_of(st).keys, 0);
+        expect_eq(stats_of(st).bytes, before.bytes);
+        sl_limit_free(lim);
+        sl_store_free(st);
+    }
+}
+
+/* ---- sl_store_sweep ---- */
+
+static void test_sweep_reclaims_expired_keys(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, SEC, 0);
+
+    for (int i = 0; i < 1000; i++)
+        assert_true(take(st, lim, "k", i, 0));
+    expect_eq(stats_of(st).keys, 1000);
+    /* Nothing has expired yet. */
+    expect_eq(sweep_all(st, 500 * MS), 0);
+    expect_eq(stats_of(st).keys, 1000);
+    /* One second plus rounding to the store's 67 ms ticks later. */
+    expect_eq(sweep_all(st, 2 * SEC), 1000);
+    sl_store_stats s = stats_of(st);
+    expect_eq(s.keys, 0);
+    expect_eq(s.reclaimed, 1000);
+    expect_eq(s.evicted, 0);
+    expect_valid(st);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_sweep_respects_max_slots(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_FIXED_WINDOW, 5, SEC, 0);
+    size_t total = 0, calls = 0, slots;
+
+    expect_eq(sl_store_sweep(st, SEC, 100), 0); /* no decision yet */
+    for (int i = 0; i < 3000; i++)
+        assert_true(take(st, lim, "k", i, 0));
+    expect_eq(sl_store_sweep(st, 5 * SEC, 0), 0);
+    expect_eq(stats_of(st).keys, 3000);
+    /* Every slot is 32 bytes, so bytes / 32 bounds the slot count. */
+    slots = (size_t)stats_of(st).bytes / 32;
+    while (stats_of(st).keys > 0) {
+        size_t got = sl_store_sweep(st, 5 * SEC, 100);
+        expect_le(got, 100);
+        total += got;
+        calls++;
+        /* A reclaimed slot is visited again for the key shifted in. */
+        expect_le(calls, (slots + 3000) / 100 + 2);
+        expect_eq(stats_of(st).reclaimed, total);
+        expect_valid(st);
+    }
+    expect_eq(total, 3000);
+    /* Spread over many calls: at most 100 slots per call. */
+    expect_ge(calls, 30);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_sweep_keeps_live_state(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_SLIDING_WINDOW, 2, 10 * SEC, 0);
+
+    for (int i = 0; i < 200; i++) {
+        assert_true(take(st, lim, "k", i, SEC));
+        assert_true(take(st, lim, "k", i, SEC));
+    }
+    expect_eq(sweep_all(st, 9 * SEC), 0);
+    for (int i = 0; i < 200; i++)
+        if (take(st, lim, "k", i, 9 * SEC))
+            fail_msg("key %d lost its state to a sweep before expiry", i);
+    expect_eq(stats_of(st).keys, 200);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/*
+ * BUG: sl_store_sweep(store, now, SIZE_MAX) never returns.  The loop runs
+ * until max_slots slots have been visited, going round and round the
+ * shards after the first pass has reclaimed everything, so "sweep it all"
+ * spins for ~2^64 slot visits holding shard locks in turn.  A sweep should
+ * stop after one full pass.  (This test would hang, so it stays skipped.)
+ */
+static void test_sweep_with_huge_max_slots_returns(void **state)
+{
+    (void)state;
+    skip(); /* BUG: see the comment above; remove once fixed */
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, SEC, 0);
+
+    for (int i = 0; i < 10; i++)
+        assert_true(take(st, lim, "k", i, 0));
+    expect_eq(sl_store_sweep(st, 2 * SEC, SIZE_MAX), 10);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/*
+ * BUG: a key decided at a time before the store's first decision gets
+ * expiry tick 0 (tick_ceil clamps times before the epoch to 0), so any
+ * sweep reclaims it while its state is live.
+ */
+static void test_sweep_keeps_state_decided_before_first_decision(void **state)
+{
+    (void)state;
+    skip(); /* BUG: see the comment above; remove once fixed */
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 60 * SEC, 0);
+
+    assert_true(check(st, lim, "first", 5, 1, 1000 * SEC).allowed);
+    assert_true(check(st, lim, "early", 5, 1, 1 * SEC).allowed);
+    expect_eq(sweep_all(st, 1 * SEC), 0);
+    expect_eq(check(st, lim, "early", 5, 1, 2 * SEC).allowed, 0);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/*
+ * BUG: the "now" tick saturates at 2^31 - 1 ticks of 2^26 ns (4.56 years
+ * after the store's first decision; memory.c's comment promises nine),
+ * while expiry ticks go on to 2^32 - 1: a key decided after that is never
+ * reclaimed by a sweep, and recency stops advancing for the LRU.
+ */
+static void test_sweep_works_years_after_first_decision(void **state)
+{
+    (void)state;
+    skip(); /* BUG: see the comment above; remove once fixed */
+    const sl_nanos year = 365 * 86400 * SEC;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 60 * SEC, 0);
+
+    assert_true(check(st, lim, "a", 1, 1, 0).allowed);
+    assert_true(check(st, lim, "b", 1, 1, 5 * year).allowed);
+    expect_eq(sweep_all(st, 5 * year + 3600 * SEC), 2);
+    expect_eq(stats_of(st).keys, 0);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- the memory cap ---- */
+
+static void test_cap_never_fails_nor_exceeded(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(MIB, 1, 2);
+    /* Long-lived state: nothing expires, so only eviction makes room. */
+    sl_limit *lim = limit_new(SL_GCRA, 10, 3600 * SEC, 0);
+    const int n = 200000;
+    sl_store_stats s;
+
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        int len = key_of(k, sizeof(k), "key-", i);
+        sl_decision d;
+        int rc = sl_check(st, lim, k, (size_t)len, 1, SEC + (i / 1000) * 100 * MS,
+                          &d);
+        if (rc != 0)
+            fail_msg("insert %d failed: %d (%s)", i, rc, sl_err_name(rc));
+        if (i % 10000 == 9999) {
+            s = stats_of(st);
+            expect_le(s.bytes, s.max_bytes);
+            expect_valid(st);
+        }
+    }
+    s = stats_of(st);
+    expect_eq(s.max_bytes, MIB);
+    expect_le(s.bytes, MIB);
+    expect_eq(s.reclaimed, 0);
+    /* Each distinct key was inserted once: it is held or was evicted. */
+    expect_eq(s.keys + s.evicted, n);
+    /* The cap holds tens of thousands of 32-byte slots. */
+    expect_ge(s.keys, 20000);
+    print_message("cap 1 MiB: %llu keys held, %llu evicted, %llu bytes\n",
+                  (unsigned long long)s.keys, (unsigned long long)s.evicted,
+                  (unsigned long long)s.bytes);
+    expect_valid(st);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_expired_reclaimed_before_live_evicted(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(MIB, 1, 2);
+    sl_limit *short_lim = limit_new(SL_TOKEN_BUCKET, 1, SEC, 0);
+    sl_limit *long_lim = limit_new(SL_TOKEN_BUCKET, 1, 3600 * SEC, 0);
+    const int old_keys = 15000, new_keys = 15000;
+    sl_store_stats s;
+
+    /* 15000 keys fit under 1 MiB (about 98 per shard) without eviction. */
+    for (int i = 0; i < old_keys; i++)
+        assert_true(take(st, short_lim, "old", i, 0));
+    s = stats_of(st);
+    expect_eq(s.keys, old_keys);
+    expect_eq(s.evicted, 0);
+    expect_valid(st);
+
+    /* Two seconds on, every old key has expired.  The new keys do not
+     * fit beside them (30000 > ~25000): room must come from the old. */
+    for (int i = 0; i < new_keys; i++)
+        assert_true(take(st, long_lim, "new", i, 2 * SEC));
+    s = stats_of(st);
+    expect_eq(s.evicted, 0);
+    expect_ge(s.reclaimed, old_keys + new_keys - 25088);
+    expect_eq(s.keys + s.reclaimed, old_keys + new_keys);
+    expect_valid(st);
+    print_message("expired first: %llu reclaimed, %llu evicted\n",
+                  (unsigned long long)s.reclaimed,
+                  (unsigned long long)s.evicted);
+    /* And every new key kept its state. */
+    for (int i = 0; i < new_keys; i++)
+        if (take(st, long_lim, "new", i, 2 * SEC))
+            fail_msg("new key %d lost its state", i);
+    sl_limit_free(short_lim);
+    sl_limit_free(long_lim);
+    sl_store_free(st);
+}
+
+/*
+ * Approximate LRU.  The store evicts the least recently used of 16 slots
+ * near the new key's home, so a key survives unless all 15 others it is
+ * sampled with are at least as recent.  2000 hot keys are touched every
+ * round (rounds 100 ms apart, more than a 67 ms tick) while 2000 new cold
+ * keys per round stream through a table that holds ~25000: the slots as
+ * recent as a hot key are the 4000 of the current round, about 16%, and
+ * the chance that 16 sampled slots are all that recent is about 0.16^16.
+ * So we require 99% of the hot keys to keep their state (we expect all),
+ * and the 2000 keys last used at the start to be nearly all gone (at most
+ * 5% left), which a policy that ignored recency would not achieve either
+ * way round.
+ */
+static void test_recently_used_keys_survive_eviction(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(MIB, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 5, 3600 * SEC, 0);
+    enum { HOT = 2000, STALE = 2000, ROUNDS = 100, COLD_PER_ROUND = 2000 };
+    static char lost[HOT];
+    int hot_kept = 0, stale_kept = 0, cold = 0;
+    sl_nanos now = SEC;
+
+    memset(lost, 0, sizeof(lost));
+    for (int i = 0; i < HOT; i++)
+        for (int r = 0; r < 5; r++)
+            assert_true(take(st, lim, "hot", i, now));
+    for (int i = 0; i < STALE; i++)
+        for (int r = 0; r < 5; r++)
+            assert_true(take(st, lim, "stale", i, now));
+
+    for (int round = 1; round <= ROUNDS; round++) {
+        now += 100 * MS;
+        for (int i = 0; i < HOT; i++)
+            if (take(st, lim, "hot", i, now))
+                lost[i] = 1; /* allowed again: its state was evicted */
+        for (int c = 0; c < COLD_PER_ROUND; c++)
+            assert_true(take(st, lim, "cold", cold++, now));
+    }
+    for (int i = 0; i < HOT; i++)
+        hot_kept += !lost[i];
+    now += 100 * MS;
+    for (int i = 0; i < STALE; i++)
+        stale_kept += !take(st, lim, "stale", i, now);
+
+    sl_store_stats s = stats_of(st);
+    print_message("LRU: %d/%d hot keys kept, %d/%d stale keys kept, "
+                  "%llu evicted\n",
+                  hot_kept, HOT, stale_kept, STALE,
+                  (unsigned long long)s.evicted);
+    expect_ge(s.evicted, 150000);
+    expect_ge(hot_kept, HOT * 99 / 100);
+    expect_le(stale_kept, STALE * 5 / 100);
+    expect_valid(st);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- table invariants ---- */
+
+static void test_invariants_through_growth_and_deletion(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 2, SEC, 0); /* T = 500 ms */
+    const int n = 50000;
+
+    /* Growth: 50000 keys from 16 slots per shard. */
+    for (int i = 0; i < n; i++) {
+        assert_true(take(st, lim, "g", i, 0));
+        if (i % 5000 == 0)
+            expect_valid(st);
+    }
+    expect_eq(stats_of(st).keys, n);
+    expect_valid(st);
+    /* The odd keys take a second token: full again only at 1 s. */
+    for (int i = 1; i < n; i += 2)
+        assert_true(take(st, lim, "g", i, 0));
+    /* Deletion by backward shift: at 500 ms the even keys are full again
+     * and a query drops them; the odd keys, shifted around, keep state. */
+    for (int i = 0; i < n; i += 2) {
+        char k[32];
+        int len = key_of(k, sizeof(k), "g", i);
+        expect_eq(check(st, lim, k, (size_t)len, 0, 500 * MS).remaining, 2);
+        if (i % 5000 == 0)
+            expect_valid(st);
+    }
+    expect_eq(stats_of(st).keys, n / 2);
+    expect_valid(st);
+    for (int i = 1; i < n; i += 2) {
+        char k[32];
+        int len = key_of(k, sizeof(k), "g", i);
+        sl_decision d = check(st, lim, k, (size_t)len, 0, 500 * MS);
+        if (d.remaining != 1)
+            fail_msg("key %d: remaining %lld after its neighbours were "
+                     "deleted, expected 1",
+                     i, (long long)d.remaining);
+    }
+    expect_valid(st);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- input validation ---- */
+
+static void test_key_length_cap(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_FIXED_WINDOW, 5, SEC, 0);
+    char *big = calloc(1, 4097);
+    sl_decision d;
+
+    assert_non_null(big);
+    expect_eq(sl_check(st, lim, big, 4096, 1, 0, &d), 0);
+    expect_eq(sl_check(st, lim, big, 4097, 1, 0, &d), SL_EKEYLEN);
+    sl_store_free(st);
+
+    sl_memory_options o = {.max_key_len = 8, .seed0 = 1, .seed1 = 2};
+    st = sl_memory_store_new(&o);
+    assert_non_null(st);
+    expect_eq(sl_check(st, lim, "12345678", 8, 1, 0, &d), 0);
+    expect_eq(sl_check(st, lim, "123456789", 9, 1, 0, &d), SL_EKEYLEN);
+    expect_eq(stats_of(st).keys, 1);
+    free(big);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_cost_out_of_range(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 5, SEC, 0);
+    sl_decision d, untouched;
+
+    memset(&d, 0x5a, sizeof(d));
+    untouched = d;
+    expect_eq(sl_check(st, lim, "k", 1, -1, 0, &d), SL_ECOST);
+    expect_eq(sl_check(st, lim, "k", 1, INT64_MIN, 0, &d), SL_ECOST);
+    expect_eq(sl_check(st, lim, "k", 1, SL_MAX_COUNT + 1, 0, &d), SL_ECOST);
+    expect_eq(sl_check(st, lim, "k", 1, INT64_MAX, 0, &d), SL_ECOST);
+    assert_memory_equal(&d, &untouched, sizeof(d)); /* *out untouched */
+    /* The largest cost is valid input: a decision that never passes. */
+    expect_eq(sl_check(st, lim, "k", 1, SL_MAX_COUNT, 0, &d), 0);
+    expect_eq(d.allowed, 0);
+    expect_eq(d.retry_after, -1);
+    expect_eq(stats_of(st).keys, 0);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_negative_now_is_einval(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_GCRA, 5, SEC, 0);
+    sl_decision d;
+
+    expect_eq(sl_check(st, lim, "k", 1, 1, -1, &d), SL_EINVAL);
+    expect_eq(sl_check(st, lim, "k", 1, 1, INT64_MIN, &d), SL_EINVAL);
+    expect_eq(sl_check(st, lim, "k", 1, 1, 0, &d), 0);
+    expect_eq(sl_check(st, lim, "k", 1, 1, INT64_MAX, &d), 0);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+static void test_null_arguments_are_einval(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_GCRA, 5, SEC, 0);
+    sl_decision d;
+
+    expect_eq(sl_check(NULL, lim, "k", 1, 1, 0, &d), SL_EINVAL);
+    expect_eq(sl_check(st, NULL, "k", 1, 1, 0, &d), SL_EINVAL);
+    expect_eq(sl_check(st, lim, NULL, 1, 1, 0, &d), SL_EINVAL);
+    expect_eq(sl_check(st, lim, "k", 1, 1, 0, NULL), SL_EINVAL);
+    expect_eq(stats_of(st).keys, 0);
+    /* An empty key is a key: (NULL, 0) and ("", 0) are the same one. */
+    expect_eq(sl_check(st, lim, NULL, 0, 5, 0, &d), 0);
+    expect_eq(d.allowed, 1);
+    expect_eq(sl_check(st, lim, "", 0, 1, 0, &d), 0);
+    expect_eq(d.allowed, 0);
+    sl_store_free(NULL); /* a no-op */
+    sl_limit_free(NULL);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- keys and limits ---- */
+
+static void test_same_key_under_two_limits_is_independent(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *a = limit_new(SL_FIXED_WINDOW, 2, 60 * SEC, 0);
+    sl_limit *b = limit_new(SL_FIXED_WINDOW, 3, 60 * SEC, 0);
+
+    expect_eq(check(st, a, "user", 4, 2, SEC).remaining, 0);
+    expect_eq(check(st, a, "user", 4, 1, SEC).allowed, 0);
+    expect_eq(check(st, b, "user", 4, 0, SEC).remaining, 3);
+    expect_eq(check(st, b, "user", 4, 3, SEC).allowed, 1);
+    expect_eq(stats_of(st).keys, 2);
+    sl_limit_free(a);
+    sl_limit_free(b);
+    sl_store_free(st);
+}
+
+static void test_same_key_under_two_ids_is_independent(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *a = limit_new(SL_SLIDING_LOG, 2, 60 * SEC, 7);
+    sl_limit *b = limit_new(SL_SLIDING_LOG, 2, 60 * SEC, 8);
+
+    expect_eq(check(st, a, "user", 4, 2, SEC).remaining, 0);
+    expect_eq(check(st, b, "user", 4, 0, SEC).remaining, 2);
+    expect_eq(check(st, b, "user", 4, 1, SEC).remaining, 1);
+    expect_eq(check(st, a, "user", 4, 0, SEC).remaining, 0);
+    sl_limit_free(a);
+    sl_limit_free(b);
+    sl_store_free(st);
+}
+
+/* The header: state is kept per (limit parameters, id, key), so two limit
+ * objects made from the same configuration are the same limit. */
+static void test_equal_limits_share_state(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *a = limit_new(SL_GCRA, 3, 60 * SEC, 5);
+    sl_limit *b = limit_new(SL_GCRA, 3, 60 * SEC, 5);
+
+    expect_eq(check(st, a, "user", 4, 2, SEC).remaining, 1);
+    expect_eq(check(st, b, "user", 4, 0, SEC).remaining, 1);
+    expect_eq(stats_of(st).keys, 1);
+    sl_limit_free(a);
+    sl_limit_free(b);
+    sl_store_free(st);
+}
+
+static void test_binary_keys_with_nul_bytes(void **state)
+{
+    (void)state;
+    sl_store *st = store_new(0, 1, 2);
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 60 * SEC, 0);
+    static const char k1[] = {'a', 0, 'b'}, k2[] = {'a', 0, 'c'},
+                      k3[] = {'a', 0}, k4[] = {0, 0, 0, 0};
+
+    assert_true(check(st, lim, k1, 3, 1, SEC).allowed);
+    assert_false(check(st, lim, k1, 3, 1, SEC).allowed);
+    /* Bytes after a NUL and the length both matter. */
+    assert_true(check(st, lim, k2, 3, 1, SEC).allowed);
+    assert_true(check(st, lim, k3, 2, 1, SEC).allowed);
+    assert_true(check(st, lim, "a", 1, 1, SEC).allowed);
+    assert_true(check(st, lim, k4, 4, 1, SEC).allowed);
+    assert_true(check(st, lim, k4, 3, 1, SEC).allowed);
+    assert_false(check(st, lim, k4, 4, 1, SEC).allowed);
+    expect_eq(stats_of(st).keys, 6);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- logs on the heap ---- */
+
+static void test_log_bytes_grow_and_shrink(void **state)
+{
+    (void)state;
+    sl_algorithm logs[] = {SL_SLIDING_LOG, SL_STEPPED_WINDOW};
+    for (size_t a = 0; a < 2; a++) {
+        sl_store *st = store_new(0, 1, 2);
+        sl_limit_config c = {.algorithm = logs[a], .limit = 100,
+                             .period = SEC, .step = a ? 10 * MS : 0};
+        sl_limit *lim;
+        uint64_t empty, one, many;
+
+        assert_int_equal(sl_limit_new(&c, &lim, NULL, 0), 0);
+        empty = stats_of(st).bytes;
+        assert_true(check(st, lim, "k", 1, 1, 0).allowed);
+        one = stats_of(st).bytes;
+        expect_ge(one, empty + 1);
+        /* 64 events at distinct times (distinct steps) need a bigger log. */
+        for (int i = 1; i < 64; i++)
+            assert_true(check(st, lim, "k", 1, 1, i * 10 * MS).allowed);
+        many = stats_of(st).bytes;
+        expect_ge(many, empty + 64 * 16);
+        /* Most events leave the window: the ring halves. */
+        check(st, lim, "k", 1, 0, SEC + 600 * MS);
+        expect_le(stats_of(st).bytes, many - 1);
+        expect_ge(stats_of(st).bytes, one);
+        /* All gone: back to the empty store's bytes. */
+        check(st, lim, "k", 1, 0, 3 * SEC);
+        expect_eq(stats_of(st).bytes, empty);
+        expect_eq(stats_of(st).keys, 0);
+        sl_limit_free(lim);
+        sl_store_free(st);
+    }
+}
+
+/* Logs freed by sweep, by eviction, by store free: ASan checks the leaks,
+ * the stats check the accounting. */
+static void test_logs_freed_by_sweep_eviction_and_free(void **state)
+{
+    (void)state;
+    sl_algorithm logs[] = {SL_SLIDING_LOG, SL_STEPPED_WINDOW};
+    for (size_t a = 0; a < 2; a++) {
+        sl_store *st = store_new(MIB, 1, 2);
+        sl_limit *lim = limit_new(logs[a], 8, SEC, 0);
+        uint64_t empty = stats_of(st).bytes;
+        sl_store_stats s;
+
+        /* Swept. */
+        for (int i = 0; i < 1000; i++)
+            for (int r = 0; r < 4; r++)
+                assert_true(take(st, lim, "swept", i, r * 20 * MS));
+        expect_ge(stats_of(st).bytes, empty + 1000 * 24);
+        expect_eq(sweep_all(st, 3 * SEC), 1000);
+        expect_eq(stats_of(st).bytes, empty);
+
+        /* Evicted: 8 events at 8 distinct times per key, far beyond 1 MiB. */
+        for (int i = 0; i < 20000; i++)
+            for (int r = 0; r < 8; r++)
+                assert_true(take(st, lim, "ev", i, 4 * SEC + r * 20 * MS));
+        s = stats_of(st);
+        expect_ge(s.evicted, 1);
+        expect_le(s.bytes, s.max_bytes);
+        expect_eq(s.keys + s.evicted, 20000);
+        expect_valid(st);
+        print_message("%s logs at 1 MiB: %llu keys, %llu evicted, %llu "
+                      "bytes\n",
+                      sl_algorithm_name(logs[a]), (unsigned long long)s.keys,
+                      (unsigned long long)s.evicted,
+                      (unsigned long long)s.bytes);
+        /* Freed with the store while live. */
+        sl_limit_free(lim);
+        sl_store_free(st);
+    }
+}
+
+/*
+ * BUG: a single key's log is not bounded by the memory cap.  The log grows
+ * after the decision and the store then evicts neighbours, but the key
+ * itself is protected, so one sliding_log key with L = 100000 and distinct
+ * timestamps holds 2.2 MB in a store capped at 1 MiB, and every check
+ * succeeds; SL_EFULL (or a refused request) was expected before the cap.
+ */
+static void test_single_log_respects_cap(void **state)
+{
+    (void)state;
+    skip(); /* BUG: see the comment above; remove once fixed */
+    sl_store *st = store_new(MIB, 1, 2);
+    sl_limit *lim = limit_new(SL_SLIDING_LOG, 100000, 3600 * SEC, 0);
+    int failed = 0;
+
+    for (int i = 0; i < 100000; i++) {
+        sl_decision d;
+        failed += sl_check(st, lim, "big", 3, 1, i + 1, &d) != 0;
+    }
+    expect_le(stats_of(st).bytes, MIB);
+    print_message("%d checks failed\n", failed);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
+/* ---- seeded hashing ---- */
+
+/* The store's own mapping (memory.c): siphash of (limit identity, key)
+ * under the seed, top 8 bits for the shard.  Used only to build keys that
+ * an attacker who knew seed (1, 2) would send. */
+static int shard_under(uint64_t s0, uint64_t s1, const sl_limit *lim,
+                       const char *key, size_t len)
+{
+    uint64_t h = sl__siphash13(s0, s1, lim->ident, key, len);
+    h += h == 0;
+    return (int)(h >> 56);
+}
+
+/*
+ * Keys that all land in one shard under a known seed fill that shard and
+ * force evictions at a 1 MiB cap (98 keys per shard) while the rest of the
+ * store is empty; under any other seed the same keys spread over all 256
+ * shards (about 8 each) and nothing is evicted.  So flooding needs the
+ * seed, and a store with a random seed resists keys aimed at a fixed one.
+ */
+static void test_seed_defeats_keys_aimed_at_one_shard(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 3600 * SEC, 0);
+    static char keys[N][16];
+    static size_t lens[N];
+    int found = 0;
+
+    for (uint32_t c = 0; found < N; c++) {
+        char k[16];
+        int len = snprintf(k, sizeof(k), "x%u", c);
+        if (shard_under(1, 2, lim, k, (size_t)len) == 0) {
+            memcpy(keys[found], k, (size_t)len);
+            lens[found++] = (size_t)len;
+        }
+    }
+    struct {
+        uint64_t s0, s1;
+    } seeds[] = {{1, 2}, {1, 2}, {3, 4}, {0, 0} /* random */};
+    uint64_t evicted[4];
+    for (int s = 0; s < 4; s++) {
+        sl_store *st = store_new(MIB, seeds[s].s0, seeds[s].s1);
+        for (int i = 0; i < N; i++)
+            check(st, lim, keys[i], lens[i], 1, SEC);
+        evicted[s] = stats_of(st).evicted;
+        expect_valid(st);
+        sl_store_free(st);
+    }
+    print_message("keys aimed at one shard: evicted %llu (aimed seed), %llu "
+                  "(other seed), %llu (random seed)\n",
+                  (unsigned long long)evicted[0],
+                  (unsigned long long)evicted[2],
+                  (unsigned long long)evicted[3]);
+    expect_ge(evicted[0], N - 112);   /* one shard holds at most 98 */
+    expect_eq(evicted[1], evicted[0]); /* a fixed seed is reproducible */
+    expect_eq(evicted[2], 0);
+    expect_eq(evicted[3], 0);
+    sl_limit_free(lim);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_bucket_is_dropped_by_query),
+        cmocka_unit_test(test_every_algorithm_drops_initial_state),
+        cmocka_unit_test(test_query_of_unknown_key_keeps_nothing),
+        cmocka_unit_test(test_sweep_reclaims_expired_keys),
+        cmocka_unit_test(test_sweep_respects_max_slots),
+        cmocka_unit_test(test_sweep_keeps_live_state),
+        cmocka_unit_test(test_sweep_with_huge_max_slots_returns),
+        cmocka_unit_test(test_sweep_keeps_state_decided_before_first_decision),
+        cmocka_unit_test(test_sweep_works_years_after_first_decision),
+        cmocka_unit_test(test_cap_never_fails_nor_exceeded),
+        cmocka_unit_test(test_expired_reclaimed_before_live_evicted),
+        cmocka_unit_test(test_recently_used_keys_survive_eviction),
+        cmocka_unit_test(test_invariants_through_growth_and_deletion),
+        cmocka_unit_test(test_key_length_cap),
+        cmocka_unit_test(test_cost_out_of_range),
+        cmocka_unit_test(test_negative_now_is_einval),
+        cmocka_unit_test(test_null_arguments_are_einval),
+        cmocka_unit_test(test_same_key_under_two_limits_is_independent),
+        cmocka_unit_test(test_same_key_under_two_ids_is_independent),
+        cmocka_unit_test(test_equal_limits_share_state),
+        cmocka_unit_test(test_binary_keys_with_nul_bytes),
+        cmocka_unit_test(test_log_bytes_grow_and_shrink),
+        cmocka_unit_test(test_logs_freed_by_sweep_eviction_and_free),
+        cmocka_unit_test(test_single_log_respects_cap),
+        cmocka_unit_test(test_seed_defeats_keys_aimed_at_one_shard),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
