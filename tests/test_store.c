@@ -11,6 +11,8 @@
  * few hundred ms between "expires" and "is reclaimed", and LRU rounds are
  * spaced more than a tick apart.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -104,6 +107,19 @@ static size_t sweep_all(sl_store *st, sl_nanos now)
 {
     return sl_store_sweep(st, now, (size_t)stats_of(st).bytes / 16);
 }
+
+/*
+ * A test that shows a library bug is kept complete and skipped until the
+ * bug is fixed; SL_RUN_KNOWN_BUGS=1 runs it anyway (and it fails while the
+ * bug is there).  The same convention as tests/testutil.h.
+ */
+#define KNOWN_BUG(why)                                                       \
+    do {                                                                     \
+        if (getenv("SL_RUN_KNOWN_BUGS") == NULL) {                           \
+            print_message("[  NOTE    ] BUG, skipped: %s\n", why);           \
+            skip();                                                          \
+        }                                                                    \
+    } while (0)
 
 static void expect_valid(sl_store *st)
 {
@@ -266,19 +282,40 @@ static void test_sweep_keeps_live_state(void **state)
  * BUG: sl_store_sweep(store, now, SIZE_MAX) never returns.  The loop runs
  * until max_slots slots have been visited, going round and round the
  * shards after the first pass has reclaimed everything, so "sweep it all"
- * spins for ~2^64 slot visits holding shard locks in turn.  A sweep should
- * stop after one full pass.  (This test would hang, so it stays skipped.)
+ * spins for ~2^64 slot visits taking shard locks in turn.  A sweep should
+ * stop after one full pass.  The sweep runs in a thread so that the test
+ * fails after 10 s instead of hanging.
  */
+typedef struct sweep_job {
+    sl_store *st;
+    size_t reclaimed;
+} sweep_job;
+
+static void *sweep_everything(void *arg)
+{
+    sweep_job *job = arg;
+    job->reclaimed = sl_store_sweep(job->st, 2 * SEC, SIZE_MAX);
+    return NULL;
+}
+
 static void test_sweep_with_huge_max_slots_returns(void **state)
 {
     (void)state;
-    skip(); /* BUG: see the comment above; remove once fixed */
+    KNOWN_BUG("sl_store_sweep(SIZE_MAX) never returns");
     sl_store *st = store_new(0, 1, 2);
     sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, SEC, 0);
+    sweep_job job = {st, 0};
+    pthread_t th;
+    struct timespec deadline;
 
     for (int i = 0; i < 10; i++)
         assert_true(take(st, lim, "k", i, 0));
-    expect_eq(sl_store_sweep(st, 2 * SEC, SIZE_MAX), 10);
+    assert_int_equal(pthread_create(&th, NULL, sweep_everything, &job), 0);
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 10;
+    if (pthread_timedjoin_np(th, NULL, &deadline) != 0)
+        fail_msg("sl_store_sweep(SIZE_MAX) still running after 10 s");
+    expect_eq(job.reclaimed, 10);
     sl_limit_free(lim);
     sl_store_free(st);
 }
@@ -291,7 +328,7 @@ static void test_sweep_with_huge_max_slots_returns(void **state)
 static void test_sweep_keeps_state_decided_before_first_decision(void **state)
 {
     (void)state;
-    skip(); /* BUG: see the comment above; remove once fixed */
+    KNOWN_BUG("sweep reclaims live state decided before the first now");
     sl_store *st = store_new(0, 1, 2);
     sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 60 * SEC, 0);
 
@@ -312,7 +349,7 @@ static void test_sweep_keeps_state_decided_before_first_decision(void **state)
 static void test_sweep_works_years_after_first_decision(void **state)
 {
     (void)state;
-    skip(); /* BUG: see the comment above; remove once fixed */
+    KNOWN_BUG("ticks saturate after 4.56 years, not nine");
     const sl_nanos year = 365 * 86400 * SEC;
     sl_store *st = store_new(0, 1, 2);
     sl_limit *lim = limit_new(SL_TOKEN_BUCKET, 1, 60 * SEC, 0);
@@ -566,9 +603,38 @@ static void test_negative_now_is_einval(void **state)
     expect_eq(sl_check(st, lim, "k", 1, 1, -1, &d), SL_EINVAL);
     expect_eq(sl_check(st, lim, "k", 1, 1, INT64_MIN, &d), SL_EINVAL);
     expect_eq(sl_check(st, lim, "k", 1, 1, 0, &d), 0);
-    expect_eq(sl_check(st, lim, "k", 1, 1, INT64_MAX, &d), 0);
+    expect_eq(stats_of(st).keys, 1);
     sl_limit_free(lim);
     sl_store_free(st);
+}
+
+/*
+ * BUG: the last period before INT64_MAX.  now = INT64_MAX is accepted
+ * (now >= 0), but (1) token_bucket, gcra and leaky_bucket overflow in
+ * sl__sched_push (schedule.h: w[0] = now, then w[0] += whole), signed
+ * overflow that UBSan reports; (2) the other algorithms saturate the
+ * expiry to INT64_MAX, which equals now, so the store drops the state of
+ * an allowed request and the next request finds the limit untouched.
+ * Expected: saturating arithmetic and a kept state (house style: additions
+ * saturate).
+ */
+static void test_time_near_int64_max(void **state)
+{
+    (void)state;
+    KNOWN_BUG("overflow and lost state within a period of INT64_MAX");
+    for (size_t a = 0; a < NALGS; a++) {
+        sl_store *st = store_new(0, 1, 2);
+        sl_limit *lim = limit_new(all_algorithms[a], 5, SEC, 0);
+        check(st, lim, "k", 1, 1, INT64_MAX);
+        sl_decision d = check(st, lim, "k", 1, 0, INT64_MAX);
+        if (d.remaining != 4)
+            fail_msg("%s: remaining %lld after one request at INT64_MAX, "
+                     "expected 4",
+                     sl_algorithm_name(all_algorithms[a]),
+                     (long long)d.remaining);
+        sl_limit_free(lim);
+        sl_store_free(st);
+    }
 }
 
 static void test_null_arguments_are_einval(void **state)
@@ -754,7 +820,7 @@ static void test_logs_freed_by_sweep_eviction_and_free(void **state)
 static void test_single_log_respects_cap(void **state)
 {
     (void)state;
-    skip(); /* BUG: see the comment above; remove once fixed */
+    KNOWN_BUG("one log grows past the memory cap");
     sl_store *st = store_new(MIB, 1, 2);
     sl_limit *lim = limit_new(SL_SLIDING_LOG, 100000, 3600 * SEC, 0);
     int failed = 0;
@@ -849,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_key_length_cap),
         cmocka_unit_test(test_cost_out_of_range),
         cmocka_unit_test(test_negative_now_is_einval),
+        cmocka_unit_test(test_time_near_int64_max),
         cmocka_unit_test(test_null_arguments_are_einval),
         cmocka_unit_test(test_same_key_under_two_limits_is_independent),
         cmocka_unit_test(test_same_key_under_two_ids_is_independent),
