@@ -3,7 +3,7 @@
 # missing.  Run as root (or with sudo available).  Idempotent and quiet when
 # everything is there.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libcmocka-dev)
+PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -7,5 +7,6 @@
 
 int sl_cmd_replay(int argc, char **argv);
 int sl_cmd_demo(int argc, char **argv);
+int sl_cmd_validate(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const struct {
 } commands[] = {
     {"demo", sl_cmd_demo, "walk through every algorithm on the seed's examples"},
     {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
+    {"validate", sl_cmd_validate, "check rules files without starting anything"},
 };
 
 static void usage(FILE *to)

@@ -1,0 +1,633 @@
+/*
+ * rules_build.c - one file's YAML tree to domains, descriptor nodes and
+ * limits, checking every key and value on the way.
+ *
+ * The format is lyft/ratelimit's, read strictly: lyft checks keys against
+ * one flat list of names valid anywhere, so `unit` misplaced at the
+ * descriptor level passes there and is ignored; here each mapping accepts
+ * only its own keys, and the error points at the offending key.  Every
+ * error is "file:line:column: message: 'value'" at the node it is about.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "rules_internal.h"
+
+typedef struct build {
+    sl_rules *rules;
+    const char *file;
+    char *errbuf;
+    size_t errlen;
+    sl__rdomain *domain;
+    /* Identity path of the current node: "klen:key=vlen:value" or
+     * "klen:key!" per level, unambiguous whatever the bytes (lyft's
+     * "key_value" is not).  Hashed into each limit's id. */
+    char *idpath;
+    size_t idlen, idcap;
+    /* lyft's stats path of the current node: "domain.key_value.key". */
+    char *path;
+    size_t pathlen, pathcap;
+} build;
+
+static int err_at(build *b, const sl__ynode *n, int err, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+
+static int err_at(build *b, const sl__ynode *n, int err, const char *fmt,
+                  ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return sl__rules_error(b->errbuf, b->errlen, err, b->file, n->line,
+                           n->col, "%s", msg);
+}
+
+static int oom(build *b)
+{
+    if (b->errbuf != NULL && b->errlen > 0)
+        snprintf(b->errbuf, b->errlen, "%s: out of memory", b->file);
+    return SL_ENOMEM;
+}
+
+static int buf_append(char **buf, size_t *len, size_t *cap, const void *p,
+                      size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 64;
+        while (c < *len + n + 1)
+            c *= 2;
+        char *nb = realloc(*buf, c);
+        if (nb == NULL)
+            return SL_ENOMEM;
+        *buf = nb;
+        *cap = c;
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d != NULL) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* The value of `key` in mapping m, or NULL. */
+static const sl__ynode *get(const sl__ynode *m, const char *key)
+{
+    for (size_t i = 0; i + 1 < m->n; i += 2)
+        if (strcmp(m->kids[i]->text, key) == 0)
+            return m->kids[i + 1];
+    return NULL;
+}
+
+/* Every key of m must be one of the NULL-terminated `allowed`. */
+static int check_keys(build *b, const sl__ynode *m,
+                      const char *const *allowed)
+{
+    for (size_t i = 0; i + 1 < m->n; i += 2) {
+        const sl__ynode *k = m->kids[i];
+        size_t a = 0;
+        while (allowed[a] != NULL && strcmp(allowed[a], k->text) != 0)
+            a++;
+        if (allowed[a] == NULL || strlen(k->text) != k->len)
+            return err_at(b, k, SL_EINVAL, "unknown key: '%s'", k->text);
+    }
+    return 0;
+}
+
+static int want_kind(build *b, const sl__ynode *n, sl__ykind kind,
+                     const char *what)
+{
+    static const char *const names[] = {"a scalar", "a mapping",
+                                        "a sequence"};
+    if (n->kind == kind)
+        return 0;
+    return err_at(b, n, SL_EINVAL, "not %s: '%s'", names[kind], what);
+}
+
+/* YAML 1.1 booleans, as lyft's yaml.v2 reads them: only unquoted. */
+static int get_bool(build *b, const sl__ynode *m, const char *key, int *out)
+{
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES", "on", "On", "ON", "y", "Y"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO", "off", "Off", "OFF", "n", "N"};
+    const sl__ynode *n = get(m, key);
+    *out = 0;
+    if (n == NULL)
+        return 0;
+    if (n->kind != SL__Y_SCALAR || !n->plain)
+        goto bad;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcmp(n->text, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(n->text, no[i]) == 0)
+            return 0;
+    }
+bad:
+    return err_at(b, n, SL_EINVAL, "invalid boolean for %s: '%s'", key,
+                  n->kind == SL__Y_SCALAR ? n->text : "...");
+}
+
+/* A whole decimal number in [lo, SL_MAX_COUNT]. */
+static int get_count(build *b, const sl__ynode *n, const char *key,
+                     int64_t lo, int64_t *out)
+{
+    int64_t v = 0;
+    if (n->kind != SL__Y_SCALAR || n->len == 0)
+        goto bad;
+    for (size_t i = 0; i < n->len; i++) {
+        if (n->text[i] < '0' || n->text[i] > '9')
+            goto bad;
+        v = v * 10 + (n->text[i] - '0');
+        if (v > SL_MAX_COUNT)
+            goto bad;
+    }
+    if (v < lo)
+        goto bad;
+    *out = v;
+    return 0;
+bad:
+    return err_at(b, n, SL_EINVAL,
+                  "invalid %s: '%s' (a whole number from %lld to 2^40)", key,
+                  n->kind == SL__Y_SCALAR ? n->text : "...", (long long)lo);
+}
+
+/* lyft's units, case-insensitive as lyft upper-cases them.  week, month
+ * and year are newer lyft units; month is 30 days and year 365, as there. */
+static const struct {
+    const char *name;
+    sl_nanos ns;
+} units[] = {
+    {"second", SL_NS_PER_SEC},
+    {"minute", 60 * SL_NS_PER_SEC},
+    {"hour", 3600 * SL_NS_PER_SEC},
+    {"day", 86400 * SL_NS_PER_SEC},
+    {"week", 7 * 86400 * SL_NS_PER_SEC},
+    {"month", 30 * 86400 * SL_NS_PER_SEC},
+    {"year", 365 * 86400 * SL_NS_PER_SEC},
+};
+
+/* Rules of one node are compared after normalisation: two equal limits
+ * on one node would share their counters, so one of them is a mistake. */
+static int same_limit(const sl_rule *a, const sl_rule *b)
+{
+    if (a->action != b->action)
+        return 0;
+    if (a->action != SL_RULE_LIMIT)
+        return 1;
+    const sl_limit_config *x = sl_limit_get_config(a->limit);
+    const sl_limit_config *y = sl_limit_get_config(b->limit);
+    return x->algorithm == y->algorithm && x->limit == y->limit &&
+           x->period == y->period && x->burst == y->burst &&
+           x->step == y->step;
+}
+
+static int add_to_all(build *b, const sl_rule *r)
+{
+    sl_rules *rs = b->rules;
+    if (rs->n_rules == rs->cap_rules) {
+        size_t cap = rs->cap_rules ? rs->cap_rules * 2 : 16;
+        const sl_rule **a = realloc(rs->all, cap * sizeof(*a));
+        if (a == NULL)
+            return SL_ENOMEM;
+        rs->all = a;
+        rs->cap_rules = cap;
+    }
+    rs->all[rs->n_rules++] = r;
+    return 0;
+}
+
+static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
+                       int shadow, int detailed)
+{
+    static const char *const keys[] = {
+        "unit", "requests_per_unit", "unlimited", "name", "replaces",
+        "algorithm", "burst", "unit_multiplier", "period", "step", NULL};
+    const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
+        *step;
+    sl_rule *r = &node->rules[node->n_rules];
+    sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
+    int unlimited, rc;
+
+    if ((rc = want_kind(b, rl, SL__Y_MAP, "rate_limit")) != 0 ||
+        (rc = check_keys(b, rl, keys)) != 0 ||
+        (rc = get_bool(b, rl, "unlimited", &unlimited)) != 0)
+        return rc;
+    unit = get(rl, "unit");
+    rpu = get(rl, "requests_per_unit");
+    name = get(rl, "name");
+    repl = get(rl, "replaces");
+    alg = get(rl, "algorithm");
+    burst = get(rl, "burst");
+    mult = get(rl, "unit_multiplier");
+    period = get(rl, "period");
+    step = get(rl, "step");
+
+    memset(r, 0, sizeof(*r));
+    r->domain = b->domain->name;
+    r->shadow_mode = shadow;
+    r->detailed_metric = detailed;
+    r->unit_multiplier = 1;
+    r->path = dup_n(b->path, b->pathlen);
+    r->name = dup_n("", 0);
+    if (r->path == NULL || r->name == NULL)
+        return oom(b);
+    node->n_rules++; /* owned by the node from here: freed on error too */
+
+    if (name != NULL) {
+        if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)
+            return rc;
+        free((char *)r->name);
+        if ((r->name = dup_n(name->text, name->len)) == NULL)
+            return oom(b);
+    }
+    if (repl != NULL) {
+        if ((rc = want_kind(b, repl, SL__Y_SEQ, "replaces")) != 0)
+            return rc;
+        char **names = calloc(repl->n + 1, sizeof(*names));
+        if (names == NULL)
+            return oom(b);
+        r->replaces = (const char *const *)names;
+        for (size_t i = 0; i < repl->n; i++) {
+            static const char *const rkeys[] = {"name", NULL};
+            const sl__ynode *e = repl->kids[i], *en;
+            if ((rc = want_kind(b, e, SL__Y_MAP, "replaces")) != 0 ||
+                (rc = check_keys(b, e, rkeys)) != 0)
+                return rc;
+            en = get(e, "name");
+            if (en == NULL)
+                return err_at(b, e, SL_EINVAL, "missing key: 'name'");
+            if ((rc = want_kind(b, en, SL__Y_SCALAR, "name")) != 0)
+                return rc;
+            if (en->len == 0)
+                return err_at(b, en, SL_EINVAL,
+                              "empty name in replaces: ''");
+            if (strcmp(en->text, r->name) == 0)
+                return err_at(b, en, SL_EINVAL,
+                              "rate_limit replaces its own name: '%s'",
+                              en->text);
+            if ((names[i] = dup_n(en->text, en->len)) == NULL)
+                return oom(b);
+            r->n_replaces++;
+        }
+    }
+
+    if (unlimited) {
+        /* lyft refuses a unit with unlimited; a count or our extensions
+         * would be as contradictory, so they are refused as well. */
+        const sl__ynode *extra = unit ? unit : rpu ? rpu : alg ? alg
+                                 : burst ? burst : mult ? mult
+                                 : period ? period : step;
+        if (extra != NULL) {
+            for (size_t i = 0; i + 1 < rl->n; i += 2)
+                if (rl->kids[i + 1] == extra)
+                    return err_at(b, rl->kids[i], SL_EINVAL,
+                                  "unlimited rate_limit with a limit: '%s'",
+                                  rl->kids[i]->text);
+        }
+        r->action = SL_RULE_UNLIMITED;
+        return add_to_all(b, r);
+    }
+
+    if (rpu == NULL)
+        return err_at(b, rl, SL_EINVAL, "missing key: 'requests_per_unit'");
+    if ((rc = get_count(b, rpu, "requests_per_unit", 0,
+                        &r->requests_per_unit)) != 0)
+        return rc;
+    if (period != NULL) {
+        if (unit != NULL || mult != NULL)
+            return err_at(b, unit ? unit : mult, SL_EINVAL,
+                          "period excludes unit and unit_multiplier: '%s'",
+                          unit ? unit->text : mult->text);
+        if ((rc = want_kind(b, period, SL__Y_SCALAR, "period")) != 0)
+            return rc;
+        rc = sl_duration_parse(period->text, period->len, &r->period);
+        if (rc != 0 || r->period < 1)
+            return err_at(b, period, SL_EINVAL,
+                          "invalid period: '%s' (a duration such as 30s, "
+                          "5m, 1h)",
+                          period->text);
+    } else {
+        size_t u;
+        if (unit == NULL)
+            return err_at(b, rl, SL_EINVAL,
+                          "missing key: 'unit' (or 'period')");
+        if ((rc = want_kind(b, unit, SL__Y_SCALAR, "unit")) != 0)
+            return rc;
+        for (u = 0; u < sizeof(units) / sizeof(units[0]); u++)
+            if (strcasecmp(unit->text, units[u].name) == 0)
+                break;
+        if (u == sizeof(units) / sizeof(units[0]))
+            return err_at(b, unit, SL_EINVAL,
+                          "invalid unit: '%s' (second, minute, hour, day, "
+                          "week, month or year)",
+                          unit->text);
+        r->unit = units[u].name;
+        if (mult != NULL &&
+            (rc = get_count(b, mult, "unit_multiplier", 1,
+                            &r->unit_multiplier)) != 0)
+            return rc;
+        if (__builtin_mul_overflow(units[u].ns, r->unit_multiplier,
+                                   &r->period))
+            return err_at(b, mult, SL_ERANGE,
+                          "unit_multiplier too large: '%s'", mult->text);
+    }
+    if (alg != NULL) {
+        if ((rc = want_kind(b, alg, SL__Y_SCALAR, "algorithm")) != 0)
+            return rc;
+        if (sl_algorithm_parse(alg->text, alg->len, &cfg.algorithm) != 0)
+            return err_at(b, alg, SL_EINVAL, "unknown algorithm: '%s'",
+                          alg->text);
+    }
+    if (burst != NULL &&
+        (rc = get_count(b, burst, "burst", 1, &cfg.burst)) != 0)
+        return rc;
+    if (step != NULL) {
+        if ((rc = want_kind(b, step, SL__Y_SCALAR, "step")) != 0)
+            return rc;
+        if (sl_duration_parse(step->text, step->len, &cfg.step) != 0 ||
+            cfg.step < 1)
+            return err_at(b, step, SL_EINVAL,
+                          "invalid step: '%s' (a duration such as 100ms)",
+                          step->text);
+    }
+
+    if (r->requests_per_unit == 0) {
+        /* lyft's way to block a value outright (its README's example 3).
+         * No sl_limit exists for 0 requests, and none is needed. */
+        r->action = SL_RULE_DENY;
+    } else {
+        char why[256] = "";
+        const sl__ynode *at = rl;
+        cfg.limit = r->requests_per_unit;
+        cfg.period = r->period;
+        cfg.id = sl__siphash13(UINT64_C(0x72756c6573), 0, 0, b->idpath,
+                               b->idlen);
+        rc = sl_limit_new(&cfg, (sl_limit **)&r->limit, why, sizeof(why));
+        if (rc == SL_ENOMEM)
+            return oom(b);
+        if (rc != 0) {
+            /* Point at the field sl_limit_new complains about. */
+            if (strncmp(why, "burst *", 7) == 0)
+                at = burst;
+            else if (strncmp(why, "burst", 5) == 0)
+                at = burst;
+            else if (strncmp(why, "step", 4) == 0)
+                at = step;
+            else if (strncmp(why, "limit", 5) == 0)
+                at = rpu;
+            if (at == NULL)
+                at = rl;
+            return err_at(b, at, rc, "invalid rate_limit: %s", why);
+        }
+        r->action = SL_RULE_LIMIT;
+    }
+    for (size_t i = 0; i + 1 < node->n_rules; i++)
+        if (same_limit(&node->rules[i], r))
+            return err_at(b, rl, SL_EINVAL,
+                          "duplicate limit on one descriptor: '%s'",
+                          b->path);
+    return add_to_all(b, r);
+}
+
+static int build_descriptors(build *b, const sl__ynode *seq,
+                             sl__rnode *parent, size_t depth);
+
+static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
+                            size_t depth)
+{
+    static const char *const keys[] = {"key", "value", "rate_limit",
+                                       "descriptors", "shadow_mode",
+                                       "detailed_metric", NULL};
+    sl__rnode *node = &parent->kids[parent->n_kids];
+    const sl__ynode *key, *value, *rl, *kids;
+    size_t idlen = b->idlen, pathlen = b->pathlen;
+    int shadow, detailed, rc;
+    char num[48];
+
+    if ((rc = want_kind(b, d, SL__Y_MAP, "descriptors")) != 0 ||
+        (rc = check_keys(b, d, keys)) != 0)
+        return rc;
+    if (++b->rules->n_descriptors > b->rules->opts.max_descriptors)
+        return err_at(b, d, SL_ERANGE,
+                      "too many descriptors: '%zu' (at most %zu)",
+                      b->rules->n_descriptors,
+                      b->rules->opts.max_descriptors);
+    key = get(d, "key");
+    value = get(d, "value");
+    if (key == NULL)
+        return err_at(b, d, SL_EINVAL, "missing key: 'key'");
+    if ((rc = want_kind(b, key, SL__Y_SCALAR, "key")) != 0)
+        return rc;
+    if (key->len == 0)
+        return err_at(b, key, SL_EINVAL, "empty descriptor key: ''");
+    if (value != NULL && (rc = want_kind(b, value, SL__Y_SCALAR, "value")))
+        return rc;
+    /* lyft treats an empty value as no value. */
+    if (value != NULL && value->len == 0)
+        value = NULL;
+
+    memset(node, 0, sizeof(*node));
+    node->key = dup_n(key->text, key->len);
+    node->key_len = key->len;
+    if (node->key == NULL)
+        return oom(b);
+    parent->n_kids++;
+    if (value != NULL) {
+        node->wildcard = value->text[value->len - 1] == '*';
+        node->value_len = value->len - (size_t)node->wildcard;
+        if ((node->value = dup_n(value->text, node->value_len)) == NULL)
+            return oom(b);
+    }
+
+    /* lyft rejects two descriptors with the same key and value at one
+     * level ("duplicate descriptor composite key"). */
+    for (size_t i = 0; i + 1 < parent->n_kids; i++) {
+        const sl__rnode *o = &parent->kids[i];
+        if (o->key_len == node->key_len &&
+            memcmp(o->key, node->key, o->key_len) == 0 &&
+            (o->value == NULL) == (node->value == NULL) &&
+            o->wildcard == node->wildcard &&
+            o->value_len == node->value_len &&
+            (o->value == NULL ||
+             memcmp(o->value, node->value, o->value_len) == 0))
+            return err_at(b, d, SL_EINVAL,
+                          "duplicate descriptor: '%s.%s%s%s'", b->path,
+                          key->text, value ? "_" : "",
+                          value ? value->text : "");
+    }
+
+    snprintf(num, sizeof(num), "%zu:", key->len);
+    rc = buf_append(&b->idpath, &b->idlen, &b->idcap, num, strlen(num));
+    rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, key->text,
+                              key->len);
+    if (value != NULL) {
+        snprintf(num, sizeof(num), "=%zu:", value->len);
+        rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, num,
+                                  strlen(num));
+        rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap,
+                                  value->text, value->len);
+    } else {
+        rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, "!", 1);
+    }
+    rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, ".", 1);
+    rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, key->text,
+                              key->len);
+    if (value != NULL) {
+        rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, "_", 1);
+        rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap,
+                                  value->text, value->len);
+    }
+    if (rc != 0)
+        return oom(b);
+
+    if ((rc = get_bool(b, d, "shadow_mode", &shadow)) != 0 ||
+        (rc = get_bool(b, d, "detailed_metric", &detailed)) != 0)
+        return rc;
+    rl = get(d, "rate_limit");
+    if (rl != NULL) {
+        /* Our extension: a sequence of rate_limit mappings puts several
+         * limits on one descriptor (burst and sustained, say). */
+        const sl__ynode *const *list = &rl;
+        size_t n = 1;
+        if (rl->kind == SL__Y_SEQ) {
+            list = (const sl__ynode *const *)rl->kids;
+            n = rl->n;
+            if (n == 0)
+                return err_at(b, rl, SL_EINVAL, "empty rate_limit list");
+            if (n > SL_RULES_MAX_LIMITS_PER_NODE)
+                return err_at(b, rl, SL_ERANGE,
+                              "too many limits on one descriptor: '%zu' "
+                              "(at most %d)",
+                              n, SL_RULES_MAX_LIMITS_PER_NODE);
+        } else if (rl->kind != SL__Y_MAP) {
+            return err_at(b, rl, SL_EINVAL, "not a mapping: 'rate_limit'");
+        }
+        node->rules = calloc(n, sizeof(*node->rules));
+        if (node->rules == NULL)
+            return oom(b);
+        for (size_t i = 0; i < n; i++)
+            if ((rc = build_limit(b, list[i], node, shadow, detailed)) != 0)
+                return rc;
+    }
+    kids = get(d, "descriptors");
+    if (kids != NULL) {
+        if (depth + 1 > b->rules->opts.max_depth)
+            return err_at(b, kids, SL_ERANGE,
+                          "descriptors nested too deep: '%zu' levels (at "
+                          "most %zu)",
+                          depth + 1, b->rules->opts.max_depth);
+        if ((rc = build_descriptors(b, kids, node, depth + 1)) != 0)
+            return rc;
+    }
+    b->idlen = idlen;
+    b->pathlen = pathlen;
+    b->path[pathlen] = '\0';
+    return 0;
+}
+
+static int build_descriptors(build *b, const sl__ynode *seq,
+                             sl__rnode *parent, size_t depth)
+{
+    int rc;
+    /* `descriptors:` left empty is YAML null, as lyft reads it: none. */
+    if (seq->kind == SL__Y_SCALAR && seq->plain &&
+        (seq->len == 0 || strcmp(seq->text, "~") == 0 ||
+         strcmp(seq->text, "null") == 0))
+        return 0;
+    if ((rc = want_kind(b, seq, SL__Y_SEQ, "descriptors")) != 0)
+        return rc;
+    parent->kids = calloc(seq->n ? seq->n : 1, sizeof(*parent->kids));
+    if (parent->kids == NULL)
+        return oom(b);
+    for (size_t i = 0; i < seq->n; i++)
+        if ((rc = build_descriptor(b, seq->kids[i], parent, depth)) != 0)
+            return rc;
+    return 0;
+}
+
+int sl__rules_add_tree(sl_rules *rules, const char *file,
+                       const sl__ynode *root, char *errbuf, size_t errlen)
+{
+    static const char *const keys[] = {"domain", "descriptors", NULL};
+    build b = {.rules = rules, .file = file, .errbuf = errbuf,
+               .errlen = errlen};
+    const sl__ynode *dom, *descs;
+    sl__rdomain *d;
+    int rc;
+
+    if (root == NULL)
+        return sl__rules_error(errbuf, errlen, SL_EINVAL, file, 1, 1,
+                               "missing key: 'domain'");
+    if ((rc = want_kind(&b, root, SL__Y_MAP, "rules file")) != 0 ||
+        (rc = check_keys(&b, root, keys)) != 0)
+        return rc;
+    dom = get(root, "domain");
+    if (dom == NULL)
+        return err_at(&b, root, SL_EINVAL, "missing key: 'domain'");
+    if ((rc = want_kind(&b, dom, SL__Y_SCALAR, "domain")) != 0)
+        return rc;
+    if (dom->len == 0)
+        return err_at(&b, dom, SL_EINVAL, "empty domain: ''");
+    for (size_t i = 0; i < rules->n_domains; i++) {
+        const sl__rdomain *o = &rules->domains[i];
+        if (o->name_len == dom->len && memcmp(o->name, dom->text,
+                                              dom->len) == 0)
+            return err_at(&b, dom, SL_EINVAL,
+                          "duplicate domain: '%s' (first in %s:%u:%u)",
+                          dom->text, o->file, o->line, o->col);
+    }
+
+    d = realloc(rules->domains, (rules->n_domains + 1) * sizeof(*d));
+    if (d == NULL)
+        return oom(&b);
+    rules->domains = d;
+    d = &rules->domains[rules->n_domains];
+    memset(d, 0, sizeof(*d));
+    d->name = dup_n(dom->text, dom->len);
+    d->file = dup_n(file, strlen(file));
+    d->name_len = dom->len;
+    d->line = dom->line;
+    d->col = dom->col;
+    rules->n_domains++;
+    if (d->name == NULL || d->file == NULL)
+        return oom(&b);
+    b.domain = d;
+
+    /* The identity path starts with the domain: equal descriptors in two
+     * domains are different limits. */
+    {
+        char num[32];
+        snprintf(num, sizeof(num), "%zu:", dom->len);
+        rc = buf_append(&b.idpath, &b.idlen, &b.idcap, num, strlen(num));
+        rc = rc ? rc : buf_append(&b.idpath, &b.idlen, &b.idcap, dom->text,
+                                  dom->len);
+        rc = rc ? rc : buf_append(&b.path, &b.pathlen, &b.pathcap,
+                                  dom->text, dom->len);
+        if (rc != 0) {
+            rc = oom(&b);
+            goto out;
+        }
+    }
+    descs = get(root, "descriptors");
+    rc = descs != NULL ? build_descriptors(&b, descs, &d->root, 1) : 0;
+out:
+    free(b.idpath);
+    free(b.path);
+    return rc;
+}

@@ -1,0 +1,93 @@
+/*
+ * rules_internal.h - what the files of src/rules/ share: the YAML node
+ * tree (yaml_tree.c), the descriptor tree of loaded rules (rules_build.c
+ * fills it, rules_match.c walks it), and the sl_rules object itself.
+ */
+#ifndef SL_RULES_INTERNAL_H
+#define SL_RULES_INTERNAL_H
+
+#include <stddef.h>
+
+#include "internal.h"
+#include "sluice_rules.h"
+
+/* ---- the YAML tree ---- */
+
+typedef enum sl__ykind { SL__Y_SCALAR, SL__Y_MAP, SL__Y_SEQ } sl__ykind;
+
+/*
+ * One YAML node with its position (1-based line and column of its first
+ * character).  A mapping holds 2n children, key then value; keys are
+ * scalars and unique (yaml_tree.c rejects anything else).  A scalar's
+ * text is NUL-terminated and may also contain NULs (len is authoritative).
+ */
+typedef struct sl__ynode {
+    sl__ykind kind;
+    int plain;               /* scalar: unquoted (so `true` is a boolean) */
+    unsigned line, col;
+    char *text;
+    size_t len;
+    struct sl__ynode **kids;
+    size_t n, cap;
+} sl__ynode;
+
+/*
+ * Parses one YAML document into a tree.  Deeper nesting than max_depth
+ * containers, aliases, several documents and duplicate mapping keys are
+ * errors.  Returns 0 and *out (freed with sl__ynode_free), or SL_EINVAL /
+ * SL_ERANGE / SL_ENOMEM with "name:line:col: message" in errbuf.  An empty
+ * document gives *out = NULL.
+ */
+int sl__yaml_parse(const char *name, const char *text, size_t len,
+                   size_t max_depth, sl__ynode **out, char *errbuf,
+                   size_t errlen);
+void sl__ynode_free(sl__ynode *n);
+
+/* ---- loaded rules ---- */
+
+/*
+ * One descriptor of the configuration.  Children are kept in file order,
+ * which decides among wildcards.  value == NULL means key only; a wildcard
+ * node keeps its value without the trailing '*' (the prefix to match).
+ */
+typedef struct sl__rnode {
+    char *key;
+    size_t key_len;
+    char *value;
+    size_t value_len;
+    int wildcard;
+    sl_rule *rules;
+    size_t n_rules;
+    struct sl__rnode *kids;
+    size_t n_kids;
+} sl__rnode;
+
+typedef struct sl__rdomain {
+    char *name;
+    size_t name_len;
+    char *file;       /* where it was defined, for duplicate errors */
+    unsigned line, col;
+    sl__rnode root;   /* key and value unused */
+} sl__rdomain;
+
+struct sl_rules {
+    sl__rdomain *domains; /* sorted by name once loading is done */
+    size_t n_domains;
+    const sl_rule **all;  /* every rule, for listing */
+    size_t n_rules, cap_rules;
+    size_t n_descriptors;
+    sl_rules_options opts;
+    uint64_t hash;        /* running hash of names and contents */
+    char version[17];
+};
+
+/* Adds one file's parsed tree to rules (rules_build.c). */
+int sl__rules_add_tree(sl_rules *rules, const char *file,
+                       const sl__ynode *root, char *errbuf, size_t errlen);
+
+/* Formats "file:line:col: message" into errbuf and returns err. */
+int sl__rules_error(char *errbuf, size_t errlen, int err, const char *file,
+                    unsigned line, unsigned col, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+#endif /* SL_RULES_INTERNAL_H */

@@ -1,0 +1,165 @@
+/*
+ * rules_match.c - which rules apply to a request descriptor, the key of
+ * their counters, and lyft's `replaces` across a request's descriptors.
+ *
+ * The decision path of the server: no allocation, no locks (the rules are
+ * immutable), work proportional to the descriptor's entries times the
+ * descriptors configured at each level.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "rules_internal.h"
+
+static int eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+}
+
+/*
+ * lyft's order at one level: the exact key and value, then the first
+ * wildcard (in file order) whose prefix starts the value, then the key
+ * alone.  lyft compares "key_value" strings, so a key containing '_'
+ * could match a neighbour's prefix; here key and value are compared
+ * apart, which is what its configs mean.
+ */
+static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
+{
+    const sl__rnode *wild = NULL, *bare = NULL;
+    for (size_t i = 0; i < level->n_kids; i++) {
+        const sl__rnode *n = &level->kids[i];
+        if (!eq(n->key, n->key_len, e->key, e->key_len))
+            continue;
+        if (n->value == NULL) {
+            if (bare == NULL)
+                bare = n;
+        } else if (n->wildcard) {
+            if (wild == NULL && e->value_len >= n->value_len &&
+                (n->value_len == 0 ||
+                 memcmp(n->value, e->value, n->value_len) == 0))
+                wild = n;
+        } else if (eq(n->value, n->value_len, e->value, e->value_len)) {
+            return n;
+        }
+    }
+    return wild != NULL ? wild : bare;
+}
+
+static const sl__rdomain *find_domain(const sl_rules *rules, const char *name,
+                                      size_t len)
+{
+    size_t lo = 0, hi = rules->n_domains;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const sl__rdomain *d = &rules->domains[mid];
+        size_t n = d->name_len < len ? d->name_len : len;
+        int c = n ? memcmp(d->name, name, n) : 0;
+        if (c == 0)
+            c = (d->name_len > len) - (d->name_len < len);
+        if (c == 0)
+            return d;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Appends "len:bytes" to the key; 0 or -1 when it does not fit. */
+static int put(char *buf, size_t cap, size_t *len, char sep, const char *s,
+               size_t n)
+{
+    char num[24];
+    int w = snprintf(num, sizeof(num), "%c%zu:", sep, n);
+    const char *p = sep ? num : num + 1;
+    size_t plen = sep ? (size_t)w : (size_t)w - 1;
+    if (*len + plen + n > cap)
+        return -1;
+    memcpy(buf + *len, p, plen);
+    *len += plen;
+    if (n > 0)
+        memcpy(buf + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+int sl_rules_match(const sl_rules *rules, const char *domain,
+                   size_t domain_len, const sl_rules_entry *entries,
+                   size_t n_entries, size_t descriptor, sl_rule_match *out,
+                   size_t max_out, size_t *n_out, char *keybuf,
+                   size_t keybuf_len)
+{
+    const sl__rdomain *d;
+    const sl__rnode *level, *hit = NULL;
+    size_t klen = 0;
+
+    *n_out = 0;
+    if (n_entries == 0 || max_out < SL_RULES_MAX_LIMITS_PER_NODE)
+        return SL_EINVAL;
+    if ((d = find_domain(rules, domain, domain_len)) == NULL)
+        return 0;
+    level = &d->root;
+    for (size_t i = 0; i < n_entries; i++) {
+        const sl__rnode *n = find(level, &entries[i]);
+        if (n == NULL)
+            return 0;
+        if (i == n_entries - 1)
+            hit = n;
+        else if (n->n_kids == 0)
+            return 0; /* the request is deeper than the rules */
+        level = n;
+    }
+    if (hit->n_rules == 0)
+        return 0;
+
+    /* The counter key is "len:domain" then ",len:key=len:value" per
+     * entry: unambiguous whatever bytes keys and values hold. */
+    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+        return SL_EKEYLEN;
+    for (size_t i = 0; i < n_entries; i++)
+        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
+                entries[i].key_len) != 0 ||
+            put(keybuf, keybuf_len, &klen, '=', entries[i].value,
+                entries[i].value_len) != 0)
+            return SL_EKEYLEN;
+
+    for (size_t i = 0; i < hit->n_rules; i++) {
+        out[i].rule = &hit->rules[i];
+        out[i].key = keybuf;
+        out[i].key_len = klen;
+        out[i].descriptor = descriptor;
+    }
+    *n_out = hit->n_rules;
+    return 0;
+}
+
+static int replaced(const sl_rule_match *m, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < m[i].rule->n_replaces; k++)
+            if (strcmp(m[i].rule->replaces[k], name) == 0)
+                return 1;
+    return 0;
+}
+
+int sl_rules_drop_replaced(sl_rule_match *m, size_t *n)
+{
+    /* Two passes, as lyft: every name any match replaces is collected
+     * over the whole request first, so the order of descriptors does not
+     * matter.  Quadratic, over a request's few matches. */
+    unsigned char drop[SL_RULES_MAX_MATCHES];
+    size_t kept = 0;
+    if (*n > SL_RULES_MAX_MATCHES)
+        return SL_EINVAL;
+    for (size_t i = 0; i < *n; i++) {
+        const sl_rule *r = m[i].rule;
+        drop[i] = r->name[0] != '\0' && r->action != SL_RULE_UNLIMITED &&
+                  replaced(m, *n, r->name);
+    }
+    for (size_t i = 0; i < *n; i++)
+        if (!drop[i])
+            m[kept++] = m[i];
+    *n = kept;
+    return 0;
+}
