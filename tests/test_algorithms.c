@@ -999,6 +999,50 @@ static void test_stepped_window_earlier_step_counts_in_newest(void **state)
     sl_limit_free(lim);
 }
 
+/*
+ * 2 per 10 s, admitted at 1 s and 5 s.  A cost-2 request at 11.5 s is
+ * refused (the entry at 5 s is still in its window) and, judging the log
+ * at 11.5 s, drops the entry at 1 s.  A request stamped 10.5 s comes next
+ * (a clock 1 s behind): its window (0.5 s, 10.5 s] holds both 1 s and
+ * 5 s, so it must be refused.
+ */
+static void test_sliding_log_refused_later_request_keeps_entries(
+    void **state)
+{
+    fixture *f = *state;
+    sl_limit *lim = tu_limit(SL_SLIDING_LOG, 2, 10 * SEC, 0);
+
+    KNOWN_BUG("sliding_log: a refused request at t drops entries older "
+              "than t - P, but the log's time stays at its newest entry; "
+              "a request stamped before t is then judged at its own time "
+              "without those entries and passes over L");
+    expect_eq(tu_check(f->store, lim, "k", 1, 1 * SEC).allowed, 1);
+    expect_eq(tu_check(f->store, lim, "k", 1, 5 * SEC).allowed, 1);
+    expect_eq(tu_check(f->store, lim, "k", 2, 11500 * MS).allowed, 0);
+    expect_eq(tu_check(f->store, lim, "k", 1, 10500 * MS).allowed, 0);
+    sl_limit_free(lim);
+}
+
+/* The same with steps: 2 per 10 steps of 1 s, steps 1 and 5 hold one
+ * each; a refused cost-2 request in step 11 drops step 1; a request in
+ * step 10 (window 1 .. 10, usage 2) must be refused. */
+static void test_stepped_window_refused_later_request_keeps_steps(
+    void **state)
+{
+    fixture *f = *state;
+    sl_limit *lim = stepped_limit(2, 10 * SEC, SEC);
+
+    KNOWN_BUG("stepped_window: a refused request in step s drops steps up "
+              "to s - n, but the window stays at the newest non-empty "
+              "step; a request stamped in an earlier step is then judged "
+              "there without the dropped counters and passes over L");
+    expect_eq(tu_check(f->store, lim, "k", 1, 1 * SEC).allowed, 1);
+    expect_eq(tu_check(f->store, lim, "k", 1, 5 * SEC).allowed, 1);
+    expect_eq(tu_check(f->store, lim, "k", 2, 11500 * MS).allowed, 0);
+    expect_eq(tu_check(f->store, lim, "k", 1, 10500 * MS).allowed, 0);
+    sl_limit_free(lim);
+}
+
 /* ==== the store and time ==== */
 
 static void test_sweep_before_first_decision_time_keeps_state(void **state)
@@ -1090,6 +1134,8 @@ static const struct CMUnitTest singles[] = {
     SINGLE(test_stepped_window_one_step_is_fixed_window),
     SINGLE(test_stepped_window_retry_skips_steps),
     SINGLE(test_stepped_window_earlier_step_counts_in_newest),
+    SINGLE(test_sliding_log_refused_later_request_keeps_entries),
+    SINGLE(test_stepped_window_refused_later_request_keeps_steps),
     SINGLE(test_sweep_before_first_decision_time_keeps_state),
 };
 
