@@ -1,0 +1,498 @@
+/*
+ * test_rules_match.c - which rules apply to a request descriptor: lyft's
+ * order (exact, wildcard, key only), the last-entry rule, nested
+ * descriptors, counter keys per distinct value, several limits per node,
+ * unknown domains, and `replaces` across a request's descriptors.
+ */
+#include "testutil.h"
+#include "sluice_rules.h"
+
+static sl_rules *rules_of(const char *text)
+{
+    sl_rules *r = NULL;
+    char err[512] = "";
+    int rc = sl_rules_load_buffer("t.yaml", text, strlen(text), NULL, &r,
+                                  err, sizeof(err));
+    if (rc != 0)
+        fail_msg("load: %s: %s", sl_err_name(rc), err);
+    return r;
+}
+
+/* A request descriptor written "k=v,k=v". */
+typedef struct req {
+    sl_rules_entry e[8];
+    size_t n;
+    char buf[256];
+} req;
+
+static void parse_req(req *q, const char *text)
+{
+    char *p, *save = NULL;
+    snprintf(q->buf, sizeof(q->buf), "%s", text);
+    q->n = 0;
+    for (p = strtok_r(q->buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        char *eqs = strchr(p, '=');
+        assert_non_null(eqs);
+        *eqs = '\0';
+        q->e[q->n].key = p;
+        q->e[q->n].key_len = strlen(p);
+        q->e[q->n].value = eqs + 1;
+        q->e[q->n].value_len = strlen(eqs + 1);
+        q->n++;
+    }
+}
+
+typedef struct result {
+    sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
+    size_t n;
+    char key[512];
+} result;
+
+static size_t match(const sl_rules *r, const char *domain, const char *desc,
+                    result *res)
+{
+    req q;
+    parse_req(&q, desc);
+    int rc = sl_rules_match(r, domain, strlen(domain), q.e, q.n, 0, res->m,
+                            SL_RULES_MAX_LIMITS_PER_NODE, &res->n, res->key,
+                            sizeof(res->key));
+    if (rc != 0)
+        fail_msg("match %s: %s", desc, sl_err_name(rc));
+    return res->n;
+}
+
+/* The path of the single rule matched, or "-" for none. */
+static const char *matched_path(const sl_rules *r, const char *domain,
+                                const char *desc)
+{
+    static result res;
+    size_t n = match(r, domain, desc, &res);
+    if (n == 0)
+        return "-";
+    expect_eq(n, 1);
+    return res.m[0].rule->path;
+}
+
+static const char *example3 =
+    "domain: edge_proxy_per_ip\n"
+    "descriptors:\n"
+    "  - key: remote_address\n"
+    "    rate_limit: {unit: second, requests_per_unit: 10}\n"
+    "  - key: remote_address\n"
+    "    value: 50.0.0.*\n"
+    "    rate_limit: {unit: second, requests_per_unit: 5}\n"
+    "  - key: remote_address\n"
+    "    value: 50.0.0.5\n"
+    "    rate_limit: {unit: second, requests_per_unit: 0}\n";
+
+static void test_exact_then_wildcard_then_key_only(void **state)
+{
+    sl_rules *r = rules_of(example3);
+    (void)state;
+    /* The exact value wins although it comes last in the file. */
+    assert_string_equal(matched_path(r, "edge_proxy_per_ip",
+                                     "remote_address=50.0.0.5"),
+                        "edge_proxy_per_ip.remote_address_50.0.0.5");
+    assert_string_equal(matched_path(r, "edge_proxy_per_ip",
+                                     "remote_address=50.0.0.6"),
+                        "edge_proxy_per_ip.remote_address_50.0.0.*");
+    assert_string_equal(matched_path(r, "edge_proxy_per_ip",
+                                     "remote_address=10.0.0.1"),
+                        "edge_proxy_per_ip.remote_address");
+    sl_rules_free(r);
+}
+
+static void test_deny_rule_matches_as_deny(void **state)
+{
+    sl_rules *r = rules_of(example3);
+    result res;
+    (void)state;
+    expect_eq(match(r, "edge_proxy_per_ip", "remote_address=50.0.0.5", &res),
+              1);
+    expect_eq(res.m[0].rule->action, SL_RULE_DENY);
+    assert_null(res.m[0].rule->limit);
+    sl_rules_free(r);
+}
+
+static void test_first_wildcard_in_file_order(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - {key: p, value: 'ab*', rate_limit: "
+                           "{unit: second, requests_per_unit: 1}}\n"
+                           "  - {key: p, value: 'abc*', rate_limit: "
+                           "{unit: second, requests_per_unit: 2}}\n"
+                           "  - {key: p, value: '*', rate_limit: "
+                           "{unit: second, requests_per_unit: 3}}\n");
+    (void)state;
+    /* Not the longest prefix: the first in the file, as lyft. */
+    assert_string_equal(matched_path(r, "d", "p=abcd"), "d.p_ab*");
+    assert_string_equal(matched_path(r, "d", "p=ab"), "d.p_ab*");
+    assert_string_equal(matched_path(r, "d", "p=a"), "d.p_*");
+    assert_string_equal(matched_path(r, "d", "p="), "d.p_*");
+    assert_string_equal(matched_path(r, "d", "q=abc"), "-");
+    sl_rules_free(r);
+}
+
+static const char *example2 =
+    "domain: messaging\n"
+    "descriptors:\n"
+    "  - key: message_type\n"
+    "    value: marketing\n"
+    "    descriptors:\n"
+    "      - key: to_number\n"
+    "        rate_limit: {unit: day, requests_per_unit: 5}\n"
+    "  - key: to_number\n"
+    "    rate_limit: {unit: day, requests_per_unit: 100}\n";
+
+static void test_nested_descriptors(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    (void)state;
+    assert_string_equal(matched_path(r, "messaging",
+                                     "message_type=marketing,to_number=206"),
+                        "messaging.message_type_marketing.to_number");
+    assert_string_equal(matched_path(r, "messaging", "to_number=206"),
+                        "messaging.to_number");
+    /* Another message type has no nested rules. */
+    assert_string_equal(matched_path(r, "messaging",
+                                     "message_type=other,to_number=206"),
+                        "-");
+    sl_rules_free(r);
+}
+
+static void test_limit_applies_only_at_last_entry(void **state)
+{
+    sl_rules *r = rules_of("domain: example4\ndescriptors:\n"
+                           "  - key: key\n    value: value\n"
+                           "    rate_limit: {unit: second, "
+                           "requests_per_unit: 300}\n");
+    (void)state;
+    assert_string_equal(matched_path(r, "example4", "key=value"),
+                        "example4.key_value");
+    /* lyft's example 4: a deeper request does not match a shallower rule. */
+    assert_string_equal(matched_path(r, "example4",
+                                     "key=value,subkey=subvalue"),
+                        "-");
+    sl_rules_free(r);
+    r = rules_of(example2);
+    /* A shorter request does not match a deeper rule either. */
+    assert_string_equal(matched_path(r, "messaging", "message_type=marketing"),
+                        "-");
+    sl_rules_free(r);
+}
+
+static void test_no_backtracking_from_exact_to_key_only(void **state)
+{
+    /* lyft picks one node per level and never revisits the choice: the
+     * exact entry has no children, so the key-only one is not tried. */
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - key: a\n    value: x\n"
+                           "    rate_limit: {unit: second, "
+                           "requests_per_unit: 1}\n"
+                           "  - key: a\n    descriptors:\n"
+                           "      - key: b\n        rate_limit: {unit: "
+                           "second, requests_per_unit: 2}\n");
+    (void)state;
+    assert_string_equal(matched_path(r, "d", "a=y,b=1"), "d.a.b");
+    assert_string_equal(matched_path(r, "d", "a=x,b=1"), "-");
+    sl_rules_free(r);
+}
+
+static void test_distinct_counter_keys_per_value(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    result a, b, c;
+    (void)state;
+    match(r, "messaging", "to_number=2061111111", &a);
+    match(r, "messaging", "to_number=2062222222", &b);
+    match(r, "messaging", "to_number=2061111111", &c);
+    assert_ptr_equal(a.m[0].rule, b.m[0].rule);
+    assert_false(a.m[0].key_len == b.m[0].key_len &&
+                 memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len) == 0);
+    expect_eq(a.m[0].key_len, c.m[0].key_len);
+    assert_memory_equal(a.m[0].key, c.m[0].key, a.m[0].key_len);
+    assert_int_equal(a.m[0].key_len, strlen("9:messaging,9:to_number=10:"
+                                            "2061111111"));
+    assert_memory_equal(a.m[0].key, "9:messaging,9:to_number=10:2061111111",
+                        a.m[0].key_len);
+    sl_rules_free(r);
+}
+
+static void test_counter_keys_count_apart_in_store(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n  - key: user\n"
+                           "    rate_limit: {unit: minute, "
+                           "requests_per_unit: 1}\n");
+    sl_store *st = tu_store();
+    result a, b;
+    sl_decision d;
+    (void)state;
+    match(r, "d", "user=alice", &a);
+    match(r, "d", "user=bob", &b);
+    assert_int_equal(sl_check(st, a.m[0].rule->limit, a.m[0].key,
+                              a.m[0].key_len, 1, 0, &d), 0);
+    expect_eq(d.allowed, 1);
+    assert_int_equal(sl_check(st, a.m[0].rule->limit, a.m[0].key,
+                              a.m[0].key_len, 1, 0, &d), 0);
+    expect_eq(d.allowed, 0);
+    assert_int_equal(sl_check(st, b.m[0].rule->limit, b.m[0].key,
+                              b.m[0].key_len, 1, 0, &d), 0);
+    expect_eq(d.allowed, 1);
+    sl_store_free(st);
+    sl_rules_free(r);
+}
+
+static void test_counter_key_is_unambiguous(void **state)
+{
+    /* lyft's "key_value" would give the same text for both. */
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - key: a\n    rate_limit: {unit: second, "
+                           "requests_per_unit: 1}\n"
+                           "  - key: a_b\n    rate_limit: {unit: second, "
+                           "requests_per_unit: 1}\n");
+    result x, y;
+    (void)state;
+    match(r, "d", "a=b_c", &x);
+    match(r, "d", "a_b=c", &y);
+    assert_false(x.m[0].key_len == y.m[0].key_len &&
+                 memcmp(x.m[0].key, y.m[0].key, x.m[0].key_len) == 0);
+    sl_rules_free(r);
+}
+
+static void test_key_buffer_too_small(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
+    sl_rules_entry e = {"to_number", 9, "2061111111", 10};
+    char key[16];
+    size_t n = 99;
+    (void)state;
+    expect_eq(sl_rules_match(r, "messaging", 9, &e, 1, 0, m,
+                             SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
+                             sizeof(key)),
+              SL_EKEYLEN);
+    expect_eq(n, 0);
+    expect_eq(sl_rules_match(r, "messaging", 9, &e, 0, 0, m,
+                             SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
+                             sizeof(key)),
+              SL_EINVAL);
+    expect_eq(sl_rules_match(r, "messaging", 9, &e, 1, 0, m, 1, &n, key,
+                             sizeof(key)),
+              SL_EINVAL);
+    sl_rules_free(r);
+}
+
+static void test_unknown_domain_matches_nothing(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    (void)state;
+    assert_string_equal(matched_path(r, "messagin", "to_number=1"), "-");
+    assert_string_equal(matched_path(r, "messaging2", "to_number=1"), "-");
+    assert_string_equal(matched_path(r, "", "to_number=1"), "-");
+    sl_rules_free(r);
+}
+
+static void test_entries_are_not_nul_terminated(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    const char raw[] = "to_numberXXX2061111111YYY";
+    sl_rules_entry e = {raw, 9, raw + 12, 10};
+    sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
+    char key[128];
+    size_t n;
+    (void)state;
+    assert_int_equal(sl_rules_match(r, "messagingZZZ", 9, &e, 1, 3, m,
+                                    SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
+                                    sizeof(key)), 0);
+    expect_eq(n, 1);
+    expect_eq(m[0].descriptor, 3);
+    assert_memory_equal(m[0].key, "9:messaging,9:to_number=10:2061111111",
+                        m[0].key_len);
+    sl_rules_free(r);
+}
+
+static void test_several_limits_per_node(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n  - key: user\n"
+                           "    rate_limit:\n"
+                           "      - {algorithm: token_bucket, unit: second, "
+                           "requests_per_unit: 10, burst: 20}\n"
+                           "      - {unit: hour, requests_per_unit: 1000}\n");
+    result res;
+    sl_store *st = tu_store();
+    sl_check_item items[2];
+    sl_decision each[2], all;
+    (void)state;
+    expect_eq(match(r, "d", "user=42", &res), 2);
+    expect_eq(sl_limit_get_config(res.m[0].rule->limit)->burst, 20);
+    expect_eq(sl_limit_get_config(res.m[1].rule->limit)->period, HOUR);
+    assert_ptr_equal(res.m[0].key, res.m[1].key);
+    /* Both limits share the counter key yet keep separate state. */
+    for (int i = 0; i < 2; i++) {
+        items[i].limit = res.m[i].rule->limit;
+        items[i].key = res.m[i].key;
+        items[i].key_len = res.m[i].key_len;
+    }
+    assert_int_equal(sl_check_multi(st, items, 2, 20, 0, each, &all), 0);
+    expect_eq(all.allowed, 1);
+    expect_eq(each[0].remaining, 0);
+    expect_eq(each[1].remaining, 980);
+    sl_store_free(st);
+    sl_rules_free(r);
+}
+
+static void test_shadow_mode_and_unlimited_flags(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - key: a\n    shadow_mode: true\n"
+                           "    rate_limit: {unit: second, "
+                           "requests_per_unit: 1}\n"
+                           "  - key: b\n    rate_limit: {unlimited: true}\n"
+                           "  - key: c\n");
+    result res;
+    (void)state;
+    expect_eq(match(r, "d", "a=1", &res), 1);
+    expect_eq(res.m[0].rule->shadow_mode, 1);
+    expect_eq(match(r, "d", "b=1", &res), 1);
+    expect_eq(res.m[0].rule->action, SL_RULE_UNLIMITED);
+    /* A descriptor without rate_limit matches but has no rule. */
+    expect_eq(match(r, "d", "c=1", &res), 0);
+    sl_rules_free(r);
+}
+
+static const char *example7 =
+    "domain: example7\n"
+    "descriptors:\n"
+    "  - key: key_1\n    value: value_1\n    descriptors:\n"
+    "      - key: user\n        value: bkthomps\n        rate_limit:\n"
+    "          name: specific_limit\n          requests_per_unit: 5\n"
+    "          unit: second\n"
+    "  - key: key_2\n    value: value_2\n    descriptors:\n"
+    "      - key: user\n        value: bkthomps\n        rate_limit:\n"
+    "          replaces:\n            - name: specific_limit\n"
+    "          requests_per_unit: 10\n          unit: second\n";
+
+/* Matches every descriptor of a request, as a server would. */
+static size_t match_request(const sl_rules *r, const char *domain,
+                            const char *const *descs, size_t nd,
+                            sl_rule_match *all, char keys[][256])
+{
+    size_t total = 0;
+    for (size_t i = 0; i < nd; i++) {
+        req q;
+        size_t n;
+        parse_req(&q, descs[i]);
+        assert_int_equal(sl_rules_match(r, domain, strlen(domain), q.e, q.n,
+                                        i, all + total,
+                                        SL_RULES_MAX_LIMITS_PER_NODE, &n,
+                                        keys[i], 256), 0);
+        total += n;
+    }
+    return total;
+}
+
+static void test_replaces_as_lyft_example7(void **state)
+{
+    sl_rules *r = rules_of(example7);
+    sl_rule_match m[4 * SL_RULES_MAX_LIMITS_PER_NODE];
+    char keys[4][256];
+    const char *both[] = {"key_1=value_1,user=bkthomps",
+                          "key_2=value_2,user=bkthomps"};
+    size_t n;
+    (void)state;
+    /* Alone, each applies. */
+    n = match_request(r, "example7", both, 1, m, keys);
+    assert_int_equal(sl_rules_drop_replaced(m, &n), 0);
+    expect_eq(n, 1);
+    expect_eq(m[0].rule->requests_per_unit, 5);
+    /* Together, the 10/s rule replaces the 5/s one, in either order. */
+    n = match_request(r, "example7", both, 2, m, keys);
+    expect_eq(n, 2);
+    assert_int_equal(sl_rules_drop_replaced(m, &n), 0);
+    expect_eq(n, 1);
+    expect_eq(m[0].rule->requests_per_unit, 10);
+    expect_eq(m[0].descriptor, 1);
+    const char *rev[] = {both[1], both[0]};
+    n = match_request(r, "example7", rev, 2, m, keys);
+    assert_int_equal(sl_rules_drop_replaced(m, &n), 0);
+    expect_eq(n, 1);
+    expect_eq(m[0].rule->requests_per_unit, 10);
+    expect_eq(m[0].descriptor, 0);
+    sl_rules_free(r);
+}
+
+static void test_replaces_keeps_unlimited_and_unnamed(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - key: a\n    rate_limit: {name: x, "
+                           "unlimited: true}\n"
+                           "  - key: b\n    rate_limit: {unit: second, "
+                           "requests_per_unit: 1, replaces: [{name: x}]}\n"
+                           "  - key: c\n    rate_limit: {unit: second, "
+                           "requests_per_unit: 2}\n");
+    sl_rule_match m[3 * SL_RULES_MAX_LIMITS_PER_NODE];
+    char keys[3][256];
+    const char *descs[] = {"a=1", "b=1", "c=1"};
+    size_t n = match_request(r, "d", descs, 3, m, keys);
+    (void)state;
+    expect_eq(n, 3);
+    assert_int_equal(sl_rules_drop_replaced(m, &n), 0);
+    expect_eq(n, 3);
+    n = SL_RULES_MAX_MATCHES + 1;
+    expect_eq(sl_rules_drop_replaced(m, &n), SL_EINVAL);
+    sl_rules_free(r);
+}
+
+static void test_example_config_scenarios(void **state)
+{
+    sl_rules *r = NULL;
+    char err[512], path[1280];
+    const char *f = __FILE__, *slash = strrchr(f, '/');
+    sl_rule_match m[2 * SL_RULES_MAX_LIMITS_PER_NODE];
+    char keys[2][256];
+    (void)state;
+    snprintf(path, sizeof(path), "%.*s/../examples/rules/api.yaml",
+             (int)(slash - f), f);
+    assert_int_equal(sl_rules_load(path, NULL, &r, err, sizeof(err)), 0);
+    const char *svc[] = {"tenant=internal,user=svc-billing"};
+    size_t n = match_request(r, "api", svc, 1, m, keys);
+    expect_eq(n, 1);
+    expect_eq(m[0].rule->action, SL_RULE_UNLIMITED);
+    const char *req2[] = {"tenant=acme,user=42", "endpoint=/search,user=42"};
+    n = match_request(r, "api", req2, 2, m, keys);
+    expect_eq(n, 3);
+    assert_int_equal(sl_rules_drop_replaced(m, &n), 0);
+    expect_eq(n, 2);
+    assert_string_equal(m[0].rule->name, "user_burst");
+    assert_string_equal(m[1].rule->name, "search_hourly");
+    const char *up[] = {"endpoint=/upload/big"};
+    n = match_request(r, "api", up, 1, m, keys);
+    expect_eq(n, 1);
+    expect_eq(m[0].rule->shadow_mode, 1);
+    expect_eq(m[0].rule->detailed_metric, 1);
+    sl_rules_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_then_wildcard_then_key_only),
+        cmocka_unit_test(test_deny_rule_matches_as_deny),
+        cmocka_unit_test(test_first_wildcard_in_file_order),
+        cmocka_unit_test(test_nested_descriptors),
+        cmocka_unit_test(test_limit_applies_only_at_last_entry),
+        cmocka_unit_test(test_no_backtracking_from_exact_to_key_only),
+        cmocka_unit_test(test_distinct_counter_keys_per_value),
+        cmocka_unit_test(test_counter_keys_count_apart_in_store),
+        cmocka_unit_test(test_counter_key_is_unambiguous),
+        cmocka_unit_test(test_key_buffer_too_small),
+        cmocka_unit_test(test_unknown_domain_matches_nothing),
+        cmocka_unit_test(test_entries_are_not_nul_terminated),
+        cmocka_unit_test(test_several_limits_per_node),
+        cmocka_unit_test(test_shadow_mode_and_unlimited_flags),
+        cmocka_unit_test(test_replaces_as_lyft_example7),
+        cmocka_unit_test(test_replaces_keeps_unlimited_and_unnamed),
+        cmocka_unit_test(test_example_config_scenarios),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
