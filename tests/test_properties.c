@@ -70,7 +70,7 @@ enum { TRACE_PLAIN = 0, TRACE_JITTER = 1 };
 
 /*
  * n requests over nkeys keys, times non-decreasing (TRACE_PLAIN).  Gaps are
- * mostly short against P / 2L, so that every window fills up and requests
+ * mostly 0 to P / L per key, so that every window fills up and requests
  * are refused, with now and then a long idle gap, a jump to the next
  * window or step edge, or a jump to exactly P (or P - 1 ns) after one of
  * the key's recent requests.  Costs: 0 (queries), 1, up to the capacity,
