@@ -1,0 +1,50 @@
+#!/bin/bash
+# fuzz/run.sh - builds the libFuzzer targets with clang (ASan + UBSan) and
+# runs each for a while.
+#
+#   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, every target
+#
+# Targets: fuzz_parse (sl_duration_parse, sl_algorithm_parse),
+# fuzz_replay_line (the line parser of `sluice replay`), fuzz_store
+# (limits, keys, costs and times through sl_check, sl_check_multi, sweeps
+# and stats, with the store's invariants checked).  Each starts from the
+# seeds in fuzz/corpus/TARGET and keeps what it finds in
+# build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
+# and makes the script exit 1.  Reproduce one with
+#   build-fuzz/TARGET build-fuzz/artifacts/crash-...
+# (fuzz_store also explains it with SL_FUZZ_TRACE=1).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store)
+build=${SL_FUZZ_BUILD:-$root/build-fuzz}
+
+command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }
+CC=clang cmake -S "$root/fuzz" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)" >/dev/null
+mkdir -p "$build/artifacts"
+
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t"
+  mkdir -p "$corpus"
+  echo "=== $t: $seconds s ==="
+  rc=0
+  "$build/$t" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$build/artifacts/$t-" "$corpus" "$root/fuzz/corpus/$t" \
+    >"$build/$t.log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/$t.log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$build/$t.log" | tail -1 || true)
+  if [ "$rc" -eq 0 ]; then
+    summary+=("PASS: $t: ${runs:-?} runs in $seconds s, $cov, corpus $(ls "$corpus" | wc -l) inputs")
+  else
+    status=1
+    summary+=("FAIL: $t: exit $rc after ${runs:-?} runs; see $build/$t.log")
+    grep -E '^(fuzz_|==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$build/$t.log" | head -5 || true
+  fi
+done
+printf '%s\n' "${summary[@]}"
+exit $status
