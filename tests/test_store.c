@@ -876,6 +876,33 @@ static void test_single_log_respects_cap(void **state)
     sl_store_free(st);
 }
 
+/*
+ * BUG: stats.bytes exceeds max_bytes at rest.  Each shard keeps its table
+ * plus logs within max_bytes / 256, but sl_store_get_stats also counts the
+ * store's own struct (16,448 bytes of shard headers), which the cap leaves
+ * out: with one-event sliding_log keys at 1 MiB, bytes reaches 1,048,640
+ * (64 over) after the decisions are over; with five-event logs at 4 MiB,
+ * 4,202,560 (8,256 over).  Expected: bytes <= max_bytes between calls
+ * (docs/stores.md allows only the in-flight growth of a log).
+ */
+static void test_log_store_stays_under_cap_at_rest(void **state)
+{
+    (void)state;
+    KNOWN_BUG("stats.bytes over max_bytes by the store's fixed struct");
+    sl_store *st = store_new(MIB, 1, 2);
+    sl_limit *lim = limit_new(SL_SLIDING_LOG, 1, 3600 * SEC, 0);
+    uint64_t worst = 0;
+
+    for (int i = 0; i < 60000; i++) {
+        take(st, lim, "k", i, SEC + i);
+        if (i % 1000 == 0 && stats_of(st).bytes > worst)
+            worst = stats_of(st).bytes;
+    }
+    expect_le(worst, MIB);
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
 /* ---- seeded hashing ---- */
 
 /* The store's own mapping (memory.c): siphash of (limit identity, key)
@@ -966,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_log_bytes_grow_and_shrink),
         cmocka_unit_test(test_logs_freed_by_sweep_eviction_and_free),
         cmocka_unit_test(test_single_log_respects_cap),
+        cmocka_unit_test(test_log_store_stays_under_cap_at_rest),
         cmocka_unit_test(test_seed_defeats_keys_aimed_at_one_shard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
