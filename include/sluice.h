@@ -38,6 +38,10 @@ typedef int64_t sl_nanos;
 #define SL_NS_PER_MS  INT64_C(1000000)
 #define SL_NS_PER_SEC INT64_C(1000000000)
 
+/* The latest accepted now: 2^62 ns after the epoch (the year 2116), so
+ * that now plus any limit's horizon (at most 2^62 ns) never overflows. */
+#define SL_MAX_TIME (INT64_C(1) << 62)
+
 /*
  * Errors.  One table gives the enum, sl_strerror() and sl_err_name(); the
  * names ("EINVAL", ...) are also the machine-readable codes of the HTTP API.
@@ -174,7 +178,9 @@ SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
  * cost 0 is a pure query that consumes nothing.  key is (pointer, length)
  * and is copied as needed.  Returns 0 and fills *out, or a negative SL_E*
  * code (and *out is untouched): SL_ECOST for a negative cost or one over
- * SL_MAX_COUNT, SL_EKEYLEN, SL_ENOMEM/SL_EFULL when state cannot be kept.
+ * SL_MAX_COUNT, SL_EKEYLEN, SL_EINVAL for now outside 0..SL_MAX_TIME,
+ * SL_ENOMEM/SL_EFULL when state cannot be kept (SL_EFULL also when one
+ * key's log would outgrow its share of the memory cap).
  */
 SL_EXPORT int sl_check(sl_store *store, const sl_limit *limit,
                        const void *key, size_t key_len, int64_t cost,

@@ -40,6 +40,14 @@ typedef struct sl__state {
  */
 typedef enum sl__mode { SL__PEEK, SL__COMMIT, SL__REFUSE } sl__mode;
 
+/* One request as an algorithm sees it. */
+typedef struct sl__call {
+    int64_t cost;
+    sl_nanos now;
+    sl__mode mode;
+    size_t max_heap; /* most bytes a heap state may grow to */
+} sl__call;
+
 /*
  * An algorithm: a small const vtable.  check() fills *d, and returns 0 or a
  * negative SL_E* code (only logs can fail, when they cannot grow).
@@ -51,9 +59,8 @@ typedef enum sl__mode { SL__PEEK, SL__COMMIT, SL__REFUSE } sl__mode;
 typedef struct sl__algo {
     sl_algorithm id;
     const char *name;
-    int (*check)(const sl_limit *lim, sl__state *st, int64_t cost,
-                 sl_nanos now, sl__mode mode, sl_decision *d,
-                 sl_nanos *expires);
+    int (*check)(const sl_limit *lim, sl__state *st, const sl__call *call,
+                 sl_decision *d, sl_nanos *expires);
     int heap;
 } sl__algo;
 

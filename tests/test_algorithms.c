@@ -265,14 +265,6 @@ static void test_backwards_query_allowed_and_remaining_not_negative(
     sl_limit *lim;
     sl_decision d;
 
-    if (is_bucket(f->alg))
-        KNOWN_BUG("buckets: a query stamped before the bucket's last "
-                  "request is rejected and reports remaining < 0 (tokens "
-                  "are not clamped at 0 when time runs backwards)");
-    if (f->alg == SL_SLIDING_WINDOW)
-        KNOWN_BUG("sliding_window: a query from the previous window sees "
-                  "offset 0 in the current one: estimate prev + cur > L, "
-                  "so it is rejected and remaining < 0");
     lim = generic_limit(f->alg);
     expect_eq(tu_check(f->store, lim, "k", G_LIMIT, 19999 * MS).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", G_LIMIT, 29999 * MS).allowed, 1);
@@ -285,51 +277,15 @@ static void test_backwards_query_allowed_and_remaining_not_negative(
     sl_limit_free(lim);
 }
 
-/*
- * A query at the moment the state becomes initial again must not erase
- * what a request stamped a little earlier needs: at its own time that
- * request finds the bucket/window still full and must be refused.
- */
-static void test_later_query_keeps_state_for_earlier_request(void **state)
-{
-    fixture *f = *state;
-    sl_limit *lim;
-    const sl_nanos t1 = 103 * SEC + 500 * MS;
-    sl_nanos q, early;
-    sl_decision d;
-
-    KNOWN_BUG("a cost-0 query at a time q when the state has just become "
-              "initial deletes it (the store drops initial state), so a "
-              "request stamped before q is judged against a fresh state: "
-              "fixed_window admits a second full window, the buckets and "
-              "logs a request whose slot is still taken");
-    lim = generic_limit(f->alg);
-    d = tu_check(f->store, lim, "k", G_LIMIT, t1);
-    expect_eq(d.allowed, 1);
-    q = t1 + d.reset_after;
-    /* One ns earlier, except for the sliding window, whose estimate at
-     * the end of the next window is already 0 by rounding: half a window
-     * earlier it is floor(5 * 0.5) = 2. */
-    early = f->alg == SL_SLIDING_WINDOW ? q - G_PERIOD / 2 : q - 1;
-    expect_eq(tu_check(f->store, lim, "k", 0, q).remaining, G_LIMIT);
-    d = tu_check(f->store, lim, "k", G_LIMIT, early);
-    expect_eq(d.allowed, 0);
-    sl_limit_free(lim);
-}
-
-/* A clock near the end of time saturates: nothing wraps around. */
+/* The last representable time, SL_MAX_TIME, decides like any other;
+ * past it a now is refused.  Nothing wraps around. */
 static void test_end_of_time_does_not_wrap(void **state)
 {
     fixture *f = *state;
     sl_limit *lim;
-    const sl_nanos t = INT64_MAX - G_PERIOD / 2;
+    const sl_nanos t = SL_MAX_TIME - G_PERIOD / 2;
     sl_decision d;
 
-    if (is_bucket(f->alg))
-        KNOWN_BUG("buckets: sl__sched_push adds c * T to now without "
-                  "saturating; past INT64_MAX - B*T the schedule wraps "
-                  "negative (signed overflow, UB) and the bucket reads as "
-                  "full again");
     lim = generic_limit(f->alg);
     d = tu_check(f->store, lim, "k", G_LIMIT, t);
     expect_eq(d.allowed, 1);
@@ -337,8 +293,11 @@ static void test_end_of_time_does_not_wrap(void **state)
     d = tu_check(f->store, lim, "k", 1, t);
     expect_eq(d.allowed, 0);
     expect_cmp(d.retry_after, !=, 0);
-    d = tu_check(f->store, lim, "k", 1, INT64_MAX);
+    d = tu_check(f->store, lim, "k", 0, t);
     expect_eq(d.remaining, 0);
+    expect_eq(sl_check(f->store, lim, "k", 1, 0, SL_MAX_TIME, &d), 0);
+    expect_eq(sl_check(f->store, lim, "k", 1, 1, SL_MAX_TIME + 1, &d),
+              SL_EINVAL);
     sl_limit_free(lim);
 }
 
@@ -791,10 +750,6 @@ static void test_sliding_log_rejected_query_on_overfull_log(void **state)
     sl_limit *lim;
     sl_decision d;
 
-    KNOWN_BUG("sliding_log with SL_LOG_REJECTED: once logged rejections "
-              "push the window's sum above L, a cost-0 query is itself "
-              "rejected (0 <= L - sum is false), though docs/algorithms.md "
-              "says c = 0 is always allowed");
     lim = log_rejected_limit(1, MINUTE);
     expect_eq(tu_check(f->store, lim, "k", 1, 0).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", 1, SEC).allowed, 0); /* logged */
@@ -1005,47 +960,53 @@ static void test_stepped_window_earlier_step_counts_in_newest(void **state)
 
 /*
  * 2 per 10 s, admitted at 1 s and 5 s.  A cost-2 request at 11.5 s is
- * refused (the entry at 5 s is still in its window) and, judging the log
- * at 11.5 s, drops the entry at 1 s.  A request stamped 10.5 s comes next
- * (a clock 1 s behind): its window (0.5 s, 10.5 s] holds both 1 s and
- * 5 s, so it must be refused.
+ * refused (5 s is still in its window) and moves the key's time to 11.5 s,
+ * dropping the entry at 1 s.  A request stamped 10.5 s (a clock 1 s
+ * behind) is judged at 11.5 s, never at a time the key has left behind:
+ * the window (1.5 s, 11.5 s] holds 5 s only, so it passes and is logged
+ * at 11.5 s; then the window is full until 5 s leaves at 15 s.
  */
-static void test_sliding_log_refused_later_request_keeps_entries(
-    void **state)
+static void test_sliding_log_stale_request_judged_at_key_time(void **state)
 {
     fixture *f = *state;
     sl_limit *lim;
+    sl_decision d;
 
-    KNOWN_BUG("sliding_log: a refused request at t drops entries older "
-              "than t - P, but the log's time stays at its newest entry; "
-              "a request stamped before t is then judged at its own time "
-              "without those entries and passes over L");
     lim = tu_limit(SL_SLIDING_LOG, 2, 10 * SEC, 0);
     expect_eq(tu_check(f->store, lim, "k", 1, 1 * SEC).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", 1, 5 * SEC).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", 2, 11500 * MS).allowed, 0);
-    expect_eq(tu_check(f->store, lim, "k", 1, 10500 * MS).allowed, 0);
+    d = tu_check(f->store, lim, "k", 1, 10500 * MS);
+    expect_eq(d.allowed, 1);
+    expect_eq(d.remaining, 0);
+    expect_eq(d.reset_after, 11 * SEC); /* 11.5 s + 10 s - 10.5 s */
+    d = tu_check(f->store, lim, "k", 1, 11500 * MS);
+    expect_eq(d.allowed, 0);
+    expect_eq(d.retry_after, 3500 * MS); /* 5 s leaves at 15 s */
     sl_limit_free(lim);
 }
 
 /* The same with steps: 2 per 10 steps of 1 s, steps 1 and 5 hold one
- * each; a refused cost-2 request in step 11 drops step 1; a request in
- * step 10 (window 1 .. 10, usage 2) must be refused. */
-static void test_stepped_window_refused_later_request_keeps_steps(
+ * each; a refused cost-2 request in step 11 moves the key to step 11 and
+ * drops step 1; a request stamped in step 10 is judged in step 11
+ * (window 2 .. 11, usage 1): it passes and counts in step 11. */
+static void test_stepped_window_stale_request_judged_at_key_step(
     void **state)
 {
     fixture *f = *state;
     sl_limit *lim;
+    sl_decision d;
 
-    KNOWN_BUG("stepped_window: a refused request in step s drops steps up "
-              "to s - n, but the window stays at the newest non-empty "
-              "step; a request stamped in an earlier step is then judged "
-              "there without the dropped counters and passes over L");
     lim = stepped_limit(2, 10 * SEC, SEC);
     expect_eq(tu_check(f->store, lim, "k", 1, 1 * SEC).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", 1, 5 * SEC).allowed, 1);
     expect_eq(tu_check(f->store, lim, "k", 2, 11500 * MS).allowed, 0);
-    expect_eq(tu_check(f->store, lim, "k", 1, 10500 * MS).allowed, 0);
+    d = tu_check(f->store, lim, "k", 1, 10500 * MS);
+    expect_eq(d.allowed, 1);
+    expect_eq(d.reset_after, 21 * SEC - 10500 * MS); /* step 11 + 10 */
+    d = tu_check(f->store, lim, "k", 1, 11500 * MS);
+    expect_eq(d.allowed, 0);
+    expect_eq(d.retry_after, 15 * SEC - 11500 * MS); /* step 5 leaves */
     sl_limit_free(lim);
 }
 
@@ -1056,10 +1017,6 @@ static void test_sweep_before_first_decision_time_keeps_state(void **state)
     fixture *f = *state;
     sl_limit *lim;
 
-    KNOWN_BUG("memory store: time is kept in ticks from the store's first "
-              "decision; a state expiring before that epoch gets tick 0 "
-              "and counts as expired at every now, so sl_store_sweep (or "
-              "a reclaim) drops live state and the key is admitted again");
     lim = tu_limit(SL_FIXED_WINDOW, 1, SEC, 0);
     /* The store's first decision is at 100 s, for another key. */
     tu_check(f->store, lim, "a", 1, 100 * SEC);
@@ -1095,8 +1052,6 @@ static const struct {
     {"backwards_time_grants_nothing", test_backwards_time_grants_nothing, 0},
     {"backwards_query_allowed_and_remaining_not_negative",
      test_backwards_query_allowed_and_remaining_not_negative, 0},
-    {"later_query_keeps_state_for_earlier_request",
-     test_later_query_keeps_state_for_earlier_request, 0},
     {"end_of_time_does_not_wrap", test_end_of_time_does_not_wrap, 0},
     {"schedule_three_per_second_no_drift",
      test_schedule_three_per_second_no_drift, 1},
@@ -1141,8 +1096,8 @@ static const struct CMUnitTest singles[] = {
     SINGLE(test_stepped_window_one_step_is_fixed_window),
     SINGLE(test_stepped_window_retry_skips_steps),
     SINGLE(test_stepped_window_earlier_step_counts_in_newest),
-    SINGLE(test_sliding_log_refused_later_request_keeps_entries),
-    SINGLE(test_stepped_window_refused_later_request_keeps_steps),
+    SINGLE(test_sliding_log_stale_request_judged_at_key_time),
+    SINGLE(test_stepped_window_stale_request_judged_at_key_step),
     SINGLE(test_sweep_before_first_decision_time_keeps_state),
 };
 

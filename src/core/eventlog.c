@@ -39,7 +39,7 @@ static sl__eventlog *resize(sl__eventlog *log, uint32_t new_cap)
 void sl__elog_expire(sl__state *st, int64_t upto)
 {
     sl__eventlog *log = sl__elog(st);
-    if (log == NULL)
+    if (log == NULL || log->len == 0)
         return;
     while (log->len > 0 && sl__elog_at(log, 0)->at <= upto) {
         log->sum -= sl__elog_at(log, 0)->cost;
@@ -56,14 +56,15 @@ void sl__elog_expire(sl__state *st, int64_t upto)
     }
 }
 
-int sl__elog_reserve(sl__state *st)
+int sl__elog_reserve(sl__state *st, size_t max_bytes)
 {
     sl__eventlog *log = sl__elog(st), *n;
+    uint32_t new_cap = log == NULL ? MIN_CAP : log->cap * 2;
     if (log != NULL && log->len < log->cap)
         return 0;
-    if (log != NULL && log->cap > UINT32_MAX / 2)
-        return SL_ENOMEM;
-    n = resize(log, log == NULL ? MIN_CAP : log->cap * 2);
+    if ((log != NULL && log->cap > UINT32_MAX / 2) || bytes_for(new_cap) > max_bytes)
+        return SL_EFULL;
+    n = resize(log, new_cap);
     if (n == NULL)
         return SL_ENOMEM;
     st->w[0] = (int64_t)(intptr_t)n;

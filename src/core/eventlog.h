@@ -54,10 +54,12 @@ static inline int64_t sl__elog_sum(const sl__state *st)
     return log == NULL ? 0 : log->sum;
 }
 
-/* Drops the events with at <= upto; frees an emptied log. */
+/* Drops the events with at <= upto; frees a log it empties (a log
+ * that was already empty had room reserved, and keeps it). */
 void sl__elog_expire(sl__state *st, int64_t upto);
-/* Makes room for one more event.  0 or SL_ENOMEM. */
-int sl__elog_reserve(sl__state *st);
+/* Makes room for one more event without the log exceeding max_bytes.
+ * 0, SL_EFULL (the log would pass max_bytes) or SL_ENOMEM. */
+int sl__elog_reserve(sl__state *st, size_t max_bytes);
 /* Appends (at, cost), at >= newest; merges into the newest event when the
  * times are equal or when the log already holds max_len events (then the
  * merged event takes the later time: the older cost is kept longer, never

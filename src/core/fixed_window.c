@@ -9,10 +9,12 @@
  */
 #include "internal.h"
 
-static int fw_check(const sl_limit *lim, sl__state *st, int64_t cost,
-                    sl_nanos now, sl__mode mode, sl_decision *d,
-                    sl_nanos *expires)
+static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                     sl_decision *d, sl_nanos *expires)
 {
+    int64_t cost = call->cost;
+    sl_nanos now = call->now;
+    sl__mode mode = call->mode;
     int64_t period = lim->cfg.period, limit = lim->cfg.limit;
     int64_t window = now / period, count = 0;
     sl_nanos end;

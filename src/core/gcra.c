@@ -12,10 +12,12 @@
  */
 #include "schedule.h"
 
-static int gcra_check(const sl_limit *lim, sl__state *st, int64_t cost,
-                      sl_nanos now, sl__mode mode, sl_decision *d,
-                      sl_nanos *expires)
+static int gcra_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                       sl_decision *d, sl_nanos *expires)
 {
+    int64_t cost = call->cost;
+    sl_nanos now = call->now;
+    sl__mode mode = call->mode;
     sl__i128 tolerance = (sl__i128)lim->cfg.burst * lim->t_num;
     sl__i128 tat_ahead = sl__sched_ahead(lim, st, now);
     sl__i128 new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;

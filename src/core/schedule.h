@@ -19,13 +19,19 @@
 
 #include "internal.h"
 
-/* (S - now)+ in ticks: how far the schedule runs ahead of now. */
+/* (S - now)+ in ticks: how far the schedule runs ahead of now, at most
+ * B * T.  More is only seen by a request stamped before the last one
+ * admitted (threads read the clock a little out of order); it is judged
+ * as if it came at that last admission, never against less than an
+ * empty bucket. */
 static inline sl__i128 sl__sched_ahead(const sl_limit *lim,
                                        const sl__state *st, sl_nanos now)
 {
+    sl__i128 ahead, most = (sl__i128)lim->cfg.burst * lim->t_num;
     if (st->w[0] < now)
         return 0; /* w[1] < t_den, so S < w[0] + 1 <= now */
-    return (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1];
+    ahead = (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1];
+    return ahead < most ? ahead : most;
 }
 
 /* S = max(S, now) + cost * T.  The caller has checked that the result is
@@ -50,18 +56,22 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
         st->w[0] = now;
         st->w[1] = 0;
     }
-    st->w[0] += whole;
     st->w[1] += frac;
     if (st->w[1] >= lim->t_den) {
         st->w[1] -= lim->t_den;
-        st->w[0] += 1;
+        whole++;
+    }
+    /* The end of time saturates: S stays at INT64_MAX. */
+    if (__builtin_add_overflow(st->w[0], whole, &st->w[0])) {
+        st->w[0] = INT64_MAX;
+        st->w[1] = 0;
     }
 }
 
 /* When S is passed, the state is initial again. */
 static inline sl_nanos sl__sched_expires(const sl__state *st)
 {
-    return st->w[0] + (st->w[1] > 0);
+    return sl__sat_add(st->w[0], st->w[1] > 0);
 }
 
 /* The whole units left (B minus the schedule's lead in units, rounded

@@ -24,10 +24,12 @@ static sl__i128 first_fit(sl__i128 period, int64_t prev, int64_t room)
     return e < 0 ? 0 : e;
 }
 
-static int sw_check(const sl_limit *lim, sl__state *st, int64_t cost,
-                    sl_nanos now, sl__mode mode, sl_decision *d,
-                    sl_nanos *expires)
+static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                     sl_decision *d, sl_nanos *expires)
 {
+    int64_t cost = call->cost;
+    sl_nanos now = call->now;
+    sl__mode mode = call->mode;
     int64_t period = lim->cfg.period, limit = lim->cfg.limit;
     int64_t window = now / period, prev = 0, cur = 0, estimate;
     sl__i128 start, offset;
@@ -39,19 +41,28 @@ static int sw_check(const sl_limit *lim, sl__state *st, int64_t cost,
     } else if (window == st->w[0] + 1) {
         prev = (int64_t)((uint64_t)st->w[1] & UINT32_MAX);
     }
+    if (mode != SL__PEEK) {
+        /* Roll the stored windows forward even for a refused request, so
+         * the key remembers the newest window it has seen and a stale
+         * request is judged there (docs/algorithms.md). */
+        st->w[0] = window;
+        st->w[1] = (int64_t)((uint64_t)prev << 32 | (uint64_t)cur);
+    }
     start = (sl__i128)window * period;
     offset = now > start ? now - start : 0;
     estimate = (int64_t)((sl__i128)prev * (period - offset) / period) + cur;
 
     sl__decision_init(d, lim);
-    d->allowed = cost <= limit - estimate;
+    /* A now before the current window's start (a stamp read out of order)
+     * is judged at the start, where the estimate may exceed L: refused,
+     * unless it is a query. */
+    d->allowed = cost == 0 || cost <= limit - estimate;
     if (d->allowed && mode == SL__COMMIT) {
         cur += cost;
         estimate += cost;
-        st->w[0] = window;
         st->w[1] = (int64_t)((uint64_t)prev << 32 | (uint64_t)cur);
     }
-    d->remaining = limit - estimate;
+    d->remaining = SL__MAX(0, limit - estimate);
     if (cur > 0)
         d->reset_after = sl__clamp64(start + 2 * (sl__i128)period - now);
     else if (prev > 0)

@@ -12,23 +12,29 @@
  * counters, and gives the start of that step rather than t + j k (both lie
  * in the same step; the start is the smallest wait).
  *
- * State: the non-empty step counters, as an event log whose times are step
- * numbers (eventlog.h): at most min(n, L) events per key.
+ * State: w[0] points to the non-empty step counters, an event log whose
+ * times are step numbers (eventlog.h): at most min(n, L) events per key;
+ * w[1] is the latest step the key was judged in.
  */
 #include "eventlog.h"
 
-static int sw_step_check(const sl_limit *lim, sl__state *st, int64_t cost,
-                         sl_nanos now, sl__mode mode, sl_decision *d,
-                         sl_nanos *expires)
+static int sw_step_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                          sl_decision *d, sl_nanos *expires)
 {
+    int64_t cost = call->cost;
+    sl_nanos now = call->now;
+    sl__mode mode = call->mode;
     int64_t limit = lim->cfg.limit, step = lim->cfg.step, n = lim->steps;
-    int64_t s = SL__MAX(now / step, sl__elog_newest(st));
+    /* As in sliding_log.c, a key's time never runs backwards: w[1] is
+     * the latest step it has been judged in. */
+    int64_t s = SL__MAX(now / step, st->w[1]);
 
+    st->w[1] = s;
     sl__elog_expire(st, s - n);
     sl__decision_init(d, lim);
     d->allowed = cost <= limit - sl__elog_sum(st);
     if (cost > 0 && d->allowed && mode != SL__REFUSE) {
-        int err = sl__elog_reserve(st);
+        int err = sl__elog_reserve(st, call->max_heap);
         if (err)
             return err;
         if (mode == SL__COMMIT)

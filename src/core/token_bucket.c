@@ -12,10 +12,12 @@
  */
 #include "schedule.h"
 
-static int tb_check(const sl_limit *lim, sl__state *st, int64_t cost,
-                    sl_nanos now, sl__mode mode, sl_decision *d,
-                    sl_nanos *expires)
+static int tb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                     sl_decision *d, sl_nanos *expires)
 {
+    int64_t cost = call->cost;
+    sl_nanos now = call->now;
+    sl__mode mode = call->mode;
     int64_t burst = lim->cfg.burst;
     sl__i128 deficit = sl__sched_ahead(lim, st, now); /* (B - tokens) * T */
 

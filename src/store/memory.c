@@ -39,9 +39,9 @@ enum {
     NSHARDS = 1 << SHARD_BITS,
     MIN_CAP = 16,
     EVICT_SAMPLE = 16,
-    /* Ticks of 2^26 ns (67 ms) keep expiry and recency in 32 bits for
-     * nine years from the store's first decision. */
-    TICK_SHIFT = 26,
+    /* Ticks of 2^28 ns (268 ms) keep expiry and recency in 32 bits:
+     * expired state is reclaimed at most 268 ms late. */
+    TICK_SHIFT = 28,
 };
 
 #define HEAP_FLAG 0x80000000u /* in slot.used: the state owns heap memory */
@@ -98,35 +98,60 @@ static void shard_unlock(shard *sh)
     atomic_store_explicit(&sh->lock, 0, memory_order_release);
 }
 
-/* ---- time in ticks ---- */
+/* ---- time ---- */
 
-static int64_t store_epoch(memory_store *ms, sl_nanos now)
+/*
+ * Slots keep coarse 32-bit ticks of 2^28 ns (268 ms) from an epoch set
+ * 2^31 ticks (18 years) before the store's first decision, so that times
+ * from 18 years before to 18 years after it are representable.  Later,
+ * expiry ticks saturate (such state is then only evicted, never reclaimed
+ * as expired) and recency ticks wrap, which is harmless because ages, not
+ * stamps, are compared.
+ */
+static void store_start(memory_store *ms, sl_nanos now)
 {
-    int64_t e = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
-    if (e == INT64_MIN) {
-        int64_t expected = INT64_MIN;
-        atomic_compare_exchange_strong(&ms->epoch, &expected, now);
-        e = atomic_load(&ms->epoch);
+    if (atomic_load_explicit(&ms->epoch, memory_order_relaxed) == INT64_MIN) {
+        int64_t unset = INT64_MIN;
+        atomic_compare_exchange_strong(
+            &ms->epoch, &unset, now - ((int64_t)1 << (31 + TICK_SHIFT)));
     }
-    return e;
 }
 
-static uint32_t tick_floor(int64_t epoch, sl_nanos t)
+/* Ticks since the epoch, negative before it (floor). */
+static int64_t ticks(const memory_store *ms, sl_nanos t)
 {
-    sl__i128 d = (sl__i128)t - epoch;
-    if (d < 0)
-        return 0;
-    d >>= TICK_SHIFT;
-    return d >= (sl__i128)(HEAP_FLAG - 1) ? HEAP_FLAG - 1 : (uint32_t)d;
+    int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
+    return (int64_t)(((sl__i128)t - epoch) >> TICK_SHIFT);
 }
 
-static uint32_t tick_ceil(int64_t epoch, sl_nanos t)
+/* An expiry tick, rounded up, clamped to [0, UINT32_MAX]. */
+static uint32_t expiry_tick(const memory_store *ms, sl_nanos t)
 {
+    int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
     sl__i128 d = (sl__i128)t - epoch;
     if (d <= 0)
         return 0;
     d = (d + (1 << TICK_SHIFT) - 1) >> TICK_SHIFT;
     return d >= UINT32_MAX ? UINT32_MAX : (uint32_t)d;
+}
+
+/* Has a slot's state expired at tick `now`? */
+static int expired_at(const slot *s, int64_t now)
+{
+    return s->expires != UINT32_MAX && (int64_t)s->expires <= now;
+}
+
+/* Recency wraps every 2^31 ticks (18 years): ages, not stamps, compare. */
+static uint32_t age_of(const slot *s, int64_t now)
+{
+    return ((uint32_t)now - (s->used & ~HEAP_FLAG)) & ~HEAP_FLAG;
+}
+
+/* A state is initial once its expiry has passed; INT64_MAX is "at the end
+ * of time", which a saturated clock reaches but never passes. */
+static int is_initial(sl_nanos expires, sl_nanos now)
+{
+    return expires <= now && expires != INT64_MAX;
 }
 
 /* ---- the table ---- */
@@ -223,12 +248,12 @@ static int protected(uint64_t hash, const item_ref *keep, size_t nkeep)
 }
 
 /* Removes every key of the shard whose state is initial by now. */
-static void sweep_shard(shard *sh, uint32_t now_tick, const item_ref *keep,
+static void sweep_shard(shard *sh, int64_t now_tick, const item_ref *keep,
                         size_t nkeep)
 {
     for (uint32_t i = 0; i < sh->cap;) {
         slot *s = &sh->slots[i];
-        if (s->hash != 0 && s->expires <= now_tick &&
+        if (s->hash != 0 && expired_at(s, now_tick) &&
             !protected(s->hash, keep, nkeep)) {
             drop_at(sh, i); /* the next key moved into i: look again */
             sh->reclaimed++;
@@ -241,23 +266,23 @@ static void sweep_shard(shard *sh, uint32_t now_tick, const item_ref *keep,
 
 /* Evicts one key near hash's home: expired first, else least recently
  * used.  0 if nothing there may go. */
-static int evict_near(shard *sh, uint64_t hash, uint32_t now_tick,
+static int evict_near(shard *sh, uint64_t hash, int64_t now_tick,
                       const item_ref *keep, size_t nkeep)
 {
-    uint32_t i = home_of(sh, hash), victim = UINT32_MAX, best = UINT32_MAX;
+    uint32_t i = home_of(sh, hash), victim = UINT32_MAX, oldest = 0;
     int expired = 0;
 
     for (int k = 0; k < EVICT_SAMPLE && k < (int)sh->cap; k++, i = next_of(sh, i)) {
         slot *s = &sh->slots[i];
         if (s->hash == 0 || protected(s->hash, keep, nkeep))
             continue;
-        if (s->expires <= now_tick) {
+        if (expired_at(s, now_tick)) {
             victim = i;
             expired = 1;
             break;
         }
-        if ((s->used & ~HEAP_FLAG) < best) {
-            best = s->used & ~HEAP_FLAG;
+        if (victim == UINT32_MAX || age_of(s, now_tick) > oldest) {
+            oldest = age_of(s, now_tick);
             victim = i;
         }
     }
@@ -300,7 +325,7 @@ static int over_load(const shard *sh, uint32_t count)
 
 /* Makes room for one more key: reclaim, grow, or evict, in that order. */
 static int make_room(memory_store *ms, shard *sh, uint64_t hash,
-                     uint32_t now_tick, const item_ref *keep, size_t nkeep)
+                     int64_t now_tick, const item_ref *keep, size_t nkeep)
 {
     if (!over_load(sh, sh->count + 1))
         return 0;
@@ -352,11 +377,10 @@ static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
                      sl_nanos expires, sl_nanos now, int keep_initial,
                      const item_ref *refs, size_t nrefs)
 {
-    int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
-    uint32_t now_tick = tick_floor(epoch, now);
+    int64_t now_tick = ticks(ms, now);
     int err;
 
-    if (expires <= now && !keep_initial) {
+    if (is_initial(expires, now) && !keep_initial) {
         if (heap)
             sl__heap_release(st);
         sh->heap_bytes -= old_heap;
@@ -376,8 +400,9 @@ static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
         s = find(sh, hash);
     }
     s->state = *st;
-    s->expires = tick_ceil(epoch, expires);
-    s->used = now_tick | (heap && st->w[0] != 0 ? HEAP_FLAG : 0);
+    s->expires = expiry_tick(ms, expires);
+    s->used = ((uint32_t)now_tick & ~HEAP_FLAG) |
+              (heap && st->w[0] != 0 ? HEAP_FLAG : 0);
     sh->heap_bytes += (heap ? sl__heap_bytes(st) : 0) - old_heap;
     /* Logs grow after the fact; bring the shard back under its cap. */
     while (table_bytes(sh->cap) + sh->heap_bytes > ms->shard_max_bytes &&
@@ -398,8 +423,11 @@ static int apply(memory_store *ms, const sl_check_item *item,
     sl_nanos expires = 0;
     int err, put;
 
+    /* One log may take at most half of its shard's share of the cap, so
+     * that a single huge key cannot push out everything else. */
+    sl__call call = {cost, now, mode, ms->shard_max_bytes / 2};
     slot *s = get_state(ref->sh, ref->hash, &st, &old_heap);
-    err = algo->check(item->limit, &st, cost, now, mode, d, &expires);
+    err = algo->check(item->limit, &st, &call, d, &expires);
     /* Even a failed check may have moved a log: always write it back. */
     put = put_state(ms, ref->sh, s, ref->hash, algo->heap, &st, old_heap,
                     expires, now, keep_initial, refs, nrefs);
@@ -433,7 +461,7 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
                 return SL_EINVAL; /* the same limit and key twice */
         locks[nlocks++] = refs[i].sh;
     }
-    store_epoch(ms, now);
+    store_start(ms, now);
     /* Lock every shard involved, in address order, each once: two calls
      * that share shards cannot deadlock, and the call is atomic. */
     if (nlocks > 1)
@@ -462,16 +490,17 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
 static size_t memory_sweep(sl_store *base, sl_nanos now, size_t max_slots)
 {
     memory_store *ms = (memory_store *)base;
-    int64_t epoch = atomic_load(&ms->epoch);
-    uint32_t now_tick;
+    int64_t now_tick;
     size_t cursor = atomic_load(&ms->cursor), done = 0, reclaimed = 0;
 
-    if (epoch == INT64_MIN)
+    if (atomic_load(&ms->epoch) == INT64_MIN)
         return 0; /* no decision yet, so no state */
-    now_tick = tick_floor(epoch, now);
+    now_tick = ticks(ms, now);
     /* The cursor packs (shard, slot); tables may have grown since, which
-     * at worst revisits or skips a few slots until the next round. */
-    while (done < max_slots) {
+     * at worst revisits or skips a few slots until the next round.  One
+     * call visits each shard at most once (NSHARDS + 1 segments, as it may
+     * start and end inside the same shard). */
+    for (int segment = 0; segment <= NSHARDS && done < max_slots; segment++) {
         size_t si = (cursor >> 32) % NSHARDS;
         uint32_t i = (uint32_t)cursor;
         shard *sh = &ms->shards[si];
@@ -480,7 +509,7 @@ static size_t memory_sweep(sl_store *base, sl_nanos now, size_t max_slots)
         while (i < sh->cap && done < max_slots) {
             slot *s = &sh->slots[i];
             done++;
-            if (s->hash != 0 && s->expires <= now_tick) {
+            if (s->hash != 0 && expired_at(s, now_tick)) {
                 drop_at(sh, i);
                 sh->reclaimed++;
                 reclaimed++;
@@ -570,7 +599,8 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     sl_memory_options o = {0};
     memory_store *ms;
     /* Below this the initial tables alone would not fit. */
-    const size_t floor_bytes = 2 * (size_t)NSHARDS * MIN_CAP * sizeof(slot);
+    const size_t floor_bytes =
+        2 * (size_t)NSHARDS * MIN_CAP * sizeof(slot) + sizeof(*ms);
 
     if (opts != NULL)
         o = *opts;
@@ -582,7 +612,7 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     ms->max_bytes = o.max_bytes ? o.max_bytes : (size_t)256 << 20;
     if (ms->max_bytes < floor_bytes)
         ms->max_bytes = floor_bytes;
-    ms->shard_max_bytes = ms->max_bytes / NSHARDS;
+    ms->shard_max_bytes = (ms->max_bytes - sizeof(*ms)) / NSHARDS;
     ms->base.max_key_len = o.max_key_len ? o.max_key_len : 4096;
     ms->seed0 = o.seed0;
     ms->seed1 = o.seed1;

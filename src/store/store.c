@@ -11,7 +11,7 @@ static int check_input(sl_store *store, const sl_check_item *items,
                        size_t n, int64_t cost, sl_nanos now)
 {
     if (store == NULL || items == NULL || n == 0 || n > SL_MAX_ITEMS ||
-        now < 0)
+        now < 0 || now > SL_MAX_TIME)
         return SL_EINVAL;
     if (cost < 0 || cost > SL_MAX_COUNT)
         return SL_ECOST;
