@@ -36,19 +36,6 @@
 #define expect_eq(a, b) expect_cmp(a, ==, b)
 
 /*
- * A test that shows a library bug is kept complete and skipped until the
- * bug is fixed; SL_RUN_KNOWN_BUGS=1 runs it anyway (and it fails while the
- * bug is there).  The same convention as tests/testutil.h.
- */
-#define KNOWN_BUG(why)                                                       \
-    do {                                                                     \
-        if (getenv("SL_RUN_KNOWN_BUGS") == NULL) {                           \
-            print_message("[  NOTE    ] BUG, skipped: %s\n", why);           \
-            skip();                                                          \
-        }                                                                    \
-    } while (0)
-
-/*
  * A malloc that fails on demand, for the one test of running out of memory
  * half-way through a call.  Off unless malloc_budget >= 0; not built under
  * the sanitizers, which bring their own malloc.
@@ -467,19 +454,16 @@ static void test_log_rejected_logs_requests_refused_elsewhere(void **state)
 /* ---- running out of memory ---- */
 
 /*
- * BUG: sl_check_multi can fail half-way.  The first phase (PEEK) reserves
- * an empty event log for a fresh sliding_log/stepped_window key so that
- * the commit cannot fail, but the commit begins with sl__elog_expire(),
- * which frees the empty log, and then allocates again.  If that second
- * malloc fails, the items before it have already consumed and the call
- * returns SL_ENOMEM: here the fixed window keeps 4 of 5 after a call that
- * failed.  Expected: SL_ENOMEM and nothing consumed (docs/stores.md: "it
- * cannot fail half-way"), or success.
+ * sl_check_multi cannot fail half-way (docs/stores.md): the first phase
+ * reserves log space for a fresh sliding_log/stepped_window key, so that
+ * the commit needs no allocation.  With every allocation after that
+ * reservation failing, the call must succeed, or fail having consumed
+ * nothing.  (The commit used to free the empty reserved log and allocate
+ * again: SL_ENOMEM, with the fixed window charged 1 of 5.)
  */
 static void test_out_of_memory_consumes_nothing(void **state)
 {
     (void)state;
-    KNOWN_BUG("sl_check_multi consumes then fails with SL_ENOMEM");
 #if !SL_FAILING_MALLOC
     skip(); /* the sanitizers own malloc */
 #else
