@@ -3,7 +3,10 @@
 # missing.  Run as root (or with sudo available).  Idempotent and quiet when
 # everything is there.
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev)
+# libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
+# curl: tests/test_serve.sh.
+PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
+      libuv1-dev libhttp-parser-dev libjansson-dev curl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

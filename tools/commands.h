@@ -8,5 +8,6 @@
 int sl_cmd_replay(int argc, char **argv);
 int sl_cmd_demo(int argc, char **argv);
 int sl_cmd_validate(int argc, char **argv);
+int sl_cmd_serve(int argc, char **argv);
 
 #endif

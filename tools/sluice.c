@@ -13,6 +13,7 @@ static const struct {
     const char *what;
 } commands[] = {
     {"demo", sl_cmd_demo, "walk through every algorithm on the seed's examples"},
+    {"serve", sl_cmd_serve, "serve rate-limit decisions over HTTP"},
     {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", sl_cmd_validate, "check rules files without starting anything"},
 };

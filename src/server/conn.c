@@ -1,0 +1,309 @@
+/*
+ * conn.c - one HTTP/1.1 connection: reads, http-parser, pipelining,
+ * timeouts, writes.  Requests are decided synchronously as each message
+ * completes, so pipelined responses come out in request order by
+ * construction; all responses produced by one read are sent in one write.
+ *
+ * Timeouts: a request must arrive whole within read_timeout of its first
+ * byte (a slow client cannot hold a connection by trickling bytes); an
+ * idle keep-alive connection is closed after idle_timeout.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "server.h"
+
+typedef struct sl_conn sl_conn;
+struct sl_conn {
+    uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
+    uv_timer_t timer;
+    sl_srv_worker *w;
+    http_parser parser;
+    sl_buf url, body, out;
+    size_t header_bytes;
+    int in_message;
+    int err_status;   /* a cap our callbacks refused: 413, 431 */
+    int closing;      /* no more requests; close after the writes */
+    int paused;       /* reading stopped until the client reads */
+    int handles_open; /* close callbacks still to come */
+    size_t writes;    /* writes in flight */
+    sl_conn *prev, *next;
+};
+
+typedef struct sl_write {
+    uv_write_t req;
+    sl_conn *c;
+    char *data; /* owned; freed when the write completes */
+} sl_write;
+
+static void conn_free_cb(uv_handle_t *h)
+{
+    sl_conn *c = h->data;
+    if (--c->handles_open > 0)
+        return;
+    sl_srv_worker *w = c->w;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    sl_buf_release(&c->url);
+    sl_buf_release(&c->body);
+    sl_buf_release(&c->out);
+    atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
+    free(c);
+}
+
+static void conn_close(sl_conn *c)
+{
+    if (c->handles_open != 2 || uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
+    uv_close((uv_handle_t *)&c->timer, conn_free_cb);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    sl_write *wr = (sl_write *)req;
+    sl_conn *c = wr->c;
+    free(wr->data);
+    free(wr);
+    c->writes--;
+    if (status < 0 || (c->writes == 0 && (c->closing || (c->w->stopping &&
+                                                          !c->in_message)))) {
+        conn_close(c);
+        return;
+    }
+    if (c->paused &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
+            SL_SRV_MAX_PENDING_OUTPUT / 2) {
+        c->paused = 0;
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    }
+}
+
+static void flush(sl_conn *c)
+{
+    if (c->out.len == 0) {
+        if (c->closing && c->writes == 0)
+            conn_close(c);
+        return;
+    }
+    sl_write *wr = malloc(sizeof(*wr));
+    if (wr == NULL)
+        abort();
+    wr->c = c;
+    wr->data = c->out.data;
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    c->out.data = NULL;
+    c->out.len = c->out.cap = 0;
+    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        free(wr->data);
+        free(wr);
+        conn_close(c);
+        return;
+    }
+    c->writes++;
+    if (!c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
+                           SL_SRV_MAX_PENDING_OUTPUT) {
+        c->paused = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    }
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    sl_conn *c = t->data;
+    if (c->in_message) {
+        sl_respond_error(&c->out, 408, "ETIMEOUT",
+                         "request not received within the read timeout", 0);
+        c->closing = 1;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        flush(c);
+    } else {
+        conn_close(c);
+    }
+}
+
+static int on_message_begin(http_parser *p)
+{
+    sl_conn *c = p->data;
+    c->in_message = 1;
+    c->url.len = c->body.len = 0;
+    c->header_bytes = 0;
+    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    return 0;
+}
+
+static int count_header(sl_conn *c, size_t len)
+{
+    c->header_bytes += len;
+    if (c->header_bytes > c->w->server->cfg.max_header_bytes) {
+        c->err_status = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    sl_conn *c = p->data;
+    if (count_header(c, len))
+        return -1;
+    sl_buf_add(&c->url, at, len);
+    return 0;
+}
+
+static int on_header(http_parser *p, const char *at, size_t len)
+{
+    (void)at;
+    return count_header(p->data, len);
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    sl_conn *c = p->data;
+    if (p->content_length != ULLONG_MAX &&
+        p->content_length > c->w->server->cfg.max_body_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    sl_conn *c = p->data;
+    if (c->body.len + len > c->w->server->cfg.max_body_bytes) {
+        c->err_status = 413;
+        return -1;
+    }
+    sl_buf_add(&c->body, at, len);
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    sl_conn *c = p->data;
+    sl_http_request req = {
+        .method = p->method,
+        .path = c->url.data ? c->url.data : "",
+        .path_len = c->url.len,
+        .body = c->body.data ? c->body.data : "",
+        .body_len = c->body.len,
+    };
+    const char *q = memchr(req.path, '?', req.path_len);
+    if (q != NULL)
+        req.path_len = (size_t)(q - req.path);
+    int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
+    sl_route(c->w, &req, &c->out, &keep_alive);
+    c->in_message = 0;
+    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
+    if (!keep_alive) {
+        c->closing = 1;
+        http_parser_pause(p, 1);
+    }
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header,
+    .on_header_value = on_header,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sl_conn *c = (sl_conn *)s;
+    if (nread <= 0 || c->closing) {
+        free(buf->base);
+        if (nread < 0 && !c->closing) {
+            c->closing = 1;
+            flush(c);
+        }
+        return;
+    }
+    size_t done = http_parser_execute(&c->parser, &settings, buf->base,
+                                      (size_t)nread);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    free(buf->base);
+    if (c->closing) {
+        /* Paused after a response that closes: ignore what follows. */
+    } else if (c->parser.upgrade || (e != HPE_OK) || done != (size_t)nread) {
+        if (c->err_status == 413)
+            sl_respond_error(&c->out, 413, "ETOOLARGE",
+                             "request body exceeds the cap (--max-body-bytes)",
+                             0);
+        else if (c->err_status == 431)
+            sl_respond_error(&c->out, 431, "EHEADERS",
+                             "request line and headers exceed the cap "
+                             "(--max-header-bytes)",
+                             0);
+        else
+            sl_respond_error(&c->out, 400, "EHTTP",
+                             http_errno_description(e), 0);
+        c->closing = 1;
+    }
+    if (c->closing)
+        uv_read_stop(s);
+    flush(c);
+}
+
+void sl_conn_accept(sl_srv_worker *w)
+{
+    sl_server *srv = w->server;
+    sl_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->w = w;
+    uv_tcp_init(&w->loop, &c->tcp);
+    uv_timer_init(&w->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles_open = 2;
+    c->next = w->conns;
+    if (c->next)
+        c->next->prev = c;
+    w->conns = c;
+    int open = atomic_fetch_add_explicit(&srv->open_conns, 1,
+                                         memory_order_relaxed);
+    if (uv_accept((uv_stream_t *)&w->listener, (uv_stream_t *)&c->tcp) != 0 ||
+        open >= srv->cfg.max_connections) {
+        /* Over --max-connections: accepted, then closed at once, so the
+         * client sees a prompt close rather than a hang in the backlog. */
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    uv_timer_start(&c->timer, timer_cb, srv->cfg.idle_timeout_ms, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+}
+
+/* On stop: idle connections close now; one in the middle of a request or
+ * with a response still being written finishes it, then closes. */
+void sl_conn_close_idle(sl_srv_worker *w)
+{
+    for (sl_conn *c = w->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (!c->in_message && c->writes == 0)
+            conn_close(c);
+    }
+}

@@ -1,0 +1,311 @@
+/*
+ * metrics.c - counters and /metrics in the Prometheus text format.
+ *
+ * Every thread counts into its own memory: fixed counters are relaxed
+ * atomics in a cache-line-aligned struct only that thread writes; the
+ * per-rule series live in a per-thread hash map behind a per-thread
+ * mutex that only the scraper ever contends for.  A scrape sums all
+ * threads.  Series are keyed by (domain, rule label, descriptor); the
+ * descriptor's values are part of the key only for detailed_metric rules
+ * (as in lyft), and SL_SRV_MAX_SERIES bounds the map per thread.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define SERIES_BUCKETS 1024
+
+struct sl_srv_series {
+    sl_srv_series *next;
+    uint64_t hash;
+    char *domain, *rule, *descriptor; /* owned; descriptor "" if none */
+    uint64_t hits, within, over, shadow;
+};
+
+/* Upper bounds of the latency buckets, ns; the last is +Inf. */
+static const sl_nanos latency_le[SL_SRV_LATENCY_BUCKETS - 1] = {
+    1000,   2500,   5000,    10000,   25000,  50000,
+    100000, 250000, 1000000, 10000000, 100000000};
+
+static uint64_t fnv(uint64_t h, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+    return (h ^ 0xff) * 0x100000001b3ULL;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p == NULL)
+        abort();
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
+                     const sl_rules_entry *entries, size_t n_entries,
+                     int allowed, int shadow_pass)
+{
+    sl_buf desc = {0};
+    if (rule->detailed_metric)
+        for (size_t i = 0; i < n_entries; i++) {
+            if (i > 0)
+                sl_buf_add(&desc, ".", 1);
+            sl_buf_add(&desc, entries[i].key, entries[i].key_len);
+            sl_buf_add(&desc, "_", 1);
+            sl_buf_add(&desc, entries[i].value, entries[i].value_len);
+        }
+    const char *label = sl_rule_label(rule);
+    const char *d = desc.data ? desc.data : "";
+    uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ULL, rule->domain,
+                             strlen(rule->domain)),
+                         label, strlen(label)),
+                     d, desc.len);
+    pthread_mutex_lock(&w->series_lock);
+    if (w->series == NULL) {
+        w->series = calloc(SERIES_BUCKETS, sizeof(*w->series));
+        if (w->series == NULL)
+            abort();
+    }
+    sl_srv_series **b = &w->series[h % SERIES_BUCKETS], *s;
+    for (s = *b; s != NULL; s = s->next)
+        if (s->hash == h && strcmp(s->domain, rule->domain) == 0 &&
+            strcmp(s->rule, label) == 0 && strcmp(s->descriptor, d) == 0)
+            break;
+    if (s == NULL && w->n_series >= SL_SRV_MAX_SERIES) {
+        label = "_overflow_";
+        d = "";
+        h = 0;
+        b = &w->series[0];
+        for (s = *b; s != NULL; s = s->next)
+            if (s->hash == 0 && strcmp(s->rule, label) == 0)
+                break;
+    }
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s));
+        if (s == NULL)
+            abort();
+        s->hash = h;
+        s->domain = dup_n(rule->domain, strlen(rule->domain));
+        s->rule = dup_n(label, strlen(label));
+        s->descriptor = dup_n(d, strlen(d));
+        s->next = *b;
+        *b = s;
+        w->n_series++;
+    }
+    s->hits++;
+    if (shadow_pass)
+        s->shadow++;
+    else if (allowed)
+        s->within++;
+    else
+        s->over++;
+    pthread_mutex_unlock(&w->series_lock);
+    sl_buf_release(&desc);
+}
+
+void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
+{
+    size_t i = 0;
+    while (i < SL_SRV_LATENCY_BUCKETS - 1 && ns > latency_le[i])
+        i++;
+    atomic_fetch_add_explicit(&w->stats.latency[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->stats.latency_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->stats.latency_sum_ns, (uint64_t)ns,
+                              memory_order_relaxed);
+}
+
+void sl_metrics_release(sl_srv_worker *w)
+{
+    if (w->series == NULL)
+        return;
+    for (size_t i = 0; i < SERIES_BUCKETS; i++)
+        for (sl_srv_series *s = w->series[i], *next; s != NULL; s = next) {
+            next = s->next;
+            free(s->domain);
+            free(s->rule);
+            free(s->descriptor);
+            free(s);
+        }
+    free(w->series);
+    w->series = NULL;
+}
+
+#define SUM(field)                                                           \
+    ({                                                                       \
+        uint64_t sum_ = 0;                                                   \
+        for (int i_ = 0; i_ < s->n_workers; i_++)                            \
+            sum_ += atomic_load_explicit(&s->workers[i_].stats.field,        \
+                                         memory_order_relaxed);              \
+        sum_;                                                                \
+    })
+
+static void label_value(sl_buf *out, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            sl_buf_add(out, "\\", 1);
+        if (*v == '\n')
+            sl_buf_add(out, "\\n", 2);
+        else
+            sl_buf_add(out, v, 1);
+    }
+}
+
+static int series_cmp(const void *a, const void *b)
+{
+    const sl_srv_series *x = *(sl_srv_series *const *)a;
+    const sl_srv_series *y = *(sl_srv_series *const *)b;
+    int c = strcmp(x->domain, y->domain);
+    if (c == 0)
+        c = strcmp(x->rule, y->rule);
+    if (c == 0)
+        c = strcmp(x->descriptor, y->descriptor);
+    return c;
+}
+
+/* The per-rule series of every thread, merged: copies are taken under
+ * each thread's lock, then sorted and summed. */
+static void render_series(sl_server *s, sl_buf *out)
+{
+    size_t n = 0, cap = 64;
+    sl_srv_series **all = malloc(cap * sizeof(*all));
+    if (all == NULL)
+        abort();
+    for (int i = 0; i < s->n_workers; i++) {
+        sl_srv_worker *w = &s->workers[i];
+        pthread_mutex_lock(&w->series_lock);
+        for (size_t b = 0; w->series && b < SERIES_BUCKETS; b++)
+            for (sl_srv_series *x = w->series[b]; x; x = x->next) {
+                if (n == cap) {
+                    cap *= 2;
+                    all = realloc(all, cap * sizeof(*all));
+                    if (all == NULL)
+                        abort();
+                }
+                sl_srv_series *c = malloc(sizeof(*c));
+                if (c == NULL)
+                    abort();
+                *c = *x;
+                c->domain = dup_n(x->domain, strlen(x->domain));
+                c->rule = dup_n(x->rule, strlen(x->rule));
+                c->descriptor = dup_n(x->descriptor, strlen(x->descriptor));
+                all[n++] = c;
+            }
+        pthread_mutex_unlock(&w->series_lock);
+    }
+    qsort(all, n, sizeof(*all), series_cmp);
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } fields[] = {
+        {"sluice_rule_hits_total", "decisions that matched the rule",
+         offsetof(sl_srv_series, hits)},
+        {"sluice_rule_within_limit_total", "matches within the limit",
+         offsetof(sl_srv_series, within)},
+        {"sluice_rule_over_limit_total", "matches over the limit",
+         offsetof(sl_srv_series, over)},
+        {"sluice_rule_shadow_mode_total",
+         "shadow_mode matches that would have been over the limit",
+         offsetof(sl_srv_series, shadow)},
+    };
+    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+        sl_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", fields[f].name,
+                      fields[f].help, fields[f].name);
+        for (size_t i = 0; i < n;) {
+            uint64_t v = 0;
+            size_t j = i;
+            for (; j < n && series_cmp(&all[i], &all[j]) == 0; j++)
+                v += *(uint64_t *)((char *)all[j] + fields[f].off);
+            sl_buf_printf(out, "%s{domain=\"", fields[f].name);
+            label_value(out, all[i]->domain);
+            sl_buf_addstr(out, "\",rule=\"");
+            label_value(out, all[i]->rule);
+            if (all[i]->descriptor[0]) {
+                sl_buf_addstr(out, "\",descriptor=\"");
+                label_value(out, all[i]->descriptor);
+            }
+            sl_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
+            i = j;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(all[i]->domain);
+        free(all[i]->rule);
+        free(all[i]->descriptor);
+        free(all[i]);
+    }
+    free(all);
+}
+
+void sl_metrics_render(sl_server *s, sl_buf *out)
+{
+    sl_buf_printf(out,
+                  "# HELP sluice_checks_total requests decided, by result\n"
+                  "# TYPE sluice_checks_total counter\n"
+                  "sluice_checks_total{result=\"ok\"} %llu\n"
+                  "sluice_checks_total{result=\"over_limit\"} %llu\n",
+                  (unsigned long long)SUM(checks_ok),
+                  (unsigned long long)SUM(checks_over));
+    sl_buf_printf(out,
+                  "# HELP sluice_unmatched_descriptors_total descriptors of "
+                  "an unknown domain or matching no rule (allowed)\n"
+                  "# TYPE sluice_unmatched_descriptors_total counter\n"
+                  "sluice_unmatched_descriptors_total %llu\n",
+                  (unsigned long long)SUM(unmatched));
+    sl_buf_printf(out,
+                  "# HELP sluice_bad_requests_total check requests refused "
+                  "with a 4xx for their body\n"
+                  "# TYPE sluice_bad_requests_total counter\n"
+                  "sluice_bad_requests_total %llu\n",
+                  (unsigned long long)SUM(bad_requests));
+    render_series(s, out);
+    sl_buf_addstr(out, "# HELP sluice_decision_duration_seconds time from "
+                       "request body to response\n"
+                       "# TYPE sluice_decision_duration_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int b = 0; b < SL_SRV_LATENCY_BUCKETS; b++) {
+        cum += SUM(latency[b]);
+        if (b < SL_SRV_LATENCY_BUCKETS - 1)
+            sl_buf_printf(out,
+                          "sluice_decision_duration_seconds_bucket{le=\"%g\"} "
+                          "%llu\n",
+                          (double)latency_le[b] / 1e9, (unsigned long long)cum);
+        else
+            sl_buf_printf(out,
+                          "sluice_decision_duration_seconds_bucket{le=\"+Inf\"}"
+                          " %llu\n",
+                          (unsigned long long)cum);
+    }
+    sl_buf_printf(out,
+                  "sluice_decision_duration_seconds_sum %.9f\n"
+                  "sluice_decision_duration_seconds_count %llu\n",
+                  (double)SUM(latency_sum_ns) / 1e9,
+                  (unsigned long long)SUM(latency_count));
+    sl_buf_printf(
+        out,
+        "# HELP sluice_rules_reloads_total rules reloads, by result\n"
+        "# TYPE sluice_rules_reloads_total counter\n"
+        "sluice_rules_reloads_total{result=\"ok\"} %llu\n"
+        "sluice_rules_reloads_total{result=\"failed\"} %llu\n",
+        (unsigned long long)atomic_load(&s->reloads_ok),
+        (unsigned long long)atomic_load(&s->reloads_failed));
+    sl_store_stats st;
+    sl_store_get_stats(s->store, &st);
+    sl_buf_printf(out,
+                  "# HELP sluice_open_connections open client connections\n"
+                  "# TYPE sluice_open_connections gauge\n"
+                  "sluice_open_connections %d\n"
+                  "# HELP sluice_store_keys keys holding state\n"
+                  "# TYPE sluice_store_keys gauge\n"
+                  "sluice_store_keys %llu\n"
+                  "# HELP sluice_store_bytes bytes held by the store\n"
+                  "# TYPE sluice_store_bytes gauge\n"
+                  "sluice_store_bytes %llu\n",
+                  atomic_load(&s->open_conns), (unsigned long long)st.keys,
+                  (unsigned long long)st.bytes);
+}

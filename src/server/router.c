@@ -1,0 +1,181 @@
+/*
+ * router.c - maps (method, path) to a handler, answers the small GET
+ * endpoints itself, and formats every response: status line, headers and
+ * the JSON error body {"error": {"code", "message"}} whose codes are
+ * sl_err_name() names plus the HTTP-specific ones of docs/server.md.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "server.h"
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+    }
+}
+
+static void respond(sl_buf *out, int status, const char *type,
+                    const char *extra_headers, const char *body,
+                    size_t body_len, int keep_alive)
+{
+    sl_buf_printf(out,
+                  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+                  "Content-Length: %zu\r\nConnection: %s\r\n%s\r\n",
+                  status, reason(status), type, body_len,
+                  keep_alive ? "keep-alive" : "close",
+                  extra_headers ? extra_headers : "");
+    sl_buf_add(out, body, body_len);
+}
+
+void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
+                     json_t *body, int keep_alive)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (text == NULL) {
+        respond(out, 500, "application/json", NULL, "{}", 2, 0);
+        return;
+    }
+    /* A trailing newline, counted in Content-Length, so curl output
+     * ends a line. */
+    sl_buf body_nl = {0};
+    sl_buf_addstr(&body_nl, text);
+    sl_buf_addstr(&body_nl, "\n");
+    respond(out, status, "application/json", extra_headers, body_nl.data,
+            body_nl.len, keep_alive);
+    sl_buf_release(&body_nl);
+    free(text);
+}
+
+void sl_respond_error(sl_buf *out, int status, const char *code,
+                      const char *message, int keep_alive)
+{
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code,
+                             "message", message);
+    sl_respond_json(out, status, NULL, body, keep_alive);
+    json_decref(body);
+}
+
+static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
+{
+    json_t *body;
+    if (w->rules != NULL && w->rules->rules != NULL) {
+        body = json_pack("{s:s,s:s}", "status", "ready", "rules_version",
+                         sl_rules_version(w->rules->rules));
+        sl_respond_json(out, 200, NULL, body, keep_alive);
+    } else {
+        body = json_pack("{s:s}", "status", "no rules loaded");
+        sl_respond_json(out, 503, NULL, body, keep_alive);
+    }
+    json_decref(body);
+}
+
+static void get_rules(sl_srv_worker *w, sl_buf *out, int keep_alive)
+{
+    sl_server *s = w->server;
+    const sl_rules *r = w->rules->rules;
+    json_t *domains = json_array();
+    for (size_t i = 0; i < sl_rules_domain_count(r); i++)
+        json_array_append_new(domains, json_string(sl_rules_domain_name(r, i)));
+    json_t *rules = json_array();
+    for (size_t i = 0; i < sl_rules_rule_count(r); i++) {
+        const sl_rule *rule = sl_rules_rule(r, i);
+        json_array_append_new(
+            rules, json_pack("{s:s,s:s,s:s,s:I,s:I,s:b}", "domain",
+                             rule->domain, "path", rule->path, "name",
+                             rule->name, "requests_per_unit",
+                             (json_int_t)rule->requests_per_unit, "period_ms",
+                             (json_int_t)(rule->period / SL_NS_PER_MS),
+                             "shadow_mode", rule->shadow_mode));
+    }
+    pthread_mutex_lock(&s->reload_lock);
+    json_t *err = s->last_error[0] ? json_string(s->last_error) : json_null();
+    pthread_mutex_unlock(&s->reload_lock);
+    json_t *body = json_pack(
+        "{s:s,s:o,s:o,s:o,s:I,s:I}", "version", sl_rules_version(r),
+        "domains", domains, "rules", rules, "last_reload_error", err,
+        "reloads_ok",
+        (json_int_t)atomic_load_explicit(&s->reloads_ok, memory_order_relaxed),
+        "reloads_failed",
+        (json_int_t)atomic_load_explicit(&s->reloads_failed,
+                                         memory_order_relaxed));
+    sl_respond_json(out, 200, NULL, body, keep_alive);
+    json_decref(body);
+}
+
+static void get_metrics(sl_srv_worker *w, sl_buf *out, int keep_alive)
+{
+    sl_buf text = {0};
+    sl_metrics_render(w->server, &text);
+    respond(out, 200, "text/plain; version=0.0.4", NULL,
+            text.data ? text.data : "", text.len, keep_alive);
+    sl_buf_release(&text);
+}
+
+static void get_healthz(sl_srv_worker *w, sl_buf *out, int keep_alive)
+{
+    (void)w;
+    json_t *body = json_pack("{s:s}", "status", "ok");
+    sl_respond_json(out, 200, NULL, body, keep_alive);
+    json_decref(body);
+}
+
+typedef struct route {
+    const char *path;
+    int method;
+    void (*get)(sl_srv_worker *, sl_buf *, int);
+    void (*post)(sl_srv_worker *, const sl_http_request *, sl_buf *, int);
+} route;
+
+static const route routes[] = {
+    {"/healthz", HTTP_GET, get_healthz, NULL},
+    {"/readyz", HTTP_GET, get_readyz, NULL},
+    {"/v1/rules", HTTP_GET, get_rules, NULL},
+    {"/metrics", HTTP_GET, get_metrics, NULL},
+    {"/v1/check", HTTP_POST, NULL, sl_api_check},
+    {"/json", HTTP_POST, NULL, sl_api_lyft},
+};
+
+void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+              int *keep_alive)
+{
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        const route *r = &routes[i];
+        if (strlen(r->path) != req->path_len ||
+            memcmp(r->path, req->path, req->path_len) != 0)
+            continue;
+        if (req->method != r->method) {
+            char headers[64], msg[96];
+            snprintf(headers, sizeof(headers), "Allow: %s\r\n",
+                     http_method_str(r->method));
+            snprintf(msg, sizeof(msg), "method not allowed: use %s",
+                     http_method_str(r->method));
+            json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code",
+                                     "EMETHOD", "message", msg);
+            sl_respond_json(out, 405, headers, body, *keep_alive);
+            json_decref(body);
+            return;
+        }
+        if (r->get)
+            r->get(w, out, *keep_alive);
+        else
+            r->post(w, req, out, *keep_alive);
+        return;
+    }
+    sl_respond_error(out, 404, "ENOTFOUND", "no such route", *keep_alive);
+}

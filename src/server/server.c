@@ -1,0 +1,274 @@
+/*
+ * server.c - the process of `sluice serve`: one libuv loop per thread,
+ * each with its own listening socket on the same address (SO_REUSEPORT),
+ * so the kernel spreads connections over the cores and no acceptor thread
+ * becomes the bottleneck; all threads decide against one shared store.
+ * The main thread owns signals and the rules watcher: SIGTERM/SIGINT stop
+ * accepting and drain, SIGHUP reloads.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+
+void sl_buf_add(sl_buf *b, const void *data, size_t len)
+{
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len + 1)
+            cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (p == NULL)
+            abort();
+        b->data = p;
+        b->cap = cap;
+    }
+    if (len > 0)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+}
+
+void sl_buf_addstr(sl_buf *b, const char *s) { sl_buf_add(b, s, strlen(s)); }
+
+void sl_buf_printf(sl_buf *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof(small)) {
+        sl_buf_add(b, small, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (big == NULL)
+        abort();
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sl_buf_add(b, big, (size_t)n);
+    free(big);
+}
+
+void sl_buf_release(sl_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* The clock is read at most once per loop iteration: the prepare handle
+ * (run just before the loop polls) marks the sample stale, and the first
+ * decision after the poll reads uv_hrtime once.  The offset taken at
+ * start turns it into wall-clock ns, so windows align to the epoch. */
+sl_nanos sl_srv_now(sl_srv_worker *w)
+{
+    if (w->now_stale) {
+        w->now = w->server->wall_offset + (sl_nanos)uv_hrtime();
+        w->now_stale = 0;
+    }
+    return w->now;
+}
+
+static void tick_cb(uv_prepare_t *h)
+{
+    ((sl_srv_worker *)h->data)->now_stale = 1;
+}
+
+static void noop_close_cb(uv_handle_t *h) { (void)h; }
+
+static void wake_cb(uv_async_t *a)
+{
+    sl_srv_worker *w = a->data;
+    sl_reload_adopt(w);
+    if (w->stopping == 1) {
+        w->stopping = 2;
+        uv_close((uv_handle_t *)&w->listener, noop_close_cb);
+        uv_close((uv_handle_t *)&w->tick, noop_close_cb);
+        uv_close((uv_handle_t *)&w->wake, noop_close_cb);
+        sl_conn_close_idle(w);
+    }
+}
+
+static void connection_cb(uv_stream_t *server, int status)
+{
+    if (status == 0)
+        sl_conn_accept(server->data);
+}
+
+static void *worker_main(void *arg)
+{
+    sl_srv_worker *w = arg;
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* A listening socket on the configured address with SO_REUSEPORT.  port
+ * 0 is resolved by the first socket; the others bind to what it got. */
+static int open_listener(const sl_srv_config *cfg, int port, int *bound)
+{
+    struct sockaddr_storage ss;
+    int fam;
+    memset(&ss, 0, sizeof(ss));
+    if (uv_ip4_addr(cfg->listen_host, port, (struct sockaddr_in *)&ss) == 0)
+        fam = AF_INET;
+    else if (uv_ip6_addr(cfg->listen_host, port,
+                         (struct sockaddr_in6 *)&ss) == 0)
+        fam = AF_INET6;
+    else {
+        fprintf(stderr, "sluice: bad listen address: '%s'\n", cfg->listen_host);
+        return -1;
+    }
+    int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+        bind(fd, (struct sockaddr *)&ss,
+             fam == AF_INET ? sizeof(struct sockaddr_in)
+                            : sizeof(struct sockaddr_in6)) ||
+        listen(fd, 511)) {
+        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n",
+                cfg->listen_host, port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    *bound = ntohs(fam == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    return fd;
+}
+
+static sl_server *the_server;
+
+static void stop_all(sl_server *s)
+{
+    for (int i = 0; i < s->n_workers; i++) {
+        s->workers[i].stopping = 1;
+        uv_async_send(&s->workers[i].wake);
+    }
+}
+
+static void signal_cb(uv_signal_t *h, int signum)
+{
+    if (signum == SIGHUP) {
+        sl_reload_now(the_server);
+        return;
+    }
+    fprintf(stderr, "sluice: %s: draining and exiting\n",
+            signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop_all(the_server);
+    sl_reload_stop_watch();
+    uv_stop(h->loop);
+}
+
+static int cpu_count(void)
+{
+    uv_cpu_info_t *info;
+    int n = 0;
+    if (uv_cpu_info(&info, &n) == 0)
+        uv_free_cpu_info(info, n);
+    return n > 0 ? n : 1;
+}
+
+int sl_server_run(const sl_srv_config *cfg)
+{
+    sl_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return 1;
+    the_server = s;
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->reload_lock, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int status = 1;
+
+    sl_memory_options mo = {.max_bytes = cfg->store_bytes};
+    s->store = sl_memory_store_new(&mo);
+    if (s->store == NULL || sl_reload_init(s) != 0)
+        goto out;
+    s->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
+    s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
+    s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
+    if (s->workers == NULL)
+        goto out;
+
+    int port = cfg->listen_port, started = 0;
+    for (int i = 0; i < s->n_workers; i++) {
+        sl_srv_worker *w = &s->workers[i];
+        w->server = s;
+        w->index = i;
+        w->now_stale = 1;
+        int fd = open_listener(cfg, port, &port);
+        if (fd < 0)
+            goto stop;
+        pthread_mutex_init(&w->series_lock, NULL);
+        uv_loop_init(&w->loop);
+        uv_tcp_init(&w->loop, &w->listener);
+        uv_tcp_open(&w->listener, fd);
+        w->listener.data = w;
+        uv_listen((uv_stream_t *)&w->listener, 511, connection_cb);
+        uv_async_init(&w->loop, &w->wake, wake_cb);
+        w->wake.data = w;
+        uv_prepare_init(&w->loop, &w->tick);
+        w->tick.data = w;
+        uv_prepare_start(&w->tick, tick_cb);
+        uv_unref((uv_handle_t *)&w->tick);
+        sl_reload_adopt(w);
+        pthread_create(&w->thread, NULL, worker_main, w);
+        started++;
+    }
+    /* Tests and supervisors read the bound address from this line. */
+    fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
+            cfg->listen_host, port, s->n_workers);
+    fflush(stderr);
+
+    uv_loop_t main_loop;
+    uv_loop_init(&main_loop);
+    uv_signal_t sigs[3];
+    const int signums[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&main_loop, &sigs[i]);
+        uv_signal_start(&sigs[i], signal_cb, signums[i]);
+    }
+    sl_reload_start_watch(s, &main_loop);
+    uv_run(&main_loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&sigs[i], noop_close_cb);
+    uv_run(&main_loop, UV_RUN_DEFAULT);
+    uv_loop_close(&main_loop);
+    status = 0;
+
+stop:
+    if (status != 0) {
+        s->n_workers = started; /* only those have a loop to stop */
+        stop_all(s);
+    }
+    for (int i = 0; i < started; i++) {
+        sl_srv_worker *w = &s->workers[i];
+        pthread_join(w->thread, NULL);
+        uv_loop_close(&w->loop);
+        sl_srv_rules_release(w->rules);
+        sl_metrics_release(w);
+        pthread_mutex_destroy(&w->series_lock);
+    }
+out:
+    free(s->workers);
+    sl_reload_release(s);
+    sl_store_free(s->store);
+    pthread_mutex_destroy(&s->reload_lock);
+    free(s);
+    the_server = NULL;
+    return status;
+}

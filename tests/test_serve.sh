@@ -1,0 +1,321 @@
+#!/bin/bash
+# Integration test of `sluice serve`: the real daemon on a loopback
+# ephemeral port, driven by curl and python3 sockets.  Every wait has a
+# timeout so a hang fails the test; the daemons are killed in a trap.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail=0
+pass() { echo "PASS $1"; }
+bad() { echo "FAIL $1: $2"; fail=1; }
+
+# start NAME RULES [FLAGS...]: sets PID and PORT; the log is $tmp/NAME.log.
+start() {
+  local name=$1 rules=$2
+  shift 2
+  "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 --threads 2 "$@" \
+    2>"$tmp/$name.log" &
+  PID=$!
+  pids+=("$PID")
+  PORT=""
+  for _ in $(seq 200); do
+    PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+    [ -n "$PORT" ] && return 0
+    sleep 0.05
+  done
+  echo "FAIL start $name: no 'listening on' line"; cat "$tmp/$name.log"; exit 1
+}
+
+# call METHOD PATH [BODY]: sets STATUS, BODY and HDRS (a file).
+call() {
+  local data=()
+  [ $# -ge 3 ] && data=(--data-binary "$3" -H 'Content-Type: application/json')
+  STATUS=$(curl -s -m 5 -X "$1" -o "$tmp/body" -D "$tmp/hdrs" \
+    -w '%{http_code}' "${data[@]}" "http://127.0.0.1:$PORT$2")
+  BODY=$(cat "$tmp/body" 2>/dev/null)
+  HDRS="$tmp/hdrs"
+}
+
+# expect NAME STATUS [TEXT]: the last call's status, and text in the body.
+expect() {
+  if [ "$STATUS" != "$2" ]; then
+    bad "$1" "status $STATUS, expected $2; body: $BODY"
+  elif [ $# -ge 3 ] && [[ "$BODY" != *"$3"* ]]; then
+    bad "$1" "body lacks '$3': $BODY"
+  else
+    pass "$1"
+  fi
+}
+
+header() { grep -i "^$1:" "$HDRS" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+
+desc() { # desc KEY VALUE [HITS]
+  local hits=""
+  [ $# -ge 3 ] && hits=", \"hits\": $3"
+  echo "{\"domain\": \"test\", \"descriptors\": [{\"entries\": [{\"key\": \"$1\", \"value\": \"$2\"}]}]$hits}"
+}
+
+metric() { # metric 'name{labels}' -> value
+  curl -s -m 5 "http://127.0.0.1:$PORT/metrics" | grep -v '^#' | grep -F "$1 " | head -1 | awk '{print $2}'
+}
+
+rules="$tmp/rules.yaml"
+cp "$SOURCE_DIR/tests/serve/rules.yaml" "$rules"
+start main "$rules" --read-timeout 1s --idle-timeout 2s
+
+call GET /healthz; expect healthz 200 '"ok"'
+call GET /readyz; expect readyz 200 '"ready"'
+
+# A limit of 5 per minute: exactly 5 OK, then 429 with headers and body.
+for i in 1 2 3 4 5; do
+  call POST /v1/check "$(desc user alice)"
+  [ "$STATUS" = 200 ] || bad "limit request $i" "status $STATUS: $BODY"
+done
+[ "$(header X-RateLimit-Remaining)" = 0 ] || bad "remaining after 5" "$(cat "$HDRS")"
+call POST /v1/check "$(desc user alice)"
+expect "6th request over limit" 429 '"overall":"OVER_LIMIT"'
+for h in X-RateLimit-Limit X-RateLimit-Remaining X-RateLimit-Reset Retry-After; do
+  [ -n "$(header $h)" ] || bad "header $h" "missing: $(cat "$HDRS")"
+done
+[ "$(header X-RateLimit-Limit)" = 5 ] || bad "X-RateLimit-Limit" "$(header X-RateLimit-Limit)"
+[ "$(header RateLimit-Policy)" = '"per_user";q=5;w=60' ] ||
+  bad "RateLimit-Policy" "$(header RateLimit-Policy)"
+[[ "$(header RateLimit)" == '"per_user";r=0;t='* ]] || bad "RateLimit" "$(header RateLimit)"
+ra=$(header Retry-After)
+{ [ "$ra" -ge 1 ] && [ "$ra" -le 60 ]; } || bad "Retry-After range" "$ra"
+[[ "$BODY" == *'"name":"per_user"'*'"requests":5'*'"algorithm":"sliding_log"'* ]] ||
+  bad "over-limit body" "$BODY"
+pass "limit headers"
+
+# hits 0 checks without consuming.
+call POST /v1/check "$(desc user bob 2)"; expect "hits 2" 200 '"remaining":3'
+call POST /v1/check "$(desc user bob 0)"; expect "hits 0 query" 200 '"remaining":3'
+call POST /v1/check "$(desc user bob 0)"; expect "hits 0 again" 200 '"remaining":3'
+
+# Deny, unlimited, shadow mode, no match.
+call POST /v1/check "$(desc blocked x)"; expect deny 429 OVER_LIMIT
+call POST /v1/check "$(desc free x)"; expect unlimited 200 '"algorithm":"unlimited"'
+call POST /v1/check "$(desc trial t1)"; expect "shadow 1" 200 '"shadow_mode":true'
+call POST /v1/check "$(desc trial t1)"; expect "shadow 2 still OK" 200 '"overall":"OK"'
+call POST /v1/check "$(desc nomatch x)"; expect "no match" 200 '"limit":null'
+call POST /v1/check '{"domain": "nope", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
+expect "unknown domain" 200 '"overall":"OK"'
+
+# All-or-nothing: a request over one limit consumes from none.
+call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "k"}]}, {"entries": [{"key": "blocked", "value": "x"}]}]}'
+expect "atomic: denied" 429
+call POST /v1/check "$(desc keep k 0)"; expect "atomic: nothing consumed" 200 '"remaining":10'
+
+# The lyft/ratelimit JSON endpoint.
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "carol"}]}], "hitsAddend": 2}'
+expect "lyft /json" 200 '"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"per_user","requestsPerUnit":5,"unit":"MINUTE"},"limitRemaining":3,"durationUntilReset":"'
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}]}'
+expect "lyft /json over" 429 '"overallCode":"OVER_LIMIT"'
+
+call GET /v1/rules; expect "/v1/rules" 200 '"domains":["test"]'
+[[ "$BODY" == *'"last_reload_error":null'* ]] || bad "/v1/rules error null" "$BODY"
+
+# Metrics move.
+ok=$(metric 'sluice_checks_total{result="ok"}')
+call POST /v1/check "$(desc user dave)"
+ok2=$(metric 'sluice_checks_total{result="ok"}')
+[ "$ok2" = $((ok + 1)) ] && pass "metrics: checks_total moves" || bad "metrics: checks_total" "$ok -> $ok2"
+[ "$(metric 'sluice_rule_over_limit_total{domain="test",rule="per_user"}')" -ge 2 ] &&
+  pass "metrics: over limit per rule" || bad "metrics: over limit" "$(metric 'sluice_rule_over_limit_total{domain="test",rule="per_user"}')"
+[ "$(metric 'sluice_rule_shadow_mode_total{domain="test",rule="trial",descriptor="trial_t1"}')" = 1 ] &&
+  pass "metrics: shadow pass with detailed_metric" || bad "metrics: shadow" "$(curl -s "http://127.0.0.1:$PORT/metrics" | grep shadow)"
+[ "$(metric sluice_unmatched_descriptors_total)" -ge 2 ] && pass "metrics: unmatched" || bad "metrics: unmatched" ""
+[ "$(metric sluice_decision_duration_seconds_count)" -ge 10 ] && pass "metrics: latency" || bad "metrics: latency" ""
+[ -n "$(metric sluice_open_connections)" ] && pass "metrics: open connections" || bad "metrics: connections" ""
+
+# Bad input: each gets its own 4xx and JSON error code.
+call POST /v1/check '{"domain": '; expect "malformed JSON" 400 '"code":"EJSON"'
+call POST /v1/check '[1]'; expect "not an object" 400 '"code":"ETYPE"'
+call POST /v1/check '{"domain": 5, "descriptors": []}'; expect "domain type" 400 '"code":"ETYPE"'
+call POST /v1/check '{"descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
+expect "missing domain" 400 '"code":"EMISSING"'
+call POST /v1/check '{"domain": "test", "descriptors": "x"}'; expect "descriptors type" 400 '"code":"ETYPE"'
+call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": 1, "value": "b"}]}]}'
+expect "entry key type" 400 '"code":"ETYPE"'
+call POST /v1/check '{"domain": "test", "hits": -1, "descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
+expect "negative hits" 400 '"code":"ETYPE"'
+many=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "x"}]}] * 65}))')
+call POST /v1/check "$many"; expect "too many descriptors" 400 '"code":"ETOOMANY"'
+deep=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors": [{"entries": [{"key": "k", "value": "v"}] * 17}]}))')
+call POST /v1/check "$deep"; expect "too many entries" 400 '"code":"ETOOMANY"'
+call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "a"}], "hits": 1}, {"entries": [{"key": "raise", "value": "b"}], "hits": 2}]}'
+expect "differing hits" 400 '"code":"EINVAL"'
+python3 -c 'print("{\"domain\": \"" + "x" * 70000 + "\"}")' >"$tmp/big.json"
+STATUS=$(curl -s -m 5 -o "$tmp/body" -w '%{http_code}' --data-binary @"$tmp/big.json" "http://127.0.0.1:$PORT/v1/check")
+BODY=$(cat "$tmp/body"); expect "oversized body" 413 '"code":"ETOOLARGE"'
+STATUS=$(curl -s -m 5 -o "$tmp/body" -w '%{http_code}' -H "X-Big: $(head -c 9000 /dev/zero | tr '\0' a)" "http://127.0.0.1:$PORT/healthz")
+BODY=$(cat "$tmp/body"); expect "oversized headers" 431 '"code":"EHEADERS"'
+call GET /nope; expect "unknown route" 404 '"code":"ENOTFOUND"'
+call GET /v1/check; expect "wrong method" 405 '"code":"EMETHOD"'
+[ "$(header Allow)" = POST ] || bad "Allow header" "$(header Allow)"
+call POST /healthz '{}'; expect "POST to a GET route" 405 '"code":"EMETHOD"'
+
+# Raw sockets: pipelining, keep-alive, malformed HTTP, slow clients.
+python3 - "$PORT" <<'PY' || fail=1
+import socket, sys, time
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return s
+def read_responses(s, n):
+    data = b""
+    while data.count(b"HTTP/1.1 ") < n or not complete(data, n):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+def complete(data, n):
+    # n responses, each with its whole Content-Length body
+    pos = 0
+    for _ in range(n):
+        end = data.find(b"\r\n\r\n", pos)
+        if end < 0:
+            return False
+        head = data[pos:end].decode()
+        cl = [int(l.split(":")[1]) for l in head.split("\r\n") if l.lower().startswith("content-length:")][0]
+        pos = end + 4 + cl
+        if len(data) < pos:
+            return False
+    return True
+def check(name, cond, detail=""):
+    print(("PASS " if cond else "FAIL ") + name + ("" if cond else ": " + repr(detail)))
+    if not cond:
+        global failed
+        failed = True
+failed = False
+body = b'{"domain": "test", "descriptors": [{"entries": [{"key": "free", "value": "p"}]}]}'
+post = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+s = conn()
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + post + b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+r = read_responses(s, 3)
+parts = r.split(b"HTTP/1.1 ")[1:]
+check("pipelining: three responses in order", len(parts) == 3 and b'"ok"' in parts[0] and b'"overall"' in parts[1] and b'"ready"' in parts[2], r)
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+check("keep-alive: same connection again", b"200 OK" in read_responses(s, 1))
+s.close()
+s = conn()
+s.sendall(b"BLAH /x HTTP/1.1\r\n\r\n")
+r = read_responses(s, 1)
+check("malformed HTTP: 400 EHTTP", r.startswith(b"HTTP/1.1 400") and b'"EHTTP"' in r, r)
+s.close()
+s = conn()
+s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+t = time.time()
+r = read_responses(s, 1)
+check("slow client: 408 after the read timeout", r.startswith(b"HTTP/1.1 408") and time.time() - t < 4, r)
+s.close()
+s = conn()
+t = time.time()
+r = s.recv(100)
+check("idle keep-alive connection closed", r == b"" and time.time() - t < 4, r)
+s.close()
+sys.exit(1 if failed else 0)
+PY
+
+# Hot reload: raise a limit; counters of unchanged rules stay.
+call POST /v1/check "$(desc keep k 3)"; expect "before reload: kept" 200 '"remaining":7'
+call POST /v1/check "$(desc raise r 2)"; expect "before reload: raised" 200 '"remaining":0'
+call POST /v1/check "$(desc raise r)"; expect "before reload: raised over" 429
+v1=$(curl -s -m 5 "http://127.0.0.1:$PORT/v1/rules" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+sed -i 's/requests_per_unit: 2$/requests_per_unit: 4/' "$rules"
+for _ in $(seq 60); do
+  v2=$(curl -s -m 5 "http://127.0.0.1:$PORT/v1/rules" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
+  [ "$v2" != "$v1" ] && break
+  sleep 0.1
+done
+[ "$v2" != "$v1" ] && pass "reload on file change" || bad "reload on file change" "version still $v1"
+call POST /v1/check "$(desc raise r)"; expect "after reload: raised limit applies" 200 '"requests":4'
+call POST /v1/check "$(desc keep k 0)"; expect "after reload: kept counter kept" 200 '"remaining":7'
+
+# A bad rules file is refused; the old rules stay live.
+cp "$rules" "$tmp/good.yaml"
+printf 'domain: test\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n' >"$rules"
+for _ in $(seq 60); do
+  [ "$(metric 'sluice_rules_reloads_total{result="failed"}')" = 1 ] && break
+  sleep 0.1
+done
+[ "$(metric 'sluice_rules_reloads_total{result="failed"}')" = 1 ] && pass "bad rules: reload-failed metric" || bad "bad rules metric" ""
+grep -q "sluice: rules reload failed: $rules:[0-9]*:[0-9]*: " "$tmp/main.log" &&
+  pass "bad rules: logged with file:line:col" || bad "bad rules log" "$(cat "$tmp/main.log")"
+call GET /v1/rules
+[[ "$BODY" == *"\"last_reload_error\":\"$rules:"* && "$BODY" == *"\"version\":\"$v2\""* ]] &&
+  pass "bad rules: /v1/rules shows the error, old version" || bad "bad rules /v1/rules" "$BODY"
+call POST /v1/check "$(desc keep k 0)"; expect "bad rules: old rules still decide" 200 '"remaining":7'
+
+# SIGHUP reloads (the file is put back first, then HUP without change).
+cp "$tmp/good.yaml" "$rules"
+for _ in $(seq 60); do
+  call GET /v1/rules; [[ "$BODY" == *'"last_reload_error":null'* ]] && break; sleep 0.1
+done
+okn=$(metric 'sluice_rules_reloads_total{result="ok"}')
+kill -HUP "$PID"
+for _ in $(seq 60); do
+  [ "$(metric 'sluice_rules_reloads_total{result="ok"}')" = $((okn + 1)) ] && break; sleep 0.1
+done
+[ "$(metric 'sluice_rules_reloads_total{result="ok"}')" = $((okn + 1)) ] && pass "SIGHUP reload" || bad "SIGHUP reload" "$okn"
+
+# SIGTERM drains: a request under way when the signal comes is answered.
+python3 - "$PORT" "$PID" <<'PY' || fail=1
+import os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+body = b'{"domain": "test", "descriptors": [{"entries": [{"key": "free", "value": "d"}]}]}'
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+time.sleep(0.2)
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.3)
+s.sendall(body)
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+ok = data.startswith(b"HTTP/1.1 200") and b"Connection: close" in data
+print(("PASS" if ok else "FAIL") + " SIGTERM drains the request under way" + ("" if ok else ": %r" % data))
+sys.exit(0 if ok else 1)
+PY
+status=""
+for _ in $(seq 100); do
+  if ! kill -0 "$PID" 2>/dev/null; then wait "$PID"; status=$?; break; fi
+  sleep 0.05
+done
+[ "$status" = 0 ] && pass "SIGTERM: exit 0" || bad "SIGTERM exit" "status '$status'"
+
+# Every curl example of docs/server.md runs against examples/rules.
+start docs "$SOURCE_DIR/examples/rules"
+python3 - "$SOURCE_DIR/docs/server.md" "$tmp/docs" <<'PY' || fail=1
+import os, re, sys
+text = open(sys.argv[1]).read()
+os.makedirs(sys.argv[2])
+blocks = re.findall(r'<!-- serve-test: expect (.*?) -->\s*```sh\n(.*?)```', text, re.S)
+marked = sum(b.count("curl ") for _, b in blocks)
+total = text.count("curl ")
+if marked != total or not blocks:
+    sys.exit(f"FAIL docs/server.md: {total} curl calls, {marked} in serve-test blocks")
+for i, (want, cmd) in enumerate(blocks):
+    open(f"{sys.argv[2]}/{i}.sh", "w").write(cmd)
+    open(f"{sys.argv[2]}/{i}.want", "w").write(want)
+PY
+for f in "$tmp"/docs/*.sh; do
+  want=$(cat "${f%.sh}.want")
+  out=$(sed "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/g" "$f" | timeout 10 bash 2>&1)
+  if [[ "$out" == *"$want"* ]]; then pass "docs example $(basename "$f")"; else
+    bad "docs example $(basename "$f")" "expected '$want' in: $out"; fi
+done
+kill -TERM "$PID"; wait "$PID"; st=$?
+[ "$st" = 0 ] && pass "docs daemon exits 0" || bad "docs daemon exit" "$st"
+
+exit $fail
