@@ -106,7 +106,7 @@ struct sl_srv_worker {
     uv_prepare_t tick;  /* marks the cached clock stale each iteration */
     pthread_t thread;
     sl_srv_rules *rules; /* this thread's reference; only it reads it */
-    int stopping;
+    atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
     sl_nanos now;        /* wall clock ns, sampled once per iteration */
     void *conns;         /* intrusive list of open connections (conn.c) */
