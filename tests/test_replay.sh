@@ -7,7 +7,6 @@
 #
 # Needs SLUICE (the built binary).  SL_TEST_QUICK=1 (sanitizer builds)
 # replays 200,000 lines instead of ten million; SL_REPLAY_LINES overrides.
-# SL_RUN_KNOWN_BUGS=1 also runs the checks of known bugs (which then fail).
 set -euo pipefail
 : "${SLUICE:?path of the built sluice binary}"
 
@@ -145,26 +144,13 @@ replay_ok "key of 4096 bytes" "0 ${key:1}\n" '1 1 0 500000000 0\n' "${tb[@]}"
 
 # The latest time the library accepts is SL_MAX_TIME = 2^62 ns.
 replay_ok "time 2^62" '4611686018427387904 a\n' '1 1 0 500000000 0\n' "${tb[@]}"
-if [ -n "${SL_RUN_KNOWN_BUGS:-}" ]; then
-  # BUG: a time over 2^62 passes replay's parser, sl_check refuses it with
-  # SL_EINVAL, and replay reports a store failure: exit 1 and "line 1:
-  # invalid argument", naming neither the field nor the value.
-  replay_bad "time over 2^62" '4611686018427387905 a\n' \
-    "line 1: invalid time: '4611686018427387905'" 0 "${tb[@]}"
-else
-  echo "NOTE: BUG, skipped: a time over 2^62 exits 1 with 'invalid argument'"
-fi
+replay_bad "time over 2^62" '4611686018427387905 a\n' \
+  "line 1: invalid time: '4611686018427387905'" 0 "${tb[@]}"
 
 # Five or more fields: an error, but the message says 4.
 replay_bad "five fields" '0 a 1 2 3\n' \
   "line 1: expected 't_ns key [cost]'" 0 "${tb[@]}"
-if [ -n "${SL_RUN_KNOWN_BUGS:-}" ]; then
-  # BUG: tokenize() stops counting at 4, so a line of 5 (or 50) fields
-  # is reported as "got 4 fields".
-  replay_bad "five fields counted" '0 a 1 2 3\n' "got 5 fields" 0 "${tb[@]}"
-else
-  echo "NOTE: BUG, skipped: a line of 5 fields is reported as 'got 4 fields'"
-fi
+replay_bad "five fields counted" '0 a 1 2 3\n' "got 5 fields" 0 "${tb[@]}"
 
 # ---- bad options: exit 2 and the problem named ----
 replay_bad "missing --algorithm" '' "missing --algorithm" 0 --limit 2 --period 1s

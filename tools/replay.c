@@ -97,7 +97,8 @@ static int bad_arg(const char *what, const char *value, const char *why)
     return 2;
 }
 
-/* Splits a line into at most 4 whitespace-separated tokens. */
+/* Splits a line into whitespace-separated tokens, keeping the first 4;
+ * returns how many there are in all. */
 static int tokenize(const char *line, size_t len, const char **tok,
                     size_t *tlen)
 {
@@ -108,12 +109,13 @@ static int tokenize(const char *line, size_t len, const char **tok,
             i++;
         if (i == len)
             break;
-        if (n == 4)
-            return 4;
-        tok[n] = line + i;
+        const char *start = line + i;
         while (i < len && line[i] != ' ' && line[i] != '\t' && line[i] != '\r')
             i++;
-        tlen[n] = (size_t)(line + i - tok[n]);
+        if (n < 4) {
+            tok[n] = start;
+            tlen[n] = (size_t)(line + i - start);
+        }
         n++;
     }
     return n;
@@ -135,13 +137,13 @@ static int replay_line(sl_store *store, const sl_limit *limit,
         fprintf(stderr,
                 "sluice replay: line %llu: expected 't_ns key [cost]', got "
                 "%d field%s\n",
-                (unsigned long long)lineno, n > 3 ? 4 : n, n == 1 ? "" : "s");
+                (unsigned long long)lineno, n, n == 1 ? "" : "s");
         return 2;
     }
-    if (parse_uint(tok[0], tlen[0], &t) != 0) {
+    if (parse_uint(tok[0], tlen[0], &t) != 0 || t > SL_MAX_TIME) {
         fprintf(stderr,
                 "sluice replay: line %llu: invalid time: '%.*s' (a whole "
-                "number of ns >= 0)\n",
+                "number of ns, 0 to 2^62)\n",
                 (unsigned long long)lineno, SHOWN(tlen[0]), tok[0]);
         return 2;
     }
