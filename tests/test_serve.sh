@@ -224,6 +224,29 @@ s.close()
 sys.exit(1 if failed else 0)
 PY
 
+# Several threads, one store: 8 clients x 25 keep-alive requests against
+# a limit of 100 get exactly 100 OKs.
+python3 - "$PORT" <<'PY' || fail=1
+import http.client, sys, threading
+port = int(sys.argv[1])
+body = '{"domain": "test", "descriptors": [{"entries": [{"key": "shared", "value": "s"}]}]}'
+codes = []
+lock = threading.Lock()
+def client():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    for _ in range(25):
+        c.request("POST", "/v1/check", body)
+        r = c.getresponse(); r.read()
+        with lock:
+            codes.append(r.status)
+    c.close()
+ts = [threading.Thread(target=client) for _ in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+ok = codes.count(200) == 100 and codes.count(429) == 100
+print(("PASS" if ok else "FAIL") + " concurrent clients: exactly the limit passes (%d OK, %d 429)" % (codes.count(200), codes.count(429)))
+sys.exit(0 if ok else 1)
+PY
+
 # Hot reload: raise a limit; counters of unchanged rules stay.
 call POST /v1/check "$(desc keep k 3)"; expect "before reload: kept" 200 '"remaining":7'
 call POST /v1/check "$(desc raise r 2)"; expect "before reload: raised" 200 '"remaining":0'
@@ -293,6 +316,26 @@ for _ in $(seq 100); do
   sleep 0.05
 done
 [ "$status" = 0 ] && pass "SIGTERM: exit 0" || bad "SIGTERM exit" "status '$status'"
+
+# --max-connections: connections over the cap are accepted and closed.
+start maxconn "$rules" --max-connections 2
+python3 - "$PORT" <<'PY' || fail=1
+import socket, sys
+port = int(sys.argv[1])
+a = socket.create_connection(("127.0.0.1", port), timeout=5)
+b = socket.create_connection(("127.0.0.1", port), timeout=5)
+a.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); ra = a.recv(1000)
+b.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); rb = b.recv(1000)
+c = socket.create_connection(("127.0.0.1", port), timeout=5)
+try:
+    c.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); rc = c.recv(1000)
+except ConnectionResetError:
+    rc = b""
+ok = ra.startswith(b"HTTP/1.1 200") and rb.startswith(b"HTTP/1.1 200") and rc == b""
+print(("PASS" if ok else "FAIL") + " --max-connections: third connection closed" + ("" if ok else ": %r %r %r" % (ra, rb, rc)))
+sys.exit(0 if ok else 1)
+PY
+kill -TERM "$PID"; wait "$PID"
 
 # Every curl example of docs/server.md runs against examples/rules.
 start docs "$SOURCE_DIR/examples/rules"
