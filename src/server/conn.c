@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <http_parser.h>
 
@@ -25,6 +26,8 @@ struct sl_conn {
     sl_buf url, body, out;
     size_t header_bytes;
     int in_message;
+    int field_is_expect; /* the header being read is Expect */
+    int expect_continue; /* Expect: 100-continue was asked */
     int err_status;   /* a cap our callbacks refused: 413, 431 */
     int closing;      /* no more requests; close after the writes */
     int paused;       /* reading stopped until the client reads */
@@ -144,6 +147,7 @@ static int on_message_begin(http_parser *p)
     c->in_message = 1;
     c->url.len = c->body.len = 0;
     c->header_bytes = 0;
+    c->field_is_expect = c->expect_continue = 0;
     uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
     return 0;
 }
@@ -167,10 +171,24 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-static int on_header(http_parser *p, const char *at, size_t len)
+/* Header fields and values may arrive split over reads; only Expect
+ * matters here, and its name and value are short enough that a split one
+ * is merely not recognised (the client then sends the body after its own
+ * timeout, as RFC 9110 allows). */
+static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    (void)at;
-    return count_header(p->data, len);
+    sl_conn *c = p->data;
+    c->field_is_expect = len == 6 && strncasecmp(at, "expect", 6) == 0;
+    return count_header(c, len);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    sl_conn *c = p->data;
+    if (c->field_is_expect && len == 12 &&
+        strncasecmp(at, "100-continue", 12) == 0)
+        c->expect_continue = 1;
+    return count_header(c, len);
 }
 
 static int on_headers_complete(http_parser *p)
@@ -180,6 +198,12 @@ static int on_headers_complete(http_parser *p)
         p->content_length > c->w->server->cfg.max_body_bytes) {
         c->err_status = 413;
         return -1;
+    }
+    if (c->expect_continue && p->http_major == 1 && p->http_minor >= 1) {
+        /* Let a client that waits for it send the body now, rather than
+         * after its own timeout.  Responses already queued go first. */
+        sl_buf_addstr(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        flush(c);
     }
     return 0;
 }
@@ -222,8 +246,8 @@ static int on_message_complete(http_parser *p)
 static const http_parser_settings settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
-    .on_header_field = on_header,
-    .on_header_value = on_header,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
