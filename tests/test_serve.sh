@@ -137,6 +137,7 @@ ok2=$(metric 'sluice_checks_total{result="ok"}')
 # Bad input: each gets its own 4xx and JSON error code.
 call POST /v1/check '{"domain": '; expect "malformed JSON" 400 '"code":"EJSON"'
 call POST /v1/check '[1]'; expect "not an object" 400 '"code":"ETYPE"'
+call POST /v1/check "$(printf '{"domain": "\xff"}')"; expect "invalid UTF-8" 400 '"code":"EJSON"'
 call POST /v1/check '{"domain": 5, "descriptors": []}'; expect "domain type" 400 '"code":"ETYPE"'
 call POST /v1/check '{"descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
 expect "missing domain" 400 '"code":"EMISSING"'

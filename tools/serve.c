@@ -46,8 +46,7 @@ static int parse_size(const char *flag, const char *text, size_t min,
 static int parse_ms(const char *flag, const char *text, uint64_t *out)
 {
     sl_nanos ns;
-    if (sl_duration_parse(text, strlen(text), &ns) != 0 ||
-        ns < SL_NS_PER_MS) {
+    if (sl_duration_parse(text, strlen(text), &ns) != 0 || ns < SL_NS_PER_MS) {
         fprintf(stderr, "sluice serve: %s: bad duration: '%s'\n", flag, text);
         return -1;
     }
@@ -72,15 +71,13 @@ static int parse_listen(const char *text, sl_srv_config *cfg)
     host[hl] = '\0';
     char *end;
     long port = strtol(colon + 1, &end, 10);
-    if (hl == 0 || colon[1] == '\0' || *end != '\0' || port < 0 ||
-        port > 65535)
+    if (hl == 0 || colon[1] == '\0' || *end != '\0' || port < 0 || port > 65535)
         goto bad;
     cfg->listen_host = host;
     cfg->listen_port = (int)port;
     return 0;
 bad:
-    fprintf(stderr, "sluice serve: --listen: expected HOST:PORT: '%s'\n",
-            text);
+    fprintf(stderr, "sluice serve: --listen: expected HOST:PORT: '%s'\n", text);
     return -1;
 }
 
@@ -97,8 +94,21 @@ int sl_cmd_serve(int argc, char **argv)
         .read_timeout_ms = SL_SRV_READ_TIMEOUT_MS,
         .max_connections = SL_SRV_MAX_CONNECTIONS,
     };
-    enum { RULES = 1, LISTEN, THREADS, STORE, STORE_BYTES, BODY, HEADER,
-           DESCS, ENTRIES, IDLE, READ, CONNS, HELP };
+    enum {
+        RULES = 1,
+        LISTEN,
+        THREADS,
+        STORE,
+        STORE_BYTES,
+        BODY,
+        HEADER,
+        DESCS,
+        ENTRIES,
+        IDLE,
+        READ,
+        CONNS,
+        HELP
+    };
     static const struct option opts[] = {
         {"rules", required_argument, NULL, RULES},
         {"listen", required_argument, NULL, LISTEN},
@@ -129,8 +139,10 @@ int sl_cmd_serve(int argc, char **argv)
             break;
         case STORE:
             if (strcmp(optarg, "memory") != 0) {
-                fprintf(stderr, "sluice serve: --store: unknown store: '%s'"
-                                " (only 'memory')\n", optarg);
+                fprintf(stderr,
+                        "sluice serve: --store: unknown store: '%s'"
+                        " (only 'memory')\n",
+                        optarg);
                 bad = 1;
             }
             break;
@@ -138,7 +150,8 @@ int sl_cmd_serve(int argc, char **argv)
             bad = parse_size("--store-bytes", optarg, 0, &cfg.store_bytes);
             break;
         case BODY:
-            bad = parse_size("--max-body-bytes", optarg, 1, &cfg.max_body_bytes);
+            bad =
+                parse_size("--max-body-bytes", optarg, 1, &cfg.max_body_bytes);
             break;
         case HEADER:
             bad = parse_size("--max-header-bytes", optarg, 64,
@@ -157,8 +170,12 @@ int sl_cmd_serve(int argc, char **argv)
             bad = parse_size("--max-entries", optarg, 1, &cfg.max_entries) ||
                   cfg.max_entries > SL_RULES_MAX_DEPTH * 64;
             break;
-        case IDLE: bad = parse_ms("--idle-timeout", optarg, &cfg.idle_timeout_ms); break;
-        case READ: bad = parse_ms("--read-timeout", optarg, &cfg.read_timeout_ms); break;
+        case IDLE:
+            bad = parse_ms("--idle-timeout", optarg, &cfg.idle_timeout_ms);
+            break;
+        case READ:
+            bad = parse_ms("--read-timeout", optarg, &cfg.read_timeout_ms);
+            break;
         case CONNS:
             bad = parse_size("--max-connections", optarg, 1, &v) || v > 1000000;
             cfg.max_connections = (int)v;

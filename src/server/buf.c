@@ -29,7 +29,10 @@ void sl_buf_add(sl_buf *b, const void *data, size_t len)
     b->data[b->len] = '\0';
 }
 
-void sl_buf_addstr(sl_buf *b, const char *s) { sl_buf_add(b, s, strlen(s)); }
+void sl_buf_addstr(sl_buf *b, const char *s)
+{
+    sl_buf_add(b, s, strlen(s));
+}
 
 void sl_buf_printf(sl_buf *b, const char *fmt, ...)
 {

@@ -19,11 +19,12 @@ static json_t *limit_json(const sl_rule *r)
         alg = "unlimited";
     else
         alg = "deny";
-    json_t *j = json_pack("{s:s,s:I,s:I,s:s}", "name", sl_rule_label(r),
-                          "requests", (json_int_t)r->requests_per_unit,
-                          "period_ms", (json_int_t)(r->period / SL_NS_PER_MS),
-                          "algorithm", alg);
-    json_object_set_new(j, "unit", r->unit ? json_string(r->unit) : json_null());
+    json_t *j =
+        json_pack("{s:s,s:I,s:I,s:s}", "name", sl_rule_label(r), "requests",
+                  (json_int_t)r->requests_per_unit, "period_ms",
+                  (json_int_t)(r->period / SL_NS_PER_MS), "algorithm", alg);
+    json_object_set_new(j, "unit",
+                        r->unit ? json_string(r->unit) : json_null());
     return j;
 }
 
@@ -67,10 +68,9 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                                 st->rule ? limit_json(st->rule) : json_null());
         } else {
             json_object_set_new(d, "limit", limit_json(st->rule));
-            json_object_set_new(d, "remaining",
-                                json_integer(st->d.remaining < 0
-                                                 ? 0
-                                                 : st->d.remaining));
+            json_object_set_new(
+                d, "remaining",
+                json_integer(st->d.remaining < 0 ? 0 : st->d.remaining));
             json_object_set_new(d, "reset_after_ms",
                                 json_integer(ms_up(st->d.reset_after)));
             json_object_set_new(d, "retry_after_ms",
@@ -80,9 +80,9 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         }
         json_array_append_new(descs, d);
     }
-    json_t *body = json_pack("{s:s,s:o}", "overall",
-                             res.over ? "OVER_LIMIT" : "OK", "descriptors",
-                             descs);
+    json_t *body =
+        json_pack("{s:s,s:o}", "overall", res.over ? "OVER_LIMIT" : "OK",
+                  "descriptors", descs);
     sl_buf headers = {0};
     sl_rate_headers(&res, &headers);
     sl_respond_json(out, res.over ? 429 : 200, headers.data, body, keep_alive);

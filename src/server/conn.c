@@ -28,11 +28,11 @@ struct sl_conn {
     int in_message;
     int field_is_expect; /* the header being read is Expect */
     int expect_continue; /* Expect: 100-continue was asked */
-    int err_status;   /* a cap our callbacks refused: 413, 431 */
-    int closing;      /* no more requests; close after the writes */
-    int paused;       /* reading stopped until the client reads */
-    int handles_open; /* close callbacks still to come */
-    size_t writes;    /* writes in flight */
+    int err_status;      /* a cap our callbacks refused: 413, 431 */
+    int closing;         /* no more requests; close after the writes */
+    int paused;          /* reading stopped until the client reads */
+    int handles_open;    /* close callbacks still to come */
+    size_t writes;       /* writes in flight */
     sl_conn *prev, *next;
 };
 
@@ -85,14 +85,13 @@ static void write_cb(uv_write_t *req, int status)
     free(wr->data);
     free(wr);
     c->writes--;
-    if (status < 0 || (c->writes == 0 && (c->closing || (c->w->stopping &&
-                                                          !c->in_message)))) {
+    if (status < 0 || (c->writes == 0 &&
+                       (c->closing || (c->w->stopping && !c->in_message)))) {
         conn_close(c);
         return;
     }
-    if (c->paused &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-            SL_SRV_MAX_PENDING_OUTPUT / 2) {
+    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
+                         SL_SRV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     }
@@ -264,8 +263,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    size_t done = http_parser_execute(&c->parser, &settings, buf->base,
-                                      (size_t)nread);
+    size_t done =
+        http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
     free(buf->base);
     if (c->closing) {
@@ -281,8 +280,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                              "(--max-header-bytes)",
                              0);
         else
-            sl_respond_error(&c->out, 400, "EHTTP",
-                             http_errno_description(e), 0);
+            sl_respond_error(&c->out, 400, "EHTTP", http_errno_description(e),
+                             0);
         c->closing = 1;
     }
     if (c->closing)
@@ -305,8 +304,8 @@ void sl_conn_accept(sl_srv_worker *w)
     if (c->next)
         c->next->prev = c;
     w->conns = c;
-    int open = atomic_fetch_add_explicit(&srv->open_conns, 1,
-                                         memory_order_relaxed);
+    int open =
+        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
     if (uv_accept((uv_stream_t *)&w->listener, (uv_stream_t *)&c->tcp) != 0 ||
         open >= srv->cfg.max_connections) {
         /* Over --max-connections: accepted, then closed at once, so the

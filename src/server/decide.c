@@ -56,15 +56,21 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
 {
     const sl_srv_config *cfg = &w->server->cfg;
     if (arr == NULL)
-        return (snprintf(msg, msglen, "descriptors: missing"), bad(status, code, "EMISSING"));
+        return (snprintf(msg, msglen, "descriptors: missing"),
+                bad(status, code, "EMISSING"));
     if (!json_is_array(arr))
-        return (snprintf(msg, msglen, "descriptors: expected an array"), bad(status, code, "ETYPE"));
+        return (snprintf(msg, msglen, "descriptors: expected an array"),
+                bad(status, code, "ETYPE"));
     size_t n = json_array_size(arr);
     if (n == 0)
-        return (snprintf(msg, msglen, "descriptors: must not be empty"), bad(status, code, "EMISSING"));
+        return (snprintf(msg, msglen, "descriptors: must not be empty"),
+                bad(status, code, "EMISSING"));
     if (n > cfg->max_descriptors)
-        return (snprintf(msg, msglen, "descriptors: %zu exceeds the cap of %zu "
-                   "(--max-descriptors)", n, cfg->max_descriptors), bad(status, code, "ETOOMANY"));
+        return (snprintf(msg, msglen,
+                         "descriptors: %zu exceeds the cap of %zu "
+                         "(--max-descriptors)",
+                         n, cfg->max_descriptors),
+                bad(status, code, "ETOOMANY"));
     sl_dec_descriptor *ds = calloc(n, sizeof(*ds));
     if (ds == NULL)
         abort();
@@ -72,18 +78,25 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
         json_t *d = json_array_get(arr, i);
         json_t *entries = json_object_get(d, "entries");
         if (!json_is_object(d)) {
-            (snprintf(msg, msglen, "descriptors[%zu]: expected an object", i), bad(status, code, "ETYPE"));
+            (snprintf(msg, msglen, "descriptors[%zu]: expected an object", i),
+             bad(status, code, "ETYPE"));
             goto fail;
         }
         if (hits_key != NULL &&
             sl_parse_hits(json_object_get(d, hits_key), -1, &ds[i].hits) != 0) {
-            (snprintf(msg, msglen, "descriptors[%zu].hits: expected a non-negative integer", i), bad(status, code, "ETYPE"));
+            (snprintf(msg, msglen,
+                      "descriptors[%zu].hits: expected a non-negative integer",
+                      i),
+             bad(status, code, "ETYPE"));
             goto fail;
         } else if (hits_key == NULL)
             ds[i].hits = -1;
         if (!json_is_array(entries) || json_array_size(entries) == 0) {
-            (snprintf(msg, msglen, "descriptors[%zu].entries: expected a non-empty "
-                        "array", i), bad(status, code, entries == NULL ? "EMISSING" : "ETYPE"));
+            (snprintf(msg, msglen,
+                      "descriptors[%zu].entries: expected a non-empty "
+                      "array",
+                      i),
+             bad(status, code, entries == NULL ? "EMISSING" : "ETYPE"));
             goto fail;
         }
         size_t ne = json_array_size(entries);
@@ -106,8 +119,11 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
             json_t *v = json_object_get(e, "value");
             if (!json_is_string(k) || json_string_length(k) == 0 ||
                 (v != NULL && !json_is_string(v))) {
-                (snprintf(msg, msglen, "descriptors[%zu].entries[%zu]: expected {\"key\": "
-                    "non-empty string, \"value\": string}", i, j), bad(status, code, k == NULL ? "EMISSING" : "ETYPE"));
+                (snprintf(msg, msglen,
+                          "descriptors[%zu].entries[%zu]: expected {\"key\": "
+                          "non-empty string, \"value\": string}",
+                          i, j),
+                 bad(status, code, k == NULL ? "EMISSING" : "ETYPE"));
                 goto fail;
             }
             sl_rules_entry *re = &ds[i].entries[j];
@@ -125,16 +141,15 @@ fail:
     return -1;
 }
 
-int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
+static int parse_request(sl_srv_worker *w, const sl_http_request *req,
                      const char *hits_key, const char *desc_hits_key,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen)
 {
     json_error_t je;
     memset(pr, 0, sizeof(*pr));
-    atomic_fetch_add_explicit(&w->stats.bad_requests, 1, memory_order_relaxed);
-    pr->root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES,
-                          &je);
+    pr->root =
+        json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
     if (pr->root == NULL) {
         snprintf(msg, msglen, "malformed JSON: %s (line %d, column %d)",
                  je.text, je.line, je.column);
@@ -163,8 +178,20 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                              desc_hits_key, &pr->ds, &pr->n, status, code, msg,
                              msglen) != 0)
         return -1;
-    atomic_fetch_sub_explicit(&w->stats.bad_requests, 1, memory_order_relaxed);
     return 0;
+}
+
+int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
+                     const char *hits_key, const char *desc_hits_key,
+                     sl_parsed_request *pr, int *status, const char **code,
+                     char *msg, size_t msglen)
+{
+    int rc = parse_request(w, req, hits_key, desc_hits_key, pr, status, code,
+                           msg, msglen);
+    if (rc != 0)
+        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
+                                  memory_order_relaxed);
+    return rc;
 }
 
 void sl_parsed_request_release(sl_parsed_request *pr)
@@ -221,8 +248,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     for (size_t i = 0; i < n; i++) {
         keys_len += domain_len + KEY_FIELD;
         for (size_t j = 0; j < ds[i].n_entries; j++)
-            keys_len += ds[i].entries[j].key_len +
-                        ds[i].entries[j].value_len + 2 * KEY_FIELD;
+            keys_len += ds[i].entries[j].key_len + ds[i].entries[j].value_len +
+                        2 * KEY_FIELD;
     }
     char *keys = malloc(keys_len + 1);
     if (keys == NULL)
@@ -255,8 +282,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     int64_t cost = -1;
     for (size_t i = 0; i < nm; i++) {
         const sl_rule *r = m[i].rule;
-        int64_t h = ds[m[i].descriptor].hits >= 0 ? ds[m[i].descriptor].hits
-                                                   : hits;
+        int64_t h =
+            ds[m[i].descriptor].hits >= 0 ? ds[m[i].descriptor].hits : hits;
         item_of[i] = SIZE_MAX;
         if (r->shadow_mode)
             continue;
@@ -291,8 +318,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
     if (n_items > 0) {
         /* A denied request consumes nothing: query with cost 0. */
-        rc = sl_check_multi(w->server->store, items, n_items,
-                            deny ? 0 : cost, now, each, &overall);
+        rc = sl_check_multi(w->server->store, items, n_items, deny ? 0 : cost,
+                            now, each, &overall);
         if (rc != 0) {
             snprintf(err, errlen, "store: %s", sl_strerror(rc));
             goto out;
@@ -323,8 +350,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                 st.over = !st.d.allowed;
             } else {
                 int64_t h = dd->hits >= 0 ? dd->hits : hits;
-                if (sl_check(w->server->store, r->limit, m[i].key,
-                             m[i].key_len, h, now, &st.d) != 0)
+                if (sl_check(w->server->store, r->limit, m[i].key, m[i].key_len,
+                             h, now, &st.d) != 0)
                     st.d = (sl_decision){.allowed = 1};
                 shadow_pass = !st.d.allowed;
                 st.d.allowed = 1;

@@ -80,18 +80,17 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                           "requestsPerUnit",
                           (json_int_t)st->rule->requests_per_unit, "unit",
                           unit_json(st->rule)));
-            json_object_set_new(s, "limitRemaining",
-                                json_integer(st->d.remaining < 0
-                                                 ? 0
-                                                 : st->d.remaining));
+            json_object_set_new(
+                s, "limitRemaining",
+                json_integer(st->d.remaining < 0 ? 0 : st->d.remaining));
             json_object_set_new(s, "durationUntilReset",
                                 duration_json(st->d.reset_after));
         }
         json_array_append_new(statuses, s);
     }
-    json_t *body = json_pack("{s:s,s:o}", "overallCode",
-                             res.over ? "OVER_LIMIT" : "OK", "statuses",
-                             statuses);
+    json_t *body =
+        json_pack("{s:s,s:o}", "overallCode", res.over ? "OVER_LIMIT" : "OK",
+                  "statuses", statuses);
     sl_buf headers = {0};
     sl_rate_headers(&res, &headers);
     sl_respond_json(out, res.over ? 429 : 200, headers.data, body, keep_alive);

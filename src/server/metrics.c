@@ -26,7 +26,7 @@ struct sl_srv_series {
 
 /* Upper bounds of the latency buckets, ns; the last is +Inf. */
 static const sl_nanos latency_le[SL_SRV_LATENCY_BUCKETS - 1] = {
-    1000,   2500,   5000,    10000,   25000,  50000,
+    1000,   2500,   5000,    10000,    25000,    50000,
     100000, 250000, 1000000, 10000000, 100000000};
 
 static uint64_t fnv(uint64_t h, const char *s, size_t len)
@@ -61,10 +61,10 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         }
     const char *label = sl_rule_label(rule);
     const char *d = desc.data ? desc.data : "";
-    uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ULL, rule->domain,
-                             strlen(rule->domain)),
-                         label, strlen(label)),
-                     d, desc.len);
+    uint64_t h =
+        fnv(fnv(fnv(0xcbf29ce484222325ULL, rule->domain, strlen(rule->domain)),
+                label, strlen(label)),
+            d, desc.len);
     pthread_mutex_lock(&w->series_lock);
     if (w->series == NULL) {
         w->series = calloc(SERIES_BUCKETS, sizeof(*w->series));
@@ -135,13 +135,13 @@ void sl_metrics_release(sl_srv_worker *w)
     w->series = NULL;
 }
 
-#define SUM(field)                                                           \
-    ({                                                                       \
-        uint64_t sum_ = 0;                                                   \
-        for (int i_ = 0; i_ < s->n_workers; i_++)                            \
-            sum_ += atomic_load_explicit(&s->workers[i_].stats.field,        \
-                                         memory_order_relaxed);              \
-        sum_;                                                                \
+#define SUM(field)                                                             \
+    ({                                                                         \
+        uint64_t sum_ = 0;                                                     \
+        for (int i_ = 0; i_ < s->n_workers; i_++)                              \
+            sum_ += atomic_load_explicit(&s->workers[i_].stats.field,          \
+                                         memory_order_relaxed);                \
+        sum_;                                                                  \
     })
 
 static void label_value(sl_buf *out, const char *v)
@@ -286,14 +286,13 @@ void sl_metrics_render(sl_server *s, sl_buf *out)
                   "sluice_decision_duration_seconds_count %llu\n",
                   (double)SUM(latency_sum_ns) / 1e9,
                   (unsigned long long)SUM(latency_count));
-    sl_buf_printf(
-        out,
-        "# HELP sluice_rules_reloads_total rules reloads, by result\n"
-        "# TYPE sluice_rules_reloads_total counter\n"
-        "sluice_rules_reloads_total{result=\"ok\"} %llu\n"
-        "sluice_rules_reloads_total{result=\"failed\"} %llu\n",
-        (unsigned long long)atomic_load(&s->reloads_ok),
-        (unsigned long long)atomic_load(&s->reloads_failed));
+    sl_buf_printf(out,
+                  "# HELP sluice_rules_reloads_total rules reloads, by result\n"
+                  "# TYPE sluice_rules_reloads_total counter\n"
+                  "sluice_rules_reloads_total{result=\"ok\"} %llu\n"
+                  "sluice_rules_reloads_total{result=\"failed\"} %llu\n",
+                  (unsigned long long)atomic_load(&s->reloads_ok),
+                  (unsigned long long)atomic_load(&s->reloads_failed));
     sl_store_stats st;
     sl_store_get_stats(s->store, &st);
     sl_buf_printf(out,

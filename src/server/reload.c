@@ -161,7 +161,10 @@ void sl_reload_start_watch(sl_server *s, uv_loop_t *loop)
     watching = 1;
 }
 
-static void closed_cb(uv_handle_t *h) { (void)h; }
+static void closed_cb(uv_handle_t *h)
+{
+    (void)h;
+}
 
 void sl_reload_stop_watch(void)
 {

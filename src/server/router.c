@@ -65,8 +65,17 @@ void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
 void sl_respond_error(sl_buf *out, int status, const char *code,
                       const char *message, int keep_alive)
 {
+    /* Messages may quote request bytes (jansson's "near '...'"): keep
+     * them printable ASCII so the body is always valid JSON text. */
+    char clean[512];
+    size_t i = 0;
+    for (; message[i] != '\0' && i + 1 < sizeof(clean); i++) {
+        unsigned char ch = (unsigned char)message[i];
+        clean[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    clean[i] = '\0';
     json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code,
-                             "message", message);
+                             "message", clean);
     sl_respond_json(out, status, NULL, body, keep_alive);
     json_decref(body);
 }
@@ -96,20 +105,19 @@ static void get_rules(sl_srv_worker *w, sl_buf *out, int keep_alive)
     for (size_t i = 0; i < sl_rules_rule_count(r); i++) {
         const sl_rule *rule = sl_rules_rule(r, i);
         json_array_append_new(
-            rules, json_pack("{s:s,s:s,s:s,s:I,s:I,s:b}", "domain",
-                             rule->domain, "path", rule->path, "name",
-                             rule->name, "requests_per_unit",
-                             (json_int_t)rule->requests_per_unit, "period_ms",
-                             (json_int_t)(rule->period / SL_NS_PER_MS),
-                             "shadow_mode", rule->shadow_mode));
+            rules,
+            json_pack("{s:s,s:s,s:s,s:I,s:I,s:b}", "domain", rule->domain,
+                      "path", rule->path, "name", rule->name,
+                      "requests_per_unit", (json_int_t)rule->requests_per_unit,
+                      "period_ms", (json_int_t)(rule->period / SL_NS_PER_MS),
+                      "shadow_mode", rule->shadow_mode));
     }
     pthread_mutex_lock(&s->reload_lock);
     json_t *err = s->last_error[0] ? json_string(s->last_error) : json_null();
     pthread_mutex_unlock(&s->reload_lock);
     json_t *body = json_pack(
-        "{s:s,s:o,s:o,s:o,s:I,s:I}", "version", sl_rules_version(r),
-        "domains", domains, "rules", rules, "last_reload_error", err,
-        "reloads_ok",
+        "{s:s,s:o,s:o,s:o,s:I,s:I}", "version", sl_rules_version(r), "domains",
+        domains, "rules", rules, "last_reload_error", err, "reloads_ok",
         (json_int_t)atomic_load_explicit(&s->reloads_ok, memory_order_relaxed),
         "reloads_failed",
         (json_int_t)atomic_load_explicit(&s->reloads_failed,

@@ -35,7 +35,10 @@ static void tick_cb(uv_prepare_t *h)
     ((sl_srv_worker *)h->data)->now_stale = 1;
 }
 
-static void noop_close_cb(uv_handle_t *h) { (void)h; }
+static void noop_close_cb(uv_handle_t *h)
+{
+    (void)h;
+}
 
 static void wake_cb(uv_async_t *a)
 {
@@ -72,8 +75,8 @@ static int open_listener(const sl_srv_config *cfg, int port, int *bound)
     memset(&ss, 0, sizeof(ss));
     if (uv_ip4_addr(cfg->listen_host, port, (struct sockaddr_in *)&ss) == 0)
         fam = AF_INET;
-    else if (uv_ip6_addr(cfg->listen_host, port,
-                         (struct sockaddr_in6 *)&ss) == 0)
+    else if (uv_ip6_addr(cfg->listen_host, port, (struct sockaddr_in6 *)&ss) ==
+             0)
         fam = AF_INET6;
     else {
         fprintf(stderr, "sluice: bad listen address: '%s'\n", cfg->listen_host);

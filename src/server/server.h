@@ -102,14 +102,14 @@ struct sl_srv_worker {
     int index;
     uv_loop_t loop;
     uv_tcp_t listener;
-    uv_async_t wake;    /* reload swap or stop, from the main thread */
-    uv_prepare_t tick;  /* marks the cached clock stale each iteration */
+    uv_async_t wake;   /* reload swap or stop, from the main thread */
+    uv_prepare_t tick; /* marks the cached clock stale each iteration */
     pthread_t thread;
     sl_srv_rules *rules; /* this thread's reference; only it reads it */
     atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
-    sl_nanos now;        /* wall clock ns, sampled once per iteration */
-    void *conns;         /* intrusive list of open connections (conn.c) */
+    sl_nanos now; /* wall clock ns, sampled once per iteration */
+    void *conns;  /* intrusive list of open connections (conn.c) */
     sl_srv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sl_srv_series **series;      /* hash buckets */
@@ -125,8 +125,8 @@ struct sl_server {
     atomic_int open_conns;
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
-    sl_srv_rules *current;   /* what workers are told to use */
-    char last_error[512];    /* "" when the last reload succeeded */
+    sl_srv_rules *current; /* what workers are told to use */
+    char last_error[512];  /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
 };
 
@@ -167,10 +167,10 @@ typedef struct sl_dec_descriptor {
 
 /* Per-descriptor outcome: the limit closest to its own limit. */
 typedef struct sl_dec_status {
-    int over;               /* OVER_LIMIT */
-    const sl_rule *rule;    /* NULL: nothing matched */
+    int over;            /* OVER_LIMIT */
+    const sl_rule *rule; /* NULL: nothing matched */
     sl_decision d;
-    int shadow;             /* the reported rule is in shadow mode */
+    int shadow; /* the reported rule is in shadow mode */
 } sl_dec_status;
 
 typedef struct sl_dec_result {
@@ -233,11 +233,11 @@ void sl_metrics_render(sl_server *s, sl_buf *out);
 void sl_metrics_release(sl_srv_worker *w);
 
 /* reload.c */
-int sl_reload_init(sl_server *s);        /* first load; 0 or -1 */
-void sl_reload_now(sl_server *s);        /* SIGHUP, file change */
+int sl_reload_init(sl_server *s); /* first load; 0 or -1 */
+void sl_reload_now(sl_server *s); /* SIGHUP, file change */
 void sl_reload_start_watch(sl_server *s, uv_loop_t *loop);
 void sl_reload_stop_watch(void);
-void sl_reload_adopt(sl_srv_worker *w);  /* on the worker: take current */
+void sl_reload_adopt(sl_srv_worker *w); /* on the worker: take current */
 void sl_reload_release(sl_server *s);
 
 #endif
