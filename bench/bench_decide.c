@@ -47,6 +47,7 @@ typedef struct options {
     int reps;           /* timed repetitions; the median is reported */
     int warmup;         /* untimed repetitions before them */
     size_t max_bytes;   /* the store's cap */
+    int batch;          /* keys per sl_check_batch call; 0: sl_check */
 } options;
 
 typedef struct worker {
@@ -154,6 +155,36 @@ static int may_expire(sl_algorithm alg)
     return alg == SL_SLIDING_LOG;
 }
 
+/* With -b N: sl_check_batch on N keys at a time (one clock read each). */
+static void run_batches(worker *w)
+{
+    enum { MAX_BATCH = 256 };
+    const uint64_t n = w->decisions, nkeys = opt.keys;
+    uint64_t rng = w->rng, allowed = 0, keyv[MAX_BATCH];
+    sl_key keys[MAX_BATCH];
+    sl_decision d[MAX_BATCH];
+    size_t b = (size_t)opt.batch > MAX_BATCH ? MAX_BATCH : (size_t)opt.batch;
+
+    for (uint64_t i = 0; i < n; i += b) {
+        size_t m = n - i < b ? (size_t)(n - i) : b;
+        for (size_t j = 0; j < m; j++) {
+            keyv[j] = pick(&rng, nkeys);
+            keys[j] = (sl_key){&keyv[j], sizeof(keyv[j])};
+        }
+        int err = sl_check_batch(store, limit, keys, m, 1,
+                                 sl_clock_monotonic(), d);
+        if (err != 0) {
+            if (w->failed++ == 0)
+                w->first_err = err;
+            continue;
+        }
+        for (size_t j = 0; j < m; j++)
+            allowed += (uint64_t)d[j].allowed;
+    }
+    w->rng = rng;
+    w->allowed += allowed;
+}
+
 static void run_decisions(worker *w)
 {
     const uint64_t n = w->decisions, nkeys = opt.keys;
@@ -161,6 +192,10 @@ static void run_decisions(worker *w)
     sl_nanos now = 0;
     sl_decision d;
 
+    if (opt.batch > 0) {
+        run_batches(w);
+        return;
+    }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t key = pick(&rng, nkeys);
         if ((i & (CLOCK_BATCH - 1)) == 0)
@@ -219,13 +254,15 @@ static void usage(FILE *f)
             "      mask in turn (default 1)\n"
             "  -r  timed repetitions, median reported (default 5)\n"
             "  -w  untimed warm-up repetitions (default 1)\n"
-            "  -m  the store's memory cap in bytes (default 2 GiB)\n");
+            "  -m  the store's memory cap in bytes (default 2 GiB)\n"
+            "  -b  decide N keys per sl_check_batch call (default 0: "
+            "sl_check)\n");
 }
 
 static int parse_options(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "a:k:d:t:r:w:m:h")) != -1) {
+    while ((c = getopt(argc, argv, "a:k:d:t:r:w:m:b:h")) != -1) {
         switch (c) {
         case 'a':
             if (sl_algorithm_parse(optarg, strlen(optarg), &opt.alg) != 0) {
@@ -251,6 +288,9 @@ static int parse_options(int argc, char **argv)
             break;
         case 'm':
             opt.max_bytes = (size_t)strtoull(optarg, NULL, 10);
+            break;
+        case 'b':
+            opt.batch = atoi(optarg);
             break;
         case 'h':
             usage(stdout);
@@ -377,7 +417,7 @@ int main(int argc, char **argv)
                         : (ns[opt.reps / 2 - 1] + ns[opt.reps / 2]) / 2;
     double keys = (double)opt.keys;
     printf("{\"bench\":\"sluice_decide\",\"algorithm\":\"%s\","
-           "\"keys\":%" PRIu64 ",\"threads\":%d,\"decisions_per_rep\":%" PRIu64
+           "\"keys\":%" PRIu64 ",\"batch\":%d,\"threads\":%d,\"decisions_per_rep\":%" PRIu64
            ",\"reps\":%d,\"warmup\":%d,\"clock_batch\":%d,"
            "\"limit\":%" PRId64 ",\"period_ns\":%" PRId64 ",\"burst\":%" PRId64
            ",\"ns_median\":%.2f,\"ns_min\":%.2f,\"ns_max\":%.2f,"
@@ -387,7 +427,8 @@ int main(int argc, char **argv)
            "\"store_keys_end\":%" PRIu64 ",\"store_bytes_per_key_end\":%.1f,"
            "\"rss_bytes_per_key_end\":%.1f,\"max_bytes\":%" PRIu64
            ",\"evicted\":%" PRIu64 ",\"reclaimed\":%" PRIu64 "}\n",
-           sl_algorithm_name(opt.alg), opt.keys, opt.threads, opt.decisions,
+           sl_algorithm_name(opt.alg), opt.keys, opt.batch, opt.threads,
+           opt.decisions,
            opt.reps, opt.warmup, CLOCK_BATCH, sl_limit_get_config(limit)->limit,
            sl_limit_get_config(limit)->period,
            sl_limit_get_config(limit)->burst, median, ns[0],

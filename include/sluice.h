@@ -211,6 +211,25 @@ SL_EXPORT int sl_check_multi(sl_store *store, const sl_check_item *items,
                              size_t n, int64_t cost, sl_nanos now,
                              sl_decision *each, sl_decision *overall);
 
+/* A key: (pointer, length), not NUL-terminated. */
+typedef struct sl_key {
+    const void *data;
+    size_t len;
+} sl_key;
+
+/*
+ * Decides n independent requests on one limit, in order, exactly as n
+ * calls of sl_check() would, but faster on many cold keys: the store
+ * hashes keys a few decisions ahead and prefetches their state, so the
+ * cache misses overlap (a server decides a loop tick's requests at once).
+ * Every input is checked first (SL_EINVAL, SL_ECOST, SL_EKEYLEN: nothing
+ * decided).  A store failure on key i (SL_ENOMEM, SL_EFULL) is returned
+ * with out[0..i) filled and the keys after i not decided.
+ */
+SL_EXPORT int sl_check_batch(sl_store *store, const sl_limit *limit,
+                             const sl_key *keys, size_t n, int64_t cost,
+                             sl_nanos now, sl_decision *out);
+
 /*
  * Reclaims state that has returned to its initial value by `now`,
  * visiting at most max_slots slots from where the last call stopped (so a

@@ -109,6 +109,8 @@ static inline int64_t sl__floor_div(int64_t n, int64_t d)
 /* Ceiling of a non-negative 128-bit n over positive d, clamped to int64. */
 static inline int64_t sl__ceil_div128(sl__i128 n, sl__i128 d)
 {
+    if (d == 1)
+        return n > INT64_MAX ? INT64_MAX : (int64_t)n;
     /* Nearly always both fit in 64 bits: avoid the 128-bit libcall. */
     if (n >= 0 && n <= INT64_MAX && d <= INT64_MAX) {
         uint64_t un = (uint64_t)n, ud = (uint64_t)d;
@@ -150,6 +152,9 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
 typedef struct sl__store_type {
     int (*check_multi)(sl_store *st, const sl_check_item *items, size_t n,
                        int64_t cost, sl_nanos now, sl_decision *each);
+    int (*check_batch)(sl_store *st, const sl_limit *limit,
+                       const sl_key *keys, size_t n, int64_t cost,
+                       sl_nanos now, sl_decision *out);
     size_t (*sweep)(sl_store *st, sl_nanos now, size_t max_slots);
     void (*stats)(sl_store *st, sl_store_stats *out);
     void (*destroy)(sl_store *st);

@@ -60,6 +60,26 @@ int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
     return 0;
 }
 
+int sl_check_batch(sl_store *store, const sl_limit *limit,
+                   const sl_key *keys, size_t n, int64_t cost, sl_nanos now,
+                   sl_decision *out)
+{
+    sl_check_item item = {limit, NULL, 0};
+    int err = check_input(store, &item, 1, cost, now);
+
+    if (err == 0 && ((keys == NULL || out == NULL) && n > 0))
+        err = SL_EINVAL;
+    for (size_t i = 0; err == 0 && i < n; i++) {
+        if (keys[i].data == NULL && keys[i].len != 0)
+            err = SL_EINVAL;
+        else if (keys[i].len > store->max_key_len)
+            err = SL_EKEYLEN;
+    }
+    if (err != 0 || n == 0)
+        return err;
+    return store->type->check_batch(store, limit, keys, n, cost, now, out);
+}
+
 size_t sl_store_sweep(sl_store *store, sl_nanos now, size_t max_slots)
 {
     return store->type->sweep(store, now, max_slots);
