@@ -346,20 +346,24 @@ sys.exit(0 if ok else 1)
 PY
 kill -TERM "$PID"; wait "$PID"
 
-# Every curl example of docs/server.md runs against examples/rules.
+# Every curl example of docs/server.md and README.md runs against
+# examples/rules (the README's are what ./scripts/run.sh serves).
 start docs "$SOURCE_DIR/examples/rules"
-python3 - "$SOURCE_DIR/docs/server.md" "$tmp/docs" <<'PY' || fail=1
+python3 - "$tmp/docs" "$SOURCE_DIR/docs/server.md" "$SOURCE_DIR/README.md" <<'PY' || fail=1
 import os, re, sys
-text = open(sys.argv[1]).read()
-os.makedirs(sys.argv[2])
-blocks = re.findall(r'<!-- serve-test: expect (.*?) -->\s*```sh\n(.*?)```', text, re.S)
-marked = sum(b.count("curl ") for _, b in blocks)
-total = text.count("curl ")
-if marked != total or not blocks:
-    sys.exit(f"FAIL docs/server.md: {total} curl calls, {marked} in serve-test blocks")
-for i, (want, cmd) in enumerate(blocks):
-    open(f"{sys.argv[2]}/{i}.sh", "w").write(cmd)
-    open(f"{sys.argv[2]}/{i}.want", "w").write(want)
+os.makedirs(sys.argv[1])
+n = 0
+for doc in sys.argv[2:]:
+    text = open(doc).read()
+    blocks = re.findall(r'<!-- serve-test: expect (.*?) -->\s*```sh\n(.*?)```', text, re.S)
+    marked = sum(b.count("curl ") for _, b in blocks)
+    total = text.count("curl ")
+    if marked != total or not blocks:
+        sys.exit(f"FAIL {doc}: {total} curl calls, {marked} in serve-test blocks")
+    for want, cmd in blocks:
+        open(f"{sys.argv[1]}/{n}.sh", "w").write(cmd)
+        open(f"{sys.argv[1]}/{n}.want", "w").write(want)
+        n += 1
 PY
 for f in "$tmp"/docs/*.sh; do
   want=$(cat "${f%.sh}.want")
