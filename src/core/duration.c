@@ -23,29 +23,32 @@ static const struct {
 
 int sl_duration_parse(const char *text, size_t len, sl_nanos *out)
 {
-    size_t i = 0;
+    size_t i = 0, digits;
     int64_t value = 0, mult = 1;
+    int overflow = 0;
 
     if (len == 0 || text[0] < '0' || text[0] > '9')
         return SL_EINVAL;
     for (; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
         if (__builtin_mul_overflow(value, 10, &value) ||
             __builtin_add_overflow(value, text[i] - '0', &value))
-            return SL_ERANGE;
+            overflow = 1;
     }
-    if (i < len) {
-        size_t rest = len - i;
-        size_t u;
+    digits = i;
+    if (digits < len) {
+        /* The unit is checked first: text that is not a duration at all
+         * is SL_EINVAL even when its digits would not fit. */
+        size_t rest = len - digits, u;
         for (u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
             if (strlen(units[u].suffix) == rest &&
-                memcmp(units[u].suffix, text + i, rest) == 0)
+                memcmp(units[u].suffix, text + digits, rest) == 0)
                 break;
         }
         if (u == sizeof(units) / sizeof(units[0]))
             return SL_EINVAL;
         mult = units[u].ns;
     }
-    if (__builtin_mul_overflow(value, mult, &value))
+    if (overflow || __builtin_mul_overflow(value, mult, &value))
         return SL_ERANGE;
     *out = value;
     return 0;

@@ -66,7 +66,8 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
-static int fail(char *errbuf, size_t errlen, int err, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int fail(char *errbuf, size_t errlen, int err,
+                                                      const char *fmt, ...)
 {
     if (errbuf != NULL && errlen > 0) {
         va_list ap;
