@@ -106,10 +106,12 @@ for round in $(seq 1 "$ROUNDS"); do
     keys=$1 sd=$2 pd=$3
     sluice=(run_case "$OUT/paired.jsonl" "round $round sluice gcra $keys" $CPU1
             "$BENCH" -a gcra -k "$keys" -d "$sd")
+    batch=(run_case "$OUT/paired.jsonl" "round $round sluice gcra batch $keys" $CPU1
+           "$BENCH" -a gcra -k "$keys" -d "$sd" -b 64)
     peer=(run_case "$OUT/paired.jsonl" "round $round peer $keys" $CPU1
           "$PEER" "$keys" "$pd" 0 0)
-    if [ $((round % 2)) = 1 ]; then "${peer[@]}"; "${sluice[@]}"
-    else "${sluice[@]}"; "${peer[@]}"; fi
+    if [ $((round % 2)) = 1 ]; then "${peer[@]}"; "${sluice[@]}"; "${batch[@]}"
+    else "${sluice[@]}"; "${batch[@]}"; "${peer[@]}"; fi
   done
 done
 
@@ -187,24 +189,27 @@ def name(k):
     return {1: "1 key", 100000: "100k keys", 1000000: "1M keys", 10000000: "10M keys"}.get(k, f"{k} keys")
 ins = {(i["tag"].rsplit(" ", 1)[0], i["keys"]): i["insn_per_decision"] for i in insn}
 print("## sluice gcra vs the bare C table (peer), 1 thread, CPU 0, same run\n")
-print("| keys | sluice ns/decision | peer ns/decision | ratio sluice/peer (median of pairs) | pairs | sluice decisions/s | sluice B/key (store / RSS) | peer B/key |")
-print("|---|---|---|---|---|---|---|---|")
+print("| keys | sluice ns/decision (sl_check) | sluice ns/decision (sl_check_batch, 64) | peer ns/decision | ratio sluice/peer (median of pairs) | ratio batch/peer | pairs | sluice decisions/s | sluice B/key (store / RSS) | peer B/key |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for k in sorted({r["keys"] for r in paired if r["bench"] == "sluice_decide"}):
-    s = [r for r in paired if r["bench"] == "sluice_decide" and r["keys"] == k]
+    s = [r for r in paired if r["bench"] == "sluice_decide" and r["keys"] == k and not r.get("batch")]
+    sb = [r for r in paired if r["bench"] == "sluice_decide" and r["keys"] == k and r.get("batch")]
     p = [r for r in paired if r["bench"] == "c_gcra_hash" and r["nkeys"] == k]
     if not s or not p:
         continue
     ratios = [a["ns_median"] / b["ns_median"] for a, b in zip(s, p)]
+    bratios = [a["ns_median"] / b["ns_median"] for a, b in zip(sb, p)] or [float("nan")]
+    bm = statistics.median(r["ns_median"] for r in sb) if sb else float("nan")
     sm, pm = statistics.median(r["ns_median"] for r in s), statistics.median(r["ns_median"] for r in p)
     kb = "–" if k == 1 else f'{s[0]["store_bytes_per_key"]:.1f} / {statistics.median(r["rss_bytes_per_key"] for r in s):.1f}'
     pb = "–" if k == 1 else f'{p[0]["bytes_per_key"]:.1f}'
-    print(f"| {name(k)} | {sm:.1f}{busy(s)} | {pm:.1f}{busy(p)} | {statistics.median(ratios):.2f} (range {min(ratios):.2f}–{max(ratios):.2f}) | {len(ratios)} | {1e9 / sm / 1e6:.2f}M | {kb} | {pb} |")
+    print(f"| {name(k)} | {sm:.1f}{busy(s)} | {bm:.1f}{busy(sb)} | {pm:.1f}{busy(p)} | {statistics.median(ratios):.2f} (range {min(ratios):.2f}–{max(ratios):.2f}) | {statistics.median(bratios):.2f} (range {min(bratios):.2f}–{max(bratios):.2f}) | {len(ratios)} | {1e9 / sm / 1e6:.2f}M | {kb} | {pb} |")
 if ins:
     print("\nInstructions per decision (" + insn[0]["counter"] + "):", ", ".join(f'{t} {name(k)}: {v}' for (t, k), v in ins.items()))
 print("\n## every algorithm (gcra on 1 thread: the paired runs above)\n")
 print("| algorithm | keys | threads | ns/decision (median) | min–max | decisions/s | allowed | store B/key | RSS B/key (filled / end) | evicted |")
 print("|---|---|---|---|---|---|---|---|---|---|")
-rows = matrix + [r for r in paired if r["bench"] == "sluice_decide"]
+rows = matrix + [r for r in paired if r["bench"] == "sluice_decide" and not r.get("batch")]
 groups = {}
 for r in rows:
     groups.setdefault((r["algorithm"], r["keys"], r["threads"]), []).append(r)
