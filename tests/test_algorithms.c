@@ -6,8 +6,7 @@
  * per minute), the largest costs, and time that runs slightly backwards.
  *
  * The first part runs the same behaviour against every algorithm (the
- * test name says which); the second has one section per algorithm.  Tests
- * marked KNOWN_BUG show a library bug and are skipped until it is fixed.
+ * test name says which); the second has one section per algorithm.
  */
 #include "testutil.h"
 

@@ -54,19 +54,6 @@ __extension__ typedef __int128 i128;
         }                                                                    \
     } while (0)
 
-/*
- * A test that shows a library bug: it is kept, complete, and skipped until
- * the bug is fixed.  SL_RUN_KNOWN_BUGS=1 in the environment runs it anyway
- * (and it fails while the bug is there).
- */
-#define KNOWN_BUG(why)                                                       \
-    do {                                                                     \
-        if (getenv("SL_RUN_KNOWN_BUGS") == NULL) {                           \
-            print_message("[  NOTE    ] BUG, skipped: %s\n", why);           \
-            skip();                                                          \
-        }                                                                    \
-    } while (0)
-
 /* Shorter random traces under sanitizers (scripts/test.sh sets it). */
 static inline int tu_quick(void)
 {
