@@ -20,20 +20,11 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define SEC SL_NS_PER_SEC
-#define MS SL_NS_PER_MS
 
 /* cmocka prints integers in unsigned hex; these print both values in
  * signed decimal, with the expressions that produced them. */
-#define expect_cmp(a, op, b)                                                 \
-    do {                                                                     \
-        long long a_ = (long long)(a), b_ = (long long)(b);                  \
-        if (!(a_ op b_))                                                     \
-            fail_msg("expected %s %s %s, got %lld and %lld", #a, #op, #b,    \
-                     a_, b_);                                                \
-    } while (0)
-#define expect_eq(a, b) expect_cmp(a, ==, b)
 
 /*
  * A malloc that fails on demand, for the one test of running out of memory

@@ -25,23 +25,12 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define SEC SL_NS_PER_SEC
-#define MS SL_NS_PER_MS
 #define MIB ((size_t)1 << 20)
 
 /* cmocka prints integers in hex and unsigned; these print both values in
  * signed decimal, with the expressions that produced them. */
-#define expect_cmp(a, op, b)                                                 \
-    do {                                                                     \
-        long long a_ = (long long)(a), b_ = (long long)(b);                  \
-        if (!(a_ op b_))                                                     \
-            fail_msg("expected %s %s %s, got %lld and %lld", #a, #op, #b,    \
-                     a_, b_);                                                \
-    } while (0)
-#define expect_eq(a, b) expect_cmp(a, ==, b)
-#define expect_le(a, b) expect_cmp(a, <=, b)
-#define expect_ge(a, b) expect_cmp(a, >=, b)
 
 /* ---- helpers ---- */
 

@@ -25,23 +25,13 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "testutil.h"
 
-#define SEC SL_NS_PER_SEC
-#define MS SL_NS_PER_MS
 
 enum { NTHREADS = 4 }; /* twice the cores of the CI machine */
 
 /* cmocka prints integers in unsigned hex; these print both values in
  * signed decimal, with the expressions that produced them. */
-#define expect_cmp(a, op, b)                                                 \
-    do {                                                                     \
-        long long a_ = (long long)(a), b_ = (long long)(b);                  \
-        if (!(a_ op b_))                                                     \
-            fail_msg("expected %s %s %s, got %lld and %lld", #a, #op, #b,    \
-                     a_, b_);                                                \
-    } while (0)
-#define expect_eq(a, b) expect_cmp(a, ==, b)
-#define expect_le(a, b) expect_cmp(a, <=, b)
 
 /* Errors inside worker threads are counted and checked by the main thread
  * (cmocka's assertions may only fail on the test's own thread). */
