@@ -67,7 +67,7 @@ metric() { # metric 'name{labels}' -> value
 
 rules="$tmp/rules.yaml"
 cp "$SOURCE_DIR/tests/serve/rules.yaml" "$rules"
-start main "$rules" --read-timeout 1s --idle-timeout 2s
+start main "$rules" --read-timeout 1s --idle-timeout 2s --max-adhoc-limits 4
 
 call GET /healthz; expect healthz 200 '"ok"'
 call GET /readyz; expect readyz 200 '"ready"'
@@ -117,6 +117,76 @@ call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user",
 expect "lyft /json" 200 '"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"per_user","requestsPerUnit":5,"unit":"MINUTE"},"limitRemaining":3,"durationUntilReset":"'
 call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}]}'
 expect "lyft /json over" 429 '"overallCode":"OVER_LIMIT"'
+
+# The client-side API: POST /v1/increment reports sent requests, GET
+# /v1/delay says how long to wait.  Ad hoc limits (id, interval, requests).
+adhoc='"id": "gh", "interval": "1h", "requests": 2'
+call GET '/v1/delay?id=gh&interval=1h&requests=2'
+expect "delay: fresh ad hoc limit" 200 '"delay_ms":0,'
+[[ "$BODY" == *'"remaining":2,"limit":2,"period_ms":3600000'* ]] && pass "delay: shape" || bad "delay: shape" "$BODY"
+call POST /v1/increment "{$adhoc}"; expect "increment 1" 200 '"counted":true,"over_limit":false,"delay_ms":0,'
+call POST /v1/increment "{$adhoc}"; expect "increment 2" 200 '"counted":true,"over_limit":false'
+[[ "$BODY" == *'"remaining":0,'* ]] || bad "increment 2: remaining" "$BODY"
+call POST /v1/increment "{$adhoc}"; expect "increment over the limit: reported, not counted" 200 '"counted":false,"over_limit":true'
+call GET '/v1/delay?id=gh&interval=1h&requests=2'; expect "delay: exhausted" 200 '"remaining":0'
+python3 - "$BODY" <<'PY' && pass "delay: positive, within the interval, next_free_ms = now + delay" || bad "delay: value" "$BODY"
+import json, sys, time
+b = json.loads(sys.argv[1]); now = time.time() * 1000
+sys.exit(0 if 0 < b["delay_ms"] <= 3600000 and abs(b["next_free_ms"] - (now + b["delay_ms"])) < 5000 else 1)
+PY
+call GET '/v1/delay?id=gh&interval=1h&requests=2&algorithm=token_bucket'
+expect "delay: algorithm= is a limit of its own" 200 '"delay_ms":0,"next_free_ms":'
+call POST /v1/increment "{$adhoc, \"hits\": 0}"; expect "increment: hits 0 records nothing" 200 '"counted":true'
+# A rule's descriptor: the same counter as /v1/check.
+call GET '/v1/delay?domain=test&key=user&value=zed'; expect "delay: by descriptor" 200 '"remaining":5,"limit":5,"period_ms":60000'
+call POST /v1/increment '{"domain": "test", "entries": [{"key": "user", "value": "zed"}], "hits": 5}'
+expect "increment: by descriptor, hits" 200 '"counted":true,"over_limit":false'
+call POST /v1/check "$(desc user zed)"; expect "increment and /v1/check share the counter" 429
+call GET '/v1/delay?domain=test&key=user&value=zed'; expect "delay: descriptor exhausted" 200 '"remaining":0'
+[[ "$BODY" != *'"delay_ms":0,'* ]] || bad "delay: descriptor delay positive" "$BODY"
+call GET '/v1/delay?domain=test&key=user&value=a%20b+c'; expect "delay: percent-encoded value" 200 '"remaining":5'
+call GET '/v1/delay?id=per_user'; expect "delay: by rule name" 200 '"remaining":5,"limit":5'
+call GET '/v1/delay?id=per_user&domain=test'; expect "delay: by rule name in a domain" 200 '"limit":5'
+call GET '/v1/delay?domain=test&key=blocked&value=x'; expect "delay: deny rule never" 200 '"delay_ms":-1,"next_free_ms":null'
+call GET '/v1/delay?domain=test&key=free&value=x'; expect "delay: unlimited" 200 '"delay_ms":0,'
+[[ "$BODY" == *'"remaining":null,"limit":null'* ]] || bad "delay: unlimited nulls" "$BODY"
+call POST /v1/increment '{"domain": "test", "entries": [{"key": "blocked", "value": "x"}]}'
+expect "increment: deny rule" 200 '"counted":false,"over_limit":true,"delay_ms":-1'
+call GET '/v1/delay?domain=test&key=nomatch'; expect "delay: no rule matches" 404 '"code":"ENOLIMIT"'
+call GET '/v1/delay?id=nosuchrule'; expect "delay: no rule of that name" 404 '"code":"ENOLIMIT"'
+# Bad parameters: 400 naming the parameter.
+call GET '/v1/delay'; expect "delay: nothing named" 400 '"code":"EMISSING","message":"id or domain'
+call GET '/v1/delay?id=gh&interval=1h'; expect "delay: requests missing" 400 '"message":"requests: missing'
+call GET '/v1/delay?id=gh&requests=2'; expect "delay: interval missing" 400 '"message":"interval: missing'
+call GET '/v1/delay?id=gh&interval=1fortnight&requests=2'; expect "delay: bad interval" 400 '"code":"EINVAL","message":"interval: '
+call GET '/v1/delay?id=gh&interval=0s&requests=2'; expect "delay: zero interval" 400 '"message":"interval: '
+call GET '/v1/delay?id=gh&interval=1h&requests=0'; expect "delay: zero requests" 400 '"message":"requests: '
+call GET '/v1/delay?id=gh&interval=1h&requests=-3'; expect "delay: negative requests" 400 '"message":"requests: '
+call GET '/v1/delay?id=gh&interval=1h&requests=2&algorithm=fifo'; expect "delay: bad algorithm" 400 '"message":"algorithm: unknown'
+call GET '/v1/delay?interval=1h&requests=2'; expect "delay: ad hoc without id" 400 '"message":"id: required'
+call GET '/v1/delay?id=gh&id=gh'; expect "delay: parameter twice" 400 '"message":"id: given twice'
+call GET '/v1/delay?id=gh&colour=red'; expect "delay: unknown parameter" 400 '"message":"colour: unknown parameter'
+call GET '/v1/delay?domain=test&value=x'; expect "delay: value before key" 400 '"message":"value: must follow'
+call GET '/v1/delay?domain=test'; expect "delay: domain without key" 400 '"message":"key: '
+call GET '/v1/delay?domain=test&key=user&value=%zz'; expect "delay: bad percent-encoding" 400 '"message":"value: bad percent-encoding'
+call GET '/v1/delay?id=gh&domain=test&key=user'; expect "delay: id and descriptor" 400 '"message":"id: name a limit'
+call GET '/v1/delay?id=gh&interval=1h&requests=2&domain=test'; expect "delay: ad hoc with domain" 400 '"message":"domain: '
+call GET '/v1/delay?id=gh&interval=1h&requests=2&hits=2'; expect "delay: hits" 400 '"message":"hits: '
+call GET "/v1/delay?id=$(head -c 300 /dev/zero | tr '\0' i)&interval=1h&requests=2"; expect "delay: id too long" 400 '"code":"EKEYLEN"'
+call POST /v1/delay '{}'; expect "delay: POST" 405 '"code":"EMETHOD"'
+call GET /v1/increment; expect "increment: GET" 405 '"code":"EMETHOD"'
+call POST /v1/increment '{"id": '; expect "increment: malformed JSON" 400 '"code":"EJSON"'
+call POST /v1/increment '[1]'; expect "increment: not an object" 400 '"code":"ETYPE"'
+call POST /v1/increment "{$adhoc, \"hits\": -1}"; expect "increment: negative hits" 400 '"message":"hits: '
+call POST /v1/increment "{$adhoc, \"at_ms\": 1}"; expect "increment: at_ms refused" 400 '"message":"at_ms: not supported'
+call POST /v1/increment '{"id": 5}'; expect "increment: id type" 400 '"code":"ETYPE","message":"id: '
+call POST /v1/increment '{"domain": "test", "entries": "user"}'; expect "increment: entries type" 400 '"message":"entries: '
+call POST /v1/increment '{"id": "gh", "interval": "1h", "requests": 2, "colour": "red"}'; expect "increment: unknown field" 400 '"message":"colour: unknown parameter'
+# The cap on ad hoc limits (--max-adhoc-limits 4; gh twice so far).
+call GET '/v1/delay?id=c1&interval=1h&requests=2'; expect "adhoc cap: 3rd" 200
+call GET '/v1/delay?id=c2&interval=1h&requests=2'; expect "adhoc cap: 4th" 200
+call GET '/v1/delay?id=c3&interval=1h&requests=2'; expect "adhoc cap: 5th refused" 429 '"code":"ETOOMANY","message":"id: 4 ad hoc limits'
+call GET '/v1/delay?id=c1&interval=1h&requests=2'; expect "adhoc cap: cached ones still answer" 200
 
 call GET /v1/rules; expect "/v1/rules" 200 '"domains":["test"]'
 [[ "$BODY" == *'"last_reload_error":null'* ]] || bad "/v1/rules error null" "$BODY"

@@ -27,6 +27,8 @@ static const char serve_usage[] =
     "  --idle-timeout D        close idle keep-alive connections (60s)\n"
     "  --read-timeout D        a request must arrive within (10s)\n"
     "  --max-connections N     open connections; more are closed (10000)\n"
+    "  --max-adhoc-limits N    ad hoc limits of /v1/delay and /v1/increment\n"
+    "                          cached at once (10000)\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n";
 
 static int parse_size(const char *flag, const char *text, size_t min,
@@ -93,6 +95,7 @@ int sl_cmd_serve(int argc, char **argv)
         .idle_timeout_ms = SL_SRV_IDLE_TIMEOUT_MS,
         .read_timeout_ms = SL_SRV_READ_TIMEOUT_MS,
         .max_connections = SL_SRV_MAX_CONNECTIONS,
+        .max_adhoc_limits = SL_SRV_MAX_ADHOC_LIMITS,
     };
     enum {
         RULES = 1,
@@ -107,6 +110,7 @@ int sl_cmd_serve(int argc, char **argv)
         IDLE,
         READ,
         CONNS,
+        ADHOC,
         HELP
     };
     static const struct option opts[] = {
@@ -122,6 +126,7 @@ int sl_cmd_serve(int argc, char **argv)
         {"idle-timeout", required_argument, NULL, IDLE},
         {"read-timeout", required_argument, NULL, READ},
         {"max-connections", required_argument, NULL, CONNS},
+        {"max-adhoc-limits", required_argument, NULL, ADHOC},
         {"help", no_argument, NULL, HELP},
         {NULL, 0, NULL, 0},
     };
@@ -179,6 +184,10 @@ int sl_cmd_serve(int argc, char **argv)
         case CONNS:
             bad = parse_size("--max-connections", optarg, 1, &v) || v > 1000000;
             cfg.max_connections = (int)v;
+            break;
+        case ADHOC:
+            bad = parse_size("--max-adhoc-limits", optarg, 0,
+                             &cfg.max_adhoc_limits);
             break;
         case HELP: fputs(serve_usage, stdout); return 0;
         default: bad = 1; break;

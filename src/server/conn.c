@@ -229,8 +229,12 @@ static int on_message_complete(http_parser *p)
         .body_len = c->body.len,
     };
     const char *q = memchr(req.path, '?', req.path_len);
-    if (q != NULL)
+    req.query = "";
+    if (q != NULL) {
+        req.query = q + 1;
+        req.query_len = req.path_len - (size_t)(q - req.path) - 1;
         req.path_len = (size_t)(q - req.path);
+    }
     int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
     sl_route(c->w, &req, &c->out, &keep_alive);
     c->in_message = 0;

@@ -147,6 +147,7 @@ typedef struct route {
     const char *path;
     int method;
     void (*get)(sl_srv_worker *, sl_buf *, int);
+    /* Handlers that need the request (a body or a query string). */
     void (*post)(sl_srv_worker *, const sl_http_request *, sl_buf *, int);
 } route;
 
@@ -157,6 +158,8 @@ static const route routes[] = {
     {"/metrics", HTTP_GET, get_metrics, NULL},
     {"/v1/check", HTTP_POST, NULL, sl_api_check},
     {"/json", HTTP_POST, NULL, sl_api_lyft},
+    {"/v1/increment", HTTP_POST, NULL, sl_api_increment},
+    {"/v1/delay", HTTP_GET, NULL, sl_api_delay},
 };
 
 void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,

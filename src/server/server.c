@@ -148,7 +148,7 @@ int sl_server_run(const sl_srv_config *cfg)
 
     sl_memory_options mo = {.max_bytes = cfg->store_bytes};
     s->store = sl_memory_store_new(&mo);
-    if (s->store == NULL || sl_reload_init(s) != 0)
+    if (s->store == NULL || sl_adhoc_init(s) != 0 || sl_reload_init(s) != 0)
         goto out;
     s->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
     s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
@@ -218,6 +218,7 @@ stop:
 out:
     free(s->workers);
     sl_reload_release(s);
+    sl_adhoc_release(s);
     sl_store_free(s->store);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

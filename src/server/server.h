@@ -7,7 +7,7 @@
  * signals, drain), conn.c (one connection: http-parser, pipelining,
  * timeouts), router.c (routes and error bodies), decide.c (descriptors to
  * one atomic decision), check_api.c (POST /v1/check), lyft_api.c (POST
- * /json), metrics.c (per-thread counters, /metrics), reload.c (rules
+ * /json), client_api.c (POST /v1/increment, GET /v1/delay), metrics.c (per-thread counters, /metrics), reload.c (rules
  * loading, hot reload, quiescent swap).
  */
 #ifndef SL_SERVER_H
@@ -40,6 +40,9 @@
  * detailed_metric could otherwise grow the map without bound.  Further
  * series are summed into one with rule="_overflow_". */
 #define SL_SRV_MAX_SERIES 10000
+/* Ad hoc limits of the client-side API (id, interval, requests,
+ * algorithm) cached at once; further new ones are refused with 429. */
+#define SL_SRV_MAX_ADHOC_LIMITS 10000
 
 typedef struct sl_srv_config {
     const char *rules_path;
@@ -54,6 +57,7 @@ typedef struct sl_srv_config {
     uint64_t read_timeout_ms;
     int max_connections;
     size_t store_bytes; /* memory store cap; 0: library default */
+    size_t max_adhoc_limits;
 } sl_srv_config;
 
 /* A growable byte buffer (git's strbuf).  Out of memory aborts: the
@@ -128,6 +132,7 @@ struct sl_server {
     sl_srv_rules *current; /* what workers are told to use */
     char last_error[512];  /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
+    struct sl_srv_adhoc *adhoc; /* client_api.c: ad hoc limits */
 };
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
@@ -145,6 +150,8 @@ typedef struct sl_http_request {
     int method; /* enum http_method */
     const char *path;
     size_t path_len;
+    const char *query; /* after '?', not NUL-terminated; "" if none */
+    size_t query_len;
     const char *body;
     size_t body_len;
 } sl_http_request;
@@ -223,6 +230,15 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                   int keep_alive);
 void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                  int keep_alive);
+
+/* client_api.c: POST /v1/increment, GET /v1/delay, and the table of
+ * ad hoc limits (init: 0 or -1 when out of memory). */
+void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
+                      sl_buf *out, int keep_alive);
+void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                  int keep_alive);
+int sl_adhoc_init(sl_server *s);
+void sl_adhoc_release(sl_server *s);
 
 /* metrics.c */
 void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,

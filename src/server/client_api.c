@@ -1,0 +1,704 @@
+/*
+ * client_api.c - the client-side API of the Databox paper (BRIEF.md,
+ * section 4): a client that calls a rate-limited upstream reports each
+ * request it sent (POST /v1/increment) and asks how long it must wait
+ * before it may send the next one (GET /v1/delay).  It is separate from
+ * check_api.c because its questions differ: an increment is a report of
+ * something that happened, not a request for permission, and a delay is
+ * a query that never consumes.
+ *
+ * A limit is named three ways (docs/server.md, "Client-side API"): by a
+ * rule's descriptor (domain and entries, matched as /v1/check does), by
+ * a rule's `name` (id alone), or ad hoc (id, interval, requests and an
+ * optional algorithm, stepped_window by default).  Ad hoc limits are
+ * made once and kept in a table shared by the threads, capped at
+ * --max-adhoc-limits entries; their counters live in the same store.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+/* Longest id accepted, in bytes. */
+#define ID_MAX_BYTES 256
+/* The sl_limit_config.id of every ad hoc limit: rule limits derive their
+ * ids from the rules, so the two never share state by accident. */
+#define ADHOC_LIMIT_ID UINT64_C(0x61646863636c6e74)
+#define ADHOC_BUCKETS 4096
+
+typedef struct adhoc_limit {
+    struct adhoc_limit *next;
+    uint64_t hash;
+    sl_nanos interval;
+    int64_t requests;
+    sl_algorithm algorithm;
+    sl_limit *limit;
+    size_t id_len;
+    char id[];
+} adhoc_limit;
+
+/* The table of ad hoc limits.  Invariant: n <= the cap, every entry's
+ * limit matches its (interval, requests, algorithm), and an entry is
+ * never removed before the server stops, so a limit pointer taken under
+ * the lock stays valid without it (limits are immutable). */
+struct sl_srv_adhoc {
+    pthread_mutex_t lock;
+    adhoc_limit *buckets[ADHOC_BUCKETS];
+    size_t n;
+};
+
+int sl_adhoc_init(sl_server *s)
+{
+    s->adhoc = calloc(1, sizeof(*s->adhoc));
+    if (s->adhoc == NULL)
+        return -1;
+    pthread_mutex_init(&s->adhoc->lock, NULL);
+    return 0;
+}
+
+void sl_adhoc_release(sl_server *s)
+{
+    if (s->adhoc == NULL)
+        return;
+    for (size_t i = 0; i < ADHOC_BUCKETS; i++)
+        for (adhoc_limit *a = s->adhoc->buckets[i], *next; a; a = next) {
+            next = a->next;
+            sl_limit_free(a->limit);
+            free(a);
+        }
+    pthread_mutex_destroy(&s->adhoc->lock);
+    free(s->adhoc);
+    s->adhoc = NULL;
+}
+
+/* What a request names, borrowed from the query buffer or the JSON. */
+typedef struct limit_ref {
+    const char *id, *domain, *interval, *requests, *algorithm, *hits;
+    size_t id_len, domain_len, interval_len, requests_len, algorithm_len,
+        hits_len;
+    sl_rules_entry entries[SL_RULES_MAX_DEPTH];
+    size_t n_entries;
+} limit_ref;
+
+/* An error answer under way: status, code and message. */
+typedef struct api_err {
+    int status;
+    const char *code;
+    char msg[256];
+} api_err;
+
+static int fail(api_err *e, int status, const char *code, const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+
+static int fail(api_err *e, int status, const char *code, const char *fmt,
+                ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->code = code;
+    return -1;
+}
+
+/* A decimal integer in 0..SL_MAX_COUNT given as (pointer, length). */
+static int parse_count(const char *s, size_t len, int64_t *out)
+{
+    int64_t v = 0;
+    if (len == 0 || len > 15)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > SL_MAX_COUNT)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes application/x-www-form-urlencoded bytes into dst (which has
+ * room for len bytes: decoding never grows).  Returns the decoded length,
+ * or -1 for a bad %XX. */
+static long url_decode(const char *src, size_t len, char *dst)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '+')
+            dst[o++] = ' ';
+        else if (src[i] == '%') {
+            if (i + 2 >= len)
+                return -1;
+            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            dst[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else
+            dst[o++] = src[i];
+    }
+    return (long)o;
+}
+
+/* Sets one named parameter; shared by the query and the JSON body. */
+static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
+                   const char *val, size_t vlen, api_err *e)
+{
+    size_t max_entries = w->server->cfg.max_entries;
+    if (max_entries > SL_RULES_MAX_DEPTH)
+        max_entries = SL_RULES_MAX_DEPTH;
+    if (strcmp(name, "key") == 0) {
+        if (ref->n_entries == max_entries)
+            return fail(e, 400, "ETOOMANY",
+                        "key: more than %zu entries (--max-entries, at most "
+                        "%d)",
+                        max_entries, SL_RULES_MAX_DEPTH);
+        if (vlen == 0)
+            return fail(e, 400, "EMISSING", "key: must not be empty");
+        ref->entries[ref->n_entries++] =
+            (sl_rules_entry){.key = val, .key_len = vlen, .value = ""};
+        return 0;
+    }
+    if (strcmp(name, "value") == 0) {
+        sl_rules_entry *last =
+            ref->n_entries ? &ref->entries[ref->n_entries - 1] : NULL;
+        if (last == NULL || last->value_len != 0)
+            return fail(e, 400, "EINVAL",
+                        "value: must follow its key (key=K&value=V)");
+        last->value = val;
+        last->value_len = vlen;
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        size_t sptr, lptr;
+    } fields[] = {
+#define F(x) {#x, offsetof(limit_ref, x), offsetof(limit_ref, x##_len)}
+        F(id), F(domain), F(interval), F(requests), F(algorithm), F(hits),
+#undef F
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (strcmp(name, fields[i].name) != 0)
+            continue;
+        const char **p = (const char **)((char *)ref + fields[i].sptr);
+        if (*p != NULL)
+            return fail(e, 400, "EINVAL", "%s: given twice", name);
+        *p = val;
+        *(size_t *)((char *)ref + fields[i].lptr) = vlen;
+        return 0;
+    }
+    return fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
+}
+
+/* Parses a query string into ref; decoded bytes go to dec (query_len + 1
+ * bytes), and ref points into it. */
+static int parse_query(sl_srv_worker *w, const char *q, size_t len, char *dec,
+                       limit_ref *ref, api_err *e)
+{
+    size_t pos = 0, o = 0;
+    while (pos < len) {
+        const char *amp = memchr(q + pos, '&', len - pos);
+        size_t end = amp ? (size_t)(amp - q) : len;
+        if (end == pos) {
+            pos++;
+            continue;
+        }
+        const char *eq = memchr(q + pos, '=', end - pos);
+        size_t nend = eq ? (size_t)(eq - q) : end;
+        char name[32];
+        if (nend - pos >= sizeof(name))
+            return fail(e, 400, "EINVAL", "%.31s...: unknown parameter",
+                        q + pos);
+        long nl = url_decode(q + pos, nend - pos, name);
+        if (nl < 0)
+            return fail(e, 400, "EINVAL", "query: bad percent-encoding");
+        name[nl] = '\0';
+        size_t vstart = eq ? nend + 1 : end;
+        long vl = url_decode(q + vstart, end - vstart, dec + o);
+        if (vl < 0)
+            return fail(e, 400, "EINVAL", "%s: bad percent-encoding", name);
+        dec[o + (size_t)vl] = '\0';
+        if (ref_set(w, ref, name, dec + o, (size_t)vl, e) != 0)
+            return -1;
+        o += (size_t)vl + 1;
+        pos = end + 1;
+    }
+    return 0;
+}
+
+/* Parses the JSON body of an increment into ref; strings stay owned by
+ * root.  Integers (requests, hits) are printed into numbuf. */
+static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
+                      char numbuf[2][24], api_err *e)
+{
+    if (!json_is_object(root))
+        return fail(e, 400, "ETYPE", "request: expected a JSON object");
+    const char *k;
+    json_t *v;
+    int ni = 0;
+    json_object_foreach(root, k, v)
+    {
+        if (strcmp(k, "entries") == 0) {
+            if (!json_is_array(v) || json_array_size(v) == 0)
+                return fail(e, 400, "ETYPE",
+                            "entries: expected a non-empty array");
+            size_t i;
+            json_t *en;
+            json_array_foreach(v, i, en)
+            {
+                json_t *ek = json_object_get(en, "key");
+                json_t *ev = json_object_get(en, "value");
+                if (!json_is_string(ek) || (ev && !json_is_string(ev)))
+                    return fail(e, 400, "ETYPE",
+                                "entries[%zu]: expected {\"key\": string, "
+                                "\"value\": string}",
+                                i);
+                if (ref_set(w, ref, "key", json_string_value(ek),
+                            json_string_length(ek), e) != 0)
+                    return -1;
+                if (ev && json_string_length(ev) > 0 &&
+                    ref_set(w, ref, "value", json_string_value(ev),
+                            json_string_length(ev), e) != 0)
+                    return -1;
+            }
+            continue;
+        }
+        if (strcmp(k, "key") == 0 || strcmp(k, "value") == 0)
+            return fail(e, 400, "EINVAL", "%s: use \"entries\" in a body", k);
+        if (json_is_integer(v) &&
+            (strcmp(k, "requests") == 0 || strcmp(k, "hits") == 0)) {
+            snprintf(numbuf[ni], sizeof(numbuf[ni]), "%lld",
+                     (long long)json_integer_value(v));
+            if (ref_set(w, ref, k, numbuf[ni], strlen(numbuf[ni]), e) != 0)
+                return -1;
+            ni++;
+            continue;
+        }
+        if (strcmp(k, "at_ms") == 0)
+            return fail(e, 400, "EINVAL",
+                        "at_ms: not supported; an increment is recorded at "
+                        "the server's now");
+        if (!json_is_string(v)) {
+            /* Unknown names are reported as unknown, not as a type. */
+            if (ref_set(w, ref, k, "", 0, e) != 0)
+                return -1;
+            return fail(e, 400, "ETYPE", "%s: expected a string", k);
+        }
+        if (ref_set(w, ref, k, json_string_value(v), json_string_length(v),
+                    e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A limit resolved to store items. */
+typedef struct resolved {
+    sl_check_item items[SL_MAX_ITEMS];
+    size_t n;
+    int deny;      /* a deny rule matched: never */
+    int unlimited; /* only unlimited rules matched */
+    char *keys;    /* owned: match keys point into it */
+    sl_nanos period;
+} resolved;
+
+static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
+                           int64_t requests, sl_algorithm alg)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)id[i]) * 0x100000001b3ULL;
+    h = (h ^ (uint64_t)interval) * 0x100000001b3ULL;
+    h = (h ^ (uint64_t)requests) * 0x100000001b3ULL;
+    return (h ^ (uint64_t)alg) * 0x100000001b3ULL;
+}
+
+/* The cached limit of (id, interval, requests, algorithm), made on first
+ * use.  0, or -1 with e set (bad parameters, cap reached, no memory). */
+static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
+                     api_err *e)
+{
+    sl_nanos interval;
+    int64_t requests;
+    sl_algorithm alg = SL_STEPPED_WINDOW;
+    if (ref->interval == NULL)
+        return fail(e, 400, "EMISSING", "interval: missing (with requests)");
+    if (ref->requests == NULL)
+        return fail(e, 400, "EMISSING", "requests: missing (with interval)");
+    int rc = sl_duration_parse(ref->interval, ref->interval_len, &interval);
+    if (rc != 0 || interval <= 0)
+        return fail(e, 400, "EINVAL",
+                    "interval: expected a positive duration like 60s: '%.*s'",
+                    (int)(ref->interval_len < 64 ? ref->interval_len : 64),
+                    ref->interval);
+    if (parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
+        requests < 1)
+        return fail(e, 400, "EINVAL",
+                    "requests: expected an integer from 1 to 2^40: '%.*s'",
+                    (int)(ref->requests_len < 64 ? ref->requests_len : 64),
+                    ref->requests);
+    if (ref->algorithm != NULL &&
+        sl_algorithm_parse(ref->algorithm, ref->algorithm_len, &alg) != 0)
+        return fail(e, 400, "EINVAL", "algorithm: unknown: '%.*s'",
+                    (int)(ref->algorithm_len < 64 ? ref->algorithm_len : 64),
+                    ref->algorithm);
+    uint64_t h = hash_adhoc(ref->id, ref->id_len, interval, requests, alg);
+    struct sl_srv_adhoc *t = s->adhoc;
+    pthread_mutex_lock(&t->lock);
+    adhoc_limit **b = &t->buckets[h % ADHOC_BUCKETS], *a;
+    for (a = *b; a != NULL; a = a->next)
+        if (a->hash == h && a->interval == interval &&
+            a->requests == requests && a->algorithm == alg &&
+            a->id_len == ref->id_len && memcmp(a->id, ref->id, a->id_len) == 0)
+            break;
+    if (a != NULL) {
+        *out = a->limit;
+        pthread_mutex_unlock(&t->lock);
+        return 0;
+    }
+    if (t->n >= s->cfg.max_adhoc_limits) {
+        pthread_mutex_unlock(&t->lock);
+        return fail(e, 429, "ETOOMANY",
+                    "id: %zu ad hoc limits are cached already "
+                    "(--max-adhoc-limits)",
+                    s->cfg.max_adhoc_limits);
+    }
+    sl_limit_config cfg = {.algorithm = alg,
+                           .limit = requests,
+                           .period = interval,
+                           .id = ADHOC_LIMIT_ID};
+    char err[160];
+    sl_limit *lim;
+    rc = sl_limit_new(&cfg, &lim, err, sizeof(err));
+    if (rc != 0) {
+        pthread_mutex_unlock(&t->lock);
+        return fail(e, rc == SL_ENOMEM ? 503 : 400, sl_err_name(rc),
+                    "interval/requests/algorithm: %s", err);
+    }
+    a = malloc(sizeof(*a) + ref->id_len);
+    if (a == NULL) {
+        pthread_mutex_unlock(&t->lock);
+        sl_limit_free(lim);
+        return fail(e, 503, "ENOMEM", "out of memory");
+    }
+    *a = (adhoc_limit){.next = *b,
+                       .hash = h,
+                       .interval = interval,
+                       .requests = requests,
+                       .algorithm = alg,
+                       .limit = lim,
+                       .id_len = ref->id_len};
+    memcpy(a->id, ref->id, ref->id_len);
+    *b = a;
+    t->n++;
+    *out = lim;
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+/* Resolves what ref names to store items.  0, or -1 with e set; release
+ * res->keys either way. */
+static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
+                   api_err *e)
+{
+    const sl_rules *rules = w->rules->rules;
+    memset(res, 0, sizeof(*res));
+    if (ref->id != NULL && ref->id_len == 0)
+        return fail(e, 400, "EMISSING", "id: must not be empty");
+    if (ref->id != NULL && ref->id_len > ID_MAX_BYTES)
+        return fail(e, 400, "EKEYLEN", "id: longer than %d bytes",
+                    ID_MAX_BYTES);
+    if (ref->domain != NULL && ref->domain_len == 0)
+        return fail(e, 400, "EMISSING", "domain: must not be empty");
+    int adhoc = ref->interval || ref->requests || ref->algorithm;
+    if (ref->id == NULL && adhoc)
+        return fail(e, 400, "EMISSING",
+                    "id: required with interval, requests and algorithm");
+    if (ref->id == NULL && ref->domain == NULL)
+        return fail(e, 400, "EMISSING", "id or domain: one is required");
+    if (ref->id != NULL && ref->n_entries > 0)
+        return fail(e, 400, "EINVAL",
+                    "id: name a limit by id or by domain and key, not both");
+
+    if (ref->id != NULL && adhoc) {
+        if (ref->domain != NULL)
+            return fail(e, 400, "EINVAL",
+                        "domain: an ad hoc limit (interval, requests) has "
+                        "no domain");
+        if (adhoc_get(w->server, ref, &res->items[0].limit, e) != 0)
+            return -1;
+        res->items[0].key = ref->id;
+        res->items[0].key_len = ref->id_len;
+        res->n = 1;
+        res->period = sl_limit_get_config(res->items[0].limit)->period;
+        return 0;
+    }
+
+    if (ref->id != NULL) {
+        /* A rule by name (within domain, if given): one counter for
+         * everyone who names it, under a key no descriptor match makes
+         * (those start with a decimal length). */
+        for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
+            const sl_rule *r = sl_rules_rule(rules, i);
+            if (strlen(r->name) != ref->id_len ||
+                memcmp(r->name, ref->id, ref->id_len) != 0 ||
+                (ref->domain != NULL &&
+                 (strlen(r->domain) != ref->domain_len ||
+                  memcmp(r->domain, ref->domain, ref->domain_len) != 0)))
+                continue;
+            res->period = r->period;
+            if (r->action == SL_RULE_DENY)
+                res->deny = 1;
+            else if (r->action == SL_RULE_UNLIMITED)
+                res->unlimited = 1;
+            else {
+                res->keys = malloc(ref->id_len + 4);
+                if (res->keys == NULL)
+                    return fail(e, 503, "ENOMEM", "out of memory");
+                memcpy(res->keys, "\001id:", 4);
+                memcpy(res->keys + 4, ref->id, ref->id_len);
+                res->items[0] =
+                    (sl_check_item){r->limit, res->keys, ref->id_len + 4};
+                res->n = 1;
+            }
+            return 0;
+        }
+        return fail(e, 404, "ENOLIMIT",
+                    "id: no rule named '%.*s'; give interval and requests "
+                    "for an ad hoc limit",
+                    (int)(ref->id_len < 64 ? ref->id_len : 64), ref->id);
+    }
+
+    if (ref->n_entries == 0)
+        return fail(e, 400, "EMISSING", "key: at least one entry is required "
+                                        "with domain");
+    /* As decide.c: each entry may add a decimal length and a separator. */
+    size_t len = ref->domain_len + 24;
+    for (size_t j = 0; j < ref->n_entries; j++)
+        len += ref->entries[j].key_len + ref->entries[j].value_len + 48;
+    res->keys = malloc(len);
+    if (res->keys == NULL)
+        return fail(e, 503, "ENOMEM", "out of memory");
+    sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
+    size_t nm = 0;
+    int rc = sl_rules_match(rules, ref->domain, ref->domain_len, ref->entries,
+                            ref->n_entries, 0, m, SL_RULES_MAX_LIMITS_PER_NODE,
+                            &nm, res->keys, len);
+    if (rc != 0)
+        return fail(e, 400, sl_err_name(rc), "key: %s", sl_strerror(rc));
+    sl_rules_drop_replaced(m, &nm);
+    int matched = 0;
+    for (size_t i = 0; i < nm; i++) {
+        const sl_rule *r = m[i].rule;
+        if (r->shadow_mode)
+            continue; /* shadow rules never hold a client back */
+        matched = 1;
+        if (r->period > res->period)
+            res->period = r->period;
+        if (r->action == SL_RULE_DENY)
+            res->deny = 1;
+        else if (r->action == SL_RULE_LIMIT)
+            res->items[res->n++] =
+                (sl_check_item){r->limit, m[i].key, m[i].key_len};
+    }
+    if (!matched)
+        return fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
+    res->unlimited = res->n == 0 && !res->deny;
+    return 0;
+}
+
+static json_int_t ms_up(sl_nanos ns)
+{
+    return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+}
+
+/*
+ * The delay answer: how long until a request of cost 1 may be sent.
+ *
+ * The library has no "peek at cost 1".  So each item is asked with cost
+ * 0 first, a pure query that returns remaining; remaining >= 1 means a
+ * cost-1 request passes now (remaining is whole units, so it is >= 1
+ * exactly when one unit is available) and the delay is 0.  Only when
+ * remaining is 0 is a cost-1 check made: it is refused, which consumes
+ * nothing, and its retry_after is the wait.  Should that check pass
+ * after all, it consumed one unit; it is then reported as delay 0 and
+ * remaining 0, which is what the client would see after sending.  Over
+ * several items the longest wait and the least remaining speak.
+ */
+static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
+                      api_err *e)
+{
+    sl_nanos now = sl_srv_now(w);
+    sl_nanos delay = 0;
+    int64_t remaining = INT64_MAX, limit = 0;
+    if (res->deny) {
+        delay = -1;
+        remaining = 0;
+    }
+    for (size_t i = 0; i < res->n; i++) {
+        const sl_check_item *it = &res->items[i];
+        sl_decision q, one;
+        int rc = sl_check(w->server->store, it->limit, it->key, it->key_len,
+                          0, now, &q);
+        if (rc == 0 && q.remaining < 1) {
+            rc = sl_check(w->server->store, it->limit, it->key, it->key_len, 1,
+                          now, &one);
+            if (rc == 0 && !one.allowed) {
+                if (one.retry_after < 0)
+                    delay = -1;
+                else if (delay >= 0 && one.retry_after > delay)
+                    delay = one.retry_after;
+            }
+        }
+        if (rc != 0)
+            return fail(e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
+                        sl_strerror(rc));
+        if (q.remaining < remaining) {
+            remaining = q.remaining < 0 ? 0 : q.remaining;
+            limit = q.limit;
+        }
+    }
+    json_object_set_new(body, "delay_ms",
+                        json_integer(delay < 0 ? -1 : ms_up(delay)));
+    json_object_set_new(
+        body, "next_free_ms",
+        delay < 0 ? json_null()
+                  : json_integer((json_int_t)((now + delay + SL_NS_PER_MS - 1) /
+                                              SL_NS_PER_MS)));
+    if (res->unlimited) {
+        json_object_set_new(body, "remaining", json_null());
+        json_object_set_new(body, "limit", json_null());
+    } else {
+        json_object_set_new(body, "remaining", json_integer(remaining));
+        json_object_set_new(body, "limit", json_integer(limit));
+    }
+    json_object_set_new(body, "period_ms",
+                        json_integer((json_int_t)(res->period / SL_NS_PER_MS)));
+    return 0;
+}
+
+static void respond_fail(sl_srv_worker *w, const api_err *e, sl_buf *out,
+                         int keep_alive)
+{
+    if (e->status == 400)
+        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
+                                  memory_order_relaxed);
+    sl_respond_error(out, e->status, e->code, e->msg, keep_alive);
+}
+
+static void respond_body(sl_buf *out, json_t *body, int keep_alive)
+{
+    if (body == NULL) {
+        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+        return;
+    }
+    sl_respond_json(out, 200, NULL, body, keep_alive);
+}
+
+void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                  int keep_alive)
+{
+    limit_ref ref = {0};
+    resolved res = {0};
+    api_err e = {0};
+    json_t *body = NULL;
+    char *dec = malloc(req->query_len + 1);
+    if (dec == NULL) {
+        fail(&e, 503, "ENOMEM", "out of memory");
+        goto fail;
+    }
+    if (parse_query(w, req->query, req->query_len, dec, &ref, &e) != 0)
+        goto fail;
+    if (ref.hits != NULL) {
+        fail(&e, 400, "EINVAL",
+             "hits: not a parameter of /v1/delay (it answers for one request)");
+        goto fail;
+    }
+    if (resolve(w, &ref, &res, &e) != 0)
+        goto fail;
+    body = json_object();
+    if (body != NULL && delay_json(w, &res, body, &e) != 0)
+        goto fail;
+    respond_body(out, body, keep_alive);
+    goto done;
+fail:
+    respond_fail(w, &e, out, keep_alive);
+done:
+    json_decref(body);
+    free(res.keys);
+    free(dec);
+}
+
+/*
+ * An increment records `hits` requests sent now.  The library never
+ * consumes from a limit that refuses, so a report that would go over
+ * the limit is NOT recorded: the answer says "counted": false and
+ * "over_limit": true, and the delay that follows is the one the limit
+ * already had.  Several matched limits are decided in one
+ * sl_check_multi call: recorded in all or in none.
+ */
+void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
+                      sl_buf *out, int keep_alive)
+{
+    limit_ref ref = {0};
+    resolved res = {0};
+    api_err e = {0};
+    json_t *body = NULL;
+    char numbuf[2][24];
+    json_error_t je;
+    json_t *root =
+        json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
+             je.text, je.line, je.column);
+        goto fail;
+    }
+    if (parse_body(w, root, &ref, numbuf, &e) != 0)
+        goto fail;
+    int64_t hits = 1;
+    if (ref.hits != NULL && parse_count(ref.hits, ref.hits_len, &hits) != 0) {
+        fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
+        goto fail;
+    }
+    if (resolve(w, &ref, &res, &e) != 0)
+        goto fail;
+    int counted = 0, over = res.deny;
+    if (res.n > 0 && !res.deny) {
+        sl_decision each[SL_MAX_ITEMS], overall;
+        int rc = sl_check_multi(w->server->store, res.items, res.n, hits,
+                                sl_srv_now(w), each, &overall);
+        if (rc != 0) {
+            fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
+                 sl_strerror(rc));
+            goto fail;
+        }
+        counted = overall.allowed;
+        over = !overall.allowed;
+    }
+    body = json_pack("{s:b,s:b}", "counted", counted, "over_limit", over);
+    if (body != NULL && delay_json(w, &res, body, &e) != 0)
+        goto fail;
+    respond_body(out, body, keep_alive);
+    goto done;
+fail:
+    respond_fail(w, &e, out, keep_alive);
+done:
+    json_decref(body);
+    json_decref(root);
+    free(res.keys);
+}
