@@ -314,7 +314,7 @@ typedef struct resolved {
     int deny;      /* a deny rule matched: never */
     int unlimited; /* only unlimited rules matched */
     char *keys;    /* owned: match keys point into it */
-    sl_nanos period;
+    sl_nanos period; /* for deny and unlimited answers */
 } resolved;
 
 static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
@@ -546,6 +546,7 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     sl_nanos now = sl_srv_now(w);
     sl_nanos delay = 0;
     int64_t remaining = INT64_MAX, limit = 0;
+    sl_nanos period = res->period;
     if (res->deny) {
         delay = -1;
         remaining = 0;
@@ -571,6 +572,7 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
         if (q.remaining < remaining) {
             remaining = q.remaining < 0 ? 0 : q.remaining;
             limit = q.limit;
+            period = sl_limit_get_config(it->limit)->period;
         }
     }
     json_object_set_new(body, "delay_ms",
@@ -588,7 +590,7 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
         json_object_set_new(body, "limit", json_integer(limit));
     }
     json_object_set_new(body, "period_ms",
-                        json_integer((json_int_t)(res->period / SL_NS_PER_MS)));
+                        json_integer((json_int_t)(period / SL_NS_PER_MS)));
     return 0;
 }
 
