@@ -19,8 +19,14 @@ bad() { echo "FAIL $1: $2"; fail=1; }
 start() {
   local name=$1 rules=$2
   shift 2
-  "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 --threads 2 "$@" \
-    2>"$tmp/$name.log" &
+  start_args "$name" --rules "$rules" --listen 127.0.0.1:0 --threads 2 "$@"
+}
+
+# start_args NAME [FLAGS...]: as start, with only the given flags.
+start_args() {
+  local name=$1
+  shift
+  "$SLUICE" serve "$@" 2>"$tmp/$name.log" &
   PID=$!
   pids+=("$PID")
   PORT=""
@@ -415,6 +421,52 @@ print(("PASS" if ok else "FAIL") + " --max-connections: third connection closed"
 sys.exit(0 if ok else 1)
 PY
 kill -TERM "$PID"; wait "$PID"
+
+# --config FILE: YAML settings with the flags' names; a relative rules
+# path is the file's directory; flags override the file.
+mkdir "$tmp/cfg"
+cp "$SOURCE_DIR/tests/serve/rules.yaml" "$tmp/cfg/limits.yaml"
+cat >"$tmp/cfg/serve.yaml" <<'EOF'
+# sluice serve settings
+listen: 127.0.0.1:0
+threads: 1
+rules: limits.yaml
+max_body_bytes: 300
+read_timeout: 2s
+max_adhoc_limits: 1
+EOF
+start_args config --config "$tmp/cfg/serve.yaml" --threads 3
+grep -q '(3 threads)' "$tmp/config.log" && pass "--config: a flag overrides the file" || bad "--config: override" "$(cat "$tmp/config.log")"
+call GET /readyz; expect "--config: rules relative to the file" 200 '"ready"'
+call POST /v1/check "$(desc user cfg)"; expect "--config: decides" 200 '"remaining":4'
+call POST /v1/check "{\"domain\": \"$(head -c 400 /dev/zero | tr '\0' d)\"}"
+expect "--config: max_body_bytes applies" 413 '"code":"ETOOLARGE"'
+call GET '/v1/delay?id=one&interval=1m&requests=1'; expect "--config: max_adhoc_limits 1: first" 200
+call GET '/v1/delay?id=two&interval=1m&requests=1'; expect "--config: max_adhoc_limits 1: second refused" 429 '"code":"ETOOMANY"'
+kill -TERM "$PID"; wait "$PID"
+# Bad files: exit 2 with FILE:LINE:COLUMN: message.
+badcfg() { # badcfg NAME TEXT EXPECTED-STDERR
+  printf '%s' "$2" >"$tmp/cfg/bad.yaml"
+  timeout 10 "$SLUICE" serve --config "$tmp/cfg/bad.yaml" --listen 127.0.0.1:0 2>"$tmp/cfg/err" </dev/null
+  local st=$?
+  if [ "$st" = 2 ] && grep -qF "$3" "$tmp/cfg/err"; then pass "--config: $1"; else
+    bad "--config: $1" "exit $st, stderr: $(cat "$tmp/cfg/err")"; fi
+}
+badcfg "unknown key" $'rules: limits.yaml\ncolour: red\n' "$tmp/cfg/bad.yaml:2:1: unknown key: 'colour'"
+badcfg "flag spelling is not a key" $'max-body-bytes: 10\n' "$tmp/cfg/bad.yaml:1:1: unknown key: 'max-body-bytes'"
+badcfg "bad number" $'rules: limits.yaml\nthreads: many\n' "$tmp/cfg/bad.yaml:2:10: threads: bad value: 'many'"
+badcfg "bad duration" $'idle_timeout: soon\n' "$tmp/cfg/bad.yaml:1:15: idle_timeout: bad duration: 'soon'"
+badcfg "bad listen" $'listen: nowhere\n' "$tmp/cfg/bad.yaml:1:9: listen: expected HOST:PORT: 'nowhere'"
+badcfg "unknown store" $'store: redis\n' "$tmp/cfg/bad.yaml:1:8: store: unknown store: 'redis'"
+badcfg "not a scalar" $'threads: [1, 2]\n' "$tmp/cfg/bad.yaml:1:10: threads: expected a single value"
+badcfg "not a mapping" $'- rules\n' "$tmp/cfg/bad.yaml:1:1: expected a mapping"
+badcfg "YAML syntax" $'rules: [x\n' "$tmp/cfg/bad.yaml:"
+badcfg "duplicate key" $'threads: 1\nthreads: 2\n' "$tmp/cfg/bad.yaml:2:1:"
+"$SLUICE" serve --config "$tmp/cfg/nope.yaml" 2>"$tmp/cfg/err"; st=$?
+[ "$st" = 2 ] && grep -qF "$tmp/cfg/nope.yaml: cannot open" "$tmp/cfg/err" && pass "--config: missing file" ||
+  bad "--config: missing file" "exit $st: $(cat "$tmp/cfg/err")"
+"$SLUICE" serve --config "$SOURCE_DIR/examples/serve.yaml" --help >/dev/null && pass "--config: the example file loads" ||
+  bad "--config: example" "exit $?"
 
 # Every curl example of docs/server.md and README.md runs against
 # examples/rules (the README's are what ./scripts/run.sh serves).

@@ -2,19 +2,27 @@
  * serve.c - `sluice serve`: parses the flags into an sl_srv_config and
  * runs the rate-limit decision daemon (src/server/, docs/server.md).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "rules/rules_internal.h"
 #include "server/server.h"
+
+/* Largest --config file read. */
+#define SL_SRV_MAX_CONFIG_BYTES (64 * 1024)
 
 static const char serve_usage[] =
     "usage: sluice serve --rules PATH [OPTIONS]\n"
     "\n"
     "Serves rate-limit decisions over HTTP/1.1 (docs/server.md).\n"
-    "  --rules PATH            rules file or directory (required)\n"
+    "  --rules PATH            rules file or directory (required, here or\n"
+    "                          in the config file)\n"
+    "  --config FILE           YAML settings: the flags' names with '_'\n"
+    "                          (max_body_bytes: 4096); flags override it\n"
     "  --listen HOST:PORT      address to listen on (127.0.0.1:8080);\n"
     "                          port 0 picks a free port, printed on stderr\n"
     "  --threads N             event-loop threads (0: one per core)\n"
@@ -31,25 +39,27 @@ static const char serve_usage[] =
     "                          cached at once (10000)\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n";
 
-static int parse_size(const char *flag, const char *text, size_t min,
+/* Where a value came from, for messages: "--threads" for a flag, or
+ * "FILE:LINE:COL: threads" for a key of the --config file. */
+static int parse_size(const char *where, const char *text, size_t min,
                       size_t *out)
 {
     char *end;
     unsigned long long v = strtoull(text, &end, 10);
     if (*text == '\0' || *text == '-' || *end != '\0' || v < min ||
         v > (1ULL << 40)) {
-        fprintf(stderr, "sluice serve: %s: bad value: '%s'\n", flag, text);
+        fprintf(stderr, "sluice serve: %s: bad value: '%s'\n", where, text);
         return -1;
     }
     *out = (size_t)v;
     return 0;
 }
 
-static int parse_ms(const char *flag, const char *text, uint64_t *out)
+static int parse_ms(const char *where, const char *text, uint64_t *out)
 {
     sl_nanos ns;
     if (sl_duration_parse(text, strlen(text), &ns) != 0 || ns < SL_NS_PER_MS) {
-        fprintf(stderr, "sluice serve: %s: bad duration: '%s'\n", flag, text);
+        fprintf(stderr, "sluice serve: %s: bad duration: '%s'\n", where, text);
         return -1;
     }
     *out = (uint64_t)(ns / SL_NS_PER_MS);
@@ -57,7 +67,8 @@ static int parse_ms(const char *flag, const char *text, uint64_t *out)
 }
 
 /* HOST:PORT, or [IPv6]:PORT.  host points into a static copy. */
-static int parse_listen(const char *text, sl_srv_config *cfg)
+static int parse_listen(const char *where, const char *text,
+                        sl_srv_config *cfg)
 {
     static char host[256];
     const char *colon = strrchr(text, ':');
@@ -79,8 +90,201 @@ static int parse_listen(const char *text, sl_srv_config *cfg)
     cfg->listen_port = (int)port;
     return 0;
 bad:
-    fprintf(stderr, "sluice serve: --listen: expected HOST:PORT: '%s'\n", text);
+    fprintf(stderr, "sluice serve: %s: expected HOST:PORT: '%s'\n", where,
+            text);
     return -1;
+}
+
+enum {
+    RULES = 1,
+    LISTEN,
+    THREADS,
+    STORE,
+    STORE_BYTES,
+    BODY,
+    HEADER,
+    DESCS,
+    ENTRIES,
+    IDLE,
+    READ,
+    CONNS,
+    ADHOC,
+    CONFIG,
+    HELP
+};
+
+static const struct option opts[] = {
+    {"rules", required_argument, NULL, RULES},
+    {"listen", required_argument, NULL, LISTEN},
+    {"threads", required_argument, NULL, THREADS},
+    {"store", required_argument, NULL, STORE},
+    {"store-bytes", required_argument, NULL, STORE_BYTES},
+    {"max-body-bytes", required_argument, NULL, BODY},
+    {"max-header-bytes", required_argument, NULL, HEADER},
+    {"max-descriptors", required_argument, NULL, DESCS},
+    {"max-entries", required_argument, NULL, ENTRIES},
+    {"idle-timeout", required_argument, NULL, IDLE},
+    {"read-timeout", required_argument, NULL, READ},
+    {"max-connections", required_argument, NULL, CONNS},
+    {"max-adhoc-limits", required_argument, NULL, ADHOC},
+    {"config", required_argument, NULL, CONFIG},
+    {"help", no_argument, NULL, HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one setting, from a flag or the config file.  0 or -1 (the
+ * message is printed). */
+static int apply(int opt, const char *where, const char *val,
+                 sl_srv_config *cfg)
+{
+    size_t v;
+    int bad = 0;
+    switch (opt) {
+    case RULES: cfg->rules_path = val; break;
+    case LISTEN: return parse_listen(where, val, cfg);
+    case THREADS:
+        bad = parse_size(where, val, 0, &v);
+        if (!bad && v > 1024) {
+            fprintf(stderr, "sluice serve: %s: at most 1024: '%s'\n", where,
+                    val);
+            bad = 1;
+        }
+        cfg->threads = (int)v;
+        break;
+    case STORE:
+        if (strcmp(val, "memory") != 0) {
+            fprintf(stderr,
+                    "sluice serve: %s: unknown store: '%s' (only 'memory')\n",
+                    where, val);
+            bad = 1;
+        }
+        break;
+    case STORE_BYTES: return parse_size(where, val, 0, &cfg->store_bytes);
+    case BODY: return parse_size(where, val, 1, &cfg->max_body_bytes);
+    case HEADER: return parse_size(where, val, 64, &cfg->max_header_bytes);
+    case DESCS:
+        bad = parse_size(where, val, 1, &cfg->max_descriptors);
+        if (!bad && cfg->max_descriptors > SL_MAX_ITEMS) {
+            fprintf(stderr, "sluice serve: %s: at most %d: '%s'\n", where,
+                    SL_MAX_ITEMS, val);
+            bad = 1;
+        }
+        break;
+    case ENTRIES:
+        bad = parse_size(where, val, 1, &cfg->max_entries);
+        if (!bad && cfg->max_entries > SL_RULES_MAX_DEPTH * 64) {
+            fprintf(stderr, "sluice serve: %s: at most %d: '%s'\n", where,
+                    SL_RULES_MAX_DEPTH * 64, val);
+            bad = 1;
+        }
+        break;
+    case IDLE: return parse_ms(where, val, &cfg->idle_timeout_ms);
+    case READ: return parse_ms(where, val, &cfg->read_timeout_ms);
+    case CONNS:
+        bad = parse_size(where, val, 1, &v);
+        if (!bad && v > 1000000) {
+            fprintf(stderr, "sluice serve: %s: at most 1000000: '%s'\n", where,
+                    val);
+            bad = 1;
+        }
+        cfg->max_connections = (int)v;
+        break;
+    case ADHOC: return parse_size(where, val, 0, &cfg->max_adhoc_limits);
+    default: bad = 1; break;
+    }
+    return bad ? -1 : 0;
+}
+
+/*
+ * The --config file: one YAML mapping whose keys are the long flags with
+ * '_' for '-' (max_body_bytes) and whose values are scalars as the flags
+ * take them.  A relative `rules` path is taken from the file's directory.
+ * Flags given on the command line override the file.  Returns 0, or -1
+ * after printing FILE:LINE:COL: message.  *tree keeps the strings cfg
+ * points to; the caller frees it after the server has stopped.
+ */
+static int load_config(const char *path, sl_srv_config *cfg,
+                       sl__ynode **tree, char **rules_buf)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "sluice serve: %s: cannot open: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    sl_buf text = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 &&
+           text.len <= SL_SRV_MAX_CONFIG_BYTES)
+        sl_buf_add(&text, chunk, n);
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error || text.len > SL_SRV_MAX_CONFIG_BYTES) {
+        fprintf(stderr, "sluice serve: %s: %s\n", path,
+                read_error ? "cannot read" : "larger than 64 KiB");
+        sl_buf_release(&text);
+        return -1;
+    }
+    char err[512];
+    int rc = sl__yaml_parse(path, text.data ? text.data : "", text.len, 4,
+                            tree, err, sizeof(err));
+    sl_buf_release(&text);
+    if (rc != 0) {
+        fprintf(stderr, "sluice serve: %s\n", err);
+        return -1;
+    }
+    const sl__ynode *root = *tree;
+    if (root == NULL)
+        return 0; /* an empty file sets nothing */
+    if (root->kind != SL__Y_MAP) {
+        fprintf(stderr, "sluice serve: %s:%u:%u: expected a mapping of "
+                        "settings\n",
+                path, root->line, root->col);
+        return -1;
+    }
+    for (size_t i = 0; i + 1 < root->n; i += 2) {
+        const sl__ynode *k = root->kids[i], *v = root->kids[i + 1];
+        char flag[32];
+        size_t j = 0;
+        for (; j < k->len && j + 1 < sizeof(flag); j++)
+            flag[j] = k->text[j] == '_' ? '-' : k->text[j];
+        flag[j] = '\0';
+        int opt = 0;
+        for (const struct option *o = opts; o->name && k->len < sizeof(flag);
+             o++)
+            if (strcmp(o->name, flag) == 0 && strchr(k->text, '-') == NULL)
+                opt = o->val;
+        if (opt == 0 || opt == CONFIG || opt == HELP) {
+            fprintf(stderr, "sluice serve: %s:%u:%u: unknown key: '%.64s'\n",
+                    path, k->line, k->col, k->text);
+            return -1;
+        }
+        char where[600];
+        snprintf(where, sizeof(where), "%s:%u:%u: %s", path, v->line, v->col,
+                 k->text);
+        if (v->kind != SL__Y_SCALAR || strlen(v->text) != v->len) {
+            fprintf(stderr, "sluice serve: %s: expected a single value\n",
+                    where);
+            return -1;
+        }
+        const char *val = v->text;
+        if (opt == RULES && val[0] != '/' && strrchr(path, '/') != NULL) {
+            size_t dl = (size_t)(strrchr(path, '/') - path) + 1;
+            free(*rules_buf);
+            *rules_buf = malloc(dl + v->len + 1);
+            if (*rules_buf == NULL) {
+                fprintf(stderr, "sluice serve: out of memory\n");
+                return -1;
+            }
+            memcpy(*rules_buf, path, dl);
+            memcpy(*rules_buf + dl, val, v->len + 1);
+            val = *rules_buf;
+        }
+        if (apply(opt, where, val, cfg) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 int sl_cmd_serve(int argc, char **argv)
@@ -97,109 +301,45 @@ int sl_cmd_serve(int argc, char **argv)
         .max_connections = SL_SRV_MAX_CONNECTIONS,
         .max_adhoc_limits = SL_SRV_MAX_ADHOC_LIMITS,
     };
-    enum {
-        RULES = 1,
-        LISTEN,
-        THREADS,
-        STORE,
-        STORE_BYTES,
-        BODY,
-        HEADER,
-        DESCS,
-        ENTRIES,
-        IDLE,
-        READ,
-        CONNS,
-        ADHOC,
-        HELP
-    };
-    static const struct option opts[] = {
-        {"rules", required_argument, NULL, RULES},
-        {"listen", required_argument, NULL, LISTEN},
-        {"threads", required_argument, NULL, THREADS},
-        {"store", required_argument, NULL, STORE},
-        {"store-bytes", required_argument, NULL, STORE_BYTES},
-        {"max-body-bytes", required_argument, NULL, BODY},
-        {"max-header-bytes", required_argument, NULL, HEADER},
-        {"max-descriptors", required_argument, NULL, DESCS},
-        {"max-entries", required_argument, NULL, ENTRIES},
-        {"idle-timeout", required_argument, NULL, IDLE},
-        {"read-timeout", required_argument, NULL, READ},
-        {"max-connections", required_argument, NULL, CONNS},
-        {"max-adhoc-limits", required_argument, NULL, ADHOC},
-        {"help", no_argument, NULL, HELP},
-        {NULL, 0, NULL, 0},
-    };
-    size_t v;
+    /* Two passes: --config first, so that every flag overrides it. */
+    const char *config = NULL;
     int c;
     optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+        if (c == CONFIG)
+            config = optarg;
+    opterr = 1;
+    sl__ynode *tree = NULL;
+    char *rules_buf = NULL;
+    int status = 2;
+    if (config != NULL && load_config(config, &cfg, &tree, &rules_buf) != 0)
+        goto out;
+    optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case RULES: cfg.rules_path = optarg; break;
-        case LISTEN: bad = parse_listen(optarg, &cfg); break;
-        case THREADS:
-            bad = parse_size("--threads", optarg, 0, &v) || v > 1024;
-            cfg.threads = (int)v;
-            break;
-        case STORE:
-            if (strcmp(optarg, "memory") != 0) {
-                fprintf(stderr,
-                        "sluice serve: --store: unknown store: '%s'"
-                        " (only 'memory')\n",
-                        optarg);
-                bad = 1;
-            }
-            break;
-        case STORE_BYTES:
-            bad = parse_size("--store-bytes", optarg, 0, &cfg.store_bytes);
-            break;
-        case BODY:
-            bad =
-                parse_size("--max-body-bytes", optarg, 1, &cfg.max_body_bytes);
-            break;
-        case HEADER:
-            bad = parse_size("--max-header-bytes", optarg, 64,
-                             &cfg.max_header_bytes);
-            break;
-        case DESCS:
-            bad = parse_size("--max-descriptors", optarg, 1,
-                             &cfg.max_descriptors);
-            if (!bad && cfg.max_descriptors > SL_MAX_ITEMS) {
-                fprintf(stderr, "sluice serve: --max-descriptors: at most %d\n",
-                        SL_MAX_ITEMS);
-                bad = 1;
-            }
-            break;
-        case ENTRIES:
-            bad = parse_size("--max-entries", optarg, 1, &cfg.max_entries) ||
-                  cfg.max_entries > SL_RULES_MAX_DEPTH * 64;
-            break;
-        case IDLE:
-            bad = parse_ms("--idle-timeout", optarg, &cfg.idle_timeout_ms);
-            break;
-        case READ:
-            bad = parse_ms("--read-timeout", optarg, &cfg.read_timeout_ms);
-            break;
-        case CONNS:
-            bad = parse_size("--max-connections", optarg, 1, &v) || v > 1000000;
-            cfg.max_connections = (int)v;
-            break;
-        case ADHOC:
-            bad = parse_size("--max-adhoc-limits", optarg, 0,
-                             &cfg.max_adhoc_limits);
-            break;
-        case HELP: fputs(serve_usage, stdout); return 0;
-        default: bad = 1; break;
+        char where[32];
+        if (c == HELP) {
+            fputs(serve_usage, stdout);
+            status = 0;
+            goto out;
         }
-        if (bad) {
+        if (c == CONFIG)
+            continue;
+        for (const struct option *o = opts; o->name; o++)
+            if (o->val == c)
+                snprintf(where, sizeof(where), "--%s", o->name);
+        if (c == '?' || apply(c, where, optarg, &cfg) != 0) {
             fputs(serve_usage, stderr);
-            return 2;
+            goto out;
         }
     }
     if (cfg.rules_path == NULL || optind != argc) {
         fputs(serve_usage, stderr);
-        return 2;
+        goto out;
     }
-    return sl_server_run(&cfg);
+    status = sl_server_run(&cfg);
+out:
+    sl__ynode_free(tree);
+    free(rules_buf);
+    return status;
 }
