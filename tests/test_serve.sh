@@ -206,6 +206,17 @@ ok2=$(metric 'sluice_checks_total{result="ok"}')
   pass "metrics: over limit per rule" || bad "metrics: over limit" "$(metric 'sluice_rule_over_limit_total{domain="test",rule="per_user"}')"
 [ "$(metric 'sluice_rule_shadow_mode_total{domain="test",rule="trial",descriptor="trial_t1"}')" = 1 ] &&
   pass "metrics: shadow pass with detailed_metric" || bad "metrics: shadow" "$(curl -s "http://127.0.0.1:$PORT/metrics" | grep shadow)"
+# near_limit (lyft): hits allowed past 80% of the limit (4 of per_user's 5).
+nl() { metric 'sluice_rule_near_limit_total{domain="test",rule="per_user"}'; }
+n0=$(nl)
+for i in 1 2 3 4; do call POST /v1/check "$(desc user nearly)"; done
+[ "$(nl)" = "$n0" ] && pass "metrics: near_limit still at 80%" || bad "metrics: near_limit at 80%" "$n0 -> $(nl)"
+call POST /v1/check "$(desc user nearly)"
+[ "$(nl)" = $((n0 + 1)) ] && pass "metrics: near_limit moves past 80%" || bad "metrics: near_limit past 80%" "$n0 -> $(nl)"
+call POST /v1/check "$(desc user nearly)"
+[ "$(nl)" = $((n0 + 1)) ] && pass "metrics: near_limit not counted over the limit" || bad "metrics: near_limit over" "$n0 -> $(nl)"
+call POST /v1/check "$(desc user nearly2 5)"
+[ "$(nl)" = $((n0 + 2)) ] && pass "metrics: near_limit counts hits past the threshold" || bad "metrics: near_limit hits" "$n0 -> $(nl)"
 [ "$(metric sluice_unmatched_descriptors_total)" -ge 2 ] && pass "metrics: unmatched" || bad "metrics: unmatched" ""
 [ "$(metric sluice_decision_duration_seconds_count)" -ge 10 ] && pass "metrics: latency" || bad "metrics: latency" ""
 [ -n "$(metric sluice_open_connections)" ] && pass "metrics: open connections" || bad "metrics: connections" ""

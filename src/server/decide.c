@@ -335,6 +335,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
         const sl_dec_descriptor *dd = &ds[m[i].descriptor];
         sl_dec_status st = {.rule = r, .shadow = r->shadow_mode};
         int shadow_pass = 0;
+        uint64_t near = 0;
+        int64_t h = dd->hits >= 0 ? dd->hits : hits;
         switch (r->action) {
         case SL_RULE_UNLIMITED:
             st.d = (sl_decision){.allowed = 1, .remaining = INT64_MAX};
@@ -348,11 +350,13 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             if (item_of[i] != SIZE_MAX) {
                 st.d = each[item_of[i]];
                 st.over = !st.d.allowed;
+                /* A refused request consumed from no item. */
+                near = res->over ? 0 : sl_metrics_near_hits(&st.d, h);
             } else {
-                int64_t h = dd->hits >= 0 ? dd->hits : hits;
                 if (sl_check(w->server->store, r->limit, m[i].key, m[i].key_len,
                              h, now, &st.d) != 0)
                     st.d = (sl_decision){.allowed = 1};
+                near = sl_metrics_near_hits(&st.d, h);
                 shadow_pass = !st.d.allowed;
                 st.d.allowed = 1;
                 st.d.retry_after = 0;
@@ -360,7 +364,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             break;
         }
         sl_metrics_rule(w, r, dd->entries, dd->n_entries, !st.over,
-                        shadow_pass);
+                        shadow_pass, near);
         sl_dec_status *slot = &res->status[m[i].descriptor];
         if (closer(&st, slot))
             *slot = st;

@@ -21,7 +21,7 @@ struct sl_srv_series {
     sl_srv_series *next;
     uint64_t hash;
     char *domain, *rule, *descriptor; /* owned; descriptor "" if none */
-    uint64_t hits, within, over, shadow;
+    uint64_t hits, within, over, shadow, near;
 };
 
 /* Upper bounds of the latency buckets, ns; the last is +Inf. */
@@ -48,7 +48,7 @@ static char *dup_n(const char *s, size_t n)
 
 void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
-                     int allowed, int shadow_pass)
+                     int allowed, int shadow_pass, uint64_t near_hits)
 {
     sl_buf desc = {0};
     if (rule->detailed_metric)
@@ -98,6 +98,7 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         w->n_series++;
     }
     s->hits++;
+    s->near += near_hits;
     if (shadow_pass)
         s->shadow++;
     else if (allowed)
@@ -106,6 +107,27 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         s->over++;
     pthread_mutex_unlock(&w->series_lock);
     sl_buf_release(&desc);
+}
+
+/*
+ * lyft's near_limit (envoyproxy/ratelimit README, "Statistics": "rule hits
+ * over the NearLimit ratio threshold (currently 80%) but under the
+ * threshold rate"), counted in hits as lyft does: with U units used after
+ * an allowed request of h hits and the threshold T = floor(0.8 L), the
+ * request adds min(h, U - T) when U > T.  Integer arithmetic: T = 8L/10.
+ * Refused requests add nothing (lyft counts the part of a refused request
+ * under the limit; the library consumes none of it).  U = L - remaining,
+ * which is negative for a bucket filled past L (burst > L): not near.
+ */
+uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits)
+{
+    if (!d->allowed || hits <= 0 || d->limit <= 0)
+        return 0;
+    int64_t used = d->limit - (d->remaining < 0 ? 0 : d->remaining);
+    int64_t threshold = d->limit * 8 / 10;
+    if (used <= threshold)
+        return 0;
+    return (uint64_t)(used - threshold < hits ? used - threshold : hits);
 }
 
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
@@ -209,6 +231,10 @@ static void render_series(sl_server *s, sl_buf *out)
          offsetof(sl_srv_series, within)},
         {"sluice_rule_over_limit_total", "matches over the limit",
          offsetof(sl_srv_series, over)},
+        {"sluice_rule_near_limit_total",
+         "hits allowed with more than 80% of the limit used (lyft's "
+         "near_limit)",
+         offsetof(sl_srv_series, near)},
         {"sluice_rule_shadow_mode_total",
          "shadow_mode matches that would have been over the limit",
          offsetof(sl_srv_series, shadow)},

@@ -243,7 +243,9 @@ void sl_adhoc_release(sl_server *s);
 /* metrics.c */
 void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
-                     int allowed, int shadow_pass);
+                     int allowed, int shadow_pass, uint64_t near_hits);
+/* lyft's near_limit: of `hits` allowed by d, those past 80% of the limit. */
+uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits);
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns);
 void sl_metrics_render(sl_server *s, sl_buf *out);
 void sl_metrics_release(sl_srv_worker *w);
