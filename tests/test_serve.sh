@@ -479,6 +479,27 @@ badcfg "duplicate key" $'threads: 1\nthreads: 2\n' "$tmp/cfg/bad.yaml:2:1:"
 "$SLUICE" serve --config "$SOURCE_DIR/examples/serve.yaml" --help >/dev/null && pass "--config: the example file loads" ||
   bad "--config: example" "exit $?"
 
+# Out of memory answers 503 ENOMEM and the daemon lives on: a body larger
+# than the address space allowed by ulimit -v (skipped under sanitizers,
+# whose shadow memory needs more).
+if grep -qaE '__(asan|tsan)_init' "$SLUICE"; then
+  echo "SKIP out of memory: sanitizer build"
+else
+  (ulimit -v 200000; exec "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 \
+    --threads 1 --max-body-bytes 1000000000 2>"$tmp/oom.log") &
+  PID=$!; pids+=("$PID")
+  for _ in $(seq 200); do
+    PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/oom.log")
+    [ -n "$PORT" ] && break; sleep 0.05
+  done
+  python3 -c 'import sys; sys.stdout.write("{\"domain\": \"" + "x" * 300000000 + "\"}")' >"$tmp/huge.json"
+  STATUS=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' --data-binary @"$tmp/huge.json" "http://127.0.0.1:$PORT/v1/check")
+  BODY=$(cat "$tmp/body"); rm -f "$tmp/huge.json"
+  expect "out of memory: 503 ENOMEM" 503 '{"error":{"code":"ENOMEM","message":"out of memory"}}'
+  call GET /healthz; expect "out of memory: the daemon lives on" 200 '"ok"'
+  kill -TERM "$PID"; wait "$PID"
+fi
+
 # Every curl example of docs/server.md and README.md runs against
 # examples/rules (the README's are what ./scripts/run.sh serves).
 start docs "$SOURCE_DIR/examples/rules"

@@ -2,7 +2,7 @@
  * buf.c - sl_buf, the growable byte buffer responses are built in (git's
  * strbuf).  The data is always NUL-terminated after len bytes, so it can
  * be handed to printf-style code, but len is what counts: bodies may hold
- * NUL bytes.
+ * NUL bytes.  Out of memory drops the append and sets `failed`.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,8 +18,10 @@ void sl_buf_add(sl_buf *b, const void *data, size_t len)
         while (cap < b->len + len + 1)
             cap *= 2;
         char *p = realloc(b->data, cap);
-        if (p == NULL)
-            abort();
+        if (p == NULL) {
+            b->failed = 1;
+            return;
+        }
         b->data = p;
         b->cap = cap;
     }
@@ -48,8 +50,10 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
         return;
     }
     char *big = malloc((size_t)n + 1);
-    if (big == NULL)
-        abort();
+    if (big == NULL) {
+        b->failed = 1;
+        return;
+    }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -62,4 +66,5 @@ void sl_buf_release(sl_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = 0;
 }

@@ -50,8 +50,10 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         return;
     }
     sl_dec_result res = {.status = calloc(pr.n, sizeof(sl_dec_status))};
-    if (res.status == NULL)
-        abort();
+    if (res.status == NULL) {
+        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+        goto done;
+    }
     int rc = sl_decide(w, pr.domain, pr.domain_len, pr.ds, pr.n, pr.hits, &res,
                        msg, sizeof(msg));
     if (rc != 0) {

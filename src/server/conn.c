@@ -105,8 +105,12 @@ static void flush(sl_conn *c)
         return;
     }
     sl_write *wr = malloc(sizeof(*wr));
-    if (wr == NULL)
-        abort();
+    if (wr == NULL) {
+        /* Nothing can be sent without a write request: drop the
+         * connection rather than the process. */
+        conn_close(c);
+        return;
+    }
     wr->c = c;
     wr->data = c->out.data;
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
@@ -145,6 +149,7 @@ static int on_message_begin(http_parser *p)
     sl_conn *c = p->data;
     c->in_message = 1;
     c->url.len = c->body.len = 0;
+    c->url.failed = c->body.failed = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
     uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
@@ -236,7 +241,23 @@ static int on_message_complete(http_parser *p)
         req.path_len = (size_t)(q - req.path);
     }
     int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
-    sl_route(c->w, &req, &c->out, &keep_alive);
+    size_t mark = c->out.len; /* earlier pipelined responses stay */
+    if (c->url.failed || c->body.failed)
+        c->out.failed = 1; /* the request itself was not kept whole */
+    else
+        sl_route(c->w, &req, &c->out, &keep_alive);
+    if (c->out.failed) {
+        /* Out of memory somewhere in this response: replace what was
+         * built of it with a static 503 ENOMEM and close; if even that
+         * cannot be appended, send what came before and close. */
+        c->out.len = mark;
+        if (c->out.data != NULL)
+            c->out.data[mark] = '\0';
+        sl_respond_enomem(&c->out);
+        c->out.len = c->out.failed ? mark : c->out.len;
+        c->out.failed = 0;
+        keep_alive = 0;
+    }
     c->in_message = 0;
     uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
     if (!keep_alive) {

@@ -72,8 +72,12 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
                          n, cfg->max_descriptors),
                 bad(status, code, "ETOOMANY"));
     sl_dec_descriptor *ds = calloc(n, sizeof(*ds));
-    if (ds == NULL)
-        abort();
+    if (ds == NULL) {
+        *status = 503;
+        *code = "ENOMEM";
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *d = json_array_get(arr, i);
         json_t *entries = json_object_get(d, "entries");
@@ -110,8 +114,12 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
             goto fail;
         }
         ds[i].entries = calloc(ne, sizeof(sl_rules_entry));
-        if (ds[i].entries == NULL)
-            abort();
+        if (ds[i].entries == NULL) {
+            *status = 503;
+            *code = "ENOMEM";
+            snprintf(msg, msglen, "out of memory");
+            goto fail;
+        }
         ds[i].n_entries = ne;
         for (size_t j = 0; j < ne; j++) {
             json_t *e = json_array_get(entries, j);
@@ -252,8 +260,10 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                         2 * KEY_FIELD;
     }
     char *keys = malloc(keys_len + 1);
-    if (keys == NULL)
-        abort();
+    if (keys == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = domain_len + KEY_FIELD, k = 0;

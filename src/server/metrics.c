@@ -36,11 +36,13 @@ static uint64_t fnv(uint64_t h, const char *s, size_t len)
     return (h ^ 0xff) * 0x100000001b3ULL;
 }
 
+/* NULL when out of memory: callers then skip the count or the series,
+ * so metrics lose precision rather than the process its life. */
 static char *dup_n(const char *s, size_t n)
 {
     char *p = malloc(n + 1);
     if (p == NULL)
-        abort();
+        return NULL;
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
@@ -69,7 +71,7 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
     if (w->series == NULL) {
         w->series = calloc(SERIES_BUCKETS, sizeof(*w->series));
         if (w->series == NULL)
-            abort();
+            goto out;
     }
     sl_srv_series **b = &w->series[h % SERIES_BUCKETS], *s;
     for (s = *b; s != NULL; s = s->next)
@@ -87,12 +89,21 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
     }
     if (s == NULL) {
         s = calloc(1, sizeof(*s));
-        if (s == NULL)
-            abort();
+        if (s != NULL) {
+            s->domain = dup_n(rule->domain, strlen(rule->domain));
+            s->rule = dup_n(label, strlen(label));
+            s->descriptor = dup_n(d, strlen(d));
+        }
+        if (s == NULL || !s->domain || !s->rule || !s->descriptor || desc.failed) {
+            if (s != NULL) {
+                free(s->domain);
+                free(s->rule);
+                free(s->descriptor);
+                free(s);
+            }
+            goto out;
+        }
         s->hash = h;
-        s->domain = dup_n(rule->domain, strlen(rule->domain));
-        s->rule = dup_n(label, strlen(label));
-        s->descriptor = dup_n(d, strlen(d));
         s->next = *b;
         *b = s;
         w->n_series++;
@@ -105,6 +116,7 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         s->within++;
     else
         s->over++;
+out:
     pthread_mutex_unlock(&w->series_lock);
     sl_buf_release(&desc);
 }
@@ -196,26 +208,42 @@ static void render_series(sl_server *s, sl_buf *out)
 {
     size_t n = 0, cap = 64;
     sl_srv_series **all = malloc(cap * sizeof(*all));
-    if (all == NULL)
-        abort();
+    if (all == NULL) {
+        out->failed = 1;
+        return;
+    }
     for (int i = 0; i < s->n_workers; i++) {
         sl_srv_worker *w = &s->workers[i];
         pthread_mutex_lock(&w->series_lock);
         for (size_t b = 0; w->series && b < SERIES_BUCKETS; b++)
             for (sl_srv_series *x = w->series[b]; x; x = x->next) {
+                sl_srv_series **grown = all, *c = NULL;
                 if (n == cap) {
-                    cap *= 2;
-                    all = realloc(all, cap * sizeof(*all));
-                    if (all == NULL)
-                        abort();
+                    grown = realloc(all, cap * 2 * sizeof(*all));
+                    if (grown != NULL) {
+                        all = grown;
+                        cap *= 2;
+                    }
                 }
-                sl_srv_series *c = malloc(sizeof(*c));
-                if (c == NULL)
-                    abort();
-                *c = *x;
-                c->domain = dup_n(x->domain, strlen(x->domain));
-                c->rule = dup_n(x->rule, strlen(x->rule));
-                c->descriptor = dup_n(x->descriptor, strlen(x->descriptor));
+                if (grown != NULL)
+                    c = malloc(sizeof(*c));
+                if (c != NULL) {
+                    *c = *x;
+                    c->domain = dup_n(x->domain, strlen(x->domain));
+                    c->rule = dup_n(x->rule, strlen(x->rule));
+                    c->descriptor = dup_n(x->descriptor, strlen(x->descriptor));
+                }
+                if (c == NULL || !c->domain || !c->rule || !c->descriptor) {
+                    /* The scrape fails with 503 (router.c). */
+                    if (c != NULL) {
+                        free(c->domain);
+                        free(c->rule);
+                        free(c->descriptor);
+                        free(c);
+                    }
+                    out->failed = 1;
+                    continue;
+                }
                 all[n++] = c;
             }
         pthread_mutex_unlock(&w->series_lock);

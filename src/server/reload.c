@@ -41,8 +41,11 @@ static sl_srv_rules *load(const char *path, char *err, size_t errlen)
     if (sl_rules_load(path, NULL, &rules, err, errlen) != 0)
         return NULL;
     sl_srv_rules *r = malloc(sizeof(*r));
-    if (r == NULL)
-        abort();
+    if (r == NULL) {
+        sl_rules_free(rules);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
     r->rules = rules;
     atomic_init(&r->refs, 1);
     return r;

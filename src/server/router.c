@@ -43,12 +43,25 @@ static void respond(sl_buf *out, int status, const char *type,
     sl_buf_add(out, body, body_len);
 }
 
+int sl_respond_enomem(sl_buf *out)
+{
+    static const char text[] =
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json\r\nContent-Length: 54\r\n"
+        "Connection: close\r\n\r\n"
+        "{\"error\":{\"code\":\"ENOMEM\",\"message\":\"out of memory\"}}\n";
+    out->failed = 0;
+    sl_buf_add(out, text, sizeof(text) - 1);
+    return out->failed ? -1 : 0;
+}
+
 void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive)
 {
-    char *text = json_dumps(body, JSON_COMPACT);
+    /* A NULL body is what jansson gives when it ran out of memory. */
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     if (text == NULL) {
-        respond(out, 500, "application/json", NULL, "{}", 2, 0);
+        sl_respond_enomem(out);
         return;
     }
     /* A trailing newline, counted in Content-Length, so curl output
@@ -56,8 +69,11 @@ void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
     sl_buf body_nl = {0};
     sl_buf_addstr(&body_nl, text);
     sl_buf_addstr(&body_nl, "\n");
-    respond(out, status, "application/json", extra_headers, body_nl.data,
-            body_nl.len, keep_alive);
+    if (body_nl.failed)
+        out->failed = 1;
+    else
+        respond(out, status, "application/json", extra_headers, body_nl.data,
+                body_nl.len, keep_alive);
     sl_buf_release(&body_nl);
     free(text);
 }
@@ -130,6 +146,11 @@ static void get_metrics(sl_srv_worker *w, sl_buf *out, int keep_alive)
 {
     sl_buf text = {0};
     sl_metrics_render(w->server, &text);
+    if (text.failed) {
+        sl_buf_release(&text);
+        out->failed = 1;
+        return;
+    }
     respond(out, 200, "text/plain; version=0.0.4", NULL,
             text.data ? text.data : "", text.len, keep_alive);
     sl_buf_release(&text);

@@ -60,11 +60,13 @@ typedef struct sl_srv_config {
     size_t max_adhoc_limits;
 } sl_srv_config;
 
-/* A growable byte buffer (git's strbuf).  Out of memory aborts: the
- * server cannot answer anything sensible without memory. */
+/* A growable byte buffer (git's strbuf).  Out of memory never aborts:
+ * the append is dropped and `failed` set, and whoever sends the buffer
+ * answers 503 ENOMEM or closes the connection instead (conn.c). */
 typedef struct sl_buf {
     char *data;
     size_t len, cap;
+    int failed; /* an append was dropped for want of memory */
 } sl_buf;
 
 void sl_buf_add(sl_buf *b, const void *data, size_t len);
@@ -158,6 +160,9 @@ typedef struct sl_http_request {
 
 void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
               int *keep_alive);
+/* 503 {"error": {"code": "ENOMEM"}} from static text, closing the
+ * connection; 0, or -1 when even that could not be appended. */
+int sl_respond_enomem(sl_buf *out);
 /* An error response {"error": {"code", "message"}} with status. */
 void sl_respond_error(sl_buf *out, int status, const char *code,
                       const char *message, int keep_alive);
