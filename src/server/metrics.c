@@ -94,7 +94,8 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
             s->rule = dup_n(label, strlen(label));
             s->descriptor = dup_n(d, strlen(d));
         }
-        if (s == NULL || !s->domain || !s->rule || !s->descriptor || desc.failed) {
+        if (s == NULL || !s->domain || !s->rule || !s->descriptor ||
+            desc.failed) {
             if (s != NULL) {
                 free(s->domain);
                 free(s->rule);

@@ -7,8 +7,9 @@
  * signals, drain), conn.c (one connection: http-parser, pipelining,
  * timeouts), router.c (routes and error bodies), decide.c (descriptors to
  * one atomic decision), check_api.c (POST /v1/check), lyft_api.c (POST
- * /json), client_api.c (POST /v1/increment, GET /v1/delay), metrics.c (per-thread counters, /metrics), reload.c (rules
- * loading, hot reload, quiescent swap).
+ * /json), client_api.c (POST /v1/increment, GET /v1/delay), metrics.c
+ * (per-thread counters, /metrics), reload.c (rules loading, hot
+ * reload, quiescent swap).
  */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H
