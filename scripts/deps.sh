@@ -4,9 +4,9 @@
 # everything is there.
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
-# curl: tests/test_serve.sh.
+# curl, python3: the shell tests (tests/*.sh).
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
-      libuv1-dev libhttp-parser-dev libjansson-dev curl)
+      libuv1-dev libhttp-parser-dev libjansson-dev curl python3)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
