@@ -82,12 +82,12 @@ extern const sl__algo sl__stepped_window;
  * times are kept as a whole number of ns plus a numerator over t_den.
  */
 struct sl_limit {
-    sl_limit_config cfg;       /* burst and step filled in */
+    sl_limit_config cfg; /* burst and step filled in */
     const sl__algo *algo;
-    uint64_t ident;            /* hash of the parameters and id */
-    int64_t t_num;             /* T = t_num / t_den ns, gcd = 1 */
+    uint64_t ident; /* hash of the parameters and id */
+    int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;
-    int64_t steps;             /* stepped_window: P / step */
+    int64_t steps; /* stepped_window: P / step */
 };
 
 /* Saturating int64 addition: a clock near the end of time stays there. */
@@ -152,9 +152,8 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
 typedef struct sl__store_type {
     int (*check_multi)(sl_store *st, const sl_check_item *items, size_t n,
                        int64_t cost, sl_nanos now, sl_decision *each);
-    int (*check_batch)(sl_store *st, const sl_limit *limit,
-                       const sl_key *keys, size_t n, int64_t cost,
-                       sl_nanos now, sl_decision *out);
+    int (*check_batch)(sl_store *st, const sl_limit *limit, const sl_key *keys,
+                       size_t n, int64_t cost, sl_nanos now, sl_decision *out);
     size_t (*sweep)(sl_store *st, sl_nanos now, size_t max_slots);
     void (*stats)(sl_store *st, sl_store_stats *out);
     void (*destroy)(sl_store *st);

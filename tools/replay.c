@@ -105,7 +105,8 @@ static int tokenize(const char *line, size_t len, const char **tok,
     int n = 0;
     size_t i = 0;
     while (i < len) {
-        while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+        while (i < len &&
+               (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
             i++;
         if (i == len)
             break;
@@ -121,9 +122,8 @@ static int tokenize(const char *line, size_t len, const char **tok,
     return n;
 }
 
-static int replay_line(sl_store *store, const sl_limit *limit,
-                       const char *line, size_t len, uint64_t lineno,
-                       out_buf *out)
+static int replay_line(sl_store *store, const sl_limit *limit, const char *line,
+                       size_t len, uint64_t lineno, out_buf *out)
 {
     const char *tok[4];
     size_t tlen[4];
@@ -147,8 +147,8 @@ static int replay_line(sl_store *store, const sl_limit *limit,
                 (unsigned long long)lineno, SHOWN(tlen[0]), tok[0]);
         return 2;
     }
-    if (n == 3 && (parse_uint(tok[2], tlen[2], &cost) != 0 ||
-                   cost > SL_MAX_COUNT)) {
+    if (n == 3 &&
+        (parse_uint(tok[2], tlen[2], &cost) != 0 || cost > SL_MAX_COUNT)) {
         fprintf(stderr,
                 "sluice replay: line %llu: invalid cost: '%.*s' (0 to "
                 "2^40)\n",
@@ -203,14 +203,16 @@ static int replay_stream(sl_store *store, const sl_limit *limit)
         for (size_t i = have; i < end && rc == 0; i++) {
             if (buf[i] != '\n')
                 continue;
-            rc = replay_line(store, limit, buf + start, i - start, ++lineno, out);
+            rc = replay_line(store, limit, buf + start, i - start, ++lineno,
+                             out);
             start = i + 1;
         }
         if (rc != 0)
             break;
         if (r == 0) { /* end of input: a last line without '\n' */
             if (start < end)
-                rc = replay_line(store, limit, buf + start, end - start, ++lineno, out);
+                rc = replay_line(store, limit, buf + start, end - start,
+                                 ++lineno, out);
             break;
         }
         memmove(buf, buf + start, end - start);
@@ -293,18 +295,22 @@ int sl_cmd_replay(int argc, char **argv)
             fputs(replay_usage, stdout);
             return 0;
         default:
-            fprintf(stderr, "sluice replay: unknown or incomplete option: '%s'\n\n%s",
+            fprintf(stderr,
+                    "sluice replay: unknown or incomplete option: '%s'\n\n%s",
                     argv[optind - 1], replay_usage);
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "sluice replay: unexpected argument: '%s'\n", argv[optind]);
+        fprintf(stderr, "sluice replay: unexpected argument: '%s'\n",
+                argv[optind]);
         return 2;
     }
     if (!have_alg || !have_limit || !have_period) {
         fprintf(stderr, "sluice replay: missing %s\n\n%s",
-                !have_alg ? "--algorithm" : !have_limit ? "--limit" : "--period",
+                !have_alg     ? "--algorithm"
+                : !have_limit ? "--limit"
+                              : "--period",
                 replay_usage);
         return 2;
     }

@@ -12,10 +12,12 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *what;
 } commands[] = {
-    {"demo", sl_cmd_demo, "walk through every algorithm on the seed's examples"},
+    {"demo", sl_cmd_demo,
+     "walk through every algorithm on the seed's examples"},
     {"serve", sl_cmd_serve, "serve rate-limit decisions over HTTP"},
     {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
-    {"validate", sl_cmd_validate, "check rules files without starting anything"},
+    {"validate", sl_cmd_validate,
+     "check rules files without starting anything"},
 };
 
 static void usage(FILE *to)

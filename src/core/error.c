@@ -9,8 +9,8 @@ const char *sl_strerror(int err)
     switch (err) {
     case SL_OK:
         return "success";
-#define SL__ERRNO_TEXT(name, value, text) \
-    case SL_##name:                       \
+#define SL__ERRNO_TEXT(name, value, text)                                      \
+    case SL_##name:                                                            \
         return text;
         SL_ERRNO_MAP(SL__ERRNO_TEXT)
 #undef SL__ERRNO_TEXT
@@ -23,8 +23,8 @@ const char *sl_err_name(int err)
     switch (err) {
     case SL_OK:
         return "OK";
-#define SL__ERRNO_NAME(name, value, text) \
-    case SL_##name:                       \
+#define SL__ERRNO_NAME(name, value, text)                                      \
+    case SL_##name:                                                            \
         return #name;
         SL_ERRNO_MAP(SL__ERRNO_NAME)
 #undef SL__ERRNO_NAME

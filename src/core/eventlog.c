@@ -62,7 +62,8 @@ int sl__elog_reserve(sl__state *st, size_t max_bytes)
     uint32_t new_cap = log == NULL ? MIN_CAP : log->cap * 2;
     if (log != NULL && log->len < log->cap)
         return 0;
-    if ((log != NULL && log->cap > UINT32_MAX / 2) || bytes_for(new_cap) > max_bytes)
+    if ((log != NULL && log->cap > UINT32_MAX / 2) ||
+        bytes_for(new_cap) > max_bytes)
         return SL_EFULL;
     n = resize(log, new_cap);
     if (n == NULL)
@@ -74,7 +75,8 @@ int sl__elog_reserve(sl__state *st, size_t max_bytes)
 void sl__elog_push(sl__state *st, int64_t at, int64_t cost, uint32_t max_len)
 {
     sl__eventlog *log = sl__elog(st);
-    sl__event *newest = log->len > 0 ? (sl__event *)sl__elog_at(log, log->len - 1) : NULL;
+    sl__event *newest =
+        log->len > 0 ? (sl__event *)sl__elog_at(log, log->len - 1) : NULL;
 
     if (newest != NULL && (newest->at == at || log->len >= max_len)) {
         newest->at = at;

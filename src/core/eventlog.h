@@ -34,8 +34,7 @@ static inline sl__eventlog *sl__elog(const sl__state *st)
     return (sl__eventlog *)(intptr_t)st->w[0];
 }
 
-static inline const sl__event *sl__elog_at(const sl__eventlog *log,
-                                           uint32_t i)
+static inline const sl__event *sl__elog_at(const sl__eventlog *log, uint32_t i)
 {
     return &log->ev[(log->head + i) & (log->cap - 1)];
 }

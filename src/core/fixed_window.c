@@ -10,7 +10,7 @@
 #include "internal.h"
 
 static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                     sl_decision *d, sl_nanos *expires)
+                    sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;

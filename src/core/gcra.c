@@ -13,7 +13,7 @@
 #include "schedule.h"
 
 static int gcra_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                       sl_decision *d, sl_nanos *expires)
+                      sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;

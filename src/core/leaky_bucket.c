@@ -14,7 +14,7 @@
 #include "schedule.h"
 
 static int lb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                     sl_decision *d, sl_nanos *expires)
+                    sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
@@ -34,8 +34,7 @@ static int lb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     }
     sl__sched_report(lim, queued, d);
     if (!d->allowed)
-        d->retry_after =
-            cost > burst ? -1 : sl__sched_wait(lim, queued, room);
+        d->retry_after = cost > burst ? -1 : sl__sched_wait(lim, queued, room);
     *expires = sl__sched_expires(st);
     return 0;
 }

@@ -66,8 +66,8 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
-__attribute__((format(printf, 4, 5))) static int fail(char *errbuf, size_t errlen, int err,
-                                                      const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static int
+fail(char *errbuf, size_t errlen, int err, const char *fmt, ...)
 {
     if (errbuf != NULL && errlen > 0) {
         va_list ap;
@@ -128,8 +128,7 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
             /* A period the table's step does not divide gets the largest
              * step that divides both, so the window is whole steps. */
             c.step = gcd64(c.period, sl_default_step(c.period));
-        } else if (c.step < 1 || c.step > c.period ||
-                   c.period % c.step != 0) {
+        } else if (c.step < 1 || c.step > c.period || c.period % c.step != 0) {
             return fail(errbuf, errlen, SL_EINVAL,
                         "step must divide the period: step '%lld' ns, "
                         "period '%lld' ns",
@@ -143,8 +142,7 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
     }
     if ((c.flags & ~SL_LOG_REJECTED) != 0 ||
         ((c.flags & SL_LOG_REJECTED) && c.algorithm != SL_SLIDING_LOG))
-        return fail(errbuf, errlen, SL_EINVAL,
-                    "flags not valid for %s: '0x%x'",
+        return fail(errbuf, errlen, SL_EINVAL, "flags not valid for %s: '0x%x'",
                     algos[c.algorithm]->name, c.flags);
 
     sl_limit *lim = calloc(1, sizeof(*lim));
@@ -157,14 +155,14 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
     lim->t_den = c.limit / g;
     lim->steps = steps;
     {
-        int64_t words[7] = {(int64_t)c.algorithm, c.limit, c.period,
-                            c.burst, c.step, (int64_t)c.flags,
-                            (int64_t)c.id};
+        int64_t words[7] = {
+            (int64_t)c.algorithm, c.limit,      c.period, c.burst, c.step,
+            (int64_t)c.flags,     (int64_t)c.id};
         /* A fixed key: identities must agree across processes and stores
          * (the store's own seeded hash protects the table). */
-        lim->ident = sl__siphash13(UINT64_C(0x736c75696365),
-                                   UINT64_C(0x6c696d6974), 0, words,
-                                   sizeof(words));
+        lim->ident =
+            sl__siphash13(UINT64_C(0x736c75696365), UINT64_C(0x6c696d6974), 0,
+                          words, sizeof(words));
     }
     *out = lim;
     return 0;

@@ -24,8 +24,8 @@
  * admitted (threads read the clock a little out of order); it is judged
  * as if it came at that last admission, never against less than an
  * empty bucket. */
-static inline sl__i128 sl__sched_ahead(const sl_limit *lim,
-                                       const sl__state *st, sl_nanos now)
+static inline sl__i128 sl__sched_ahead(const sl_limit *lim, const sl__state *st,
+                                       sl_nanos now)
 {
     sl__i128 ahead, most = (sl__i128)lim->cfg.burst * lim->t_num;
     if (st->w[0] < now)

@@ -15,7 +15,7 @@
 #include "eventlog.h"
 
 static int slog_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                       sl_decision *d, sl_nanos *expires)
+                      sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
@@ -52,13 +52,15 @@ static int slog_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     if (record)
         sl__elog_push(st, t, cost, max_len);
     d->remaining = SL__MAX(0, limit - sl__elog_sum(st));
-    *expires = sl__elog_sum(st) > 0 ? sl__sat_add(sl__elog_newest(st), period) : 0;
+    *expires =
+        sl__elog_sum(st) > 0 ? sl__sat_add(sl__elog_newest(st), period) : 0;
     d->reset_after = *expires > 0 ? *expires - now : 0;
     if (!d->allowed)
-        d->retry_after = cost > limit
-                             ? -1
-                             : sl__sat_add(sl__elog_fits_after(st, limit - cost),
-                                           period) - now;
+        d->retry_after =
+            cost > limit
+                ? -1
+                : sl__sat_add(sl__elog_fits_after(st, limit - cost), period) -
+                      now;
     return 0;
 }
 

@@ -25,7 +25,7 @@ static sl__i128 first_fit(sl__i128 period, int64_t prev, int64_t room)
 }
 
 static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                     sl_decision *d, sl_nanos *expires)
+                    sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;

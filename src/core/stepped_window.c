@@ -18,8 +18,9 @@
  */
 #include "eventlog.h"
 
-static int sw_step_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                          sl_decision *d, sl_nanos *expires)
+static int sw_step_check(const sl_limit *lim, sl__state *st,
+                         const sl__call *call, sl_decision *d,
+                         sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;

@@ -13,7 +13,7 @@
 #include "schedule.h"
 
 static int tb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                     sl_decision *d, sl_nanos *expires)
+                    sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
@@ -22,19 +22,19 @@ static int tb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     sl__i128 deficit = sl__sched_ahead(lim, st, now); /* (B - tokens) * T */
 
     sl__decision_init(d, lim);
-    d->allowed = cost <= burst &&
-                 deficit <= (sl__i128)(burst - cost) * lim->t_num;
+    d->allowed =
+        cost <= burst && deficit <= (sl__i128)(burst - cost) * lim->t_num;
     if (d->allowed && mode == SL__COMMIT) {
         sl__sched_push(lim, st, now, cost);
         deficit = sl__sched_ahead(lim, st, now);
     }
     sl__sched_report(lim, deficit, d);
     if (!d->allowed)
-        d->retry_after = cost > burst
-                             ? -1
-                             : sl__sched_wait(lim, deficit,
-                                              (sl__i128)(burst - cost) *
-                                                  lim->t_num);
+        d->retry_after =
+            cost > burst
+                ? -1
+                : sl__sched_wait(lim, deficit,
+                                 (sl__i128)(burst - cost) * lim->t_num);
     *expires = sl__sched_expires(st);
     return 0;
 }

@@ -47,7 +47,7 @@ enum {
 #define HEAP_FLAG 0x80000000u /* in slot.used: the state owns heap memory */
 
 typedef struct slot {
-    uint64_t hash;    /* 0: empty */
+    uint64_t hash; /* 0: empty */
     sl__state state;
     uint32_t expires; /* tick at which the state is initial, rounded up */
     uint32_t used;    /* tick of the last decision | HEAP_FLAG */
@@ -55,11 +55,11 @@ typedef struct slot {
 
 typedef struct shard {
     atomic_int lock;
-    uint32_t cap;            /* slots */
-    uint32_t count;          /* full slots */
-    uint32_t since_sweep;    /* inserts since the last full sweep */
+    uint32_t cap;         /* slots */
+    uint32_t count;       /* full slots */
+    uint32_t since_sweep; /* inserts since the last full sweep */
     slot *slots;
-    size_t heap_bytes;       /* held by logs */
+    size_t heap_bytes; /* held by logs */
     uint64_t reclaimed, evicted;
 } __attribute__((aligned(64))) shard;
 
@@ -67,8 +67,8 @@ typedef struct memory_store {
     sl_store base;
     uint64_t seed0, seed1;
     size_t max_bytes, shard_max_bytes;
-    _Atomic int64_t epoch;   /* ns of tick 0; INT64_MIN until first use */
-    atomic_size_t cursor;    /* sl_store_sweep's position, in slots */
+    _Atomic int64_t epoch; /* ns of tick 0; INT64_MIN until first use */
+    atomic_size_t cursor;  /* sl_store_sweep's position, in slots */
     shard shards[NSHARDS];
 } memory_store;
 
@@ -112,8 +112,8 @@ static void store_start(memory_store *ms, sl_nanos now)
 {
     if (atomic_load_explicit(&ms->epoch, memory_order_relaxed) == INT64_MIN) {
         int64_t unset = INT64_MIN;
-        atomic_compare_exchange_strong(
-            &ms->epoch, &unset, now - ((int64_t)1 << (31 + TICK_SHIFT)));
+        atomic_compare_exchange_strong(&ms->epoch, &unset,
+                                       now - ((int64_t)1 << (31 + TICK_SHIFT)));
     }
 }
 
@@ -130,7 +130,8 @@ static uint32_t expiry_tick(const memory_store *ms, sl_nanos t)
 {
     int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
     int64_t d;
-    if (__builtin_sub_overflow(t, epoch, &d) || d > ((int64_t)UINT32_MAX << TICK_SHIFT))
+    if (__builtin_sub_overflow(t, epoch, &d) ||
+        d > ((int64_t)UINT32_MAX << TICK_SHIFT))
         return UINT32_MAX; /* (also: a saturated expiry, INT64_MAX) */
     if (d <= 0)
         return 0;
@@ -274,7 +275,8 @@ static int evict_near(shard *sh, uint64_t hash, int64_t now_tick,
     uint32_t i = home_of(sh, hash), victim = UINT32_MAX, oldest = 0;
     int expired = 0;
 
-    for (int k = 0; k < EVICT_SAMPLE && k < (int)sh->cap; k++, i = next_of(sh, i)) {
+    for (int k = 0; k < EVICT_SAMPLE && k < (int)sh->cap;
+         k++, i = next_of(sh, i)) {
         slot *s = &sh->slots[i];
         if (s->hash == 0 || protected(s->hash, keep, nkeep))
             continue;
@@ -377,9 +379,9 @@ static slot *get_state(shard *sh, uint64_t hash, sl__state *st,
  * have reallocated it).
  */
 static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
-                     int heap, sl__state *st, size_t old_heap,
-                     sl_nanos expires, sl_nanos now, int keep_initial,
-                     const item_ref *refs, size_t nrefs)
+                     int heap, sl__state *st, size_t old_heap, sl_nanos expires,
+                     sl_nanos now, int keep_initial, const item_ref *refs,
+                     size_t nrefs)
 {
     int64_t now_tick = ticks(ms, now);
     int err;
@@ -417,9 +419,9 @@ static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
 
 /* Applies one item in one mode: read, decide, write back. */
 static int apply(memory_store *ms, const sl_check_item *item,
-                 const item_ref *ref, int64_t cost, sl_nanos now,
-                 sl__mode mode, int keep_initial, const item_ref *refs,
-                 size_t nrefs, sl_decision *d)
+                 const item_ref *ref, int64_t cost, sl_nanos now, sl__mode mode,
+                 int keep_initial, const item_ref *refs, size_t nrefs,
+                 sl_decision *d)
 {
     const sl__algo *algo = item->limit->algo;
     sl__state st;
@@ -447,15 +449,15 @@ static int cmp_shard(const void *a, const void *b)
 static item_ref ref_of(memory_store *ms, const sl_check_item *item)
 {
     item_ref r;
-    r.hash = sl__siphash13(ms->seed0, ms->seed1, item->limit->ident,
-                           item->key, item->key_len);
+    r.hash = sl__siphash13(ms->seed0, ms->seed1, item->limit->ident, item->key,
+                           item->key_len);
     r.hash += r.hash == 0; /* 0 marks an empty slot */
     r.sh = &ms->shards[r.hash >> (64 - SHARD_BITS)];
     return r;
 }
 
-static int check_one(memory_store *ms, const sl_check_item *item,
-                     int64_t cost, sl_nanos now, sl_decision *d)
+static int check_one(memory_store *ms, const sl_check_item *item, int64_t cost,
+                     sl_nanos now, sl_decision *d)
 {
     item_ref ref = ref_of(ms, item);
     int err;
@@ -502,7 +504,8 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
             sh = ring[r].sh;
             uint64_t cap = __atomic_load_n(&sh->cap, __ATOMIC_RELAXED);
             slot *slots = __atomic_load_n(&sh->slots, __ATOMIC_RELAXED);
-            __builtin_prefetch(&slots[((ring[r].hash & UINT32_MAX) * cap) >> 32], 1);
+            __builtin_prefetch(
+                &slots[((ring[r].hash & UINT32_MAX) * cap) >> 32], 1);
         }
     }
     return 0;
@@ -538,8 +541,8 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
 
     if (n > 1) {
         for (size_t i = 0; i < n && !err; i++) {
-            err = apply(ms, &items[i], &refs[i], cost, now, SL__PEEK, 1,
-                        refs, n, &each[i]);
+            err = apply(ms, &items[i], &refs[i], cost, now, SL__PEEK, 1, refs,
+                        n, &each[i]);
             all &= each[i].allowed;
         }
     }

@@ -7,8 +7,8 @@
 
 #include "internal.h"
 
-static int check_input(sl_store *store, const sl_check_item *items,
-                       size_t n, int64_t cost, sl_nanos now)
+static int check_input(sl_store *store, const sl_check_item *items, size_t n,
+                       int64_t cost, sl_nanos now)
 {
     if (store == NULL || items == NULL || n == 0 || n > SL_MAX_ITEMS ||
         now < 0 || now > SL_MAX_TIME)
@@ -60,9 +60,8 @@ int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
     return 0;
 }
 
-int sl_check_batch(sl_store *store, const sl_limit *limit,
-                   const sl_key *keys, size_t n, int64_t cost, sl_nanos now,
-                   sl_decision *out)
+int sl_check_batch(sl_store *store, const sl_limit *limit, const sl_key *keys,
+                   size_t n, int64_t cost, sl_nanos now, sl_decision *out)
 {
     sl_check_item item = {limit, NULL, 0};
     int err = check_input(store, &item, 1, cost, now);
