@@ -67,6 +67,8 @@ typedef struct sl__algo {
 /* What a heap state (an event log, eventlog.h) holds, and freeing it. */
 size_t sl__heap_bytes(const sl__state *st);
 void sl__heap_release(sl__state *st);
+/* 0 if a heap state's invariants hold (eventlog.h), -1 if not. */
+int sl__heap_check(const sl__state *st);
 
 extern const sl__algo sl__token_bucket;
 extern const sl__algo sl__gcra;
@@ -97,13 +99,6 @@ static inline int64_t sl__sat_add(int64_t a, int64_t b)
     if (__builtin_add_overflow(a, b, &r))
         return b > 0 ? INT64_MAX : INT64_MIN;
     return r;
-}
-
-/* Floor division for a possibly negative numerator, positive d. */
-static inline int64_t sl__floor_div(int64_t n, int64_t d)
-{
-    int64_t q = n / d;
-    return (n % d != 0 && n < 0) ? q - 1 : q;
 }
 
 /* Ceiling of a non-negative 128-bit n over positive d, clamped to int64. */

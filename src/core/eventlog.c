@@ -116,7 +116,7 @@ size_t sl__heap_bytes(const sl__state *st)
     return log == NULL ? 0 : bytes_for(log->cap);
 }
 
-int sl__elog_check(const sl__state *st)
+int sl__heap_check(const sl__state *st)
 {
     const sl__eventlog *log = sl__elog(st);
     int64_t sum = 0;

@@ -5,7 +5,7 @@
  * The log lives on the heap; sl__state.w[0] points to it, and an empty log
  * is freed so that the state is the all-zero initial one again.  Events
  * with equal times are merged, so a stepped window holds at most one event
- * per step.  Invariants (sl__elog_check): times strictly increase from
+ * per step.  Invariants (sl__heap_check): times strictly increase from
  * head, every cost is > 0, sum is their total, len <= cap, cap a power of
  * two.  A log may be empty only between a PEEK that reserved room and the
  * COMMIT after it.
@@ -67,7 +67,5 @@ void sl__elog_push(sl__state *st, int64_t at, int64_t cost, uint32_t max_len);
 /* The time of the event whose expiry first brings the sum down to
  * `target` or less, oldest first; INT64_MIN if the sum is already there. */
 int64_t sl__elog_fits_after(const sl__state *st, int64_t target);
-/* 0 if the invariants above hold, -1 if not (tests call it). */
-int sl__elog_check(const sl__state *st);
 
 #endif /* SL_EVENTLOG_H */

@@ -632,6 +632,7 @@ int sl__memory_check(sl_store *base)
     for (int k = 0; k < NSHARDS; k++) {
         shard *sh = &ms->shards[k];
         uint32_t count = 0;
+        int bad = 0;
         shard_lock(sh);
         for (uint32_t i = 0; i < sh->cap; i++) {
             slot *s = &sh->slots[i];
@@ -642,15 +643,14 @@ int sl__memory_check(sl_store *base)
             uint32_t d = dist_of(sh, i, s->hash);
             /* Robin Hood order: a displaced key follows a key at most one
              * step less displaced, never an empty slot. */
-            if (d > 0 && (sh->slots[prev].hash == 0 ||
-                          dist_of(sh, prev, sh->slots[prev].hash) + 1 < d))
-                count = UINT32_MAX - sh->cap;
-            if ((uint64_t)(s->hash >> (64 - SHARD_BITS)) != (uint64_t)k)
-                count = UINT32_MAX - sh->cap;
+            bad |= d > 0 && (sh->slots[prev].hash == 0 ||
+                             dist_of(sh, prev, sh->slots[prev].hash) + 1 < d);
+            bad |= (s->hash >> (64 - SHARD_BITS)) != (uint64_t)k;
+            bad |= (s->used & HEAP_FLAG) && sl__heap_check(&s->state) != 0;
         }
-        int ok = count == sh->count && !over_load(sh, sh->count);
+        bad |= count != sh->count || over_load(sh, sh->count);
         shard_unlock(sh);
-        if (!ok)
+        if (bad)
             return -1;
     }
     return 0;
