@@ -150,9 +150,9 @@ fail:
 }
 
 static int parse_request(sl_srv_worker *w, const sl_http_request *req,
-                     const char *hits_key, const char *desc_hits_key,
-                     sl_parsed_request *pr, int *status, const char **code,
-                     char *msg, size_t msglen)
+                         const char *hits_key, const char *desc_hits_key,
+                         sl_parsed_request *pr, int *status, const char **code,
+                         char *msg, size_t msglen)
 {
     json_error_t je;
     memset(pr, 0, sizeof(*pr));
@@ -206,6 +206,38 @@ void sl_parsed_request_release(sl_parsed_request *pr)
 {
     sl_free_descriptors(pr->ds, pr->n);
     json_decref(pr->root);
+}
+
+int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
+                      const char *hits_key, const char *desc_hits_key,
+                      int64_t zero_hits_as, sl_parsed_request *pr,
+                      sl_dec_result *res, sl_buf *out, int keep_alive)
+{
+    int status, rc;
+    const char *code;
+    char msg[256];
+
+    memset(res, 0, sizeof(*res));
+    if (sl_parse_request(w, req, hits_key, desc_hits_key, pr, &status, &code,
+                         msg, sizeof(msg)) != 0) {
+        sl_respond_error(out, status, code, msg, keep_alive);
+        return -1;
+    }
+    if (pr->hits == 0)
+        pr->hits = zero_hits_as;
+    res->status = calloc(pr->n, sizeof(sl_dec_status));
+    if (res->status == NULL) {
+        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+        return -1;
+    }
+    rc = sl_decide(w, pr->domain, pr->domain_len, pr->ds, pr->n, pr->hits, res,
+                   msg, sizeof(msg));
+    if (rc != 0) {
+        sl_respond_error(out, sl_decide_status(rc), sl_err_name(rc), msg,
+                         keep_alive);
+        return -1;
+    }
+    return 0;
 }
 
 int sl_decide_status(int rc)
@@ -373,8 +405,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             }
             break;
         }
-        sl_metrics_rule(w, r, dd->entries, dd->n_entries, !st.over,
-                        shadow_pass, near);
+        sl_metrics_rule(w, r, dd->entries, dd->n_entries, !st.over, shadow_pass,
+                        near);
         sl_dec_status *slot = &res->status[m[i].descriptor];
         if (closer(&st, slot))
             *slot = st;

@@ -48,29 +48,10 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
 {
     uint64_t t0 = uv_hrtime();
     sl_parsed_request pr;
-    int status;
-    const char *code;
-    char msg[256];
-    if (sl_parse_request(w, req, "hitsAddend", NULL, &pr, &status, &code, msg,
-                         sizeof(msg)) != 0) {
-        sl_respond_error(out, status, code, msg, keep_alive);
-        sl_parsed_request_release(&pr);
-        return;
-    }
-    if (pr.hits == 0)
-        pr.hits = 1;
-    sl_dec_result res = {.status = calloc(pr.n, sizeof(sl_dec_status))};
-    if (res.status == NULL) {
-        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+    sl_dec_result res;
+    if (sl_decide_request(w, req, "hitsAddend", NULL, 1, &pr, &res, out,
+                          keep_alive) != 0)
         goto done;
-    }
-    int rc = sl_decide(w, pr.domain, pr.domain_len, pr.ds, pr.n, pr.hits, &res,
-                       msg, sizeof(msg));
-    if (rc != 0) {
-        sl_respond_error(out, sl_decide_status(rc), sl_err_name(rc), msg,
-                         keep_alive);
-        goto done;
-    }
     json_t *statuses = json_array();
     for (size_t i = 0; i < pr.n; i++) {
         const sl_dec_status *st = &res.status[i];

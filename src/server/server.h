@@ -223,6 +223,14 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen);
 void sl_parsed_request_release(sl_parsed_request *pr);
+/* Both APIs' common path: parses the request, decides it, and returns 0
+ * with *pr and *res filled; or answers the error into out and returns -1.
+ * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's default).
+ * The caller releases pr and frees res->status either way. */
+int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
+                      const char *hits_key, const char *desc_hits_key,
+                      int64_t zero_hits_as, sl_parsed_request *pr,
+                      sl_dec_result *res, sl_buf *out, int keep_alive);
 /* The HTTP status of an sl_decide() error: 503 for the store, else 400. */
 int sl_decide_status(int rc);
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
@@ -239,8 +247,8 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
 
 /* client_api.c: POST /v1/increment, GET /v1/delay, and the table of
  * ad hoc limits (init: 0 or -1 when out of memory). */
-void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
-                      sl_buf *out, int keep_alive);
+void sl_api_increment(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                      int keep_alive);
 void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                   int keep_alive);
 int sl_adhoc_init(sl_server *s);
