@@ -67,13 +67,7 @@ static sl_store *store_new(void)
 
 static sl_limit *limit_cfg(sl_limit_config c)
 {
-    sl_limit *lim = NULL;
-    char err[128] = "";
-    int rc = sl_limit_new(&c, &lim, err, sizeof(err));
-    if (rc != 0)
-        fail_msg("sl_limit_new(%s): %d %s", sl_algorithm_name(c.algorithm),
-                 rc, err);
-    return lim;
+    return tu_limit_cfg(&c);
 }
 
 static sl_limit *limit_new(sl_algorithm alg, int64_t limit, sl_nanos period,

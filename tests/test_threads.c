@@ -43,12 +43,6 @@ static void thread_error(const char *what, int rc)
     atomic_fetch_add(&thread_errors, 1);
 }
 
-static int quick(void)
-{
-    const char *q = getenv("SL_TEST_QUICK");
-    return q != NULL && *q != '\0' && *q != '0';
-}
-
 static sl_store *store_new(void)
 {
     sl_memory_options o = {.seed0 = 21, .seed1 = 22};
@@ -59,13 +53,7 @@ static sl_store *store_new(void)
 
 static sl_limit *limit_cfg(sl_limit_config c)
 {
-    sl_limit *lim = NULL;
-    char err[128] = "";
-    int rc = sl_limit_new(&c, &lim, err, sizeof(err));
-    if (rc != 0)
-        fail_msg("sl_limit_new(%s): %d %s", sl_algorithm_name(c.algorithm),
-                 rc, err);
-    return lim;
+    return tu_limit_cfg(&c);
 }
 
 static sl_limit *limit_new(sl_algorithm alg, int64_t limit, sl_nanos period)
@@ -148,7 +136,7 @@ static void *hammer_one_key(void *arg)
 static void test_same_key_one_instant_every_algorithm(void **state)
 {
     (void)state;
-    const int limit = quick() ? 200 : 1000;
+    const int limit = tu_quick() ? 200 : 1000;
     for (size_t a = 0; a < NALGS; a++) {
         sl_store *st = store_new();
         sl_limit *lim = limit_new(all_algorithms[a], limit, SEC);
@@ -213,7 +201,7 @@ static void *hammer_many_keys(void *arg)
 static void test_many_keys_every_algorithm(void **state)
 {
     (void)state;
-    const int private_keys = quick() ? 1000 : 10000;
+    const int private_keys = tu_quick() ? 1000 : 10000;
     for (size_t a = 0; a < NALGS; a++) {
         sl_store *st = store_new();
         sl_limit *lim = limit_new(all_algorithms[a], SHARED_LIMIT, SEC);
@@ -515,7 +503,7 @@ static void run_checkers(checker *c, sweeper *sw)
 static void test_sweep_and_stats_during_checks(void **state)
 {
     (void)state;
-    const int old_keys = quick() ? 500 : 4000, new_keys = quick() ? 300 : 2000;
+    const int old_keys = tu_quick() ? 500 : 4000, new_keys = tu_quick() ? 300 : 2000;
     sl_store *st = store_new();
     sl_limit *fast = limit_new(SL_TOKEN_BUCKET, 2, SEC);
     sl_limit *slow = limit_new(SL_SLIDING_WINDOW, 3, 3600 * SEC);

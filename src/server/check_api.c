@@ -68,12 +68,7 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     json_t *body =
         json_pack("{s:s,s:o}", "overall", res.over ? "OVER_LIMIT" : "OK",
                   "descriptors", descs);
-    sl_buf headers = {0};
-    sl_rate_headers(&res, &headers);
-    sl_respond_json(out, res.over ? 429 : 200, headers.data, body, keep_alive);
-    sl_buf_release(&headers);
-    json_decref(body);
-    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
+    sl_respond_decision(w, &res, body, out, keep_alive, t0);
 done:
     free(res.status);
     sl_parsed_request_release(&pr);

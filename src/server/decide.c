@@ -240,6 +240,17 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
     return 0;
 }
 
+void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
+                         json_t *body, sl_buf *out, int keep_alive, uint64_t t0)
+{
+    sl_buf headers = {0};
+    sl_rate_headers(res, &headers);
+    sl_respond_json(out, res->over ? 429 : 200, headers.data, body, keep_alive);
+    sl_buf_release(&headers);
+    json_decref(body);
+    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
+}
+
 int sl_decide_status(int rc)
 {
     return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;

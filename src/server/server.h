@@ -231,6 +231,11 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
                       const char *hits_key, const char *desc_hits_key,
                       int64_t zero_hits_as, sl_parsed_request *pr,
                       sl_dec_result *res, sl_buf *out, int keep_alive);
+/* Answers a decided request: status 200 or 429, the rate-limit headers,
+ * body (whose reference it takes), and the latency since t0 (uv_hrtime). */
+void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
+                         json_t *body, sl_buf *out, int keep_alive,
+                         uint64_t t0);
 /* The HTTP status of an sl_decide() error: 503 for the store, else 400. */
 int sl_decide_status(int rc);
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
