@@ -411,7 +411,7 @@ for _ in $(seq 100); do
   if ! kill -0 "$PID" 2>/dev/null; then wait "$PID"; status=$?; break; fi
   sleep 0.05
 done
-[ "$status" = 0 ] && pass "SIGTERM: exit 0" || bad "SIGTERM exit" "status '$status'"
+[ "$status" = 0 ] && pass "SIGTERM: exit 0" || bad "SIGTERM exit" "status '$status', log: $(tail -c 6000 "$tmp/main.log")"
 
 # --max-connections: connections over the cap are accepted and closed.
 start maxconn "$rules" --max-connections 2

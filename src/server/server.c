@@ -207,9 +207,12 @@ stop:
         s->n_workers = started; /* only those have a loop to stop */
         stop_all(s);
     }
+    /* Every thread is joined before any is released: a thread still
+     * draining may be rendering /metrics, which reads all threads' series. */
+    for (int i = 0; i < started; i++)
+        pthread_join(s->workers[i].thread, NULL);
     for (int i = 0; i < started; i++) {
         sl_srv_worker *w = &s->workers[i];
-        pthread_join(w->thread, NULL);
         uv_loop_close(&w->loop);
         sl_srv_rules_release(w->rules);
         sl_metrics_release(w);
