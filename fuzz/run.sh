@@ -6,7 +6,8 @@
 #
 # Targets: fuzz_parse (sl_duration_parse, sl_algorithm_parse),
 # fuzz_replay_line (the line parser of `sluice replay`), fuzz_store
-# (limits, keys, costs and times through sl_check, sl_check_multi, sweeps
+# (limits, keys, costs and times through sl_check, sl_check_multi,
+# sl_check_costs with and without SL_RECORD, sweeps
 # and stats, with the store's invariants checked).  Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/

@@ -211,6 +211,28 @@ SL_EXPORT int sl_check_multi(sl_store *store, const sl_check_item *items,
                              size_t n, int64_t cost, sl_nanos now,
                              sl_decision *each, sl_decision *overall);
 
+/* sl_check_costs() flag: the request has happened whatever the decision
+ * (a client reporting a request it already sent, as the Databox paper's
+ * increment does), so its cost is consumed from every item even where it
+ * does not fit.  Windows and logs then count every unit; the buckets
+ * (token_bucket, gcra, leaky_bucket) are left empty, never in debt beyond
+ * their capacity.  allowed still says whether the cost fitted, and for a
+ * request that did not, retry_after is the wait until the same cost fits
+ * after this one is recorded (docs/algorithms.md, "Recording"). */
+#define SL_RECORD 0x1u
+
+/*
+ * As sl_check_multi(), with its own cost for each item: costs[i] is
+ * consumed from items[i] (one request counted as 1 against a request rate
+ * and as its size against a byte rate), all or nothing.  flags is 0 or
+ * SL_RECORD.  Errors as sl_check_multi(), SL_ECOST for any bad cost, and
+ * SL_EINVAL for costs == NULL or an unknown flag.
+ */
+SL_EXPORT int sl_check_costs(sl_store *store, const sl_check_item *items,
+                             const int64_t *costs, size_t n, sl_nanos now,
+                             unsigned flags, sl_decision *each,
+                             sl_decision *overall);
+
 /* A key: (pointer, length), not NUL-terminated. */
 typedef struct sl_key {
     const void *data;

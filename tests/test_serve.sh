@@ -133,7 +133,7 @@ expect "delay: fresh ad hoc limit" 200 '"delay_ms":0,'
 call POST /v1/increment "{$adhoc}"; expect "increment 1" 200 '"counted":true,"over_limit":false,"delay_ms":0,'
 call POST /v1/increment "{$adhoc}"; expect "increment 2" 200 '"counted":true,"over_limit":false'
 [[ "$BODY" == *'"remaining":0,'* ]] || bad "increment 2: remaining" "$BODY"
-call POST /v1/increment "{$adhoc}"; expect "increment over the limit: reported, not counted" 200 '"counted":false,"over_limit":true'
+call POST /v1/increment "{$adhoc}"; expect "increment over the limit: counted, reported over" 200 '"counted":true,"over_limit":true'
 call GET '/v1/delay?id=gh&interval=1h&requests=2'; expect "delay: exhausted" 200 '"remaining":0'
 python3 - "$BODY" <<'PY' && pass "delay: positive, within the interval, next_free_ms = now + delay" || bad "delay: value" "$BODY"
 import json, sys, time
@@ -237,8 +237,12 @@ many=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors
 call POST /v1/check "$many"; expect "too many descriptors" 400 '"code":"ETOOMANY"'
 deep=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors": [{"entries": [{"key": "k", "value": "v"}] * 17}]}))')
 call POST /v1/check "$deep"; expect "too many entries" 400 '"code":"ETOOMANY"'
-call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "a"}], "hits": 1}, {"entries": [{"key": "raise", "value": "b"}], "hits": 2}]}'
-expect "differing hits" 400 '"code":"EINVAL"'
+# Each descriptor consumes its own hits, still all or nothing.
+twohits='{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "a"}], "hits": 1}, {"entries": [{"key": "raise", "value": "b"}], "hits": 2}]}'
+call POST /v1/check "$twohits"; expect "differing hits" 200 '"remaining":9,'
+[[ "$BODY" == *'"remaining":0,'* ]] || bad "differing hits: second descriptor" "$BODY"
+call POST /v1/check "$twohits"; expect "differing hits: one over" 429
+call POST /v1/check "$(desc keep a 0)"; expect "differing hits: nothing taken when one is over" 200 '"remaining":9,'
 python3 -c 'print("{\"domain\": \"" + "x" * 70000 + "\"}")' >"$tmp/big.json"
 STATUS=$(curl -s -m 5 -o "$tmp/body" -w '%{http_code}' --data-binary @"$tmp/big.json" "http://127.0.0.1:$PORT/v1/check")
 BODY=$(cat "$tmp/body"); expect "oversized body" 413 '"code":"ETOOLARGE"'

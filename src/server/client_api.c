@@ -647,12 +647,12 @@ done:
 }
 
 /*
- * An increment records `hits` requests sent now.  The library never
- * consumes from a limit that refuses, so a report that would go over
- * the limit is NOT recorded: the answer says "counted": false and
- * "over_limit": true, and the delay that follows is the one the limit
- * already had.  Several matched limits are decided in one
- * sl_check_multi call: recorded in all or in none.
+ * An increment records `hits` requests sent now.  They have been sent
+ * whatever the limit says, so they are recorded even past the limit
+ * (SL_RECORD), as the Databox paper counts every request: "over_limit"
+ * says they did not fit, and the delay that follows includes them.
+ * Several matched limits are recorded in one sl_check_costs call.  A deny
+ * rule records nothing ("counted": false).
  */
 void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
                       sl_buf *out, int keep_alive)
@@ -682,14 +682,17 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
     int counted = 0, over = res.deny;
     if (res.n > 0 && !res.deny) {
         sl_decision each[SL_MAX_ITEMS], overall;
-        int rc = sl_check_multi(w->server->store, res.items, res.n, hits,
-                                sl_srv_now(w), each, &overall);
+        int64_t costs[SL_MAX_ITEMS];
+        for (size_t i = 0; i < res.n; i++)
+            costs[i] = hits;
+        int rc = sl_check_costs(w->server->store, res.items, costs, res.n,
+                                sl_srv_now(w), SL_RECORD, each, &overall);
         if (rc != 0) {
             fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
                  sl_strerror(rc));
             goto fail;
         }
-        counted = overall.allowed;
+        counted = 1;
         over = !overall.allowed;
     }
     body = json_pack("{s:b,s:b}", "counted", counted, "over_limit", over);
