@@ -330,6 +330,26 @@ static void test_record_buckets_are_left_empty(void **state)
     }
 }
 
+/* A stepped window of 1 ns steps whose period reaches past the end of
+ * time, recorded into at the last accepted now: the step arithmetic must
+ * not overflow (UBSan, found by fuzz_store) and saturates instead. */
+static void test_record_stepped_window_at_the_end_of_time(void **state)
+{
+    (void)state;
+    sl_store *st = tu_store();
+    sl_limit_config c = {.algorithm = SL_STEPPED_WINDOW, .limit = 1,
+                         .period = INT64_C(7161677205458871139), .step = 1};
+    sl_limit *lim = tu_limit_cfg(&c);
+    sl_decision d = record(st, lim, "k", 1, SL_MAX_TIME);
+    expect_eq(d.allowed, 1);
+    expect_eq(d.reset_after, INT64_MAX - SL_MAX_TIME);
+    d = record(st, lim, "k", 1, SL_MAX_TIME);
+    expect_eq(d.allowed, 0);
+    expect_eq(d.retry_after, c.period); /* exact: it fits in 64 bits */
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
 /* Several items are all recorded, whichever fit. */
 static void test_record_multi_consumes_from_all(void **state)
 {
@@ -367,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_record_sliding_log),
         cmocka_unit_test(test_record_sliding_window),
         cmocka_unit_test(test_record_buckets_are_left_empty),
+        cmocka_unit_test(test_record_stepped_window_at_the_end_of_time),
         cmocka_unit_test(test_record_multi_consumes_from_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

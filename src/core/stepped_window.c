@@ -47,14 +47,14 @@ static int sw_step_check(const sl_limit *lim, sl__state *st,
     }
     d->remaining = SL__MAX(0, limit - sl__elog_sum(st));
     *expires = sl__elog_sum(st) > 0
-                   ? sl__clamp64((sl__i128)(sl__elog_newest(st) + n) * step)
+                   ? sl__clamp64(((sl__i128)sl__elog_newest(st) + n) * step)
                    : 0;
     d->reset_after = *expires > 0 ? *expires - now : 0;
     if (!d->allowed && cost > limit)
         d->retry_after = -1;
     else if (!d->allowed)
         d->retry_after = sl__clamp64(
-            (sl__i128)(sl__elog_fits_after(st, limit - cost) + n) * step - now);
+            ((sl__i128)sl__elog_fits_after(st, limit - cost) + n) * step - now);
     return 0;
 }
 
