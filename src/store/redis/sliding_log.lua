@@ -1,0 +1,53 @@
+-- sliding_log.lua - src/core/sliding_log.c on Redis: the times and costs
+-- of accepted requests (and, with SL_LOG_REJECTED, of rejected ones) in
+-- the window (t - P, t], kept in an event list (eventlog.lua).  A key's
+-- time never runs backwards: a request stamped before the latest one it
+-- was judged at is judged at that latest time.
+local LOG_REJECTED = 1
+
+local function sliding_log(key, lim, cost, now_s, now_n, mode)
+    local limit, period = lim.limit, lim.period
+    local log_rejected = lim.flags % 2 == LOG_REJECTED
+    local max_len = math.min(2 * limit + 16, 4294967295)
+    local log = log_open(key)
+    local ts, tn = now_s, now_n
+    local d = decision()
+
+    if log.ls and tcmp(log.ls, log.ln, ts, tn) > 0 then
+        ts, tn = log.ls, log.ln
+    end
+    log_expire(log, tsub(ts, tn, period))
+    -- Logged rejections let the sum pass L; past 2^53 it would not be
+    -- exact (2^13 rejections of cost 2^40 inside one window).
+    if log_rejected and log.sum + cost > TWO53 then
+        out_of_range('sliding_log sum past 2^53')
+    end
+    local fits = cost == 0 or cost <= limit - log.sum
+    local record = cost > 0 and mode ~= PEEK and
+        ((fits and mode == COMMIT) or
+         (log_rejected and (not fits or mode == REFUSE)))
+
+    d.allowed = fits and 1 or 0
+    if record then
+        log_push(log, ts, tn, cost, max_len)
+    end
+    d.remaining = math.max(0, limit - log.sum)
+    local left = 0
+    if log.sum > 0 then
+        local e = log_newest(log)
+        local es, en = tadd(e[1], e[2], period)
+        left = tdiff(es, en, now_s, now_n)
+    end
+    d.reset_after = left
+    if not fits and cost > limit then
+        d.retry_after = -1
+    elseif not fits then
+        local e = log_fits_after(log, limit - cost)
+        local es, en = tadd(e[1], e[2], period)
+        d.retry_after = tdiff(es, en, now_s, now_n)
+    end
+    if mode ~= PEEK then
+        log_save(log, ts, tn, left)
+    end
+    return d
+end

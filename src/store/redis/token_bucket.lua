@@ -1,0 +1,26 @@
+-- token_bucket.lua - src/core/token_bucket.c on Redis: a bucket of B tokens
+-- refilled at L per P; the state is the time F the bucket is full again.
+local function token_bucket(key, lim, cost, now_s, now_n, mode)
+    local burst = lim.burst
+    local st = get_state(key)
+    local had = st ~= nil
+    local deficit = sched_ahead(lim, st, now_s, now_n)
+    local d = decision()
+    local fits = cost <= burst and deficit <= (burst - cost) * lim.t_num
+
+    d.allowed = fits and 1 or 0
+    if fits and mode == COMMIT then
+        st = sched_push(lim, st, now_s, now_n, cost)
+        deficit = sched_ahead(lim, st, now_s, now_n)
+    end
+    sched_report(lim, deficit, d)
+    if not fits then
+        d.retry_after = cost > burst and -1 or
+            sched_wait(lim, deficit, (burst - cost) * lim.t_num)
+    end
+    if mode ~= PEEK then
+        put_state(key, had, st, sched_left(st, now_s, now_n),
+                  fits and mode == COMMIT)
+    end
+    return d
+end
