@@ -105,11 +105,14 @@ local function tdiff(s1, n1, s2, n2)
     return ds * E9 + (n1 - n2)
 end
 
--- The same, but any difference beyond 2^23 s is answered by `far`.
-local function tdiff_or(s1, n1, s2, n2, far)
+-- The same, clamped to +-2^53 beyond 2^23 s: for callers to whom any
+-- difference past their horizon means the same.
+local function tdiff_clamped(s1, n1, s2, n2)
     local ds = s1 - s2
-    if ds > FAR_S or ds < -FAR_S then
-        return far
+    if ds > FAR_S then
+        return TWO53
+    elseif ds < -FAR_S then
+        return -TWO53
     end
     return ds * E9 + (n1 - n2)
 end

@@ -12,7 +12,7 @@ local function sched_ahead(lim, st, now_s, now_n)
     if st == nil then
         return 0
     end
-    local d = tdiff_or(st[1], st[2], now_s, now_n, TWO53)
+    local d = tdiff_clamped(st[1], st[2], now_s, now_n)
     if d < 0 then
         return 0 -- frac < t_den, so S < whole + 1 <= now
     end
@@ -50,7 +50,7 @@ local function sched_left(st, now_s, now_n)
     if st == nil then
         return 0
     end
-    return tdiff_or(st[1], st[2], now_s, now_n, -1) + (st[3] > 0 and 1 or 0)
+    return tdiff_clamped(st[1], st[2], now_s, now_n) + (st[3] > 0 and 1 or 0)
 end
 
 local function sched_report(lim, ahead, d)
