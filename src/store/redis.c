@@ -72,16 +72,6 @@ static char *dup_str(const char *s)
     return s == NULL ? NULL : strdup(s);
 }
 
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d != NULL) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 /* A whole decimal number in [lo, hi] spanning exactly [s, s + n). */
 static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
 {
@@ -119,7 +109,7 @@ static int parse_unix_url(redis_store *rs, const char *p, char *err,
         set_err(err, errlen, "invalid redis url: bad query (only ?db=N): '%s'", url);
         return SL_EINVAL;
     }
-    rs->unix_path = dup_n(p, n);
+    rs->unix_path = strndup(p, n);
     return rs->unix_path ? 0 : SL_ENOMEM;
 }
 
@@ -134,11 +124,11 @@ static int parse_tcp_url(redis_store *rs, const char *p, char *err,
     if (at != NULL) {
         const char *c = memchr(p, ':', (size_t)(at - p));
         if (c != NULL) {
-            if (c > p && (rs->user = dup_n(p, (size_t)(c - p))) == NULL)
+            if (c > p && (rs->user = strndup(p, (size_t)(c - p))) == NULL)
                 return SL_ENOMEM;
-            if ((rs->password = dup_n(c + 1, (size_t)(at - c - 1))) == NULL)
+            if ((rs->password = strndup(c + 1, (size_t)(at - c - 1))) == NULL)
                 return SL_ENOMEM;
-        } else if (at > p && (rs->user = dup_n(p, (size_t)(at - p))) == NULL) {
+        } else if (at > p && (rs->user = strndup(p, (size_t)(at - p))) == NULL) {
             return SL_ENOMEM;
         }
         host = at + 1;
@@ -149,14 +139,14 @@ static int parse_tcp_url(redis_store *rs, const char *p, char *err,
             set_err(err, errlen, "invalid redis url: unclosed '[': '%s'", url);
             return SL_EINVAL;
         }
-        rs->host = dup_n(host + 1, (size_t)(close - host - 1));
+        rs->host = strndup(host + 1, (size_t)(close - host - 1));
         host_end = close + 1;
         colon = host_end < end && *host_end == ':' ? host_end : NULL;
     } else {
         colon = memchr(host, ':', (size_t)(end - host));
         host_end = colon ? colon : end;
         if (host_end > host)
-            rs->host = dup_n(host, (size_t)(host_end - host));
+            rs->host = strndup(host, (size_t)(host_end - host));
     }
     if (host_end > host && rs->host == NULL)
         return SL_ENOMEM;

@@ -115,3 +115,27 @@ local function log_save(log, ls, ln, left)
     redis.call('LPUSH', log.key, encode({log.sum, ls, ln}))
     redis.call('PEXPIRE', log.key, num(ttl_ms(left)))
 end
+
+-- What both logs report once the view is decided: remaining, and the
+-- times until the log is empty (returned: the key's TTL) and until the
+-- request would fit, measured from now; `horizon` is how long an event
+-- counts (P).
+local function log_report(log, limit, horizon, cost, fits, now_s, now_n, d)
+    local left = 0
+    d.allowed = fits and 1 or 0
+    d.remaining = limit - log.sum
+    if log.sum > 0 then
+        local e = log_newest(log)
+        local es, en = tadd(e[1], e[2], horizon)
+        left = tdiff(es, en, now_s, now_n)
+    end
+    d.reset_after = left
+    if not fits and cost > limit then
+        d.retry_after = -1
+    elseif not fits then
+        local e = log_fits_after(log, limit - cost)
+        local es, en = tadd(e[1], e[2], horizon)
+        d.retry_after = tdiff(es, en, now_s, now_n)
+    end
+    return left
+end

@@ -24,9 +24,6 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
         d.retry_after = cost > lim.burst and -1 or
             sched_wait(lim, new_ahead, tolerance)
     end
-    if mode ~= PEEK then
-        put_state(key, had, st, sched_left(st, now_s, now_n),
-                  fits and mode == COMMIT)
-    end
+    sched_save(key, had, st, now_s, now_n, mode, fits)
     return d
 end

@@ -22,9 +22,6 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     if not fits then
         d.retry_after = cost > burst and -1 or sched_wait(lim, queued, room)
     end
-    if mode ~= PEEK then
-        put_state(key, had, st, sched_left(st, now_s, now_n),
-                  fits and mode == COMMIT)
-    end
+    sched_save(key, had, st, now_s, now_n, mode, fits)
     return d
 end

@@ -53,6 +53,15 @@ local function sched_left(st, now_s, now_n)
     return tdiff_clamped(st[1], st[2], now_s, now_n) + (st[3] > 0 and 1 or 0)
 end
 
+-- Writes a bucket's state back after a decision, unless it was a PEEK;
+-- only an admission changes it.
+local function sched_save(key, had, st, now_s, now_n, mode, fits)
+    if mode ~= PEEK then
+        put_state(key, had, st, sched_left(st, now_s, now_n),
+                  fits and mode == COMMIT)
+    end
+end
+
 local function sched_report(lim, ahead, d)
     d.remaining = lim.burst - ceil_div(ahead, lim.t_num)
     d.reset_after = ceil_div(ahead, lim.t_den)

@@ -27,25 +27,12 @@ local function sliding_log(key, lim, cost, now_s, now_n, mode)
         ((fits and mode == COMMIT) or
          (log_rejected and (not fits or mode == REFUSE)))
 
-    d.allowed = fits and 1 or 0
     if record then
         log_push(log, ts, tn, cost, max_len)
     end
-    d.remaining = math.max(0, limit - log.sum)
-    local left = 0
-    if log.sum > 0 then
-        local e = log_newest(log)
-        local es, en = tadd(e[1], e[2], period)
-        left = tdiff(es, en, now_s, now_n)
-    end
-    d.reset_after = left
-    if not fits and cost > limit then
-        d.retry_after = -1
-    elseif not fits then
-        local e = log_fits_after(log, limit - cost)
-        local es, en = tadd(e[1], e[2], period)
-        d.retry_after = tdiff(es, en, now_s, now_n)
-    end
+    local left = log_report(log, limit, period, cost, fits, now_s, now_n, d)
+    -- Logged rejections can take the sum past L.
+    d.remaining = math.max(0, d.remaining)
     if mode ~= PEEK then
         log_save(log, ts, tn, left)
     end

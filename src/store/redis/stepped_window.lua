@@ -15,25 +15,10 @@ local function stepped_window(key, lim, cost, now_s, now_n, mode)
     log_expire(log, tsub(ss, sn, period))
     local fits = cost <= limit - log.sum
 
-    d.allowed = fits and 1 or 0
     if cost > 0 and fits and mode == COMMIT then
         log_push(log, ss, sn, cost, math.huge)
     end
-    d.remaining = limit - log.sum
-    local left = 0
-    if log.sum > 0 then
-        local e = log_newest(log)
-        local es, en = tadd(e[1], e[2], period)
-        left = tdiff(es, en, now_s, now_n)
-    end
-    d.reset_after = left
-    if not fits and cost > limit then
-        d.retry_after = -1
-    elseif not fits then
-        local e = log_fits_after(log, limit - cost)
-        local es, en = tadd(e[1], e[2], period)
-        d.retry_after = tdiff(es, en, now_s, now_n)
-    end
+    local left = log_report(log, limit, period, cost, fits, now_s, now_n, d)
     if mode ~= PEEK then
         log_save(log, ss, sn, left)
     end
