@@ -75,12 +75,16 @@ static void flushall(void)
 typedef struct trace_cfg {
     sl_limit_config cfg;
     const char *what;
+    int flood; /* requests 64 times as dense: logs reach their caps */
 } trace_cfg;
 
 #define CFG(alg, l, p, b, s, f)                                               \
     {{.algorithm = alg, .limit = l, .period = p, .burst = b, .step = s,       \
       .flags = f},                                                            \
-     #alg " " #l "/" #p " burst " #b " step " #s " flags " #f}
+     #alg " " #l "/" #p " burst " #b " step " #s " flags " #f, 0}
+#define FLOOD(alg, l, p, f)                                                   \
+    {{.algorithm = alg, .limit = l, .period = p, .flags = f},                 \
+     "flood of " #alg " " #l "/" #p " flags " #f, 1}
 
 static const trace_cfg configs[] = {
     CFG(SL_TOKEN_BUCKET, 10, SEC, 10, 0, 0),
@@ -115,6 +119,10 @@ static const trace_cfg configs[] = {
     CFG(SL_STEPPED_WINDOW, 10, 4 * SEC, 0, SEC, 0),
     CFG(SL_STEPPED_WINDOW, 7, 12, 0, 3, 0),
     CFG(SL_STEPPED_WINDOW, 100, MINUTE, 0, 0, 0),
+    FLOOD(SL_SLIDING_LOG, 3, SEC, SL_LOG_REJECTED),
+    FLOOD(SL_SLIDING_LOG, 20, SEC, 0),
+    FLOOD(SL_STEPPED_WINDOW, 50, SEC, 0),
+    FLOOD(SL_SLIDING_WINDOW, 10, SEC, 0),
 };
 
 #define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
@@ -130,14 +138,19 @@ static size_t trace_len(void)
 /* The next time of a trace: often the same instant, gaps around the
  * emission interval, now and then a period or more, and sometimes a step
  * back (threads that read the clock out of order). */
-static sl_nanos next_time(uint64_t *s, sl_nanos t, const sl_limit_config *c)
+static sl_nanos next_time(uint64_t *s, sl_nanos t, const trace_cfg *tc)
 {
+    const sl_limit_config *c = &tc->cfg;
     sl_nanos T = c->period / c->limit > 1 ? c->period / c->limit : 1;
     sl_nanos p = c->period;
     int64_t r = tu_below(s, 100);
     if (p > 1000 * SEC) /* 2^52 ns periods: stay within reach */
         p = 1000 * SEC;
     T = SL__MIN(T, p);
+    if (tc->flood) {
+        T = SL__MAX(T / 64, 1);
+        p = SL__MAX(p / 64, 1);
+    }
     if (r < 30)
         return t;
     if (r < 70)
@@ -211,7 +224,7 @@ static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
         const char *key = key_names[tu_below(&s, NKEYS)];
         int64_t cost = next_cost(&s, &tc->cfg);
         sl_decision m, r;
-        t = next_time(&s, t, &tc->cfg);
+        t = next_time(&s, t, tc);
         m = check_or_fail(mem, lim, key, cost, t);
         r = check_or_fail(red, lim, key, cost, t);
         expect_same(tc->what, i, key, cost, t, &m, &r);
@@ -263,7 +276,7 @@ static void test_comparison_sees_a_different_limit(void **state)
         flushall();
         for (size_t i = 0; i < 2000 && !differ; i++) {
             int64_t cost = next_cost(&s, &c);
-            t = next_time(&s, t, &c);
+            t = next_time(&s, t, &configs[ci]);
             sl_decision m = check_or_fail(mem, lim, "k", cost, t);
             sl_decision r = check_or_fail(red, big, "k", cost, t);
             differ = m.allowed != r.allowed || m.remaining != r.remaining;
