@@ -3,7 +3,8 @@
  * starts itself (tests/redisutil.h): every algorithm decides exactly as
  * the memory store does, field for field, on long seeded random traces
  * (wall-clock-sized times, irregular steps, equal and slightly backward
- * times, costs 0 .. past the limit); multi-item calls are all-or-nothing
+ * times, costs 0 .. past the limit, some requests recorded with
+ * SL_RECORD); multi-item calls with a cost per item are all-or-nothing
  * and equal too; the script survives SCRIPT FLUSH; a dead or paused Redis
  * gives SL_ESTORE within the timeout and a restarted one is used again by
  * the same store; keys carry a TTL and go when their state is initial;
@@ -208,6 +209,23 @@ static sl_decision check_or_fail(sl_store *st, const sl_limit *lim,
     return d;
 }
 
+/* A request that has happened anyway (SL_RECORD). */
+static sl_decision record_or_fail(sl_store *st, const sl_limit *lim,
+                                  const char *key, int64_t cost, sl_nanos t)
+{
+    sl_check_item item = {lim, key, strlen(key)};
+    sl_decision d, all;
+    int rc = sl_check_costs(st, &item, &cost, 1, t, SL_RECORD, &d, &all);
+    if (rc != 0) {
+        char err[256];
+        sl_store_last_error(st, err, sizeof(err));
+        fail_msg("sl_check_costs(SL_RECORD, key '%s', cost %lld, t %lld): "
+                 "%s (%s)",
+                 key, (long long)cost, (long long)t, sl_err_name(rc), err);
+    }
+    return d;
+}
+
 /* Runs one seeded trace through both stores; returns how many requests
  * (of cost > 0) were allowed. */
 static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
@@ -224,10 +242,18 @@ static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
         const char *key = key_names[tu_below(&s, NKEYS)];
         int64_t cost = next_cost(&s, &tc->cfg);
         sl_decision m, r;
+        /* One request in ten has happened anyway: recorded. */
+        int record = tu_below(&s, 10) == 0;
         t = next_time(&s, t, tc);
-        m = check_or_fail(mem, lim, key, cost, t);
-        r = check_or_fail(red, lim, key, cost, t);
-        expect_same(tc->what, i, key, cost, t, &m, &r);
+        m = (record ? record_or_fail : check_or_fail)(mem, lim, key, cost, t);
+        r = (record ? record_or_fail : check_or_fail)(red, lim, key, cost, t);
+        if (record) {
+            char what[200];
+            snprintf(what, sizeof(what), "%s, recorded", tc->what);
+            expect_same(what, i, key, cost, t, &m, &r);
+        } else {
+            expect_same(tc->what, i, key, cost, t, &m, &r);
+        }
         allowed += m.allowed && cost > 0;
     }
     sl_limit_free(lim);
@@ -297,7 +323,8 @@ static void test_comparison_sees_a_different_limit(void **state)
 static void test_multi_is_all_or_nothing_as_memory(void **state)
 {
     /* A pool of (limit, key) items across algorithms; each call takes a
-     * random subset of distinct items, in random order. */
+     * random subset of distinct items, in random order, each with its own
+     * cost, and one call in ten records (SL_RECORD). */
     static const size_t picks[] = {1, 4, 7, 11, 13, 15, 19, 21, 23, 26,
                                    28, 29};
     enum { NPICK = sizeof(picks) / sizeof(picks[0]), POOL = NPICK * 2 };
@@ -320,7 +347,8 @@ static void test_multi_is_all_or_nothing_as_memory(void **state)
         size_t k = (size_t)tu_range(&s, 2, 6);
         int taken[POOL] = {0};
         sl_decision me[6], re[6], mo, ro;
-        int64_t cost = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
+        int64_t costs[6];
+        unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
         int rm, rr;
 
         for (size_t j = 0; j < k; j++) {
@@ -330,20 +358,21 @@ static void test_multi_is_all_or_nothing_as_memory(void **state)
             while (taken[p]);
             taken[p] = 1;
             items[j] = pool[p];
+            costs[j] = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
         }
         t += tu_below(&s, 4) == 0 ? 0 : tu_range(&s, 1, 200 * MS);
-        rm = sl_check_multi(mem, items, k, cost, t, me, &mo);
-        rr = sl_check_multi(red, items, k, cost, t, re, &ro);
+        rm = sl_check_costs(mem, items, costs, k, t, flags, me, &mo);
+        rr = sl_check_costs(red, items, costs, k, t, flags, re, &ro);
         expect_eq(rm, 0);
         expect_eq(rr, 0);
         for (size_t j = 0; j < k; j++) {
             char what[64];
             snprintf(what, sizeof(what), "multi item %zu (%s)", j,
                      sl_algorithm_name(items[j].limit->cfg.algorithm));
-            expect_same(what, i, items[j].key, cost, t, &me[j], &re[j]);
+            expect_same(what, i, items[j].key, costs[j], t, &me[j], &re[j]);
         }
-        expect_same("multi overall", i, "", cost, t, &mo, &ro);
-        all_allowed += mo.allowed && cost > 0;
+        expect_same("multi overall", i, "", costs[0], t, &mo, &ro);
+        all_allowed += mo.allowed && !flags;
         some_refused += !mo.allowed;
     }
     expect_cmp(all_allowed, >, 0);

@@ -35,7 +35,7 @@
 
 enum {
     ITEM_ARGS = 9,   /* per item, as src/store/redis/main.lua reads them */
-    CALL_ARGS = 3,   /* now (s, ns), extra TTL */
+    CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
     NUM_LEN = 24,    /* an int64 in decimal, NUL included */
     IDENT_HEX = 16,  /* the limit's identity in a key name */
     SHA_LEN = 40,
@@ -482,8 +482,8 @@ static void push_num(call_args *a, int64_t v)
 }
 
 static int build_call(redis_store *rs, call_args *a,
-                      const sl_check_item *items, size_t n,
-                      const int64_t *costs, sl_nanos now)
+                      const sl_check_item *items, const int64_t *costs,
+                      size_t n, sl_nanos now, int record)
 {
     size_t prefix = strlen(rs->prefix), total = 0, at = 0;
 
@@ -508,6 +508,7 @@ static int build_call(redis_store *rs, call_args *a,
         push_num(a, now % SL_NS_PER_SEC);
     }
     push_num(a, rs->extra_ttl_ms);
+    push_num(a, record != 0);
     for (size_t i = 0; i < n; i++) {
         const sl_limit *lim = items[i].limit;
         push_num(a, lim->cfg.algorithm);
@@ -549,8 +550,9 @@ static int run_call(redis_store *rs, call_args *a, const sl_check_item *items,
     return err;
 }
 
-static int redis_decide(redis_store *rs, const sl_check_item *items, size_t n,
-                        const int64_t *costs, sl_nanos now, sl_decision *each)
+static int redis_decide(redis_store *rs, const sl_check_item *items,
+                        const int64_t *costs, size_t n, sl_nanos now,
+                        int record, sl_decision *each)
 {
     call_args *a;
     int err = 0;
@@ -569,7 +571,7 @@ static int redis_decide(redis_store *rs, const sl_check_item *items, size_t n,
         return err;
     if ((a = malloc(sizeof(*a))) == NULL)
         return SL_ENOMEM;
-    err = build_call(rs, a, items, n, costs, now);
+    err = build_call(rs, a, items, costs, n, now, record);
     if (err == 0)
         err = run_call(rs, a, items, n, each);
     free(a->keys);
@@ -578,17 +580,14 @@ static int redis_decide(redis_store *rs, const sl_check_item *items, size_t n,
 }
 
 static int redis_check_multi(sl_store *base, const sl_check_item *items,
-                             size_t n, int64_t cost, sl_nanos now,
-                             sl_decision *each)
+                             const int64_t *costs, size_t n, sl_nanos now,
+                             int record, sl_decision *each)
 {
     redis_store *rs = (redis_store *)base;
-    int64_t costs[SL_MAX_ITEMS];
     int err;
 
-    for (size_t i = 0; i < n; i++)
-        costs[i] = cost;
     pthread_mutex_lock(&rs->lock);
-    err = redis_decide(rs, items, n, costs, now, each);
+    err = redis_decide(rs, items, costs, n, now, record, each);
     pthread_mutex_unlock(&rs->lock);
     return err;
 }
@@ -600,7 +599,7 @@ static int redis_check_batch(sl_store *base, const sl_limit *limit,
 {
     for (size_t i = 0; i < n; i++) {
         sl_check_item item = {limit, keys[i].data, keys[i].len};
-        int err = redis_check_multi(base, &item, 1, cost, now, &out[i]);
+        int err = redis_check_multi(base, &item, &cost, 1, now, 0, &out[i]);
         if (err)
             return err;
     }

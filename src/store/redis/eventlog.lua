@@ -123,7 +123,8 @@ end
 local function log_report(log, limit, horizon, cost, fits, now_s, now_n, d)
     local left = 0
     d.allowed = fits and 1 or 0
-    d.remaining = limit - log.sum
+    -- Recordings and logged rejections can take the sum past L.
+    d.remaining = math.max(0, limit - log.sum)
     if log.sum > 0 then
         local e = log_newest(log)
         local es, en = tadd(e[1], e[2], horizon)

@@ -13,20 +13,22 @@ local function fixed_window(key, lim, cost, now_s, now_n, mode)
         ws, wn, count = st[1], st[2], st[3]
     end
     local es, en = tadd(ws, wn, period)
-    local fits = cost <= limit - count
+    check_sum(count, cost)
+    -- A query passes even when a recording took the count past L.
+    local fits = cost == 0 or cost <= limit - count
+    local take = (fits and mode == COMMIT) or mode == RECORD
     d.allowed = fits and 1 or 0
-    if fits and mode == COMMIT then
+    if take then
         count = count + cost
     end
-    d.remaining = limit - count
+    d.remaining = math.max(0, limit - count)
     local left = count > 0 and tdiff(es, en, now_s, now_n) or 0
     d.reset_after = left
     if not fits then
         d.retry_after = cost > limit and -1 or tdiff(es, en, now_s, now_n)
     end
     if mode ~= PEEK then
-        put_state(key, st ~= nil, {ws, wn, count}, left,
-                  fits and mode == COMMIT and cost > 0)
+        put_state(key, st ~= nil, {ws, wn, count}, left, take and cost > 0)
     end
     return d
 end

@@ -15,9 +15,14 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
         fits = new_ahead <= tolerance
     end
     d.allowed = fits and 1 or 0
-    if fits and mode == COMMIT then
+    if fits and (mode == COMMIT or mode == RECORD) then
         st = sched_push(lim, st, now_s, now_n, cost)
         tat_ahead = new_ahead
+    elseif mode == RECORD then
+        st, tat_ahead = sched_record(lim, now_s, now_n, cost, tat_ahead)
+        if cost <= lim.burst then
+            new_ahead = tat_ahead + cost * lim.t_num
+        end
     end
     sched_report(lim, tat_ahead, d)
     if not fits then

@@ -13,10 +13,13 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     d.allowed = fits and 1 or 0
     if fits then
         d.delay = ceil_div(queued, lim.t_den)
-        if mode == COMMIT then
+        if mode == COMMIT or mode == RECORD then
             st = sched_push(lim, st, now_s, now_n, cost)
             queued = sched_ahead(lim, st, now_s, now_n)
         end
+    elseif mode == RECORD then
+        -- Sent without queueing: no delay, and the queue is full.
+        st, queued = sched_record(lim, now_s, now_n, cost, queued)
     end
     sched_report(lim, queued, d)
     if not fits then

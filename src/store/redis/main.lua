@@ -2,17 +2,19 @@
 -- call atomically (a script runs alone on the server).
 --
 -- KEYS[i] is item i's key.  ARGV: now's seconds and ns within the second
--- (both empty: read the server's TIME), the extra TTL in ms, then
+-- (both empty: read the server's TIME), the extra TTL in ms, 1 to record
+-- (SL_RECORD: every item's cost is consumed, fitting or not), then
 -- ITEM_ARGS values per item: algorithm, cost, L, P, B, step, flags,
 -- t_num, t_den (redis.c; per-item costs, so that a call may charge each
 -- limit its own).  The reply is 5 integers per item: allowed, remaining,
 -- reset_after, retry_after, delay.
 --
--- One item is committed directly.  Several are decided as the memory
--- store does (memory_check_multi): a PEEK pass that writes nothing, then a
--- COMMIT pass if all fit, else a REFUSE pass, so the call is all-or-
--- nothing, and every error is raised in the PEEK pass, before any write.
-local ITEM_ARGS = 9
+-- One item is committed (or recorded) directly.  Several are decided as
+-- the memory store does (memory_check_multi): a PEEK pass that writes
+-- nothing, then a RECORD pass when recording, else a COMMIT pass if all
+-- fit and a REFUSE pass if not, so the call is all-or-nothing, and every
+-- error is raised in the PEEK pass, before any write.
+local CALL_ARGS, ITEM_ARGS = 4, 9
 local ALGORITHMS = {
     [0] = token_bucket, gcra, leaky_bucket, fixed_window, sliding_log,
     sliding_window, stepped_window,
@@ -26,10 +28,11 @@ else
     now_s, now_n = tonumber(ARGV[1]), tonumber(ARGV[2])
 end
 EXTRA_TTL_MS = tonumber(ARGV[3])
+local record = ARGV[4] == '1'
 
 local items = {}
 for i = 1, #KEYS do
-    local b = 3 + (i - 1) * ITEM_ARGS
+    local b = CALL_ARGS + (i - 1) * ITEM_ARGS
     local a = function(j) return tonumber(ARGV[b + j]) end
     items[i] = {
         check = ALGORITHMS[a(1)],
@@ -54,10 +57,10 @@ end
 
 local all, ds
 if #items == 1 then
-    all, ds = decide_all(COMMIT)
+    all, ds = decide_all(record and RECORD or COMMIT)
 else
     all = decide_all(PEEK)
-    all, ds = decide_all(all and COMMIT or REFUSE)
+    all, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
 end
 
 local reply = {}

@@ -17,7 +17,9 @@ local TWO53 = 9007199254740992
 -- + 1e9 < 2^53.  No limit's horizon is that long (period <= 2^52 ns).
 local FAR_S = 8388608
 
-local PEEK, COMMIT, REFUSE = 0, 1, 2
+-- The modes of src/internal.h's sl__mode: RECORD consumes the cost
+-- whether or not it fits (SL_RECORD).
+local PEEK, COMMIT, REFUSE, RECORD = 0, 1, 2, 3
 
 -- Lua's tostring keeps 14 digits; every number written to Redis goes
 -- through this instead.
@@ -198,6 +200,15 @@ local function put_state(key, had, t, left, changed)
         end
     elseif changed then
         redis.call('SET', key, encode(t), 'PX', num(ttl_ms(left)))
+    end
+end
+
+-- A count that recordings (or logged rejections) may take past L must
+-- stay exact: refused before it passes 2^53 (2^13 recordings of cost 2^40
+-- inside one window).  Checked in every mode, so in the PEEK pass too.
+local function check_sum(sum, cost)
+    if sum + cost > TWO53 then
+        out_of_range('count past 2^53')
     end
 end
 

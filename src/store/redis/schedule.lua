@@ -53,12 +53,28 @@ local function sched_left(st, now_s, now_n)
     return tdiff_clamped(st[1], st[2], now_s, now_n) + (st[3] > 0 and 1 or 0)
 end
 
+-- A recorded request that did not fit (RECORD): S moves as for an
+-- admitted one but never more than B * T ahead of now, so the bucket is
+-- left empty, not in debt (sl__sched_record).  Over B the lead is B * T
+-- whatever `ahead` was, and cost * t_num (which could pass 2^53) is not
+-- formed.  Returns the new state and lead.
+local function sched_record(lim, now_s, now_n, cost, ahead)
+    local most = lim.burst * lim.t_num
+    local lead = most
+    if cost <= lim.burst then
+        lead = math.min(ahead + cost * lim.t_num, most)
+    end
+    local whole = idiv(lead, lim.t_den)
+    local s, n = tadd(now_s, now_n, whole)
+    return {s, n, lead - whole * lim.t_den}, lead
+end
+
 -- Writes a bucket's state back after a decision, unless it was a PEEK;
--- only an admission changes it.
+-- only an admission or a recording changes it.
 local function sched_save(key, had, st, now_s, now_n, mode, fits)
     if mode ~= PEEK then
         put_state(key, had, st, sched_left(st, now_s, now_n),
-                  fits and mode == COMMIT)
+                  mode == RECORD or (fits and mode == COMMIT))
     end
 end
 

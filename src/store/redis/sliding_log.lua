@@ -17,22 +17,20 @@ local function sliding_log(key, lim, cost, now_s, now_n, mode)
         ts, tn = log.ls, log.ln
     end
     log_expire(log, tsub(ts, tn, period))
-    -- Logged rejections let the sum pass L; past 2^53 it would not be
-    -- exact (2^13 rejections of cost 2^40 inside one window).
-    if log_rejected and log.sum + cost > TWO53 then
-        out_of_range('sliding_log sum past 2^53')
-    end
+    check_sum(log.sum, cost)
     local fits = cost == 0 or cost <= limit - log.sum
+    -- A rejected attempt is logged under SL_LOG_REJECTED, whether this
+    -- limit or another of the same call rejected it, and always when
+    -- recorded.
+    local keep_rejected = log_rejected or mode == RECORD
     local record = cost > 0 and mode ~= PEEK and
-        ((fits and mode == COMMIT) or
-         (log_rejected and (not fits or mode == REFUSE)))
+        ((fits and mode ~= REFUSE) or
+         (keep_rejected and (not fits or mode == REFUSE)))
 
     if record then
         log_push(log, ts, tn, cost, max_len)
     end
     local left = log_report(log, limit, period, cost, fits, now_s, now_n, d)
-    -- Logged rejections can take the sum past L.
-    d.remaining = math.max(0, d.remaining)
     if mode ~= PEEK then
         log_save(log, ts, tn, left)
     end

@@ -51,9 +51,12 @@ local function sliding_window(key, lim, cost, now_s, now_n, mode)
     local fits = cost == 0 or cost <= limit - estimate
 
     d.allowed = fits and 1 or 0
-    if fits and mode == COMMIT then
-        cur = cur + cost
-        estimate = estimate + cost
+    if (fits and mode == COMMIT) or mode == RECORD then
+        -- Recording past L: the count saturates at 2^32 - 1, as the
+        -- memory store's packed word does.
+        local add = math.min(cost, 4294967295 - cur)
+        cur = cur + add
+        estimate = estimate + add
     end
     d.remaining = limit - estimate
     if d.remaining < 0 then

@@ -13,9 +13,11 @@ local function stepped_window(key, lim, cost, now_s, now_n, mode)
         ss, sn = log.ls, log.ln
     end
     log_expire(log, tsub(ss, sn, period))
-    local fits = cost <= limit - log.sum
+    check_sum(log.sum, cost)
+    -- A query passes even when a recording took the sum past L.
+    local fits = cost == 0 or cost <= limit - log.sum
 
-    if cost > 0 and fits and mode == COMMIT then
+    if cost > 0 and ((fits and mode == COMMIT) or mode == RECORD) then
         log_push(log, ss, sn, cost, math.huge)
     end
     local left = log_report(log, limit, period, cost, fits, now_s, now_n, d)

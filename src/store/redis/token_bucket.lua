@@ -9,9 +9,11 @@ local function token_bucket(key, lim, cost, now_s, now_n, mode)
     local fits = cost <= burst and deficit <= (burst - cost) * lim.t_num
 
     d.allowed = fits and 1 or 0
-    if fits and mode == COMMIT then
+    if fits and (mode == COMMIT or mode == RECORD) then
         st = sched_push(lim, st, now_s, now_n, cost)
         deficit = sched_ahead(lim, st, now_s, now_n)
+    elseif mode == RECORD then
+        st, deficit = sched_record(lim, now_s, now_n, cost, deficit)
     end
     sched_report(lim, deficit, d)
     if not fits then
