@@ -4,7 +4,10 @@
  * keys (each leaves one key: a string for the buckets and counters, a
  * list of meta and one event for the logs), used_memory again; the
  * difference over N.  10 per day, so that no key expires during the run
- * (keys counts them).  bench/redis_bytes_per_key.sh starts the server.
+ * (keys counts them).  Also the mean time of those checks, each one
+ * round trip on loopback with a new key (the first write of a key), from
+ * one thread, and the server's own time per script call (INFO
+ * commandstats).  bench/redis_bytes_per_key.sh starts the server.
  *
  *   redis_bytes_per_key URL [N]     one JSON line per algorithm
  */
@@ -24,6 +27,22 @@ static long long used_memory(redisContext *c)
     if (r != NULL && r->type == REDIS_REPLY_STRING &&
         (p = strstr(r->str, "used_memory:")) != NULL)
         v = atoll(p + strlen("used_memory:"));
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* Server-side µs per EVALSHA since the last CONFIG RESETSTAT: what the
+ * script itself costs Redis's one thread. */
+static double script_us(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    double v = -1;
+    const char *p;
+    if (r != NULL && r->type == REDIS_REPLY_STRING &&
+        (p = strstr(r->str, "cmdstat_evalsha:")) != NULL &&
+        (p = strstr(p, "usec_per_call=")) != NULL)
+        v = atof(p + strlen("usec_per_call="));
     if (r)
         freeReplyObject(r);
     return v;
@@ -72,6 +91,8 @@ int main(int argc, char **argv)
             return 1;
         freeReplyObject(redisCommand(admin, "FLUSHALL"));
         before = used_memory(admin);
+        freeReplyObject(redisCommand(admin, "CONFIG RESETSTAT"));
+        sl_nanos t0 = sl_clock_monotonic();
         for (long i = 0; i < n; i++) {
             char key[32];
             sl_decision d;
@@ -83,12 +104,15 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
+        double us = (double)(sl_clock_monotonic() - t0) / 1e3 / (double)n;
         after = used_memory(admin);
         printf("{\"algorithm\":\"%s\",\"keys\":%lld,\"key_name_bytes\":%d,"
-               "\"used_memory_delta\":%lld,\"bytes_per_key\":%.1f}\n",
+               "\"used_memory_delta\":%lld,\"bytes_per_key\":%.1f,"
+               "\"us_per_check\":%.1f,\"server_us_per_check\":%.2f}\n",
                sl_algorithm_name(cfg.algorithm), dbsize(admin),
                (int)strlen("sl:0123456789abcdef:{k00000000}"),
-               after - before, (double)(after - before) / (double)n);
+               after - before, (double)(after - before) / (double)n, us,
+               script_us(admin));
         sl_limit_free(lim);
     }
     redisFree(admin);

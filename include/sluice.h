@@ -189,8 +189,8 @@ typedef struct sl_redis_options {
     const char *user;      /* AUTH user password (Redis 6 ACLs); NULL */
     const char *password;  /* AUTH password; NULL: no AUTH */
     /* Bound on connecting and on each command's round trip; 0: 1000 ms.
-     * A check never waits longer than about twice this (a reconnect and
-     * the command). */
+     * A check waits at most about three times this (a reconnect, the
+     * EVALSHA, and the EVAL after a NOSCRIPT). */
     int timeout_ms;
     /* Prepended to every key; NULL: "sl:".  May not contain '{' or '}',
      * which would move the keys' Cluster hash tag (docs/stores.md). */
