@@ -410,6 +410,38 @@ static void test_multi_refused_consumes_nothing(void **state)
     sl_store_free(red);
 }
 
+/* sl_check_batch decides as the memory store's, binary keys included
+ * (NUL bytes, braces that end the hash tag early, the empty key). */
+static void test_batch_and_binary_keys_decide_as_memory(void **state)
+{
+    static const char raw[][6] = {"a\0b", "a\0c", "}{", "{x}", "", "a"};
+    enum { NRAW = sizeof(raw) / sizeof(raw[0]), N = 40 };
+    sl_limit *lim = tu_limit(SL_SLIDING_WINDOW, 3, SEC, 0);
+    sl_store *mem = tu_store(), *red = redis_store();
+    sl_key keys[N];
+    sl_decision m[N], r[N];
+    uint64_t s = 5;
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    flushall();
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++) {
+            int k = (int)tu_below(&s, NRAW);
+            keys[i] = (sl_key){raw[k], k < 2 ? 3 : strlen(raw[k])};
+        }
+        t += tu_range(&s, 0, 400 * MS);
+        expect_eq(sl_check_batch(mem, lim, keys, N, 1, t, m), 0);
+        expect_eq(sl_check_batch(red, lim, keys, N, 1, t, r), 0);
+        for (int i = 0; i < N; i++)
+            expect_same("batch", (size_t)(round * N + i), "(binary)", 1, t,
+                        &m[i], &r[i]);
+    }
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* ---- the script and the server ---- */
 
 static void test_script_reloads_after_flush(void **state)
@@ -691,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_comparison_sees_a_different_limit),
         cmocka_unit_test(test_multi_is_all_or_nothing_as_memory),
         cmocka_unit_test(test_multi_refused_consumes_nothing),
+        cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_keys_have_ttl_and_vanish_when_initial),
         cmocka_unit_test(test_bad_options_are_refused_clearly),
