@@ -226,6 +226,54 @@ static sl_decision record_or_fail(sl_store *st, const sl_limit *lim,
     return d;
 }
 
+/*
+ * The invariants of the logs' lists (src/store/redis/eventlog.lua), read
+ * back from Redis: element 0 is "sum s n", then at least one event
+ * "s n cost" with cost > 0 and times strictly increasing; sum is their
+ * total; every key has a TTL.  Returns the number of lists checked.
+ */
+static int check_lists(const char *pattern)
+{
+    redisContext *c = admin();
+    redisReply *keys = redisCommand(c, "KEYS %s", pattern);
+    int lists = 0;
+
+    assert_non_null(keys);
+    for (size_t k = 0; k < keys->elements; k++) {
+        const char *key = keys->element[k]->str;
+        redisReply *l = redisCommand(c, "LRANGE %s 0 -1", key);
+        long long sum = 0, total = 0, ps = -1, pn = -1;
+
+        if (l == NULL || l->type != REDIS_REPLY_ARRAY) {
+            if (l)
+                freeReplyObject(l);
+            continue; /* a string state */
+        }
+        lists++;
+        if (l->elements < 2 ||
+            sscanf(l->element[0]->str, "%lld", &sum) != 1)
+            fail_msg("list '%s': no meta or no event", key);
+        for (size_t i = 1; i < l->elements; i++) {
+            long long es, en, cost;
+            if (sscanf(l->element[i]->str, "%lld %lld %lld", &es, &en,
+                       &cost) != 3 ||
+                cost <= 0 || en < 0 || en >= SEC || es < ps ||
+                (es == ps && en <= pn))
+                fail_msg("list '%s': bad event %zu '%s'", key, i,
+                         l->element[i]->str);
+            total += cost;
+            ps = es;
+            pn = en;
+        }
+        expect_eq(total, sum);
+        expect_cmp(tu_redis_int(c, "PTTL %s", key), >, 0);
+        freeReplyObject(l);
+    }
+    freeReplyObject(keys);
+    redisFree(c);
+    return lists;
+}
+
 /* Runs one seeded trace through both stores; returns how many requests
  * (of cost > 0) were allowed. */
 static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
@@ -262,7 +310,7 @@ static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
 
 static void test_every_algorithm_decides_as_memory(void **state)
 {
-    int seen[SL_ALGORITHM_COUNT] = {0};
+    int seen[SL_ALGORITHM_COUNT] = {0}, lists = 0;
     (void)state;
     flushall();
     for (size_t ci = 0; ci < NCONFIGS; ci++) {
@@ -273,11 +321,16 @@ static void test_every_algorithm_decides_as_memory(void **state)
             fail_msg("%s: %zu of %zu allowed", configs[ci].what, allowed,
                      trace_len());
         seen[configs[ci].cfg.algorithm]++;
+        if (configs[ci].cfg.algorithm == SL_SLIDING_LOG ||
+            configs[ci].cfg.algorithm == SL_STEPPED_WINDOW)
+            lists += check_lists("t:*");
+        flushall();
         sl_store_free(mem);
         sl_store_free(red);
     }
     for (int a = 0; a < SL_ALGORITHM_COUNT; a++)
         expect_cmp(seen[a], >, 0);
+    expect_cmp(lists, >, 0);
 }
 
 /* The comparison itself can fail: a Redis store deciding a limit one unit
