@@ -4,9 +4,12 @@
 # everything is there.
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
+# libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
+# and bench/redis_bytes_per_key.sh;
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
 # runs examples/nginx/ in front of a test upstream.
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
+      libhiredis-dev redis-server redis-tools
       libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -149,7 +149,9 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
  * Stores are a small vtable.  check_multi() decides n items atomically,
  * item i costing costs[i]: n == 1 is a plain check.  With `record` every
  * item is applied in RECORD mode; otherwise all items are committed or
- * none.  The public calls have validated every argument.
+ * none.  The public calls have validated every argument.  last_error may
+ * be NULL (a store whose failures need no explanation beyond their code).
+ * Stores: memory.c, redis.c.
  */
 typedef struct sl__store_type {
     int (*check_multi)(sl_store *st, const sl_check_item *items,
@@ -160,12 +162,17 @@ typedef struct sl__store_type {
     size_t (*sweep)(sl_store *st, sl_nanos now, size_t max_slots);
     void (*stats)(sl_store *st, sl_store_stats *out);
     void (*destroy)(sl_store *st);
+    void (*last_error)(sl_store *st, char *buf, size_t len);
 } sl__store_type;
 
 struct sl_store {
     const sl__store_type *type;
     size_t max_key_len;
 };
+
+/* The Redis store's Lua source, all of src/store/redis/ in one string
+ * (generated at build time by src/store/redis/embed.cmake). */
+extern const char sl__redis_script[];
 
 /* Asserts the memory store's invariants (tests): 0 or -1. */
 int sl__memory_check(sl_store *store);

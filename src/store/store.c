@@ -104,6 +104,15 @@ void sl_store_get_stats(sl_store *store, sl_store_stats *out)
     store->type->stats(store, out);
 }
 
+void sl_store_last_error(sl_store *store, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    if (store != NULL && store->type->last_error != NULL)
+        store->type->last_error(store, buf, len);
+}
+
 void sl_store_free(sl_store *store)
 {
     if (store != NULL)
