@@ -12,7 +12,6 @@
  * pass, and 429 with the same headers, Retry-After and a JSON error when
  * it may not: the gateway copies the headers onto its own response.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,28 +54,6 @@ static int auth_param(void *ctx, const char *name, const char *val, size_t vlen)
     return 0;
 }
 
-/* An error answer under way. */
-typedef struct auth_err {
-    int status;
-    const char *code;
-    char msg[160];
-} auth_err;
-
-static int auth_fail(auth_err *e, int status, const char *code, const char *fmt,
-                     ...) __attribute__((format(printf, 4, 5)));
-
-static int auth_fail(auth_err *e, int status, const char *code, const char *fmt,
-                     ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-    va_end(ap);
-    e->status = status;
-    e->code = code;
-    return -1;
-}
-
 /* The header's descriptor name: what follows "Sluice-Descriptor", or
  * NULL for another Sluice-* header. */
 static const char *descriptor_suffix(const sl_http_header *h, size_t *len)
@@ -97,7 +74,7 @@ static const char *descriptor_suffix(const sl_http_header *h, size_t *len)
  */
 static int group_headers(sl_srv_worker *w, const sl_http_request *req,
                          sl_dec_descriptor *ds, size_t *n_out,
-                         sl_rules_entry *entries, auth_err *e)
+                         sl_rules_entry *entries, sl_api_err *e)
 {
     const sl_srv_config *cfg = &w->server->cfg;
     const char *names[SL_SRV_MAX_DESCRIPTORS];
@@ -112,33 +89,33 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
         size_t sl = 0;
         const char *suffix = descriptor_suffix(h, &sl);
         if (suffix == NULL)
-            return auth_fail(e, 400, "EINVAL", "%.*s: unknown header",
-                             (int)(h->name_len > 64 ? 64 : h->name_len),
-                             h->name);
+            return sl_api_fail(e, 400, "EINVAL", "%.*s: unknown header",
+                               (int)(h->name_len > 64 ? 64 : h->name_len),
+                               h->name);
         size_t d = 0;
         while (d < n &&
                (name_lens[d] != sl || strncasecmp(names[d], suffix, sl) != 0))
             d++;
         if (d == n) {
             if (n == max_desc)
-                return auth_fail(e, 400, "ETOOMANY",
-                                 "more than %zu descriptors "
-                                 "(--max-descriptors)",
-                                 max_desc);
+                return sl_api_fail(e, 400, "ETOOMANY",
+                                   "more than %zu descriptors "
+                                   "(--max-descriptors)",
+                                   max_desc);
             names[n] = suffix;
             name_lens[n] = sl;
             counts[n++] = 0;
         }
         if (++counts[d] > cfg->max_entries)
-            return auth_fail(e, 400, "ETOOMANY",
-                             "%.*s: more than %zu entries (--max-entries)",
-                             (int)(h->name_len > 64 ? 64 : h->name_len),
-                             h->name, cfg->max_entries);
+            return sl_api_fail(e, 400, "ETOOMANY",
+                               "%.*s: more than %zu entries (--max-entries)",
+                               (int)(h->name_len > 64 ? 64 : h->name_len),
+                               h->name, cfg->max_entries);
     }
     if (n == 0)
-        return auth_fail(e, 400, "EMISSING",
-                         "no Sluice-Descriptor header: each names one "
-                         "descriptor entry as key=value");
+        return sl_api_fail(e, 400, "EMISSING",
+                           "no Sluice-Descriptor header: each names one "
+                           "descriptor entry as key=value");
     size_t off = 0;
     for (size_t d = 0; d < n; d++) {
         ds[d] = (sl_dec_descriptor){entries + off, 0, -1};
@@ -154,10 +131,10 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
             d++;
         const char *eq = memchr(h->value, '=', h->value_len);
         if (eq == NULL || eq == h->value)
-            return auth_fail(e, 400, "EMISSING",
-                             "%.*s: expected key=value with a non-empty key",
-                             (int)(h->name_len > 64 ? 64 : h->name_len),
-                             h->name);
+            return sl_api_fail(e, 400, "EMISSING",
+                               "%.*s: expected key=value with a non-empty key",
+                               (int)(h->name_len > 64 ? 64 : h->name_len),
+                               h->name);
         size_t vlen = h->value_len - (size_t)(eq + 1 - h->value);
         /* Optional whitespace after a field value is not part of it. */
         while (vlen > 0 && (eq[vlen] == ' ' || eq[vlen] == '\t'))
@@ -181,7 +158,7 @@ void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                  int keep_alive)
 {
     uint64_t t0 = uv_hrtime();
-    auth_err e = {0};
+    sl_api_err e = {0};
     auth_query q = {.hits = 1};
     sl_dec_descriptor ds[SL_SRV_MAX_DESCRIPTORS];
     sl_dec_result res = {0};
@@ -191,24 +168,25 @@ void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         malloc((req->n_headers ? req->n_headers : 1) * sizeof(*entries));
 
     if (dec == NULL || entries == NULL) {
-        auth_fail(&e, 503, "ENOMEM", "out of memory");
+        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
     if (sl_query_parse(req->query, req->query_len, dec, auth_param, &q, q.msg,
                        sizeof(q.msg)) != 0) {
-        auth_fail(&e, 400, "EINVAL", "%s", q.msg);
+        sl_api_fail(&e, 400, "EINVAL", "%s", q.msg);
         goto fail;
     }
     if (q.domain == NULL || q.domain_len == 0) {
-        auth_fail(&e, 400, "EMISSING",
-                  "domain: missing; give it in the query (/v1/auth?domain=D)");
+        sl_api_fail(
+            &e, 400, "EMISSING",
+            "domain: missing; give it in the query (/v1/auth?domain=D)");
         goto fail;
     }
     if (group_headers(w, req, ds, &n, entries, &e) != 0)
         goto fail;
     res.status = calloc(n, sizeof(sl_dec_status));
     if (res.status == NULL) {
-        auth_fail(&e, 503, "ENOMEM", "out of memory");
+        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
     /* hits=0 asks without consuming, as in POST /v1/check. */
@@ -247,10 +225,7 @@ void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
     goto done;
 fail:
-    if (e.status == 400)
-        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
-                                  memory_order_relaxed);
-    sl_respond_error(out, e.status, e.code, e.msg, keep_alive);
+    sl_respond_api_err(w, &e, out, keep_alive);
 done:
     free(res.status);
     free(entries);

@@ -83,43 +83,22 @@ typedef struct limit_ref {
     size_t n_entries;
 } limit_ref;
 
-/* An error answer under way: status, code and message. */
-typedef struct api_err {
-    int status;
-    const char *code;
-    char msg[256];
-} api_err;
-
-static int fail(api_err *e, int status, const char *code, const char *fmt,
-                ...) __attribute__((format(printf, 4, 5)));
-
-static int fail(api_err *e, int status, const char *code, const char *fmt,
-                ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-    va_end(ap);
-    e->status = status;
-    e->code = code;
-    return -1;
-}
-
 /* Sets one named parameter; shared by the query and the JSON body. */
 static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
-                   const char *val, size_t vlen, api_err *e)
+                   const char *val, size_t vlen, sl_api_err *e)
 {
     size_t max_entries = w->server->cfg.max_entries;
     if (max_entries > SL_RULES_MAX_DEPTH)
         max_entries = SL_RULES_MAX_DEPTH;
     if (strcmp(name, "key") == 0) {
         if (ref->n_entries == max_entries)
-            return fail(e, 400, "ETOOMANY",
-                        "key: more than %zu entries (--max-entries, at most "
-                        "%d)",
-                        max_entries, SL_RULES_MAX_DEPTH);
+            return sl_api_fail(
+                e, 400, "ETOOMANY",
+                "key: more than %zu entries (--max-entries, at most "
+                "%d)",
+                max_entries, SL_RULES_MAX_DEPTH);
         if (vlen == 0)
-            return fail(e, 400, "EMISSING", "key: must not be empty");
+            return sl_api_fail(e, 400, "EMISSING", "key: must not be empty");
         ref->entries[ref->n_entries++] =
             (sl_rules_entry){.key = val, .key_len = vlen, .value = ""};
         return 0;
@@ -128,8 +107,8 @@ static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
         sl_rules_entry *last =
             ref->n_entries ? &ref->entries[ref->n_entries - 1] : NULL;
         if (last == NULL || last->value_len != 0)
-            return fail(e, 400, "EINVAL",
-                        "value: must follow its key (key=K&value=V)");
+            return sl_api_fail(e, 400, "EINVAL",
+                               "value: must follow its key (key=K&value=V)");
         last->value = val;
         last->value_len = vlen;
         return 0;
@@ -147,18 +126,18 @@ static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
             continue;
         const char **p = (const char **)((char *)ref + fields[i].sptr);
         if (*p != NULL)
-            return fail(e, 400, "EINVAL", "%s: given twice", name);
+            return sl_api_fail(e, 400, "EINVAL", "%s: given twice", name);
         *p = val;
         *(size_t *)((char *)ref + fields[i].lptr) = vlen;
         return 0;
     }
-    return fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
+    return sl_api_fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
 }
 
 typedef struct query_ctx {
     sl_srv_worker *w;
     limit_ref *ref;
-    api_err *e;
+    sl_api_err *e;
 } query_ctx;
 
 static int query_param(void *ctx, const char *name, const char *val,
@@ -171,24 +150,24 @@ static int query_param(void *ctx, const char *name, const char *val,
 /* Parses a query string into ref; decoded bytes go to dec (query_len + 1
  * bytes), and ref points into it. */
 static int parse_query(sl_srv_worker *w, const char *q, size_t len, char *dec,
-                       limit_ref *ref, api_err *e)
+                       limit_ref *ref, sl_api_err *e)
 {
     query_ctx qc = {w, ref, e};
     char msg[128];
     if (sl_query_parse(q, len, dec, query_param, &qc, msg, sizeof(msg)) == 0)
         return 0;
     if (e->status == 0) /* the query itself, not one of its parameters */
-        fail(e, 400, "EINVAL", "%s", msg);
+        sl_api_fail(e, 400, "EINVAL", "%s", msg);
     return -1;
 }
 
 /* Parses the JSON body of an increment into ref; strings stay owned by
  * root.  Integers (requests, hits) are printed into numbuf. */
 static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
-                      char numbuf[2][24], api_err *e)
+                      char numbuf[2][24], sl_api_err *e)
 {
     if (!json_is_object(root))
-        return fail(e, 400, "ETYPE", "request: expected a JSON object");
+        return sl_api_fail(e, 400, "ETYPE", "request: expected a JSON object");
     const char *k;
     json_t *v;
     int ni = 0;
@@ -196,8 +175,8 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
     {
         if (strcmp(k, "entries") == 0) {
             if (!json_is_array(v) || json_array_size(v) == 0)
-                return fail(e, 400, "ETYPE",
-                            "entries: expected a non-empty array");
+                return sl_api_fail(e, 400, "ETYPE",
+                                   "entries: expected a non-empty array");
             size_t i;
             json_t *en;
             json_array_foreach(v, i, en)
@@ -205,10 +184,11 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
                 json_t *ek = json_object_get(en, "key");
                 json_t *ev = json_object_get(en, "value");
                 if (!json_is_string(ek) || (ev && !json_is_string(ev)))
-                    return fail(e, 400, "ETYPE",
-                                "entries[%zu]: expected {\"key\": string, "
-                                "\"value\": string}",
-                                i);
+                    return sl_api_fail(
+                        e, 400, "ETYPE",
+                        "entries[%zu]: expected {\"key\": string, "
+                        "\"value\": string}",
+                        i);
                 if (ref_set(w, ref, "key", json_string_value(ek),
                             json_string_length(ek), e) != 0)
                     return -1;
@@ -220,7 +200,8 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
             continue;
         }
         if (strcmp(k, "key") == 0 || strcmp(k, "value") == 0)
-            return fail(e, 400, "EINVAL", "%s: use \"entries\" in a body", k);
+            return sl_api_fail(e, 400, "EINVAL",
+                               "%s: use \"entries\" in a body", k);
         if (json_is_integer(v) &&
             (strcmp(k, "requests") == 0 || strcmp(k, "hits") == 0)) {
             snprintf(numbuf[ni], sizeof(numbuf[ni]), "%lld",
@@ -231,14 +212,15 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
             continue;
         }
         if (strcmp(k, "at_ms") == 0)
-            return fail(e, 400, "EINVAL",
-                        "at_ms: not supported; an increment is recorded at "
-                        "the server's now");
+            return sl_api_fail(
+                e, 400, "EINVAL",
+                "at_ms: not supported; an increment is recorded at "
+                "the server's now");
         if (!json_is_string(v)) {
             /* Unknown names are reported as unknown, not as a type. */
             if (ref_set(w, ref, k, "", 0, e) != 0)
                 return -1;
-            return fail(e, 400, "ETYPE", "%s: expected a string", k);
+            return sl_api_fail(e, 400, "ETYPE", "%s: expected a string", k);
         }
         if (ref_set(w, ref, k, json_string_value(v), json_string_length(v),
                     e) != 0)
@@ -251,9 +233,9 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
 typedef struct resolved {
     sl_check_item items[SL_MAX_ITEMS];
     size_t n;
-    int deny;      /* a deny rule matched: never */
-    int unlimited; /* only unlimited rules matched */
-    char *keys;    /* owned: match keys point into it */
+    int deny;        /* a deny rule matched: never */
+    int unlimited;   /* only unlimited rules matched */
+    char *keys;      /* owned: match keys point into it */
     sl_nanos period; /* for deny and unlimited answers */
 } resolved;
 
@@ -271,32 +253,37 @@ static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
 /* The cached limit of (id, interval, requests, algorithm), made on first
  * use.  0, or -1 with e set (bad parameters, cap reached, no memory). */
 static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
-                     api_err *e)
+                     sl_api_err *e)
 {
     sl_nanos interval;
     int64_t requests;
     sl_algorithm alg = SL_STEPPED_WINDOW;
     if (ref->interval == NULL)
-        return fail(e, 400, "EMISSING", "interval: missing (with requests)");
+        return sl_api_fail(e, 400, "EMISSING",
+                           "interval: missing (with requests)");
     if (ref->requests == NULL)
-        return fail(e, 400, "EMISSING", "requests: missing (with interval)");
+        return sl_api_fail(e, 400, "EMISSING",
+                           "requests: missing (with interval)");
     int rc = sl_duration_parse(ref->interval, ref->interval_len, &interval);
     if (rc != 0 || interval <= 0)
-        return fail(e, 400, "EINVAL",
-                    "interval: expected a positive duration like 60s: '%.*s'",
-                    (int)(ref->interval_len < 64 ? ref->interval_len : 64),
-                    ref->interval);
+        return sl_api_fail(
+            e, 400, "EINVAL",
+            "interval: expected a positive duration like 60s: '%.*s'",
+            (int)(ref->interval_len < 64 ? ref->interval_len : 64),
+            ref->interval);
     if (sl_parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
         requests < 1)
-        return fail(e, 400, "EINVAL",
-                    "requests: expected an integer from 1 to 2^40: '%.*s'",
-                    (int)(ref->requests_len < 64 ? ref->requests_len : 64),
-                    ref->requests);
+        return sl_api_fail(
+            e, 400, "EINVAL",
+            "requests: expected an integer from 1 to 2^40: '%.*s'",
+            (int)(ref->requests_len < 64 ? ref->requests_len : 64),
+            ref->requests);
     if (ref->algorithm != NULL &&
         sl_algorithm_parse(ref->algorithm, ref->algorithm_len, &alg) != 0)
-        return fail(e, 400, "EINVAL", "algorithm: unknown: '%.*s'",
-                    (int)(ref->algorithm_len < 64 ? ref->algorithm_len : 64),
-                    ref->algorithm);
+        return sl_api_fail(
+            e, 400, "EINVAL", "algorithm: unknown: '%.*s'",
+            (int)(ref->algorithm_len < 64 ? ref->algorithm_len : 64),
+            ref->algorithm);
     uint64_t h = hash_adhoc(ref->id, ref->id_len, interval, requests, alg);
     struct sl_srv_adhoc *t = s->adhoc;
     pthread_mutex_lock(&t->lock);
@@ -313,10 +300,10 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
     }
     if (t->n >= s->cfg.max_adhoc_limits) {
         pthread_mutex_unlock(&t->lock);
-        return fail(e, 429, "ETOOMANY",
-                    "id: %zu ad hoc limits are cached already "
-                    "(--max-adhoc-limits)",
-                    s->cfg.max_adhoc_limits);
+        return sl_api_fail(e, 429, "ETOOMANY",
+                           "id: %zu ad hoc limits are cached already "
+                           "(--max-adhoc-limits)",
+                           s->cfg.max_adhoc_limits);
     }
     sl_limit_config cfg = {.algorithm = alg,
                            .limit = requests,
@@ -327,14 +314,14 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
     rc = sl_limit_new(&cfg, &lim, err, sizeof(err));
     if (rc != 0) {
         pthread_mutex_unlock(&t->lock);
-        return fail(e, rc == SL_ENOMEM ? 503 : 400, sl_err_name(rc),
-                    "interval/requests/algorithm: %s", err);
+        return sl_api_fail(e, rc == SL_ENOMEM ? 503 : 400, sl_err_name(rc),
+                           "interval/requests/algorithm: %s", err);
     }
     a = malloc(sizeof(*a) + ref->id_len);
     if (a == NULL) {
         pthread_mutex_unlock(&t->lock);
         sl_limit_free(lim);
-        return fail(e, 503, "ENOMEM", "out of memory");
+        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
     }
     *a = (adhoc_limit){.next = *b,
                        .hash = h,
@@ -354,32 +341,35 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
 /* Resolves what ref names to store items.  0, or -1 with e set; release
  * res->keys either way. */
 static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
-                   api_err *e)
+                   sl_api_err *e)
 {
     const sl_rules *rules = w->rules->rules;
     memset(res, 0, sizeof(*res));
     if (ref->id != NULL && ref->id_len == 0)
-        return fail(e, 400, "EMISSING", "id: must not be empty");
+        return sl_api_fail(e, 400, "EMISSING", "id: must not be empty");
     if (ref->id != NULL && ref->id_len > ID_MAX_BYTES)
-        return fail(e, 400, "EKEYLEN", "id: longer than %d bytes",
-                    ID_MAX_BYTES);
+        return sl_api_fail(e, 400, "EKEYLEN", "id: longer than %d bytes",
+                           ID_MAX_BYTES);
     if (ref->domain != NULL && ref->domain_len == 0)
-        return fail(e, 400, "EMISSING", "domain: must not be empty");
+        return sl_api_fail(e, 400, "EMISSING", "domain: must not be empty");
     int adhoc = ref->interval || ref->requests || ref->algorithm;
     if (ref->id == NULL && adhoc)
-        return fail(e, 400, "EMISSING",
-                    "id: required with interval, requests and algorithm");
+        return sl_api_fail(
+            e, 400, "EMISSING",
+            "id: required with interval, requests and algorithm");
     if (ref->id == NULL && ref->domain == NULL)
-        return fail(e, 400, "EMISSING", "id or domain: one is required");
+        return sl_api_fail(e, 400, "EMISSING", "id or domain: one is required");
     if (ref->id != NULL && ref->n_entries > 0)
-        return fail(e, 400, "EINVAL",
-                    "id: name a limit by id or by domain and key, not both");
+        return sl_api_fail(
+            e, 400, "EINVAL",
+            "id: name a limit by id or by domain and key, not both");
 
     if (ref->id != NULL && adhoc) {
         if (ref->domain != NULL)
-            return fail(e, 400, "EINVAL",
-                        "domain: an ad hoc limit (interval, requests) has "
-                        "no domain");
+            return sl_api_fail(
+                e, 400, "EINVAL",
+                "domain: an ad hoc limit (interval, requests) has "
+                "no domain");
         if (adhoc_get(w->server, ref, &res->items[0].limit, e) != 0)
             return -1;
         res->items[0].key = ref->id;
@@ -409,7 +399,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
             else {
                 res->keys = malloc(ref->id_len + 4);
                 if (res->keys == NULL)
-                    return fail(e, 503, "ENOMEM", "out of memory");
+                    return sl_api_fail(e, 503, "ENOMEM", "out of memory");
                 memcpy(res->keys, "\001id:", 4);
                 memcpy(res->keys + 4, ref->id, ref->id_len);
                 res->items[0] =
@@ -418,29 +408,31 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
             }
             return 0;
         }
-        return fail(e, 404, "ENOLIMIT",
-                    "id: no rule named '%.*s'; give interval and requests "
-                    "for an ad hoc limit",
-                    (int)(ref->id_len < 64 ? ref->id_len : 64), ref->id);
+        return sl_api_fail(
+            e, 404, "ENOLIMIT",
+            "id: no rule named '%.*s'; give interval and requests "
+            "for an ad hoc limit",
+            (int)(ref->id_len < 64 ? ref->id_len : 64), ref->id);
     }
 
     if (ref->n_entries == 0)
-        return fail(e, 400, "EMISSING", "key: at least one entry is required "
-                                        "with domain");
+        return sl_api_fail(e, 400, "EMISSING",
+                           "key: at least one entry is required "
+                           "with domain");
     /* As decide.c: each entry may add a decimal length and a separator. */
     size_t len = ref->domain_len + 24;
     for (size_t j = 0; j < ref->n_entries; j++)
         len += ref->entries[j].key_len + ref->entries[j].value_len + 48;
     res->keys = malloc(len);
     if (res->keys == NULL)
-        return fail(e, 503, "ENOMEM", "out of memory");
+        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
     sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
     size_t nm = 0;
     int rc = sl_rules_match(rules, ref->domain, ref->domain_len, ref->entries,
                             ref->n_entries, 0, m, SL_RULES_MAX_LIMITS_PER_NODE,
                             &nm, res->keys, len);
     if (rc != 0)
-        return fail(e, 400, sl_err_name(rc), "key: %s", sl_strerror(rc));
+        return sl_api_fail(e, 400, sl_err_name(rc), "key: %s", sl_strerror(rc));
     sl_rules_drop_replaced(m, &nm);
     int matched = 0;
     for (size_t i = 0; i < nm; i++) {
@@ -457,7 +449,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
                 (sl_check_item){r->limit, m[i].key, m[i].key_len};
     }
     if (!matched)
-        return fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
+        return sl_api_fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
     res->unlimited = res->n == 0 && !res->deny;
     return 0;
 }
@@ -481,7 +473,7 @@ static json_int_t ms_up(sl_nanos ns)
  * several items the longest wait and the least remaining speak.
  */
 static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
-                      api_err *e)
+                      sl_api_err *e)
 {
     sl_nanos now = sl_srv_now(w);
     sl_nanos delay = 0;
@@ -494,8 +486,8 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     for (size_t i = 0; i < res->n; i++) {
         const sl_check_item *it = &res->items[i];
         sl_decision q, one;
-        int rc = sl_check(w->server->store, it->limit, it->key, it->key_len,
-                          0, now, &q);
+        int rc = sl_check(w->server->store, it->limit, it->key, it->key_len, 0,
+                          now, &q);
         if (rc == 0 && q.remaining < 1) {
             rc = sl_check(w->server->store, it->limit, it->key, it->key_len, 1,
                           now, &one);
@@ -507,8 +499,8 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
             }
         }
         if (rc != 0)
-            return fail(e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
-                        sl_strerror(rc));
+            return sl_api_fail(e, sl_decide_status(rc), sl_err_name(rc),
+                               "store: %s", sl_strerror(rc));
         if (q.remaining < remaining) {
             remaining = q.remaining < 0 ? 0 : q.remaining;
             limit = q.limit;
@@ -534,15 +526,6 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     return 0;
 }
 
-static void respond_fail(sl_srv_worker *w, const api_err *e, sl_buf *out,
-                         int keep_alive)
-{
-    if (e->status == 400)
-        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
-                                  memory_order_relaxed);
-    sl_respond_error(out, e->status, e->code, e->msg, keep_alive);
-}
-
 static void respond_body(sl_buf *out, json_t *body, int keep_alive)
 {
     if (body == NULL) {
@@ -557,18 +540,19 @@ void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
 {
     limit_ref ref = {0};
     resolved res = {0};
-    api_err e = {0};
+    sl_api_err e = {0};
     json_t *body = NULL;
     char *dec = malloc(req->query_len + 1);
     if (dec == NULL) {
-        fail(&e, 503, "ENOMEM", "out of memory");
+        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
     if (parse_query(w, req->query, req->query_len, dec, &ref, &e) != 0)
         goto fail;
     if (ref.hits != NULL) {
-        fail(&e, 400, "EINVAL",
-             "hits: not a parameter of /v1/delay (it answers for one request)");
+        sl_api_fail(
+            &e, 400, "EINVAL",
+            "hits: not a parameter of /v1/delay (it answers for one request)");
         goto fail;
     }
     if (resolve(w, &ref, &res, &e) != 0)
@@ -579,7 +563,7 @@ void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     respond_body(out, body, keep_alive);
     goto done;
 fail:
-    respond_fail(w, &e, out, keep_alive);
+    sl_respond_api_err(w, &e, out, keep_alive);
 done:
     json_decref(body);
     free(res.keys);
@@ -594,27 +578,28 @@ done:
  * Several matched limits are recorded in one sl_check_costs call.  A deny
  * rule records nothing ("counted": false).
  */
-void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
-                      sl_buf *out, int keep_alive)
+void sl_api_increment(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                      int keep_alive)
 {
     limit_ref ref = {0};
     resolved res = {0};
-    api_err e = {0};
+    sl_api_err e = {0};
     json_t *body = NULL;
     char numbuf[2][24];
     json_error_t je;
     json_t *root =
         json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL) {
-        fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
-             je.text, je.line, je.column);
+        sl_api_fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
+                    je.text, je.line, je.column);
         goto fail;
     }
     if (parse_body(w, root, &ref, numbuf, &e) != 0)
         goto fail;
     int64_t hits = 1;
-    if (ref.hits != NULL && sl_parse_count(ref.hits, ref.hits_len, &hits) != 0) {
-        fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
+    if (ref.hits != NULL &&
+        sl_parse_count(ref.hits, ref.hits_len, &hits) != 0) {
+        sl_api_fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
         goto fail;
     }
     if (resolve(w, &ref, &res, &e) != 0)
@@ -628,8 +613,8 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
         int rc = sl_check_costs(w->server->store, res.items, costs, res.n,
                                 sl_srv_now(w), SL_RECORD, each, &overall);
         if (rc != 0) {
-            fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
-                 sl_strerror(rc));
+            sl_api_fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
+                        sl_strerror(rc));
             goto fail;
         }
         counted = 1;
@@ -641,7 +626,7 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
     respond_body(out, body, keep_alive);
     goto done;
 fail:
-    respond_fail(w, &e, out, keep_alive);
+    sl_respond_api_err(w, &e, out, keep_alive);
 done:
     json_decref(body);
     json_decref(root);

@@ -4,6 +4,7 @@
  * the JSON error body {"error": {"code", "message"}} whose codes are
  * sl_err_name() names plus the HTTP-specific ones of docs/server.md.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,27 @@ void sl_respond_error(sl_buf *out, int status, const char *code,
         json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", clean);
     sl_respond_json(out, status, NULL, body, keep_alive);
     json_decref(body);
+}
+
+int sl_api_fail(sl_api_err *e, int status, const char *code, const char *fmt,
+                ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->code = code;
+    return -1;
+}
+
+void sl_respond_api_err(sl_srv_worker *w, const sl_api_err *e, sl_buf *out,
+                        int keep_alive)
+{
+    if (e->status == 400)
+        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
+                                  memory_order_relaxed);
+    sl_respond_error(out, e->status, e->code, e->msg, keep_alive);
 }
 
 static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)

@@ -175,6 +175,19 @@ void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
 /* 503 {"error": {"code": "ENOMEM"}} from static text, closing the
  * connection; 0, or -1 when even that could not be appended. */
 int sl_respond_enomem(sl_buf *out);
+/* An error answer under way in an API handler: status, code, message.
+ * sl_api_fail() fills it and returns -1; sl_respond_api_err() answers
+ * it, counting a 400 as a bad request. */
+typedef struct sl_api_err {
+    int status;
+    const char *code;
+    char msg[256];
+} sl_api_err;
+
+int sl_api_fail(sl_api_err *e, int status, const char *code, const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+void sl_respond_api_err(sl_srv_worker *w, const sl_api_err *e, sl_buf *out,
+                        int keep_alive);
 /* An error response {"error": {"code", "message"}} with status. */
 void sl_respond_error(sl_buf *out, int status, const char *code,
                       const char *message, int keep_alive);
