@@ -163,6 +163,18 @@ get /upload -X POST --data-binary @"$tmp/payload" -H 'X-Api-Key: k2'
 [ "$STATUS" = 200 ] && [ "$BODY" = "upstream /upload sha256=$want" ] && pass "a 300 kB body reaches the upstream intact" ||
   bad "body" "$STATUS $BODY"
 
+# The (method, path) descriptor: POSTs to a path under /upload, 3 a
+# minute per path; a GET of the same path is another descriptor, matching
+# no rule.
+for i in 1 2 3; do get /upload/more -X POST --data-binary "part $i"; done
+[ "$STATUS" = 200 ] && [ "$(header X-RateLimit-Limit)" = 3 ] && [ "$(header X-RateLimit-Remaining)" = 0 ] &&
+  pass "route descriptor: the uploads limit speaks" || bad "route descriptor" "$STATUS $(cat "$HDRS")"
+get /upload/more -X POST --data-binary 'part 3'
+[ "$STATUS" = 429 ] && [[ "$(header RateLimit-Policy)" == '"uploads";'* ]] && pass "route descriptor: the fourth upload gets 429" ||
+  bad "route descriptor: fourth" "$STATUS $(cat "$HDRS")"
+get /upload/more
+[ "$STATUS" = 200 ] && pass "route descriptor: a GET is not an upload" || bad "route descriptor: GET" "$STATUS"
+
 # Concurrent clients: 40 requests of one key over 8 connections at once;
 # exactly 5 pass.
 seq 40 | xargs -P 8 -I{} curl -s -m 5 -o /dev/null -w '%{http_code}\n' -H 'X-Api-Key: k3' \
