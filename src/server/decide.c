@@ -241,13 +241,21 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
 }
 
 void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
-                         json_t *body, sl_buf *out, int keep_alive, uint64_t t0)
+                         sl_buf *out, int keep_alive, uint64_t t0)
 {
-    sl_buf headers = {0};
-    sl_rate_headers(res, &headers);
-    sl_respond_json(out, res->over ? 429 : 200, headers.data, body, keep_alive);
-    sl_buf_release(&headers);
-    json_decref(body);
+    const sl_buf *body = &w->answer;
+    if (body->failed) {
+        out->failed = 1; /* conn.c answers 503 ENOMEM instead */
+        return;
+    }
+    /* A trailing newline, counted in Content-Length, so curl output
+     * ends a line. */
+    sl_respond_head(out, res->over ? 429 : 200, "application/json",
+                    body->len + 1, keep_alive);
+    sl_rate_headers(res, out);
+    sl_buf_add(out, "\r\n", 2);
+    sl_buf_add(out, body->data, body->len);
+    sl_buf_add(out, "\n", 1);
     sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
 }
 
@@ -443,6 +451,20 @@ static long long ceil_sec(sl_nanos ns)
     return (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
 }
 
+/* A Structured Field String: quoted, '"' and '\\' escaped, and bytes
+ * outside printable ASCII (which it cannot hold) left out. */
+static void add_sf_string(sl_buf *out, const char *s)
+{
+    sl_buf_add(out, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            sl_buf_add(out, "\\", 1);
+        if (*p >= 0x20 && *p < 0x7f)
+            sl_buf_add(out, p, 1);
+    }
+    sl_buf_add(out, "\"", 1);
+}
+
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
 {
     const sl_dec_status *c = res->closest;
@@ -452,27 +474,32 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     int64_t limit = r->action == SL_RULE_DENY ? 0 : c->d.limit;
     int64_t remaining = c->d.remaining < 0 ? 0 : c->d.remaining;
     long long reset = ceil_sec(c->d.reset_after);
-    sl_buf_printf(out,
-                  "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"
-                  "X-RateLimit-Reset: %lld\r\n",
-                  (long long)limit, (long long)remaining, reset);
-    if (res->over && c->d.retry_after > 0)
-        sl_buf_printf(out, "Retry-After: %lld\r\n", ceil_sec(c->d.retry_after));
-    /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
-     * name with q (quota), w (window, s); r (remaining), t (reset, s).
-     * The name is a Structured Field String: '"' and '\' are escaped. */
-    sl_buf name = {0};
-    for (const char *p = sl_rule_label(r); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            sl_buf_add(&name, "\\", 1);
-        if (*p >= 0x20 && *p < 0x7f)
-            sl_buf_add(&name, p, 1);
+    sl_buf_addstr(out, "X-RateLimit-Limit: ");
+    sl_buf_add_int(out, limit);
+    sl_buf_addstr(out, "\r\nX-RateLimit-Remaining: ");
+    sl_buf_add_int(out, remaining);
+    sl_buf_addstr(out, "\r\nX-RateLimit-Reset: ");
+    sl_buf_add_int(out, reset);
+    sl_buf_addstr(out, "\r\n");
+    if (res->over && c->d.retry_after > 0) {
+        sl_buf_addstr(out, "Retry-After: ");
+        sl_buf_add_int(out, ceil_sec(c->d.retry_after));
+        sl_buf_addstr(out, "\r\n");
     }
-    sl_buf_printf(out,
-                  "RateLimit-Policy: \"%s\";q=%lld;w=%lld\r\n"
-                  "RateLimit: \"%s\";r=%lld;t=%lld\r\n",
-                  name.data ? name.data : "", (long long)limit,
-                  ceil_sec(r->period), name.data ? name.data : "",
-                  (long long)remaining, reset);
-    sl_buf_release(&name);
+    /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
+     * name with q (quota), w (window, s); r (remaining), t (reset, s). */
+    const char *name = sl_rule_label(r);
+    sl_buf_addstr(out, "RateLimit-Policy: ");
+    add_sf_string(out, name);
+    sl_buf_addstr(out, ";q=");
+    sl_buf_add_int(out, limit);
+    sl_buf_addstr(out, ";w=");
+    sl_buf_add_int(out, ceil_sec(r->period));
+    sl_buf_addstr(out, "\r\nRateLimit: ");
+    add_sf_string(out, name);
+    sl_buf_addstr(out, ";r=");
+    sl_buf_add_int(out, remaining);
+    sl_buf_addstr(out, ";t=");
+    sl_buf_add_int(out, reset);
+    sl_buf_addstr(out, "\r\n");
 }

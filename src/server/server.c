@@ -216,6 +216,7 @@ stop:
         uv_loop_close(&w->loop);
         sl_srv_rules_release(w->rules);
         sl_metrics_release(w);
+        sl_buf_release(&w->answer);
         pthread_mutex_destroy(&w->series_lock);
     }
 out:

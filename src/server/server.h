@@ -74,6 +74,11 @@ void sl_buf_add(sl_buf *b, const void *data, size_t len);
 void sl_buf_addstr(sl_buf *b, const char *s);
 void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* v in decimal. */
+void sl_buf_add_int(sl_buf *b, long long v);
+/* s (len bytes of valid UTF-8) as a quoted JSON string, byte for byte
+ * what jansson's json_dumps(JSON_COMPACT) writes for it. */
+void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
 void sl_buf_release(sl_buf *b);
 
 /* A loaded rules set shared by the threads.  refs counts the threads
@@ -117,6 +122,10 @@ struct sl_srv_worker {
     int now_stale;
     sl_nanos now; /* wall clock ns, sampled once per iteration */
     void *conns;  /* intrusive list of open connections (conn.c) */
+    /* The JSON body of the decision being answered: built here, then
+     * copied behind its headers once its length is known; kept between
+     * requests so that building it allocates nothing. */
+    sl_buf answer;
     sl_srv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sl_srv_series **series;      /* hash buckets */
@@ -170,6 +179,10 @@ void sl_respond_error(sl_buf *out, int status, const char *code,
 /* A response with a JSON body; extra_headers ends each line with CRLF. */
 void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive);
+/* The status line and the Content-Type, Content-Length and Connection
+ * headers; the caller adds its own headers, the blank line and the body. */
+void sl_respond_head(sl_buf *out, int status, const char *type,
+                     size_t body_len, int keep_alive);
 
 /* decide.c: one request's descriptors to one decision. */
 typedef struct sl_dec_descriptor {
@@ -232,10 +245,10 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
                       int64_t zero_hits_as, sl_parsed_request *pr,
                       sl_dec_result *res, sl_buf *out, int keep_alive);
 /* Answers a decided request: status 200 or 429, the rate-limit headers,
- * body (whose reference it takes), and the latency since t0 (uv_hrtime). */
+ * the JSON text in w->answer and a newline, and the latency since t0
+ * (uv_hrtime). */
 void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
-                         json_t *body, sl_buf *out, int keep_alive,
-                         uint64_t t0);
+                         sl_buf *out, int keep_alive, uint64_t t0);
 /* The HTTP status of an sl_decide() error: 503 for the store, else 400. */
 int sl_decide_status(int rc);
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
