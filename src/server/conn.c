@@ -2,11 +2,22 @@
  * conn.c - one HTTP/1.1 connection: reads, http-parser, pipelining,
  * timeouts, writes.  Requests are decided synchronously as each message
  * completes, so pipelined responses come out in request order by
- * construction; all responses produced by one read are sent in one write.
+ * construction; all responses produced by one read are sent in one write,
+ * tried at once with uv_try_write and queued with uv_write only for what
+ * the socket did not take.  uv_write on an idle stream would write just
+ * as soon, but it allocates a request, defers the callback to the next
+ * loop iteration and re-registers the socket with epoll when its queue
+ * drains: an epoll_ctl system call per response.
+ *
+ * Reads land in the thread's one read buffer (sl_srv_worker.read_buf):
+ * http-parser copies what must outlive the read (the URL and the body)
+ * into the connection's own buffers before the next read can happen.
  *
  * Timeouts: a request must arrive whole within read_timeout of its first
  * byte (a slow client cannot hold a connection by trickling bytes); an
- * idle keep-alive connection is closed after idle_timeout.
+ * idle keep-alive connection is closed after idle_timeout.  A request
+ * only moves the connection's deadline; the timer is re-armed when it
+ * fires early, not on every request (see set_deadline).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -21,6 +32,8 @@ typedef struct sl_conn sl_conn;
 struct sl_conn {
     uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
     uv_timer_t timer;
+    uint64_t deadline; /* loop time (ms) the current timeout expires */
+    uint64_t due;      /* loop time (ms) the timer is armed for */
     sl_srv_worker *w;
     http_parser parser;
     sl_buf url, body, out;
@@ -73,9 +86,40 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    (void)h;
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    (void)suggested;
+    sl_srv_worker *w = ((sl_conn *)h)->w;
+    *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* Arms the timer for the deadline, but never further ahead than the
+ * shorter of the two timeouts.  Any deadline set later is then at or
+ * after `due` (it is now + one of the timeouts), so set_deadline needs no
+ * timer call; the timer fires at most once per that interval to find the
+ * deadline moved and re-arm itself. */
+static void arm(sl_conn *c)
+{
+    const sl_srv_config *cfg = &c->w->server->cfg;
+    uint64_t now = uv_now(&c->w->loop);
+    uint64_t step = cfg->read_timeout_ms < cfg->idle_timeout_ms
+                        ? cfg->read_timeout_ms
+                        : cfg->idle_timeout_ms;
+    c->due = c->deadline - now < step ? c->deadline : now + step;
+    uv_timer_start(&c->timer, timer_cb, c->due - now, 0);
+}
+
+static void set_deadline(sl_conn *c, uint64_t timeout_ms)
+{
+    c->deadline = uv_now(&c->w->loop) + timeout_ms;
+    if (c->deadline < c->due || !uv_is_active((uv_handle_t *)&c->timer))
+        arm(c);
+}
+
+/* With nothing left to write: done with the connection? */
+static int finished(sl_conn *c)
+{
+    return c->closing || (c->w->stopping && !c->in_message);
 }
 
 static void write_cb(uv_write_t *req, int status)
@@ -85,8 +129,7 @@ static void write_cb(uv_write_t *req, int status)
     free(wr->data);
     free(wr);
     c->writes--;
-    if (status < 0 || (c->writes == 0 &&
-                       (c->closing || (c->w->stopping && !c->in_message)))) {
+    if (status < 0 || (c->writes == 0 && finished(c))) {
         conn_close(c);
         return;
     }
@@ -104,6 +147,22 @@ static void flush(sl_conn *c)
             conn_close(c);
         return;
     }
+    size_t sent = 0;
+    if (c->writes == 0) {
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) {
+            conn_close(c);
+            return;
+        }
+        sent = n < 0 ? 0 : (size_t)n;
+        if (sent == c->out.len) {
+            c->out.len = 0; /* the buffer is kept for the next response */
+            if (finished(c))
+                conn_close(c);
+            return;
+        }
+    }
     sl_write *wr = malloc(sizeof(*wr));
     if (wr == NULL) {
         /* Nothing can be sent without a write request: drop the
@@ -113,7 +172,7 @@ static void flush(sl_conn *c)
     }
     wr->c = c;
     wr->data = c->out.data;
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    uv_buf_t b = uv_buf_init(c->out.data + sent, (unsigned)(c->out.len - sent));
     c->out.data = NULL;
     c->out.len = c->out.cap = 0;
     if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
@@ -133,6 +192,10 @@ static void flush(sl_conn *c)
 static void timer_cb(uv_timer_t *t)
 {
     sl_conn *c = t->data;
+    if (uv_now(&c->w->loop) < c->deadline) {
+        arm(c);
+        return;
+    }
     if (c->in_message) {
         sl_respond_error(&c->out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
@@ -152,7 +215,7 @@ static int on_message_begin(http_parser *p)
     c->url.failed = c->body.failed = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    set_deadline(c, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
@@ -259,7 +322,7 @@ static int on_message_complete(http_parser *p)
         keep_alive = 0;
     }
     c->in_message = 0;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
+    set_deadline(c, c->w->server->cfg.idle_timeout_ms);
     if (!keep_alive) {
         c->closing = 1;
         http_parser_pause(p, 1);
@@ -281,7 +344,6 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sl_conn *c = (sl_conn *)s;
     if (nread <= 0 || c->closing) {
-        free(buf->base);
         if (nread < 0 && !c->closing) {
             c->closing = 1;
             flush(c);
@@ -291,7 +353,6 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t done =
         http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    free(buf->base);
     if (c->closing) {
         /* Paused after a response that closes: ignore what follows. */
     } else if (c->parser.upgrade || (e != HPE_OK) || done != (size_t)nread) {
@@ -341,7 +402,7 @@ void sl_conn_accept(sl_srv_worker *w)
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    uv_timer_start(&c->timer, timer_cb, srv->cfg.idle_timeout_ms, 0);
+    set_deadline(c, srv->cfg.idle_timeout_ms);
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 

@@ -122,6 +122,7 @@ struct sl_srv_worker {
     int now_stale;
     sl_nanos now; /* wall clock ns, sampled once per iteration */
     void *conns;  /* intrusive list of open connections (conn.c) */
+    char read_buf[64 * 1024]; /* every read of this thread's sockets */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
