@@ -322,14 +322,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char keys[MAX_MULTI][20];
             sl_decision each[MAX_MULTI], overall;
             size_t n = 1 + u8(&r) % MAX_MULTI;
-            int64_t cost;
+            int64_t costs[MAX_MULTI];
+            /* bit 0: a cost per item (sl_check_costs); bit 1: SL_RECORD */
+            unsigned how = u8(&r) % 4, flags = how & 2 ? SL_RECORD : 0;
             int expect = 0, all = 1;
             for (size_t i = 0; i < n; i++) {
                 items[i].limit = lims[u8(&r) % nlim];
                 items[i].key = keys[i];
                 items[i].key_len = decode_key(&r, keys[i]);
             }
-            cost = decode_cost(&r);
+            costs[0] = decode_cost(&r);
+            for (size_t i = 1; i < n; i++)
+                costs[i] = how & 1 ? decode_cost(&r) : costs[0];
             for (size_t i = 0; i < n && expect == 0; i++)
                 for (size_t j = 0; j < i; j++)
                     if (items[i].limit->ident == items[j].limit->ident &&
@@ -339,21 +343,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t i = 0; i < n; i++)
                 if (items[i].key_len > max_key)
                     expect = SL_EKEYLEN;
-            if (cost < 0 || cost > SL_MAX_COUNT)
-                expect = SL_ECOST;
+            for (size_t i = 0; i < n; i++)
+                if (costs[i] < 0 || costs[i] > SL_MAX_COUNT)
+                    expect = SL_ECOST;
             if (now > SL_MAX_TIME)
                 expect = SL_EINVAL;
-            int rc = sl_check_multi(st, items, n, cost, now, each, &overall);
+            int rc = how == 0 ? sl_check_multi(st, items, n, costs[0], now,
+                                               each, &overall)
+                              : sl_check_costs(st, items, costs, n, now, flags,
+                                               each, &overall);
             int logs = 0;
             for (size_t i = 0; i < n; i++)
                 logs |= items[i].limit->algo->heap;
             if (tracing()) {
-                fprintf(stderr, "multi: cost %lld now %lld -> %s\n",
-                        (long long)cost, (long long)now, sl_err_name(rc));
+                fprintf(stderr, "multi: how %u now %lld -> %s\n", how,
+                        (long long)now, sl_err_name(rc));
                 for (size_t i = 0; i < n; i++) {
-                    fprintf(stderr, "  item: limit %s key '%.*s'\n",
+                    fprintf(stderr, "  item: limit %s key '%.*s' cost %lld\n",
                             sl_algorithm_name(items[i].limit->cfg.algorithm),
-                            (int)items[i].key_len, keys[i]);
+                            (int)items[i].key_len, keys[i],
+                            (long long)costs[i]);
                     if (rc == 0)
                         print_decision("each", &each[i]);
                 }
@@ -363,13 +372,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (rc == SL_EFULL && expect == 0 && logs)
                 continue;
             if (rc != expect)
-                broken("sl_check_multi: unexpected result", rc, expect);
+                broken("multi check: unexpected result", rc, expect);
             if (rc != 0)
                 continue;
             int64_t least = INT64_MAX;
             sl_nanos reset = 0, delay = 0;
             for (size_t i = 0; i < n; i++) {
-                check_decision(&each[i], items[i].limit, cost);
+                check_decision(&each[i], items[i].limit, costs[i]);
                 all &= each[i].allowed;
                 least = each[i].remaining < least ? each[i].remaining : least;
                 reset = each[i].reset_after > reset ? each[i].reset_after : reset;

@@ -6,8 +6,12 @@
 #
 # Targets: fuzz_parse (sl_duration_parse, sl_algorithm_parse),
 # fuzz_replay_line (the line parser of `sluice replay`), fuzz_store
-# (limits, keys, costs and times through sl_check, sl_check_multi, sweeps
-# and stats, with the store's invariants checked).  Each starts from the
+# (limits, keys, costs and times through sl_check, sl_check_multi,
+# sl_check_costs with and without SL_RECORD, sweeps and stats, with the
+# store's invariants checked), fuzz_rules (one rules file through the
+# YAML loader and a match), fuzz_http (the daemon's request path after
+# HTTP framing: JSON bodies of /v1/check and /json, the query and
+# Sluice-* headers of /v1/auth).  Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
 # and makes the script exit 1.  Reproduce one with
@@ -18,7 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

@@ -174,6 +174,67 @@ SL_EXPORT sl_store *sl_memory_store_new(const sl_memory_options *opts);
 SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
 
 /*
+ * Where the Redis store connects, and how.  All strings are borrowed for
+ * the duration of sl_redis_store_new() only (the store copies them).
+ */
+typedef struct sl_redis_options {
+    /* "redis://[[user]:password@]host[:port][/db]" or
+     * "unix:/path/to/socket[?db=N]"; when set it overrides host, port,
+     * unix_path, db, user and password.  NULL: use the fields below. */
+    const char *url;
+    const char *host;      /* NULL: "127.0.0.1" (ignored with unix_path) */
+    int port;              /* 0: 6379 */
+    const char *unix_path; /* a unix socket instead of TCP */
+    int db;                /* SELECT db; 0 by default */
+    const char *user;      /* AUTH user password (Redis 6 ACLs); NULL */
+    const char *password;  /* AUTH password; NULL: no AUTH */
+    /* Bound on connecting and on each command's round trip; 0: 1000 ms.
+     * A check waits at most about three times this (a reconnect, the
+     * EVALSHA, and the EVAL after a NOSCRIPT). */
+    int timeout_ms;
+    /* Prepended to every key; NULL: "sl:".  May not contain '{' or '}',
+     * which would move the keys' Cluster hash tag (docs/stores.md). */
+    const char *key_prefix;
+    /* Decide at the Redis server's clock (TIME, microseconds) instead of
+     * the now passed to sl_check: one clock for every client, no skew.
+     * The passed now must still be valid; it is otherwise unused. */
+    int use_server_time;
+    /* Added to every key's TTL.  Keys expire when their state is back to
+     * initial on a clock that runs at real speed; a caller whose now runs
+     * slower (replays, tests) sets this so state outlives the gap. */
+    int64_t extra_ttl_ms;
+    /* Longest accepted key in bytes; 0 means 4096. */
+    size_t max_key_len;
+} sl_redis_options;
+
+/*
+ * The Redis store: state in a Redis 7 server, decided there by Lua
+ * scripts with exactly the memory store's semantics, one round trip per
+ * check (docs/stores.md).  Connects, authenticates and loads the script
+ * before returning.  Returns 0 and sets *out (the caller frees it with
+ * sl_store_free()), or SL_EINVAL (bad options or URL) or SL_ESTORE (Redis
+ * unreachable or refusing) with a message in errbuf when not NULL.
+ *
+ * Later failures of a check (connection lost, timeout, error reply) return
+ * SL_ESTORE and the store reconnects on the next call.  A limit whose
+ * arithmetic would not be exact in Redis's Lua numbers is refused by
+ * sl_check with SL_ERANGE: period <= 2^52 ns, and for the buckets
+ * burst * period / gcd(period, limit) <= 2^52 (docs/stores.md).
+ * sl_store_sweep() is a no-op (Redis expires keys itself) and
+ * sl_store_get_stats() reports zeros.  Thread-safe: calls are serialised
+ * on the store's one connection.
+ */
+SL_EXPORT int sl_redis_store_new(const sl_redis_options *opts,
+                                 sl_store **out, char *errbuf, size_t errlen);
+
+/*
+ * The message of the last failure of a Redis store's check (the reply or
+ * the connection's error), copied into buf (NUL-terminated, truncated to
+ * len); "" if none.  For a memory store always "".
+ */
+SL_EXPORT void sl_store_last_error(sl_store *store, char *buf, size_t len);
+
+/*
  * Decides one request: may `cost` units pass `limit` for `key` at `now`?
  * cost 0 is a pure query that consumes nothing.  key is (pointer, length)
  * and is copied as needed.  Returns 0 and fills *out, or a negative SL_E*
@@ -210,6 +271,28 @@ typedef struct sl_check_item {
 SL_EXPORT int sl_check_multi(sl_store *store, const sl_check_item *items,
                              size_t n, int64_t cost, sl_nanos now,
                              sl_decision *each, sl_decision *overall);
+
+/* sl_check_costs() flag: the request has happened whatever the decision
+ * (a client reporting a request it already sent, as the Databox paper's
+ * increment does), so its cost is consumed from every item even where it
+ * does not fit.  Windows and logs then count every unit; the buckets
+ * (token_bucket, gcra, leaky_bucket) are left empty, never in debt beyond
+ * their capacity.  allowed still says whether the cost fitted, and for a
+ * request that did not, retry_after is the wait until the same cost fits
+ * after this one is recorded (docs/algorithms.md, "Recording"). */
+#define SL_RECORD 0x1u
+
+/*
+ * As sl_check_multi(), with its own cost for each item: costs[i] is
+ * consumed from items[i] (one request counted as 1 against a request rate
+ * and as its size against a byte rate), all or nothing.  flags is 0 or
+ * SL_RECORD.  Errors as sl_check_multi(), SL_ECOST for any bad cost, and
+ * SL_EINVAL for costs == NULL or an unknown flag.
+ */
+SL_EXPORT int sl_check_costs(sl_store *store, const sl_check_item *items,
+                             const int64_t *costs, size_t n, sl_nanos now,
+                             unsigned flags, sl_decision *each,
+                             sl_decision *overall);
 
 /* A key: (pointer, length), not NUL-terminated. */
 typedef struct sl_key {

@@ -4,9 +4,13 @@
 # everything is there.
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
-# curl, python3: the shell tests (tests/*.sh).
+# libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
+# and bench/redis_bytes_per_key.sh;
+# curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
+# runs examples/nginx/ in front of a test upstream.
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
-      libuv1-dev libhttp-parser-dev libjansson-dev curl python3)
+      libhiredis-dev redis-server redis-tools
+      libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -16,5 +20,18 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 echo "installing: ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Servers are installed for the tests, which start their own on free
+# ports: keep the packages from starting a system-wide one (and from
+# failing where no init system runs).
+policy=/usr/sbin/policy-rc.d
+added_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  added_policy=1
+fi
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+status=0
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+[ "$added_policy" = 1 ] && $SUDO rm -f "$policy"
+exit "$status"

@@ -36,9 +36,14 @@ typedef struct sl__state {
  * reserve room, so that a later COMMIT cannot fail).  COMMIT consumes the
  * cost if the request fits.  REFUSE records a request that was rejected by
  * another limit of the same call: it consumes nothing, but a sliding_log
- * with SL_LOG_REJECTED logs the attempt.
+ * with SL_LOG_REJECTED logs the attempt.  RECORD (SL_RECORD) consumes the
+ * cost whether or not it fits, because the request has happened anyway:
+ * windows and logs count every unit, and the buckets are left empty rather
+ * than in debt beyond their capacity (docs/algorithms.md, "Recording").
+ * The decision still says whether the request fitted, and a request that
+ * did not is told when the same cost would fit after being recorded.
  */
-typedef enum sl__mode { SL__PEEK, SL__COMMIT, SL__REFUSE } sl__mode;
+typedef enum sl__mode { SL__PEEK, SL__COMMIT, SL__REFUSE, SL__RECORD } sl__mode;
 
 /* One request as an algorithm sees it. */
 typedef struct sl__call {
@@ -132,7 +137,7 @@ static inline void sl__decision_init(sl_decision *d, const sl_limit *lim)
     d->delay = 0;
 }
 
-/* Combines per-item decisions into the overall one (sl_check_multi). */
+/* Combines per-item decisions into the overall one (sl_check_costs). */
 void sl__decision_combine(const sl_decision *each, size_t n,
                           sl_decision *overall);
 
@@ -141,23 +146,33 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
                        const void *data, size_t len);
 
 /*
- * Stores are a small vtable.  check_multi() decides n items atomically:
- * n == 1 is a plain check.  Only the memory store exists so far.
+ * Stores are a small vtable.  check_multi() decides n items atomically,
+ * item i costing costs[i]: n == 1 is a plain check.  With `record` every
+ * item is applied in RECORD mode; otherwise all items are committed or
+ * none.  The public calls have validated every argument.  last_error may
+ * be NULL (a store whose failures need no explanation beyond their code).
+ * Stores: memory.c, redis.c.
  */
 typedef struct sl__store_type {
-    int (*check_multi)(sl_store *st, const sl_check_item *items, size_t n,
-                       int64_t cost, sl_nanos now, sl_decision *each);
+    int (*check_multi)(sl_store *st, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now, int record,
+                       sl_decision *each);
     int (*check_batch)(sl_store *st, const sl_limit *limit, const sl_key *keys,
                        size_t n, int64_t cost, sl_nanos now, sl_decision *out);
     size_t (*sweep)(sl_store *st, sl_nanos now, size_t max_slots);
     void (*stats)(sl_store *st, sl_store_stats *out);
     void (*destroy)(sl_store *st);
+    void (*last_error)(sl_store *st, char *buf, size_t len);
 } sl__store_type;
 
 struct sl_store {
     const sl__store_type *type;
     size_t max_key_len;
 };
+
+/* The Redis store's Lua source, all of src/store/redis/ in one string
+ * (generated at build time by src/store/redis/embed.cmake). */
+extern const char sl__redis_script[];
 
 /* Asserts the memory store's invariants (tests): 0 or -1. */
 int sl__memory_check(sl_store *store);

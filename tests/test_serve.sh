@@ -133,7 +133,7 @@ expect "delay: fresh ad hoc limit" 200 '"delay_ms":0,'
 call POST /v1/increment "{$adhoc}"; expect "increment 1" 200 '"counted":true,"over_limit":false,"delay_ms":0,'
 call POST /v1/increment "{$adhoc}"; expect "increment 2" 200 '"counted":true,"over_limit":false'
 [[ "$BODY" == *'"remaining":0,'* ]] || bad "increment 2: remaining" "$BODY"
-call POST /v1/increment "{$adhoc}"; expect "increment over the limit: reported, not counted" 200 '"counted":false,"over_limit":true'
+call POST /v1/increment "{$adhoc}"; expect "increment over the limit: counted, reported over" 200 '"counted":true,"over_limit":true'
 call GET '/v1/delay?id=gh&interval=1h&requests=2'; expect "delay: exhausted" 200 '"remaining":0'
 python3 - "$BODY" <<'PY' && pass "delay: positive, within the interval, next_free_ms = now + delay" || bad "delay: value" "$BODY"
 import json, sys, time
@@ -160,6 +160,75 @@ call POST /v1/increment '{"domain": "test", "entries": [{"key": "blocked", "valu
 expect "increment: deny rule" 200 '"counted":false,"over_limit":true,"delay_ms":-1'
 call GET '/v1/delay?domain=test&key=nomatch'; expect "delay: no rule matches" 404 '"code":"ENOLIMIT"'
 call GET '/v1/delay?id=nosuchrule'; expect "delay: no rule of that name" 404 '"code":"ENOLIMIT"'
+
+# GET /v1/auth (nginx's auth_request): descriptors as Sluice-Descriptor
+# headers, one entry each; 204 or 429 with the rate-limit headers.
+auth() { # QUERY [curl args...]
+  local q=$1
+  shift
+  STATUS=$(curl -s -m 5 -o "$tmp/body" -D "$tmp/hdrs" -w '%{http_code}' "$@" "http://127.0.0.1:$PORT/v1/auth$q")
+  BODY=$(cat "$tmp/body" 2>/dev/null)
+  HDRS="$tmp/hdrs"
+}
+hdr() { sed -n "s/^$1: \(.*\)\r$/\1/Ip" "$HDRS" | head -1; }
+auth '?domain=test' -H 'Sluice-Descriptor: user=auth1'
+[ "$STATUS" = 204 ] && [ -z "$BODY" ] && [ "$(hdr X-RateLimit-Limit)" = 5 ] && [ "$(hdr X-RateLimit-Remaining)" = 4 ] &&
+  [ "$(hdr RateLimit-Policy)" = '"per_user";q=5;w=60' ] && ! grep -qi '^content-length' "$HDRS" &&
+  pass "auth: 204, no body, the rate-limit headers" || bad "auth: 204" "$STATUS $BODY $(cat "$HDRS")"
+auth '?domain=test' -X POST -H 'Sluice-Descriptor: user=auth1'
+[ "$STATUS" = 204 ] && [ "$(hdr X-RateLimit-Remaining)" = 3 ] && pass "auth: any method" || bad "auth: POST" "$STATUS"
+for _ in 1 2 3; do auth '?domain=test' -H 'Sluice-Descriptor: user=auth1'; done
+auth '?domain=test' -H 'Sluice-Descriptor: user=auth1'
+[ "$STATUS" = 429 ] && [ "$(hdr X-RateLimit-Remaining)" = 0 ] && [ -n "$(hdr Retry-After)" ] &&
+  [[ "$BODY" == *'"code":"rate_limited","message":"rate limit exceeded: per_user","retry_after_ms":'* ]] &&
+  pass "auth: 429 with a JSON error and Retry-After" || bad "auth: 429" "$STATUS $BODY $(cat "$HDRS")"
+auth '?domain=test' -I -H 'Sluice-Descriptor: user=auth1'
+[ "$STATUS" = 429 ] && [[ "$BODY" != *rate_limited* ]] && [ "$(hdr Content-Length)" = 0 ] &&
+  pass "auth: HEAD, no body" || bad "auth: HEAD" "$STATUS $BODY"
+auth '?domain=test&hits=0' -H 'Sluice-Descriptor: user=auth1'
+[ "$STATUS" = 204 ] && [ "$(hdr X-RateLimit-Remaining)" = 0 ] && pass "auth: hits=0 asks without consuming" || bad "auth: hits=0" "$STATUS"
+auth '?domain=test&hits=2' -H 'Sluice-Descriptor: user=auth2'
+[ "$STATUS" = 204 ] && [ "$(hdr X-RateLimit-Remaining)" = 3 ] && pass "auth: hits" || bad "auth: hits" "$STATUS $(cat "$HDRS")"
+# Entries under one header name make one descriptor (user, sub: no rule
+# at that depth); under two names, two descriptors.
+auth '?domain=test' -H 'Sluice-Descriptor-A: user=auth3' -H 'Sluice-Descriptor-A: sub=x'
+[ "$STATUS" = 204 ] && [ -z "$(hdr X-RateLimit-Limit)" ] && pass "auth: one descriptor of two entries" || bad "auth: grouping" "$STATUS $(cat "$HDRS")"
+auth '?domain=test' -H 'Sluice-Descriptor-A: user=auth3' -H 'sluice-descriptor-b: blocked=x'
+[ "$STATUS" = 429 ] && pass "auth: two descriptors, one denied" || bad "auth: two descriptors" "$STATUS"
+auth '?domain=test' -H 'Sluice-Descriptor: user=auth4 '
+auth '?domain=test' -H 'Sluice-Descriptor: user=auth4'
+[ "$(hdr X-RateLimit-Remaining)" = 3 ] && pass "auth: trailing whitespace is not part of the value" || bad "auth: OWS" "$(cat "$HDRS")"
+auth '?domain=nosuchdomain' -H 'Sluice-Descriptor: user=x'
+[ "$STATUS" = 204 ] && [ -z "$(hdr X-RateLimit-Limit)" ] && pass "auth: unknown domain allowed" || bad "auth: unknown domain" "$STATUS"
+# Bad input: 400 naming the problem.
+auth '?domain=test'; expect "auth: no descriptor" 400 '"code":"EMISSING","message":"no Sluice-Descriptor header'
+auth '?domain=test' -H 'Sluice-Descriptor: user'; expect "auth: entry without =" 400 '"code":"EMISSING","message":"Sluice-Descriptor: expected key=value'
+auth '?domain=test' -H 'Sluice-Descriptor: =v'; expect "auth: empty key" 400 '"code":"EMISSING"'
+auth '?domain=test' -H 'Sluice-Descriptor: user=a' -H 'Sluice-Domain: test'; expect "auth: unknown Sluice header" 400 '"message":"Sluice-Domain: unknown header"'
+auth '?domain=test' -H 'Sluice-Descriptorx: user=a'; expect "auth: a header name that only starts alike" 400 '"code":"EINVAL"'
+auth '' -H 'Sluice-Descriptor: user=a'; expect "auth: no domain" 400 '"message":"domain: missing'
+auth '?domain=test&hits=x' -H 'Sluice-Descriptor: user=a'; expect "auth: bad hits" 400 '"message":"hits: expected'
+auth '?domain=test&color=red' -H 'Sluice-Descriptor: user=a'; expect "auth: unknown parameter" 400 '"message":"color: unknown parameter"'
+auth '?domain=%zz' -H 'Sluice-Descriptor: user=a'; expect "auth: bad percent-encoding" 400 '"message":"domain: bad percent-encoding"'
+many=(); for i in $(seq 65); do many+=(-H "Sluice-Descriptor-$i: user=m$i"); done
+auth '?domain=test' "${many[@]}"; expect "auth: too many descriptors" 400 '"code":"ETOOMANY"'
+many=(); for i in $(seq 17); do many+=(-H "Sluice-Descriptor: k$i=v"); done
+auth '?domain=test' "${many[@]}"; expect "auth: too many entries" 400 '"code":"ETOOMANY"'
+# A header name and value split over several reads, after a header with
+# an empty value: kept whole, and the empty one is not glued to it.
+python3 - "$PORT" <<'PY' && pass "auth: a header split over reads" || bad "auth: split header" "see above"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+parts = [b"GET /v1/auth?domain=test HTTP/1.1\r\nHost: x\r\nX-Empty:\r\nSlui",
+         b"ce-Descr", b"iptor: user=spl", b"it\r\n\r\n"]
+for p in parts:
+    s.sendall(p)
+    time.sleep(0.05)
+data = s.recv(65536)
+ok = data.startswith(b"HTTP/1.1 204") and b"X-RateLimit-Remaining: 4\r\n" in data
+print("" if ok else "split header: %r" % data)
+sys.exit(0 if ok else 1)
+PY
 # Bad parameters: 400 naming the parameter.
 call GET '/v1/delay'; expect "delay: nothing named" 400 '"code":"EMISSING","message":"id or domain'
 call GET '/v1/delay?id=gh&interval=1h'; expect "delay: requests missing" 400 '"message":"requests: missing'
@@ -237,8 +306,12 @@ many=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors
 call POST /v1/check "$many"; expect "too many descriptors" 400 '"code":"ETOOMANY"'
 deep=$(python3 -c 'import json; print(json.dumps({"domain": "test", "descriptors": [{"entries": [{"key": "k", "value": "v"}] * 17}]}))')
 call POST /v1/check "$deep"; expect "too many entries" 400 '"code":"ETOOMANY"'
-call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "a"}], "hits": 1}, {"entries": [{"key": "raise", "value": "b"}], "hits": 2}]}'
-expect "differing hits" 400 '"code":"EINVAL"'
+# Each descriptor consumes its own hits, still all or nothing.
+twohits='{"domain": "test", "descriptors": [{"entries": [{"key": "keep", "value": "a"}], "hits": 1}, {"entries": [{"key": "raise", "value": "b"}], "hits": 2}]}'
+call POST /v1/check "$twohits"; expect "differing hits" 200 '"remaining":9,'
+[[ "$BODY" == *'"remaining":0,'* ]] || bad "differing hits: second descriptor" "$BODY"
+call POST /v1/check "$twohits"; expect "differing hits: one over" 429
+call POST /v1/check "$(desc keep a 0)"; expect "differing hits: nothing taken when one is over" 200 '"remaining":9,'
 python3 -c 'print("{\"domain\": \"" + "x" * 70000 + "\"}")' >"$tmp/big.json"
 STATUS=$(curl -s -m 5 -o "$tmp/body" -w '%{http_code}' --data-binary @"$tmp/big.json" "http://127.0.0.1:$PORT/v1/check")
 BODY=$(cat "$tmp/body"); expect "oversized body" 413 '"code":"ETOOLARGE"'
@@ -500,10 +573,10 @@ else
   kill -TERM "$PID"; wait "$PID"
 fi
 
-# Every curl example of docs/server.md and README.md runs against
+# Every curl example of docs/server.md, docs/nginx.md and README.md runs against
 # examples/rules (the README's are what ./scripts/run.sh serves).
 start docs "$SOURCE_DIR/examples/rules"
-python3 - "$tmp/docs" "$SOURCE_DIR/docs/server.md" "$SOURCE_DIR/README.md" <<'PY' || fail=1
+python3 - "$tmp/docs" "$SOURCE_DIR/docs/server.md" "$SOURCE_DIR/docs/nginx.md" "$SOURCE_DIR/README.md" <<'PY' || fail=1
 import os, re, sys
 os.makedirs(sys.argv[1])
 n = 0

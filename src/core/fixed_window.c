@@ -25,13 +25,15 @@ static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     }
     end = sl__sat_add(window * period, period);
     sl__decision_init(d, lim);
-    d->allowed = cost <= limit - count;
-    if (d->allowed && mode == SL__COMMIT) {
-        count += cost;
+    /* A query passes even when a recording (SL_RECORD) took count past
+     * the limit. */
+    d->allowed = cost == 0 || cost <= limit - count;
+    if ((d->allowed && mode == SL__COMMIT) || mode == SL__RECORD) {
+        count = sl__sat_add(count, cost);
         st->w[0] = window;
         st->w[1] = count;
     }
-    d->remaining = limit - count;
+    d->remaining = SL__MAX(0, limit - count);
     d->reset_after = count > 0 ? end - now : 0;
     if (!d->allowed)
         d->retry_after = cost > limit ? -1 : end - now;

@@ -24,9 +24,12 @@ static int gcra_check(const sl_limit *lim, sl__state *st, const sl__call *call,
 
     sl__decision_init(d, lim);
     d->allowed = new_ahead <= tolerance;
-    if (d->allowed && mode == SL__COMMIT) {
+    if (d->allowed && (mode == SL__COMMIT || mode == SL__RECORD)) {
         sl__sched_push(lim, st, now, cost);
         tat_ahead = new_ahead;
+    } else if (mode == SL__RECORD) {
+        tat_ahead = sl__sched_record(lim, st, now, cost);
+        new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;
     }
     sl__sched_report(lim, tat_ahead, d);
     if (!d->allowed)

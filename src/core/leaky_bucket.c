@@ -27,10 +27,13 @@ static int lb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     d->allowed = cost <= burst && queued <= room;
     if (d->allowed) {
         d->delay = sl__ceil_div128(queued, lim->t_den);
-        if (mode == SL__COMMIT) {
+        if (mode == SL__COMMIT || mode == SL__RECORD) {
             sl__sched_push(lim, st, now, cost);
             queued = sl__sched_ahead(lim, st, now);
         }
+    } else if (mode == SL__RECORD) {
+        /* It was sent without queueing: no delay, the queue is full. */
+        queued = sl__sched_record(lim, st, now, cost);
     }
     sl__sched_report(lim, queued, d);
     if (!d->allowed)

@@ -68,6 +68,23 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
     }
 }
 
+/* A recorded request that did not fit (SL__RECORD): S moves as for an
+ * admitted one, but never more than B * T ahead of now, so the bucket is
+ * left empty rather than in a debt it would take longer than a full
+ * period to repay.  Returns the new lead in ticks. */
+static inline sl__i128 sl__sched_record(const sl_limit *lim, sl__state *st,
+                                        sl_nanos now, int64_t cost)
+{
+    sl__i128 most = (sl__i128)lim->cfg.burst * lim->t_num;
+    sl__sched_push(lim, st, now, cost);
+    if (st->w[0] >= now &&
+        (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1] > most) {
+        st->w[0] = now + (int64_t)(most / lim->t_den);
+        st->w[1] = (int64_t)(most % lim->t_den);
+    }
+    return sl__sched_ahead(lim, st, now);
+}
+
 /* When S is passed, the state is initial again. */
 static inline sl_nanos sl__sched_expires(const sl__state *st)
 {

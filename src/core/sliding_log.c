@@ -35,16 +35,18 @@ static int slog_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     sl__decision_init(d, lim);
     d->allowed = cost == 0 || cost <= limit - sl__elog_sum(st);
     /* A rejected attempt is logged under SL_LOG_REJECTED, whether this
-     * limit or another limit of the same call rejected it. */
+     * limit or another limit of the same call rejected it, and always
+     * when recorded (SL_RECORD). */
+    int keep_rejected = log_rejected || mode == SL__RECORD;
     record = cost > 0 && mode != SL__PEEK &&
-             ((d->allowed && mode == SL__COMMIT) ||
-              (log_rejected && (!d->allowed || mode == SL__REFUSE)));
+             ((d->allowed && mode != SL__REFUSE) ||
+              (keep_rejected && (!d->allowed || mode == SL__REFUSE)));
     if (cost > 0 && (mode == SL__PEEK || record)) {
         /* PEEK reserves so that the COMMIT after it cannot fail.  A log
          * at the memory cap refuses to admit more, but still records a
          * rejected attempt, merged into its newest event. */
         int err = sl__elog_reserve(st, call->max_heap);
-        if (err && (d->allowed || !log_rejected || sl__elog_sum(st) == 0))
+        if (err && (d->allowed || !keep_rejected || sl__elog_sum(st) == 0))
             return err;
         if (err)
             max_len = 0;

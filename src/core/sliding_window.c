@@ -8,7 +8,8 @@
  *   estimate + c <= L, then cur += c.
  *
  * State: w[0] = k, the current window; w[1] = prev << 32 | cur (limit.c
- * caps L below 2^32, and neither count can exceed L).
+ * caps L below 2^32, and neither count exceeds L unless recorded past it
+ * with SL_RECORD, where it saturates at 2^32 - 1).
  */
 #include "internal.h"
 
@@ -57,9 +58,11 @@ static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
      * is judged at the start, where the estimate may exceed L: refused,
      * unless it is a query. */
     d->allowed = cost == 0 || cost <= limit - estimate;
-    if (d->allowed && mode == SL__COMMIT) {
-        cur += cost;
-        estimate += cost;
+    if ((d->allowed && mode == SL__COMMIT) || mode == SL__RECORD) {
+        /* Recording past L: the packed count saturates at 2^32 - 1. */
+        int64_t add = SL__MIN(cost, (int64_t)UINT32_MAX - cur);
+        cur += add;
+        estimate += add;
         st->w[1] = (int64_t)((uint64_t)prev << 32 | (uint64_t)cur);
     }
     d->remaining = SL__MAX(0, limit - estimate);

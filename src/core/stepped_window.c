@@ -33,24 +33,28 @@ static int sw_step_check(const sl_limit *lim, sl__state *st,
     st->w[1] = s;
     sl__elog_expire(st, s - n);
     sl__decision_init(d, lim);
-    d->allowed = cost <= limit - sl__elog_sum(st);
-    if (cost > 0 && d->allowed && mode != SL__REFUSE) {
+    /* A query passes even when a recording took the sum past the limit. */
+    d->allowed = cost == 0 || cost <= limit - sl__elog_sum(st);
+    /* PEEK reserves whether or not the cost fits, so that a RECORD after
+     * it cannot fail either. */
+    if (cost > 0 && (d->allowed || mode == SL__PEEK || mode == SL__RECORD) &&
+        mode != SL__REFUSE) {
         int err = sl__elog_reserve(st, call->max_heap);
         if (err)
             return err;
-        if (mode == SL__COMMIT)
+        if (mode == SL__COMMIT || mode == SL__RECORD)
             sl__elog_push(st, s, cost, UINT32_MAX);
     }
-    d->remaining = limit - sl__elog_sum(st);
+    d->remaining = SL__MAX(0, limit - sl__elog_sum(st));
     *expires = sl__elog_sum(st) > 0
-                   ? sl__clamp64((sl__i128)(sl__elog_newest(st) + n) * step)
+                   ? sl__clamp64(((sl__i128)sl__elog_newest(st) + n) * step)
                    : 0;
     d->reset_after = *expires > 0 ? *expires - now : 0;
     if (!d->allowed && cost > limit)
         d->retry_after = -1;
     else if (!d->allowed)
         d->retry_after = sl__clamp64(
-            (sl__i128)(sl__elog_fits_after(st, limit - cost) + n) * step - now);
+            ((sl__i128)sl__elog_fits_after(st, limit - cost) + n) * step - now);
     return 0;
 }
 

@@ -24,9 +24,11 @@ static int tb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     sl__decision_init(d, lim);
     d->allowed =
         cost <= burst && deficit <= (sl__i128)(burst - cost) * lim->t_num;
-    if (d->allowed && mode == SL__COMMIT) {
+    if (d->allowed && (mode == SL__COMMIT || mode == SL__RECORD)) {
         sl__sched_push(lim, st, now, cost);
         deficit = sl__sched_ahead(lim, st, now);
+    } else if (mode == SL__RECORD) {
+        deficit = sl__sched_record(lim, st, now, cost);
     }
     sl__sched_report(lim, deficit, d);
     if (!d->allowed)

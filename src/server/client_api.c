@@ -105,57 +105,6 @@ static int fail(api_err *e, int status, const char *code, const char *fmt,
     return -1;
 }
 
-/* A decimal integer in 0..SL_MAX_COUNT given as (pointer, length). */
-static int parse_count(const char *s, size_t len, int64_t *out)
-{
-    int64_t v = 0;
-    if (len == 0 || len > 15)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v > SL_MAX_COUNT)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes application/x-www-form-urlencoded bytes into dst (which has
- * room for len bytes: decoding never grows).  Returns the decoded length,
- * or -1 for a bad %XX. */
-static long url_decode(const char *src, size_t len, char *dst)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (src[i] == '+')
-            dst[o++] = ' ';
-        else if (src[i] == '%') {
-            if (i + 2 >= len)
-                return -1;
-            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            dst[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else
-            dst[o++] = src[i];
-    }
-    return (long)o;
-}
-
 /* Sets one named parameter; shared by the query and the JSON body. */
 static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
                    const char *val, size_t vlen, api_err *e)
@@ -206,40 +155,31 @@ static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
     return fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
 }
 
+typedef struct query_ctx {
+    sl_srv_worker *w;
+    limit_ref *ref;
+    api_err *e;
+} query_ctx;
+
+static int query_param(void *ctx, const char *name, const char *val,
+                       size_t vlen)
+{
+    query_ctx *qc = ctx;
+    return ref_set(qc->w, qc->ref, name, val, vlen, qc->e);
+}
+
 /* Parses a query string into ref; decoded bytes go to dec (query_len + 1
  * bytes), and ref points into it. */
 static int parse_query(sl_srv_worker *w, const char *q, size_t len, char *dec,
                        limit_ref *ref, api_err *e)
 {
-    size_t pos = 0, o = 0;
-    while (pos < len) {
-        const char *amp = memchr(q + pos, '&', len - pos);
-        size_t end = amp ? (size_t)(amp - q) : len;
-        if (end == pos) {
-            pos++;
-            continue;
-        }
-        const char *eq = memchr(q + pos, '=', end - pos);
-        size_t nend = eq ? (size_t)(eq - q) : end;
-        char name[32];
-        if (nend - pos >= sizeof(name))
-            return fail(e, 400, "EINVAL", "%.31s...: unknown parameter",
-                        q + pos);
-        long nl = url_decode(q + pos, nend - pos, name);
-        if (nl < 0)
-            return fail(e, 400, "EINVAL", "query: bad percent-encoding");
-        name[nl] = '\0';
-        size_t vstart = eq ? nend + 1 : end;
-        long vl = url_decode(q + vstart, end - vstart, dec + o);
-        if (vl < 0)
-            return fail(e, 400, "EINVAL", "%s: bad percent-encoding", name);
-        dec[o + (size_t)vl] = '\0';
-        if (ref_set(w, ref, name, dec + o, (size_t)vl, e) != 0)
-            return -1;
-        o += (size_t)vl + 1;
-        pos = end + 1;
-    }
-    return 0;
+    query_ctx qc = {w, ref, e};
+    char msg[128];
+    if (sl_query_parse(q, len, dec, query_param, &qc, msg, sizeof(msg)) == 0)
+        return 0;
+    if (e->status == 0) /* the query itself, not one of its parameters */
+        fail(e, 400, "EINVAL", "%s", msg);
+    return -1;
 }
 
 /* Parses the JSON body of an increment into ref; strings stay owned by
@@ -346,7 +286,7 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
                     "interval: expected a positive duration like 60s: '%.*s'",
                     (int)(ref->interval_len < 64 ? ref->interval_len : 64),
                     ref->interval);
-    if (parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
+    if (sl_parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
         requests < 1)
         return fail(e, 400, "EINVAL",
                     "requests: expected an integer from 1 to 2^40: '%.*s'",
@@ -647,12 +587,12 @@ done:
 }
 
 /*
- * An increment records `hits` requests sent now.  The library never
- * consumes from a limit that refuses, so a report that would go over
- * the limit is NOT recorded: the answer says "counted": false and
- * "over_limit": true, and the delay that follows is the one the limit
- * already had.  Several matched limits are decided in one
- * sl_check_multi call: recorded in all or in none.
+ * An increment records `hits` requests sent now.  They have been sent
+ * whatever the limit says, so they are recorded even past the limit
+ * (SL_RECORD), as the Databox paper counts every request: "over_limit"
+ * says they did not fit, and the delay that follows includes them.
+ * Several matched limits are recorded in one sl_check_costs call.  A deny
+ * rule records nothing ("counted": false).
  */
 void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
                       sl_buf *out, int keep_alive)
@@ -673,7 +613,7 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
     if (parse_body(w, root, &ref, numbuf, &e) != 0)
         goto fail;
     int64_t hits = 1;
-    if (ref.hits != NULL && parse_count(ref.hits, ref.hits_len, &hits) != 0) {
+    if (ref.hits != NULL && sl_parse_count(ref.hits, ref.hits_len, &hits) != 0) {
         fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
         goto fail;
     }
@@ -682,14 +622,17 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
     int counted = 0, over = res.deny;
     if (res.n > 0 && !res.deny) {
         sl_decision each[SL_MAX_ITEMS], overall;
-        int rc = sl_check_multi(w->server->store, res.items, res.n, hits,
-                                sl_srv_now(w), each, &overall);
+        int64_t costs[SL_MAX_ITEMS];
+        for (size_t i = 0; i < res.n; i++)
+            costs[i] = hits;
+        int rc = sl_check_costs(w->server->store, res.items, costs, res.n,
+                                sl_srv_now(w), SL_RECORD, each, &overall);
         if (rc != 0) {
             fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
                  sl_strerror(rc));
             goto fail;
         }
-        counted = overall.allowed;
+        counted = 1;
         over = !overall.allowed;
     }
     body = json_pack("{s:b,s:b}", "counted", counted, "over_limit", over);

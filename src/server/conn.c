@@ -18,6 +18,10 @@
  * idle keep-alive connection is closed after idle_timeout.  A request
  * only moves the connection's deadline; the timer is re-armed when it
  * fires early, not on every request (see set_deadline).
+ *
+ * Headers: only Expect and the Sluice-* headers (GET /v1/auth's
+ * descriptors) matter, so only those are kept; every header still counts
+ * towards --max-header-bytes.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -37,6 +41,13 @@ struct sl_conn {
     sl_srv_worker *w;
     http_parser parser;
     sl_buf url, body, out;
+    /* The Sluice-* headers: their bytes, their offsets into hbytes (which
+     * may move while it grows), and their views once the message is
+     * complete. */
+    sl_buf hbytes, hrecs, hviews;
+    sl_buf field;    /* the name of the header being read */
+    int in_value;    /* the last header callback was a value */
+    int keep_header; /* the header being read is a Sluice-* one */
     size_t header_bytes;
     int in_message;
     int field_is_expect; /* the header being read is Expect */
@@ -48,6 +59,10 @@ struct sl_conn {
     size_t writes;       /* writes in flight */
     sl_conn *prev, *next;
 };
+
+typedef struct kept_header {
+    size_t name_off, name_len, value_off, value_len;
+} kept_header;
 
 typedef struct sl_write {
     uv_write_t req;
@@ -70,6 +85,10 @@ static void conn_free_cb(uv_handle_t *h)
     sl_buf_release(&c->url);
     sl_buf_release(&c->body);
     sl_buf_release(&c->out);
+    sl_buf_release(&c->hbytes);
+    sl_buf_release(&c->hrecs);
+    sl_buf_release(&c->hviews);
+    sl_buf_release(&c->field);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
 }
@@ -211,8 +230,11 @@ static int on_message_begin(http_parser *p)
 {
     sl_conn *c = p->data;
     c->in_message = 1;
-    c->url.len = c->body.len = 0;
-    c->url.failed = c->body.failed = 0;
+    c->url.len = c->body.len = c->hbytes.len = c->hrecs.len = 0;
+    c->url.failed = c->body.failed = c->hbytes.failed = c->hrecs.failed = 0;
+    c->hviews.failed = c->field.failed = 0;
+    c->field.len = 0;
+    c->in_value = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
     set_deadline(c, c->w->server->cfg.read_timeout_ms);
@@ -238,16 +260,23 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-/* Header fields and values may arrive split over reads; only Expect
- * matters here, and its name and value are short enough that a split one
- * is merely not recognised (the client then sends the body after its own
- * timeout, as RFC 9110 allows). */
+/* Names and values may arrive split over reads: a name is gathered in
+ * c->field until its value starts.  Expect's name and value are short
+ * enough that a split one is merely not recognised (the client then
+ * sends the body after its own timeout, as RFC 9110 allows). */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     sl_conn *c = p->data;
+    if (c->in_value) {
+        c->field.len = 0;
+        c->in_value = 0;
+    }
+    sl_buf_add(&c->field, at, len);
     c->field_is_expect = len == 6 && strncasecmp(at, "expect", 6) == 0;
     return count_header(c, len);
 }
+
+#define KEPT_PREFIX "sluice-"
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
@@ -255,6 +284,23 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     if (c->field_is_expect && len == 12 &&
         strncasecmp(at, "100-continue", 12) == 0)
         c->expect_continue = 1;
+    if (!c->in_value) { /* the first piece of this value */
+        c->in_value = 1;
+        c->keep_header = c->field.len >= sizeof(KEPT_PREFIX) - 1 &&
+                         strncasecmp(c->field.data, KEPT_PREFIX,
+                                     sizeof(KEPT_PREFIX) - 1) == 0;
+        if (c->keep_header) {
+            kept_header k = {c->hbytes.len, c->field.len, 0, 0};
+            sl_buf_add(&c->hbytes, c->field.data, c->field.len);
+            k.value_off = c->hbytes.len;
+            sl_buf_add(&c->hrecs, &k, sizeof(k));
+        }
+    }
+    if (c->keep_header && !c->hrecs.failed) {
+        kept_header *k = (kept_header *)(c->hrecs.data + c->hrecs.len) - 1;
+        k->value_len += len;
+        sl_buf_add(&c->hbytes, at, len);
+    }
     return count_header(c, len);
 }
 
@@ -296,6 +342,16 @@ static int on_message_complete(http_parser *p)
         .body = c->body.data ? c->body.data : "",
         .body_len = c->body.len,
     };
+    /* The kept headers' views, now that hbytes no longer moves. */
+    c->hviews.len = 0;
+    for (size_t i = 0; i < c->hrecs.len / sizeof(kept_header); i++) {
+        const kept_header *k = (const kept_header *)c->hrecs.data + i;
+        sl_http_header h = {c->hbytes.data + k->name_off, k->name_len,
+                            c->hbytes.data + k->value_off, k->value_len};
+        sl_buf_add(&c->hviews, &h, sizeof(h));
+    }
+    req.headers = (const sl_http_header *)c->hviews.data;
+    req.n_headers = c->hviews.len / sizeof(sl_http_header);
     const char *q = memchr(req.path, '?', req.path_len);
     req.query = "";
     if (q != NULL) {
@@ -305,7 +361,8 @@ static int on_message_complete(http_parser *p)
     }
     int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
     size_t mark = c->out.len; /* earlier pipelined responses stay */
-    if (c->url.failed || c->body.failed)
+    if (c->url.failed || c->body.failed || c->hbytes.failed ||
+        c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->out.failed = 1; /* the request itself was not kept whole */
     else
         sl_route(c->w, &req, &c->out, &keep_alive);

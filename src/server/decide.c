@@ -2,10 +2,11 @@
  * decide.c - from a request's descriptors to one decision, shared by both
  * HTTP APIs: match every descriptor against the rules, apply lyft's
  * `replaces` across them, then decide every enforced limit of the request
- * in ONE sl_check_multi call, so a request consumes from all its limits
- * or from none.  Shadow-mode limits are decided apart (each on its own
- * sl_check) because they must never veto the real ones; unlimited rules
- * never touch the store; deny rules (requests_per_unit: 0) reject.
+ * in ONE sl_check_costs call, so a request consumes from all its limits
+ * or from none, each its descriptor's own `hits`.  Shadow-mode limits are
+ * decided apart (each on its own sl_check) because they must never veto
+ * the real ones; unlimited rules never touch the store; deny rules
+ * (requests_per_unit: 0) reject.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,10 +338,10 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     sl_rules_drop_replaced(m, &nm);
 
     sl_check_item items[SL_MAX_ITEMS];
+    int64_t costs[SL_MAX_ITEMS];
     size_t item_of[SL_RULES_MAX_MATCHES]; /* match -> item, or SIZE_MAX */
     size_t n_items = 0;
     int deny = 0;
-    int64_t cost = -1;
     for (size_t i = 0; i < nm; i++) {
         const sl_rule *r = m[i].rule;
         int64_t h =
@@ -360,27 +361,18 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                      SL_MAX_ITEMS, SL_MAX_ITEMS);
             goto out;
         }
-        if (cost >= 0 && h != cost) {
-            /* sl_check_multi takes one cost for all items, and splitting
-             * the call would lose the all-or-nothing guarantee. */
-            rc = SL_EINVAL;
-            snprintf(err, errlen,
-                     "descriptors[%zu].hits: differs from the hits of "
-                     "another limited descriptor; one request consumes one "
-                     "cost from all its limits",
-                     m[i].descriptor);
-            goto out;
-        }
-        cost = h;
         item_of[i] = n_items;
+        costs[n_items] = deny ? 0 : h; /* a denied request consumes nothing */
         items[n_items++] = (sl_check_item){r->limit, m[i].key, m[i].key_len};
     }
+    /* A deny matched after some limits: those are queries too. */
+    for (size_t i = 0; deny && i < n_items; i++)
+        costs[i] = 0;
 
     sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
     if (n_items > 0) {
-        /* A denied request consumes nothing: query with cost 0. */
-        rc = sl_check_multi(w->server->store, items, n_items, deny ? 0 : cost,
-                            now, each, &overall);
+        rc = sl_check_costs(w->server->store, items, costs, n_items, now, 0,
+                            each, &overall);
         if (rc != 0) {
             snprintf(err, errlen, "store: %s", sl_strerror(rc));
             goto out;

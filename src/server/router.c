@@ -15,18 +15,32 @@
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
     }
 }
 
@@ -54,6 +68,16 @@ static void respond(sl_buf *out, int status, const char *type,
         sl_buf_addstr(out, extra_headers);
     sl_buf_add(out, "\r\n", 2);
     sl_buf_add(out, body, body_len);
+}
+
+void sl_respond_empty(sl_buf *out, int status, const char *extra_headers,
+                      int keep_alive)
+{
+    /* A 204 carries no Content-Length (RFC 9110, 8.6). */
+    sl_buf_printf(out, "HTTP/1.1 %d %s\r\n%sConnection: %s\r\n%s\r\n", status,
+                  reason(status), status == 204 ? "" : "Content-Length: 0\r\n",
+                  keep_alive ? "keep-alive" : "close",
+                  extra_headers ? extra_headers : "");
 }
 
 int sl_respond_enomem(sl_buf *out)
@@ -103,8 +127,8 @@ void sl_respond_error(sl_buf *out, int status, const char *code,
         clean[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
     }
     clean[i] = '\0';
-    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", code,
-                             "message", clean);
+    json_t *body =
+        json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", clean);
     sl_respond_json(out, status, NULL, body, keep_alive);
     json_decref(body);
 }
@@ -177,9 +201,12 @@ static void get_healthz(sl_srv_worker *w, sl_buf *out, int keep_alive)
     json_decref(body);
 }
 
+/* A route's method, when any method is accepted. */
+#define ANY_METHOD (-1)
+
 typedef struct route {
     const char *path;
-    int method;
+    int method; /* enum http_method, or ANY_METHOD */
     void (*get)(sl_srv_worker *, sl_buf *, int);
     /* Handlers that need the request (a body or a query string). */
     void (*post)(sl_srv_worker *, const sl_http_request *, sl_buf *, int);
@@ -194,6 +221,9 @@ static const route routes[] = {
     {"/json", HTTP_POST, NULL, sl_api_lyft},
     {"/v1/increment", HTTP_POST, NULL, sl_api_increment},
     {"/v1/delay", HTTP_GET, NULL, sl_api_delay},
+    /* Gateways differ: nginx's auth_request sends GET, others forward
+     * the client's method. */
+    {"/v1/auth", ANY_METHOD, NULL, sl_api_auth},
 };
 
 void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
@@ -204,7 +234,7 @@ void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         if (strlen(r->path) != req->path_len ||
             memcmp(r->path, req->path, req->path_len) != 0)
             continue;
-        if (req->method != r->method) {
+        if (r->method != ANY_METHOD && req->method != r->method) {
             char headers[64], msg[96];
             snprintf(headers, sizeof(headers), "Allow: %s\r\n",
                      http_method_str(r->method));

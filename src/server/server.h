@@ -159,6 +159,15 @@ void sl_conn_close_idle(sl_srv_worker *w); /* on stop */
 /* router.c: handles one complete request; appends a full HTTP response
  * (status line, headers, body) to out.  keep_alive as the client asked;
  * set to 0 when the response closes the connection. */
+/* A request header, (pointer, length) each.  Only headers whose name
+ * starts with "Sluice-" are kept (conn.c): the others cost nothing. */
+typedef struct sl_http_header {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} sl_http_header;
+
 typedef struct sl_http_request {
     int method; /* enum http_method */
     const char *path;
@@ -167,6 +176,8 @@ typedef struct sl_http_request {
     size_t query_len;
     const char *body;
     size_t body_len;
+    const sl_http_header *headers; /* the Sluice-* headers, in order */
+    size_t n_headers;
 } sl_http_request;
 
 void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
@@ -177,6 +188,9 @@ int sl_respond_enomem(sl_buf *out);
 /* An error response {"error": {"code", "message"}} with status. */
 void sl_respond_error(sl_buf *out, int status, const char *code,
                       const char *message, int keep_alive);
+/* A response without a body (204, or a HEAD's); extra_headers as below. */
+void sl_respond_empty(sl_buf *out, int status, const char *extra_headers,
+                      int keep_alive);
 /* A response with a JSON body; extra_headers ends each line with CRLF. */
 void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive);
@@ -258,10 +272,25 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out);
 /* The rule's name, or its path when unnamed. */
 const char *sl_rule_label(const sl_rule *r);
 
+/* query.c: a query string's parameters, percent-decoded into dec (room
+ * for len + 1 bytes), handed one by one to cb (NUL-terminated name; value
+ * as (pointer, length), also NUL-terminated).  0; -1 with a message in err
+ * for bad encoding or a name over 31 bytes; or cb's non-zero return. */
+typedef int (*sl_query_cb)(void *ctx, const char *name, const char *value,
+                           size_t value_len);
+int sl_query_parse(const char *q, size_t len, char *dec, sl_query_cb cb,
+                   void *ctx, char *err, size_t errlen);
+/* A decimal integer in 0..SL_MAX_COUNT: 0, or -1. */
+int sl_parse_count(const char *s, size_t len, int64_t *out);
+
 /* check_api.c, lyft_api.c */
 void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                   int keep_alive);
 void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                 int keep_alive);
+
+/* auth_api.c: GET /v1/auth (any method), for nginx's auth_request. */
+void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                  int keep_alive);
 
 /* client_api.c: POST /v1/increment, GET /v1/delay, and the table of

@@ -457,14 +457,14 @@ static item_ref ref_of(memory_store *ms, const sl_check_item *item)
 }
 
 static int check_one(memory_store *ms, const sl_check_item *item, int64_t cost,
-                     sl_nanos now, sl_decision *d)
+                     sl_nanos now, sl__mode mode, sl_decision *d)
 {
     item_ref ref = ref_of(ms, item);
     int err;
 
     store_start(ms, now);
     shard_lock(ref.sh);
-    err = apply(ms, item, &ref, cost, now, SL__COMMIT, 0, &ref, 1, d);
+    err = apply(ms, item, &ref, cost, now, mode, 0, &ref, 1, d);
     shard_unlock(ref.sh);
     return err;
 }
@@ -512,8 +512,8 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
 }
 
 static int memory_check_multi(sl_store *base, const sl_check_item *items,
-                              size_t n, int64_t cost, sl_nanos now,
-                              sl_decision *each)
+                              const int64_t *costs, size_t n, sl_nanos now,
+                              int record, sl_decision *each)
 {
     memory_store *ms = (memory_store *)base;
     item_ref refs[SL_MAX_ITEMS];
@@ -522,7 +522,8 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
     int err = 0, all = 1;
 
     if (n == 1) /* the common case, without the bookkeeping of many */
-        return check_one(ms, items, cost, now, each);
+        return check_one(ms, items, costs[0], now,
+                         record ? SL__RECORD : SL__COMMIT, each);
     for (size_t i = 0; i < n; i++) {
         refs[i] = ref_of(ms, &items[i]);
         for (size_t j = 0; j < i; j++)
@@ -539,16 +540,19 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
         if (i == 0 || locks[i] != locks[i - 1])
             shard_lock(locks[i]);
 
-    if (n > 1) {
-        for (size_t i = 0; i < n && !err; i++) {
-            err = apply(ms, &items[i], &refs[i], cost, now, SL__PEEK, 1, refs,
-                        n, &each[i]);
-            all &= each[i].allowed;
-        }
+    /* The first pass decides and reserves the room every log will need,
+     * so that the second cannot fail half-way, recording included. */
+    for (size_t i = 0; i < n && !err; i++) {
+        err = apply(ms, &items[i], &refs[i], costs[i], now, SL__PEEK, 1, refs,
+                    n, &each[i]);
+        all &= each[i].allowed;
     }
     for (size_t i = 0; i < n && !err; i++)
-        err = apply(ms, &items[i], &refs[i], cost, now,
-                    all ? SL__COMMIT : SL__REFUSE, 0, refs, n, &each[i]);
+        err = apply(ms, &items[i], &refs[i], costs[i], now,
+                    record ? SL__RECORD
+                    : all  ? SL__COMMIT
+                           : SL__REFUSE,
+                    0, refs, n, &each[i]);
 
     for (size_t i = nlocks; i-- > 0;)
         if (i == 0 || locks[i] != locks[i - 1])

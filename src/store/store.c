@@ -8,13 +8,14 @@
 #include "internal.h"
 
 static int check_input(sl_store *store, const sl_check_item *items, size_t n,
-                       int64_t cost, sl_nanos now)
+                       const int64_t *costs, sl_nanos now)
 {
-    if (store == NULL || items == NULL || n == 0 || n > SL_MAX_ITEMS ||
-        now < 0 || now > SL_MAX_TIME)
+    if (store == NULL || items == NULL || costs == NULL || n == 0 ||
+        n > SL_MAX_ITEMS || now < 0 || now > SL_MAX_TIME)
         return SL_EINVAL;
-    if (cost < 0 || cost > SL_MAX_COUNT)
-        return SL_ECOST;
+    for (size_t i = 0; i < n; i++)
+        if (costs[i] < 0 || costs[i] > SL_MAX_COUNT)
+            return SL_ECOST;
     for (size_t i = 0; i < n; i++) {
         if (items[i].limit == NULL ||
             (items[i].key == NULL && items[i].key_len != 0))
@@ -30,28 +31,29 @@ int sl_check(sl_store *store, const sl_limit *limit, const void *key,
 {
     sl_check_item item = {limit, key, key_len};
     sl_decision d;
-    int err = check_input(store, &item, 1, cost, now);
+    int err = check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && out == NULL)
         err = SL_EINVAL;
     if (err == 0)
-        err = store->type->check_multi(store, &item, 1, cost, now, &d);
+        err = store->type->check_multi(store, &item, &cost, 1, now, 0, &d);
     if (err == 0)
         *out = d;
     return err;
 }
 
-int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
-                   int64_t cost, sl_nanos now, sl_decision *each,
-                   sl_decision *overall)
+int sl_check_costs(sl_store *store, const sl_check_item *items,
+                   const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                   sl_decision *each, sl_decision *overall)
 {
     sl_decision local[SL_MAX_ITEMS];
-    int err = check_input(store, items, n, cost, now);
+    int err = check_input(store, items, n, costs, now);
 
-    if (err == 0 && overall == NULL)
+    if (err == 0 && (overall == NULL || (flags & ~SL_RECORD) != 0))
         err = SL_EINVAL;
     if (err == 0)
-        err = store->type->check_multi(store, items, n, cost, now, local);
+        err = store->type->check_multi(store, items, costs, n, now,
+                                       (flags & SL_RECORD) != 0, local);
     if (err != 0)
         return err;
     sl__decision_combine(local, n, overall);
@@ -60,11 +62,24 @@ int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
     return 0;
 }
 
+int sl_check_multi(sl_store *store, const sl_check_item *items, size_t n,
+                   int64_t cost, sl_nanos now, sl_decision *each,
+                   sl_decision *overall)
+{
+    int64_t costs[SL_MAX_ITEMS];
+
+    if (n > SL_MAX_ITEMS)
+        return SL_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        costs[i] = cost;
+    return sl_check_costs(store, items, costs, n, now, 0, each, overall);
+}
+
 int sl_check_batch(sl_store *store, const sl_limit *limit, const sl_key *keys,
                    size_t n, int64_t cost, sl_nanos now, sl_decision *out)
 {
     sl_check_item item = {limit, NULL, 0};
-    int err = check_input(store, &item, 1, cost, now);
+    int err = check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && ((keys == NULL || out == NULL) && n > 0))
         err = SL_EINVAL;
@@ -87,6 +102,15 @@ size_t sl_store_sweep(sl_store *store, sl_nanos now, size_t max_slots)
 void sl_store_get_stats(sl_store *store, sl_store_stats *out)
 {
     store->type->stats(store, out);
+}
+
+void sl_store_last_error(sl_store *store, char *buf, size_t len)
+{
+    if (buf == NULL || len == 0)
+        return;
+    buf[0] = '\0';
+    if (store != NULL && store->type->last_error != NULL)
+        store->type->last_error(store, buf, len);
 }
 
 void sl_store_free(sl_store *store)

@@ -1,0 +1,258 @@
+/*
+ * auth_api.c - GET /v1/auth, for gateways that ask a sub-service whether
+ * a request may pass (nginx's auth_request, examples/nginx/).  The
+ * gateway cannot build JSON, so the request's descriptors come as
+ * headers, one entry each: "Sluice-Descriptor[-NAME]: key=value", the
+ * value taken as it is (no decoding, so no client-chosen bytes can make
+ * it fail to parse); entries sent under the same header name form one
+ * descriptor, in order.  The domain and hits are query parameters, fixed
+ * in the gateway's configuration.
+ *
+ * The answer is 204 with the rate-limit headers when the request may
+ * pass, and 429 with the same headers, Retry-After and a JSON error when
+ * it may not: the gateway copies the headers onto its own response.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <http_parser.h>
+
+#include "server.h"
+
+#define DESCRIPTOR_HEADER "sluice-descriptor"
+
+typedef struct auth_query {
+    const char *domain;
+    size_t domain_len;
+    int64_t hits;
+    int have_hits;
+    char msg[128];
+} auth_query;
+
+static int auth_param(void *ctx, const char *name, const char *val, size_t vlen)
+{
+    auth_query *q = ctx;
+    if (strcmp(name, "domain") == 0 && q->domain == NULL) {
+        q->domain = val;
+        q->domain_len = vlen;
+    } else if (strcmp(name, "hits") == 0 && !q->have_hits) {
+        if (sl_parse_count(val, vlen, &q->hits) != 0) {
+            snprintf(q->msg, sizeof(q->msg),
+                     "hits: expected a non-negative integer");
+            return -1;
+        }
+        q->have_hits = 1;
+    } else {
+        snprintf(q->msg, sizeof(q->msg), "%s: %s", name,
+                 strcmp(name, "domain") == 0 || strcmp(name, "hits") == 0
+                     ? "given twice"
+                     : "unknown parameter");
+        return -1;
+    }
+    return 0;
+}
+
+/* An error answer under way. */
+typedef struct auth_err {
+    int status;
+    const char *code;
+    char msg[160];
+} auth_err;
+
+static int auth_fail(auth_err *e, int status, const char *code, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+
+static int auth_fail(auth_err *e, int status, const char *code, const char *fmt,
+                     ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->code = code;
+    return -1;
+}
+
+/* The header's descriptor name: what follows "Sluice-Descriptor", or
+ * NULL for another Sluice-* header. */
+static const char *descriptor_suffix(const sl_http_header *h, size_t *len)
+{
+    size_t n = sizeof(DESCRIPTOR_HEADER) - 1;
+    if (h->name_len < n || strncasecmp(h->name, DESCRIPTOR_HEADER, n) != 0 ||
+        (h->name_len > n && h->name[n] != '-'))
+        return NULL;
+    *len = h->name_len - n;
+    return h->name + n;
+}
+
+/*
+ * Groups the Sluice-Descriptor headers into descriptors (by name, case
+ * insensitive, in order of first appearance).  ds has room for
+ * max_descriptors, entries for n_headers; ds[i].entries points into it,
+ * each descriptor's entries contiguous (filled in a second pass).
+ */
+static int group_headers(sl_srv_worker *w, const sl_http_request *req,
+                         sl_dec_descriptor *ds, size_t *n_out,
+                         sl_rules_entry *entries, auth_err *e)
+{
+    const sl_srv_config *cfg = &w->server->cfg;
+    const char *names[SL_SRV_MAX_DESCRIPTORS];
+    size_t name_lens[SL_SRV_MAX_DESCRIPTORS], counts[SL_SRV_MAX_DESCRIPTORS];
+    size_t n = 0, max_desc = cfg->max_descriptors;
+    if (max_desc > SL_SRV_MAX_DESCRIPTORS)
+        max_desc = SL_SRV_MAX_DESCRIPTORS;
+
+    /* First pass: which descriptor each header belongs to, and counts. */
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const sl_http_header *h = &req->headers[i];
+        size_t sl = 0;
+        const char *suffix = descriptor_suffix(h, &sl);
+        if (suffix == NULL)
+            return auth_fail(e, 400, "EINVAL", "%.*s: unknown header",
+                             (int)(h->name_len > 64 ? 64 : h->name_len),
+                             h->name);
+        size_t d = 0;
+        while (d < n &&
+               (name_lens[d] != sl || strncasecmp(names[d], suffix, sl) != 0))
+            d++;
+        if (d == n) {
+            if (n == max_desc)
+                return auth_fail(e, 400, "ETOOMANY",
+                                 "more than %zu descriptors "
+                                 "(--max-descriptors)",
+                                 max_desc);
+            names[n] = suffix;
+            name_lens[n] = sl;
+            counts[n++] = 0;
+        }
+        if (++counts[d] > cfg->max_entries)
+            return auth_fail(e, 400, "ETOOMANY",
+                             "%.*s: more than %zu entries (--max-entries)",
+                             (int)(h->name_len > 64 ? 64 : h->name_len),
+                             h->name, cfg->max_entries);
+    }
+    if (n == 0)
+        return auth_fail(e, 400, "EMISSING",
+                         "no Sluice-Descriptor header: each names one "
+                         "descriptor entry as key=value");
+    size_t off = 0;
+    for (size_t d = 0; d < n; d++) {
+        ds[d] = (sl_dec_descriptor){entries + off, 0, -1};
+        off += counts[d];
+    }
+
+    /* Second pass: each header's entry, in order, into its descriptor. */
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const sl_http_header *h = &req->headers[i];
+        size_t sl = 0, d = 0;
+        const char *suffix = descriptor_suffix(h, &sl);
+        while (name_lens[d] != sl || strncasecmp(names[d], suffix, sl) != 0)
+            d++;
+        const char *eq = memchr(h->value, '=', h->value_len);
+        if (eq == NULL || eq == h->value)
+            return auth_fail(e, 400, "EMISSING",
+                             "%.*s: expected key=value with a non-empty key",
+                             (int)(h->name_len > 64 ? 64 : h->name_len),
+                             h->name);
+        size_t vlen = h->value_len - (size_t)(eq + 1 - h->value);
+        /* Optional whitespace after a field value is not part of it. */
+        while (vlen > 0 && (eq[vlen] == ' ' || eq[vlen] == '\t'))
+            vlen--;
+        ds[d].entries[ds[d].n_entries++] =
+            (sl_rules_entry){.key = h->value,
+                             .key_len = (size_t)(eq - h->value),
+                             .value = eq + 1,
+                             .value_len = vlen};
+    }
+    *n_out = n;
+    return 0;
+}
+
+static json_int_t ms_up(sl_nanos ns)
+{
+    return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+}
+
+void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
+                 int keep_alive)
+{
+    uint64_t t0 = uv_hrtime();
+    auth_err e = {0};
+    auth_query q = {.hits = 1};
+    sl_dec_descriptor ds[SL_SRV_MAX_DESCRIPTORS];
+    sl_dec_result res = {0};
+    size_t n = 0;
+    char *dec = malloc(req->query_len + 1);
+    sl_rules_entry *entries =
+        malloc((req->n_headers ? req->n_headers : 1) * sizeof(*entries));
+
+    if (dec == NULL || entries == NULL) {
+        auth_fail(&e, 503, "ENOMEM", "out of memory");
+        goto fail;
+    }
+    if (sl_query_parse(req->query, req->query_len, dec, auth_param, &q, q.msg,
+                       sizeof(q.msg)) != 0) {
+        auth_fail(&e, 400, "EINVAL", "%s", q.msg);
+        goto fail;
+    }
+    if (q.domain == NULL || q.domain_len == 0) {
+        auth_fail(&e, 400, "EMISSING",
+                  "domain: missing; give it in the query (/v1/auth?domain=D)");
+        goto fail;
+    }
+    if (group_headers(w, req, ds, &n, entries, &e) != 0)
+        goto fail;
+    res.status = calloc(n, sizeof(sl_dec_status));
+    if (res.status == NULL) {
+        auth_fail(&e, 503, "ENOMEM", "out of memory");
+        goto fail;
+    }
+    /* hits=0 asks without consuming, as in POST /v1/check. */
+    int rc = sl_decide(w, q.domain, q.domain_len, ds, n, q.hits, &res, e.msg,
+                       sizeof(e.msg));
+    if (rc != 0) {
+        e.status = sl_decide_status(rc);
+        e.code = sl_err_name(rc);
+        goto fail;
+    }
+
+    sl_buf headers = {0};
+    sl_rate_headers(&res, &headers);
+    if (!res.over) {
+        sl_respond_empty(out, 204, headers.data, keep_alive);
+    } else {
+        const sl_dec_status *c = res.closest;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "rate limit exceeded: %s",
+                 c ? sl_rule_label(c->rule) : "denied");
+        json_t *retry = c && c->d.retry_after >= 0
+                            ? json_integer(ms_up(c->d.retry_after))
+                            : json_null();
+        json_t *body =
+            json_pack("{s:{s:s,s:s,s:o}}", "error", "code", "rate_limited",
+                      "message", msg, "retry_after_ms", retry);
+        if (req->method == HTTP_HEAD)
+            sl_respond_empty(out, 429, headers.data, keep_alive);
+        else
+            sl_respond_json(out, 429, headers.data, body, keep_alive);
+        json_decref(body);
+    }
+    if (headers.failed)
+        out->failed = 1;
+    sl_buf_release(&headers);
+    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
+    goto done;
+fail:
+    if (e.status == 400)
+        atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
+                                  memory_order_relaxed);
+    sl_respond_error(out, e.status, e.code, e.msg, keep_alive);
+done:
+    free(res.status);
+    free(entries);
+    free(dec);
+}

@@ -1,0 +1,682 @@
+/*
+ * redis.c - the Redis store: every key's state in a Redis 7 server, each
+ * check decided there, atomically, by one call of the Lua script made of
+ * the files in src/store/redis/ (docs/stores.md).
+ *
+ * This file is the client half: options and URL, the connection (hiredis,
+ * synchronous, one per store behind a mutex), the bounds within which the
+ * script's double arithmetic is exact, key names, and one EVALSHA per
+ * check.  The semantics live in the Lua files, which mirror src/core/ line
+ * for line; tests/test_redis.c runs both stores on the same traces.
+ *
+ * Failure policy: any failure to reach Redis or to get a well-formed
+ * reply is SL_ESTORE, with the reason kept for sl_store_last_error().
+ * The connection is then dropped and made again on the next call, so a
+ * restarted Redis is picked up without recreating the store; a script
+ * flushed from the server (restart, SCRIPT FLUSH) is sent again with EVAL,
+ * which also caches it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "internal.h"
+
+/* The Lua script's numbers are doubles: see docs/stores.md for why these
+ * bounds make every intermediate an integer below 2^53. */
+#define EXACT_BOUND (INT64_C(1) << 52)
+
+enum {
+    ITEM_ARGS = 9,   /* per item, as src/store/redis/main.lua reads them */
+    CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
+    NUM_LEN = 24,    /* an int64 in decimal, NUL included */
+    IDENT_HEX = 16,  /* the limit's identity in a key name */
+    SHA_LEN = 40,
+    ERR_LEN = 256,
+};
+
+typedef struct redis_store {
+    sl_store base;
+    pthread_mutex_t lock; /* serialises calls on the one connection */
+    redisContext *ctx;    /* NULL: (re)connect on the next call */
+    char sha[SHA_LEN + 1]; /* the script's SHA1 once loaded; "" before */
+    /* Options, owned copies. */
+    char *host, *unix_path, *user, *password, *prefix;
+    int port, db, timeout_ms, use_server_time;
+    int64_t extra_ttl_ms;
+    char errstr[ERR_LEN]; /* the last failure, for sl_store_last_error */
+} redis_store;
+
+__attribute__((format(printf, 3, 4))) static void
+set_err(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf != NULL && len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* ---- options ---- */
+
+static char *dup_str(const char *s)
+{
+    return s == NULL ? NULL : strdup(s);
+}
+
+/* A whole decimal number in [lo, hi] spanning exactly [s, s + n). */
+static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
+{
+    long v = 0;
+    if (n == 0 || n > 9)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "unix:/path[?db=N]" (also "unix:///path"). */
+static int parse_unix_url(redis_store *rs, const char *p, char *err,
+                          size_t errlen, const char *url)
+{
+    const char *q = strchr(p, '?');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+
+    if (strncmp(p, "//", 2) == 0) {
+        p += 2;
+        n -= 2;
+    }
+    if (n == 0 || p[0] != '/') {
+        set_err(err, errlen, "invalid redis url: socket path must be absolute: '%s'", url);
+        return SL_EINVAL;
+    }
+    if (q != NULL && (strncmp(q, "?db=", 4) != 0 ||
+                      parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &rs->db))) {
+        set_err(err, errlen, "invalid redis url: bad query (only ?db=N): '%s'", url);
+        return SL_EINVAL;
+    }
+    rs->unix_path = strndup(p, n);
+    return rs->unix_path ? 0 : SL_ENOMEM;
+}
+
+/* "redis://[[user]:password@]host[:port][/db]". */
+static int parse_tcp_url(redis_store *rs, const char *p, char *err,
+                         size_t errlen, const char *url)
+{
+    const char *end = p + strcspn(p, "/");
+    const char *at = memchr(p, '@', (size_t)(end - p));
+    const char *host = p, *host_end, *colon;
+
+    if (at != NULL) {
+        const char *c = memchr(p, ':', (size_t)(at - p));
+        if (c != NULL) {
+            if (c > p && (rs->user = strndup(p, (size_t)(c - p))) == NULL)
+                return SL_ENOMEM;
+            if ((rs->password = strndup(c + 1, (size_t)(at - c - 1))) == NULL)
+                return SL_ENOMEM;
+        } else if (at > p && (rs->user = strndup(p, (size_t)(at - p))) == NULL) {
+            return SL_ENOMEM;
+        }
+        host = at + 1;
+    }
+    if (*host == '[') { /* [ipv6]:port */
+        const char *close = memchr(host, ']', (size_t)(end - host));
+        if (close == NULL) {
+            set_err(err, errlen, "invalid redis url: unclosed '[': '%s'", url);
+            return SL_EINVAL;
+        }
+        rs->host = strndup(host + 1, (size_t)(close - host - 1));
+        host_end = close + 1;
+        colon = host_end < end && *host_end == ':' ? host_end : NULL;
+    } else {
+        colon = memchr(host, ':', (size_t)(end - host));
+        host_end = colon ? colon : end;
+        if (host_end > host)
+            rs->host = strndup(host, (size_t)(host_end - host));
+    }
+    if (host_end > host && rs->host == NULL)
+        return SL_ENOMEM;
+    if ((colon == NULL && host_end != end) ||
+        (colon != NULL && parse_int(colon + 1, (size_t)(end - colon - 1), 1,
+                                    65535, &rs->port))) {
+        set_err(err, errlen, "invalid redis url: bad port: '%s'", url);
+        return SL_EINVAL;
+    }
+    if (*end == '/' && end[1] != '\0' &&
+        parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &rs->db)) {
+        set_err(err, errlen, "invalid redis url: bad db number: '%s'", url);
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+static int parse_url(redis_store *rs, const char *url, char *err,
+                     size_t errlen)
+{
+    if (strncmp(url, "redis://", 8) == 0)
+        return parse_tcp_url(rs, url + 8, err, errlen, url);
+    if (strncmp(url, "unix:", 5) == 0)
+        return parse_unix_url(rs, url + 5, err, errlen, url);
+    set_err(err, errlen,
+            "invalid redis url: expected redis://host:port[/db] or "
+            "unix:/path: '%s'",
+            url);
+    return SL_EINVAL;
+}
+
+static int set_options(redis_store *rs, const sl_redis_options *o, char *err,
+                       size_t errlen)
+{
+    const char *prefix = o->key_prefix ? o->key_prefix : "sl:";
+    int rc;
+
+    rs->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 1000;
+    rs->use_server_time = o->use_server_time != 0;
+    rs->extra_ttl_ms = o->extra_ttl_ms;
+    rs->base.max_key_len = o->max_key_len ? o->max_key_len : 4096;
+    if (o->extra_ttl_ms < 0 || o->extra_ttl_ms > (INT64_C(1) << 40)) {
+        set_err(err, errlen, "extra_ttl_ms out of range: '%lld'",
+                (long long)o->extra_ttl_ms);
+        return SL_EINVAL;
+    }
+    if (strpbrk(prefix, "{}") != NULL) {
+        set_err(err, errlen,
+                "key prefix may not contain '{' or '}' (the hash tag): '%s'",
+                prefix);
+        return SL_EINVAL;
+    }
+    if ((rs->prefix = strdup(prefix)) == NULL)
+        return SL_ENOMEM;
+    if (o->url != NULL) {
+        if ((rc = parse_url(rs, o->url, err, errlen)) != 0)
+            return rc;
+    } else {
+        if (o->port < 0 || o->port > 65535 || o->db < 0) {
+            set_err(err, errlen, "port or db out of range: '%d', '%d'",
+                    o->port, o->db);
+            return SL_EINVAL;
+        }
+        rs->port = o->port;
+        rs->db = o->db;
+        if ((o->host && !(rs->host = dup_str(o->host))) ||
+            (o->unix_path && !(rs->unix_path = dup_str(o->unix_path))) ||
+            (o->user && !(rs->user = dup_str(o->user))) ||
+            (o->password && !(rs->password = dup_str(o->password))))
+            return SL_ENOMEM;
+    }
+    if (rs->host == NULL && rs->unix_path == NULL &&
+        (rs->host = strdup("127.0.0.1")) == NULL)
+        return SL_ENOMEM;
+    if (rs->port == 0)
+        rs->port = 6379;
+    return 0;
+}
+
+/* ---- the connection ---- */
+
+/*
+ * Writing to a connection the server has closed raises SIGPIPE, which
+ * would kill the caller's process; a library may not change the signal's
+ * disposition for the whole process.  So SIGPIPE is blocked in this thread
+ * around each exchange, and one it raised is consumed before unblocking
+ * (the technique libcurl and OpenSSL's s_client use).
+ */
+typedef struct pipe_guard {
+    sigset_t old;
+    int was_pending;
+} pipe_guard;
+
+static void pipe_guard_on(pipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void pipe_guard_off(pipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+static void drop_connection(redis_store *rs)
+{
+    if (rs->ctx != NULL) {
+        redisFree(rs->ctx);
+        rs->ctx = NULL;
+    }
+}
+
+/* Runs one command; NULL (and the connection dropped, errstr set) when
+ * the exchange itself failed.  An error reply is returned as a reply. */
+static redisReply *command(redis_store *rs, int argc, const char **argv,
+                           const size_t *lens)
+{
+    pipe_guard g;
+    redisReply *r;
+
+    pipe_guard_on(&g);
+    r = redisCommandArgv(rs->ctx, argc, argv, lens);
+    pipe_guard_off(&g);
+    if (r == NULL) {
+        set_err(rs->errstr, sizeof(rs->errstr), "redis: %s",
+                rs->ctx->errstr[0] ? rs->ctx->errstr : "connection lost");
+        drop_connection(rs);
+    }
+    return r;
+}
+
+/* A setup command that must not fail: 0, or SL_ESTORE with errstr set
+ * and the connection dropped. */
+static int setup_command(redis_store *rs, int argc, const char **argv,
+                         redisReply **keep)
+{
+    redisReply *r = command(rs, argc, argv, NULL);
+    if (r == NULL)
+        return SL_ESTORE;
+    if (r->type == REDIS_REPLY_ERROR) {
+        set_err(rs->errstr, sizeof(rs->errstr), "redis %s: %s", argv[0],
+                r->str);
+        freeReplyObject(r);
+        drop_connection(rs);
+        return SL_ESTORE;
+    }
+    if (keep != NULL)
+        *keep = r;
+    else
+        freeReplyObject(r);
+    return 0;
+}
+
+static int connect_redis(redis_store *rs)
+{
+    struct timeval tv = {rs->timeout_ms / 1000,
+                         (rs->timeout_ms % 1000) * 1000};
+    redisReply *r = NULL;
+    char db[NUM_LEN];
+    int err;
+
+    rs->ctx = rs->unix_path ? redisConnectUnixWithTimeout(rs->unix_path, tv)
+                            : redisConnectWithTimeout(rs->host, rs->port, tv);
+    if (rs->ctx == NULL || rs->ctx->err) {
+        if (rs->unix_path)
+            set_err(rs->errstr, sizeof(rs->errstr),
+                    "redis: cannot connect to '%s': %s", rs->unix_path,
+                    rs->ctx ? rs->ctx->errstr : "out of memory");
+        else
+            set_err(rs->errstr, sizeof(rs->errstr),
+                    "redis: cannot connect to '%s:%d': %s", rs->host,
+                    rs->port, rs->ctx ? rs->ctx->errstr : "out of memory");
+        drop_connection(rs);
+        return SL_ESTORE;
+    }
+    if (redisSetTimeout(rs->ctx, tv) != REDIS_OK) {
+        set_err(rs->errstr, sizeof(rs->errstr), "redis: cannot set timeout");
+        drop_connection(rs);
+        return SL_ESTORE;
+    }
+    if (rs->password != NULL) {
+        const char *auth[3] = {"AUTH", rs->user ? rs->user : rs->password,
+                               rs->password};
+        if ((err = setup_command(rs, rs->user ? 3 : 2, auth, NULL)) != 0)
+            return err;
+    }
+    if (rs->db != 0) {
+        const char *sel[2] = {"SELECT", db};
+        snprintf(db, sizeof(db), "%d", rs->db);
+        if ((err = setup_command(rs, 2, sel, NULL)) != 0)
+            return err;
+    }
+    if (rs->sha[0] == '\0') {
+        /* Loaded once for its SHA1; later, after a restart or SCRIPT
+         * FLUSH, the NOSCRIPT path sends it again. */
+        const char *load[3] = {"SCRIPT", "LOAD", sl__redis_script};
+        if ((err = setup_command(rs, 3, load, &r)) != 0)
+            return err;
+        if (r->type != REDIS_REPLY_STRING || r->len != SHA_LEN) {
+            set_err(rs->errstr, sizeof(rs->errstr),
+                    "redis SCRIPT LOAD: unexpected reply");
+            freeReplyObject(r);
+            drop_connection(rs);
+            return SL_ESTORE;
+        }
+        memcpy(rs->sha, r->str, SHA_LEN + 1);
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+/* ---- checks ---- */
+
+static int is_bucket(sl_algorithm alg)
+{
+    return alg == SL_TOKEN_BUCKET || alg == SL_GCRA || alg == SL_LEAKY_BUCKET;
+}
+
+/* SL_ERANGE unless every intermediate of the limit's script stays an
+ * exact double (docs/stores.md, "Exactness"). */
+static int check_bounds(redis_store *rs, const sl_limit *lim)
+{
+    const sl_limit_config *c = &lim->cfg;
+    if (c->period > EXACT_BOUND) {
+        set_err(rs->errstr, sizeof(rs->errstr),
+                "limit out of range for the redis store: period '%lld' ns "
+                "(at most 2^52)",
+                (long long)c->period);
+        return SL_ERANGE;
+    }
+    if (is_bucket(c->algorithm) &&
+        (sl__i128)c->burst * lim->t_num > EXACT_BOUND) {
+        set_err(rs->errstr, sizeof(rs->errstr),
+                "limit out of range for the redis store: burst * period / "
+                "gcd(period, limit) = %lld * %lld exceeds 2^52",
+                (long long)c->burst, (long long)lim->t_num);
+        return SL_ERANGE;
+    }
+    return 0;
+}
+
+/* The key of an item: prefix, the limit's identity, then the caller's key
+ * as the Cluster hash tag, so that every limit of one client key lands in
+ * one slot (docs/stores.md).  Returns the length written to out, which
+ * has room for the prefix, IDENT_HEX + 3 bytes and the key. */
+static size_t key_name(const redis_store *rs, const sl_check_item *it,
+                       char *out)
+{
+    size_t n = strlen(rs->prefix);
+    memcpy(out, rs->prefix, n);
+    for (int i = IDENT_HEX - 1; i >= 0; i--)
+        out[n++] = "0123456789abcdef"[(it->limit->ident >> (4 * i)) & 15];
+    out[n++] = ':';
+    out[n++] = '{';
+    if (it->key_len > 0)
+        memcpy(out + n, it->key, it->key_len);
+    n += it->key_len;
+    out[n++] = '}';
+    return n;
+}
+
+/* Maps a script's error reply to a code: its first word names it. */
+static int reply_error(redis_store *rs, const redisReply *r)
+{
+    set_err(rs->errstr, sizeof(rs->errstr), "redis: %s", r->str);
+    if (strncmp(r->str, "ERANGE ", 7) == 0)
+        return SL_ERANGE;
+    if (strncmp(r->str, "EINVAL ", 7) == 0)
+        return SL_EINVAL;
+    return SL_ESTORE;
+}
+
+/* Reads the script's reply: 5 integers per item. */
+static int read_decisions(redis_store *rs, const redisReply *r,
+                          const sl_check_item *items, size_t n,
+                          sl_decision *each)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return reply_error(rs, r);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
+        goto bad;
+    for (size_t i = 0; i < 5 * n; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            goto bad;
+    for (size_t i = 0; i < n; i++) {
+        redisReply **e = &r->element[5 * i];
+        each[i].allowed = e[0]->integer != 0;
+        each[i].limit = items[i].limit->cfg.limit;
+        each[i].remaining = e[1]->integer;
+        each[i].reset_after = e[2]->integer;
+        each[i].retry_after = e[3]->integer;
+        each[i].delay = e[4]->integer;
+    }
+    return 0;
+bad:
+    set_err(rs->errstr, sizeof(rs->errstr), "redis: unexpected reply");
+    return SL_ESTORE;
+}
+
+/* The arguments of one call, pointing into bufs it owns. */
+typedef struct call_args {
+    int argc;
+    const char *argv[3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS];
+    size_t lens[3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS];
+    char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
+    int nnums;
+    char *keys; /* malloc'd: every key name */
+} call_args;
+
+static void push_arg(call_args *a, const char *s, size_t len)
+{
+    a->argv[a->argc] = s;
+    a->lens[a->argc++] = len;
+}
+
+static void push_num(call_args *a, int64_t v)
+{
+    char *s = a->nums[a->nnums++];
+    push_arg(a, s, (size_t)snprintf(s, NUM_LEN, "%lld", (long long)v));
+}
+
+static int build_call(redis_store *rs, call_args *a,
+                      const sl_check_item *items, const int64_t *costs,
+                      size_t n, sl_nanos now, int record)
+{
+    size_t prefix = strlen(rs->prefix), total = 0, at = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += prefix + IDENT_HEX + 3 + items[i].key_len;
+    if ((a->keys = malloc(total ? total : 1)) == NULL)
+        return SL_ENOMEM;
+    a->argc = a->nnums = 0;
+    push_arg(a, "EVALSHA", 7);
+    push_arg(a, rs->sha, SHA_LEN);
+    push_num(a, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = key_name(rs, &items[i], a->keys + at);
+        push_arg(a, a->keys + at, len);
+        at += len;
+    }
+    if (rs->use_server_time) {
+        push_arg(a, "", 0);
+        push_arg(a, "", 0);
+    } else {
+        push_num(a, now / SL_NS_PER_SEC);
+        push_num(a, now % SL_NS_PER_SEC);
+    }
+    push_num(a, rs->extra_ttl_ms);
+    push_num(a, record != 0);
+    for (size_t i = 0; i < n; i++) {
+        const sl_limit *lim = items[i].limit;
+        push_num(a, lim->cfg.algorithm);
+        push_num(a, costs[i]);
+        push_num(a, lim->cfg.limit);
+        push_num(a, lim->cfg.period);
+        push_num(a, lim->cfg.burst);
+        push_num(a, lim->cfg.step);
+        push_num(a, (int64_t)lim->cfg.flags);
+        push_num(a, lim->t_num);
+        push_num(a, lim->t_den);
+    }
+    return 0;
+}
+
+/* One round trip: EVALSHA, or EVAL when the server has lost the script. */
+static int run_call(redis_store *rs, call_args *a, const sl_check_item *items,
+                    size_t n, sl_decision *each)
+{
+    redisReply *r;
+    int err;
+
+    if (rs->ctx == NULL && (err = connect_redis(rs)) != 0)
+        return err;
+    r = command(rs, a->argc, a->argv, a->lens);
+    if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        a->argv[0] = "EVAL";
+        a->lens[0] = 4;
+        a->argv[1] = sl__redis_script;
+        a->lens[1] = strlen(sl__redis_script);
+        r = command(rs, a->argc, a->argv, a->lens);
+    }
+    if (r == NULL)
+        return SL_ESTORE;
+    err = read_decisions(rs, r, items, n, each);
+    freeReplyObject(r);
+    return err;
+}
+
+static int redis_decide(redis_store *rs, const sl_check_item *items,
+                        const int64_t *costs, size_t n, sl_nanos now,
+                        int record, sl_decision *each)
+{
+    call_args *a;
+    int err = 0;
+
+    for (size_t i = 0; i < n && !err; i++) {
+        err = check_bounds(rs, items[i].limit);
+        /* The same limit and key twice: one key, decided twice. */
+        for (size_t j = 0; j < i && !err; j++)
+            if (items[j].limit->ident == items[i].limit->ident &&
+                items[j].key_len == items[i].key_len &&
+                (items[i].key_len == 0 ||
+                 memcmp(items[j].key, items[i].key, items[i].key_len) == 0))
+                err = SL_EINVAL;
+    }
+    if (err)
+        return err;
+    if ((a = malloc(sizeof(*a))) == NULL)
+        return SL_ENOMEM;
+    err = build_call(rs, a, items, costs, n, now, record);
+    if (err == 0)
+        err = run_call(rs, a, items, n, each);
+    free(a->keys);
+    free(a);
+    return err;
+}
+
+static int redis_check_multi(sl_store *base, const sl_check_item *items,
+                             const int64_t *costs, size_t n, sl_nanos now,
+                             int record, sl_decision *each)
+{
+    redis_store *rs = (redis_store *)base;
+    int err;
+
+    pthread_mutex_lock(&rs->lock);
+    err = redis_decide(rs, items, costs, n, now, record, each);
+    pthread_mutex_unlock(&rs->lock);
+    return err;
+}
+
+/* n independent checks, in order, as n calls of sl_check() would be. */
+static int redis_check_batch(sl_store *base, const sl_limit *limit,
+                             const sl_key *keys, size_t n, int64_t cost,
+                             sl_nanos now, sl_decision *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        sl_check_item item = {limit, keys[i].data, keys[i].len};
+        int err = redis_check_multi(base, &item, &cost, 1, now, 0, &out[i]);
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+/* Redis expires keys itself (each key's TTL is its time to initial). */
+static size_t redis_sweep(sl_store *base, sl_nanos now, size_t max_slots)
+{
+    (void)base;
+    (void)now;
+    (void)max_slots;
+    return 0;
+}
+
+/* Counting keys would cost a scan of the server: nothing is cheap. */
+static void redis_stats(sl_store *base, sl_store_stats *out)
+{
+    (void)base;
+    memset(out, 0, sizeof(*out));
+}
+
+static void redis_last_error(sl_store *base, char *buf, size_t len)
+{
+    redis_store *rs = (redis_store *)base;
+    pthread_mutex_lock(&rs->lock);
+    snprintf(buf, len, "%s", rs->errstr);
+    pthread_mutex_unlock(&rs->lock);
+}
+
+static void redis_destroy(sl_store *base)
+{
+    redis_store *rs = (redis_store *)base;
+    drop_connection(rs);
+    pthread_mutex_destroy(&rs->lock);
+    free(rs->host);
+    free(rs->unix_path);
+    free(rs->user);
+    free(rs->password);
+    free(rs->prefix);
+    free(rs);
+}
+
+static const sl__store_type redis_type = {
+    .check_multi = redis_check_multi,
+    .check_batch = redis_check_batch,
+    .sweep = redis_sweep,
+    .stats = redis_stats,
+    .destroy = redis_destroy,
+    .last_error = redis_last_error,
+};
+
+int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
+                       char *errbuf, size_t errlen)
+{
+    redis_store *rs;
+    int err;
+
+    if (opts == NULL || out == NULL) {
+        set_err(errbuf, errlen, "options and out are required");
+        return SL_EINVAL;
+    }
+    if ((rs = calloc(1, sizeof(*rs))) == NULL) {
+        set_err(errbuf, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    rs->base.type = &redis_type;
+    pthread_mutex_init(&rs->lock, NULL);
+    err = set_options(rs, opts, errbuf, errlen);
+    if (err == SL_ENOMEM)
+        set_err(errbuf, errlen, "out of memory");
+    if (err == 0 && (err = connect_redis(rs)) != 0)
+        set_err(errbuf, errlen, "%s", rs->errstr);
+    if (err != 0) {
+        redis_destroy(&rs->base);
+        return err;
+    }
+    *out = &rs->base;
+    return 0;
+}

@@ -1,0 +1,220 @@
+-- prelude.lua - what every algorithm's script shares: exact integer
+-- arithmetic on Lua numbers, times as (seconds, nanoseconds) pairs, the
+-- state codec and key expiry.  src/store/redis/*.lua are concatenated in
+-- the order CMakeLists.txt gives into one script (one EVALSHA decides every
+-- item of a call, whatever their algorithms), so every name here is local
+-- to that one chunk.
+--
+-- Redis 7.0 runs Lua 5.1, whose numbers are IEEE doubles: integers are
+-- exact only up to 2^53, and wall-clock ns (about 1.8e18) are not.  So an
+-- absolute time is never one number: it is a pair (s, n), 0 <= n < 1e9,
+-- each part exact, and the algorithms do their arithmetic on differences
+-- from now, which the limits' bounds (redis.c, docs/stores.md) keep below
+-- 2^53.  Products that could pass 2^53 go through muldivmod().
+local E9 = 1000000000
+local TWO53 = 9007199254740992
+-- Differences of more than 2^23 s (97 days) are not computed: 2^23 * 1e9
+-- + 1e9 < 2^53.  No limit's horizon is that long (period <= 2^52 ns).
+local FAR_S = 8388608
+
+-- The modes of src/internal.h's sl__mode: RECORD consumes the cost
+-- whether or not it fits (SL_RECORD).
+local PEEK, COMMIT, REFUSE, RECORD = 0, 1, 2, 3
+
+-- Lua's tostring keeps 14 digits; every number written to Redis goes
+-- through this instead.
+local function num(x)
+    return string.format('%.0f', x)
+end
+
+-- Raises an error the C store maps to SL_ERANGE.  Raised only before any
+-- write of the call (algorithms compute first and write last; a call
+-- with several items decides them all in a PEEK pass first).
+local function out_of_range(what)
+    error({err = 'ERANGE ' .. what})
+end
+
+-- floor(a / b) for integers 0 <= a < 2^53, b >= 1: the double quotient is
+-- correctly rounded and cannot round up to the next integer below 2^53,
+-- so floor() of it is exact; the check below keeps that honest.
+local function idiv(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+        q = q - 1
+    elseif r >= b then
+        q = q + 1
+    end
+    return q
+end
+
+local function ceil_div(a, b)
+    local q = idiv(a, b)
+    if q * b < a then
+        q = q + 1
+    end
+    return q
+end
+
+-- floor(a * b / m) and a * b mod m, exact for integers a, b >= 0 below
+-- 2^53 and 1 <= m <= 2^52 when the quotient is below 2^53: schoolbook
+-- multiplication by the bits of a, reducing mod m at each step so that no
+-- intermediate passes 2m <= 2^53.
+local function muldivmod(a, b, m)
+    local bq = idiv(b, m)
+    local br = b - bq * m
+    local q, r, p, rest = 0, 0, 1, a
+    while p * 2 <= a do
+        p = p * 2
+    end
+    while p >= 1 do
+        q, r = q * 2, r * 2
+        if r >= m then
+            q, r = q + 1, r - m
+        end
+        if rest >= p then
+            rest = rest - p
+            r = r + br
+            if r >= m then
+                q, r = q + 1, r - m
+            end
+        end
+        p = p / 2
+    end
+    return q + a * bq, r
+end
+
+-- ---- times: (s, n) pairs ----
+
+local function tcmp(s1, n1, s2, n2)
+    if s1 ~= s2 then
+        return s1 < s2 and -1 or 1
+    end
+    if n1 ~= n2 then
+        return n1 < n2 and -1 or 1
+    end
+    return 0
+end
+
+-- (s1, n1) - (s2, n2) in ns.  Further apart than 2^23 s only when a
+-- request is stamped months before a key's state (the memory store
+-- answers that; doubles cannot): refused as out of range.
+local function tdiff(s1, n1, s2, n2)
+    local ds = s1 - s2
+    if ds > FAR_S or ds < -FAR_S then
+        out_of_range('now is more than 2^23 s away from the key state')
+    end
+    return ds * E9 + (n1 - n2)
+end
+
+-- The same, clamped to +-2^53 beyond 2^23 s: for callers to whom any
+-- difference past their horizon means the same.
+local function tdiff_clamped(s1, n1, s2, n2)
+    local ds = s1 - s2
+    if ds > FAR_S then
+        return TWO53
+    elseif ds < -FAR_S then
+        return -TWO53
+    end
+    return ds * E9 + (n1 - n2)
+end
+
+-- (s, n) + d for an integer 0 <= d <= 2^53.
+local function tadd(s, n, d)
+    local q = idiv(d, E9)
+    s, n = s + q, n + (d - q * E9)
+    if n >= E9 then
+        s, n = s + 1, n - E9
+    end
+    return s, n
+end
+
+-- (s, n) - d for an integer 0 <= d <= 2^53.
+local function tsub(s, n, d)
+    local q = idiv(d, E9)
+    s, n = s - q, n - (d - q * E9)
+    if n < 0 then
+        s, n = s - 1, n + E9
+    end
+    return s, n
+end
+
+-- now mod p for 1 <= p <= 2^52: (s * 1e9 + n) mod p without forming it.
+local function tmod(s, n, p)
+    local sm = s - idiv(s, p) * p
+    local _, r = muldivmod(sm, E9, p)
+    local nm = n - idiv(n, p) * p
+    r = r + nm
+    if r >= p then
+        r = r - p
+    end
+    return r
+end
+
+-- ---- state ----
+
+-- A string state is its integers in decimal, separated by spaces.
+local function decode(v)
+    if not v then
+        return nil
+    end
+    local t = {}
+    for w in string.gmatch(v, '%S+') do
+        t[#t + 1] = tonumber(w)
+    end
+    return t
+end
+
+local function encode(t)
+    local parts = {}
+    for i = 1, #t do
+        parts[i] = num(t[i])
+    end
+    return table.concat(parts, ' ')
+end
+
+local function get_state(key)
+    local v = redis.call('GET', key)
+    if v == false then
+        return nil
+    end
+    return decode(v)
+end
+
+-- Keys expire by themselves: the TTL is the time until the state is back
+-- to initial (ceil to ms, so never early on the caller's clock) plus the
+-- store's extra_ttl_ms.  `left` <= 0: the state is initial, drop it.
+local EXTRA_TTL_MS = 0
+
+local function ttl_ms(left)
+    return ceil_div(left, 1000000) + EXTRA_TTL_MS
+end
+
+-- Writes a decided state: `had` says whether the key held state before,
+-- `changed` whether the decision changed it (an unchanged state keeps the
+-- TTL it was written with, which is still right).
+local function put_state(key, had, t, left, changed)
+    if left <= 0 then
+        if had then
+            redis.call('DEL', key)
+        end
+    elseif changed then
+        redis.call('SET', key, encode(t), 'PX', num(ttl_ms(left)))
+    end
+end
+
+-- A count that recordings (or logged rejections) may take past L must
+-- stay exact: refused before it passes 2^53 (2^13 recordings of cost 2^40
+-- inside one window).  Checked in every mode, so in the PEEK pass too.
+local function check_sum(sum, cost)
+    if sum + cost > TWO53 then
+        out_of_range('count past 2^53')
+    end
+end
+
+-- The decision as an array: allowed, remaining, reset_after, retry_after,
+-- delay (the C side fills in limit).
+local function decision()
+    return {allowed = 0, remaining = 0, reset_after = 0, retry_after = 0,
+            delay = 0}
+end

@@ -1,0 +1,88 @@
+-- schedule.lua - the virtual schedule of token_bucket, gcra and
+-- leaky_bucket (src/core/schedule.h, the same formulas): one point in time
+-- S = whole ns + frac / t_den, kept as the string "s n frac" (S's seconds,
+-- its ns within the second, the numerator).  Amounts of time are in ticks
+-- of 1 / t_den ns, in which T = t_num.  redis.c admits only limits with
+-- B * t_num <= 2^52, so every tick count below is exact.
+
+-- (S - now)+ in ticks, at most B * t_num (a request stamped before the
+-- last admission is judged as if it came then).
+local function sched_ahead(lim, st, now_s, now_n)
+    local most = lim.burst * lim.t_num
+    if st == nil then
+        return 0
+    end
+    local d = tdiff_clamped(st[1], st[2], now_s, now_n)
+    if d < 0 then
+        return 0 -- frac < t_den, so S < whole + 1 <= now
+    end
+    -- Past the horizon the lead is the most it can be; checking first
+    -- keeps d * t_den below 2^53.
+    if d > idiv(most, lim.t_den) + 1 then
+        return most
+    end
+    local ahead = d * lim.t_den + st[3]
+    return ahead < most and ahead or most
+end
+
+-- S = max(S, now) + cost * T; cost <= B, so the result is at most B * T
+-- (<= 2^52 ns) ahead of now.
+local function sched_push(lim, st, now_s, now_n, cost)
+    local add = cost * lim.t_num
+    local whole = idiv(add, lim.t_den)
+    local frac = add - whole * lim.t_den
+    if st == nil or tcmp(st[1], st[2], now_s, now_n) < 0 or
+        (st[1] == now_s and st[2] == now_n and st[3] == 0) then
+        st = {now_s, now_n, 0}
+    end
+    local f = st[3] + frac
+    if f >= lim.t_den then
+        f = f - lim.t_den
+        whole = whole + 1
+    end
+    local s, n = tadd(st[1], st[2], whole)
+    return {s, n, f}
+end
+
+-- ns from now until S is passed (the state is initial again): <= 0 when
+-- it already is.
+local function sched_left(st, now_s, now_n)
+    if st == nil then
+        return 0
+    end
+    return tdiff_clamped(st[1], st[2], now_s, now_n) + (st[3] > 0 and 1 or 0)
+end
+
+-- A recorded request that did not fit (RECORD): S moves as for an
+-- admitted one but never more than B * T ahead of now, so the bucket is
+-- left empty, not in debt (sl__sched_record).  Over B the lead is B * T
+-- whatever `ahead` was, and cost * t_num (which could pass 2^53) is not
+-- formed.  Returns the new state and lead.
+local function sched_record(lim, now_s, now_n, cost, ahead)
+    local most = lim.burst * lim.t_num
+    local lead = most
+    if cost <= lim.burst then
+        lead = math.min(ahead + cost * lim.t_num, most)
+    end
+    local whole = idiv(lead, lim.t_den)
+    local s, n = tadd(now_s, now_n, whole)
+    return {s, n, lead - whole * lim.t_den}, lead
+end
+
+-- Writes a bucket's state back after a decision, unless it was a PEEK;
+-- only an admission or a recording changes it.
+local function sched_save(key, had, st, now_s, now_n, mode, fits)
+    if mode ~= PEEK then
+        put_state(key, had, st, sched_left(st, now_s, now_n),
+                  mode == RECORD or (fits and mode == COMMIT))
+    end
+end
+
+local function sched_report(lim, ahead, d)
+    d.remaining = lim.burst - ceil_div(ahead, lim.t_num)
+    d.reset_after = ceil_div(ahead, lim.t_den)
+end
+
+local function sched_wait(lim, ahead, allowed)
+    return ceil_div(ahead - allowed, lim.t_den)
+end

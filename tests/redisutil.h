@@ -1,0 +1,182 @@
+/*
+ * redisutil.h - a real redis-server for the tests that need one: started
+ * on a free loopback port (redis has no "--port 0") and a unix socket in
+ * a fresh temporary directory, with no persistence, and stopped (or
+ * killed, paused and restarted) by the test.  Plus an admin connection to
+ * look at what the store wrote.
+ *
+ * Everything is static: each test program includes this once.
+ */
+#ifndef SL_REDISUTIL_H
+#define SL_REDISUTIL_H
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct tu_redis {
+    pid_t pid;
+    int port;
+    char dir[128];
+    char sock[192];
+    char url[256];
+} tu_redis;
+
+/* A port no one listens on now: bind port 0 and ask which we got.  Another
+ * process could take it before redis does; redis then fails to start and
+ * tu_redis_start says so. */
+static inline int tu_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static inline void tu_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A connection to the test's server, or NULL if it does not answer. */
+static inline redisContext *tu_redis_admin(const tu_redis *r)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
+    if (c == NULL || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Runs redis-server on r->port (chosen on the first start, kept across
+ * restarts) and waits until it answers PING.  0 or -1. */
+static inline int tu_redis_start(tu_redis *r)
+{
+    char port[16];
+    if (r->dir[0] == '\0') {
+        snprintf(r->dir, sizeof(r->dir), "/tmp/sl_redis_XXXXXX");
+        if (mkdtemp(r->dir) == NULL)
+            return -1;
+        snprintf(r->sock, sizeof(r->sock), "%s/redis.sock", r->dir);
+        r->port = tu_free_port();
+        snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
+    }
+    snprintf(port, sizeof(port), "%d", r->port);
+    r->pid = fork();
+    if (r->pid < 0)
+        return -1;
+    if (r->pid == 0) {
+        char log[192];
+        int fd;
+        snprintf(log, sizeof(log), "%s/redis.log", r->dir);
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execlp("redis-server", "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
+               "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
+               "--daemonize", "no", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) { /* 10 s */
+        redisContext *c = tu_redis_admin(r);
+        if (c != NULL) {
+            redisReply *rep = redisCommand(c, "PING");
+            int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(c);
+            if (ok)
+                return 0;
+        }
+        if (waitpid(r->pid, NULL, WNOHANG) == r->pid) {
+            fprintf(stderr, "redis-server exited; see %s/redis.log\n",
+                    r->dir);
+            r->pid = 0;
+            return -1;
+        }
+        tu_sleep_ms(50);
+    }
+    return -1;
+}
+
+/* Stops the server with sig (SIGTERM: cleanly; SIGKILL: dead). */
+static inline void tu_redis_stop(tu_redis *r, int sig)
+{
+    if (r->pid > 0) {
+        kill(r->pid, sig);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+}
+
+/* Stops the server and removes its directory. */
+static inline void tu_redis_cleanup(tu_redis *r)
+{
+    char path[256];
+    tu_redis_stop(r, SIGTERM);
+    if (r->dir[0] == '\0')
+        return;
+    snprintf(path, sizeof(path), "%s/redis.log", r->dir);
+    unlink(path);
+    unlink(r->sock);
+    rmdir(r->dir);
+}
+
+/* An integer reply of a command on the admin connection; -999 on error. */
+static inline long long tu_redis_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *rep;
+    long long v = -999;
+    va_start(ap, fmt);
+    rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (rep != NULL && rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    if (rep)
+        freeReplyObject(rep);
+    return v;
+}
+
+/* Runs a command whose reply does not matter (FLUSHALL, SCRIPT FLUSH). */
+static inline int tu_redis_do(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *rep;
+    int ok;
+    va_start(ap, fmt);
+    rep = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ok = rep != NULL && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    return ok ? 0 : -1;
+}
+
+#endif /* SL_REDISUTIL_H */

@@ -1,0 +1,790 @@
+/*
+ * test_redis.c - the Redis store against a real redis-server that the test
+ * starts itself (tests/redisutil.h): every algorithm decides exactly as
+ * the memory store does, field for field, on long seeded random traces
+ * (wall-clock-sized times, irregular steps, equal and slightly backward
+ * times, costs 0 .. past the limit, some requests recorded with
+ * SL_RECORD); multi-item calls with a cost per item are all-or-nothing
+ * and equal too; the script survives SCRIPT FLUSH; a dead or paused Redis
+ * gives SL_ESTORE within the timeout and a restarted one is used again by
+ * the same store; keys carry a TTL and go when their state is initial;
+ * bad options and limits outside the exact bound are refused clearly.
+ */
+#include "testutil.h"
+
+#include "internal.h"
+#include "redisutil.h"
+
+static tu_redis server;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (tu_redis_start(&server) != 0) {
+        fprintf(stderr, "cannot start redis-server (scripts/deps.sh "
+                        "installs it)\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_redis_cleanup(&server);
+    return 0;
+}
+
+static redisContext *admin(void)
+{
+    redisContext *c = tu_redis_admin(&server);
+    if (c == NULL)
+        fail_msg("no admin connection to redis on port %d", server.port);
+    return c;
+}
+
+/* A Redis store on the test server; extra TTL so that state outlives the
+ * gap between the traces' manual clock and real time. */
+static sl_store *redis_store_opts(sl_redis_options o)
+{
+    sl_store *st = NULL;
+    char err[256] = "";
+    int rc;
+    if (o.url == NULL && o.unix_path == NULL)
+        o.url = server.url;
+    rc = sl_redis_store_new(&o, &st, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("sl_redis_store_new: %s (%s)", sl_err_name(rc), err);
+    return st;
+}
+
+static sl_store *redis_store(void)
+{
+    return redis_store_opts(
+        (sl_redis_options){.extra_ttl_ms = 600000, .key_prefix = "t:"});
+}
+
+static void flushall(void)
+{
+    redisContext *c = admin();
+    tu_redis_do(c, "FLUSHALL");
+    redisFree(c);
+}
+
+/* ---- equivalence on random traces ---- */
+
+typedef struct trace_cfg {
+    sl_limit_config cfg;
+    const char *what;
+    int flood; /* requests 64 times as dense: logs reach their caps */
+} trace_cfg;
+
+#define CFG(alg, l, p, b, s, f)                                               \
+    {{.algorithm = alg, .limit = l, .period = p, .burst = b, .step = s,       \
+      .flags = f},                                                            \
+     #alg " " #l "/" #p " burst " #b " step " #s " flags " #f, 0}
+#define FLOOD(alg, l, p, f)                                                   \
+    {{.algorithm = alg, .limit = l, .period = p, .flags = f},                 \
+     "flood of " #alg " " #l "/" #p " flags " #f, 1}
+
+static const trace_cfg configs[] = {
+    CFG(SL_TOKEN_BUCKET, 10, SEC, 10, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 3, SEC, 5, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 13, SEC + 7, 9, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 3, 7, 4, 0, 0),
+    /* At the bound: B * t_num = 2^52 exactly. */
+    CFG(SL_TOKEN_BUCKET, 1, INT64_C(1) << 52, 1, 0, 0),
+    CFG(SL_TOKEN_BUCKET, SL_MAX_COUNT, 4096, SL_MAX_COUNT, 0, 0),
+    CFG(SL_GCRA, 7, MINUTE, 3, 0, 0),
+    CFG(SL_GCRA, 1000, SEC, 50, 0, 0),
+    CFG(SL_GCRA, 1000003, DAY, 1, 0, 0),
+    CFG(SL_GCRA, 3, 7, 4, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 3, SEC, 3, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 13, SEC + 7, 9, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 1000, MINUTE, 100, 0, 0),
+    CFG(SL_FIXED_WINDOW, 10, SEC, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, 5, 7, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, 3, 1, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, SL_MAX_COUNT, HOUR, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, 100, INT64_C(1) << 52, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 7, MINUTE, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 10, SEC + 3, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 5, 7, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 4294967295, INT64_C(1) << 52, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 1000, 999999937, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 10, SEC, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 5, 7, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 3, MINUTE, 0, 0, SL_LOG_REJECTED),
+    CFG(SL_SLIDING_LOG, 2, SEC, 0, 0, SL_LOG_REJECTED),
+    CFG(SL_STEPPED_WINDOW, 10, SEC, 0, 0, 0),
+    CFG(SL_STEPPED_WINDOW, 10, 4 * SEC, 0, SEC, 0),
+    CFG(SL_STEPPED_WINDOW, 7, 12, 0, 3, 0),
+    CFG(SL_STEPPED_WINDOW, 100, MINUTE, 0, 0, 0),
+    FLOOD(SL_SLIDING_LOG, 3, SEC, SL_LOG_REJECTED),
+    FLOOD(SL_SLIDING_LOG, 20, SEC, 0),
+    FLOOD(SL_STEPPED_WINDOW, 50, SEC, 0),
+    FLOOD(SL_SLIDING_WINDOW, 10, SEC, 0),
+};
+
+#define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
+#define NKEYS 4
+
+static const char *const key_names[NKEYS] = {"a", "b", "", "user:42"};
+
+static size_t trace_len(void)
+{
+    return tu_quick() ? 800 : 4000;
+}
+
+/* The next time of a trace: often the same instant, gaps around the
+ * emission interval, now and then a period or more, and sometimes a step
+ * back (threads that read the clock out of order). */
+static sl_nanos next_time(uint64_t *s, sl_nanos t, const trace_cfg *tc)
+{
+    const sl_limit_config *c = &tc->cfg;
+    sl_nanos T = c->period / c->limit > 1 ? c->period / c->limit : 1;
+    sl_nanos p = c->period;
+    int64_t r = tu_below(s, 100);
+    if (p > 1000 * SEC) /* 2^52 ns periods: stay within reach */
+        p = 1000 * SEC;
+    T = SL__MIN(T, p);
+    if (tc->flood) {
+        T = SL__MAX(T / 64, 1);
+        p = SL__MAX(p / 64, 1);
+    }
+    if (r < 30)
+        return t;
+    if (r < 70)
+        return t + tu_range(s, 1, 2 * T);
+    if (r < 88)
+        return t + tu_range(s, 1, p / 2 + 1);
+    if (r < 95)
+        return t + tu_range(s, p / 2, 2 * p);
+    return t - tu_range(s, 1, SL__MIN(T, 5 * MS));
+}
+
+static int64_t next_cost(uint64_t *s, const sl_limit_config *c)
+{
+    int64_t cap = c->burst ? c->burst : c->limit, r = tu_below(s, 100);
+    if (r < 10)
+        return 0;
+    if (r < 55)
+        return 1;
+    if (r < 96)
+        return tu_range(s, 1, cap);
+    return SL__MIN(cap + tu_range(s, 1, 2), SL_MAX_COUNT);
+}
+
+static void expect_same(const char *what, size_t i, const char *key,
+                        int64_t cost, sl_nanos t, const sl_decision *m,
+                        const sl_decision *r)
+{
+    if (m->allowed != r->allowed || m->limit != r->limit ||
+        m->remaining != r->remaining || m->reset_after != r->reset_after ||
+        m->retry_after != r->retry_after || m->delay != r->delay)
+        fail_msg("%s: request %zu (key '%s', cost %lld, t %lld):\n"
+                 "  memory: allowed %d limit %lld remaining %lld reset_after "
+                 "%lld retry_after %lld delay %lld\n"
+                 "  redis:  allowed %d limit %lld remaining %lld reset_after "
+                 "%lld retry_after %lld delay %lld",
+                 what, i, key, (long long)cost, (long long)t, m->allowed,
+                 (long long)m->limit, (long long)m->remaining,
+                 (long long)m->reset_after, (long long)m->retry_after,
+                 (long long)m->delay, r->allowed, (long long)r->limit,
+                 (long long)r->remaining, (long long)r->reset_after,
+                 (long long)r->retry_after, (long long)r->delay);
+}
+
+static sl_decision check_or_fail(sl_store *st, const sl_limit *lim,
+                                 const char *key, int64_t cost, sl_nanos t)
+{
+    sl_decision d;
+    int rc = sl_check(st, lim, key, strlen(key), cost, t, &d);
+    if (rc != 0) {
+        char err[256];
+        sl_store_last_error(st, err, sizeof(err));
+        fail_msg("sl_check(key '%s', cost %lld, t %lld): %s (%s)", key,
+                 (long long)cost, (long long)t, sl_err_name(rc), err);
+    }
+    return d;
+}
+
+/* A request that has happened anyway (SL_RECORD). */
+static sl_decision record_or_fail(sl_store *st, const sl_limit *lim,
+                                  const char *key, int64_t cost, sl_nanos t)
+{
+    sl_check_item item = {lim, key, strlen(key)};
+    sl_decision d, all;
+    int rc = sl_check_costs(st, &item, &cost, 1, t, SL_RECORD, &d, &all);
+    if (rc != 0) {
+        char err[256];
+        sl_store_last_error(st, err, sizeof(err));
+        fail_msg("sl_check_costs(SL_RECORD, key '%s', cost %lld, t %lld): "
+                 "%s (%s)",
+                 key, (long long)cost, (long long)t, sl_err_name(rc), err);
+    }
+    return d;
+}
+
+/*
+ * The invariants of the logs' lists (src/store/redis/eventlog.lua), read
+ * back from Redis: element 0 is "sum s n", then at least one event
+ * "s n cost" with cost > 0 and times strictly increasing; sum is their
+ * total; every key has a TTL.  Returns the number of lists checked.
+ */
+static int check_lists(const char *pattern)
+{
+    redisContext *c = admin();
+    redisReply *keys = redisCommand(c, "KEYS %s", pattern);
+    int lists = 0;
+
+    assert_non_null(keys);
+    for (size_t k = 0; k < keys->elements; k++) {
+        const char *key = keys->element[k]->str;
+        redisReply *l = redisCommand(c, "LRANGE %s 0 -1", key);
+        long long sum = 0, total = 0, ps = -1, pn = -1;
+
+        if (l == NULL || l->type != REDIS_REPLY_ARRAY) {
+            if (l)
+                freeReplyObject(l);
+            continue; /* a string state */
+        }
+        lists++;
+        if (l->elements < 2 ||
+            sscanf(l->element[0]->str, "%lld", &sum) != 1)
+            fail_msg("list '%s': no meta or no event", key);
+        for (size_t i = 1; i < l->elements; i++) {
+            long long es, en, cost;
+            if (sscanf(l->element[i]->str, "%lld %lld %lld", &es, &en,
+                       &cost) != 3 ||
+                cost <= 0 || en < 0 || en >= SEC || es < ps ||
+                (es == ps && en <= pn))
+                fail_msg("list '%s': bad event %zu '%s'", key, i,
+                         l->element[i]->str);
+            total += cost;
+            ps = es;
+            pn = en;
+        }
+        expect_eq(total, sum);
+        expect_cmp(tu_redis_int(c, "PTTL %s", key), >, 0);
+        freeReplyObject(l);
+    }
+    freeReplyObject(keys);
+    redisFree(c);
+    return lists;
+}
+
+/* Runs one seeded trace through both stores; returns how many requests
+ * (of cost > 0) were allowed. */
+static size_t run_trace(const trace_cfg *tc, uint64_t seed, sl_store *mem,
+                        sl_store *red)
+{
+    sl_limit *lim = tu_limit_cfg(&tc->cfg);
+    uint64_t s = seed * UINT64_C(0x9e3779b97f4a7c15) + 7;
+    /* Wall-clock-sized times (2023 onwards) with a random ns part: the
+     * script must be exact where a double alone is not. */
+    sl_nanos t = INT64_C(1700000000) * SEC + tu_below(&s, 1000 * SEC);
+    size_t n = trace_len(), allowed = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *key = key_names[tu_below(&s, NKEYS)];
+        int64_t cost = next_cost(&s, &tc->cfg);
+        sl_decision m, r;
+        /* One request in ten has happened anyway: recorded. */
+        int record = tu_below(&s, 10) == 0;
+        t = next_time(&s, t, tc);
+        m = (record ? record_or_fail : check_or_fail)(mem, lim, key, cost, t);
+        r = (record ? record_or_fail : check_or_fail)(red, lim, key, cost, t);
+        if (record) {
+            char what[200];
+            snprintf(what, sizeof(what), "%s, recorded", tc->what);
+            expect_same(what, i, key, cost, t, &m, &r);
+        } else {
+            expect_same(tc->what, i, key, cost, t, &m, &r);
+        }
+        allowed += m.allowed && cost > 0;
+    }
+    sl_limit_free(lim);
+    return allowed;
+}
+
+static void test_every_algorithm_decides_as_memory(void **state)
+{
+    int seen[SL_ALGORITHM_COUNT] = {0}, lists = 0;
+    (void)state;
+    flushall();
+    for (size_t ci = 0; ci < NCONFIGS; ci++) {
+        sl_store *mem = tu_store(), *red = redis_store();
+        size_t allowed = run_trace(&configs[ci], ci + 1, mem, red);
+        /* The traces exercise both answers. */
+        if (allowed == 0 || allowed >= trace_len())
+            fail_msg("%s: %zu of %zu allowed", configs[ci].what, allowed,
+                     trace_len());
+        seen[configs[ci].cfg.algorithm]++;
+        if (configs[ci].cfg.algorithm == SL_SLIDING_LOG ||
+            configs[ci].cfg.algorithm == SL_STEPPED_WINDOW)
+            lists += check_lists("t:*");
+        flushall();
+        sl_store_free(mem);
+        sl_store_free(red);
+    }
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++)
+        expect_cmp(seen[a], >, 0);
+    expect_cmp(lists, >, 0);
+}
+
+/* The comparison itself can fail: a Redis store deciding a limit one unit
+ * larger is told apart on every algorithm's first trace. */
+static void test_comparison_sees_a_different_limit(void **state)
+{
+    (void)state;
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+        size_t ci = 0;
+        while (configs[ci].cfg.algorithm != (sl_algorithm)a)
+            ci++;
+        sl_limit_config c = configs[ci].cfg;
+        sl_limit_config bigger = c;
+        bigger.limit++;
+        if (bigger.burst)
+            bigger.burst++;
+        sl_limit *lim = tu_limit_cfg(&c), *big = tu_limit_cfg(&bigger);
+        sl_store *mem = tu_store(), *red = redis_store();
+        uint64_t s = 3;
+        sl_nanos t = INT64_C(1700000000) * SEC;
+        int differ = 0;
+        flushall();
+        for (size_t i = 0; i < 2000 && !differ; i++) {
+            int64_t cost = next_cost(&s, &c);
+            t = next_time(&s, t, &configs[ci]);
+            sl_decision m = check_or_fail(mem, lim, "k", cost, t);
+            sl_decision r = check_or_fail(red, big, "k", cost, t);
+            differ = m.allowed != r.allowed || m.remaining != r.remaining;
+        }
+        if (!differ)
+            fail_msg("%s: a limit of %lld was not told from %lld",
+                     configs[ci].what, (long long)bigger.limit,
+                     (long long)c.limit);
+        sl_limit_free(lim);
+        sl_limit_free(big);
+        sl_store_free(mem);
+        sl_store_free(red);
+    }
+}
+
+/* ---- several limits in one call ---- */
+
+static void test_multi_is_all_or_nothing_as_memory(void **state)
+{
+    /* A pool of (limit, key) items across algorithms; each call takes a
+     * random subset of distinct items, in random order, each with its own
+     * cost, and one call in ten records (SL_RECORD). */
+    static const size_t picks[] = {1, 4, 7, 11, 13, 15, 19, 21, 23, 26,
+                                   28, 29};
+    enum { NPICK = sizeof(picks) / sizeof(picks[0]), POOL = NPICK * 2 };
+    sl_limit *lims[NPICK];
+    sl_check_item pool[POOL];
+    sl_store *mem = tu_store(), *red = redis_store();
+    uint64_t s = 77;
+    sl_nanos t = INT64_C(1750000000) * SEC + 123456789;
+    size_t n = tu_quick() ? 600 : 3000, all_allowed = 0, some_refused = 0;
+    (void)state;
+
+    flushall();
+    for (size_t i = 0; i < NPICK; i++) {
+        lims[i] = tu_limit_cfg(&configs[picks[i]].cfg);
+        pool[2 * i] = (sl_check_item){lims[i], "u1", 2};
+        pool[2 * i + 1] = (sl_check_item){lims[i], "u2", 2};
+    }
+    for (size_t i = 0; i < n; i++) {
+        sl_check_item items[6];
+        size_t k = (size_t)tu_range(&s, 2, 6);
+        int taken[POOL] = {0};
+        sl_decision me[6], re[6], mo, ro;
+        int64_t costs[6];
+        unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
+        int rm, rr;
+
+        for (size_t j = 0; j < k; j++) {
+            size_t p;
+            do
+                p = (size_t)tu_below(&s, POOL);
+            while (taken[p]);
+            taken[p] = 1;
+            items[j] = pool[p];
+            costs[j] = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
+        }
+        t += tu_below(&s, 4) == 0 ? 0 : tu_range(&s, 1, 200 * MS);
+        rm = sl_check_costs(mem, items, costs, k, t, flags, me, &mo);
+        rr = sl_check_costs(red, items, costs, k, t, flags, re, &ro);
+        expect_eq(rm, 0);
+        expect_eq(rr, 0);
+        for (size_t j = 0; j < k; j++) {
+            char what[64];
+            snprintf(what, sizeof(what), "multi item %zu (%s)", j,
+                     sl_algorithm_name(items[j].limit->cfg.algorithm));
+            expect_same(what, i, items[j].key, costs[j], t, &me[j], &re[j]);
+        }
+        expect_same("multi overall", i, "", costs[0], t, &mo, &ro);
+        all_allowed += mo.allowed && !flags;
+        some_refused += !mo.allowed;
+    }
+    expect_cmp(all_allowed, >, 0);
+    expect_cmp(some_refused, >, 0);
+    for (size_t i = 0; i < NPICK; i++)
+        sl_limit_free(lims[i]);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+/* A refused multi call consumes nothing from the items that fit. */
+static void test_multi_refused_consumes_nothing(void **state)
+{
+    sl_limit *roomy = tu_limit(SL_FIXED_WINDOW, 10, MINUTE, 0);
+    sl_limit *tight = tu_limit(SL_TOKEN_BUCKET, 1, MINUTE, 1);
+    sl_store *red = redis_store();
+    sl_check_item items[2] = {{roomy, "k", 1}, {tight, "k", 1}};
+    sl_decision each[2], all;
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    flushall();
+    expect_eq(sl_check_multi(red, items, 2, 1, t, each, &all), 0);
+    expect_eq(all.allowed, 1);
+    expect_eq(sl_check_multi(red, items, 2, 1, t, each, &all), 0);
+    expect_eq(all.allowed, 0);
+    expect_eq(each[0].allowed, 1); /* fits on its own ... */
+    expect_eq(each[0].remaining, 9); /* ... but nothing was taken */
+    expect_eq(check_or_fail(red, roomy, "k", 0, t).remaining, 9);
+    /* The same limit and key twice is an input error. */
+    items[1] = items[0];
+    expect_eq(sl_check_multi(red, items, 2, 1, t, each, &all), SL_EINVAL);
+    sl_limit_free(roomy);
+    sl_limit_free(tight);
+    sl_store_free(red);
+}
+
+/* sl_check_batch decides as the memory store's, binary keys included
+ * (NUL bytes, braces that end the hash tag early, the empty key). */
+static void test_batch_and_binary_keys_decide_as_memory(void **state)
+{
+    static const char raw[][6] = {"a\0b", "a\0c", "}{", "{x}", "", "a"};
+    enum { NRAW = sizeof(raw) / sizeof(raw[0]), N = 40 };
+    sl_limit *lim = tu_limit(SL_SLIDING_WINDOW, 3, SEC, 0);
+    sl_store *mem = tu_store(), *red = redis_store();
+    sl_key keys[N];
+    sl_decision m[N], r[N];
+    uint64_t s = 5;
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    flushall();
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++) {
+            int k = (int)tu_below(&s, NRAW);
+            keys[i] = (sl_key){raw[k], k < 2 ? 3 : strlen(raw[k])};
+        }
+        t += tu_range(&s, 0, 400 * MS);
+        expect_eq(sl_check_batch(mem, lim, keys, N, 1, t, m), 0);
+        expect_eq(sl_check_batch(red, lim, keys, N, 1, t, r), 0);
+        for (int i = 0; i < N; i++)
+            expect_same("batch", (size_t)(round * N + i), "(binary)", 1, t,
+                        &m[i], &r[i]);
+    }
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+/* ---- the script and the server ---- */
+
+static void test_script_reloads_after_flush(void **state)
+{
+    sl_limit *lim = tu_limit(SL_GCRA, 5, SEC, 5);
+    sl_store *mem = tu_store(), *red = redis_store();
+    redisContext *c = admin();
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    for (int i = 0; i < 8; i++) {
+        sl_decision m, r;
+        if (i == 3 || i == 6)
+            expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
+        m = check_or_fail(mem, lim, "k", 1, t);
+        r = check_or_fail(red, lim, "k", 1, t);
+        expect_same("after SCRIPT FLUSH", (size_t)i, "k", 1, t, &m, &r);
+    }
+    redisFree(c);
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+static double elapsed_ms(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a->tv_sec) * 1e3 +
+           (double)(b.tv_nsec - a->tv_nsec) / 1e6;
+}
+
+static int check_rc(sl_store *st, const sl_limit *lim, sl_nanos t)
+{
+    sl_decision d;
+    return sl_check(st, lim, "k", 1, 1, t, &d);
+}
+
+static void test_dead_redis_is_estore_then_recovers(void **state)
+{
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 100, MINUTE, 0);
+    sl_store *red = redis_store_opts((sl_redis_options){.timeout_ms = 300});
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    struct timespec start;
+    char err[256];
+    int rc = 0;
+    (void)state;
+
+    expect_eq(check_rc(red, lim, t), 0);
+
+    /* Killed: refused connections, an error at once. */
+    tu_redis_stop(&server, SIGKILL);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    expect_eq(check_rc(red, lim, t), SL_ESTORE);
+    expect_eq(check_rc(red, lim, t), SL_ESTORE);
+    expect_le(elapsed_ms(&start), 2 * 3 * 300 + 500);
+    sl_store_last_error(red, err, sizeof(err));
+    if (strstr(err, "redis") == NULL)
+        fail_msg("last error does not name redis: '%s'", err);
+
+    /* Restarted on the same port: the same store works again (the
+     * script is gone with the old server: NOSCRIPT, then EVAL). */
+    assert_int_equal(tu_redis_start(&server), 0);
+    for (int i = 0; i < 3 && (rc = check_rc(red, lim, t)) != 0; i++)
+        ;
+    expect_eq(rc, 0);
+
+    /* Paused (SIGSTOP): no answer at all; the timeout bounds the wait. */
+    kill(server.pid, SIGSTOP);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    rc = check_rc(red, lim, t);
+    double waited = elapsed_ms(&start);
+    kill(server.pid, SIGCONT);
+    expect_eq(rc, SL_ESTORE);
+    expect_ge(waited, 250);
+    expect_le(waited, 3 * 300 + 500);
+    for (int i = 0; i < 3 && (rc = check_rc(red, lim, t)) != 0; i++)
+        ;
+    expect_eq(rc, 0);
+
+    sl_limit_free(lim);
+    sl_store_free(red);
+}
+
+/* ---- keys and their TTLs ---- */
+
+static long long count_keys(redisContext *c, const char *pattern)
+{
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements
+                                                    : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* One key name of the store (the only one with its prefix). */
+static void only_key(redisContext *c, const char *pattern, char *out,
+                     size_t len)
+{
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1)
+        fail_msg("expected one key matching '%s'", pattern);
+    snprintf(out, len, "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
+static void test_keys_have_ttl_and_vanish_when_initial(void **state)
+{
+    redisContext *c = admin();
+    sl_store *red = redis_store_opts((sl_redis_options){.key_prefix = "ttl:"});
+    sl_nanos now = sl_clock_realtime();
+    char key[256];
+    (void)state;
+
+    flushall();
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+        sl_limit_config cfg = {.algorithm = (sl_algorithm)a, .limit = 10,
+                               .period = 2 * SEC};
+        sl_limit *lim = tu_limit_cfg(&cfg);
+        long long pttl;
+
+        /* A query on an unknown key writes nothing. */
+        check_or_fail(red, lim, "q", 0, now);
+        expect_eq(count_keys(c, "ttl:*"), 0);
+        /* A request leaves a key that expires within the period (two for
+         * sliding_window, whose count lingers one more window). */
+        check_or_fail(red, lim, "q", 1, now);
+        only_key(c, "ttl:*", key, sizeof(key));
+        if (strstr(key, ":{q}") == NULL)
+            fail_msg("key '%s' does not end in the hash tag '{q}'", key);
+        pttl = tu_redis_int(c, "PTTL %s", key);
+        expect_cmp(pttl, >, 0);
+        expect_le(pttl, a == SL_SLIDING_WINDOW ? 4000 : 2000);
+        /* A decision when the state is back to initial deletes it. */
+        check_or_fail(red, lim, "q", 0, now + 5 * SEC);
+        expect_eq(count_keys(c, "ttl:*"), 0);
+        sl_limit_free(lim);
+    }
+
+    /* And Redis drops it by itself once the time has passed. */
+    sl_limit *lim = tu_limit(SL_TOKEN_BUCKET, 10, 100 * MS, 10);
+    check_or_fail(red, lim, "gone", 1, sl_clock_realtime());
+    expect_eq(count_keys(c, "ttl:*"), 1);
+    tu_sleep_ms(150);
+    expect_eq(count_keys(c, "ttl:*"), 0);
+    sl_limit_free(lim);
+    sl_store_free(red);
+    redisFree(c);
+}
+
+/* ---- options, clocks and bounds ---- */
+
+static void expect_new_fails(sl_redis_options o, int want, const char *says)
+{
+    sl_store *st = NULL;
+    char err[256] = "";
+    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
+    if (rc != want || st != NULL || strstr(err, says) == NULL)
+        fail_msg("options (url '%s'): got %s '%s', want %s with '%s'",
+                 o.url ? o.url : "(null)", sl_err_name(rc), err,
+                 sl_err_name(want), says);
+}
+
+static void test_bad_options_are_refused_clearly(void **state)
+{
+    char url[64];
+    (void)state;
+    expect_new_fails((sl_redis_options){.url = "http://localhost"},
+                     SL_EINVAL, "invalid redis url");
+    expect_new_fails((sl_redis_options){.url = "redis://host:0"}, SL_EINVAL,
+                     "bad port");
+    expect_new_fails((sl_redis_options){.url = "redis://host:99999"},
+                     SL_EINVAL, "bad port");
+    expect_new_fails((sl_redis_options){.url = "redis://host:1/x"},
+                     SL_EINVAL, "bad db");
+    expect_new_fails((sl_redis_options){.url = "unix:relative.sock"},
+                     SL_EINVAL, "absolute");
+    expect_new_fails((sl_redis_options){.url = server.url,
+                                        .key_prefix = "a{b"},
+                     SL_EINVAL, "hash tag");
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", tu_free_port());
+    expect_new_fails((sl_redis_options){.url = url, .timeout_ms = 200},
+                     SL_ESTORE, "cannot connect");
+    expect_new_fails((sl_redis_options){.url = "unix:/nonexistent/sock"},
+                     SL_ESTORE, "cannot connect");
+}
+
+static void test_limits_outside_the_exact_bound_are_erange(void **state)
+{
+    sl_store *red = redis_store();
+    sl_limit *wide_bucket =
+        tu_limit(SL_TOKEN_BUCKET, SL_MAX_COUNT, HOUR, SL_MAX_COUNT);
+    sl_limit *long_window =
+        tu_limit(SL_FIXED_WINDOW, 10, (INT64_C(1) << 52) + 1, 0);
+    sl_limit *ok = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    sl_check_item items[2] = {{ok, "k", 1}, {wide_bucket, "k", 1}};
+    sl_decision d, each[2];
+    char err[256];
+    (void)state;
+
+    expect_eq(sl_check(red, wide_bucket, "k", 1, 1, SEC, &d), SL_ERANGE);
+    sl_store_last_error(red, err, sizeof(err));
+    if (strstr(err, "out of range for the redis store") == NULL)
+        fail_msg("unclear message: '%s'", err);
+    expect_eq(sl_check(red, long_window, "k", 1, 1, SEC, &d), SL_ERANGE);
+    /* A call with one such item decides nothing. */
+    flushall();
+    expect_eq(sl_check_multi(red, items, 2, 1, SEC, each, &d), SL_ERANGE);
+    expect_eq(check_or_fail(red, ok, "k", 0, SEC).remaining, 10);
+    sl_limit_free(wide_bucket);
+    sl_limit_free(long_window);
+    sl_limit_free(ok);
+    sl_store_free(red);
+}
+
+/* A request stamped months before the key's state cannot be computed
+ * exactly in doubles: refused, and nothing is written. */
+static void test_far_backwards_now_is_erange(void **state)
+{
+    sl_store *red = redis_store();
+    sl_limit *lim = tu_limit(SL_SLIDING_LOG, 10, SEC, 0);
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    sl_decision d;
+    (void)state;
+
+    flushall();
+    check_or_fail(red, lim, "k", 1, t);
+    expect_eq(sl_check(red, lim, "k", 1, 1, t - 200 * DAY, &d), SL_ERANGE);
+    expect_eq(check_or_fail(red, lim, "k", 0, t).remaining, 9);
+    sl_limit_free(lim);
+    sl_store_free(red);
+}
+
+static void test_server_time_unix_socket_password_and_db(void **state)
+{
+    redisContext *c = admin();
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 2, HOUR, 0);
+    sl_store *red;
+    char url[256];
+    (void)state;
+
+    flushall();
+    /* The server's clock decides: the passed now is ignored. */
+    red = redis_store_opts((sl_redis_options){.use_server_time = 1});
+    expect_eq(check_or_fail(red, lim, "st", 1, 0).allowed, 1);
+    expect_eq(check_or_fail(red, lim, "st", 1, 5 * DAY).allowed, 1);
+    sl_decision d = check_or_fail(red, lim, "st", 1, 9 * DAY);
+    expect_eq(d.allowed, 0);
+    expect_cmp(d.retry_after, >, 0);
+    expect_le(d.retry_after, HOUR);
+    sl_store_free(red);
+
+    /* A unix socket, a password and a db number. */
+    expect_eq(tu_redis_do(c, "CONFIG SET requirepass s3cret"), 0);
+    snprintf(url, sizeof(url), "unix:%s?db=3", server.sock);
+    expect_new_fails((sl_redis_options){.url = url}, SL_ESTORE, "NOAUTH");
+    red = redis_store_opts((sl_redis_options){
+        .unix_path = server.sock, .db = 3, .password = "s3cret",
+        .key_prefix = "db3:"});
+    expect_eq(check_or_fail(red, lim, "k", 1, SEC).allowed, 1);
+    sl_store_free(red);
+    snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/3", server.port);
+    red = redis_store_opts((sl_redis_options){.url = url,
+                                              .key_prefix = "db3:"});
+    expect_eq(check_or_fail(red, lim, "k", 1, SEC).remaining, 0);
+    sl_store_free(red);
+    expect_eq(tu_redis_do(c, "SELECT 3"), 0);
+    expect_eq(count_keys(c, "db3:*"), 1);
+    expect_eq(tu_redis_do(c, "CONFIG SET requirepass %s", ""), 0);
+    redisFree(c);
+    sl_limit_free(lim);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_algorithm_decides_as_memory),
+        cmocka_unit_test(test_comparison_sees_a_different_limit),
+        cmocka_unit_test(test_multi_is_all_or_nothing_as_memory),
+        cmocka_unit_test(test_multi_refused_consumes_nothing),
+        cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
+        cmocka_unit_test(test_script_reloads_after_flush),
+        cmocka_unit_test(test_keys_have_ttl_and_vanish_when_initial),
+        cmocka_unit_test(test_bad_options_are_refused_clearly),
+        cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),
+        cmocka_unit_test(test_far_backwards_now_is_erange),
+        cmocka_unit_test(test_server_time_unix_socket_password_and_db),
+        cmocka_unit_test(test_dead_redis_is_estore_then_recovers),
+    };
+    signal(SIGPIPE, SIG_DFL); /* the store must survive it on its own */
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
