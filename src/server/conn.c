@@ -19,6 +19,14 @@
  * only moves the connection's deadline; the timer is re-armed when it
  * fires early, not on every request (see set_deadline).
  *
+ * Waiting on the store (--store redis, store_redis.c): a request whose
+ * decision needs Redis leaves no response; its parser is paused, the
+ * bytes after it are copied from the thread's read buffer into the
+ * connection's `stash`, reading stops, and when the op calls back the
+ * request is run again (dispatch) and parsing resumes on the stash.  So
+ * pipelined responses stay in request order, and one connection waits on
+ * at most one request.
+ *
  * Headers: only Expect and the Sluice-* headers (GET /v1/auth's
  * descriptors) matter, so only those are kept; every header still counts
  * towards --max-header-bytes.
@@ -57,6 +65,9 @@ struct sl_conn {
     int paused;          /* reading stopped until the client reads */
     int handles_open;    /* close callbacks still to come */
     size_t writes;       /* writes in flight */
+    sl_srv_op *op;       /* the request waiting on the store, or NULL */
+    int waiting;         /* op is out: parser paused, reading stopped */
+    sl_buf stash;        /* bytes read after the waiting request */
     sl_conn *prev, *next;
 };
 
@@ -89,6 +100,8 @@ static void conn_free_cb(uv_handle_t *h)
     sl_buf_release(&c->hrecs);
     sl_buf_release(&c->hviews);
     sl_buf_release(&c->field);
+    sl_buf_release(&c->stash);
+    sl_srv_op_cancel(c->op);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
 }
@@ -152,7 +165,8 @@ static void write_cb(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
+    if (c->paused && !c->waiting &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
                          SL_SRV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
@@ -332,9 +346,13 @@ static int on_body(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-static int on_message_complete(http_parser *p)
+static void resume_cb(void *owner);
+
+/* Runs the complete request (again, after a wait); returns 1 when it
+ * waits on the store. */
+static int dispatch(sl_conn *c)
 {
-    sl_conn *c = p->data;
+    http_parser *p = &c->parser;
     sl_http_request req = {
         .method = p->method,
         .path = c->url.data ? c->url.data : "",
@@ -364,8 +382,18 @@ static int on_message_complete(http_parser *p)
     if (c->url.failed || c->body.failed || c->hbytes.failed ||
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->out.failed = 1; /* the request itself was not kept whole */
-    else
+    else {
+        sl_srv_op_begin(c->w, c->op);
         sl_route(c->w, &req, &c->out, &keep_alive);
+        if (sl_srv_op_end(c->w, &c->op, c, resume_cb)) {
+            /* What was answered without the store's result is dropped. */
+            c->out.len = mark;
+            c->out.failed = 0;
+            c->waiting = 1;
+            http_parser_pause(p, 1);
+            return 1;
+        }
+    }
     if (c->out.failed) {
         /* Out of memory somewhere in this response: replace what was
          * built of it with a static 503 ENOMEM and close; if even that
@@ -387,6 +415,12 @@ static int on_message_complete(http_parser *p)
     return 0;
 }
 
+static int on_message_complete(http_parser *p)
+{
+    dispatch(p->data);
+    return 0;
+}
+
 static const http_parser_settings settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
@@ -397,22 +431,28 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Parses n bytes; when a request goes waiting, the rest is stashed. */
+static void parse(sl_conn *c, const char *data, size_t n)
 {
-    sl_conn *c = (sl_conn *)s;
-    if (nread <= 0 || c->closing) {
-        if (nread < 0 && !c->closing) {
-            c->closing = 1;
-            flush(c);
-        }
-        return;
-    }
-    size_t done =
-        http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
+    size_t done = http_parser_execute(&c->parser, &settings, data, n);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
     if (c->closing) {
         /* Paused after a response that closes: ignore what follows. */
-    } else if (c->parser.upgrade || (e != HPE_OK) || done != (size_t)nread) {
+    } else if (c->waiting) {
+        size_t rest = n - done;
+        if (rest > 0) {
+            /* The stash may be what is being parsed: move, then add. */
+            sl_buf tail = {0};
+            sl_buf_add(&tail, data + done, rest);
+            sl_buf_release(&c->stash);
+            c->stash = tail;
+            if (tail.failed)
+                c->closing = 1;
+        } else {
+            c->stash.len = 0;
+        }
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         if (c->err_status == 413)
             sl_respond_error(&c->out, 413, "ETOOLARGE",
                              "request body exceeds the cap (--max-body-bytes)",
@@ -428,7 +468,40 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->closing = 1;
     }
     if (c->closing)
-        uv_read_stop(s);
+        uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sl_conn *c = (sl_conn *)s;
+    if (nread <= 0 || c->closing) {
+        if (nread < 0 && !c->closing) {
+            c->closing = 1;
+            flush(c);
+        }
+        return;
+    }
+    parse(c, buf->base, (size_t)nread);
+    flush(c);
+}
+
+/* The store's result is in: answer the waiting request, then go on with
+ * what the client sent after it. */
+static void resume_cb(void *owner)
+{
+    sl_conn *c = owner;
+    c->waiting = 0;
+    http_parser_pause(&c->parser, 0);
+    if (dispatch(c) == 0 && !c->closing) {
+        if (c->stash.len > 0) {
+            sl_buf stash = c->stash;
+            c->stash = (sl_buf){0};
+            parse(c, stash.data, stash.len);
+            sl_buf_release(&stash);
+        }
+        if (!c->waiting && !c->closing && !c->paused)
+            uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    }
     flush(c);
 }
 
@@ -469,7 +542,7 @@ void sl_conn_close_idle(sl_srv_worker *w)
 {
     for (sl_conn *c = w->conns, *next; c != NULL; c = next) {
         next = c->next;
-        if (!c->in_message && c->writes == 0)
+        if (!c->in_message && c->writes == 0 && !c->waiting)
             conn_close(c);
     }
 }

@@ -262,7 +262,10 @@ void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
 
 int sl_decide_status(int rc)
 {
-    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;
+    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ||
+                   rc == SL_SRV_PENDING
+               ? 503
+               : 400;
 }
 
 void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
@@ -299,6 +302,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     sl_nanos now = sl_srv_now(w);
     sl_rule_match m[SL_RULES_MAX_MATCHES];
     size_t nm = 0, keys_len = 0;
+    uint64_t unmatched = 0;
     int rc = 0;
 
     /* Each counter key is the domain and the descriptor's entries, each
@@ -330,8 +334,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             goto out;
         }
         if (k == 0)
-            atomic_fetch_add_explicit(&w->stats.unmatched, 1,
-                                      memory_order_relaxed);
+            unmatched++;
         nm += k;
         off += len;
     }
@@ -371,14 +374,37 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
 
     sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
     if (n_items > 0) {
-        rc = sl_check_costs(w->server->store, items, costs, n_items, now, 0,
-                            each, &overall);
-        if (rc != 0) {
-            snprintf(err, errlen, "store: %s", sl_strerror(rc));
+        rc = sl_srv_check(w, items, costs, n_items, now, 0, each, &overall,
+                          err, errlen);
+        if (rc != 0 && rc != SL_SRV_PENDING)
             goto out;
-        }
     }
+    /* Shadow limits are decided apart, each on its own, because they must
+     * never veto the real ones; a failure lets the request pass.  With
+     * --store redis they are sent with the real call, in one round trip. */
+    sl_decision shadow[SL_RULES_MAX_MATCHES];
+    for (size_t i = 0; i < nm; i++) {
+        const sl_rule *r = m[i].rule;
+        if (r->action != SL_RULE_LIMIT || item_of[i] != SIZE_MAX)
+            continue;
+        const sl_dec_descriptor *dd = &ds[m[i].descriptor];
+        int64_t h = dd->hits >= 0 ? dd->hits : hits;
+        sl_check_item it = {r->limit, m[i].key, m[i].key_len};
+        char serr[128];
+        int src =
+            sl_srv_check(w, &it, &h, 1, now, 0, NULL, &shadow[i], serr,
+                         sizeof(serr));
+        if (src == SL_SRV_PENDING)
+            rc = SL_SRV_PENDING;
+        else if (src != 0)
+            shadow[i] = (sl_decision){.allowed = 1};
+    }
+    if (rc == SL_SRV_PENDING)
+        goto out; /* nothing counted: the request runs again */
     res->over = deny || !overall.allowed;
+    if (unmatched > 0)
+        atomic_fetch_add_explicit(&w->stats.unmatched, unmatched,
+                                  memory_order_relaxed);
 
     for (size_t i = 0; i < n; i++)
         res->status[i] = (sl_dec_status){0};
@@ -406,9 +432,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                 /* A refused request consumed from no item. */
                 near = res->over ? 0 : sl_metrics_near_hits(&st.d, h);
             } else {
-                if (sl_check(w->server->store, r->limit, m[i].key, m[i].key_len,
-                             h, now, &st.d) != 0)
-                    st.d = (sl_decision){.allowed = 1};
+                st.d = shadow[i];
                 near = sl_metrics_near_hits(&st.d, h);
                 shadow_pass = !st.d.allowed;
                 st.d.allowed = 1;

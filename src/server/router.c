@@ -137,8 +137,12 @@ static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
 {
     json_t *body;
     if (w->rules != NULL && w->rules->rules != NULL) {
-        body = json_pack("{s:s,s:s}", "status", "ready", "rules_version",
-                         sl_rules_version(w->rules->rules));
+        /* A node that decides under its failure policy stays ready;
+         * the body says whether Redis is decided on. */
+        body = json_pack("{s:s,s:s,s:s,s:s}", "status", "ready",
+                         "rules_version", sl_rules_version(w->rules->rules),
+                         "store", w->server->redis_store ? "redis" : "memory",
+                         "store_status", sl_metrics_store_status(w->server));
         sl_respond_json(out, 200, NULL, body, keep_alive);
     } else {
         body = json_pack("{s:s}", "status", "no rules loaded");
