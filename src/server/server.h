@@ -9,7 +9,8 @@
  * one atomic decision), check_api.c (POST /v1/check), lyft_api.c (POST
  * /json), client_api.c (POST /v1/increment, GET /v1/delay), metrics.c
  * (per-thread counters, /metrics), reload.c (rules loading, hot
- * reload, quiescent swap).
+ * reload, quiescent swap), store_redis.c (--store redis: asynchronous
+ * calls, circuit breaker, failure policies).
  */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H
