@@ -47,8 +47,15 @@ for _ in $(seq 100); do
 done
 TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
 
+# Redis's own time per EVALSHA (INFO commandstats) since the last reset.
+usec_per_call() {
+  $CLI INFO commandstats | tr -d '\r' |
+    sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
+}
+
 run_sluice() {
   $CLI FLUSHALL >/dev/null
+  $CLI CONFIG RESETSTAT >/dev/null
   taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
     "http://127.0.0.1:$PORT" >"$OUT/sluice_$1.txt" 2>&1
   local rps p99
@@ -56,17 +63,19 @@ run_sluice() {
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
         else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}
         print v}' "$OUT/sluice_$1.txt")
-  echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99"
+  echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99 redis_usec_per_call=$(usec_per_call)"
 }
 
 run_peer() {
   $CLI FLUSHALL >/dev/null
+  $CLI CONFIG RESETSTAT >/dev/null
   taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNS" -n "$N_PEER" \
     -r 100000 -P 1 --csv EVALSHA "$TB" 1 rl:tb:__rand_int__ 100 100 \
     >"$OUT/peer_$1.txt" 2>&1
   # "rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
   tail -1 "$OUT/peer_$1.txt" | tr -d '"' |
-    awk -F, -v r="$1" '{print "peer_redis_lua_token_bucket round=" r " rps=" $2 " p99_ms=" $7}'
+    awk -F, -v r="$1" -v u="$(usec_per_call)" \
+      '{print "peer_redis_lua_token_bucket round=" r " rps=" $2 " p99_ms=" $7 " redis_usec_per_call=" u}'
 }
 
 for r in $(seq "$ROUNDS"); do
@@ -74,8 +83,10 @@ for r in $(seq "$ROUNDS"); do
 done | tee "$OUT/summary.txt"
 echo "median:"
 for name in sluice_serve_redis peer_redis_lua_token_bucket; do
-  grep "^$name " "$OUT/summary.txt" | sed 's/.*rps=\([0-9.]*\) p99_ms=\([0-9.]*\)/\1 \2/' |
-    awk -v n="$name" '{r[NR]=$1; p[NR]=$2} END {asort(r); asort(p); m=int((NR+1)/2);
-      printf "%s rps=%s p99_ms=%s (n=%d)\n", n, r[m], p[m], NR}'
+  rps=$(grep "^$name " "$OUT/summary.txt" | sed 's/.* rps=\([0-9.]*\).*/\1/' | sort -g)
+  p99=$(grep "^$name " "$OUT/summary.txt" | sed 's/.*p99_ms=\([0-9.]*\).*/\1/' | sort -g)
+  n=$(echo "$rps" | wc -l)
+  m=$(( (n + 1) / 2 ))
+  echo "$name rps=$(echo "$rps" | sed -n "${m}p") p99_ms=$(echo "$p99" | sed -n "${m}p") (median of $n)"
 done | tee -a "$OUT/summary.txt"
 curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^sluice_store_(up|failures)' >>"$OUT/summary.txt"
