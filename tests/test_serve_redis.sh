@@ -73,6 +73,11 @@ with open(rules, "w") as f:
     for a in ALGS:
         f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
                 "requests_per_unit: %d}\n" % (a, a, L))
+    # Per-rule failure policies, overriding --redis-failure.
+    f.write("  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+            "store_failure: fail_closed}\n")
+    f.write("  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+            "store_failure: fail_open}\n")
     # A shadow-mode rule: decided on Redis too, never vetoes.
     f.write("  - key: shadow\n    shadow_mode: true\n    rate_limit: "
             "{unit: hour, requests_per_unit: 1}\n")
@@ -222,6 +227,10 @@ try:
         check("%s: local decides on the embedded store, limit %d / 3 nodes" % (label, L),
               lim == {str(L // 3)} and all(s in (200, 429) for s, _, _, _ in by["local"]),
               (lim, sorted(set(s for s, _, _, _ in by["local"]))))
+        s1 = fopen.check("strict", "x")[0]
+        s2 = fclosed.check("lenient", "x")[0]
+        check("%s: a rule's store_failure overrides --redis-failure" % label,
+              s1 == 503 and s2 == 200, "strict on fail_open: %d, lenient on fail_closed: %d" % (s1, s2))
         # Exactly L/3 allowed per key on the local node (5 keys).
         allowed = sum(1 for s, _, _, _ in by["local"] if s == 200)
         n_local = len(by["local"])

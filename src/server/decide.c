@@ -343,6 +343,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
 
     sl_check_item items[SL_MAX_ITEMS];
     int64_t costs[SL_MAX_ITEMS];
+    sl_rule_failure failure[SL_MAX_ITEMS];
     size_t item_of[SL_RULES_MAX_MATCHES]; /* match -> item, or SIZE_MAX */
     size_t n_items = 0;
     int deny = 0;
@@ -366,6 +367,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             goto out;
         }
         item_of[i] = n_items;
+        failure[n_items] = r->store_failure;
         costs[n_items] = deny ? 0 : h; /* a denied request consumes nothing */
         items[n_items++] = (sl_check_item){r->limit, m[i].key, m[i].key_len};
     }
@@ -375,8 +377,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
 
     sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
     if (n_items > 0) {
-        rc = sl_srv_check(w, items, costs, n_items, now, 0, each, &overall,
-                          err, errlen);
+        rc = sl_srv_check(w, items, costs, n_items, now, 0, failure, each,
+                          &overall, err, errlen);
         if (rc != 0 && rc != SL_SRV_PENDING)
             goto out;
     }
@@ -393,8 +395,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
         sl_check_item it = {r->limit, m[i].key, m[i].key_len};
         char serr[128];
         int src =
-            sl_srv_check(w, &it, &h, 1, now, 0, NULL, &shadow[i], serr,
-                         sizeof(serr));
+            sl_srv_check(w, &it, &h, 1, now, 0, &r->store_failure, NULL,
+                         &shadow[i], serr, sizeof(serr));
         if (src == SL_SRV_PENDING)
             rc = SL_SRV_PENDING;
         else if (src != 0)

@@ -185,12 +185,14 @@ sl_nanos sl_srv_now(sl_srv_worker *w);
  * sl_srv_check(): as sl_check_costs() (flags 0 or SL_RECORD; each and
  * overall may be NULL) with a message in err on error, plus, with
  * --store redis, SL_SRV_PENDING: the call was recorded, the request will
- * be run again when its result is in (store_redis.c explains). */
+ * be run again when its result is in (store_redis.c explains).  failure
+ * (NULL: every item the default) is each item's rule's store_failure,
+ * used only when Redis cannot decide. */
 #define SL_SRV_PENDING (-1000)
 int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
                  const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
-                 sl_decision *each, sl_decision *overall, char *err,
-                 size_t errlen);
+                 const sl_rule_failure *failure, sl_decision *each,
+                 sl_decision *overall, char *err, size_t errlen);
 int sl_srv_redis_init(sl_srv_worker *w); /* on the worker's loop: 0 or -1 */
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
 const char *sl_srv_fail_name(int reason);

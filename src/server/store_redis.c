@@ -518,44 +518,97 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
     return SL_SRV_PENDING;
 }
 
-/* Fills each/overall as a store failure's policy says; 0 or SL_ESTORE. */
+/* The overall decision of items decided apart (some locally, some
+ * allowed by fail_open), as sl_check_costs combines its items. */
+static void combine(const sl_decision *each, size_t n, sl_decision *overall)
+{
+    sl_decision o = each[0];
+    o.allowed = 1;
+    for (size_t i = 0; i < n; i++) {
+        const sl_decision *d = &each[i];
+        o.allowed &= d->allowed;
+        if (d->remaining < o.remaining) {
+            o.remaining = d->remaining;
+            o.limit = d->limit;
+        }
+        o.reset_after = d->reset_after > o.reset_after ? d->reset_after
+                                                       : o.reset_after;
+        o.delay = d->delay > o.delay ? d->delay : o.delay;
+        if (o.retry_after >= 0)
+            o.retry_after = d->retry_after < 0 ? -1
+                            : d->retry_after > o.retry_after
+                                ? d->retry_after
+                                : o.retry_after;
+    }
+    if (o.allowed)
+        o.retry_after = 0;
+    else
+        o.delay = 0;
+    *overall = o;
+}
+
+/* Decides a call Redis could not by each item's failure policy (its
+ * rule's store_failure, else --redis-failure): any fail_closed item
+ * refuses the request (SL_ESTORE); fail_open items are allowed with
+ * their whole limit left; local items are decided together, all or
+ * nothing, on the embedded store with their limits divided by --nodes. */
 static int fallback(sl_srv_worker *w, const sl_check_item *items,
                     const int64_t *costs, size_t n, sl_nanos now,
-                    unsigned flags, int reason, sl_decision *each,
-                    sl_decision *overall, char *err, size_t errlen)
+                    unsigned flags, const sl_rule_failure *failure,
+                    int reason, sl_decision *each, sl_decision *overall,
+                    char *err, size_t errlen)
 {
-    int policy = w->server->cfg.redis_failure;
-    atomic_fetch_add_explicit(&w->stats.fallbacks[policy], 1,
-                              memory_order_relaxed);
-    switch (policy) {
-    case SL_SRV_FAIL_CLOSED:
-        snprintf(err, errlen,
-                 "store unavailable (%s) and --redis-failure is fail_closed",
+    int policy[SL_MAX_ITEMS], used[SL_SRV_N_POLICIES] = {0};
+    sl_check_item local[SL_MAX_ITEMS];
+    int64_t local_costs[SL_MAX_ITEMS];
+    sl_decision out[SL_MAX_ITEMS], local_each[SL_MAX_ITEMS], local_overall;
+    size_t n_local = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        policy[i] = failure != NULL && failure[i] != SL_RULE_FAILURE_DEFAULT
+                        ? (int)failure[i] - SL_RULE_FAILURE_LOCAL
+                        : w->server->cfg.redis_failure;
+        used[policy[i]] = 1;
+    }
+    for (int p = 0; p < SL_SRV_N_POLICIES; p++)
+        if (used[p])
+            atomic_fetch_add_explicit(&w->stats.fallbacks[p], 1,
+                                      memory_order_relaxed);
+    if (used[SL_SRV_FAIL_CLOSED]) {
+        snprintf(err, errlen, "store unavailable (%s) and the limit's "
+                              "failure policy is fail_closed",
                  sl_srv_fail_name(reason));
         return SL_ESTORE;
-    case SL_SRV_FAIL_OPEN:
-        *overall = (sl_decision){.allowed = 1, .remaining = INT64_MAX};
-        for (size_t i = 0; i < n; i++) {
-            int64_t l = sl_limit_get_config(items[i].limit)->limit;
-            sl_decision d = {.allowed = 1, .limit = l, .remaining = l};
-            if (each != NULL)
-                each[i] = d;
-            if (d.remaining < overall->remaining) {
-                overall->remaining = d.remaining;
-                overall->limit = d.limit;
-            }
-        }
-        return 0;
-    default:
-        return sl_srv_local_check(w, items, costs, n, now, flags, each,
-                                  overall, err, errlen);
     }
+    for (size_t i = 0; i < n; i++)
+        if (policy[i] == SL_SRV_FAIL_LOCAL) {
+            local[n_local] = items[i];
+            local_costs[n_local++] = costs[i];
+        }
+    if (n_local > 0) {
+        int rc = sl_srv_local_check(w, local, local_costs, n_local, now, flags,
+                                    local_each, &local_overall, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (policy[i] == SL_SRV_FAIL_LOCAL) {
+            out[i] = local_each[j++];
+        } else {
+            int64_t l = sl_limit_get_config(items[i].limit)->limit;
+            out[i] = (sl_decision){.allowed = 1, .limit = l, .remaining = l};
+        }
+    }
+    combine(out, n, overall);
+    for (size_t i = 0; each != NULL && i < n; i++)
+        each[i] = out[i];
+    return 0;
 }
 
 int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
                  const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
-                 sl_decision *each, sl_decision *overall, char *err,
-                 size_t errlen)
+                 const sl_rule_failure *failure, sl_decision *each,
+                 sl_decision *overall, char *err, size_t errlen)
 {
     sl_decision local_overall;
     if (overall == NULL)
@@ -572,13 +625,13 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
     if (op != NULL && op->next < op->n_calls) {
         call_rec *c = op->calls[op->next++];
         if (c->fp != fp || c->n != n)
-            return fallback(w, items, costs, n, now, flags, SL_SRV_FAIL_ERROR,
-                            each, overall, err, errlen);
+            return fallback(w, items, costs, n, now, flags, failure,
+                            SL_SRV_FAIL_ERROR, each, overall, err, errlen);
         if (!c->done) /* an earlier call of this run went pending */
             return SL_SRV_PENDING;
         if (c->rc == CALL_FAILED)
-            return fallback(w, items, costs, n, now, flags, c->reason, each,
-                            overall, err, errlen);
+            return fallback(w, items, costs, n, now, flags, failure,
+                            c->reason, each, overall, err, errlen);
         if (c->rc != 0) {
             snprintf(err, errlen, "store: %s", sl_strerror(c->rc));
             return c->rc;
@@ -590,8 +643,8 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
     }
     if (w->redis->state != UP) {
         count_failure(w, SL_SRV_FAIL_BREAKER);
-        return fallback(w, items, costs, n, now, flags, SL_SRV_FAIL_BREAKER,
-                        each, overall, err, errlen);
+        return fallback(w, items, costs, n, now, flags, failure,
+                        SL_SRV_FAIL_BREAKER, each, overall, err, errlen);
     }
     return record(w, items, costs, n, now, flags, fp, err, errlen);
 }
