@@ -389,8 +389,7 @@ SL_EXPORT int sl_redis_call_new(sl_store *store, const sl_check_item *items,
  * redisAsyncCommandArgv().  Borrowed: valid until the call is freed or
  * sl_redis_call_use_eval() changes it. */
 SL_EXPORT int sl_redis_call_argv(const sl_redis_call *call,
-                                 const char *const **argv,
-                                 const size_t **lens);
+                                 const char *const **argv, const size_t **lens);
 
 /* Turns the call into EVAL with the script's text: after a NOSCRIPT. */
 SL_EXPORT void sl_redis_call_use_eval(sl_redis_call *call);

@@ -78,9 +78,9 @@ typedef enum sl_rule_action {
  * setting (sluice serve --redis-failure). */
 typedef enum sl_rule_failure {
     SL_RULE_FAILURE_DEFAULT = 0,
-    SL_RULE_FAILURE_LOCAL,      /* the embedded store, the limit divided */
-    SL_RULE_FAILURE_OPEN,       /* allow */
-    SL_RULE_FAILURE_CLOSED      /* refuse the request with an error */
+    SL_RULE_FAILURE_LOCAL, /* the embedded store, the limit divided */
+    SL_RULE_FAILURE_OPEN,  /* allow */
+    SL_RULE_FAILURE_CLOSED /* refuse the request with an error */
 } sl_rule_failure;
 
 /*

@@ -183,7 +183,8 @@ static int apply(int opt, const char *where, const char *val,
             bad = 1;
         }
         break;
-    case REDIS_TIMEOUT: return parse_ms(where, val, &cfg->redis_timeout_ms);
+    case REDIS_TIMEOUT:
+        return parse_ms(where, val, &cfg->redis_timeout_ms);
     case REDIS_FAILURE:
         if (strcmp(val, "local") == 0)
             cfg->redis_failure = SL_SRV_FAIL_LOCAL;

@@ -216,11 +216,11 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
     static const char *const keys[] = {
-        "unit", "requests_per_unit", "unlimited", "name", "replaces",
-        "algorithm", "burst", "unit_multiplier", "period", "step",
-        "store_failure", NULL};
-    static const char *const failures[] = {"local", "fail_open",
-                                           "fail_closed"};
+        "unit",  "requests_per_unit", "unlimited",
+        "name",  "replaces",          "algorithm",
+        "burst", "unit_multiplier",   "period",
+        "step",  "store_failure",     NULL};
+    static const char *const failures[] = {"local", "fail_open", "fail_closed"};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
         *step, *failure;
     sl_rule *r = &node->rules[node->n_rules];

@@ -499,8 +499,8 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
         int rc = sl_srv_check(w, it, &zero, 1, now, 0, NULL, NULL, &q, serr,
                               sizeof(serr));
         if (rc == 0 && q.remaining < 1) {
-            rc = sl_srv_check(w, it, &one_cost, 1, now, 0, NULL, NULL, &one, serr,
-                              sizeof(serr));
+            rc = sl_srv_check(w, it, &one_cost, 1, now, 0, NULL, NULL, &one,
+                              serr, sizeof(serr));
             if (rc == 0 && !one.allowed) {
                 if (one.retry_after < 0)
                     delay = -1;
@@ -628,9 +628,9 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
         for (size_t i = 0; i < res.n; i++)
             costs[i] = hits;
         char serr[128];
-        int rc = sl_srv_check(w, res.items, costs, res.n, sl_srv_now(w),
-                              SL_RECORD, NULL, each, &overall, serr,
-                              sizeof(serr));
+        int rc =
+            sl_srv_check(w, res.items, costs, res.n, sl_srv_now(w), SL_RECORD,
+                         NULL, each, &overall, serr, sizeof(serr));
         if (rc != 0) {
             fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
                  sl_strerror(rc));

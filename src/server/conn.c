@@ -167,7 +167,7 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (c->paused && !c->waiting &&
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-                         SL_SRV_MAX_PENDING_OUTPUT / 2) {
+            SL_SRV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     }

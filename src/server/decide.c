@@ -394,9 +394,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
         int64_t h = dd->hits >= 0 ? dd->hits : hits;
         sl_check_item it = {r->limit, m[i].key, m[i].key_len};
         char serr[128];
-        int src =
-            sl_srv_check(w, &it, &h, 1, now, 0, &r->store_failure, NULL,
-                         &shadow[i], serr, sizeof(serr));
+        int src = sl_srv_check(w, &it, &h, 1, now, 0, &r->store_failure, NULL,
+                               &shadow[i], serr, sizeof(serr));
         if (src == SL_SRV_PENDING)
             rc = SL_SRV_PENDING;
         else if (src != 0)

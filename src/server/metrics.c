@@ -300,8 +300,7 @@ static void render_series(sl_server *s, sl_buf *out)
 /* --store redis: the connection's state and what failures cost. */
 static void render_store(sl_server *s, sl_buf *out)
 {
-    static const char *const policies[] = {"local", "fail_open",
-                                           "fail_closed"};
+    static const char *const policies[] = {"local", "fail_open", "fail_closed"};
     uint64_t up = 0;
     for (int i = 0; i < s->n_workers; i++)
         up += (uint64_t)atomic_load_explicit(&s->workers[i].stats.store_up,

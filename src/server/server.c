@@ -155,9 +155,8 @@ int sl_server_run(const sl_srv_config *cfg)
         /* Only parsed here: the workers connect, asynchronously, and a
          * Redis that is down at start is a store failure like any other.
          * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
-        sl_redis_options ro = {.url = cfg->redis_url,
-                               .use_server_time = 1,
-                               .lazy_connect = 1};
+        sl_redis_options ro = {
+            .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
         char err[256];
         if (sl_redis_store_new(&ro, &s->redis_store, err, sizeof(err)) != 0) {
             fprintf(stderr, "sluice serve: --store: %s\n", err);

@@ -193,7 +193,7 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
                  const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
                  const sl_rule_failure *failure, sl_decision *each,
                  sl_decision *overall, char *err, size_t errlen);
-int sl_srv_redis_init(sl_srv_worker *w); /* on the worker's loop: 0 or -1 */
+int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
 const char *sl_srv_fail_name(int reason);
 void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);

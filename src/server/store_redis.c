@@ -73,10 +73,10 @@ struct sl_srv_op {
     void (*done_cb)(void *owner);
     call_rec **calls;
     size_t n_calls, cap;
-    size_t next;     /* replay cursor */
-    size_t unsent;   /* calls[unsent..] are new in this run */
-    size_t awaiting; /* calls of this round still without a result */
-    int refs;        /* the owner, plus one per hiredis callback to come */
+    size_t next;       /* replay cursor */
+    size_t unsent;     /* calls[unsent..] are new in this run */
+    size_t awaiting;   /* calls of this round still without a result */
+    int refs;          /* the owner, plus one per hiredis callback to come */
     uint64_t deadline; /* loop ms; this round's timeout */
     sl_srv_op *prev, *next_op; /* the thread's waiting ops, by deadline */
     int queued;
@@ -224,8 +224,8 @@ static void go_down(sl_srv_redis *r, const char *why)
         return;
     }
     uv_timer_start(&r->retry, retry_cb, r->backoff_ms, 0);
-    r->backoff_ms = r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-                                                       : r->backoff_ms * 2;
+    r->backoff_ms =
+        r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
 }
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
@@ -319,8 +319,8 @@ static void start_connect(sl_srv_redis *r)
     const char *load[3] = {"SCRIPT", "LOAD", sl_redis_script()};
     redisAsyncCommandArgv(ac, setup_reply_cb, r, 3, load, NULL);
     uint64_t probe = w->server->cfg.redis_timeout_ms;
-    uv_timer_start(&r->retry, retry_cb, probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe,
-                   0);
+    uv_timer_start(&r->retry, retry_cb,
+                   probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -352,8 +352,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
             const size_t *lens;
             sl_redis_call_use_eval(c->call);
             int argc = sl_redis_call_argv(c->call, &argv, &lens);
-            if (redisAsyncCommandArgv(ac, reply_cb, c, argc, (const char **)argv,
-                                      lens) == REDIS_OK)
+            if (redisAsyncCommandArgv(ac, reply_cb, c, argc,
+                                      (const char **)argv, lens) == REDIS_OK)
                 return; /* this callback's reference passes to the resend */
             rc = SL_ESTORE;
         }
@@ -531,14 +531,13 @@ static void combine(const sl_decision *each, size_t n, sl_decision *overall)
             o.remaining = d->remaining;
             o.limit = d->limit;
         }
-        o.reset_after = d->reset_after > o.reset_after ? d->reset_after
-                                                       : o.reset_after;
+        o.reset_after =
+            d->reset_after > o.reset_after ? d->reset_after : o.reset_after;
         o.delay = d->delay > o.delay ? d->delay : o.delay;
         if (o.retry_after >= 0)
-            o.retry_after = d->retry_after < 0 ? -1
-                            : d->retry_after > o.retry_after
-                                ? d->retry_after
-                                : o.retry_after;
+            o.retry_after = d->retry_after < 0               ? -1
+                            : d->retry_after > o.retry_after ? d->retry_after
+                                                             : o.retry_after;
     }
     if (o.allowed)
         o.retry_after = 0;
@@ -554,9 +553,9 @@ static void combine(const sl_decision *each, size_t n, sl_decision *overall)
  * nothing, on the embedded store with their limits divided by --nodes. */
 static int fallback(sl_srv_worker *w, const sl_check_item *items,
                     const int64_t *costs, size_t n, sl_nanos now,
-                    unsigned flags, const sl_rule_failure *failure,
-                    int reason, sl_decision *each, sl_decision *overall,
-                    char *err, size_t errlen)
+                    unsigned flags, const sl_rule_failure *failure, int reason,
+                    sl_decision *each, sl_decision *overall, char *err,
+                    size_t errlen)
 {
     int policy[SL_MAX_ITEMS], used[SL_SRV_N_POLICIES] = {0};
     sl_check_item local[SL_MAX_ITEMS];
@@ -575,8 +574,9 @@ static int fallback(sl_srv_worker *w, const sl_check_item *items,
             atomic_fetch_add_explicit(&w->stats.fallbacks[p], 1,
                                       memory_order_relaxed);
     if (used[SL_SRV_FAIL_CLOSED]) {
-        snprintf(err, errlen, "store unavailable (%s) and the limit's "
-                              "failure policy is fail_closed",
+        snprintf(err, errlen,
+                 "store unavailable (%s) and the limit's "
+                 "failure policy is fail_closed",
                  sl_srv_fail_name(reason));
         return SL_ESTORE;
     }
@@ -630,8 +630,8 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
         if (!c->done) /* an earlier call of this run went pending */
             return SL_SRV_PENDING;
         if (c->rc == CALL_FAILED)
-            return fallback(w, items, costs, n, now, flags, failure,
-                            c->reason, each, overall, err, errlen);
+            return fallback(w, items, costs, n, now, flags, failure, c->reason,
+                            each, overall, err, errlen);
         if (c->rc != 0) {
             snprintf(err, errlen, "store: %s", sl_strerror(c->rc));
             return c->rc;
@@ -684,8 +684,8 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
         int argc = sl_redis_call_argv(c->call, &argv, &lens);
         c->sent = 1;
         if (r->state != UP ||
-            redisAsyncCommandArgv(r->ac, reply_cb, c, argc,
-                                  (const char **)argv, lens) != REDIS_OK) {
+            redisAsyncCommandArgv(r->ac, reply_cb, c, argc, (const char **)argv,
+                                  lens) != REDIS_OK) {
             /* The breaker opened while this request ran. */
             call_fail(c, SL_SRV_FAIL_BREAKER);
             continue;
@@ -805,8 +805,8 @@ int sl_srv_local_check(sl_srv_worker *w, const sl_check_item *items,
             return SL_ENOMEM;
         }
     }
-    int rc = sl_check_costs(w->server->store, local, costs, n, now, flags,
-                            each, overall);
+    int rc = sl_check_costs(w->server->store, local, costs, n, now, flags, each,
+                            overall);
     if (rc != 0)
         snprintf(err, errlen, "store: %s", sl_strerror(rc));
     return rc;

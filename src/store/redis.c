@@ -434,9 +434,8 @@ static int reply_error(const redisReply *r, char *err, size_t errlen)
 
 /* Reads the script's reply: 5 integers per item, item i's limit being
  * limits[i].  Shared by the store and sl_redis_call_read(). */
-static int read_decisions(const redisReply *r, const int64_t *limits,
-                          size_t n, sl_decision *each, char *err,
-                          size_t errlen)
+static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
+                          sl_decision *each, char *err, size_t errlen)
 {
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
@@ -595,8 +594,8 @@ static int prepare_call(const redis_store *rs, call_args *a,
                 items[j].key_len == items[i].key_len &&
                 (items[i].key_len == 0 ||
                  memcmp(items[j].key, items[i].key, items[i].key_len) == 0)) {
-                set_err(errbuf, errlen, "the same limit and key twice in one "
-                                        "call");
+                set_err(errbuf, errlen,
+                        "the same limit and key twice in one call");
                 err = SL_EINVAL;
             }
     }
@@ -615,8 +614,8 @@ static int redis_decide(redis_store *rs, const sl_check_item *items,
     if ((a = malloc(sizeof(*a))) == NULL)
         return SL_ENOMEM;
     /* Before the first connect the SHA is unknown: run_call sets it. */
-    err = prepare_call(rs, a, items, costs, n, now, record, rs->sha,
-                       rs->errstr, sizeof(rs->errstr));
+    err = prepare_call(rs, a, items, costs, n, now, record, rs->sha, rs->errstr,
+                       sizeof(rs->errstr));
     if (err == 0)
         err = run_call(rs, a, each);
     free(a->keys);
@@ -745,9 +744,8 @@ int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out)
     if (store == NULL || store->type != &redis_type || out == NULL)
         return SL_EINVAL;
     const redis_store *rs = (const redis_store *)store;
-    *out = (sl_redis_endpoint){rs->host,  rs->port,     rs->unix_path,
-                               rs->db,    rs->user,     rs->password,
-                               rs->timeout_ms};
+    *out = (sl_redis_endpoint){rs->host, rs->port,     rs->unix_path, rs->db,
+                               rs->user, rs->password, rs->timeout_ms};
     return 0;
 }
 
@@ -773,8 +771,8 @@ int sl_redis_call_new(sl_store *store, const sl_check_item *items,
         set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
     }
-    err = prepare_call((const redis_store *)store, &c->a, items, costs, n,
-                       now, (flags & SL_RECORD) != 0, sha, errbuf, errlen);
+    err = prepare_call((const redis_store *)store, &c->a, items, costs, n, now,
+                       (flags & SL_RECORD) != 0, sha, errbuf, errlen);
     if (err != 0) {
         if (err == SL_ENOMEM)
             set_err(errbuf, errlen, "out of memory");

@@ -8,7 +8,7 @@
 #include "internal.h"
 
 int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
-                       const int64_t *costs, sl_nanos now)
+                    const int64_t *costs, sl_nanos now)
 {
     if (store == NULL || items == NULL || costs == NULL || n == 0 ||
         n > SL_MAX_ITEMS || now < 0 || now > SL_MAX_TIME)
