@@ -511,8 +511,7 @@ static void test_async_calls_decide_as_memory(void **state)
         expect_eq(sl_check_costs(mem, items, costs, k, t, flags, me, &mo), 0);
         expect_eq(sl_redis_call_new(red, items, costs, k, t, flags,
                                     i % 7 == 3 && i != n / 2 ? NULL : sha,
-                                    &call, err,
-                                    sizeof(err)),
+                                    &call, err, sizeof(err)),
                   0);
         expect_eq(send_call(c, call, re, &ro, &noscripts), 0);
         sl_redis_call_free(call);
