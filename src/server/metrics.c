@@ -146,6 +146,7 @@ uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits)
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
 {
     size_t i = 0;
+    ns += w->waited_ns; /* a replayed request's earlier runs and waits */
     while (i < SL_SRV_LATENCY_BUCKETS - 1 && ns > latency_le[i])
         i++;
     atomic_fetch_add_explicit(&w->stats.latency[i], 1, memory_order_relaxed);

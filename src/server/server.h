@@ -158,6 +158,7 @@ struct sl_srv_worker {
     size_t n_series;
     sl_srv_redis *redis; /* NULL: the memory store decides */
     sl_srv_op *op;       /* the request being run records its calls here */
+    sl_nanos waited_ns;  /* since the first run of the request being run */
     sl_srv_local *local; /* the local policy's divided limits */
 };
 

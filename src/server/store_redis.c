@@ -77,6 +77,7 @@ struct sl_srv_op {
     size_t unsent;     /* calls[unsent..] are new in this run */
     size_t awaiting;   /* calls of this round still without a result */
     int refs;          /* the owner, plus one per hiredis callback to come */
+    uint64_t started;  /* uv_hrtime of the request's first run */
     uint64_t deadline; /* loop ms; this round's timeout */
     sl_srv_op *prev, *next_op; /* the thread's waiting ops, by deadline */
     int queued;
@@ -472,6 +473,7 @@ static sl_srv_op *current_op(sl_srv_worker *w)
         if (w->op != NULL) {
             w->op->w = w;
             w->op->refs = 1;
+            w->op->started = uv_hrtime() - (uint64_t)w->waited_ns;
         }
     }
     return w->op;
@@ -652,6 +654,8 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
 void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op)
 {
     w->op = op;
+    /* The latency metric counts from the request's first run. */
+    w->waited_ns = op != NULL ? (sl_nanos)(uv_hrtime() - op->started) : 0;
     if (op != NULL) {
         op->next = 0;
         op->unsent = op->n_calls;
