@@ -25,8 +25,23 @@
 # Server CPU per request = CPU ticks (utime+stime from /proc/PID/stat, of
 # the sluice process / the nginx master+worker) over the run / requests.
 # Ratios sluice/nginx are taken round by round; the table shows medians.
-# Hardware counters (perf stat -e instructions) are probed; on a VM without
-# them no instruction counts are reported.
+#
+# Run-queue wait: the time the server's threads were runnable but waited
+# for their CPU (field 2 of /proc/PID/task/TID/schedstat), summed over the
+# run.  On a shared machine other processes land on the server's core; a
+# latency run whose server waited milliseconds measured the neighbours,
+# not the server, so every run reports it and the summary sets it beside
+# each p99.
+#
+# Instructions per request (INSN=1, the default, when valgrind is there):
+# this VM has no hardware counters, so each server runs once more under
+# valgrind's callgrind, alone, before the timed runs: the user-space
+# instructions of its process over an INSN_DUR wrk run at whatever rate
+# it manages under valgrind, minus those of a run without requests, over
+# the requests.  Exact and repeatable, but user space only: the kernel's
+# share (TCP over loopback, about half of either server's time) is not in
+# it.  nginx runs for this from the peer's nginx.conf under a private
+# prefix in the results directory.
 #
 # Raw wrk output: bench/results/serve_vs_nginx_<UTC time>/ (not committed).
 set -u
@@ -39,6 +54,8 @@ ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
 CAL="${CAL:-2s}"
 CONNS="${CONNS:-50}"
+INSN="${INSN:-1}"
+INSN_DUR="${INSN_DUR:-10}"
 PORT="${PORT:-18200}"
 QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
 REV="${REV:-}"                          # e.g. REV=HEAD: build that commit (git archive), not the working tree
@@ -75,9 +92,47 @@ if [ ! -x "$SLUICE" ]; then
     { echo "build failed (see $OUT/build.log)" >&2; exit 1; }
 fi
 if perf stat -e instructions true 2>&1 | grep -q 'not supported'; then
-  INSN="not supported on this machine (perf stat -e instructions: <not supported>)"
+  HWC="hardware counters: not supported on this machine (perf stat -e instructions: <not supported>)"
 else
-  INSN="available (not used here; see $PEERS_DIR/insn.sh)"
+  HWC="hardware counters: available (not used here; see $PEERS_DIR/insn.sh)"
+fi
+[ "$INSN" = 1 ] && ! command -v valgrind >/dev/null && { echo "no valgrind: instruction counts skipped" >&2; INSN=0; }
+
+# --- instructions per request (callgrind) ------------------------------------
+# cg_run NAME SECONDS: one server under callgrind; SECONDS of wrk (0: none);
+# prints "REQUESTS INSTRUCTIONS".
+cg_run() {
+  local name=$1 secs=$2 dir="$OUT/callgrind" vp wp="" n=0 url lua port file
+  mkdir -p "$dir/nginx/www" "$dir/nginx/tmp" && chmod 777 "$dir"   # nginx's worker runs as nobody
+  printf ok >"$dir/nginx/www/ok.txt"
+  if [ "$name" = sluice ]; then
+    taskset -c "$SRV_CPU" valgrind --tool=callgrind --callgrind-out-file="$dir/sluice_$secs.out" \
+      "$SLUICE" serve --rules "$RULES" --listen "127.0.0.1:$PORT" --threads 1 2>"$dir/sluice_$secs.log" &
+    vp=$!; port=$PORT; url=$SLUICE_URL; lua=$LUA
+  else
+    taskset -c "$SRV_CPU" valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$dir/nginx_%p.out" \
+      nginx -p "$dir/nginx/" -c "$PEERS_DIR/nginx/nginx.conf" -e "$dir/nginx/error.log" 2>"$dir/nginx_$secs.log" &
+    vp=$!; port=18088; url=$NGINX_URL; lua=$KEYS_LUA
+  fi
+  wait_port "$port" >&2 && sleep 1
+  [ "$name" = nginx ] && wp=$(pgrep -P "$vp")
+  if [ "$secs" -gt 0 ]; then
+    taskset -c "$CLI_CPU" wrk -t1 -c"$CONNS" -d"${secs}s" -s "$lua" "$url" >"$dir/${name}_wrk_$secs.txt" 2>&1
+    n=$(awk '/requests in/ {print $1}' "$dir/${name}_wrk_$secs.txt")
+  fi
+  if [ "$name" = sluice ]; then stop_pid "$vp"; file="$dir/sluice_$secs.out"
+  else stop_pid "$vp" QUIT; file="$dir/nginx_$wp.out"; mv "$file" "$dir/nginx_$secs.out"; file="$dir/nginx_$secs.out"; fi
+  echo "$n $(awk '/^summary:/ {print $2}' "$file")"
+}
+declare -A IPR
+if [ "$INSN" = 1 ]; then
+  for s in sluice nginx; do
+    read -r n0 i0 < <(cg_run "$s" 0)
+    read -r n1 i1 < <(cg_run "$s" "$INSN_DUR")
+    IPR[$s]=$(( (i1 - i0) / n1 ))
+    echo "$s: ${IPR[$s]} user-space instructions per request (callgrind: $i1 - $i0 instructions, $n1 requests)" |
+      tee -a "$OUT/insn.txt"
+  done
 fi
 
 # --- servers -----------------------------------------------------------------
@@ -112,14 +167,25 @@ wrk_run() {
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
-  local t0 t1 w0 w1
+  local t0 t1 w0 w1 q0 q1
   { echo "# cmd: ${envs[*]} taskset -c $CLI_CPU wrk -t1 -c$CONNS -d$dur --latency $* $url"
     wait_quiet; date -u +%FT%TZ; } >"$out"
-  t0=$(cpu_ticks $pids); w0=$(date +%s%N)
+  t0=$(cpu_ticks $pids); w0=$(date +%s%N); q0=$(runq_wait_ns $pids)
   env "${envs[@]}" timeout 120 taskset -c "$CLI_CPU" wrk -t1 -c"$CONNS" -d"$dur" --latency "$@" "$url" >>"$out" 2>&1
-  t1=$(cpu_ticks $pids); w1=$(date +%s%N)
+  t1=$(cpu_ticks $pids); w1=$(date +%s%N); q1=$(runq_wait_ns $pids)
   echo "# server_ticks: $((t1 - t0))" >>"$out"
   echo "# wall_ns: $((w1 - w0))" >>"$out"
+  echo "# server_runq_wait_us: $(( (q1 - q0) / 1000 ))" >>"$out"
+}
+# ns the given processes' threads have waited on a run queue so far
+runq_wait_ns() {
+  local t=0 p f a b c
+  for p in "$@"; do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r a b c 2>/dev/null <"$f" && t=$((t + b))
+    done
+  done
+  echo "$t"
 }
 rps_of() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
 
@@ -162,7 +228,7 @@ paced_run() {  # paced_run NAME ROUND PIDS URL [INCLUDE=...]
   echo "# nginx: $(nginx -v 2>&1 | sed 's/.*: //'), worker processes: $NWORKERS"
   echo "# wrk: $(wrk -v 2>&1 | head -1)"
   echo "# rounds $ROUNDS, DUR $DUR, CAL $CAL, conns $CONNS, QUIET_MAX $QUIET_MAX"
-  echo "# instruction counts: $INSN"
+  echo "# $HWC"
 } | tee "$OUT/meta.txt"
 
 for r in $(seq 1 "$ROUNDS"); do
@@ -199,6 +265,7 @@ def parse(path):
     ticks = int(re.search(r'# server_ticks: (\d+)', t).group(1))
     d['cpu_us'] = ticks * 1e4 / n if n else float('nan')   # 1 tick = 10 ms
     d['quiet'] = re.search(r'# quiet_wait_s: (\d+)( \(gave up)?', t)
+    d['runq_ms'] = int(re.search(r'# server_runq_wait_us: (\d+)', t).group(1)) / 1e3
     return d
 R = {(s, k, r): parse(f'{out}/{s}_{k}_{r}.txt')
      for s in ('sluice', 'nginx') for k in ('peak', 'half') for r in range(1, rounds + 1)}
@@ -224,7 +291,16 @@ for s in ('sluice', 'nginx'):
     print(f'- {s}: peak per round ' + ', '.join(f'{x:,.0f}' for x in pk) +
           '; ~50% runs held ' + ', '.join(f'{h/p*100:.0f}%' for h, p in zip(hf, pk)) + ' of that round\'s peak' +
           '; p99 per round ' + ', '.join(f'{x:.0f}' for x in col(s, 'half', 'p99')) + ' µs' +
+          ' (the server waited for its CPU ' + ', '.join(f'{x:.1f}' for x in col(s, 'half', 'runq_ms')) + ' ms in those runs)' +
           f'; non-2xx responses {sum(col(s, "peak", "non2xx")) + sum(col(s, "half", "non2xx"))}')
+ipr = {}
+try:
+    for line in open(f'{out}/insn.txt'):
+        ipr[line.split(':')[0]] = int(line.split()[1])
+except OSError:
+    pass
+if len(ipr) == 2:
+    print(f'- user-space instructions per request (callgrind): sluice {ipr["sluice"]:,}, nginx {ipr["nginx"]:,}, ratio {ipr["sluice"] / ipr["nginx"]:.2f}')
 busy = [f'{s} {k} {r}' for (s, k, r), d in R.items() if d['quiet'] and d['quiet'].group(2)]
 print(f'- runs started on a busy machine (wait_quiet gave up): {", ".join(busy) if busy else "none"}')
 PY

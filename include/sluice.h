@@ -205,6 +205,10 @@ typedef struct sl_redis_options {
     int64_t extra_ttl_ms;
     /* Longest accepted key in bytes; 0 means 4096. */
     size_t max_key_len;
+    /* 1: sl_redis_store_new() only checks the options and connects on
+     * the first check (or never, for a store used only to build
+     * asynchronous calls: sl_redis_call_new()).  0: connect at once. */
+    int lazy_connect;
 } sl_redis_options;
 
 /*
@@ -331,6 +335,80 @@ typedef struct sl_store_stats {
 } sl_store_stats;
 
 SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);
+
+/* ---------------------------------------------------------------------
+ * Redis from an event loop
+ *
+ * A program with its own event loop (sluice serve) sends the Redis
+ * store's script on its own asynchronous hiredis connections and keeps
+ * the library for what is the store's: the arguments of a call and the
+ * meaning of its reply.  Nothing here does I/O or blocks.  A call built
+ * by sl_redis_call_new() decides exactly as sl_check_costs() on the same
+ * store would (same keys, same script, same all-or-nothing).
+ * ------------------------------------------------------------------ */
+
+/* The script's text (NUL-terminated, static), for SCRIPT LOAD: its SHA1
+ * is what EVALSHA names. */
+SL_EXPORT const char *sl_redis_script(void);
+
+/* Where a Redis store connects, as parsed from its options.  Strings are
+ * borrowed from the store (valid until sl_store_free); NULL when unset. */
+typedef struct sl_redis_endpoint {
+    const char *host; /* NULL with unix_path */
+    int port;
+    const char *unix_path;
+    int db;
+    const char *user;
+    const char *password;
+    int timeout_ms;
+} sl_redis_endpoint;
+
+/* 0, or SL_EINVAL when store is not a Redis store. */
+SL_EXPORT int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out);
+
+typedef struct sl_redis_call sl_redis_call;
+
+/*
+ * Builds the script call that decides (items, costs, n, now, flags) as
+ * sl_check_costs() would on the Redis store `store` (made with
+ * lazy_connect, say: it is only read here, for its key prefix and
+ * options).  sha: the script's SHA1 (40 hex digits, from SCRIPT LOAD) for
+ * EVALSHA, or NULL for EVAL with the script's text.  Returns 0 and *out
+ * (the caller frees it with sl_redis_call_free()), or the errors of
+ * sl_check_costs(), SL_ERANGE for a limit the script cannot decide
+ * exactly, with a message in errbuf when not NULL.  The items' keys are
+ * copied; the call keeps no pointer into them.
+ */
+SL_EXPORT int sl_redis_call_new(sl_store *store, const sl_check_item *items,
+                                const int64_t *costs, size_t n, sl_nanos now,
+                                unsigned flags, const char *sha,
+                                sl_redis_call **out, char *errbuf,
+                                size_t errlen);
+
+/* The command as argc (returned), argv and lengths, for
+ * redisAsyncCommandArgv().  Borrowed: valid until the call is freed or
+ * sl_redis_call_use_eval() changes it. */
+SL_EXPORT int sl_redis_call_argv(const sl_redis_call *call,
+                                 const char *const **argv, const size_t **lens);
+
+/* Turns the call into EVAL with the script's text: after a NOSCRIPT. */
+SL_EXPORT void sl_redis_call_use_eval(sl_redis_call *call);
+
+/*
+ * Decodes the reply to the call.  reply is a hiredis `redisReply *`
+ * (borrowed; NULL, as hiredis passes for a lost connection, is
+ * SL_ESTORE).  Returns 0 with each[] (may be NULL) and *overall (may be
+ * NULL) filled as sl_check_costs() fills them; 1 when the server does not
+ * have the script (NOSCRIPT: send the call again after
+ * sl_redis_call_use_eval()); or SL_ERANGE, SL_EINVAL (the script refused
+ * the input) or SL_ESTORE (any other error reply or an unexpected shape),
+ * with a message in errbuf when not NULL.
+ */
+SL_EXPORT int sl_redis_call_read(const sl_redis_call *call, const void *reply,
+                                 sl_decision *each, sl_decision *overall,
+                                 char *errbuf, size_t errlen);
+
+SL_EXPORT void sl_redis_call_free(sl_redis_call *call); /* NULL: no-op */
 
 /* ---------------------------------------------------------------------
  * Clocks (for callers; the decision path never reads one)

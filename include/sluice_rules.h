@@ -73,6 +73,16 @@ typedef enum sl_rule_action {
     SL_RULE_DENY       /* `requests_per_unit: 0`: always over the limit */
 } sl_rule_action;
 
+/* rate_limit.store_failure: how a server decides this limit when its
+ * shared store (Redis) cannot.  DEFAULT leaves it to the server's global
+ * setting (sluice serve --redis-failure). */
+typedef enum sl_rule_failure {
+    SL_RULE_FAILURE_DEFAULT = 0,
+    SL_RULE_FAILURE_LOCAL, /* the embedded store, the limit divided */
+    SL_RULE_FAILURE_OPEN,  /* allow */
+    SL_RULE_FAILURE_CLOSED /* refuse the request with an error */
+} sl_rule_failure;
+
 /*
  * One resolved limit, as read from the rules.  Every pointer is owned by
  * the sl_rules and valid until sl_rules_free().
@@ -91,6 +101,7 @@ typedef struct sl_rule {
     sl_nanos period;             /* unit * multiplier, or `period` */
     int shadow_mode;             /* decide and count, but always allow */
     int detailed_metric;
+    sl_rule_failure store_failure; /* rate_limit.store_failure */
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
 } sl_rule;

@@ -170,6 +170,10 @@ struct sl_store {
     size_t max_key_len;
 };
 
+/* The input checks of every decision call (store.c): 0 or SL_E*. */
+int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
+                    const int64_t *costs, sl_nanos now);
+
 /* The Redis store's Lua source, all of src/store/redis/ in one string
  * (generated at build time by src/store/redis/embed.cmake). */
 extern const char sl__redis_script[];

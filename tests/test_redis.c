@@ -436,6 +436,117 @@ static void test_multi_is_all_or_nothing_as_memory(void **state)
     sl_store_free(red);
 }
 
+/* Sends a built call on a plain hiredis connection, as an event loop
+ * would on its own; follows a NOSCRIPT once.  Returns read()'s code. */
+static int send_call(redisContext *c, sl_redis_call *call, sl_decision *each,
+                     sl_decision *overall, int *noscripts)
+{
+    for (;;) {
+        const char *const *argv;
+        const size_t *lens;
+        char err[256];
+        int argc = sl_redis_call_argv(call, &argv, &lens);
+        redisReply *r = redisCommandArgv(c, argc, (const char **)argv, lens);
+        int rc = sl_redis_call_read(call, r, each, overall, err, sizeof(err));
+        freeReplyObject(r);
+        if (rc != 1)
+            return rc;
+        ++*noscripts;
+        sl_redis_call_use_eval(call);
+    }
+}
+
+/* sl_redis_call_* (the event-loop interface) decides as the memory store
+ * on random multi-item traces, EVALSHA and EVAL after a SCRIPT FLUSH. */
+static void test_async_calls_decide_as_memory(void **state)
+{
+    static const size_t picks[] = {1, 4, 7, 11, 13, 15, 19, 21};
+    enum { NPICK = sizeof(picks) / sizeof(picks[0]), POOL = NPICK * 2 };
+    sl_limit *lims[NPICK];
+    sl_check_item pool[POOL];
+    sl_store *mem = tu_store(), *red;
+    redisContext *c = admin();
+    uint64_t s = 99;
+    sl_nanos t = INT64_C(1750000000) * SEC + 987654321;
+    size_t n = tu_quick() ? 300 : 1500;
+    int noscripts = 0;
+    char sha[41];
+    (void)state;
+
+    red = redis_store_opts((sl_redis_options){
+        .extra_ttl_ms = 600000, .key_prefix = "a:", .lazy_connect = 1});
+    flushall();
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl_redis_script());
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+    for (size_t i = 0; i < NPICK; i++) {
+        lims[i] = tu_limit_cfg(&configs[picks[i]].cfg);
+        pool[2 * i] = (sl_check_item){lims[i], "u1", 2};
+        pool[2 * i + 1] = (sl_check_item){lims[i], "u2", 2};
+    }
+    for (size_t i = 0; i < n; i++) {
+        sl_check_item items[4];
+        size_t k = (size_t)tu_range(&s, 1, 4);
+        int taken[POOL] = {0};
+        sl_decision me[4], re[4], mo, ro;
+        int64_t costs[4];
+        unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
+        sl_redis_call *call;
+        char err[256];
+
+        for (size_t j = 0; j < k; j++) {
+            size_t p;
+            do
+                p = (size_t)tu_below(&s, POOL);
+            while (taken[p]);
+            taken[p] = 1;
+            items[j] = pool[p];
+            costs[j] = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
+        }
+        t += tu_below(&s, 4) == 0 ? 0 : tu_range(&s, 1, 200 * MS);
+        if (i == n / 2)
+            expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
+        expect_eq(sl_check_costs(mem, items, costs, k, t, flags, me, &mo), 0);
+        expect_eq(sl_redis_call_new(red, items, costs, k, t, flags,
+                                    i % 7 == 3 && i != n / 2 ? NULL : sha,
+                                    &call, err, sizeof(err)),
+                  0);
+        expect_eq(send_call(c, call, re, &ro, &noscripts), 0);
+        sl_redis_call_free(call);
+        for (size_t j = 0; j < k; j++)
+            expect_same("async item", i, items[j].key, costs[j], t, &me[j],
+                        &re[j]);
+        expect_same("async overall", i, "", costs[0], t, &mo, &ro);
+    }
+    expect_eq(noscripts, 1); /* the first EVALSHA after the flush */
+    /* Refused before any I/O: not a Redis store, out of the exact bound. */
+    {
+        sl_redis_call *call = NULL;
+        char err[256];
+        int64_t one = 1;
+        sl_limit_config big = {.algorithm = SL_TOKEN_BUCKET,
+                               .limit = 1000003,
+                               .period = 86400 * SEC};
+        sl_limit *bl = tu_limit_cfg(&big);
+        sl_check_item it = {bl, "k", 1};
+        expect_eq(sl_redis_call_new(mem, &it, &one, 1, t, 0, NULL, &call, err,
+                                    sizeof(err)),
+                  SL_EINVAL);
+        expect_eq(sl_redis_call_new(red, &it, &one, 1, t, 0, NULL, &call, err,
+                                    sizeof(err)),
+                  SL_ERANGE);
+        expect_cmp(strstr(err, "out of range"), !=, NULL);
+        sl_limit_free(bl);
+    }
+    for (size_t i = 0; i < NPICK; i++)
+        sl_limit_free(lims[i]);
+    redisFree(c);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* A refused multi call consumes nothing from the items that fit. */
 static void test_multi_refused_consumes_nothing(void **state)
 {
@@ -776,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_comparison_sees_a_different_limit),
         cmocka_unit_test(test_multi_is_all_or_nothing_as_memory),
         cmocka_unit_test(test_multi_refused_consumes_nothing),
+        cmocka_unit_test(test_async_calls_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_keys_have_ttl_and_vanish_when_initial),

@@ -362,6 +362,8 @@ static void test_extensions_resolve(void **state)
     expect_eq(c->step, 10 * SEC);
     x = sl_rules_rule(r, 4); /* unit: DAY, case-insensitive as lyft */
     assert_string_equal(x->unit, "day");
+    expect_eq(x->store_failure, SL_RULE_FAILURE_CLOSED);
+    expect_eq(sl_rules_rule(r, 0)->store_failure, SL_RULE_FAILURE_DEFAULT);
     expect_eq(sl_limit_get_config(x->limit)->algorithm, SL_GCRA);
     x = sl_rules_rule(r, 5); /* value: 500 (an int in YAML) is text */
     assert_string_equal(x->path, "ext.nums_500");

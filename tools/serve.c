@@ -26,7 +26,17 @@ static const char serve_usage[] =
     "  --listen HOST:PORT      address to listen on (127.0.0.1:8080);\n"
     "                          port 0 picks a free port, printed on stderr\n"
     "  --threads N             event-loop threads (0: one per core)\n"
-    "  --store memory          where counters live (only 'memory' so far)\n"
+    "  --store STORE           where counters live: memory (the default),\n"
+    "                          redis://[[user]:pass@]host[:port][/db] or\n"
+    "                          unix:/path/redis.sock[?db=N]\n"
+    "  --redis-timeout D       wait on Redis per call, then fail (5ms)\n"
+    "  --redis-failure P       when Redis cannot decide: local (default;\n"
+    "                          the embedded store, limits divided by\n"
+    "                          --nodes), fail_open, fail_closed (503)\n"
+    "  --redis-breaker N       consecutive failures that open the circuit\n"
+    "                          breaker (3)\n"
+    "  --nodes N               sluice serve nodes sharing the Redis: the\n"
+    "                          local policy's divisor (1)\n"
     "  --store-bytes N         memory cap of the store (0: 256 MiB)\n"
     "  --max-body-bytes N      largest request body (65536)\n"
     "  --max-header-bytes N    largest request line plus headers (8192)\n"
@@ -110,6 +120,10 @@ enum {
     CONNS,
     ADHOC,
     CONFIG,
+    REDIS_TIMEOUT,
+    REDIS_FAILURE,
+    REDIS_BREAKER,
+    NODES,
     HELP
 };
 
@@ -128,6 +142,10 @@ static const struct option opts[] = {
     {"max-connections", required_argument, NULL, CONNS},
     {"max-adhoc-limits", required_argument, NULL, ADHOC},
     {"config", required_argument, NULL, CONFIG},
+    {"redis-timeout", required_argument, NULL, REDIS_TIMEOUT},
+    {"redis-failure", required_argument, NULL, REDIS_FAILURE},
+    {"redis-breaker", required_argument, NULL, REDIS_BREAKER},
+    {"nodes", required_argument, NULL, NODES},
     {"help", no_argument, NULL, HELP},
     {NULL, 0, NULL, 0},
 };
@@ -152,12 +170,45 @@ static int apply(int opt, const char *where, const char *val,
         cfg->threads = (int)v;
         break;
     case STORE:
-        if (strcmp(val, "memory") != 0) {
+        if (strcmp(val, "memory") == 0) {
+            cfg->redis_url = NULL;
+        } else if (strncmp(val, "redis://", 8) == 0 ||
+                   strncmp(val, "unix:", 5) == 0) {
+            cfg->redis_url = val; /* checked by sl_redis_store_new */
+        } else {
             fprintf(stderr,
-                    "sluice serve: %s: unknown store: '%s' (only 'memory')\n",
+                    "sluice serve: %s: unknown store: '%s' (memory, "
+                    "redis://... or unix:...)\n",
                     where, val);
             bad = 1;
         }
+        break;
+    case REDIS_TIMEOUT:
+        return parse_ms(where, val, &cfg->redis_timeout_ms);
+    case REDIS_FAILURE:
+        if (strcmp(val, "local") == 0)
+            cfg->redis_failure = SL_SRV_FAIL_LOCAL;
+        else if (strcmp(val, "fail_open") == 0)
+            cfg->redis_failure = SL_SRV_FAIL_OPEN;
+        else if (strcmp(val, "fail_closed") == 0)
+            cfg->redis_failure = SL_SRV_FAIL_CLOSED;
+        else {
+            fprintf(stderr,
+                    "sluice serve: %s: expected local, fail_open or "
+                    "fail_closed: '%s'\n",
+                    where, val);
+            bad = 1;
+        }
+        break;
+    case REDIS_BREAKER:
+    case NODES:
+        bad = parse_size(where, val, 1, &v);
+        if (!bad && v > 10000) {
+            fprintf(stderr, "sluice serve: %s: at most 10000: '%s'\n", where,
+                    val);
+            bad = 1;
+        }
+        *(opt == NODES ? &cfg->nodes : &cfg->redis_breaker) = (int)v;
         break;
     case STORE_BYTES: return parse_size(where, val, 0, &cfg->store_bytes);
     case BODY: return parse_size(where, val, 1, &cfg->max_body_bytes);
@@ -300,6 +351,10 @@ int sl_cmd_serve(int argc, char **argv)
         .read_timeout_ms = SL_SRV_READ_TIMEOUT_MS,
         .max_connections = SL_SRV_MAX_CONNECTIONS,
         .max_adhoc_limits = SL_SRV_MAX_ADHOC_LIMITS,
+        .redis_timeout_ms = SL_SRV_DEFAULT_REDIS_TIMEOUT_MS,
+        .redis_failure = SL_SRV_FAIL_LOCAL,
+        .redis_breaker = SL_SRV_DEFAULT_REDIS_BREAKER,
+        .nodes = 1,
     };
     /* Two passes: --config first, so that every flag overrides it. */
     const char *config = NULL;

@@ -216,10 +216,13 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
     static const char *const keys[] = {
-        "unit", "requests_per_unit", "unlimited", "name", "replaces",
-        "algorithm", "burst", "unit_multiplier", "period", "step", NULL};
+        "unit",  "requests_per_unit", "unlimited",
+        "name",  "replaces",          "algorithm",
+        "burst", "unit_multiplier",   "period",
+        "step",  "store_failure",     NULL};
+    static const char *const failures[] = {"local", "fail_open", "fail_closed"};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
-        *step;
+        *step, *failure;
     sl_rule *r = &node->rules[node->n_rules];
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
@@ -237,6 +240,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     mult = get(rl, "unit_multiplier");
     period = get(rl, "period");
     step = get(rl, "step");
+    failure = get(rl, "store_failure");
 
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
@@ -248,6 +252,19 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     if (r->path == NULL || r->name == NULL)
         return oom(b);
     node->n_rules++; /* owned by the node from here: freed on error too */
+
+    if (failure != NULL) {
+        if ((rc = want_kind(b, failure, SL__Y_SCALAR, "store_failure")) != 0)
+            return rc;
+        for (size_t i = 0; i < 3 && r->store_failure == 0; i++)
+            if (strcmp(failure->text, failures[i]) == 0)
+                r->store_failure = (sl_rule_failure)(SL_RULE_FAILURE_LOCAL + i);
+        if (r->store_failure == SL_RULE_FAILURE_DEFAULT)
+            return err_at(b, failure, SL_EINVAL,
+                          "invalid store_failure: '%s' (local, fail_open or "
+                          "fail_closed)",
+                          failure->text);
+    }
 
     if (name != NULL) {
         if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)

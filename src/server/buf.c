@@ -3,6 +3,11 @@
  * strbuf).  The data is always NUL-terminated after len bytes, so it can
  * be handed to printf-style code, but len is what counts: bodies may hold
  * NUL bytes.  Out of memory drops the append and sets `failed`.
+ *
+ * The decision answers, written once per request, are formatted with
+ * sl_buf_add_int and sl_buf_add_json_string rather than printf and a
+ * jansson tree: building, dumping and freeing the tree cost more than
+ * deciding (docs/benchmarks.md, "sluice serve vs nginx limit_req").
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,6 +64,59 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     va_end(ap);
     sl_buf_add(b, big, (size_t)n);
     free(big);
+}
+
+void sl_buf_add_int(sl_buf *b, long long v)
+{
+    char digits[24];
+    size_t i = sizeof(digits);
+    /* Through unsigned, so LLONG_MIN negates without overflow. */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                                 : (unsigned long long)v;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        digits[--i] = '-';
+    sl_buf_add(b, digits + i, sizeof(digits) - i);
+}
+
+/* As jansson's compact dump writes a string (its flags 0): '"', '\\' and
+ * the control characters escaped, \b \f \n \r \t by name and the rest as
+ * \u00XX; everything else, UTF-8 included, as it is.  The strings given
+ * here come from the rules, whose loader accepts only valid UTF-8. */
+void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t run = 0; /* bytes of s[run..i) still to copy as they are */
+    sl_buf_add(b, "\"", 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\')
+            continue;
+        sl_buf_add(b, s + run, i - run);
+        run = i + 1;
+        char esc[6] = {'\\', (char)ch};
+        size_t n = 2;
+        switch (ch) {
+        case '"':
+        case '\\': break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[ch >> 4];
+            esc[5] = hex[ch & 15];
+            n = 6;
+        }
+        sl_buf_add(b, esc, n);
+    }
+    sl_buf_add(b, s + run, len - run);
+    sl_buf_add(b, "\"", 1);
 }
 
 void sl_buf_release(sl_buf *b)

@@ -7,10 +7,16 @@
  * the descriptor closest to its limit (decide.c).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "server.h"
 
-static json_t *limit_json(const sl_rule *r)
+static void add_string(sl_buf *b, const char *s)
+{
+    sl_buf_add_json_string(b, s, strlen(s));
+}
+
+static void limit_json(sl_buf *b, const sl_rule *r)
 {
     const char *alg = "none";
     if (r->action == SL_RULE_LIMIT)
@@ -19,20 +25,27 @@ static json_t *limit_json(const sl_rule *r)
         alg = "unlimited";
     else
         alg = "deny";
-    json_t *j =
-        json_pack("{s:s,s:I,s:I,s:s}", "name", sl_rule_label(r), "requests",
-                  (json_int_t)r->requests_per_unit, "period_ms",
-                  (json_int_t)(r->period / SL_NS_PER_MS), "algorithm", alg);
-    json_object_set_new(j, "unit",
-                        r->unit ? json_string(r->unit) : json_null());
-    return j;
+    sl_buf_addstr(b, "{\"name\":");
+    add_string(b, sl_rule_label(r));
+    sl_buf_addstr(b, ",\"requests\":");
+    sl_buf_add_int(b, (long long)r->requests_per_unit);
+    sl_buf_addstr(b, ",\"period_ms\":");
+    sl_buf_add_int(b, (long long)(r->period / SL_NS_PER_MS));
+    sl_buf_addstr(b, ",\"algorithm\":");
+    add_string(b, alg);
+    sl_buf_addstr(b, ",\"unit\":");
+    if (r->unit)
+        add_string(b, r->unit);
+    else
+        sl_buf_addstr(b, "null");
+    sl_buf_addstr(b, "}");
 }
 
-static json_int_t ms_up(sl_nanos ns)
+static long long ms_up(sl_nanos ns)
 {
     if (ns <= 0)
         return ns < 0 ? -1 : 0;
-    return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+    return (long long)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
 }
 
 void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
@@ -44,31 +57,36 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     if (sl_decide_request(w, req, "hits", "hits", 0, &pr, &res, out,
                           keep_alive) != 0)
         goto done;
-    json_t *descs = json_array();
+    sl_buf *b = &w->answer;
+    b->len = 0;
+    b->failed = 0;
+    sl_buf_addstr(b, res.over ? "{\"overall\":\"OVER_LIMIT\",\"descriptors\":["
+                              : "{\"overall\":\"OK\",\"descriptors\":[");
     for (size_t i = 0; i < pr.n; i++) {
         const sl_dec_status *st = &res.status[i];
-        json_t *d = json_pack("{s:s}", "code", st->over ? "OVER_LIMIT" : "OK");
-        if (st->rule == NULL || st->rule->action == SL_RULE_UNLIMITED) {
-            json_object_set_new(d, "limit",
-                                st->rule ? limit_json(st->rule) : json_null());
+        if (i > 0)
+            sl_buf_addstr(b, ",");
+        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\",\"limit\":"
+                                  : "{\"code\":\"OK\",\"limit\":");
+        if (st->rule == NULL) {
+            sl_buf_addstr(b, "null");
         } else {
-            json_object_set_new(d, "limit", limit_json(st->rule));
-            json_object_set_new(
-                d, "remaining",
-                json_integer(st->d.remaining < 0 ? 0 : st->d.remaining));
-            json_object_set_new(d, "reset_after_ms",
-                                json_integer(ms_up(st->d.reset_after)));
-            json_object_set_new(d, "retry_after_ms",
-                                json_integer(ms_up(st->d.retry_after)));
-            if (st->shadow)
-                json_object_set_new(d, "shadow_mode", json_true());
+            limit_json(b, st->rule);
+            if (st->rule->action != SL_RULE_UNLIMITED) {
+                sl_buf_addstr(b, ",\"remaining\":");
+                sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
+                sl_buf_addstr(b, ",\"reset_after_ms\":");
+                sl_buf_add_int(b, ms_up(st->d.reset_after));
+                sl_buf_addstr(b, ",\"retry_after_ms\":");
+                sl_buf_add_int(b, ms_up(st->d.retry_after));
+                if (st->shadow)
+                    sl_buf_addstr(b, ",\"shadow_mode\":true");
+            }
         }
-        json_array_append_new(descs, d);
+        sl_buf_addstr(b, "}");
     }
-    json_t *body =
-        json_pack("{s:s,s:o}", "overall", res.over ? "OVER_LIMIT" : "OK",
-                  "descriptors", descs);
-    sl_respond_decision(w, &res, body, out, keep_alive, t0);
+    sl_buf_addstr(b, "]}");
+    sl_respond_decision(w, &res, out, keep_alive, t0);
 done:
     free(res.status);
     sl_parsed_request_release(&pr);

@@ -486,11 +486,13 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     for (size_t i = 0; i < res->n; i++) {
         const sl_check_item *it = &res->items[i];
         sl_decision q, one;
-        int rc = sl_check(w->server->store, it->limit, it->key, it->key_len, 0,
-                          now, &q);
+        int64_t zero = 0, one_cost = 1;
+        char serr[128];
+        int rc = sl_srv_check(w, it, &zero, 1, now, 0, NULL, NULL, &q, serr,
+                              sizeof(serr));
         if (rc == 0 && q.remaining < 1) {
-            rc = sl_check(w->server->store, it->limit, it->key, it->key_len, 1,
-                          now, &one);
+            rc = sl_srv_check(w, it, &one_cost, 1, now, 0, NULL, NULL, &one,
+                              serr, sizeof(serr));
             if (rc == 0 && !one.allowed) {
                 if (one.retry_after < 0)
                     delay = -1;
@@ -610,8 +612,10 @@ void sl_api_increment(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         int64_t costs[SL_MAX_ITEMS];
         for (size_t i = 0; i < res.n; i++)
             costs[i] = hits;
-        int rc = sl_check_costs(w->server->store, res.items, costs, res.n,
-                                sl_srv_now(w), SL_RECORD, each, &overall);
+        char serr[128];
+        int rc =
+            sl_srv_check(w, res.items, costs, res.n, sl_srv_now(w), SL_RECORD,
+                         NULL, each, &overall, serr, sizeof(serr));
         if (rc != 0) {
             sl_api_fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
                         sl_strerror(rc));

@@ -2,11 +2,30 @@
  * conn.c - one HTTP/1.1 connection: reads, http-parser, pipelining,
  * timeouts, writes.  Requests are decided synchronously as each message
  * completes, so pipelined responses come out in request order by
- * construction; all responses produced by one read are sent in one write.
+ * construction; all responses produced by one read are sent in one write,
+ * tried at once with uv_try_write and queued with uv_write only for what
+ * the socket did not take.  uv_write on an idle stream would write just
+ * as soon, but it allocates a request, defers the callback to the next
+ * loop iteration and re-registers the socket with epoll when its queue
+ * drains: an epoll_ctl system call per response.
+ *
+ * Reads land in the thread's one read buffer (sl_srv_worker.read_buf):
+ * http-parser copies what must outlive the read (the URL and the body)
+ * into the connection's own buffers before the next read can happen.
  *
  * Timeouts: a request must arrive whole within read_timeout of its first
  * byte (a slow client cannot hold a connection by trickling bytes); an
- * idle keep-alive connection is closed after idle_timeout.
+ * idle keep-alive connection is closed after idle_timeout.  A request
+ * only moves the connection's deadline; the timer is re-armed when it
+ * fires early, not on every request (see set_deadline).
+ *
+ * Waiting on the store (--store redis, store_redis.c): a request whose
+ * decision needs Redis leaves no response; its parser is paused, the
+ * bytes after it are copied from the thread's read buffer into the
+ * connection's `stash`, reading stops, and when the op calls back the
+ * request is run again (dispatch) and parsing resumes on the stash.  So
+ * pipelined responses stay in request order, and one connection waits on
+ * at most one request.
  *
  * Headers: only Expect and the Sluice-* headers (GET /v1/auth's
  * descriptors) matter, so only those are kept; every header still counts
@@ -25,6 +44,8 @@ typedef struct sl_conn sl_conn;
 struct sl_conn {
     uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
     uv_timer_t timer;
+    uint64_t deadline; /* loop time (ms) the current timeout expires */
+    uint64_t due;      /* loop time (ms) the timer is armed for */
     sl_srv_worker *w;
     http_parser parser;
     sl_buf url, body, out;
@@ -44,6 +65,9 @@ struct sl_conn {
     int paused;          /* reading stopped until the client reads */
     int handles_open;    /* close callbacks still to come */
     size_t writes;       /* writes in flight */
+    sl_srv_op *op;       /* the request waiting on the store, or NULL */
+    int waiting;         /* op is out: parser paused, reading stopped */
+    sl_buf stash;        /* bytes read after the waiting request */
     sl_conn *prev, *next;
 };
 
@@ -76,6 +100,8 @@ static void conn_free_cb(uv_handle_t *h)
     sl_buf_release(&c->hrecs);
     sl_buf_release(&c->hviews);
     sl_buf_release(&c->field);
+    sl_buf_release(&c->stash);
+    sl_srv_op_cancel(c->op);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
 }
@@ -92,9 +118,40 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    (void)h;
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    (void)suggested;
+    sl_srv_worker *w = ((sl_conn *)h)->w;
+    *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* Arms the timer for the deadline, but never further ahead than the
+ * shorter of the two timeouts.  Any deadline set later is then at or
+ * after `due` (it is now + one of the timeouts), so set_deadline needs no
+ * timer call; the timer fires at most once per that interval to find the
+ * deadline moved and re-arm itself. */
+static void arm(sl_conn *c)
+{
+    const sl_srv_config *cfg = &c->w->server->cfg;
+    uint64_t now = uv_now(&c->w->loop);
+    uint64_t step = cfg->read_timeout_ms < cfg->idle_timeout_ms
+                        ? cfg->read_timeout_ms
+                        : cfg->idle_timeout_ms;
+    c->due = c->deadline - now < step ? c->deadline : now + step;
+    uv_timer_start(&c->timer, timer_cb, c->due - now, 0);
+}
+
+static void set_deadline(sl_conn *c, uint64_t timeout_ms)
+{
+    c->deadline = uv_now(&c->w->loop) + timeout_ms;
+    if (c->deadline < c->due || !uv_is_active((uv_handle_t *)&c->timer))
+        arm(c);
+}
+
+/* With nothing left to write: done with the connection? */
+static int finished(sl_conn *c)
+{
+    return c->closing || (c->w->stopping && !c->in_message);
 }
 
 static void write_cb(uv_write_t *req, int status)
@@ -104,13 +161,13 @@ static void write_cb(uv_write_t *req, int status)
     free(wr->data);
     free(wr);
     c->writes--;
-    if (status < 0 || (c->writes == 0 &&
-                       (c->closing || (c->w->stopping && !c->in_message)))) {
+    if (status < 0 || (c->writes == 0 && finished(c))) {
         conn_close(c);
         return;
     }
-    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-                         SL_SRV_MAX_PENDING_OUTPUT / 2) {
+    if (c->paused && !c->waiting &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
+            SL_SRV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     }
@@ -123,6 +180,22 @@ static void flush(sl_conn *c)
             conn_close(c);
         return;
     }
+    size_t sent = 0;
+    if (c->writes == 0) {
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) {
+            conn_close(c);
+            return;
+        }
+        sent = n < 0 ? 0 : (size_t)n;
+        if (sent == c->out.len) {
+            c->out.len = 0; /* the buffer is kept for the next response */
+            if (finished(c))
+                conn_close(c);
+            return;
+        }
+    }
     sl_write *wr = malloc(sizeof(*wr));
     if (wr == NULL) {
         /* Nothing can be sent without a write request: drop the
@@ -132,7 +205,7 @@ static void flush(sl_conn *c)
     }
     wr->c = c;
     wr->data = c->out.data;
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    uv_buf_t b = uv_buf_init(c->out.data + sent, (unsigned)(c->out.len - sent));
     c->out.data = NULL;
     c->out.len = c->out.cap = 0;
     if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
@@ -152,6 +225,10 @@ static void flush(sl_conn *c)
 static void timer_cb(uv_timer_t *t)
 {
     sl_conn *c = t->data;
+    if (uv_now(&c->w->loop) < c->deadline) {
+        arm(c);
+        return;
+    }
     if (c->in_message) {
         sl_respond_error(&c->out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
@@ -174,7 +251,7 @@ static int on_message_begin(http_parser *p)
     c->in_value = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    set_deadline(c, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
@@ -269,9 +346,13 @@ static int on_body(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-static int on_message_complete(http_parser *p)
+static void resume_cb(void *owner);
+
+/* Runs the complete request (again, after a wait); returns 1 when it
+ * waits on the store. */
+static int dispatch(sl_conn *c)
 {
-    sl_conn *c = p->data;
+    http_parser *p = &c->parser;
     sl_http_request req = {
         .method = p->method,
         .path = c->url.data ? c->url.data : "",
@@ -301,8 +382,18 @@ static int on_message_complete(http_parser *p)
     if (c->url.failed || c->body.failed || c->hbytes.failed ||
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->out.failed = 1; /* the request itself was not kept whole */
-    else
+    else {
+        sl_srv_op_begin(c->w, c->op);
         sl_route(c->w, &req, &c->out, &keep_alive);
+        if (sl_srv_op_end(c->w, &c->op, c, resume_cb)) {
+            /* What was answered without the store's result is dropped. */
+            c->out.len = mark;
+            c->out.failed = 0;
+            c->waiting = 1;
+            http_parser_pause(p, 1);
+            return 1;
+        }
+    }
     if (c->out.failed) {
         /* Out of memory somewhere in this response: replace what was
          * built of it with a static 503 ENOMEM and close; if even that
@@ -316,11 +407,17 @@ static int on_message_complete(http_parser *p)
         keep_alive = 0;
     }
     c->in_message = 0;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
+    set_deadline(c, c->w->server->cfg.idle_timeout_ms);
     if (!keep_alive) {
         c->closing = 1;
         http_parser_pause(p, 1);
     }
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    dispatch(p->data);
     return 0;
 }
 
@@ -334,24 +431,28 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Parses n bytes; when a request goes waiting, the rest is stashed. */
+static void parse(sl_conn *c, const char *data, size_t n)
 {
-    sl_conn *c = (sl_conn *)s;
-    if (nread <= 0 || c->closing) {
-        free(buf->base);
-        if (nread < 0 && !c->closing) {
-            c->closing = 1;
-            flush(c);
-        }
-        return;
-    }
-    size_t done =
-        http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
+    size_t done = http_parser_execute(&c->parser, &settings, data, n);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    free(buf->base);
     if (c->closing) {
         /* Paused after a response that closes: ignore what follows. */
-    } else if (c->parser.upgrade || (e != HPE_OK) || done != (size_t)nread) {
+    } else if (c->waiting) {
+        size_t rest = n - done;
+        if (rest > 0) {
+            /* The stash may be what is being parsed: move, then add. */
+            sl_buf tail = {0};
+            sl_buf_add(&tail, data + done, rest);
+            sl_buf_release(&c->stash);
+            c->stash = tail;
+            if (tail.failed)
+                c->closing = 1;
+        } else {
+            c->stash.len = 0;
+        }
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         if (c->err_status == 413)
             sl_respond_error(&c->out, 413, "ETOOLARGE",
                              "request body exceeds the cap (--max-body-bytes)",
@@ -367,7 +468,40 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->closing = 1;
     }
     if (c->closing)
-        uv_read_stop(s);
+        uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sl_conn *c = (sl_conn *)s;
+    if (nread <= 0 || c->closing) {
+        if (nread < 0 && !c->closing) {
+            c->closing = 1;
+            flush(c);
+        }
+        return;
+    }
+    parse(c, buf->base, (size_t)nread);
+    flush(c);
+}
+
+/* The store's result is in: answer the waiting request, then go on with
+ * what the client sent after it. */
+static void resume_cb(void *owner)
+{
+    sl_conn *c = owner;
+    c->waiting = 0;
+    http_parser_pause(&c->parser, 0);
+    if (dispatch(c) == 0 && !c->closing) {
+        if (c->stash.len > 0) {
+            sl_buf stash = c->stash;
+            c->stash = (sl_buf){0};
+            parse(c, stash.data, stash.len);
+            sl_buf_release(&stash);
+        }
+        if (!c->waiting && !c->closing && !c->paused)
+            uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    }
     flush(c);
 }
 
@@ -398,7 +532,7 @@ void sl_conn_accept(sl_srv_worker *w)
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    uv_timer_start(&c->timer, timer_cb, srv->cfg.idle_timeout_ms, 0);
+    set_deadline(c, srv->cfg.idle_timeout_ms);
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 
@@ -408,7 +542,7 @@ void sl_conn_close_idle(sl_srv_worker *w)
 {
     for (sl_conn *c = w->conns, *next; c != NULL; c = next) {
         next = c->next;
-        if (!c->in_message && c->writes == 0)
+        if (!c->in_message && c->writes == 0 && !c->waiting)
             conn_close(c);
     }
 }

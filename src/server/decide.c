@@ -2,9 +2,10 @@
  * decide.c - from a request's descriptors to one decision, shared by both
  * HTTP APIs: match every descriptor against the rules, apply lyft's
  * `replaces` across them, then decide every enforced limit of the request
- * in ONE sl_check_costs call, so a request consumes from all its limits
+ * in ONE store call (sl_srv_check, which is sl_check_costs or an
+ * asynchronous Redis call), so a request consumes from all its limits
  * or from none, each its descriptor's own `hits`.  Shadow-mode limits are
- * decided apart (each on its own sl_check) because they must never veto
+ * decided apart (each on its own call) because they must never veto
  * the real ones; unlimited rules never touch the store; deny rules
  * (requests_per_unit: 0) reject.
  */
@@ -242,19 +243,30 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
 }
 
 void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
-                         json_t *body, sl_buf *out, int keep_alive, uint64_t t0)
+                         sl_buf *out, int keep_alive, uint64_t t0)
 {
-    sl_buf headers = {0};
-    sl_rate_headers(res, &headers);
-    sl_respond_json(out, res->over ? 429 : 200, headers.data, body, keep_alive);
-    sl_buf_release(&headers);
-    json_decref(body);
+    const sl_buf *body = &w->answer;
+    if (body->failed) {
+        out->failed = 1; /* conn.c answers 503 ENOMEM instead */
+        return;
+    }
+    /* A trailing newline, counted in Content-Length, so curl output
+     * ends a line. */
+    sl_respond_head(out, res->over ? 429 : 200, "application/json",
+                    body->len + 1, keep_alive);
+    sl_rate_headers(res, out);
+    sl_buf_add(out, "\r\n", 2);
+    sl_buf_add(out, body->data, body->len);
+    sl_buf_add(out, "\n", 1);
     sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
 }
 
 int sl_decide_status(int rc)
 {
-    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;
+    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ||
+                   rc == SL_SRV_PENDING
+               ? 503
+               : 400;
 }
 
 void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
@@ -291,6 +303,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     sl_nanos now = sl_srv_now(w);
     sl_rule_match m[SL_RULES_MAX_MATCHES];
     size_t nm = 0, keys_len = 0;
+    uint64_t unmatched = 0;
     int rc = 0;
 
     /* Each counter key is the domain and the descriptor's entries, each
@@ -322,8 +335,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             goto out;
         }
         if (k == 0)
-            atomic_fetch_add_explicit(&w->stats.unmatched, 1,
-                                      memory_order_relaxed);
+            unmatched++;
         nm += k;
         off += len;
     }
@@ -331,6 +343,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
 
     sl_check_item items[SL_MAX_ITEMS];
     int64_t costs[SL_MAX_ITEMS];
+    sl_rule_failure failure[SL_MAX_ITEMS];
     size_t item_of[SL_RULES_MAX_MATCHES]; /* match -> item, or SIZE_MAX */
     size_t n_items = 0;
     int deny = 0;
@@ -354,6 +367,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             goto out;
         }
         item_of[i] = n_items;
+        failure[n_items] = r->store_failure;
         costs[n_items] = deny ? 0 : h; /* a denied request consumes nothing */
         items[n_items++] = (sl_check_item){r->limit, m[i].key, m[i].key_len};
     }
@@ -363,14 +377,36 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
 
     sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
     if (n_items > 0) {
-        rc = sl_check_costs(w->server->store, items, costs, n_items, now, 0,
-                            each, &overall);
-        if (rc != 0) {
-            snprintf(err, errlen, "store: %s", sl_strerror(rc));
+        rc = sl_srv_check(w, items, costs, n_items, now, 0, failure, each,
+                          &overall, err, errlen);
+        if (rc != 0 && rc != SL_SRV_PENDING)
             goto out;
-        }
     }
+    /* Shadow limits are decided apart, each on its own, because they must
+     * never veto the real ones; a failure lets the request pass.  With
+     * --store redis they are sent with the real call, in one round trip. */
+    sl_decision shadow[SL_RULES_MAX_MATCHES];
+    for (size_t i = 0; i < nm; i++) {
+        const sl_rule *r = m[i].rule;
+        if (r->action != SL_RULE_LIMIT || item_of[i] != SIZE_MAX)
+            continue;
+        const sl_dec_descriptor *dd = &ds[m[i].descriptor];
+        int64_t h = dd->hits >= 0 ? dd->hits : hits;
+        sl_check_item it = {r->limit, m[i].key, m[i].key_len};
+        char serr[128];
+        int src = sl_srv_check(w, &it, &h, 1, now, 0, &r->store_failure, NULL,
+                               &shadow[i], serr, sizeof(serr));
+        if (src == SL_SRV_PENDING)
+            rc = SL_SRV_PENDING;
+        else if (src != 0)
+            shadow[i] = (sl_decision){.allowed = 1};
+    }
+    if (rc == SL_SRV_PENDING)
+        goto out; /* nothing counted: the request runs again */
     res->over = deny || !overall.allowed;
+    if (unmatched > 0)
+        atomic_fetch_add_explicit(&w->stats.unmatched, unmatched,
+                                  memory_order_relaxed);
 
     for (size_t i = 0; i < n; i++)
         res->status[i] = (sl_dec_status){0};
@@ -398,9 +434,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                 /* A refused request consumed from no item. */
                 near = res->over ? 0 : sl_metrics_near_hits(&st.d, h);
             } else {
-                if (sl_check(w->server->store, r->limit, m[i].key, m[i].key_len,
-                             h, now, &st.d) != 0)
-                    st.d = (sl_decision){.allowed = 1};
+                st.d = shadow[i];
                 near = sl_metrics_near_hits(&st.d, h);
                 shadow_pass = !st.d.allowed;
                 st.d.allowed = 1;
@@ -435,6 +469,26 @@ static long long ceil_sec(sl_nanos ns)
     return (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
 }
 
+/* A Structured Field String: quoted, '"' and '\\' escaped, and bytes
+ * outside printable ASCII (which it cannot hold) left out. */
+static void add_sf_string(sl_buf *out, const char *s)
+{
+    const char *run = s; /* plain bytes from here to p go out as they are */
+    sl_buf_add(out, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+            continue;
+        sl_buf_add(out, run, (size_t)(p - run));
+        run = p + 1;
+        if (*p == '"' || *p == '\\') {
+            char esc[2] = {'\\', *p};
+            sl_buf_add(out, esc, 2);
+        }
+    }
+    sl_buf_add(out, run, strlen(run));
+    sl_buf_add(out, "\"", 1);
+}
+
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
 {
     const sl_dec_status *c = res->closest;
@@ -444,27 +498,32 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     int64_t limit = r->action == SL_RULE_DENY ? 0 : c->d.limit;
     int64_t remaining = c->d.remaining < 0 ? 0 : c->d.remaining;
     long long reset = ceil_sec(c->d.reset_after);
-    sl_buf_printf(out,
-                  "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"
-                  "X-RateLimit-Reset: %lld\r\n",
-                  (long long)limit, (long long)remaining, reset);
-    if (res->over && c->d.retry_after > 0)
-        sl_buf_printf(out, "Retry-After: %lld\r\n", ceil_sec(c->d.retry_after));
-    /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
-     * name with q (quota), w (window, s); r (remaining), t (reset, s).
-     * The name is a Structured Field String: '"' and '\' are escaped. */
-    sl_buf name = {0};
-    for (const char *p = sl_rule_label(r); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            sl_buf_add(&name, "\\", 1);
-        if (*p >= 0x20 && *p < 0x7f)
-            sl_buf_add(&name, p, 1);
+    sl_buf_addstr(out, "X-RateLimit-Limit: ");
+    sl_buf_add_int(out, limit);
+    sl_buf_addstr(out, "\r\nX-RateLimit-Remaining: ");
+    sl_buf_add_int(out, remaining);
+    sl_buf_addstr(out, "\r\nX-RateLimit-Reset: ");
+    sl_buf_add_int(out, reset);
+    sl_buf_addstr(out, "\r\n");
+    if (res->over && c->d.retry_after > 0) {
+        sl_buf_addstr(out, "Retry-After: ");
+        sl_buf_add_int(out, ceil_sec(c->d.retry_after));
+        sl_buf_addstr(out, "\r\n");
     }
-    sl_buf_printf(out,
-                  "RateLimit-Policy: \"%s\";q=%lld;w=%lld\r\n"
-                  "RateLimit: \"%s\";r=%lld;t=%lld\r\n",
-                  name.data ? name.data : "", (long long)limit,
-                  ceil_sec(r->period), name.data ? name.data : "",
-                  (long long)remaining, reset);
-    sl_buf_release(&name);
+    /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
+     * name with q (quota), w (window, s); r (remaining), t (reset, s). */
+    const char *name = sl_rule_label(r);
+    sl_buf_addstr(out, "RateLimit-Policy: ");
+    add_sf_string(out, name);
+    sl_buf_addstr(out, ";q=");
+    sl_buf_add_int(out, limit);
+    sl_buf_addstr(out, ";w=");
+    sl_buf_add_int(out, ceil_sec(r->period));
+    sl_buf_addstr(out, "\r\nRateLimit: ");
+    add_sf_string(out, name);
+    sl_buf_addstr(out, ";r=");
+    sl_buf_add_int(out, remaining);
+    sl_buf_addstr(out, ";t=");
+    sl_buf_add_int(out, reset);
+    sl_buf_addstr(out, "\r\n");
 }

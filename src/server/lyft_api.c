@@ -6,12 +6,14 @@
  * and an over-limit answer has status 429.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server.h"
 
 /* A proto3 JSON Duration: seconds with 0, 3, 6 or 9 fractional digits. */
-static json_t *duration_json(sl_nanos ns)
+static void add_duration(sl_buf *b, sl_nanos ns)
 {
     char buf[48];
     if (ns < 0)
@@ -26,12 +28,12 @@ static json_t *duration_json(sl_nanos ns)
         snprintf(buf, sizeof(buf), "%lld.%06llds", s, frac / 1000);
     else
         snprintf(buf, sizeof(buf), "%lld.%09llds", s, frac);
-    return json_string(buf);
+    sl_buf_add_json_string(b, buf, strlen(buf));
 }
 
 /* rls.proto's RateLimit.Unit: SECOND ... YEAR; UNKNOWN for a `period`
  * that is no calendar unit, or a unit_multiplier the enum cannot say. */
-static json_t *unit_json(const sl_rule *r)
+static void add_unit(sl_buf *b, const sl_rule *r)
 {
     char buf[16] = "UNKNOWN";
     if (r->unit != NULL && r->unit_multiplier == 1) {
@@ -40,7 +42,7 @@ static json_t *unit_json(const sl_rule *r)
             buf[i] = (char)toupper((unsigned char)r->unit[i]);
         buf[i] = '\0';
     }
-    return json_string(buf);
+    sl_buf_add_json_string(b, buf, strlen(buf));
 }
 
 void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
@@ -52,29 +54,32 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     if (sl_decide_request(w, req, "hitsAddend", NULL, 1, &pr, &res, out,
                           keep_alive) != 0)
         goto done;
-    json_t *statuses = json_array();
+    sl_buf *b = &w->answer;
+    b->len = 0;
+    b->failed = 0;
+    sl_buf_addstr(b, res.over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
+                              : "{\"overallCode\":\"OK\",\"statuses\":[");
     for (size_t i = 0; i < pr.n; i++) {
         const sl_dec_status *st = &res.status[i];
-        json_t *s = json_pack("{s:s}", "code", st->over ? "OVER_LIMIT" : "OK");
+        if (i > 0)
+            sl_buf_addstr(b, ",");
+        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\"" : "{\"code\":\"OK\"");
         if (st->rule != NULL && st->rule->action != SL_RULE_UNLIMITED) {
-            json_object_set_new(
-                s, "currentLimit",
-                json_pack("{s:s,s:I,s:o}", "name", st->rule->name,
-                          "requestsPerUnit",
-                          (json_int_t)st->rule->requests_per_unit, "unit",
-                          unit_json(st->rule)));
-            json_object_set_new(
-                s, "limitRemaining",
-                json_integer(st->d.remaining < 0 ? 0 : st->d.remaining));
-            json_object_set_new(s, "durationUntilReset",
-                                duration_json(st->d.reset_after));
+            sl_buf_addstr(b, ",\"currentLimit\":{\"name\":");
+            sl_buf_add_json_string(b, st->rule->name, strlen(st->rule->name));
+            sl_buf_addstr(b, ",\"requestsPerUnit\":");
+            sl_buf_add_int(b, (long long)st->rule->requests_per_unit);
+            sl_buf_addstr(b, ",\"unit\":");
+            add_unit(b, st->rule);
+            sl_buf_addstr(b, "},\"limitRemaining\":");
+            sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
+            sl_buf_addstr(b, ",\"durationUntilReset\":");
+            add_duration(b, st->d.reset_after);
         }
-        json_array_append_new(statuses, s);
+        sl_buf_addstr(b, "}");
     }
-    json_t *body =
-        json_pack("{s:s,s:o}", "overallCode", res.over ? "OVER_LIMIT" : "OK",
-                  "statuses", statuses);
-    sl_respond_decision(w, &res, body, out, keep_alive, t0);
+    sl_buf_addstr(b, "]}");
+    sl_respond_decision(w, &res, out, keep_alive, t0);
 done:
     free(res.status);
     sl_parsed_request_release(&pr);

@@ -45,16 +45,29 @@ static const char *reason(int status)
     }
 }
 
+void sl_respond_head(sl_buf *out, int status, const char *type,
+                     size_t body_len, int keep_alive)
+{
+    sl_buf_addstr(out, "HTTP/1.1 ");
+    sl_buf_add_int(out, status);
+    sl_buf_addstr(out, " ");
+    sl_buf_addstr(out, reason(status));
+    sl_buf_addstr(out, "\r\nContent-Type: ");
+    sl_buf_addstr(out, type);
+    sl_buf_addstr(out, "\r\nContent-Length: ");
+    sl_buf_add_int(out, (long long)body_len);
+    sl_buf_addstr(out, keep_alive ? "\r\nConnection: keep-alive\r\n"
+                                  : "\r\nConnection: close\r\n");
+}
+
 static void respond(sl_buf *out, int status, const char *type,
                     const char *extra_headers, const char *body,
                     size_t body_len, int keep_alive)
 {
-    sl_buf_printf(out,
-                  "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-                  "Content-Length: %zu\r\nConnection: %s\r\n%s\r\n",
-                  status, reason(status), type, body_len,
-                  keep_alive ? "keep-alive" : "close",
-                  extra_headers ? extra_headers : "");
+    sl_respond_head(out, status, type, body_len, keep_alive);
+    if (extra_headers)
+        sl_buf_addstr(out, extra_headers);
+    sl_buf_add(out, "\r\n", 2);
     sl_buf_add(out, body, body_len);
 }
 
@@ -146,8 +159,12 @@ static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
 {
     json_t *body;
     if (w->rules != NULL && w->rules->rules != NULL) {
-        body = json_pack("{s:s,s:s}", "status", "ready", "rules_version",
-                         sl_rules_version(w->rules->rules));
+        /* A node that decides under its failure policy stays ready;
+         * the body says whether Redis is decided on. */
+        body = json_pack("{s:s,s:s,s:s,s:s}", "status", "ready",
+                         "rules_version", sl_rules_version(w->rules->rules),
+                         "store", w->server->redis_store ? "redis" : "memory",
+                         "store_status", sl_metrics_store_status(w->server));
         sl_respond_json(out, 200, NULL, body, keep_alive);
     } else {
         body = json_pack("{s:s}", "status", "no rules loaded");

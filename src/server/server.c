@@ -50,6 +50,7 @@ static void wake_cb(uv_async_t *a)
         uv_close((uv_handle_t *)&w->tick, noop_close_cb);
         uv_close((uv_handle_t *)&w->wake, noop_close_cb);
         sl_conn_close_idle(w);
+        sl_srv_redis_stop(w);
     }
 }
 
@@ -150,6 +151,18 @@ int sl_server_run(const sl_srv_config *cfg)
     s->store = sl_memory_store_new(&mo);
     if (s->store == NULL || sl_adhoc_init(s) != 0 || sl_reload_init(s) != 0)
         goto out;
+    if (cfg->redis_url != NULL) {
+        /* Only parsed here: the workers connect, asynchronously, and a
+         * Redis that is down at start is a store failure like any other.
+         * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
+        sl_redis_options ro = {
+            .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
+        char err[256];
+        if (sl_redis_store_new(&ro, &s->redis_store, err, sizeof(err)) != 0) {
+            fprintf(stderr, "sluice serve: --store: %s\n", err);
+            goto out;
+        }
+    }
     s->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
     s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
@@ -178,6 +191,8 @@ int sl_server_run(const sl_srv_config *cfg)
         uv_prepare_start(&w->tick, tick_cb);
         uv_unref((uv_handle_t *)&w->tick);
         sl_reload_adopt(w);
+        if (s->redis_store != NULL && sl_srv_redis_init(w) != 0)
+            goto stop;
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;
     }
@@ -216,6 +231,8 @@ stop:
         uv_loop_close(&w->loop);
         sl_srv_rules_release(w->rules);
         sl_metrics_release(w);
+        sl_srv_local_release(w);
+        sl_buf_release(&w->answer);
         pthread_mutex_destroy(&w->series_lock);
     }
 out:
@@ -223,6 +240,7 @@ out:
     sl_reload_release(s);
     sl_adhoc_release(s);
     sl_store_free(s->store);
+    sl_store_free(s->redis_store);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);
     the_server = NULL;

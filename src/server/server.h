@@ -9,7 +9,8 @@
  * one atomic decision), check_api.c (POST /v1/check), lyft_api.c (POST
  * /json), client_api.c (POST /v1/increment, GET /v1/delay), metrics.c
  * (per-thread counters, /metrics), reload.c (rules loading, hot
- * reload, quiescent swap).
+ * reload, quiescent swap), store_redis.c (--store redis: asynchronous
+ * calls, circuit breaker, failure policies).
  */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H
@@ -59,7 +60,22 @@ typedef struct sl_srv_config {
     int max_connections;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t max_adhoc_limits;
+    /* --store redis://...: NULL for the memory store (store_redis.c). */
+    const char *redis_url;
+    uint64_t redis_timeout_ms; /* per call, from sending to the reply */
+    int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
+    int redis_breaker;         /* consecutive failures that open it */
+    int nodes;                 /* local policy: the limit divided by this */
 } sl_srv_config;
+
+/* --redis-failure: how a request is decided when Redis cannot decide it. */
+enum { SL_SRV_FAIL_LOCAL, SL_SRV_FAIL_OPEN, SL_SRV_FAIL_CLOSED };
+#define SL_SRV_N_POLICIES 3
+/* Why a call failed (sluice_store_failures_total{reason}). */
+enum { SL_SRV_FAIL_TIMEOUT, SL_SRV_FAIL_ERROR, SL_SRV_FAIL_BREAKER };
+#define SL_SRV_N_REASONS 3
+#define SL_SRV_DEFAULT_REDIS_TIMEOUT_MS 5
+#define SL_SRV_DEFAULT_REDIS_BREAKER 3
 
 /* A growable byte buffer (git's strbuf).  Out of memory never aborts:
  * the append is dropped and `failed` set, and whoever sends the buffer
@@ -74,6 +90,11 @@ void sl_buf_add(sl_buf *b, const void *data, size_t len);
 void sl_buf_addstr(sl_buf *b, const char *s);
 void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* v in decimal. */
+void sl_buf_add_int(sl_buf *b, long long v);
+/* s (len bytes of valid UTF-8) as a quoted JSON string, byte for byte
+ * what jansson's json_dumps(JSON_COMPACT) writes for it. */
+void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
 void sl_buf_release(sl_buf *b);
 
 /* A loaded rules set shared by the threads.  refs counts the threads
@@ -99,7 +120,16 @@ typedef struct sl_srv_stats {
     atomic_uint_fast64_t latency_count;
     atomic_uint_fast64_t latency_sum_ns;
     atomic_uint_fast64_t latency[SL_SRV_LATENCY_BUCKETS];
+    /* --store redis (store_redis.c). */
+    atomic_uint_fast64_t store_failures[SL_SRV_N_REASONS];
+    atomic_uint_fast64_t fallbacks[SL_SRV_N_POLICIES];
+    atomic_uint_fast64_t breaker_opened, breaker_closed;
+    atomic_int store_up; /* this thread's connection is usable */
 } sl_srv_stats;
+
+typedef struct sl_srv_op sl_srv_op;
+typedef struct sl_srv_redis sl_srv_redis;
+typedef struct sl_srv_local sl_srv_local;
 
 typedef struct sl_srv_series sl_srv_series;
 
@@ -117,15 +147,25 @@ struct sl_srv_worker {
     int now_stale;
     sl_nanos now; /* wall clock ns, sampled once per iteration */
     void *conns;  /* intrusive list of open connections (conn.c) */
+    char read_buf[64 * 1024]; /* every read of this thread's sockets */
+    /* The JSON body of the decision being answered: built here, then
+     * copied behind its headers once its length is known; kept between
+     * requests so that building it allocates nothing. */
+    sl_buf answer;
     sl_srv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sl_srv_series **series;      /* hash buckets */
     size_t n_series;
+    sl_srv_redis *redis; /* NULL: the memory store decides */
+    sl_srv_op *op;       /* the request being run records its calls here */
+    sl_nanos waited_ns;  /* since the first run of the request being run */
+    sl_srv_local *local; /* the local policy's divided limits */
 };
 
 struct sl_server {
     sl_srv_config cfg;
-    sl_store *store;
+    sl_store *store;       /* memory: the store, or Redis's local fallback */
+    sl_store *redis_store; /* --store redis: builds calls, never connects */
     sl_srv_worker *workers;
     int n_workers;
     sl_nanos wall_offset; /* realtime - uv_hrtime at start */
@@ -141,6 +181,31 @@ struct sl_server {
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sl_server_run(const sl_srv_config *cfg);
 sl_nanos sl_srv_now(sl_srv_worker *w);
+
+/* store_redis.c.  Every decision of the front ends goes through
+ * sl_srv_check(): as sl_check_costs() (flags 0 or SL_RECORD; each and
+ * overall may be NULL) with a message in err on error, plus, with
+ * --store redis, SL_SRV_PENDING: the call was recorded, the request will
+ * be run again when its result is in (store_redis.c explains).  failure
+ * (NULL: every item the default) is each item's rule's store_failure,
+ * used only when Redis cannot decide. */
+#define SL_SRV_PENDING (-1000)
+int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
+                 const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                 const sl_rule_failure *failure, sl_decision *each,
+                 sl_decision *overall, char *err, size_t errlen);
+int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
+void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
+const char *sl_srv_fail_name(int reason);
+void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);
+int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
+                  void (*done_cb)(void *owner));
+void sl_srv_op_cancel(sl_srv_op *op);
+int sl_srv_local_check(sl_srv_worker *w, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, sl_decision *each, sl_decision *overall,
+                       char *err, size_t errlen);
+void sl_srv_local_release(sl_srv_worker *w);
 
 /* conn.c */
 void sl_conn_accept(sl_srv_worker *w);
@@ -197,6 +262,10 @@ void sl_respond_empty(sl_buf *out, int status, const char *extra_headers,
 /* A response with a JSON body; extra_headers ends each line with CRLF. */
 void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive);
+/* The status line and the Content-Type, Content-Length and Connection
+ * headers; the caller adds its own headers, the blank line and the body. */
+void sl_respond_head(sl_buf *out, int status, const char *type,
+                     size_t body_len, int keep_alive);
 
 /* decide.c: one request's descriptors to one decision. */
 typedef struct sl_dec_descriptor {
@@ -259,10 +328,10 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
                       int64_t zero_hits_as, sl_parsed_request *pr,
                       sl_dec_result *res, sl_buf *out, int keep_alive);
 /* Answers a decided request: status 200 or 429, the rate-limit headers,
- * body (whose reference it takes), and the latency since t0 (uv_hrtime). */
+ * the JSON text in w->answer and a newline, and the latency since t0
+ * (uv_hrtime). */
 void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
-                         json_t *body, sl_buf *out, int keep_alive,
-                         uint64_t t0);
+                         sl_buf *out, int keep_alive, uint64_t t0);
 /* The HTTP status of an sl_decide() error: 503 for the store, else 400. */
 int sl_decide_status(int rc);
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
@@ -309,6 +378,9 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
 uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits);
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns);
 void sl_metrics_render(sl_server *s, sl_buf *out);
+/* "up", "down" (no thread can reach Redis) or "degraded" (some can);
+ * always "up" for the memory store. */
+const char *sl_metrics_store_status(sl_server *s);
 void sl_metrics_release(sl_srv_worker *w);
 
 /* reload.c */

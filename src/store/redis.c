@@ -380,11 +380,11 @@ static int is_bucket(sl_algorithm alg)
 
 /* SL_ERANGE unless every intermediate of the limit's script stays an
  * exact double (docs/stores.md, "Exactness"). */
-static int check_bounds(redis_store *rs, const sl_limit *lim)
+static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
 {
     const sl_limit_config *c = &lim->cfg;
     if (c->period > EXACT_BOUND) {
-        set_err(rs->errstr, sizeof(rs->errstr),
+        set_err(errbuf, errlen,
                 "limit out of range for the redis store: period '%lld' ns "
                 "(at most 2^52)",
                 (long long)c->period);
@@ -392,7 +392,7 @@ static int check_bounds(redis_store *rs, const sl_limit *lim)
     }
     if (is_bucket(c->algorithm) &&
         (sl__i128)c->burst * lim->t_num > EXACT_BOUND) {
-        set_err(rs->errstr, sizeof(rs->errstr),
+        set_err(errbuf, errlen,
                 "limit out of range for the redis store: burst * period / "
                 "gcd(period, limit) = %lld * %lld exceeds 2^52",
                 (long long)c->burst, (long long)lim->t_num);
@@ -422,9 +422,9 @@ static size_t key_name(const redis_store *rs, const sl_check_item *it,
 }
 
 /* Maps a script's error reply to a code: its first word names it. */
-static int reply_error(redis_store *rs, const redisReply *r)
+static int reply_error(const redisReply *r, char *err, size_t errlen)
 {
-    set_err(rs->errstr, sizeof(rs->errstr), "redis: %s", r->str);
+    set_err(err, errlen, "redis: %s", r->str);
     if (strncmp(r->str, "ERANGE ", 7) == 0)
         return SL_ERANGE;
     if (strncmp(r->str, "EINVAL ", 7) == 0)
@@ -432,13 +432,13 @@ static int reply_error(redis_store *rs, const redisReply *r)
     return SL_ESTORE;
 }
 
-/* Reads the script's reply: 5 integers per item. */
-static int read_decisions(redis_store *rs, const redisReply *r,
-                          const sl_check_item *items, size_t n,
-                          sl_decision *each)
+/* Reads the script's reply: 5 integers per item, item i's limit being
+ * limits[i].  Shared by the store and sl_redis_call_read(). */
+static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
+                          sl_decision *each, char *err, size_t errlen)
 {
     if (r->type == REDIS_REPLY_ERROR)
-        return reply_error(rs, r);
+        return reply_error(r, err, errlen);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
         goto bad;
     for (size_t i = 0; i < 5 * n; i++)
@@ -447,7 +447,7 @@ static int read_decisions(redis_store *rs, const redisReply *r,
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[5 * i];
         each[i].allowed = e[0]->integer != 0;
-        each[i].limit = items[i].limit->cfg.limit;
+        each[i].limit = limits[i];
         each[i].remaining = e[1]->integer;
         each[i].reset_after = e[2]->integer;
         each[i].retry_after = e[3]->integer;
@@ -455,7 +455,7 @@ static int read_decisions(redis_store *rs, const redisReply *r,
     }
     return 0;
 bad:
-    set_err(rs->errstr, sizeof(rs->errstr), "redis: unexpected reply");
+    set_err(err, errlen, "redis: unexpected reply");
     return SL_ESTORE;
 }
 
@@ -467,6 +467,8 @@ typedef struct call_args {
     char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
     int nnums;
     char *keys; /* malloc'd: every key name */
+    size_t n;   /* items */
+    int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
 } call_args;
 
 static void push_arg(call_args *a, const char *s, size_t len)
@@ -481,9 +483,10 @@ static void push_num(call_args *a, int64_t v)
     push_arg(a, s, (size_t)snprintf(s, NUM_LEN, "%lld", (long long)v));
 }
 
-static int build_call(redis_store *rs, call_args *a,
+/* sha NULL: EVAL with the script's text. */
+static int build_call(const redis_store *rs, call_args *a,
                       const sl_check_item *items, const int64_t *costs,
-                      size_t n, sl_nanos now, int record)
+                      size_t n, sl_nanos now, int record, const char *sha)
 {
     size_t prefix = strlen(rs->prefix), total = 0, at = 0;
 
@@ -492,8 +495,16 @@ static int build_call(redis_store *rs, call_args *a,
     if ((a->keys = malloc(total ? total : 1)) == NULL)
         return SL_ENOMEM;
     a->argc = a->nnums = 0;
-    push_arg(a, "EVALSHA", 7);
-    push_arg(a, rs->sha, SHA_LEN);
+    a->n = n;
+    for (size_t i = 0; i < n; i++)
+        a->limits[i] = items[i].limit->cfg.limit;
+    if (sha != NULL) {
+        push_arg(a, "EVALSHA", 7);
+        push_arg(a, sha, SHA_LEN);
+    } else {
+        push_arg(a, "EVAL", 4);
+        push_arg(a, sl__redis_script, strlen(sl__redis_script));
+    }
     push_num(a, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
         size_t len = key_name(rs, &items[i], a->keys + at);
@@ -524,30 +535,73 @@ static int build_call(redis_store *rs, call_args *a,
     return 0;
 }
 
+/* After NOSCRIPT: the same call as EVAL with the script's text. */
+static void use_eval(call_args *a)
+{
+    a->argv[0] = "EVAL";
+    a->lens[0] = 4;
+    a->argv[1] = sl__redis_script;
+    a->lens[1] = strlen(sl__redis_script);
+}
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
 /* One round trip: EVALSHA, or EVAL when the server has lost the script. */
-static int run_call(redis_store *rs, call_args *a, const sl_check_item *items,
-                    size_t n, sl_decision *each)
+static int run_call(redis_store *rs, call_args *a, sl_decision *each)
 {
     redisReply *r;
     int err;
 
     if (rs->ctx == NULL && (err = connect_redis(rs)) != 0)
         return err;
+    if (rs->sha[0] != '\0') {
+        /* The SHA is first known here, after a connect: set it now. */
+        a->argv[1] = rs->sha;
+        a->lens[1] = SHA_LEN;
+    }
     r = command(rs, a->argc, a->argv, a->lens);
-    if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+    if (r != NULL && is_noscript(r)) {
         freeReplyObject(r);
-        a->argv[0] = "EVAL";
-        a->lens[0] = 4;
-        a->argv[1] = sl__redis_script;
-        a->lens[1] = strlen(sl__redis_script);
+        use_eval(a);
         r = command(rs, a->argc, a->argv, a->lens);
     }
     if (r == NULL)
         return SL_ESTORE;
-    err = read_decisions(rs, r, items, n, each);
+    err = read_decisions(r, a->limits, a->n, each, rs->errstr,
+                         sizeof(rs->errstr));
     freeReplyObject(r);
     return err;
+}
+
+/* Validates the items against the script's bounds and builds the call:
+ * shared by the store and sl_redis_call_new(). */
+static int prepare_call(const redis_store *rs, call_args *a,
+                        const sl_check_item *items, const int64_t *costs,
+                        size_t n, sl_nanos now, int record, const char *sha,
+                        char *errbuf, size_t errlen)
+{
+    int err = 0;
+
+    a->keys = NULL;
+    for (size_t i = 0; i < n && !err; i++) {
+        err = check_bounds(items[i].limit, errbuf, errlen);
+        /* The same limit and key twice: one key, decided twice. */
+        for (size_t j = 0; j < i && !err; j++)
+            if (items[j].limit->ident == items[i].limit->ident &&
+                items[j].key_len == items[i].key_len &&
+                (items[i].key_len == 0 ||
+                 memcmp(items[j].key, items[i].key, items[i].key_len) == 0)) {
+                set_err(errbuf, errlen,
+                        "the same limit and key twice in one call");
+                err = SL_EINVAL;
+            }
+    }
+    if (err)
+        return err;
+    return build_call(rs, a, items, costs, n, now, record, sha);
 }
 
 static int redis_decide(redis_store *rs, const sl_check_item *items,
@@ -555,25 +609,15 @@ static int redis_decide(redis_store *rs, const sl_check_item *items,
                         int record, sl_decision *each)
 {
     call_args *a;
-    int err = 0;
+    int err;
 
-    for (size_t i = 0; i < n && !err; i++) {
-        err = check_bounds(rs, items[i].limit);
-        /* The same limit and key twice: one key, decided twice. */
-        for (size_t j = 0; j < i && !err; j++)
-            if (items[j].limit->ident == items[i].limit->ident &&
-                items[j].key_len == items[i].key_len &&
-                (items[i].key_len == 0 ||
-                 memcmp(items[j].key, items[i].key, items[i].key_len) == 0))
-                err = SL_EINVAL;
-    }
-    if (err)
-        return err;
     if ((a = malloc(sizeof(*a))) == NULL)
         return SL_ENOMEM;
-    err = build_call(rs, a, items, costs, n, now, record);
+    /* Before the first connect the SHA is unknown: run_call sets it. */
+    err = prepare_call(rs, a, items, costs, n, now, record, rs->sha, rs->errstr,
+                       sizeof(rs->errstr));
     if (err == 0)
-        err = run_call(rs, a, items, n, each);
+        err = run_call(rs, a, each);
     free(a->keys);
     free(a);
     return err;
@@ -671,7 +715,7 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     err = set_options(rs, opts, errbuf, errlen);
     if (err == SL_ENOMEM)
         set_err(errbuf, errlen, "out of memory");
-    if (err == 0 && (err = connect_redis(rs)) != 0)
+    if (err == 0 && !opts->lazy_connect && (err = connect_redis(rs)) != 0)
         set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0) {
         redis_destroy(&rs->base);
@@ -679,4 +723,108 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     }
     *out = &rs->base;
     return 0;
+}
+
+/* ---- the asynchronous interface (sluice.h, "Redis from an event loop") ----
+ *
+ * The same arguments and the same reply decoding as the store's own
+ * calls, for a caller that owns its connections: nothing here does I/O. */
+
+struct sl_redis_call {
+    call_args a;
+};
+
+const char *sl_redis_script(void)
+{
+    return sl__redis_script;
+}
+
+int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out)
+{
+    if (store == NULL || store->type != &redis_type || out == NULL)
+        return SL_EINVAL;
+    const redis_store *rs = (const redis_store *)store;
+    *out = (sl_redis_endpoint){rs->host, rs->port,     rs->unix_path, rs->db,
+                               rs->user, rs->password, rs->timeout_ms};
+    return 0;
+}
+
+int sl_redis_call_new(sl_store *store, const sl_check_item *items,
+                      const int64_t *costs, size_t n, sl_nanos now,
+                      unsigned flags, const char *sha, sl_redis_call **out,
+                      char *errbuf, size_t errlen)
+{
+    sl_redis_call *c;
+    int err;
+
+    set_err(errbuf, errlen, "%s", "");
+    if (store == NULL || store->type != &redis_type || out == NULL ||
+        (flags & ~SL_RECORD) != 0 || (sha != NULL && strlen(sha) != SHA_LEN)) {
+        set_err(errbuf, errlen, "invalid argument");
+        return SL_EINVAL;
+    }
+    if ((err = sl__check_input(store, items, n, costs, now)) != 0) {
+        set_err(errbuf, errlen, "%s", sl_strerror(err));
+        return err;
+    }
+    if ((c = malloc(sizeof(*c))) == NULL) {
+        set_err(errbuf, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    err = prepare_call((const redis_store *)store, &c->a, items, costs, n, now,
+                       (flags & SL_RECORD) != 0, sha, errbuf, errlen);
+    if (err != 0) {
+        if (err == SL_ENOMEM)
+            set_err(errbuf, errlen, "out of memory");
+        sl_redis_call_free(c);
+        return err;
+    }
+    *out = c;
+    return 0;
+}
+
+int sl_redis_call_argv(const sl_redis_call *call, const char *const **argv,
+                       const size_t **lens)
+{
+    *argv = call->a.argv;
+    *lens = call->a.lens;
+    return call->a.argc;
+}
+
+void sl_redis_call_use_eval(sl_redis_call *call)
+{
+    use_eval(&call->a);
+}
+
+int sl_redis_call_read(const sl_redis_call *call, const void *reply,
+                       sl_decision *each, sl_decision *overall, char *errbuf,
+                       size_t errlen)
+{
+    const redisReply *r = reply;
+    sl_decision local[SL_MAX_ITEMS];
+    int err;
+
+    set_err(errbuf, errlen, "%s", "");
+    if (r == NULL) {
+        set_err(errbuf, errlen, "redis: no reply");
+        return SL_ESTORE;
+    }
+    if (is_noscript(r))
+        return 1;
+    err = read_decisions(r, call->a.limits, call->a.n, local, errbuf, errlen);
+    if (err != 0)
+        return err;
+    if (overall != NULL)
+        sl__decision_combine(local, call->a.n, overall);
+    for (size_t i = 0; each != NULL && i < call->a.n; i++)
+        each[i] = local[i];
+    return 0;
+}
+
+void sl_redis_call_free(sl_redis_call *call)
+{
+    if (call != NULL) {
+        free(call->a.keys);
+        free(call);
+    }
 }

@@ -7,8 +7,8 @@
 
 #include "internal.h"
 
-static int check_input(sl_store *store, const sl_check_item *items, size_t n,
-                       const int64_t *costs, sl_nanos now)
+int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
+                    const int64_t *costs, sl_nanos now)
 {
     if (store == NULL || items == NULL || costs == NULL || n == 0 ||
         n > SL_MAX_ITEMS || now < 0 || now > SL_MAX_TIME)
@@ -31,7 +31,7 @@ int sl_check(sl_store *store, const sl_limit *limit, const void *key,
 {
     sl_check_item item = {limit, key, key_len};
     sl_decision d;
-    int err = check_input(store, &item, 1, &cost, now);
+    int err = sl__check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && out == NULL)
         err = SL_EINVAL;
@@ -47,7 +47,7 @@ int sl_check_costs(sl_store *store, const sl_check_item *items,
                    sl_decision *each, sl_decision *overall)
 {
     sl_decision local[SL_MAX_ITEMS];
-    int err = check_input(store, items, n, costs, now);
+    int err = sl__check_input(store, items, n, costs, now);
 
     if (err == 0 && (overall == NULL || (flags & ~SL_RECORD) != 0))
         err = SL_EINVAL;
@@ -79,7 +79,7 @@ int sl_check_batch(sl_store *store, const sl_limit *limit, const sl_key *keys,
                    size_t n, int64_t cost, sl_nanos now, sl_decision *out)
 {
     sl_check_item item = {limit, NULL, 0};
-    int err = check_input(store, &item, 1, &cost, now);
+    int err = sl__check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && ((keys == NULL || out == NULL) && n > 0))
         err = SL_EINVAL;

@@ -1,0 +1,92 @@
+#!/bin/bash
+# sluice serve --store redis vs the peer's Redis+Lua token bucket driven
+# one call per request by redis-benchmark, in the same run, on one Redis.
+#
+#   bench/serve_redis.sh                # 3 alternating rounds, 10 s each
+#   ROUNDS=5 DUR=20s bench/serve_redis.sh
+#
+# Layout (this VM has 2 cores): redis-server pinned to CPU 0; the client
+# side on CPU 1 — sluice serve (--threads 1) and wrk (-t1) share it in the
+# sluice run, redis-benchmark has it alone in the peer run.  So the sluice
+# figures include an HTTP server and an HTTP client on one core; the
+# peer's include neither (it is Redis's own protocol from a C client).
+#   sluice: wrk -t1 -c$CONNS -d$DUR --latency, POST /v1/check of one
+#           descriptor, api_key = random of 100k (bench/wrk_check.lua),
+#           rule: token_bucket 100/s burst 100 (bench/serve_redis_rules.yaml).
+#   peer:   redis-benchmark -c$CONNS -r 100000 -P 1 EVALSHA <token_bucket.lua>
+#           1 rl:tb:__rand_int__ 100 100, the peer's script as its run.sh
+#           loads it from $PEERS_DIR/redis/ (read at run time, not copied).
+# Both: FLUSHALL first; every call is one EVALSHA on Redis's clock.
+# Output: one line per run, "name rps=... p99_ms=...", then medians.
+set -u
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+ROUNDS="${ROUNDS:-3}"
+DUR="${DUR:-10s}"
+CONNS="${CONNS:-50}"
+RPORT="${RPORT:-16479}"
+PORT="${PORT:-18210}"
+SLUICE="${SLUICE:-$ROOT/build/sluice}"
+N_PEER="${N_PEER:-300000}"
+OUT="$ROOT/bench/results/serve_redis_$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$OUT"
+CLI="redis-cli -h 127.0.0.1 -p $RPORT"
+
+taskset -c 0 redis-server --port "$RPORT" --bind 127.0.0.1 --save "" \
+  --appendonly no --daemonize no >"$OUT/redis.log" 2>&1 &
+RPID=$!
+taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" \
+  --listen "127.0.0.1:$PORT" --threads 1 --store "redis://127.0.0.1:$RPORT" \
+  --redis-timeout 50ms 2>"$OUT/sluice.log" &
+SPID=$!
+trap 'kill $SPID $RPID 2>/dev/null; wait 2>/dev/null' EXIT
+for _ in $(seq 100); do
+  curl -s "http://127.0.0.1:$PORT/readyz" | grep -q '"store_status":"up"' && break
+  sleep 0.1
+done
+TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
+
+# Redis's own time per EVALSHA (INFO commandstats) since the last reset.
+usec_per_call() {
+  $CLI INFO commandstats | tr -d '\r' |
+    sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
+}
+
+run_sluice() {
+  $CLI FLUSHALL >/dev/null
+  $CLI CONFIG RESETSTAT >/dev/null
+  taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
+    "http://127.0.0.1:$PORT" >"$OUT/sluice_$1.txt" 2>&1
+  local rps p99
+  rps=$(awk '/^Requests\/sec/ {print $2}' "$OUT/sluice_$1.txt")
+  p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
+        else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}
+        print v}' "$OUT/sluice_$1.txt")
+  echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99 redis_usec_per_call=$(usec_per_call)"
+}
+
+run_peer() {
+  $CLI FLUSHALL >/dev/null
+  $CLI CONFIG RESETSTAT >/dev/null
+  taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNS" -n "$N_PEER" \
+    -r 100000 -P 1 --csv EVALSHA "$TB" 1 rl:tb:__rand_int__ 100 100 \
+    >"$OUT/peer_$1.txt" 2>&1
+  # "rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+  tail -1 "$OUT/peer_$1.txt" | tr -d '"' |
+    awk -F, -v r="$1" -v u="$(usec_per_call)" \
+      '{print "peer_redis_lua_token_bucket round=" r " rps=" $2 " p99_ms=" $7 " redis_usec_per_call=" u}'
+}
+
+for r in $(seq "$ROUNDS"); do
+  if [ $((r % 2)) = 1 ]; then run_sluice "$r"; run_peer "$r"; else run_peer "$r"; run_sluice "$r"; fi
+done | tee "$OUT/summary.txt"
+echo "median:"
+for name in sluice_serve_redis peer_redis_lua_token_bucket; do
+  rps=$(grep "^$name " "$OUT/summary.txt" | sed 's/.* rps=\([0-9.]*\).*/\1/' | sort -g)
+  p99=$(grep "^$name " "$OUT/summary.txt" | sed 's/.*p99_ms=\([0-9.]*\).*/\1/' | sort -g)
+  n=$(echo "$rps" | wc -l)
+  m=$(( (n + 1) / 2 ))
+  echo "$name rps=$(echo "$rps" | sed -n "${m}p") p99_ms=$(echo "$p99" | sed -n "${m}p") (median of $n)"
+done | tee -a "$OUT/summary.txt"
+curl -s "http://127.0.0.1:$PORT/metrics" | grep -E '^sluice_store_(up|failures)' >>"$OUT/summary.txt"

@@ -1,0 +1,832 @@
+/*
+ * store_redis.c - `sluice serve --store redis://...`: decisions wait on
+ * Redis asynchronously, on the worker's own libuv loop, and a Redis that
+ * is slow or gone costs a bounded wait and then nothing.
+ *
+ * Each worker thread keeps ONE hiredis async connection on its loop; every
+ * decision of the thread is an EVALSHA pipelined on it (Redis answers in
+ * order, so one connection per thread keeps as many calls in flight as
+ * the thread has waiting requests).  The library builds each call and
+ * reads each reply (sl_redis_call_*): the protocol exists once.
+ *
+ * How a request waits (the "replay" design).  The HTTP front ends are
+ * written as straight-line code around sl_srv_check().  The first time a
+ * request runs, every sl_srv_check() that needs Redis records its call in
+ * the worker's current op and returns SL_SRV_PENDING; conn.c throws away
+ * whatever response was produced, pauses the connection's parser (so
+ * pipelined responses stay in order) and the op is sent.  When the replies
+ * come (or the timeout), the request is run again from the start: each
+ * sl_srv_check() now finds its recorded result, in order.  A front end
+ * whose later calls depend on earlier results (GET /v1/delay) simply goes
+ * pending again and takes another round trip.  Running the request twice
+ * costs a second JSON parse; it buys front ends without callbacks and one
+ * place where waiting happens.  A replayed call is checked against the
+ * recorded one (a fingerprint of items, costs and flags); a mismatch
+ * (rules reloaded in between) is decided by the failure policy.
+ *
+ * Failure.  A call that gets no good reply within --redis-timeout of being
+ * sent is a failure (reason "timeout"; a lost connection or an error
+ * reply is "error"), and the request is decided by --redis-failure:
+ * fail_open, fail_closed or local (sl_srv_fallback()).  The circuit
+ * breaker is the connection itself: after --redis-breaker consecutive
+ * failures, or when the connection drops, the thread closes it ("down")
+ * and decides every request by the policy at once ("breaker_open"), with
+ * no I/O.  After a backoff (50 ms, doubling to 2 s) it connects again and
+ * sends AUTH, SELECT and SCRIPT LOAD as the half-open probe; their replies
+ * within max(--redis-timeout, 200 ms) close the breaker ("up"), anything
+ * else opens it again with a longer backoff.  Transitions are logged to
+ * stderr and counted.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "server.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+#define PROBE_MIN_MS 200
+/* A recorded call whose store failed: decided by the policy on replay. */
+#define CALL_FAILED 1
+
+enum { DOWN, CONNECTING, UP, STOPPED };
+
+typedef struct call_rec {
+    sl_srv_op *op;
+    sl_redis_call *call; /* NULL once its reply is read */
+    uint64_t fp;         /* fingerprint of what was asked */
+    size_t n;
+    int sent, done;
+    int rc;     /* 0, SL_E*, or CALL_FAILED */
+    int reason; /* with CALL_FAILED: SL_SRV_FAIL_* */
+    sl_decision overall;
+    sl_decision *each; /* n */
+} call_rec;
+
+struct sl_srv_op {
+    sl_srv_worker *w;
+    void *owner; /* the connection; NULL once it is gone */
+    void (*done_cb)(void *owner);
+    call_rec **calls;
+    size_t n_calls, cap;
+    size_t next;       /* replay cursor */
+    size_t unsent;     /* calls[unsent..] are new in this run */
+    size_t awaiting;   /* calls of this round still without a result */
+    int refs;          /* the owner, plus one per hiredis callback to come */
+    uint64_t started;  /* uv_hrtime of the request's first run */
+    uint64_t deadline; /* loop ms; this round's timeout */
+    sl_srv_op *prev, *next_op; /* the thread's waiting ops, by deadline */
+    int queued;
+};
+
+struct sl_srv_redis {
+    sl_srv_worker *w;
+    redisAsyncContext *ac;
+    int state;
+    int failures; /* consecutive, while UP */
+    uint64_t backoff_ms;
+    char sha[41];
+    uv_timer_t retry;   /* DOWN: reconnect; CONNECTING: probe timeout */
+    uv_timer_t timeout; /* the oldest waiting op's deadline */
+    sl_srv_op *head, *tail;
+    int stopping, handles;
+};
+
+static const char *const fail_names[] = {"timeout", "error", "breaker_open"};
+
+/* ---- fingerprints: is a replayed call the recorded one? ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+static uint64_t fingerprint(const sl_check_item *items, const int64_t *costs,
+                            size_t n, unsigned flags)
+{
+    uint64_t h = fnv(UINT64_C(0xcbf29ce484222325), &flags, sizeof(flags));
+    for (size_t i = 0; i < n; i++) {
+        const void *lim = items[i].limit;
+        h = fnv(h, &lim, sizeof(lim));
+        h = fnv(h, &costs[i], sizeof(costs[i]));
+        h = fnv(h, &items[i].key_len, sizeof(items[i].key_len));
+        h = fnv(h, items[i].key, items[i].key_len);
+    }
+    return h;
+}
+
+/* ---- ops ---- */
+
+static void op_unref(sl_srv_op *op)
+{
+    if (--op->refs > 0)
+        return;
+    for (size_t i = 0; i < op->n_calls; i++) {
+        sl_redis_call_free(op->calls[i]->call);
+        free(op->calls[i]->each);
+        free(op->calls[i]);
+    }
+    free(op->calls);
+    free(op);
+}
+
+static void unqueue(sl_srv_redis *r, sl_srv_op *op)
+{
+    if (!op->queued)
+        return;
+    if (op->prev)
+        op->prev->next_op = op->next_op;
+    else
+        r->head = op->next_op;
+    if (op->next_op)
+        op->next_op->prev = op->prev;
+    else
+        r->tail = op->prev;
+    op->prev = op->next_op = NULL;
+    op->queued = 0;
+}
+
+static void teardown(sl_srv_redis *r);
+
+static void maybe_teardown(sl_srv_redis *r)
+{
+    if (r->stopping && r->head == NULL && r->state != STOPPED)
+        teardown(r);
+}
+
+static void arm_timeout(sl_srv_redis *r);
+
+/* The round is over (every result in, or the deadline passed): hand the
+ * op back to its connection, which runs the request again. */
+static void round_done(sl_srv_op *op)
+{
+    sl_srv_redis *r = op->w->redis;
+    unqueue(r, op);
+    op->refs++; /* the callback may release the owner's reference */
+    if (op->owner != NULL)
+        op->done_cb(op->owner);
+    op_unref(op);
+    arm_timeout(r);
+    maybe_teardown(r);
+}
+
+static void count_failure(sl_srv_worker *w, int reason)
+{
+    atomic_fetch_add_explicit(&w->stats.store_failures[reason], 1,
+                              memory_order_relaxed);
+}
+
+static void call_fail(call_rec *c, int reason)
+{
+    c->done = 1;
+    c->rc = CALL_FAILED;
+    c->reason = reason;
+    count_failure(c->op->w, reason);
+}
+
+/* ---- the breaker ---- */
+
+static void set_up(sl_srv_redis *r, int up)
+{
+    atomic_store_explicit(&r->w->stats.store_up, up, memory_order_relaxed);
+}
+
+static void retry_cb(uv_timer_t *t);
+
+/* Opens the breaker: drops the connection (hiredis fails every call in
+ * flight on it, each counted) and schedules the next attempt. */
+static void go_down(sl_srv_redis *r, const char *why)
+{
+    redisAsyncContext *ac = r->ac;
+    int was = r->state;
+    r->ac = NULL;
+    r->state = DOWN;
+    r->failures = 0;
+    set_up(r, 0);
+    if (was == UP) {
+        atomic_fetch_add_explicit(&r->w->stats.breaker_opened, 1,
+                                  memory_order_relaxed);
+        fprintf(stderr,
+                "sluice: thread %d: redis down (%s): breaker open, retry in "
+                "%llu ms\n",
+                r->w->index, why, (unsigned long long)r->backoff_ms);
+    }
+    if (ac != NULL)
+        redisAsyncFree(ac); /* deferred by hiredis inside its callbacks */
+    if (r->stopping) {
+        maybe_teardown(r);
+        return;
+    }
+    uv_timer_start(&r->retry, retry_cb, r->backoff_ms, 0);
+    r->backoff_ms =
+        r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
+}
+
+static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sl_srv_redis *r = ac->data;
+    redisReply *rep = reply;
+    int last = priv != NULL; /* SCRIPT LOAD, the last of the probe */
+    if (r == NULL || ac != r->ac || r->state != CONNECTING)
+        return;
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "sluice: thread %d: redis: %s\n", r->w->index,
+                rep ? rep->str : (ac->errstr[0] ? ac->errstr : "no reply"));
+        go_down(r, "setup refused");
+        return;
+    }
+    if (!last)
+        return;
+    if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+        go_down(r, "unexpected SCRIPT LOAD reply");
+        return;
+    }
+    memcpy(r->sha, rep->str, 40);
+    r->sha[40] = '\0';
+    uv_timer_stop(&r->retry);
+    r->state = UP;
+    r->failures = 0;
+    r->backoff_ms = BACKOFF_MIN_MS;
+    set_up(r, 1);
+    atomic_fetch_add_explicit(&r->w->stats.breaker_closed, 1,
+                              memory_order_relaxed);
+    fprintf(stderr, "sluice: thread %d: redis up: breaker closed\n",
+            r->w->index);
+}
+
+static void connect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_srv_redis *r = ac->data;
+    if (status == REDIS_OK || r == NULL || ac != r->ac)
+        return;
+    /* hiredis frees the context after this callback. */
+    r->ac = NULL;
+    go_down(r, ac->errstr[0] ? ac->errstr : "cannot connect");
+}
+
+static void disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_srv_redis *r = ac->data;
+    (void)status;
+    if (r == NULL || ac != r->ac)
+        return;
+    r->ac = NULL; /* being freed by hiredis */
+    go_down(r, "connection lost");
+}
+
+static void start_connect(sl_srv_redis *r)
+{
+    sl_redis_endpoint ep;
+    sl_srv_worker *w = r->w;
+    sl_redis_store_endpoint(w->server->redis_store, &ep);
+    redisAsyncContext *ac = ep.unix_path ? redisAsyncConnectUnix(ep.unix_path)
+                                         : redisAsyncConnect(ep.host, ep.port);
+    if (ac == NULL || ac->err) {
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        go_down(r, "cannot connect");
+        return;
+    }
+    ac->data = r;
+    if (redisLibuvAttach(ac, &w->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        go_down(r, "out of memory");
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, connect_cb);
+    redisAsyncSetDisconnectCallback(ac, disconnect_cb);
+    r->ac = ac;
+    r->state = CONNECTING;
+    /* The probe, pipelined behind the connect. */
+    if (ep.password != NULL) {
+        const char *auth[3] = {"AUTH", ep.user ? ep.user : ep.password,
+                               ep.password};
+        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, ep.user ? 3 : 2, auth,
+                              NULL);
+    }
+    if (ep.db != 0) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", ep.db);
+        const char *sel[2] = {"SELECT", db};
+        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, 2, sel, NULL);
+    }
+    const char *load[3] = {"SCRIPT", "LOAD", sl_redis_script()};
+    redisAsyncCommandArgv(ac, setup_reply_cb, r, 3, load, NULL);
+    uint64_t probe = w->server->cfg.redis_timeout_ms;
+    uv_timer_start(&r->retry, retry_cb,
+                   probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    sl_srv_redis *r = t->data;
+    if (r->state == CONNECTING)
+        go_down(r, "probe timed out");
+    else if (r->state == DOWN && !r->stopping)
+        start_connect(r);
+}
+
+/* ---- calls ---- */
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    call_rec *c = priv;
+    sl_srv_op *op = c->op;
+    sl_srv_redis *r = op->w->redis;
+    int current = r->ac == ac && r->state == UP;
+
+    if (!c->done) {
+        char err[256];
+        int rc = sl_redis_call_read(c->call, reply, c->each, &c->overall, err,
+                                    sizeof(err));
+        if (rc == 1 && current) {
+            /* The server lost the script (SCRIPT FLUSH): once more as
+             * EVAL, within the same deadline. */
+            const char *const *argv;
+            const size_t *lens;
+            sl_redis_call_use_eval(c->call);
+            int argc = sl_redis_call_argv(c->call, &argv, &lens);
+            if (redisAsyncCommandArgv(ac, reply_cb, c, argc,
+                                      (const char **)argv, lens) == REDIS_OK)
+                return; /* this callback's reference passes to the resend */
+            rc = SL_ESTORE;
+        }
+        if (rc == 0 || rc == SL_ERANGE || rc == SL_EINVAL) {
+            c->done = 1;
+            c->rc = rc;
+            if (current)
+                r->failures = 0;
+        } else {
+            call_fail(c, SL_SRV_FAIL_ERROR);
+            if (current && ++r->failures >= r->w->server->cfg.redis_breaker)
+                go_down(r, reply ? "error replies" : "no reply");
+        }
+        if (--op->awaiting == 0)
+            round_done(op);
+    }
+    op_unref(op);
+}
+
+static void timeout_cb(uv_timer_t *t)
+{
+    sl_srv_redis *r = t->data;
+    uint64_t now = uv_now(&r->w->loop);
+    while (r->head != NULL && r->head->deadline <= now) {
+        sl_srv_op *op = r->head;
+        int timed_out = 0;
+        for (size_t i = 0; i < op->n_calls; i++) {
+            call_rec *c = op->calls[i];
+            if (c->sent && !c->done) {
+                call_fail(c, SL_SRV_FAIL_TIMEOUT);
+                timed_out = 1;
+            }
+        }
+        op->awaiting = 0;
+        if (timed_out && r->state == UP &&
+            ++r->failures >= r->w->server->cfg.redis_breaker)
+            go_down(r, "timeouts");
+        round_done(op); /* unqueues it */
+    }
+    arm_timeout(r);
+}
+
+static void arm_timeout(sl_srv_redis *r)
+{
+    if (r->state == STOPPED)
+        return;
+    if (r->head == NULL) {
+        uv_timer_stop(&r->timeout);
+        return;
+    }
+    uint64_t now = uv_now(&r->w->loop);
+    uv_timer_start(&r->timeout, timeout_cb,
+                   r->head->deadline > now ? r->head->deadline - now : 0, 0);
+}
+
+/* ---- the worker's side ---- */
+
+int sl_srv_redis_init(sl_srv_worker *w)
+{
+    sl_srv_redis *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -1;
+    r->w = w;
+    r->backoff_ms = BACKOFF_MIN_MS;
+    r->state = DOWN;
+    uv_timer_init(&w->loop, &r->retry);
+    uv_timer_init(&w->loop, &r->timeout);
+    r->retry.data = r->timeout.data = r;
+    r->handles = 2;
+    w->redis = r;
+    start_connect(r);
+    return 0;
+}
+
+static void handle_closed_cb(uv_handle_t *h)
+{
+    sl_srv_redis *r = h->data;
+    if (--r->handles == 0) {
+        r->w->redis = NULL;
+        free(r);
+    }
+}
+
+static void teardown(sl_srv_redis *r)
+{
+    redisAsyncContext *ac = r->ac;
+    r->ac = NULL;
+    r->state = STOPPED;
+    set_up(r, 0);
+    if (ac != NULL)
+        redisAsyncFree(ac);
+    uv_close((uv_handle_t *)&r->retry, handle_closed_cb);
+    uv_close((uv_handle_t *)&r->timeout, handle_closed_cb);
+}
+
+void sl_srv_redis_stop(sl_srv_worker *w)
+{
+    if (w->redis == NULL)
+        return;
+    w->redis->stopping = 1;
+    uv_timer_stop(&w->redis->retry);
+    maybe_teardown(w->redis);
+}
+
+const char *sl_srv_fail_name(int reason)
+{
+    return fail_names[reason];
+}
+
+/* ---- sl_srv_check ---- */
+
+static sl_srv_op *current_op(sl_srv_worker *w)
+{
+    if (w->op == NULL) {
+        w->op = calloc(1, sizeof(*w->op));
+        if (w->op != NULL) {
+            w->op->w = w;
+            w->op->refs = 1;
+            w->op->started = uv_hrtime() - (uint64_t)w->waited_ns;
+        }
+    }
+    return w->op;
+}
+
+/* Records a new call in the worker's op: SL_SRV_PENDING, or an error. */
+static int record(sl_srv_worker *w, const sl_check_item *items,
+                  const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                  uint64_t fp, char *err, size_t errlen)
+{
+    sl_srv_op *op = current_op(w);
+    call_rec *c = calloc(1, sizeof(*c));
+    if (op == NULL || c == NULL ||
+        (c->each = calloc(n, sizeof(sl_decision))) == NULL) {
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    int rc = sl_redis_call_new(w->server->redis_store, items, costs, n, now,
+                               flags, w->redis->sha, &c->call, err, errlen);
+    if (rc != 0) {
+        free(c->each);
+        free(c);
+        return rc;
+    }
+    if (op->n_calls == op->cap) {
+        size_t cap = op->cap ? 2 * op->cap : 4;
+        call_rec **calls = realloc(op->calls, cap * sizeof(*calls));
+        if (calls == NULL) {
+            sl_redis_call_free(c->call);
+            free(c->each);
+            free(c);
+            snprintf(err, errlen, "out of memory");
+            return SL_ENOMEM;
+        }
+        op->calls = calls;
+        op->cap = cap;
+    }
+    c->op = op;
+    c->fp = fp;
+    c->n = n;
+    op->calls[op->n_calls++] = c;
+    op->next = op->n_calls;
+    return SL_SRV_PENDING;
+}
+
+/* The overall decision of items decided apart (some locally, some
+ * allowed by fail_open), as sl_check_costs combines its items. */
+static void combine(const sl_decision *each, size_t n, sl_decision *overall)
+{
+    sl_decision o = each[0];
+    o.allowed = 1;
+    for (size_t i = 0; i < n; i++) {
+        const sl_decision *d = &each[i];
+        o.allowed &= d->allowed;
+        if (d->remaining < o.remaining) {
+            o.remaining = d->remaining;
+            o.limit = d->limit;
+        }
+        o.reset_after =
+            d->reset_after > o.reset_after ? d->reset_after : o.reset_after;
+        o.delay = d->delay > o.delay ? d->delay : o.delay;
+        if (o.retry_after >= 0)
+            o.retry_after = d->retry_after < 0               ? -1
+                            : d->retry_after > o.retry_after ? d->retry_after
+                                                             : o.retry_after;
+    }
+    if (o.allowed)
+        o.retry_after = 0;
+    else
+        o.delay = 0;
+    *overall = o;
+}
+
+/* Decides a call Redis could not by each item's failure policy (its
+ * rule's store_failure, else --redis-failure): any fail_closed item
+ * refuses the request (SL_ESTORE); fail_open items are allowed with
+ * their whole limit left; local items are decided together, all or
+ * nothing, on the embedded store with their limits divided by --nodes. */
+static int fallback(sl_srv_worker *w, const sl_check_item *items,
+                    const int64_t *costs, size_t n, sl_nanos now,
+                    unsigned flags, const sl_rule_failure *failure, int reason,
+                    sl_decision *each, sl_decision *overall, char *err,
+                    size_t errlen)
+{
+    int policy[SL_MAX_ITEMS], used[SL_SRV_N_POLICIES] = {0};
+    sl_check_item local[SL_MAX_ITEMS];
+    int64_t local_costs[SL_MAX_ITEMS];
+    sl_decision out[SL_MAX_ITEMS], local_each[SL_MAX_ITEMS], local_overall;
+    size_t n_local = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        policy[i] = failure != NULL && failure[i] != SL_RULE_FAILURE_DEFAULT
+                        ? (int)failure[i] - SL_RULE_FAILURE_LOCAL
+                        : w->server->cfg.redis_failure;
+        used[policy[i]] = 1;
+    }
+    for (int p = 0; p < SL_SRV_N_POLICIES; p++)
+        if (used[p])
+            atomic_fetch_add_explicit(&w->stats.fallbacks[p], 1,
+                                      memory_order_relaxed);
+    if (used[SL_SRV_FAIL_CLOSED]) {
+        snprintf(err, errlen,
+                 "store unavailable (%s) and the limit's "
+                 "failure policy is fail_closed",
+                 sl_srv_fail_name(reason));
+        return SL_ESTORE;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (policy[i] == SL_SRV_FAIL_LOCAL) {
+            local[n_local] = items[i];
+            local_costs[n_local++] = costs[i];
+        }
+    if (n_local > 0) {
+        int rc = sl_srv_local_check(w, local, local_costs, n_local, now, flags,
+                                    local_each, &local_overall, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (policy[i] == SL_SRV_FAIL_LOCAL) {
+            out[i] = local_each[j++];
+        } else {
+            int64_t l = sl_limit_get_config(items[i].limit)->limit;
+            out[i] = (sl_decision){.allowed = 1, .limit = l, .remaining = l};
+        }
+    }
+    combine(out, n, overall);
+    for (size_t i = 0; each != NULL && i < n; i++)
+        each[i] = out[i];
+    return 0;
+}
+
+int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
+                 const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                 const sl_rule_failure *failure, sl_decision *each,
+                 sl_decision *overall, char *err, size_t errlen)
+{
+    sl_decision local_overall;
+    if (overall == NULL)
+        overall = &local_overall;
+    if (w->redis == NULL) {
+        int rc = sl_check_costs(w->server->store, items, costs, n, now, flags,
+                                each, overall);
+        if (rc != 0)
+            snprintf(err, errlen, "store: %s", sl_strerror(rc));
+        return rc;
+    }
+    uint64_t fp = fingerprint(items, costs, n, flags);
+    sl_srv_op *op = w->op;
+    if (op != NULL && op->next < op->n_calls) {
+        call_rec *c = op->calls[op->next++];
+        if (c->fp != fp || c->n != n)
+            return fallback(w, items, costs, n, now, flags, failure,
+                            SL_SRV_FAIL_ERROR, each, overall, err, errlen);
+        if (!c->done) /* an earlier call of this run went pending */
+            return SL_SRV_PENDING;
+        if (c->rc == CALL_FAILED)
+            return fallback(w, items, costs, n, now, flags, failure, c->reason,
+                            each, overall, err, errlen);
+        if (c->rc != 0) {
+            snprintf(err, errlen, "store: %s", sl_strerror(c->rc));
+            return c->rc;
+        }
+        *overall = c->overall;
+        for (size_t i = 0; each != NULL && i < n; i++)
+            each[i] = c->each[i];
+        return 0;
+    }
+    if (w->redis->state != UP) {
+        count_failure(w, SL_SRV_FAIL_BREAKER);
+        return fallback(w, items, costs, n, now, flags, failure,
+                        SL_SRV_FAIL_BREAKER, each, overall, err, errlen);
+    }
+    return record(w, items, costs, n, now, flags, fp, err, errlen);
+}
+
+void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op)
+{
+    w->op = op;
+    /* The latency metric counts from the request's first run. */
+    w->waited_ns = op != NULL ? (sl_nanos)(uv_hrtime() - op->started) : 0;
+    if (op != NULL) {
+        op->next = 0;
+        op->unsent = op->n_calls;
+    }
+}
+
+/* After a request ran: sends the calls it recorded and returns 1 (the
+ * request waits; done_cb(owner) comes exactly once, unless
+ * sl_srv_op_cancel() comes first), or returns 0 and frees the op. */
+int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
+                  void (*done_cb)(void *owner))
+{
+    sl_srv_op *op = w->op;
+    sl_srv_redis *r = w->redis;
+    w->op = NULL;
+    *opp = NULL;
+    if (op == NULL)
+        return 0;
+    if (op->unsent == op->n_calls) {
+        op_unref(op);
+        return 0;
+    }
+    op->owner = owner;
+    op->done_cb = done_cb;
+    op->awaiting = 0;
+    for (size_t i = op->unsent; i < op->n_calls; i++) {
+        call_rec *c = op->calls[i];
+        const char *const *argv;
+        const size_t *lens;
+        int argc = sl_redis_call_argv(c->call, &argv, &lens);
+        c->sent = 1;
+        if (r->state != UP ||
+            redisAsyncCommandArgv(r->ac, reply_cb, c, argc, (const char **)argv,
+                                  lens) != REDIS_OK) {
+            /* The breaker opened while this request ran. */
+            call_fail(c, SL_SRV_FAIL_BREAKER);
+            continue;
+        }
+        op->refs++;
+        op->awaiting++;
+    }
+    op->unsent = op->n_calls;
+    /* Every op waits the same timeout, so appending keeps the queue in
+     * deadline order; one with nothing sent (the breaker opened while it
+     * ran) is due at once and goes first.  It is replayed from the timer,
+     * not from here: the caller is still inside its parser callback. */
+    op->queued = 1;
+    if (op->awaiting == 0) {
+        op->deadline = uv_now(&w->loop);
+        op->prev = NULL;
+        op->next_op = r->head;
+        if (r->head)
+            r->head->prev = op;
+        else
+            r->tail = op;
+        r->head = op;
+    } else {
+        op->deadline = uv_now(&w->loop) + w->server->cfg.redis_timeout_ms;
+        op->prev = r->tail;
+        op->next_op = NULL;
+        if (r->tail)
+            r->tail->next_op = op;
+        else
+            r->head = op;
+        r->tail = op;
+    }
+    if (r->head == op)
+        arm_timeout(r);
+    *opp = op;
+    return 1;
+}
+
+/* The connection is gone: its op will not call back. */
+void sl_srv_op_cancel(sl_srv_op *op)
+{
+    if (op == NULL)
+        return;
+    sl_srv_redis *r = op->w->redis;
+    op->owner = NULL;
+    if (r != NULL) {
+        unqueue(r, op);
+        arm_timeout(r);
+    }
+    op_unref(op);
+    if (r != NULL)
+        maybe_teardown(r);
+}
+
+/* ---- the local policy: the embedded store, the limit split over nodes ---- */
+
+/* A rule's limit divided by --nodes, made once per thread (no lock on the
+ * fallback path) and found by its configuration, never by address: a
+ * reload frees limits and a new one may reuse an address. */
+typedef struct local_limit {
+    sl_limit_config cfg;
+    sl_limit *local;
+    struct local_limit *next;
+} local_limit;
+
+#define LOCAL_BUCKETS 1024
+#define LOCAL_MAX 100000
+
+struct sl_srv_local {
+    local_limit *buckets[LOCAL_BUCKETS];
+    size_t count;
+};
+
+static const sl_limit *local_limit_of(sl_srv_worker *w, const sl_limit *lim)
+{
+    const sl_limit_config *cfg = sl_limit_get_config(lim);
+    int nodes = w->server->cfg.nodes;
+    if (nodes <= 1)
+        return lim;
+    if (w->local == NULL && (w->local = calloc(1, sizeof(*w->local))) == NULL)
+        return NULL;
+    uint64_t h = fnv(UINT64_C(0xcbf29ce484222325), cfg, sizeof(*cfg));
+    local_limit **b = &w->local->buckets[h % LOCAL_BUCKETS];
+    for (local_limit *l = *b; l != NULL; l = l->next)
+        if (memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
+            return l->local;
+    if (w->local->count >= LOCAL_MAX)
+        return NULL;
+    local_limit *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return NULL;
+    l->cfg = *cfg;
+    sl_limit_config c = *cfg;
+    c.limit = cfg->limit / nodes > 0 ? cfg->limit / nodes : 1;
+    c.burst = cfg->burst / nodes > 0 ? cfg->burst / nodes : 1;
+    if (sl_limit_new(&c, &l->local, NULL, 0) != 0) {
+        free(l);
+        return NULL;
+    }
+    l->next = *b;
+    *b = l;
+    w->local->count++;
+    return l->local;
+}
+
+int sl_srv_local_check(sl_srv_worker *w, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, sl_decision *each, sl_decision *overall,
+                       char *err, size_t errlen)
+{
+    sl_check_item local[SL_MAX_ITEMS];
+    for (size_t i = 0; i < n; i++) {
+        local[i] = items[i];
+        local[i].limit = local_limit_of(w, items[i].limit);
+        if (local[i].limit == NULL) {
+            snprintf(err, errlen, "out of memory for the local fallback");
+            return SL_ENOMEM;
+        }
+    }
+    int rc = sl_check_costs(w->server->store, local, costs, n, now, flags, each,
+                            overall);
+    if (rc != 0)
+        snprintf(err, errlen, "store: %s", sl_strerror(rc));
+    return rc;
+}
+
+void sl_srv_local_release(sl_srv_worker *w)
+{
+    if (w->local == NULL)
+        return;
+    for (size_t i = 0; i < LOCAL_BUCKETS; i++)
+        for (local_limit *l = w->local->buckets[i], *next; l != NULL;
+             l = next) {
+            next = l->next;
+            sl_limit_free(l->local);
+            free(l);
+        }
+    free(w->local);
+    w->local = NULL;
+}

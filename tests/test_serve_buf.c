@@ -1,0 +1,77 @@
+/*
+ * test_serve_buf.c - the server's decision answers are written by hand
+ * (src/server/buf.c) instead of dumped by jansson: these tests hold the
+ * hand-written strings and integers to jansson's compact output and
+ * printf's, byte for byte, so the bytes on the wire stay what they were.
+ */
+#include <limits.h>
+
+#include "testutil.h"
+#include "server/server.h"
+
+/* s (len bytes) as sl_buf_add_json_string writes it and as jansson
+ * dumps it must be the same text. */
+static void expect_as_jansson(const char *s, size_t len)
+{
+    sl_buf b = {0};
+    sl_buf_add_json_string(&b, s, len);
+    json_t *j = json_stringn(s, len);
+    assert_non_null(j);
+    char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    assert_non_null(want);
+    assert_false(b.failed);
+    assert_string_equal(b.data, want);
+    free(want);
+    json_decref(j);
+    sl_buf_release(&b);
+}
+
+static void json_string_every_ascii_byte(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 0x80; c++) {
+        char s[3] = {'a', (char)c, 'z'};
+        expect_as_jansson(s, sizeof(s));
+    }
+}
+
+static void json_string_utf8_and_runs(void **state)
+{
+    (void)state;
+    static const char *cases[] = {
+        "",
+        "per_user",
+        "q\"b\\s/t\tn\x01\x7f",
+        "\xc3\xa9\xe2\x98\x83\xf0\x9d\x84\x9e",
+        "\"\"\\\\\n\n",
+        "plain run, then an escape at the end\x1f",
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_as_jansson(cases[i], strlen(cases[i]));
+}
+
+static void add_int_as_printf(void **state)
+{
+    (void)state;
+    static const long long cases[] = {0,          1,         -1,       9,
+                                      10,         -10,       429,      1000000,
+                                      LLONG_MAX, LLONG_MIN, -LLONG_MAX};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "%lld", cases[i]);
+        sl_buf b = {0};
+        sl_buf_add_int(&b, cases[i]);
+        assert_string_equal(b.data, want);
+        sl_buf_release(&b);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(json_string_every_ascii_byte),
+        cmocka_unit_test(json_string_utf8_and_runs),
+        cmocka_unit_test(add_int_as_printf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

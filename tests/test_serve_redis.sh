@@ -1,0 +1,320 @@
+#!/bin/bash
+# Integration test of `sluice serve --store redis://...`: a real
+# redis-server on a free loopback port (and a unix socket), several
+# daemons sharing it, many concurrent clients, and Redis killed, paused
+# and restarted under them.  Every wait is bounded, so a hang fails the
+# test; everything started is killed in python's finally.
+#
+# SL_REDIS_TIMEOUT_MS (default 50, raised under sanitizers by the caller
+# if needed) is the daemons' --redis-timeout; no request may wait longer
+# than it plus SL_MARGIN_MS (default 300).
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+if ! command -v redis-server >/dev/null; then
+  echo "SKIP: redis-server not installed"
+  exit 0
+fi
+exec python3 - "$SLUICE" <<'PY'
+import json, os, re, signal, socket, subprocess, sys, tempfile, time
+import threading, urllib.request, urllib.error
+from concurrent.futures import ThreadPoolExecutor
+
+SLUICE = sys.argv[1]
+TIMEOUT_MS = int(os.environ.get("SL_REDIS_TIMEOUT_MS", "50"))
+MARGIN_MS = int(os.environ.get("SL_MARGIN_MS", "300"))
+QUICK = os.environ.get("SL_TEST_QUICK") == "1"
+tmp = tempfile.mkdtemp()
+procs = []
+failed = 0
+
+def ok(name):
+    print("PASS", name, flush=True)
+
+def bad(name, why):
+    global failed
+    failed = 1
+    print("FAIL", name + ":", why, flush=True)
+
+def check(name, cond, why=""):
+    ok(name) if cond else bad(name, why)
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+REDIS_PORT = free_port()
+REDIS_SOCK = os.path.join(tmp, "redis.sock")
+redis = None
+
+def start_redis():
+    global redis
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+         "--unixsocket", REDIS_SOCK, "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(redis)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", REDIS_PORT), 0.1).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise SystemExit("redis-server did not start")
+
+ALGS = ["token_bucket", "gcra", "leaky_bucket", "fixed_window",
+        "sliding_log", "sliding_window", "stepped_window"]
+L = 20
+rules = os.path.join(tmp, "rules.yaml")
+with open(rules, "w") as f:
+    f.write("domain: test\ndescriptors:\n")
+    for a in ALGS:
+        f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
+                "requests_per_unit: %d}\n" % (a, a, L))
+    # Per-rule failure policies, overriding --redis-failure.
+    f.write("  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+            "store_failure: fail_closed}\n")
+    f.write("  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+            "store_failure: fail_open}\n")
+    # A shadow-mode rule: decided on Redis too, never vetoes.
+    f.write("  - key: shadow\n    shadow_mode: true\n    rate_limit: "
+            "{unit: hour, requests_per_unit: 1}\n")
+
+class Node:
+    def __init__(self, name, *flags):
+        self.name = name
+        self.log = os.path.join(tmp, name + ".log")
+        self.p = subprocess.Popen(
+            [SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
+             "--threads", "2", "--redis-timeout", "%dms" % TIMEOUT_MS]
+            + list(flags), stderr=open(self.log, "w"))
+        procs.append(self.p)
+        self.port = None
+        for _ in range(200):
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
+            if m:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.025)
+        if self.port is None:
+            raise SystemExit("node %s did not start: %s" % (name, open(self.log).read()))
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def check(self, key, value, hits=None):
+        """POST /v1/check: (status, body dict, headers, seconds)."""
+        body = {"domain": "test", "descriptors": [{"entries": [{"key": key, "value": value}]}]}
+        if hits is not None:
+            body["hits"] = hits
+        req = urllib.request.Request(self.url("/v1/check"), json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                status, data, hdrs = r.status, r.read(), r.headers
+        except urllib.error.HTTPError as e:
+            status, data, hdrs = e.code, e.read(), e.headers
+        return status, json.loads(data or b"{}"), hdrs, time.monotonic() - t0
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metric(self, name):
+        for line in self.get("/metrics")[1].splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def store_status(self):
+        return json.loads(self.get("/readyz")[1]).get("store_status")
+
+    def wait_status(self, want, secs=8):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            if self.store_status() == want:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            return None
+
+def storm(nodes, key, value, n, workers=24):
+    """n concurrent checks spread over nodes; the results in a list."""
+    def one(i):
+        return nodes[i % len(nodes)].check(key, value)
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(one, range(n)))
+
+try:
+    start_redis()
+    nodes = [Node("n%d" % i, "--store", "redis://127.0.0.1:%d" % REDIS_PORT)
+             for i in range(3)]
+    for n in nodes:
+        check("%s connects (readyz up)" % n.name, n.wait_status("up"),
+              n.get("/readyz")[1])
+    st, body = nodes[0].get("/readyz")
+    check("readyz names the store", st == 200 and '"store": "redis"' in
+          body.replace('":"', '": "'), body)
+
+    # Exactly L allowed over three nodes and six threads, per algorithm.
+    N = 3 * L if QUICK else 10 * L
+    for a in ALGS:
+        res = storm(nodes, a, "shared", N)
+        allowed = sum(1 for s, _, _, _ in res if s == 200)
+        others = sorted(set(s for s, _, _, _ in res) - {200, 429})
+        check("%s: exactly %d of %d allowed over 3 nodes" % (a, L, N),
+              allowed == L and not others,
+              "allowed %d, other statuses %s" % (allowed, others))
+
+    # Shadow mode goes through Redis and never vetoes.
+    res = [nodes[i % 3].check("shadow", "s") for i in range(3)]
+    check("shadow rule never rejects", all(r[0] == 200 for r in res),
+          [r[0] for r in res])
+
+    # Unix socket, db 0: the same state as over TCP.
+    ux = Node("ux", "--store", "unix:%s" % REDIS_SOCK)
+    check("unix socket node connects", ux.wait_status("up"), ux.get("/readyz")[1])
+    s, b, _, _ = ux.check("fixed_window", "shared")
+    check("unix socket node sees the shared state", s == 429, (s, b))
+    ux.stop()
+
+    # A cost-0 query consumes nothing.
+    nodes[0].check("fixed_window", "q", hits=0)
+    s, b, h, _ = nodes[1].check("fixed_window", "q")
+    check("hits 0 is a pure query", s == 200 and b["descriptors"][0]["remaining"] == L - 1, b)
+
+    # The failure policies, each on its own node.
+    local = Node("local", "--store", "redis://127.0.0.1:%d" % REDIS_PORT,
+                 "--redis-failure", "local", "--nodes", "3")
+    fopen = Node("open", "--store", "redis://127.0.0.1:%d" % REDIS_PORT,
+                 "--redis-failure", "fail_open")
+    fclosed = Node("closed", "--store", "redis://127.0.0.1:%d" % REDIS_PORT,
+                   "--redis-failure", "fail_closed")
+    pol = [local, fopen, fclosed]
+    for n in pol:
+        n.wait_status("up")
+    bound = (TIMEOUT_MS + MARGIN_MS) / 1000.0
+
+    def under_outage(label):
+        # Concurrent load on all policy nodes: no request waits past the bound.
+        def one(i):
+            return pol[i % 3], pol[i % 3].check("fixed_window", "out-%s-%d" % (label, i % 5))
+        with ThreadPoolExecutor(24) as ex:
+            res = list(ex.map(one, range(60 if QUICK else 150)))
+        worst = max(r[1][3] for r in res)
+        check("%s: no request waits past timeout + margin (worst %.0f ms)" % (label, worst * 1000),
+              worst <= bound, "worst %.3f s > %.3f s" % (worst, bound))
+        by = {n.name: [r[1] for r in res if r[0] is n] for n in pol}
+        check("%s: fail_closed answers 503 ESTORE, not 429" % label,
+              all(s == 503 and b.get("error", {}).get("code") == "ESTORE" for s, b, _, _ in by["closed"]),
+              sorted(set(s for s, _, _, _ in by["closed"])))
+        check("%s: fail_open allows" % label,
+              all(s == 200 for s, _, _, _ in by["open"]),
+              sorted(set(s for s, _, _, _ in by["open"])))
+        lim = set(h.get("X-RateLimit-Limit") for _, _, h, _ in by["local"])
+        check("%s: local decides on the embedded store, limit %d / 3 nodes" % (label, L),
+              lim == {str(L // 3)} and all(s in (200, 429) for s, _, _, _ in by["local"]),
+              (lim, sorted(set(s for s, _, _, _ in by["local"]))))
+        s1 = fopen.check("strict", "x")[0]
+        s2 = fclosed.check("lenient", "x")[0]
+        check("%s: a rule's store_failure overrides --redis-failure" % label,
+              s1 == 503 and s2 == 200, "strict on fail_open: %d, lenient on fail_closed: %d" % (s1, s2))
+        # Exactly L/3 allowed per key on the local node (5 keys).
+        allowed = sum(1 for s, _, _, _ in by["local"] if s == 200)
+        n_local = len(by["local"])
+        check("%s: local enforces the divided limit" % label,
+              allowed == min(n_local, 5 * (L // 3)) or n_local < 5 * (L // 3),
+              "allowed %d of %d" % (allowed, n_local))
+
+    # SIGSTOP: Redis accepts nothing; timeouts, then the breaker.
+    redis.send_signal(signal.SIGSTOP)
+    under_outage("paused")
+    for n in pol:
+        check("paused: %s still ready, store down or degraded" % n.name,
+              n.get("/readyz")[0] == 200 and n.store_status() in ("down", "degraded"),
+              n.get("/readyz"))
+    t = sum(n.metric('sluice_store_failures_total{reason="timeout"}') or 0 for n in pol)
+    o = sum(n.metric('sluice_store_failures_total{reason="breaker_open"}') or 0 for n in pol)
+    check("paused: timeouts counted (%d) and the breaker opened (%d)" % (t, o), t > 0 and o > 0)
+    check("paused: fallbacks counted per policy",
+          (local.metric('sluice_store_fallback_decisions_total{policy="local"}') or 0) > 0 and
+          (fopen.metric('sluice_store_fallback_decisions_total{policy="fail_open"}') or 0) > 0 and
+          (fclosed.metric('sluice_store_fallback_decisions_total{policy="fail_closed"}') or 0) > 0)
+    redis.send_signal(signal.SIGCONT)
+    check("SIGCONT: every node recovers by itself",
+          all(n.wait_status("up") for n in pol + nodes),
+          [n.store_status() for n in pol + nodes])
+    check("SIGCONT: sluice_store_up is 1", all(n.metric("sluice_store_up") == 1 for n in pol))
+
+    # Kill Redis under load: connection lost, then the breaker.
+    stop_load = threading.Event()
+    worst = [0.0]
+    statuses = set()
+    def load():
+        i = 0
+        while not stop_load.is_set():
+            s, _, _, dt = pol[i % 3].check("fixed_window", "load-%d" % (i % 7))
+            worst[0] = max(worst[0], dt)
+            statuses.add((pol[i % 3].name, s))
+            i += 1
+    ths = [threading.Thread(target=load) for _ in range(12)]
+    for th in ths:
+        th.start()
+    time.sleep(0.3)
+    redis.kill()
+    redis.wait()
+    time.sleep(0.5)
+    under_outage("killed")
+    st_local = local.store_status()
+    check("killed: store_status down", st_local == "down", st_local)
+    check("killed: breaker transitions counted",
+          (local.metric('sluice_store_breaker_transitions_total{to="open"}') or 0) >= 2)
+    # Restart on the same port: recovery without a restart of the nodes.
+    start_redis()
+    check("restarted: every node recovers by itself",
+          all(n.wait_status("up") for n in pol + nodes),
+          [n.store_status() for n in pol + nodes])
+    time.sleep(0.2)
+    stop_load.set()
+    for th in ths:
+        th.join(15)
+    check("under load: no request waited past the bound (worst %.0f ms)" % (worst[0] * 1000),
+          worst[0] <= bound + 0.5, worst[0])
+    check("under load: only policy answers",
+          all(s in ((200, 429) if n != "closed" else (200, 429, 503)) for n, s in statuses),
+          sorted(statuses))
+    # Decisions are shared again: exactly L over all six nodes.
+    res = storm(nodes + pol, "sliding_window", "after-restart", 4 * L)
+    allowed = sum(1 for s, _, _, _ in res if s == 200)
+    check("restarted: decisions shared again (exactly %d allowed)" % L, allowed == L, allowed)
+
+    # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
+    for n in nodes + pol:
+        rc = n.stop()
+        check("%s exits 0 on SIGTERM" % n.name, rc == 0,
+              "status %s; log: %s" % (rc, open(n.log).read()[-2000:]))
+finally:
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.wait(5)
+        except Exception:
+            pass
+sys.exit(failed)
+PY
