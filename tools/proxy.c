@@ -27,8 +27,11 @@ static const char proxy_usage[] =
     "  and every other flag of `sluice serve` (threads, timeouts, caps).\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n";
 
-/* Strings made while reading the config, freed after the run. */
+/* What reading the config needs and makes: the rules path outlives the
+ * YAML tree, so it is copied (and taken from the config's directory
+ * when relative); freed after the run. */
 typedef struct owned {
+    const char *config;
     char *rules;
     sl_srv_config *scfg;
 } owned;
@@ -44,6 +47,18 @@ static int other_setting(void *ctx, const char *key, const char *where,
     for (; key[i]; i++)
         flag[i] = key[i] == '_' ? '-' : key[i];
     flag[i] = '\0';
+    if (strcmp(flag, "rules") == 0) {
+        const char *slash = strrchr(o->config, '/');
+        size_t dl = value[0] != '/' && slash ? (size_t)(slash - o->config) + 1
+                                              : 0;
+        free(o->rules);
+        o->rules = malloc(dl + strlen(value) + 1);
+        if (o->rules == NULL)
+            return -1;
+        memcpy(o->rules, o->config, dl);
+        strcpy(o->rules + dl, value);
+        value = o->rules;
+    }
     return sl_serve_setting(flag, where, value, o->scfg);
 }
 
@@ -53,7 +68,7 @@ int sl_cmd_proxy(int argc, char **argv)
     static sl_px_config pcfg; /* large: the routes are inline */
     char err[600];
     const char *config = NULL, *upstream = NULL;
-    owned o = {NULL, &scfg};
+    owned o = {NULL, NULL, &scfg};
     int status = 2;
 
     sl_serve_defaults(&scfg);
@@ -68,23 +83,11 @@ int sl_cmd_proxy(int argc, char **argv)
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config = argv[++i];
     }
-    if (config != NULL) {
-        /* The config's relative rules path is taken from its directory. */
-        if (sl_px_config_load(config, &pcfg, other_setting, &o, err,
-                              sizeof(err)) != 0) {
-            fprintf(stderr, "sluice proxy: %s\n", err);
-            goto out;
-        }
-        const char *slash = strrchr(config, '/');
-        if (scfg.rules_path != NULL && scfg.rules_path[0] != '/' && slash) {
-            size_t dl = (size_t)(slash - config) + 1;
-            o.rules = malloc(dl + strlen(scfg.rules_path) + 1);
-            if (o.rules == NULL)
-                goto out;
-            memcpy(o.rules, config, dl);
-            strcpy(o.rules + dl, scfg.rules_path);
-            scfg.rules_path = o.rules;
-        }
+    o.config = config;
+    if (config != NULL && sl_px_config_load(config, &pcfg, other_setting, &o,
+                                            err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice proxy: %s\n", err);
+        goto out;
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *value;

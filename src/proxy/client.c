@@ -553,8 +553,10 @@ static void decide(sl_px_client *c)
     sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
     sl_dec_result res = {.status = status};
     char err[256];
+    uint64_t t0 = uv_hrtime();
     int rc = sl_decide(c->w, c->route->domain, strlen(c->route->domain), ds, n,
                        1, &res, err, sizeof(err));
+    sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - t0));
     if (rc != 0) {
         sl_px_count(c->w, c->route, SL_PX_REJECTED);
         answer_error(c, sl_decide_status(rc), sl_err_name(rc), err);
