@@ -57,6 +57,8 @@ class H(http.server.BaseHTTPRequestHandler):
             hashlib.sha256(body).hexdigest()))
         if self.path.startswith("/slow"):
             time.sleep(3)
+        if self.path.startswith("/wait"):
+            time.sleep(0.8)
         if self.path.startswith("/files/chunked"):
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -109,11 +111,11 @@ start() {
 start a --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP"
 A=$PORT APID=$PID
 start b --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
-  --upstream "http://127.0.0.1:$UP" --threads 2
-B=$PORT
+  --upstream "http://127.0.0.1:$UP" --threads 2 --read-timeout 500ms
+B=$PORT BPID=$PID
 DEAD=$(free_port)
 start c --rules "$SOURCE_DIR/examples/proxy/rules.yaml" --upstream "http://127.0.0.1:$DEAD" --threads 1
-C=$PORT
+C=$PORT CPID=$PID
 
 # get PORT PATH [curl args...]: sets STATUS, BODY and HDRS (a file).
 get() {
@@ -250,6 +252,11 @@ ms=$((($(date +%s%N) - start_ms) / 1000000))
 [ "$STATUS" = 504 ] && [[ "$BODY" == *'"code":"gateway_timeout"'* ]] && [ "$ms" -lt 2500 ] &&
   pass "slow upstream: 504 JSON in $ms ms" || bad "slow upstream" "$STATUS $BODY $ms ms"
 
+# The client's read timeout (B: 500ms) does not cut a response that is
+# within the upstream's response timeout (1s).
+get "$B" /wait
+[ "$STATUS" = 200 ] && pass "a response slower than the read timeout still arrives" || bad "read timeout" "$STATUS $BODY"
+
 # Malformed requests and oversized heads: 4xx, never a crash.
 raw() { # raw PORT BYTES -> the status line
   python3 - "$1" "$2" <<'PY'
@@ -305,4 +312,10 @@ wait "$APID"; rc=$?
 [ "$(cat "$tmp/drain.code")" = 200 ] && [ "$rc" = 0 ] && pass "SIGTERM: the request in flight completed, exit 0" ||
   { bad "drain" "code $(cat "$tmp/drain.code"), exit $rc"; cat "$tmp/a.log"; }
 
+# B and C stop cleanly too (a sanitizer's report would fail the exit).
+for p in "$BPID" "$CPID"; do
+  kill -TERM "$p"
+  wait "$p"; rc=$?
+  [ "$rc" = 0 ] || bad "exit of proxy $p" "status $rc"
+done
 exit $fail

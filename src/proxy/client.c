@@ -353,6 +353,8 @@ static int on_message_complete(http_parser *p)
             return -1;
         }
         sl_px_upstream_request_sent(c->up);
+        /* From here the upstream's response timeout runs, not ours. */
+        uv_timer_stop(&c->timer);
         /* The next pipelined request waits for this response. */
         c->paused_at = P_DONE;
         http_parser_pause(p, 1);
