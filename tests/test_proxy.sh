@@ -173,6 +173,32 @@ ok=$(grep -c '^200$' "$tmp/codes"); limited=$(grep -c '^429$' "$tmp/codes")
   pass "concurrent: exactly 5 of 40 pass, the upstream saw 5" ||
   bad "concurrent" "200: $ok, 429: $limited, upstream: $(seen 'key=k3 ')"
 
+# Pipelining: 300 requests in one write, answered in order on one
+# connection (the 429s locally, without recursing per request), then
+# forwarded ones.
+python3 - "$A" <<'PY' && pass "pipelined: 5 then 295 limited in order, then 20 forwarded" || bad "pipelining" "see above"
+import socket, sys
+def run(payload):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    s.sendall(payload)
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return data
+        data += d
+limited = b"GET /api/p HTTP/1.1\r\nHost: x\r\nX-Api-Key: pipe\r\n\r\n"
+last = b"GET /files/last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+d = run(limited * 300 + last)
+codes = [l.split()[1] for l in d.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+d2 = run(b"GET /files/f HTTP/1.1\r\nHost: x\r\n\r\n" * 19 + last)
+codes2 = [l.split()[1] for l in d2.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+ok = codes == [b"200"] * 5 + [b"429"] * 295 + [b"200"] and codes2 == [b"200"] * 20
+if not ok:
+    print("  codes:", codes[:8], len(codes), codes2)
+sys.exit(0 if ok else 1)
+PY
+
 # Bodies both ways, a few MB: Content-Length, then chunked.
 head -c 3000000 /dev/urandom >"$tmp/payload"
 want=$(sha256sum "$tmp/payload" | cut -d' ' -f1)
