@@ -177,7 +177,7 @@ ok=$(grep -c '^200$' "$tmp/codes"); limited=$(grep -c '^429$' "$tmp/codes")
 # connection (the 429s locally, without recursing per request), then
 # forwarded ones.
 python3 - "$A" <<'PY' && pass "pipelined: 5 then 295 limited in order, then 20 forwarded" || bad "pipelining" "see above"
-import socket, sys
+import re, socket, sys
 def run(payload):
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
     s.sendall(payload)
@@ -190,14 +190,16 @@ def run(payload):
 limited = b"GET /api/p HTTP/1.1\r\nHost: x\r\nX-Api-Key: pipe\r\n\r\n"
 last = b"GET /files/last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 d = run(limited * 300 + last)
-codes = [l.split()[1] for l in d.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+codes = re.findall(rb"HTTP/1\.1 (\d{3}) ", d)
 d2 = run(b"GET /files/f HTTP/1.1\r\nHost: x\r\n\r\n" * 19 + last)
-codes2 = [l.split()[1] for l in d2.split(b"\r\n") if l.startswith(b"HTTP/1.1 ")]
+codes2 = re.findall(rb"HTTP/1\.1 (\d{3}) ", d2)
 ok = codes == [b"200"] * 5 + [b"429"] * 295 + [b"200"] and codes2 == [b"200"] * 20
 if not ok:
     print("  codes:", codes[:8], len(codes), codes2)
 sys.exit(0 if ok else 1)
 PY
+limited=$(grep -c 'key=pipe ' "$tmp/upstream.log")
+[ "$limited" = 5 ] || bad "pipelined: upstream count" "$limited"
 
 # Bodies both ways, a few MB: Content-Length, then chunked.
 head -c 3000000 /dev/urandom >"$tmp/payload"
@@ -318,7 +320,7 @@ limited=$(sed -n 's/^sluice_proxy_requests_total{route="\/api\/",outcome="limite
 fwd=$(sed -n 's/^sluice_proxy_upstream_responses_total{route="_none_",class="2xx"} //p' <<<"$m")
 queued=$(sed -n 's/^sluice_proxy_requests_total{route="\/upload",outcome="queued"} //p' <<<"$m")
 lat=$(sed -n 's/^sluice_proxy_upstream_latency_seconds_count{route="\/api\/"} //p' <<<"$m")
-[ "${limited:-0}" = 36 ] && [ "${fwd:-0}" -ge 9 ] && [ "${queued:-0}" = 9 ] && [ "${lat:-0}" -ge 10 ] &&
+[ "${limited:-0}" = 331 ] && [ "${fwd:-0}" -ge 9 ] && [ "${queued:-0}" = 9 ] && [ "${lat:-0}" -ge 10 ] &&
   pass "metrics: limited $limited, queued $queued, 2xx $fwd, latency count $lat" ||
   bad "metrics" "limited=$limited queued=$queued 2xx=$fwd latency=$lat"
 m=$(curl -s -m 5 "http://127.0.0.1:$B/sluice/metrics")
