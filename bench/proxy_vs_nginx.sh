@@ -5,22 +5,24 @@
 #   bench/proxy_vs_nginx.sh            # 3 alternating rounds, 10 s runs
 #   ROUNDS=5 DUR=20s bench/proxy_vs_nginx.sh
 #
-# Upstream: the peer nginx's `return 200 "ok"` server (127.0.0.1:18081,
-# /work/shared/peers/nginx/nginx.conf), the same process for both proxies.
-# Proxies (both on CPU 0, one worker / one event-loop thread, 64 idle
-# keep-alive upstream connections):
-#   nginx:  the peer setup (start.sh): proxy_pass with limit_req
+# A private nginx is started from the config written below (modelled on
+# the peer setup in /work/shared/peers/nginx/, on ports of its own so that
+# it never meets another session's nginx): worker_processes 1 on CPU 0.
+# Upstream: that nginx's `return 200 "ok"` server (127.0.0.1:$UP), the
+# same for both proxies.  Proxies (both on CPU 0, one worker / one
+# event-loop thread, 64 idle keep-alive upstream connections):
+#   nginx:  proxy_pass with limit_req, keep-alive upstream (HTTP/1.1)
 #   sluice: build-bench/sluice proxy --threads 1 --upstream
-#           http://127.0.0.1:18081 with the config and rules written below
+#           http://127.0.0.1:$UP with the config and rules written below
 # Cases (wrk -t1 -c$CONNS keep-alive, pinned to CPU 1):
 #   allowed  one client address, a limit that never bites
-#            (nginx :18083 zone ip_hi 1M r/s; sluice /all: remote_address,
+#            (nginx zone ip_hi 1M r/s; sluice /all: remote_address,
 #            token_bucket 1M/s)
 #   limited  one client address, 10 r/s: nearly every request gets 429
-#            (nginx :18084 zone ip_lo 10r/s, no burst; sluice /limited:
+#            (nginx zone ip_lo 10r/s, no burst; sluice /limited:
 #            remote_address, gcra 10/s, no burst)
 #   keys     a random X-Api-Key of 100k per request, all allowed
-#            (nginx :18085 zone key_hi 1000r/s burst 1000 nodelay; sluice
+#            (nginx zone key_hi 1000r/s burst 1000 nodelay; sluice
 #            /keys: request_header X-Api-Key, token_bucket 1000/s burst
 #            1000), the peer's wrk/keys.lua
 # sluice adds its rate-limit headers to every answer (nginx adds none);
@@ -35,7 +37,8 @@ source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
 CONNS="${CONNS:-50}"
-PORT="${PORT:-18300}"
+PORT="${PORT:-18300}" # sluice; nginx: PORT+1 .. PORT+4
+UP=$((PORT + 1))
 QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
 BUILD="${BUILD:-$ROOT/build-bench}"
 SLUICE="$BUILD/sluice"
@@ -74,7 +77,7 @@ cat >"$OUT/proxy.yaml" <<Y
 rules: rules
 listen: 127.0.0.1:$PORT
 threads: 1
-upstream: http://127.0.0.1:18081
+upstream: http://127.0.0.1:$UP
 upstream_pool: 64
 routes:
   - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
@@ -82,11 +85,52 @@ routes:
   - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
 Y
 
+N="$OUT/nginx"
+mkdir -p "$N/tmp"
+chmod 755 "$OUT" "$N"; chmod 1777 "$N/tmp" # workers run as nobody under root
+cat >"$N/nginx.conf" <<Y
+worker_processes 1;
+worker_cpu_affinity 01;
+daemon off;
+pid nginx.pid;
+error_log error.log error;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 65s;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    limit_req_status 429;
+    limit_req_log_level info;
+    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
+    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
+    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
+    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
+    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
+    server { listen 127.0.0.1:$((PORT + 2)); location / { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; } }
+    server { listen 127.0.0.1:$((PORT + 3)); location / { limit_req zone=ip_lo; proxy_pass http://backend; } }
+    server { listen 127.0.0.1:$((PORT + 4)); location / { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } }
+}
+Y
+for p in $(seq "$PORT" $((PORT + 4))); do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+    echo "port $p is already in use; set PORT=" >&2; exit 1
+  fi
+done
 SPID=""; NPID=""
 cleanup() { stop_pid "$SPID"; stop_pid "$NPID" QUIT; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-NPID=$("$PEERS_DIR/nginx/start.sh") || { echo "nginx did not start" >&2; exit 1; }
+taskset -c "$SRV_CPU" nginx -p "$N/" -c "$N/nginx.conf" -e "$N/error.log" >"$N/stdout.log" 2>&1 &
+NPID=$!
+wait_port $((PORT + 4)) && sleep 0.3 && kill -0 "$NPID" 2>/dev/null ||
+  { echo "nginx did not start (see $N/)" >&2; exit 1; }
 NPIDS="$NPID $(pgrep -P "$NPID" | tr '\n' ' ')"
 taskset -c "$SRV_CPU" "$SLUICE" proxy --config "$OUT/proxy.yaml" 2>"$OUT/sluice.log" &
 SPID=$!
@@ -96,9 +140,9 @@ curl -fsS -o /dev/null "http://127.0.0.1:$PORT/all" || { echo "sluice proxy fail
 
 # case | sluice URL | nginx URL | wrk args
 CASES=(
-  "allowed|http://127.0.0.1:$PORT/all|http://127.0.0.1:18083/|"
-  "limited|http://127.0.0.1:$PORT/limited|http://127.0.0.1:18084/|"
-  "keys|http://127.0.0.1:$PORT/keys|http://127.0.0.1:18085/|-s $KEYS_LUA"
+  "allowed|http://127.0.0.1:$PORT/all|http://127.0.0.1:$((PORT + 2))/|"
+  "limited|http://127.0.0.1:$PORT/limited|http://127.0.0.1:$((PORT + 3))/|"
+  "keys|http://127.0.0.1:$PORT/keys|http://127.0.0.1:$((PORT + 4))/|-s $KEYS_LUA"
 )
 {
   echo "# sluice: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src tools || echo ', with uncommitted changes'), binary $SLUICE"

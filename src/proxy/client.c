@@ -48,6 +48,7 @@ struct sl_px_client {
     sl_px_headers headers;
     sl_buf rest; /* read but not parsed while the parser is paused */
     sl_buf rate; /* rate-limit header lines for the response */
+    sl_buf out;  /* response bytes not yet handed to a write */
     struct sockaddr_storage peer;
     const sl_px_route *route;
     sl_px_up *up;
@@ -58,6 +59,7 @@ struct sl_px_client {
     int resp_chunked;
     int header_error; /* 431: our header callbacks refused */
     int reading;      /* uv_read_start is in force */
+    int eof;          /* the client sent all it will */
     int flow_paused;  /* stopped reading: the upstream is behind */
     int closing;      /* close once the writes are done */
     int driving, again; /* in parse(); resume() asked meanwhile */
@@ -91,6 +93,7 @@ static void free_cb(uv_handle_t *h)
     sl_buf_release(&c->url);
     sl_buf_release(&c->rest);
     sl_buf_release(&c->rate);
+    sl_buf_release(&c->out);
     sl_px_headers_release(&c->headers);
     atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
                               memory_order_relaxed);
@@ -123,7 +126,8 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void set_reading(sl_px_client *c, int on)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp) || on == c->reading)
+    if (uv_is_closing((uv_handle_t *)&c->tcp) || on == c->reading ||
+        (on && c->eof))
         return;
     c->reading = on;
     if (on)
@@ -150,35 +154,50 @@ static void write_cb(uv_write_t *req, int status)
         sl_px_upstream_pause(c->up, 0);
 }
 
-/* Queues len bytes for the client, taking `data` (malloc'd) when own. */
-static int send_bytes(sl_px_client *c, const char *data, size_t len)
+/* Output is gathered in c->out and sent by flush() in one write: a
+ * response head goes out with the first piece of its body. */
+static int queue(sl_px_client *c, const char *data, size_t len)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    if (len == 0)
-        return 0;
-    client_write *wr = malloc(sizeof(*wr));
-    char *copy = malloc(len);
-    if (wr == NULL || copy == NULL) {
-        free(wr);
-        free(copy);
+    sl_buf_add(&c->out, data, len);
+    if (c->out.failed) {
         client_close(c);
         return -1;
     }
-    memcpy(copy, data, len);
+    return 0;
+}
+
+static int flush(sl_px_client *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return -1;
+    if (c->out.len == 0)
+        return 0;
+    client_write *wr = malloc(sizeof(*wr));
+    if (wr == NULL) {
+        client_close(c);
+        return -1;
+    }
     wr->c = c;
-    wr->data = copy;
-    wr->len = len;
-    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
+    wr->data = c->out.data;
+    wr->len = c->out.len;
+    c->out = (sl_buf){0};
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
     if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
-        free(copy);
+        free(wr->data);
         free(wr);
         client_close(c);
         return -1;
     }
     c->writes++;
-    c->pending += len;
+    c->pending += wr->len;
     return 0;
+}
+
+static int send_bytes(sl_px_client *c, const char *data, size_t len)
+{
+    return queue(c, data, len) == 0 ? flush(c) : -1;
 }
 
 static int send_buf(sl_px_client *c, sl_buf *b)
@@ -391,7 +410,10 @@ static void parse(sl_px_client *c, const char *data, size_t len)
             client_close(c);
             return;
         }
-        set_reading(c, 0);
+        /* Reading goes on into `rest` while a request is decided or
+         * answered (no epoll change per request), up to a cap. */
+        if (c->rest.len > SL_PX_MAX_PENDING)
+            set_reading(c, 0);
         enum pause_reason why = c->paused_at;
         c->paused_at = P_NONE;
         if (why == P_HEAD)
@@ -444,7 +466,7 @@ static void resume(sl_px_client *c)
     } while (c->again);
     c->driving = 0;
     if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
-        HTTP_PARSER_ERRNO(&c->parser) == HPE_OK && !c->flow_paused)
+        !c->flow_paused && c->rest.len <= SL_PX_MAX_PENDING)
         set_reading(c, 1);
 }
 
@@ -453,7 +475,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     sl_px_client *c = (sl_px_client *)s;
     if (nread < 0) {
         free(buf->base);
-        if (c->state == S_HEAD && !c->in_message && c->writes > 0)
+        c->eof = 1;
+        if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+            /* The client is done sending (or gone): finish the request
+             * in hand, then close. */
+            c->keep_alive = 0;
+            set_reading(c, 0);
+        } else if (c->state == S_HEAD && !c->in_message && c->writes > 0)
             c->closing = 1; /* send what is queued, then close */
         else
             client_close(c);
@@ -462,6 +490,15 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
         uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
                        0);
+    if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+        sl_buf_add(&c->rest, buf->base, (size_t)nread);
+        free(buf->base);
+        if (c->rest.failed)
+            client_close(c);
+        else if (c->rest.len > SL_PX_MAX_PENDING)
+            set_reading(c, 0);
+        return;
+    }
     if (nread > 0) {
         c->driving = 1;
         parse(c, buf->base, (size_t)nread);
@@ -706,7 +743,11 @@ int sl_px_client_response_head(sl_px_client *c, int status,
                       (unsigned long long)p->content_length);
     sl_buf_printf(&out, "Connection: %s\r\n\r\n",
                   c->keep_alive ? "keep-alive" : "close");
-    return send_buf(c, &out);
+    int rc = out.failed ? -1 : queue(c, out.data, out.len);
+    if (out.failed)
+        client_close(c);
+    sl_buf_release(&out);
+    return rc;
 }
 
 int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
@@ -714,19 +755,20 @@ int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
     char size[24];
     if (c->resp_chunked) {
         int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-        if (send_bytes(c, size, (size_t)n) != 0)
+        if (queue(c, size, (size_t)n) != 0)
             return -1;
     }
-    if (send_bytes(c, at, len) != 0)
+    if (queue(c, at, len) != 0 ||
+        (c->resp_chunked && queue(c, "\r\n", 2) != 0))
         return -1;
-    return c->resp_chunked ? send_bytes(c, "\r\n", 2) : 0;
+    return flush(c);
 }
 
 void sl_px_client_response_done(sl_px_client *c, int reusable)
 {
     (void)reusable;
     c->up = NULL;
-    if (c->resp_chunked && send_bytes(c, "0\r\n\r\n", 5) != 0)
+    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || flush(c) != 0)
         return;
     if (!c->keep_alive || !c->req_done || c->w->stopping) {
         c->closing = 1;
