@@ -309,6 +309,33 @@ big=$(head -c 9000 /dev/zero | tr '\0' 'a')
   pass "oversized headers: 431" || bad "431" "$(raw "$A" "GET / HTTP/1.1\\r\\nX-Big: $big\\r\\n\\r\\n")"
 [ "$(raw "$A" 'POST /files/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
   pass "Content-Length with Transfer-Encoding: 400 (no smuggling)" || bad "smuggling" "not 400"
+# Other spellings of a limited path are limited alike (k1 is used up):
+# absolute-form, percent-encoding, empty and dot segments; a '..' above
+# the root is refused; a header a limit reads may be sent only once.
+for target in 'http://example.com/api/abs' '/%61pi/enc' '//api/./x/../dots'; do
+  line=$(raw "$A" "GET $target HTTP/1.1\r\nHost: x\r\nX-Api-Key: k1\r\nConnection: close\r\n\r\n")
+  [ "$line" = "HTTP/1.1 429 Too Many Requests" ] && pass "'$target' is limited as /api/" || bad "target $target" "$line"
+done
+[ "$(raw "$A" 'GET /api/../../x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
+  pass "'..' above the root: 400" || bad "dot-dot" "not 400"
+get "$A" /api/dup -H 'X-Api-Key: k1' -H 'X-Api-Key: fresh'
+[ "$STATUS" = 400 ] && [[ "$BODY" == *"more than once"* ]] && pass "a limit's header sent twice: 400" || bad "duplicate header" "$STATUS $BODY"
+# A refused request's small body is skipped and the connection goes on.
+python3 - "$A" <<'PY' && pass "429 to a request with a body, then the next request on the same connection" || bad "skip body" "see above"
+import re, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(b"POST /api/b HTTP/1.1\r\nHost: x\r\nX-Api-Key: k1\r\nContent-Length: 5\r\n\r\nhello"
+          b"GET /files/after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+codes = re.findall(rb"HTTP/1\.1 (\d{3}) ", data)
+print("  codes:", codes) if codes != [b"429", b"200"] else None
+sys.exit(0 if codes == [b"429", b"200"] else 1)
+PY
 get "$A" /ws -H 'Connection: Upgrade' -H 'Upgrade: websocket'
 [ "$STATUS" = 501 ] && [[ "$BODY" == *upgrade_refused* ]] && pass "Upgrade refused: 501" || bad "upgrade" "$STATUS $BODY"
 get "$A" /files/alive
@@ -320,7 +347,7 @@ limited=$(sed -n 's/^sluice_proxy_requests_total{route="\/api\/",outcome="limite
 fwd=$(sed -n 's/^sluice_proxy_upstream_responses_total{route="_none_",class="2xx"} //p' <<<"$m")
 queued=$(sed -n 's/^sluice_proxy_requests_total{route="\/upload",outcome="queued"} //p' <<<"$m")
 lat=$(sed -n 's/^sluice_proxy_upstream_latency_seconds_count{route="\/api\/"} //p' <<<"$m")
-[ "${limited:-0}" = 331 ] && [ "${fwd:-0}" -ge 9 ] && [ "${queued:-0}" = 9 ] && [ "${lat:-0}" -ge 10 ] &&
+[ "${limited:-0}" = 335 ] && [ "${fwd:-0}" -ge 9 ] && [ "${queued:-0}" = 9 ] && [ "${lat:-0}" -ge 10 ] &&
   pass "metrics: limited $limited, queued $queued, 2xx $fwd, latency count $lat" ||
   bad "metrics" "limited=$limited queued=$queued 2xx=$fwd latency=$lat"
 m=$(curl -s -m 5 "http://127.0.0.1:$B/sluice/metrics")

@@ -9,6 +9,8 @@
  * believed past an untrusted hop).
  */
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proxy.h"
@@ -119,9 +121,9 @@ static size_t path_prefix(const char *path, size_t len, int segments)
     return i;
 }
 
-size_t sl_px_descriptors(const sl_px_route *route,
-                         const sl_px_request_view *req, sl_dec_descriptor *ds,
-                         sl_rules_entry *entries)
+int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
+                      sl_dec_descriptor *ds, sl_rules_entry *entries,
+                      size_t *n_out)
 {
     size_t n = 0, ne = 0;
     for (size_t i = 0; i < route->n_descriptors; i++) {
@@ -142,6 +144,9 @@ size_t sl_px_descriptors(const sl_px_route *route,
                 e->value = sl_px_headers_find(req->headers, a->header,
                                               &e->value_len);
                 skip = e->value == NULL;
+                if (!skip && sl_px_headers_occurrences(req->headers,
+                                                       a->header) > 1)
+                    return -1;
                 break;
             case SL_PX_PATH:
                 e->value = req->path;
@@ -165,5 +170,106 @@ size_t sl_px_descriptors(const sl_px_route *route,
         }
         ds[n++] = (sl_dec_descriptor){entries + first, ne - first, -1};
     }
-    return n;
+    *n_out = n;
+    return 0;
+}
+
+int sl_px_request_target(const char *url, size_t len, size_t *off,
+                         size_t *path_len)
+{
+    if (len > 0 && url[0] == '/') {
+        *off = 0;
+    } else {
+        /* absolute-form (RFC 9112, 3.2.2): the path is what counts. */
+        struct http_parser_url u;
+        http_parser_url_init(&u);
+        if (len == 0 || http_parser_parse_url(url, len, 0, &u) != 0 ||
+            !(u.field_set & (1 << UF_HOST)))
+            return -1;
+        if (!(u.field_set & (1 << UF_PATH))) {
+            *off = len;
+            *path_len = 0;
+            return 0;
+        }
+        *off = u.field_data[UF_PATH].off;
+    }
+    const char *q = memchr(url + *off, '?', len - *off);
+    *path_len = q ? (size_t)(q - url) - *off : len - *off;
+    return 0;
+}
+
+static int hex(int c)
+{
+    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+int sl_px_normalize_path(const char *path, size_t len, char *out,
+                         size_t *out_len)
+{
+    /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
+     * others stay encoded, with upper-case digits. */
+    char *dec = malloc(len + 1);
+    size_t n = 0;
+    if (dec == NULL)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)path[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex(path[i + 1]) : -1;
+            int lo = i + 2 < len ? hex(path[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(dec);
+                return -1;
+            }
+            int v = hi * 16 + lo;
+            if (isalnum(v) || v == '-' || v == '.' || v == '_' || v == '~') {
+                dec[n++] = (char)v;
+            } else {
+                dec[n++] = '%';
+                dec[n++] = "0123456789ABCDEF"[hi];
+                dec[n++] = "0123456789ABCDEF"[lo];
+            }
+            i += 2;
+        } else {
+            dec[n++] = (char)c;
+        }
+    }
+    /* Segments (RFC 3986, 5.2.4): empty and "." dropped, ".." climbs;
+     * climbing above the root is refused.  A path that ends in a
+     * directory keeps its trailing '/' (a prefix "/api/" must match). */
+    size_t o = 0, i = 0;
+    int dir = 1;
+    while (i < n) {
+        while (i < n && dec[i] == '/')
+            i++;
+        size_t start = i;
+        while (i < n && dec[i] != '/')
+            i++;
+        size_t seg = i - start;
+        dir = i < n || seg == 0;
+        if (seg == 0 || (seg == 1 && dec[start] == '.')) {
+            dir = 1;
+            continue;
+        }
+        if (seg == 2 && dec[start] == '.' && dec[start + 1] == '.') {
+            if (o == 0) {
+                free(dec);
+                return -1;
+            }
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            o--; /* the '/' before the segment */
+            dir = 1;
+            continue;
+        }
+        out[o++] = '/';
+        memcpy(out + o, dec + start, seg);
+        o += seg;
+    }
+    if (dir || o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    *out_len = o;
+    free(dec);
+    return 0;
 }

@@ -10,13 +10,15 @@
  * to the other.  It is paused again when the request is complete, and
  * the next pipelined request waits until the response has been sent:
  * responses come out in request order by construction.  Bytes read while
- * paused are kept in `rest` and reading stops, so at most one read is
- * held.  Flow control both ways: a side with more than SL_PX_MAX_PENDING
- * bytes queued for its socket stops the other side's reads.
+ * paused are kept in `rest`; reading stops only when that passes
+ * SL_PX_MAX_PENDING.  Flow control both ways: a side with more than
+ * SL_PX_MAX_PENDING bytes queued for its socket stops the other side's
+ * reads.
  *
  * Requests answered by the proxy itself (429, 502, 504, errors) are
- * "local": their body, if any, is not read, and the connection closes
- * after the answer; a request without a body keeps the connection.
+ * "local": a small body of known length is read and dropped and the
+ * connection goes on; any other body closes the connection after the
+ * answer (can_keep()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,7 @@ struct sl_px_client {
     sl_buf out;  /* response bytes not yet handed to a write */
     struct sockaddr_storage peer;
     const sl_px_route *route;
+    size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
@@ -219,8 +222,24 @@ int sl_px_client_method(const sl_px_client *c)
     return c->parser.method;
 }
 
-/* A request answered here: `out` holds the whole response.  The
- * connection stays only if the request has no body still to come. */
+/* Whether the connection can go on after a request answered here: a
+ * body not yet read is skipped when it is small and of known length (and
+ * the client is not waiting for a 100 Continue it will not get);
+ * otherwise the connection closes after the answer. */
+static int can_keep(const sl_px_client *c)
+{
+    if (!c->keep_alive)
+        return 0;
+    if (!c->req_body || c->req_done)
+        return 1;
+    return !c->expect_continue && c->req_length != ULLONG_MAX &&
+           c->req_length <= SL_PX_DISCARD_MAX;
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* A request answered here: `out` holds the whole response, whose
+ * Connection field said keep_alive (from can_keep()). */
 static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
 {
     int had_up = c->up != NULL;
@@ -230,17 +249,17 @@ static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
     }
     if (send_buf(c, out) != 0)
         return;
-    if (!keep_alive || (c->req_body && !c->req_done) || had_up) {
+    if (!keep_alive || had_up || !can_keep(c)) {
         c->closing = 1;
         set_reading(c, 0);
         if (c->writes == 0)
             client_close(c);
         return;
     }
-    c->state = S_LOCAL;
-    if (c->req_done) {
-        c->state = S_HEAD;
-    }
+    c->state = c->req_done ? S_HEAD : S_LOCAL;
+    if (c->state == S_LOCAL) /* the rest of the body, skipped */
+        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
+                       0);
     resume(c);
 }
 
@@ -248,7 +267,7 @@ static void answer_error(sl_px_client *c, int status, const char *code,
                          const char *message)
 {
     sl_buf out = {0};
-    int keep = c->keep_alive && !(c->req_body && !c->req_done);
+    int keep = can_keep(c);
     sl_respond_error(&out, status, code, message, keep);
     answer_local(c, &out, keep);
 }
@@ -260,7 +279,8 @@ static void timer_cb(uv_timer_t *t)
         c->keep_alive = 0;
         answer_error(c, 408, "ETIMEOUT",
                      "request not received within the read timeout");
-    } else if (c->state == S_HEAD || c->state == S_FORWARD) {
+    } else if (c->state == S_HEAD || c->state == S_FORWARD ||
+               c->state == S_LOCAL) {
         /* Idle, or a body that stopped arriving. */
         client_close(c);
     }
@@ -555,27 +575,44 @@ static void answer_metrics(sl_px_client *c)
 /* The one place a request is decided (so it can become asynchronous
  * with a remote store): descriptors from the route's actions, one
  * sl_decide() call, then 429, a queue slot, or forwarding. */
+static void decide_path(sl_px_client *c, const char *path, size_t path_len);
+
 static void decide(sl_px_client *c)
 {
     const sl_px_config *cfg = c->cfg;
-    const char *path = c->url.data ? c->url.data : "";
-    size_t path_len = strcspn(path, "?");
-    if (c->url.len < path_len)
-        path_len = c->url.len;
+    const char *url = c->url.data ? c->url.data : "";
+    size_t raw_len;
+    char *path = malloc(c->url.len + 2);
+    size_t path_len = 0;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
          * say so rather than pass a half-working tunnel. */
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
         sl_px_count(c->w, NULL, SL_PX_REJECTED);
-        return;
-    }
-    if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
-        c->parser.method == HTTP_GET && strlen(cfg->metrics_path) == path_len &&
-        memcmp(cfg->metrics_path, path, path_len) == 0) {
+    } else if (path == NULL) {
+        answer_error(c, 503, "ENOMEM", "out of memory");
+    } else if (sl_px_request_target(url, c->url.len, &c->target_off,
+                                    &raw_len) != 0 ||
+               sl_px_normalize_path(url + c->target_off, raw_len, path,
+                                    &path_len) != 0) {
+        answer_error(c, 400, "EHTTP",
+                     "bad request target (bad encoding or '..' above the "
+                     "root)");
+        sl_px_count(c->w, NULL, SL_PX_REJECTED);
+    } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
+               c->parser.method == HTTP_GET &&
+               strcmp(cfg->metrics_path, path) == 0) {
         answer_metrics(c);
-        return;
+    } else {
+        decide_path(c, path, path_len);
     }
+    free(path);
+}
+
+static void decide_path(sl_px_client *c, const char *path, size_t path_len)
+{
+    const sl_px_config *cfg = c->cfg;
     c->route = sl_px_route_find(cfg, path, path_len);
     sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
     sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
@@ -584,7 +621,15 @@ static void decide(sl_px_client *c)
                          sizeof(client_addr));
     sl_px_request_view view = {c->parser.method, path, path_len, client_addr,
                                &c->headers};
-    size_t n = c->route ? sl_px_descriptors(c->route, &view, ds, entries) : 0;
+    size_t n = 0;
+    if (c->route && sl_px_descriptors(c->route, &view, ds, entries, &n) != 0) {
+        /* Which of several values would the upstream believe? */
+        answer_error(c, 400, "EHEADERS",
+                     "a header that a rate limit reads was sent more than "
+                     "once");
+        sl_px_count(c->w, c->route, SL_PX_REJECTED);
+        return;
+    }
     if (n == 0) {
         forward(c);
         return;
@@ -604,7 +649,7 @@ static void decide(sl_px_client *c)
     sl_rate_headers(&res, &c->rate);
     if (res.over) {
         sl_buf out = {0};
-        int keep = c->keep_alive && !c->req_body;
+        int keep = can_keep(c);
         sl_respond_limited(&res, c->rate.data, c->parser.method == HTTP_HEAD,
                            &out, keep);
         sl_px_count(c->w, c->route, SL_PX_LIMITED);
@@ -626,7 +671,7 @@ static void decide(sl_px_client *c)
     sl_px_worker *pw = sl_px_worker_of(c->w);
     if (ms > cfg->queue_max_wait_ms || pw->queued >= cfg->queue_max) {
         sl_buf out = {0}, hdrs = {0};
-        int keep = c->keep_alive && !c->req_body;
+        int keep = can_keep(c);
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "queue full: a wait of %llu ms does not fit (at most %llu "
@@ -669,9 +714,12 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     c->up = up;
     c->state = S_FORWARD;
     sl_buf head = {0};
-    const char *url = c->url.len ? c->url.data : "/";
+    /* Origin-form, also for a request sent in absolute-form. */
     sl_buf_printf(&head, "%s ", http_method_str(c->parser.method));
-    sl_buf_add(&head, url, c->url.len ? c->url.len : 1);
+    if (c->target_off >= c->url.len || c->url.data[c->target_off] != '/')
+        sl_buf_addstr(&head, "/");
+    sl_buf_add(&head, c->url.data + c->target_off,
+               c->url.len - c->target_off);
     sl_buf_addstr(&head, " HTTP/1.1\r\n");
     sl_px_headers_forward(&c->headers, drop, &head);
     size_t hl;

@@ -104,6 +104,18 @@ const char *sl_px_headers_find(const sl_px_headers *h, const char *name,
     return NULL;
 }
 
+size_t sl_px_headers_occurrences(const sl_px_headers *h, const char *name)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < sl_px_headers_count(h); i++) {
+        const char *n, *v;
+        size_t nl, vl;
+        sl_px_headers_get(h, i, &n, &nl, &v, &vl);
+        count += name_is(n, nl, name);
+    }
+    return count;
+}
+
 /* Is `name` one of the comma-separated tokens of a Connection value? */
 static int listed_in(const char *list, size_t list_len, const char *name,
                      size_t name_len)

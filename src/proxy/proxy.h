@@ -33,6 +33,9 @@
 #define SL_PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
 #define SL_PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
 #define SL_PX_MAX_TRUSTED 64
+/* The largest unread request body skipped, rather than the connection
+ * closed, after the proxy answered the request itself (429, 502 ...). */
+#define SL_PX_DISCARD_MAX (64 * 1024)
 /* Header fields of one message, counted as well as --max-header-bytes. */
 #define SL_PX_MAX_HEADERS 100
 /* Bytes queued for one socket before the other side stops being read:
@@ -138,6 +141,8 @@ void sl_px_headers_get(const sl_px_headers *h, size_t i, const char **name,
 /* The first field named `name` (case-insensitive), or NULL. */
 const char *sl_px_headers_find(const sl_px_headers *h, const char *name,
                                size_t *value_len);
+/* How many fields are named `name` (case-insensitive). */
+size_t sl_px_headers_occurrences(const sl_px_headers *h, const char *name);
 /* Appends the end-to-end fields as "Name: value\r\n": drops the hop-by-hop
  * ones (RFC 9110, 7.6.1: Connection and the fields it names, Keep-Alive,
  * Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade), the framing
@@ -151,6 +156,19 @@ void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
 void sl_px_client_address(const sl_px_config *cfg,
                           const struct sockaddr_storage *peer,
                           const sl_px_headers *h, char *out, size_t outlen);
+/* The request target's path: its offset in url and its length without
+ * the query, for origin-form ("/p?q") and absolute-form
+ * ("http://h/p?q"; an empty path there).  0, or -1 for a target that is
+ * neither. */
+int sl_px_request_target(const char *url, size_t len, size_t *off,
+                         size_t *path_len);
+/* The path as routes and the path action see it: unreserved characters
+ * percent-decoded, empty and "." segments dropped, ".." resolved, a
+ * trailing '/' kept.  out has room for len + 2 bytes; 0 with *out_len
+ * set (NUL-terminated), or -1 for bad percent-encoding or a ".." above
+ * the root. */
+int sl_px_normalize_path(const char *path, size_t len, char *out,
+                         size_t *out_len);
 /* The peer's address as text ("" if it has none). */
 void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
                      size_t outlen);
@@ -163,10 +181,11 @@ typedef struct sl_px_request_view {
 } sl_px_request_view;
 /* Fills ds (room for SL_PX_MAX_DESCRIPTORS) and their entries (room for
  * SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS), pointing into the route and
- * the request; returns how many descriptors. */
-size_t sl_px_descriptors(const sl_px_route *route,
-                         const sl_px_request_view *req, sl_dec_descriptor *ds,
-                         sl_rules_entry *entries);
+ * the request, and *n_out.  0, or -1 when a header an action reads was
+ * sent more than once. */
+int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
+                      sl_dec_descriptor *ds, sl_rules_entry *entries,
+                      size_t *n_out);
 
 /* stats.c: per-thread, per-route counters (relaxed atomics written by
  * their thread only, summed at scrape time). */
