@@ -8,7 +8,9 @@
 # fuzz_replay_line (the line parser of `sluice replay`), fuzz_store
 # (limits, keys, costs and times through sl_check, sl_check_multi,
 # sl_check_costs with and without SL_RECORD, sweeps
-# and stats, with the store's invariants checked).  Each starts from the
+# and stats, with the store's invariants checked), fuzz_proxy (the
+# proxy's request target, path normalisation, header gathering and
+# filtering, client address and descriptors).  Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
 # and makes the script exit 1.  Reproduce one with
@@ -19,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_proxy)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }
