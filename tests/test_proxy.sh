@@ -110,7 +110,8 @@ start() {
 
 start a --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP"
 A=$PORT APID=$PID
-start b --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
+cp "$SOURCE_DIR/examples/proxy/rules.yaml" "$tmp/rules_b.yaml"
+start b --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$tmp/rules_b.yaml" \
   --upstream "http://127.0.0.1:$UP" --threads 2 --read-timeout 500ms
 B=$PORT BPID=$PID
 DEAD=$(free_port)
@@ -366,6 +367,19 @@ for _ in $(seq 100); do kill -0 "$APID" 2>/dev/null || break; sleep 0.05; done
 wait "$APID"; rc=$?
 [ "$(cat "$tmp/drain.code")" = 200 ] && [ "$rc" = 0 ] && pass "SIGTERM: the request in flight completed, exit 0" ||
   { bad "drain" "code $(cat "$tmp/drain.code"), exit $rc"; cat "$tmp/a.log"; }
+
+# The rules reload on SIGHUP, as in `sluice serve`: B's API keys get 2
+# a minute instead of 5.
+sed -i 's/requests_per_unit: 5$/requests_per_unit: 2/' "$tmp/rules_b.yaml"
+kill -HUP "$BPID"
+for _ in $(seq 100); do
+  curl -s -m 5 "http://127.0.0.1:$B/sluice/metrics" | grep -q 'sluice_rules_reloads_total{result="ok"} [1-9]' && break
+  sleep 0.05
+done
+codes=""
+for i in 1 2 3; do get "$B" /api/reload -H 'X-Api-Key: reload1'; codes="$codes$STATUS "; done
+[ "$codes" = "200 200 429 " ] && [ "$(header X-RateLimit-Limit)" = 2 ] &&
+  pass "SIGHUP reloads the rules: the new limit applies" || bad "reload" "$codes $(cat "$HDRS")"
 
 # B and C stop cleanly too (a sanitizer's report would fail the exit).
 for p in "$BPID" "$CPID"; do
