@@ -342,6 +342,14 @@ get "$A" /ws -H 'Connection: Upgrade' -H 'Upgrade: websocket'
 get "$A" /files/alive
 [ "$STATUS" = 200 ] && kill -0 "$APID" && pass "the proxy is still up" || bad "alive" "$STATUS"
 
+# Shadow mode: the example's DELETE rule (1 a minute) only counts.
+codes=""
+for i in 1 2 3; do get "$A" /api/shadow -X DELETE -H "X-Api-Key: s$i"; codes="$codes$STATUS "; done
+shadow=$(curl -s -m 5 "http://127.0.0.1:$A/sluice/metrics" |
+  sed -n 's/^sluice_rule_shadow_mode_total{domain="api",rule="deletes_trial"} //p')
+[ "$codes" = "200 200 200 " ] && [ "$shadow" = 2 ] && [ "$(seen 'DELETE /api/shadow')" = 3 ] &&
+  pass "shadow-mode rule: all 3 forwarded, 2 counted as over" || bad "shadow" "$codes shadow=$shadow"
+
 # Metrics: per route outcomes, upstream status classes and latency.
 m=$(curl -s -m 5 "http://127.0.0.1:$A/sluice/metrics")
 limited=$(sed -n 's/^sluice_proxy_requests_total{route="\/api\/",outcome="limited"} //p' <<<"$m")
