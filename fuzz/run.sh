@@ -11,7 +11,9 @@
 # store's invariants checked), fuzz_rules (one rules file through the
 # YAML loader and a match), fuzz_http (the daemon's request path after
 # HTTP framing: JSON bodies of /v1/check and /json, the query and
-# Sluice-* headers of /v1/auth).  Each starts from the
+# Sluice-* headers of /v1/auth), fuzz_proxy (the proxy's request target,
+# path normalisation, header gathering and filtering, client address and
+# descriptors).  Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
 # and makes the script exit 1.  Reproduce one with
@@ -22,7 +24,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

@@ -21,5 +21,5 @@ run() { # build-dir, cmake flags..., -- ctest flags...
 
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address
-SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -- -R "threads|serve"
+SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -- -R "threads|serve|proxy"
 echo "all test runs passed"

@@ -338,9 +338,9 @@ static int load_config(const char *path, sl_srv_config *cfg,
     return 0;
 }
 
-int sl_cmd_serve(int argc, char **argv)
+void sl_serve_defaults(sl_srv_config *cfg)
 {
-    sl_srv_config cfg = {
+    *cfg = (sl_srv_config){
         .listen_host = "127.0.0.1",
         .listen_port = 8080,
         .max_body_bytes = SL_SRV_MAX_BODY_BYTES,
@@ -356,6 +356,21 @@ int sl_cmd_serve(int argc, char **argv)
         .redis_breaker = SL_SRV_DEFAULT_REDIS_BREAKER,
         .nodes = 1,
     };
+}
+
+int sl_serve_setting(const char *flag, const char *where, const char *value,
+                     sl_srv_config *cfg)
+{
+    for (const struct option *o = opts; o->name; o++)
+        if (strcmp(o->name, flag) == 0 && o->val != CONFIG && o->val != HELP)
+            return apply(o->val, where, value, cfg);
+    return -2;
+}
+
+int sl_cmd_serve(int argc, char **argv)
+{
+    sl_srv_config cfg;
+    sl_serve_defaults(&cfg);
     /* Two passes: --config first, so that every flag overrides it. */
     const char *config = NULL;
     int c;

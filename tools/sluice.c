@@ -15,6 +15,7 @@ static const struct {
     {"demo", sl_cmd_demo,
      "walk through every algorithm on the seed's examples"},
     {"serve", sl_cmd_serve, "serve rate-limit decisions over HTTP"},
+    {"proxy", sl_cmd_proxy, "rate-limit as a reverse proxy in front of HTTP"},
     {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", sl_cmd_validate,
      "check rules files without starting anything"},

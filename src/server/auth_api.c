@@ -154,6 +154,27 @@ static json_int_t ms_up(sl_nanos ns)
     return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
 }
 
+/* Shared with the proxy (src/proxy/), whose 429 is the same answer. */
+void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
+                        int head, sl_buf *out, int keep_alive)
+{
+    const sl_dec_status *c = res->closest;
+    char msg[160];
+    snprintf(msg, sizeof(msg), "rate limit exceeded: %s",
+             c ? sl_rule_label(c->rule) : "denied");
+    json_t *retry = c && c->d.retry_after >= 0
+                        ? json_integer(ms_up(c->d.retry_after))
+                        : json_null();
+    json_t *body = json_pack("{s:{s:s,s:s,s:o}}", "error", "code",
+                             "rate_limited", "message", msg, "retry_after_ms",
+                             retry);
+    if (head)
+        sl_respond_empty(out, 429, rate_headers, keep_alive);
+    else
+        sl_respond_json(out, 429, rate_headers, body, keep_alive);
+    json_decref(body);
+}
+
 void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                  int keep_alive)
 {
@@ -203,21 +224,8 @@ void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     if (!res.over) {
         sl_respond_empty(out, 204, headers.data, keep_alive);
     } else {
-        const sl_dec_status *c = res.closest;
-        char msg[160];
-        snprintf(msg, sizeof(msg), "rate limit exceeded: %s",
-                 c ? sl_rule_label(c->rule) : "denied");
-        json_t *retry = c && c->d.retry_after >= 0
-                            ? json_integer(ms_up(c->d.retry_after))
-                            : json_null();
-        json_t *body =
-            json_pack("{s:{s:s,s:s,s:o}}", "error", "code", "rate_limited",
-                      "message", msg, "retry_after_ms", retry);
-        if (req->method == HTTP_HEAD)
-            sl_respond_empty(out, 429, headers.data, keep_alive);
-        else
-            sl_respond_json(out, 429, headers.data, body, keep_alive);
-        json_decref(body);
+        sl_respond_limited(&res, headers.data, req->method == HTTP_HEAD, out,
+                           keep_alive);
     }
     if (headers.failed)
         out->failed = 1;

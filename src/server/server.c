@@ -49,15 +49,23 @@ static void wake_cb(uv_async_t *a)
         uv_close((uv_handle_t *)&w->listener, noop_close_cb);
         uv_close((uv_handle_t *)&w->tick, noop_close_cb);
         uv_close((uv_handle_t *)&w->wake, noop_close_cb);
-        sl_conn_close_idle(w);
+        if (w->server->cfg.frontend)
+            w->server->cfg.frontend->close_idle(w);
+        else
+            sl_conn_close_idle(w);
         sl_srv_redis_stop(w);
     }
 }
 
 static void connection_cb(uv_stream_t *server, int status)
 {
-    if (status == 0)
-        sl_conn_accept(server->data);
+    sl_srv_worker *w = server->data;
+    if (status != 0)
+        return;
+    if (w->server->cfg.frontend)
+        w->server->cfg.frontend->accept(w);
+    else
+        sl_conn_accept(w);
 }
 
 static void *worker_main(void *arg)

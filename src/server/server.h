@@ -46,7 +46,19 @@
  * algorithm) cached at once; further new ones are refused with 429. */
 #define SL_SRV_MAX_ADHOC_LIMITS 10000
 
+typedef struct sl_srv_worker sl_srv_worker;
+
+/* What an accepted connection becomes.  NULL in sl_srv_config means the
+ * decision API of conn.c; `sluice proxy` passes its own (src/proxy/), and
+ * so shares the threads, listeners, rules reload and drain. */
+typedef struct sl_srv_frontend {
+    void (*accept)(sl_srv_worker *w);     /* the listener is readable */
+    void (*close_idle)(sl_srv_worker *w); /* on stop: close what is idle */
+    void *ctx;                            /* the front end's own state */
+} sl_srv_frontend;
+
 typedef struct sl_srv_config {
+    const sl_srv_frontend *frontend; /* NULL: conn.c */
     const char *rules_path;
     const char *listen_host; /* numeric IPv4 or IPv6 address */
     int listen_port;         /* 0: the kernel picks; printed on start */
@@ -106,7 +118,6 @@ typedef struct sl_srv_rules {
 
 void sl_srv_rules_release(sl_srv_rules *r);
 
-typedef struct sl_srv_worker sl_srv_worker;
 typedef struct sl_server sl_server;
 
 /* Per-thread counters, written only by their thread with relaxed atomics
@@ -337,6 +348,11 @@ int sl_decide_status(int rc);
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
  * RateLimit fields from res->closest, each line ending in CRLF. */
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out);
+/* auth_api.c: the 429 of a refused request (also the proxy's): the JSON
+ * error {"code": "rate_limited", "message", "retry_after_ms"}, or no body
+ * for a HEAD; rate_headers from sl_rate_headers(). */
+void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
+                        int head, sl_buf *out, int keep_alive);
 /* The rule's name, or its path when unnamed. */
 const char *sl_rule_label(const sl_rule *r);
 

@@ -1,0 +1,205 @@
+#!/bin/bash
+# sluice proxy vs nginx limit_req as rate-limiting reverse proxies, in one
+# run, to the same upstream.
+#
+#   bench/proxy_vs_nginx.sh            # 3 alternating rounds, 10 s runs
+#   ROUNDS=5 DUR=20s bench/proxy_vs_nginx.sh
+#
+# A private nginx is started from the config written below (modelled on
+# the peer setup in /work/shared/peers/nginx/, on ports of its own so that
+# it never meets another session's nginx): worker_processes 1 on CPU 0.
+# Upstream: that nginx's `return 200 "ok"` server (127.0.0.1:$UP), the
+# same for both proxies.  Proxies (both on CPU 0, one worker / one
+# event-loop thread, 64 idle keep-alive upstream connections):
+#   nginx:  proxy_pass with limit_req, keep-alive upstream (HTTP/1.1)
+#   sluice: build-bench/sluice proxy --threads 1 --upstream
+#           http://127.0.0.1:$UP with the config and rules written below
+# Cases (wrk -t1 -c$CONNS keep-alive, pinned to CPU 1):
+#   allowed  one client address, a limit that never bites
+#            (nginx zone ip_hi 1M r/s; sluice /all: remote_address,
+#            token_bucket 1M/s)
+#   limited  one client address, 10 r/s: nearly every request gets 429
+#            (nginx zone ip_lo 10r/s, no burst; sluice /limited:
+#            remote_address, gcra 10/s, no burst)
+#   keys     a random X-Api-Key of 100k per request, all allowed
+#            (nginx zone key_hi 1000r/s burst 1000 nodelay; sluice
+#            /keys: request_header X-Api-Key, token_bucket 1000/s burst
+#            1000), the peer's wrk/keys.lua
+# sluice adds its rate-limit headers to every answer (nginx adds none);
+# the server CPU is the proxy's and the upstream's together.
+# Raw wrk output: bench/results/proxy_vs_nginx_<UTC time>/ (not committed).
+set -u
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
+
+ROUNDS="${ROUNDS:-3}"
+DUR="${DUR:-10s}"
+CONNS="${CONNS:-50}"
+PORT="${PORT:-18300}" # sluice; nginx: PORT+1 .. PORT+4
+UP=$((PORT + 1))
+QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
+BUILD="${BUILD:-$ROOT/build-bench}"
+SLUICE="$BUILD/sluice"
+KEYS_LUA="$PEERS_DIR/wrk/keys.lua"
+OUT="$ROOT/bench/results/proxy_vs_nginx_$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$OUT/rules"
+export PATH="$PATH:/usr/sbin"
+command -v wrk >/dev/null && command -v nginx >/dev/null ||
+  { echo "needs wrk and nginx (/work/shared/peers/setup.sh)" >&2; exit 1; }
+if [ ! -x "$SLUICE" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j2 --target sluice >>"$OUT/build.log" 2>&1 ||
+    { echo "build failed (see $OUT/build.log)" >&2; exit 1; }
+fi
+
+# --- sluice's config: one route per case ------------------------------------
+cat >"$OUT/rules/all.yaml" <<'Y'
+domain: all
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+Y
+cat >"$OUT/rules/limited.yaml" <<'Y'
+domain: limited
+descriptors:
+  - key: remote_address
+    rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 10, burst: 1}
+Y
+cat >"$OUT/rules/keys.yaml" <<'Y'
+domain: keys
+descriptors:
+  - key: api_key
+    rate_limit: {unit: second, requests_per_unit: 1000, burst: 1000}
+Y
+cat >"$OUT/proxy.yaml" <<Y
+rules: rules
+listen: 127.0.0.1:$PORT
+threads: 1
+upstream: http://127.0.0.1:$UP
+upstream_pool: 64
+routes:
+  - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
+Y
+
+N="$OUT/nginx"
+mkdir -p "$N/tmp"
+chmod 755 "$OUT" "$N"; chmod 1777 "$N/tmp" # workers run as nobody under root
+cat >"$N/nginx.conf" <<Y
+worker_processes 1;
+worker_cpu_affinity 01;
+daemon off;
+pid nginx.pid;
+error_log error.log error;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 65s;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    limit_req_status 429;
+    limit_req_log_level info;
+    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
+    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
+    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
+    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
+    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
+    server { listen 127.0.0.1:$((PORT + 2)); location / { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; } }
+    server { listen 127.0.0.1:$((PORT + 3)); location / { limit_req zone=ip_lo; proxy_pass http://backend; } }
+    server { listen 127.0.0.1:$((PORT + 4)); location / { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } }
+}
+Y
+for p in $(seq "$PORT" $((PORT + 4))); do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+    echo "port $p is already in use; set PORT=" >&2; exit 1
+  fi
+done
+SPID=""; NPID=""
+cleanup() { stop_pid "$SPID"; stop_pid "$NPID" QUIT; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+taskset -c "$SRV_CPU" nginx -p "$N/" -c "$N/nginx.conf" -e "$N/error.log" >"$N/stdout.log" 2>&1 &
+NPID=$!
+wait_port $((PORT + 4)) && sleep 0.3 && kill -0 "$NPID" 2>/dev/null ||
+  { echo "nginx did not start (see $N/)" >&2; exit 1; }
+NPIDS="$NPID $(pgrep -P "$NPID" | tr '\n' ' ')"
+taskset -c "$SRV_CPU" "$SLUICE" proxy --config "$OUT/proxy.yaml" 2>"$OUT/sluice.log" &
+SPID=$!
+wait_port "$PORT" && sleep 0.3 && kill -0 "$SPID" 2>/dev/null ||
+  { echo "sluice did not start (see $OUT/sluice.log)" >&2; exit 1; }
+curl -fsS -o /dev/null "http://127.0.0.1:$PORT/all" || { echo "sluice proxy failed" >&2; exit 1; }
+
+# case | sluice URL | nginx URL | wrk args
+CASES=(
+  "allowed|http://127.0.0.1:$PORT/all|http://127.0.0.1:$((PORT + 2))/|"
+  "limited|http://127.0.0.1:$PORT/limited|http://127.0.0.1:$((PORT + 3))/|"
+  "keys|http://127.0.0.1:$PORT/keys|http://127.0.0.1:$((PORT + 4))/|-s $KEYS_LUA"
+)
+{
+  echo "# sluice: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src tools || echo ', with uncommitted changes'), binary $SLUICE"
+  echo "# date: $(date -u +%FT%TZ)"
+  echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+  echo "# nginx: $(nginx -v 2>&1 | sed 's/.*: //'); wrk: $(wrk -v 2>&1 | head -1)"
+  echo "# rounds $ROUNDS, DUR $DUR, conns $CONNS"
+} | tee "$OUT/meta.txt"
+
+run() { # run OUTFILE PIDS URL [wrk args]
+  local out=$1 pids=$2 url=$3; shift 3
+  local t0 t1 w0 w1
+  { echo "# cmd: taskset -c $CLI_CPU wrk -t1 -c$CONNS -d$DUR --latency $* $url"; wait_quiet; } >"$out"
+  t0=$(cpu_ticks $pids); w0=$(date +%s%N)
+  timeout 120 taskset -c "$CLI_CPU" wrk -t1 -c"$CONNS" -d"$DUR" --latency "$@" "$url" >>"$out" 2>&1
+  t1=$(cpu_ticks $pids); w1=$(date +%s%N)
+  echo "# server_ticks: $((t1 - t0))" >>"$out"
+}
+
+for r in $(seq 1 "$ROUNDS"); do
+  if [ $((r % 2)) -eq 1 ]; then order="sluice nginx"; else order="nginx sluice"; fi
+  for c in "${CASES[@]}"; do
+    IFS='|' read -r name surl nurl extra <<<"$c"
+    for s in $order; do
+      if [ "$s" = sluice ]; then
+        run "$OUT/${name}_sluice_$r.txt" "$SPID $NPIDS" "$surl" $extra
+      else
+        run "$OUT/${name}_nginx_$r.txt" "$NPIDS" "$nurl" $extra
+      fi
+      echo "round $r $name $s: $(awk '/^Requests\/sec:/ {print $2}' "$OUT/${name}_${s}_$r.txt") req/s"
+    done
+  done
+done
+
+python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/summary.md"
+import re, sys, statistics as st
+out, rounds = sys.argv[1], int(sys.argv[2])
+def us(v):
+    m = re.match(r'([\d.]+)(us|ms|s)$', v)
+    return float(m.group(1)) * {'us': 1, 'ms': 1e3, 's': 1e6}[m.group(2)]
+def parse(path):
+    t = open(path).read()
+    n = int(re.search(r'(\d+) requests in', t).group(1))
+    return {'rps': float(re.search(r'Requests/sec:\s+([\d.]+)', t).group(1)),
+            'p50': us(re.search(r'^\s+50%\s+(\S+)', t, re.M).group(1)),
+            'p99': us(re.search(r'^\s+99%\s+(\S+)', t, re.M).group(1)),
+            'non2xx': int((re.search(r'Non-2xx or 3xx responses: (\d+)', t) or [0, 0])[1]) / n,
+            'cpu_us': int(re.search(r'# server_ticks: (\d+)', t).group(1)) * 1e4 / n}
+print("| case | server | req/s | p50 µs | p99 µs | non-2xx | server CPU µs/req | sluice/nginx req/s |")
+print("|---|---|---|---|---|---|---|---|")
+for case in ("allowed", "limited", "keys"):
+    rows = {s: [parse("%s/%s_%s_%d.txt" % (out, case, s, r)) for r in range(1, rounds + 1)] for s in ("sluice", "nginx")}
+    ratio = st.median(a['rps'] / b['rps'] for a, b in zip(rows['sluice'], rows['nginx']))
+    for s in ("sluice", "nginx"):
+        m = lambda k: st.median(x[k] for x in rows[s])
+        print("| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.1f | %s |" % (case, s, m('rps'), m('p50'), m('p99'),
+              100 * m('non2xx'), m('cpu_us'), "%.2f" % ratio if s == "sluice" else ""))
+print("\nmedians of %d rounds; ratios taken round by round" % rounds)
+PY
+echo "raw output: $OUT"

@@ -1,0 +1,275 @@
+/*
+ * actions.c - how a request becomes descriptors, in the spirit of Envoy's
+ * rate limit actions: each action of a route's descriptor makes one entry
+ * from the client address, a request header, the path, the method or a
+ * fixed value.  The client address is the peer's, unless the peer is a
+ * trusted proxy: then X-Forwarded-For is walked from its right end past
+ * every trusted address, and the first untrusted one is the client (the
+ * left part of the header is the client's to write, so it is never
+ * believed past an untrusted hop).
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+static int in_cidr(const sl_px_cidr *c, int family, const unsigned char *addr)
+{
+    if (c->family != family)
+        return 0;
+    int full = c->bits / 8, rest = c->bits % 8;
+    if (memcmp(c->addr, addr, (size_t)full) != 0)
+        return 0;
+    if (rest == 0)
+        return 1;
+    unsigned char mask = (unsigned char)(0xff << (8 - rest));
+    return (c->addr[full] & mask) == (addr[full] & mask);
+}
+
+static int trusted(const sl_px_config *cfg, int family,
+                   const unsigned char *addr)
+{
+    for (size_t i = 0; i < cfg->n_trusted; i++)
+        if (in_cidr(&cfg->trusted[i], family, addr))
+            return 1;
+    return 0;
+}
+
+/* An address as text: AF_INET or AF_INET6 and its 4 or 16 bytes. */
+static int parse_addr(const char *s, size_t len, int *family,
+                      unsigned char *addr)
+{
+    char text[INET6_ADDRSTRLEN + 1];
+    if (len == 0 || len >= sizeof(text))
+        return -1;
+    memcpy(text, s, len);
+    text[len] = '\0';
+    if (inet_pton(AF_INET, text, addr) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, text, addr) == 1)
+        *family = AF_INET6;
+    else
+        return -1;
+    return 0;
+}
+
+void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
+                     size_t outlen)
+{
+    const void *addr = peer->ss_family == AF_INET6
+                           ? (const void *)&((const struct sockaddr_in6 *)peer)
+                                 ->sin6_addr
+                           : (const void *)&((const struct sockaddr_in *)peer)
+                                 ->sin_addr;
+    if (inet_ntop(peer->ss_family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
+                  (socklen_t)outlen) == NULL && outlen > 0)
+        out[0] = '\0';
+}
+
+void sl_px_client_address(const sl_px_config *cfg,
+                          const struct sockaddr_storage *peer,
+                          const sl_px_headers *h, char *out, size_t outlen)
+{
+    int family = peer->ss_family;
+    unsigned char addr[16] = {0};
+    if (family == AF_INET)
+        memcpy(addr, &((const struct sockaddr_in *)peer)->sin_addr, 4);
+    else if (family == AF_INET6)
+        memcpy(addr, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+    size_t xl = 0;
+    const char *xff = sl_px_headers_find(h, "x-forwarded-for", &xl);
+    if (xff != NULL && trusted(cfg, family, addr)) {
+        size_t end = xl;
+        while (end > 0) {
+            size_t start = end;
+            while (start > 0 && xff[start - 1] != ',')
+                start--;
+            size_t a = start, b = end;
+            while (a < b && (xff[a] == ' ' || xff[a] == '\t'))
+                a++;
+            while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
+                b--;
+            int f;
+            unsigned char next[16] = {0};
+            if (parse_addr(xff + a, b - a, &f, next) != 0)
+                break; /* garbage: the last good hop is the client */
+            family = f;
+            memcpy(addr, next, sizeof(addr));
+            if (!trusted(cfg, family, addr))
+                break;
+            end = start > 0 ? start - 1 : 0;
+        }
+    }
+    if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
+                  (socklen_t)outlen) == NULL && outlen > 0)
+        out[0] = '\0';
+}
+
+/* The first `segments` segments of the path ("/v1/users/7", 2: "/v1/users"). */
+static size_t path_prefix(const char *path, size_t len, int segments)
+{
+    if (segments == 0)
+        return len;
+    size_t i = 0;
+    for (int s = 0; s < segments && i < len; s++) {
+        i++; /* the '/' */
+        while (i < len && path[i] != '/')
+            i++;
+    }
+    return i;
+}
+
+int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
+                      sl_dec_descriptor *ds, sl_rules_entry *entries,
+                      size_t *n_out)
+{
+    size_t n = 0, ne = 0;
+    for (size_t i = 0; i < route->n_descriptors; i++) {
+        const sl_px_descriptor *d = &route->descriptors[i];
+        size_t first = ne;
+        int skip = 0;
+        for (size_t j = 0; j < d->n && !skip; j++) {
+            const sl_px_action *a = &d->actions[j];
+            sl_rules_entry *e = &entries[ne];
+            e->key = a->key;
+            e->key_len = strlen(a->key);
+            switch (a->kind) {
+            case SL_PX_REMOTE_ADDRESS:
+                e->value = req->client_addr;
+                e->value_len = strlen(req->client_addr);
+                break;
+            case SL_PX_REQUEST_HEADER:
+                e->value = sl_px_headers_find(req->headers, a->header,
+                                              &e->value_len);
+                skip = e->value == NULL;
+                if (!skip && sl_px_headers_occurrences(req->headers,
+                                                       a->header) > 1)
+                    return -1;
+                break;
+            case SL_PX_PATH:
+                e->value = req->path;
+                e->value_len = path_prefix(req->path, req->path_len,
+                                           a->segments);
+                break;
+            case SL_PX_METHOD:
+                e->value = http_method_str((enum http_method)req->method);
+                e->value_len = strlen(e->value);
+                break;
+            case SL_PX_GENERIC_KEY:
+                e->value = a->value;
+                e->value_len = strlen(a->value);
+                break;
+            }
+            ne++;
+        }
+        if (skip) {
+            ne = first;
+            continue;
+        }
+        ds[n++] = (sl_dec_descriptor){entries + first, ne - first, -1};
+    }
+    *n_out = n;
+    return 0;
+}
+
+int sl_px_request_target(const char *url, size_t len, size_t *off,
+                         size_t *path_len)
+{
+    if (len > 0 && url[0] == '/') {
+        *off = 0;
+    } else {
+        /* absolute-form (RFC 9112, 3.2.2): the path is what counts. */
+        struct http_parser_url u;
+        http_parser_url_init(&u);
+        if (len == 0 || http_parser_parse_url(url, len, 0, &u) != 0 ||
+            !(u.field_set & (1 << UF_HOST)))
+            return -1;
+        if (!(u.field_set & (1 << UF_PATH))) {
+            *off = len;
+            *path_len = 0;
+            return 0;
+        }
+        *off = u.field_data[UF_PATH].off;
+    }
+    const char *q = memchr(url + *off, '?', len - *off);
+    *path_len = q ? (size_t)(q - url) - *off : len - *off;
+    return 0;
+}
+
+static int hex(int c)
+{
+    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+int sl_px_normalize_path(const char *path, size_t len, char *out,
+                         size_t *out_len)
+{
+    /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
+     * others stay encoded, with upper-case digits. */
+    char *dec = malloc(len + 1);
+    size_t n = 0;
+    if (dec == NULL)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)path[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex(path[i + 1]) : -1;
+            int lo = i + 2 < len ? hex(path[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                free(dec);
+                return -1;
+            }
+            int v = hi * 16 + lo;
+            if (isalnum(v) || v == '-' || v == '.' || v == '_' || v == '~') {
+                dec[n++] = (char)v;
+            } else {
+                dec[n++] = '%';
+                dec[n++] = "0123456789ABCDEF"[hi];
+                dec[n++] = "0123456789ABCDEF"[lo];
+            }
+            i += 2;
+        } else {
+            dec[n++] = (char)c;
+        }
+    }
+    /* Segments (RFC 3986, 5.2.4): empty and "." dropped, ".." climbs;
+     * climbing above the root is refused.  A path that ends in a
+     * directory keeps its trailing '/' (a prefix "/api/" must match). */
+    size_t o = 0, i = 0;
+    int dir = 1;
+    while (i < n) {
+        while (i < n && dec[i] == '/')
+            i++;
+        size_t start = i;
+        while (i < n && dec[i] != '/')
+            i++;
+        size_t seg = i - start;
+        dir = i < n || seg == 0;
+        if (seg == 0 || (seg == 1 && dec[start] == '.')) {
+            dir = 1;
+            continue;
+        }
+        if (seg == 2 && dec[start] == '.' && dec[start + 1] == '.') {
+            if (o == 0) {
+                free(dec);
+                return -1;
+            }
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            o--; /* the '/' before the segment */
+            dir = 1;
+            continue;
+        }
+        out[o++] = '/';
+        memcpy(out + o, dec + start, seg);
+        o += seg;
+    }
+    if (dir || o == 0)
+        out[o++] = '/';
+    out[o] = '\0';
+    *out_len = o;
+    free(dec);
+    return 0;
+}

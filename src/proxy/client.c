@@ -1,0 +1,883 @@
+/*
+ * client.c - one client connection of the proxy: http-parser in
+ * HTTP_REQUEST mode, the decision, the queue, and the request streamed
+ * to the upstream.
+ *
+ * The parser is paused at every request head: the head is decided (the
+ * one call to sl_decide is in decide()), held for a leaky_bucket delay on
+ * a libuv timer if it must wait, and only once an upstream connection is
+ * ready is the parser resumed, so the body flows straight from one socket
+ * to the other.  It is paused again when the request is complete, and
+ * the next pipelined request waits until the response has been sent:
+ * responses come out in request order by construction.  Bytes read while
+ * paused are kept in `rest`; reading stops only when that passes
+ * SL_PX_MAX_PENDING.  Flow control both ways: a side with more than
+ * SL_PX_MAX_PENDING bytes queued for its socket stops the other side's
+ * reads.
+ *
+ * Requests answered by the proxy itself (429, 502, 504, errors) are
+ * "local": a small body of known length is read and dropped and the
+ * connection goes on; any other body closes the connection after the
+ * answer (can_keep()).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proxy.h"
+
+enum state {
+    S_HEAD,       /* reading a request head (or idle between requests) */
+    S_QUEUED,     /* held for its delay */
+    S_CONNECTING, /* waiting for an upstream connection */
+    S_FORWARD,    /* request streaming and/or response coming back */
+    S_LOCAL       /* answered by the proxy; the message is being skipped */
+};
+
+enum pause_reason { P_NONE, P_HEAD, P_DONE };
+
+struct sl_px_client {
+    uv_tcp_t tcp; /* first: a handle pointer is a client pointer */
+    uv_timer_t timer; /* read timeout of a request, idle timeout between */
+    uv_timer_t delay; /* the queue */
+    sl_srv_worker *w;
+    const sl_px_config *cfg;
+    http_parser parser;
+    enum state state;
+    enum pause_reason paused_at;
+    sl_buf url;
+    sl_px_headers headers;
+    sl_buf rest; /* read but not parsed while the parser is paused */
+    sl_buf rate; /* rate-limit header lines for the response */
+    sl_buf out;  /* response bytes not yet handed to a write */
+    struct sockaddr_storage peer;
+    const sl_px_route *route;
+    size_t target_off; /* where the path starts in url (absolute-form) */
+    sl_px_up *up;
+    uint64_t req_length; /* Content-Length, or ULLONG_MAX */
+    uint64_t t_forward;  /* uv_hrtime when the head went upstream */
+    int in_message, keep_alive, expect_continue;
+    int req_chunked, req_body, req_done;
+    int resp_chunked;
+    int header_error; /* 431: our header callbacks refused */
+    int reading;      /* uv_read_start is in force */
+    int eof;          /* the client sent all it will */
+    int flow_paused;  /* stopped reading: the upstream is behind */
+    int closing;      /* close once the writes are done */
+    int driving, again; /* in parse(); resume() asked meanwhile */
+    int handles_open;
+    size_t writes, pending;
+    sl_px_client *prev, *next;
+};
+
+typedef struct client_write {
+    uv_write_t req;
+    sl_px_client *c;
+    char *data;
+    size_t len;
+} client_write;
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void resume(sl_px_client *c);
+
+static void free_cb(uv_handle_t *h)
+{
+    sl_px_client *c = h->data;
+    if (--c->handles_open > 0)
+        return;
+    sl_px_worker *pw = sl_px_worker_of(c->w);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        pw->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    sl_buf_release(&c->url);
+    sl_buf_release(&c->rest);
+    sl_buf_release(&c->rate);
+    sl_buf_release(&c->out);
+    sl_px_headers_release(&c->headers);
+    atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
+                              memory_order_relaxed);
+    free(c);
+}
+
+static void client_close(sl_px_client *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (c->up != NULL) {
+        sl_px_upstream_abort(c->up);
+        c->up = NULL;
+    }
+    if (c->state == S_QUEUED)
+        sl_px_worker_of(c->w)->queued--;
+    c->state = S_LOCAL;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->tcp, free_cb);
+    uv_close((uv_handle_t *)&c->timer, free_cb);
+    uv_close((uv_handle_t *)&c->delay, free_cb);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void set_reading(sl_px_client *c, int on)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp) || on == c->reading ||
+        (on && c->eof))
+        return;
+    c->reading = on;
+    if (on)
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    else
+        uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    client_write *wr = (client_write *)req;
+    sl_px_client *c = wr->c;
+    c->writes--;
+    c->pending -= wr->len;
+    free(wr->data);
+    free(wr);
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (status < 0 || (c->closing && c->writes == 0)) {
+        client_close(c);
+        return;
+    }
+    if (c->up != NULL && c->pending < SL_PX_MAX_PENDING / 2)
+        sl_px_upstream_pause(c->up, 0);
+}
+
+/* Output is gathered in c->out and sent by flush() in one write: a
+ * response head goes out with the first piece of its body. */
+static int queue(sl_px_client *c, const char *data, size_t len)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return -1;
+    sl_buf_add(&c->out, data, len);
+    if (c->out.failed) {
+        client_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static int flush(sl_px_client *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return -1;
+    if (c->out.len == 0)
+        return 0;
+    client_write *wr = malloc(sizeof(*wr));
+    if (wr == NULL) {
+        client_close(c);
+        return -1;
+    }
+    wr->c = c;
+    wr->data = c->out.data;
+    wr->len = c->out.len;
+    c->out = (sl_buf){0};
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        free(wr->data);
+        free(wr);
+        client_close(c);
+        return -1;
+    }
+    c->writes++;
+    c->pending += wr->len;
+    return 0;
+}
+
+static int send_bytes(sl_px_client *c, const char *data, size_t len)
+{
+    return queue(c, data, len) == 0 ? flush(c) : -1;
+}
+
+static int send_buf(sl_px_client *c, sl_buf *b)
+{
+    int rc = b->failed ? -1 : send_bytes(c, b->data, b->len);
+    if (b->failed)
+        client_close(c);
+    sl_buf_release(b);
+    return rc;
+}
+
+size_t sl_px_client_pending(const sl_px_client *c)
+{
+    return c->pending;
+}
+
+int sl_px_client_method(const sl_px_client *c)
+{
+    return c->parser.method;
+}
+
+/* Whether the connection can go on after a request answered here: a
+ * body not yet read is skipped when it is small and of known length (and
+ * the client is not waiting for a 100 Continue it will not get);
+ * otherwise the connection closes after the answer. */
+static int can_keep(const sl_px_client *c)
+{
+    if (!c->keep_alive)
+        return 0;
+    if (!c->req_body || c->req_done)
+        return 1;
+    return !c->expect_continue && c->req_length != ULLONG_MAX &&
+           c->req_length <= SL_PX_DISCARD_MAX;
+}
+
+static void timer_cb(uv_timer_t *t);
+
+/* A request answered here: `out` holds the whole response, whose
+ * Connection field said keep_alive (from can_keep()). */
+static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
+{
+    int had_up = c->up != NULL;
+    if (c->up != NULL) {
+        sl_px_upstream_abort(c->up);
+        c->up = NULL;
+    }
+    if (send_buf(c, out) != 0)
+        return;
+    if (!keep_alive || had_up || !can_keep(c)) {
+        c->closing = 1;
+        set_reading(c, 0);
+        if (c->writes == 0)
+            client_close(c);
+        return;
+    }
+    c->state = c->req_done ? S_HEAD : S_LOCAL;
+    if (c->state == S_LOCAL) /* the rest of the body, skipped */
+        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
+                       0);
+    resume(c);
+}
+
+static void answer_error(sl_px_client *c, int status, const char *code,
+                         const char *message)
+{
+    sl_buf out = {0};
+    int keep = can_keep(c);
+    sl_respond_error(&out, status, code, message, keep);
+    answer_local(c, &out, keep);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    sl_px_client *c = t->data;
+    if (c->state == S_HEAD && c->in_message) {
+        c->keep_alive = 0;
+        answer_error(c, 408, "ETIMEOUT",
+                     "request not received within the read timeout");
+    } else if (c->state == S_HEAD || c->state == S_FORWARD ||
+               c->state == S_LOCAL) {
+        /* Idle, or a body that stopped arriving. */
+        client_close(c);
+    }
+}
+
+static int on_message_begin(http_parser *p)
+{
+    sl_px_client *c = p->data;
+    c->in_message = 1;
+    c->url.len = 0;
+    c->url.failed = 0;
+    sl_px_headers_reset(&c->headers);
+    c->header_error = 0;
+    c->req_done = c->req_body = c->req_chunked = 0;
+    c->expect_continue = 0;
+    c->route = NULL;
+    c->rate.len = 0;
+    uv_timer_start(&c->timer, timer_cb,
+                   c->w->server->cfg.read_timeout_ms, 0);
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    sl_px_client *c = p->data;
+    sl_buf_add(&c->url, at, len);
+    if (c->url.len > c->w->server->cfg.max_header_bytes || c->url.failed) {
+        c->header_error = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    sl_px_client *c = p->data;
+    if (sl_px_headers_field(&c->headers, at, len,
+                            c->w->server->cfg.max_header_bytes - c->url.len)) {
+        c->header_error = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    sl_px_client *c = p->data;
+    if (sl_px_headers_value(&c->headers, at, len,
+                            c->w->server->cfg.max_header_bytes - c->url.len)) {
+        c->header_error = 431;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    sl_px_client *c = p->data;
+    c->req_chunked = (p->flags & F_CHUNKED) != 0;
+    c->req_length = p->content_length;
+    c->req_body = c->req_chunked ||
+                  (p->content_length != ULLONG_MAX && p->content_length > 0);
+    c->keep_alive = http_should_keep_alive(p) && !c->w->stopping;
+    size_t el;
+    const char *e = sl_px_headers_find(&c->headers, "expect", &el);
+    c->expect_continue = e != NULL && el == 12 &&
+                         strncasecmp(e, "100-continue", 12) == 0 &&
+                         p->http_major == 1 && p->http_minor >= 1;
+    uv_timer_stop(&c->timer);
+    c->paused_at = P_HEAD;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    sl_px_client *c = p->data;
+    if (c->state != S_FORWARD || c->up == NULL)
+        return 0; /* a local answer's body is skipped */
+    char size[24];
+    int rc = 0;
+    if (c->req_chunked) {
+        int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+        rc = sl_px_upstream_write(c->up, size, (size_t)n);
+    }
+    if (rc == 0)
+        rc = sl_px_upstream_write(c->up, at, len);
+    if (rc == 0 && c->req_chunked)
+        rc = sl_px_upstream_write(c->up, "\r\n", 2);
+    if (rc != 0) {
+        client_close(c);
+        return -1;
+    }
+    if (sl_px_upstream_pending(c->up) > SL_PX_MAX_PENDING) {
+        c->flow_paused = 1;
+        set_reading(c, 0);
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    sl_px_client *c = p->data;
+    c->in_message = 0;
+    c->req_done = 1;
+    if (c->state == S_FORWARD && c->up != NULL) {
+        if (c->req_chunked && sl_px_upstream_write(c->up, "0\r\n\r\n", 5)) {
+            client_close(c);
+            return -1;
+        }
+        sl_px_upstream_request_sent(c->up);
+        /* From here the upstream's response timeout runs, not ours. */
+        uv_timer_stop(&c->timer);
+        /* The next pipelined request waits for this response. */
+        c->paused_at = P_DONE;
+        http_parser_pause(p, 1);
+    } else if (c->state == S_LOCAL) {
+        c->state = S_HEAD;
+        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms,
+                       0);
+    }
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+static void decide(sl_px_client *c);
+
+/* Feeds bytes to the parser and acts on why it stopped. */
+static void parse(sl_px_client *c, const char *data, size_t len)
+{
+    size_t done = http_parser_execute(&c->parser, &settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (e == HPE_PAUSED) {
+        sl_buf_add(&c->rest, data + done, len - done);
+        if (c->rest.failed) {
+            client_close(c);
+            return;
+        }
+        /* Reading goes on into `rest` while a request is decided or
+         * answered (no epoll change per request), up to a cap. */
+        if (c->rest.len > SL_PX_MAX_PENDING)
+            set_reading(c, 0);
+        enum pause_reason why = c->paused_at;
+        c->paused_at = P_NONE;
+        if (why == P_HEAD)
+            decide(c);
+        return;
+    }
+    if (e != HPE_OK || done != len) {
+        int status = c->header_error ? c->header_error : 400;
+        sl_buf out = {0};
+        if (status == 431)
+            sl_respond_error(&out, 431, "EHEADERS",
+                             "request line and headers exceed the cap "
+                             "(--max-header-bytes)",
+                             0);
+        else
+            sl_respond_error(&out, 400, "EHTTP", http_errno_description(e), 0);
+        if (c->state == S_FORWARD || c->state == S_QUEUED ||
+            c->state == S_CONNECTING) {
+            client_close(c); /* a body broke after the head went on */
+            sl_buf_release(&out);
+            return;
+        }
+        sl_px_count(c->w, c->route, SL_PX_REJECTED);
+        c->req_done = 1;
+        answer_local(c, &out, 0);
+    }
+}
+
+/* Parses what was kept while paused, then reads again.  Called from
+ * inside a parse (an answer given at once, a pooled upstream ready at
+ * once) it only asks the outer call to go round again: pipelined
+ * requests answered locally must not recurse once per request. */
+static void resume(sl_px_client *c)
+{
+    if (c->driving) {
+        c->again = 1;
+        return;
+    }
+    c->driving = 1;
+    do {
+        c->again = 0;
+        if (uv_is_closing((uv_handle_t *)&c->tcp) || c->closing)
+            break;
+        http_parser_pause(&c->parser, 0);
+        sl_buf kept = c->rest;
+        c->rest = (sl_buf){0};
+        if (kept.len > 0)
+            parse(c, kept.data, kept.len);
+        sl_buf_release(&kept);
+    } while (c->again);
+    c->driving = 0;
+    if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
+        !c->flow_paused && c->rest.len <= SL_PX_MAX_PENDING)
+        set_reading(c, 1);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sl_px_client *c = (sl_px_client *)s;
+    if (nread < 0) {
+        free(buf->base);
+        c->eof = 1;
+        if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+            /* The client is done sending (or gone): finish the request
+             * in hand, then close. */
+            c->keep_alive = 0;
+            set_reading(c, 0);
+        } else if (c->state == S_HEAD && !c->in_message && c->writes > 0)
+            c->closing = 1; /* send what is queued, then close */
+        else
+            client_close(c);
+        return;
+    }
+    if (nread > 0 && c->state == S_FORWARD && !c->req_done)
+        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
+                       0);
+    if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+        sl_buf_add(&c->rest, buf->base, (size_t)nread);
+        free(buf->base);
+        if (c->rest.failed)
+            client_close(c);
+        else if (c->rest.len > SL_PX_MAX_PENDING)
+            set_reading(c, 0);
+        return;
+    }
+    if (nread > 0) {
+        c->driving = 1;
+        parse(c, buf->base, (size_t)nread);
+        c->driving = 0;
+    }
+    free(buf->base);
+    if (c->again)
+        resume(c);
+}
+
+void sl_px_client_upstream_drained(sl_px_client *c)
+{
+    if (c->flow_paused) {
+        c->flow_paused = 0;
+        if (c->state == S_FORWARD && !c->req_done)
+            set_reading(c, 1);
+    }
+}
+
+static void forward(sl_px_client *c)
+{
+    c->state = S_CONNECTING;
+    sl_px_upstream_open(c->w, c);
+}
+
+static void delay_cb(uv_timer_t *t)
+{
+    sl_px_client *c = t->data;
+    sl_px_worker_of(c->w)->queued--;
+    forward(c);
+}
+
+/* "/metrics" of the proxy: the server's series and the proxy's. */
+static void answer_metrics(sl_px_client *c)
+{
+    sl_buf text = {0}, out = {0};
+    sl_px_metrics_render(c->w, &text);
+    if (text.failed) {
+        sl_buf_release(&text);
+        sl_respond_enomem(&out);
+        answer_local(c, &out, 0);
+        return;
+    }
+    sl_buf_printf(&out,
+                  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
+                  "version=0.0.4\r\nContent-Length: %zu\r\nConnection: %s\r\n"
+                  "\r\n",
+                  text.len, c->keep_alive ? "keep-alive" : "close");
+    sl_buf_add(&out, text.data, text.len);
+    sl_buf_release(&text);
+    answer_local(c, &out, c->keep_alive);
+}
+
+/* The one place a request is decided (so it can become asynchronous
+ * with a remote store): descriptors from the route's actions, one
+ * sl_decide() call, then 429, a queue slot, or forwarding. */
+static void decide_path(sl_px_client *c, const char *path, size_t path_len);
+
+static void decide(sl_px_client *c)
+{
+    const sl_px_config *cfg = c->cfg;
+    const char *url = c->url.data ? c->url.data : "";
+    size_t raw_len;
+    char *path = malloc(c->url.len + 2);
+    size_t path_len = 0;
+    if (c->parser.upgrade) {
+        /* Upgrade and CONNECT would need the connection spliced through;
+         * say so rather than pass a half-working tunnel. */
+        answer_error(c, 501, "upgrade_refused",
+                     "protocol upgrades and CONNECT are not proxied");
+        sl_px_count(c->w, NULL, SL_PX_REJECTED);
+    } else if (path == NULL) {
+        answer_error(c, 503, "ENOMEM", "out of memory");
+    } else if (sl_px_request_target(url, c->url.len, &c->target_off,
+                                    &raw_len) != 0 ||
+               sl_px_normalize_path(url + c->target_off, raw_len, path,
+                                    &path_len) != 0) {
+        answer_error(c, 400, "EHTTP",
+                     "bad request target (bad encoding or '..' above the "
+                     "root)");
+        sl_px_count(c->w, NULL, SL_PX_REJECTED);
+    } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
+               c->parser.method == HTTP_GET &&
+               strcmp(cfg->metrics_path, path) == 0) {
+        answer_metrics(c);
+    } else {
+        decide_path(c, path, path_len);
+    }
+    free(path);
+}
+
+static void decide_path(sl_px_client *c, const char *path, size_t path_len)
+{
+    const sl_px_config *cfg = c->cfg;
+    c->route = sl_px_route_find(cfg, path, path_len);
+    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
+    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
+    char client_addr[64];
+    sl_px_client_address(cfg, &c->peer, &c->headers, client_addr,
+                         sizeof(client_addr));
+    sl_px_request_view view = {c->parser.method, path, path_len, client_addr,
+                               &c->headers};
+    size_t n = 0;
+    if (c->route && sl_px_descriptors(c->route, &view, ds, entries, &n) != 0) {
+        /* Which of several values would the upstream believe? */
+        answer_error(c, 400, "EHEADERS",
+                     "a header that a rate limit reads was sent more than "
+                     "once");
+        sl_px_count(c->w, c->route, SL_PX_REJECTED);
+        return;
+    }
+    if (n == 0) {
+        forward(c);
+        return;
+    }
+    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
+    sl_dec_result res = {.status = status};
+    char err[256];
+    uint64_t t0 = uv_hrtime();
+    int rc = sl_decide(c->w, c->route->domain, strlen(c->route->domain), ds, n,
+                       1, &res, err, sizeof(err));
+    sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - t0));
+    if (rc != 0) {
+        sl_px_count(c->w, c->route, SL_PX_REJECTED);
+        answer_error(c, sl_decide_status(rc), sl_err_name(rc), err);
+        return;
+    }
+    sl_rate_headers(&res, &c->rate);
+    if (res.over) {
+        sl_buf out = {0};
+        int keep = can_keep(c);
+        sl_respond_limited(&res, c->rate.data, c->parser.method == HTTP_HEAD,
+                           &out, keep);
+        sl_px_count(c->w, c->route, SL_PX_LIMITED);
+        answer_local(c, &out, keep);
+        return;
+    }
+    /* leaky_bucket: the request waits its delay, then goes on.  Only
+     * enforced limits delay (a shadow rule never holds a request). */
+    sl_nanos delay = 0;
+    for (size_t i = 0; i < n; i++)
+        if (status[i].rule != NULL && !status[i].shadow &&
+            status[i].d.delay > delay)
+            delay = status[i].d.delay;
+    if (delay <= 0) {
+        forward(c);
+        return;
+    }
+    uint64_t ms = (uint64_t)((delay + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+    sl_px_worker *pw = sl_px_worker_of(c->w);
+    if (ms > cfg->queue_max_wait_ms || pw->queued >= cfg->queue_max) {
+        sl_buf out = {0}, hdrs = {0};
+        int keep = can_keep(c);
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "queue full: a wait of %llu ms does not fit (at most %llu "
+                 "ms, %zu requests)",
+                 (unsigned long long)ms,
+                 (unsigned long long)cfg->queue_max_wait_ms, cfg->queue_max);
+        sl_buf_add(&hdrs, c->rate.data, c->rate.len);
+        sl_buf_printf(&hdrs, "Retry-After: %llu\r\n",
+                      (unsigned long long)((ms + 999) / 1000));
+        json_t *body =
+            json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "rate_limited",
+                      "message", msg, "retry_after_ms", (json_int_t)ms);
+        sl_respond_json(&out, 429, hdrs.data, body, keep);
+        json_decref(body);
+        sl_buf_release(&hdrs);
+        sl_px_count(c->w, c->route, SL_PX_QUEUE_FULL);
+        answer_local(c, &out, keep);
+        return;
+    }
+    pw->queued++;
+    c->state = S_QUEUED;
+    sl_px_count(c->w, c->route, SL_PX_QUEUED);
+    uv_timer_start(&c->delay, delay_cb, ms, 0);
+}
+
+void sl_px_client_upstream_failed(sl_px_client *c, int status,
+                                  const char *message)
+{
+    c->up = NULL;
+    sl_px_count(c->w, c->route,
+                status == 504 ? SL_PX_GATEWAY_TIMEOUT : SL_PX_BAD_GATEWAY);
+    answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
+                 message);
+}
+
+void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
+{
+    static const char *const drop[] = {"expect", "x-forwarded-for",
+                                       "x-forwarded-proto", NULL};
+    c->up = up;
+    c->state = S_FORWARD;
+    sl_buf head = {0};
+    /* Origin-form, also for a request sent in absolute-form. */
+    sl_buf_printf(&head, "%s ", http_method_str(c->parser.method));
+    if (c->target_off >= c->url.len || c->url.data[c->target_off] != '/')
+        sl_buf_addstr(&head, "/");
+    sl_buf_add(&head, c->url.data + c->target_off,
+               c->url.len - c->target_off);
+    sl_buf_addstr(&head, " HTTP/1.1\r\n");
+    sl_px_headers_forward(&c->headers, drop, &head);
+    size_t hl;
+    if (sl_px_headers_find(&c->headers, "host", &hl) == NULL)
+        sl_buf_printf(&head, "Host: %s\r\n", c->cfg->upstream_host);
+    char peer[64];
+    sl_px_peer_text(&c->peer, peer, sizeof(peer));
+    size_t xl;
+    const char *xff = sl_px_headers_find(&c->headers, "x-forwarded-for", &xl);
+    sl_buf_addstr(&head, "X-Forwarded-For: ");
+    if (xff != NULL && xl > 0) {
+        sl_buf_add(&head, xff, xl);
+        sl_buf_addstr(&head, ", ");
+    }
+    sl_buf_printf(&head, "%s\r\nX-Forwarded-Proto: http\r\n", peer);
+    if (c->req_chunked)
+        sl_buf_addstr(&head, "Transfer-Encoding: chunked\r\n");
+    else if (c->req_length != ULLONG_MAX)
+        sl_buf_printf(&head, "Content-Length: %llu\r\n",
+                      (unsigned long long)c->req_length);
+    sl_buf_addstr(&head, "\r\n");
+    if (head.failed || sl_px_upstream_write(up, head.data, head.len) != 0) {
+        sl_buf_release(&head);
+        if (c->up != NULL)
+            sl_px_client_upstream_failed(c, 502, "upstream write failed");
+        return;
+    }
+    sl_buf_release(&head);
+    c->t_forward = uv_hrtime();
+    sl_px_count(c->w, c->route, SL_PX_FORWARDED);
+    if (c->expect_continue && c->req_body &&
+        send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
+        return;
+    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    resume(c);
+}
+
+int sl_px_client_response_head(sl_px_client *c, int status,
+                               const char *reason, size_t reason_len,
+                               const sl_px_headers *h, http_parser *p)
+{
+    sl_px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
+    int no_body = c->parser.method == HTTP_HEAD || status == 204 ||
+                  status == 304 || status / 100 == 1;
+    if (c->w->stopping)
+        c->keep_alive = 0;
+    sl_buf out = {0};
+    sl_buf_printf(&out, "HTTP/1.1 %d ", status);
+    sl_buf_add(&out, reason, reason_len);
+    sl_buf_addstr(&out, "\r\n");
+    sl_px_headers_forward(h, NULL, &out);
+    if (c->cfg->rate_limit_headers)
+        sl_buf_add(&out, c->rate.data, c->rate.len);
+    c->resp_chunked = 0;
+    if (no_body) {
+        if (p->content_length != ULLONG_MAX && status != 204)
+            sl_buf_printf(&out, "Content-Length: %llu\r\n",
+                          (unsigned long long)p->content_length);
+    } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
+        /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
+         * client reads to the close. */
+        if (c->parser.http_major == 1 && c->parser.http_minor >= 1) {
+            c->resp_chunked = 1;
+            sl_buf_addstr(&out, "Transfer-Encoding: chunked\r\n");
+        } else
+            c->keep_alive = 0;
+    } else
+        sl_buf_printf(&out, "Content-Length: %llu\r\n",
+                      (unsigned long long)p->content_length);
+    sl_buf_printf(&out, "Connection: %s\r\n\r\n",
+                  c->keep_alive ? "keep-alive" : "close");
+    int rc = out.failed ? -1 : queue(c, out.data, out.len);
+    if (out.failed)
+        client_close(c);
+    sl_buf_release(&out);
+    return rc;
+}
+
+int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
+{
+    char size[24];
+    if (c->resp_chunked) {
+        int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+        if (queue(c, size, (size_t)n) != 0)
+            return -1;
+    }
+    if (queue(c, at, len) != 0 ||
+        (c->resp_chunked && queue(c, "\r\n", 2) != 0))
+        return -1;
+    return flush(c);
+}
+
+void sl_px_client_response_done(sl_px_client *c, int reusable)
+{
+    (void)reusable;
+    c->up = NULL;
+    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || flush(c) != 0)
+        return;
+    if (!c->keep_alive || !c->req_done || c->w->stopping) {
+        c->closing = 1;
+        set_reading(c, 0);
+        if (c->writes == 0)
+            client_close(c);
+        return;
+    }
+    c->state = S_HEAD;
+    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
+    resume(c);
+}
+
+void sl_px_client_response_broken(sl_px_client *c)
+{
+    c->up = NULL;
+    client_close(c);
+}
+
+void sl_px_client_accept(sl_srv_worker *w)
+{
+    sl_server *srv = w->server;
+    sl_px_worker *pw = sl_px_worker_of(w);
+    sl_px_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->w = w;
+    c->cfg = sl_px_of(w)->cfg;
+    uv_tcp_init(&w->loop, &c->tcp);
+    uv_timer_init(&w->loop, &c->timer);
+    uv_timer_init(&w->loop, &c->delay);
+    c->tcp.data = c->timer.data = c->delay.data = c;
+    c->handles_open = 3;
+    c->next = pw->clients;
+    if (c->next)
+        c->next->prev = c;
+    pw->clients = c;
+    int open =
+        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
+    int len = sizeof(c->peer);
+    if (uv_accept((uv_stream_t *)&w->listener, (uv_stream_t *)&c->tcp) != 0 ||
+        open >= srv->cfg.max_connections ||
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len) != 0) {
+        client_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    uv_timer_start(&c->timer, timer_cb, srv->cfg.idle_timeout_ms, 0);
+    set_reading(c, 1);
+}
+
+void sl_px_close_idle(sl_srv_worker *w)
+{
+    for (sl_px_client *c = sl_px_worker_of(w)->clients, *next; c; c = next) {
+        next = c->next;
+        if (c->state == S_HEAD && !c->in_message && c->writes == 0)
+            client_close(c);
+        else
+            c->keep_alive = 0;
+    }
+    sl_px_upstream_close_idle(w);
+}

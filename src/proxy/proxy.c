@@ -1,0 +1,44 @@
+/*
+ * proxy.c - starts `sluice proxy`: the proxy's per-thread state and
+ * counters, handed to the server's process machinery (sl_server_run) as
+ * its front end, so threads, listeners, rules reload, metrics and drain
+ * are the server's own.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+int sl_proxy_run(const sl_srv_config *server_cfg, const sl_px_config *cfg)
+{
+    sl_srv_config scfg = *server_cfg;
+    if (scfg.threads <= 0) {
+        /* Resolved here: the per-thread state is sized before start. */
+        uv_cpu_info_t *info;
+        int n = 0;
+        if (uv_cpu_info(&info, &n) == 0)
+            uv_free_cpu_info(info, n);
+        scfg.threads = n > 0 ? n : 1;
+    }
+    sl_proxy px = {.cfg = cfg, .n_workers = scfg.threads};
+    size_t n_stats = (size_t)scfg.threads * (cfg->n_routes + 1);
+    px.workers = calloc((size_t)scfg.threads, sizeof(*px.workers));
+    px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
+    if (px.workers == NULL || px.stats == NULL) {
+        fprintf(stderr, "sluice proxy: out of memory\n");
+        free(px.workers);
+        free(px.stats);
+        return 1;
+    }
+    memset(px.stats, 0, n_stats * sizeof(*px.stats));
+    const sl_srv_frontend frontend = {sl_px_client_accept, sl_px_close_idle,
+                                      &px};
+    scfg.frontend = &frontend;
+    fprintf(stderr, "sluice: proxying to %s (%zu routes)\n", cfg->upstream,
+            cfg->n_routes);
+    int status = sl_server_run(&scfg);
+    free(px.workers);
+    free(px.stats);
+    return status;
+}

@@ -1,0 +1,286 @@
+/*
+ * proxy.h - what the files of `sluice proxy` share; never installed.
+ *
+ * The proxy is a front end of the server's process (src/server/): the
+ * same threads, SO_REUSEPORT listeners, rules reload, metrics and
+ * sl_decide(), with its own connections.  Layout: config.c (the YAML
+ * proxy config), actions.c (a request to descriptors, the client
+ * address), headers.c (collected header fields, hop-by-hop filtering),
+ * client.c (one client connection: parsing, deciding, queueing,
+ * streaming), upstream.c (the pool of upstream connections and the
+ * response side), stats.c (per-route counters and /metrics), proxy.c
+ * (start-up: the front end handed to sl_server_run).
+ */
+#ifndef SL_PROXY_H
+#define SL_PROXY_H
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <http_parser.h>
+
+#include "server/server.h"
+
+/* Defaults of the proxy config (docs/proxy.md, "Config reference"). */
+#define SL_PX_CONNECT_TIMEOUT_MS 1000
+#define SL_PX_RESPONSE_TIMEOUT_MS 30000
+#define SL_PX_QUEUE_MAX 1000
+#define SL_PX_QUEUE_MAX_WAIT_MS 5000
+#define SL_PX_POOL_MAX 64
+#define SL_PX_METRICS_PATH "/sluice/metrics"
+/* Fixed caps of the config itself. */
+#define SL_PX_MAX_ROUTES 256
+#define SL_PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
+#define SL_PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
+#define SL_PX_MAX_TRUSTED 64
+/* The largest unread request body skipped, rather than the connection
+ * closed, after the proxy answered the request itself (429, 502 ...). */
+#define SL_PX_DISCARD_MAX (64 * 1024)
+/* Header fields of one message, counted as well as --max-header-bytes. */
+#define SL_PX_MAX_HEADERS 100
+/* Bytes queued for one socket before the other side stops being read:
+ * a body streams through without ever being held whole. */
+#define SL_PX_MAX_PENDING (256 * 1024)
+
+typedef enum sl_px_action_kind {
+    SL_PX_REMOTE_ADDRESS,
+    SL_PX_REQUEST_HEADER,
+    SL_PX_PATH,
+    SL_PX_METHOD,
+    SL_PX_GENERIC_KEY
+} sl_px_action_kind;
+
+/* One descriptor entry made from the request (Envoy's rate limit
+ * actions).  Strings are owned by the config. */
+typedef struct sl_px_action {
+    sl_px_action_kind kind;
+    char *key;    /* the entry's key */
+    char *header; /* request_header: the field name */
+    char *value;  /* generic_key: the fixed value */
+    int segments; /* path: 0 the whole path, else its first N segments */
+} sl_px_action;
+
+/* A descriptor is made only when every action has a value (a
+ * request_header action whose header is absent drops it, as Envoy
+ * does). */
+typedef struct sl_px_descriptor {
+    sl_px_action actions[SL_PX_MAX_ACTIONS];
+    size_t n;
+} sl_px_descriptor;
+
+typedef struct sl_px_route {
+    char *prefix; /* path prefix; the longest matching route wins */
+    size_t prefix_len;
+    char *domain;
+    sl_px_descriptor descriptors[SL_PX_MAX_DESCRIPTORS];
+    size_t n_descriptors;
+} sl_px_route;
+
+typedef struct sl_px_cidr {
+    int family; /* AF_INET or AF_INET6 */
+    unsigned char addr[16];
+    int bits;
+} sl_px_cidr;
+
+typedef struct sl_px_config {
+    char *upstream; /* as written: http://HOST:PORT */
+    char *upstream_host; /* HOST:PORT, the Host of requests without one */
+    struct sockaddr_storage upstream_addr;
+    uint64_t connect_timeout_ms, response_timeout_ms;
+    size_t queue_max;         /* requests held for their delay, per thread */
+    uint64_t queue_max_wait_ms; /* longest delay held; longer gets 429 */
+    size_t pool_max;          /* idle upstream connections kept per thread */
+    int rate_limit_headers;   /* add X-RateLimit-* etc. to responses */
+    char *metrics_path;       /* "" when /metrics is not served */
+    sl_px_cidr trusted[SL_PX_MAX_TRUSTED];
+    size_t n_trusted;
+    sl_px_route routes[SL_PX_MAX_ROUTES];
+    size_t n_routes;
+} sl_px_config;
+
+/* config.c: reads the proxy keys of a YAML config file into cfg (whose
+ * defaults the caller set); other keys go to `other` (the server's
+ * settings), which returns 0, or -1 after printing its message, or -2 for
+ * an unknown key.  0, or -1 with "file:line:col: message" in err. */
+typedef int (*sl_px_other_cb)(void *ctx, const char *key, const char *where,
+                              const char *value);
+void sl_px_config_defaults(sl_px_config *cfg);
+int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
+                      void *ctx, char *err, size_t errlen);
+/* --upstream http://HOST:PORT: resolves HOST once. 0 or -1 with err. */
+int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
+                       size_t errlen);
+void sl_px_config_release(sl_px_config *cfg);
+const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
+                                    size_t len);
+
+/* headers.c: the header fields of one message, collected while parsing
+ * (names and values may arrive in pieces). */
+typedef struct sl_px_field {
+    size_t name_off, name_len, value_off, value_len;
+} sl_px_field;
+
+typedef struct sl_px_headers {
+    sl_buf bytes;  /* names and values */
+    sl_buf fields; /* sl_px_field records */
+    int in_value;
+    size_t total; /* bytes counted against the cap */
+} sl_px_headers;
+
+void sl_px_headers_reset(sl_px_headers *h);
+void sl_px_headers_release(sl_px_headers *h);
+/* 0, or -1 when over max_bytes or SL_PX_MAX_HEADERS. */
+int sl_px_headers_field(sl_px_headers *h, const char *at, size_t len,
+                        size_t max_bytes);
+int sl_px_headers_value(sl_px_headers *h, const char *at, size_t len,
+                        size_t max_bytes);
+size_t sl_px_headers_count(const sl_px_headers *h);
+/* Field i's name and value (valid until the next add). */
+void sl_px_headers_get(const sl_px_headers *h, size_t i, const char **name,
+                       size_t *name_len, const char **value, size_t *value_len);
+/* The first field named `name` (case-insensitive), or NULL. */
+const char *sl_px_headers_find(const sl_px_headers *h, const char *name,
+                               size_t *value_len);
+/* How many fields are named `name` (case-insensitive). */
+size_t sl_px_headers_occurrences(const sl_px_headers *h, const char *name);
+/* Appends the end-to-end fields as "Name: value\r\n": drops the hop-by-hop
+ * ones (RFC 9110, 7.6.1: Connection and the fields it names, Keep-Alive,
+ * Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade), the framing
+ * (Content-Length; the caller writes its own) and those in `drop`
+ * (NULL-terminated, lower case). */
+void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
+                           sl_buf *out);
+
+/* actions.c: the client's address, as text, believed from X-Forwarded-For
+ * only when the peer is a trusted proxy; and a route's descriptors. */
+void sl_px_client_address(const sl_px_config *cfg,
+                          const struct sockaddr_storage *peer,
+                          const sl_px_headers *h, char *out, size_t outlen);
+/* The request target's path: its offset in url and its length without
+ * the query, for origin-form ("/p?q") and absolute-form
+ * ("http://h/p?q"; an empty path there).  0, or -1 for a target that is
+ * neither. */
+int sl_px_request_target(const char *url, size_t len, size_t *off,
+                         size_t *path_len);
+/* The path as routes and the path action see it: unreserved characters
+ * percent-decoded, empty and "." segments dropped, ".." resolved, a
+ * trailing '/' kept.  out has room for len + 2 bytes; 0 with *out_len
+ * set (NUL-terminated), or -1 for bad percent-encoding or a ".." above
+ * the root. */
+int sl_px_normalize_path(const char *path, size_t len, char *out,
+                         size_t *out_len);
+/* The peer's address as text ("" if it has none). */
+void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
+                     size_t outlen);
+typedef struct sl_px_request_view {
+    int method;
+    const char *path; /* without the query */
+    size_t path_len;
+    const char *client_addr;
+    const sl_px_headers *headers;
+} sl_px_request_view;
+/* Fills ds (room for SL_PX_MAX_DESCRIPTORS) and their entries (room for
+ * SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS), pointing into the route and
+ * the request, and *n_out.  0, or -1 when a header an action reads was
+ * sent more than once. */
+int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
+                      sl_dec_descriptor *ds, sl_rules_entry *entries,
+                      size_t *n_out);
+
+/* stats.c: per-thread, per-route counters (relaxed atomics written by
+ * their thread only, summed at scrape time). */
+typedef enum sl_px_outcome {
+    SL_PX_FORWARDED, /* reached the upstream */
+    SL_PX_QUEUED,    /* held for a leaky_bucket delay first (also counted
+                        as forwarded or failed later) */
+    SL_PX_LIMITED,   /* 429: over a limit */
+    SL_PX_QUEUE_FULL, /* 429: the delay did not fit the queue */
+    SL_PX_BAD_GATEWAY,     /* 502: upstream refused or broke */
+    SL_PX_GATEWAY_TIMEOUT, /* 504: upstream connect or response timeout */
+    SL_PX_REJECTED,        /* 4xx/5xx of the proxy itself: bad request,
+                              upgrade, decision error */
+    SL_PX_N_OUTCOMES
+} sl_px_outcome;
+
+#define SL_PX_LATENCY_BUCKETS 12
+typedef struct sl_px_route_stats {
+    _Alignas(64) atomic_uint_fast64_t outcomes[SL_PX_N_OUTCOMES];
+    atomic_uint_fast64_t status_class[6]; /* upstream's 1xx..5xx; [0] other */
+    atomic_uint_fast64_t latency[SL_PX_LATENCY_BUCKETS];
+    atomic_uint_fast64_t latency_count, latency_sum_ns;
+} sl_px_route_stats;
+
+/* The proxy's state for one worker thread. */
+typedef struct sl_px_worker {
+    void *clients;  /* open client connections (client.c) */
+    void *idle;     /* idle upstream connections (upstream.c) */
+    size_t n_idle;
+    size_t queued;  /* requests held for their delay */
+} sl_px_worker;
+
+typedef struct sl_proxy {
+    const sl_px_config *cfg;
+    int n_workers;
+    sl_px_worker *workers;
+    /* [worker * (n_routes + 1) + route]; route n_routes: no route. */
+    sl_px_route_stats *stats;
+} sl_proxy;
+
+/* proxy.c: runs until SIGTERM or SIGINT; returns the exit status.  Both
+ * configs are borrowed for the whole run. */
+int sl_proxy_run(const sl_srv_config *server_cfg, const sl_px_config *cfg);
+
+sl_proxy *sl_px_of(sl_srv_worker *w);
+sl_px_worker *sl_px_worker_of(sl_srv_worker *w);
+sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route);
+void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o);
+void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
+                          int status, uint64_t latency_ns);
+/* The server's /metrics text followed by the proxy's series. */
+void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out);
+
+/* client.c */
+typedef struct sl_px_client sl_px_client;
+void sl_px_client_accept(sl_srv_worker *w);
+void sl_px_close_idle(sl_srv_worker *w);
+
+/* upstream.c: the response side.  sl_px_upstream_open() hands the client
+ * an upstream connection, from the pool or new; once it is connected it
+ * calls sl_px_client_upstream_ready(c, up), or on failure
+ * sl_px_client_upstream_failed(c, status, message) (502 or 504) -- exactly
+ * one of the two, maybe before it returns. */
+typedef struct sl_px_up sl_px_up;
+void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c);
+/* Queues bytes towards the upstream; 0 or -1 when the write failed. */
+int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len);
+/* The request has been sent whole: start the response timeout. */
+void sl_px_upstream_request_sent(sl_px_up *up);
+/* Flow control: stop or resume reading the upstream. */
+void sl_px_upstream_pause(sl_px_up *up, int paused);
+size_t sl_px_upstream_pending(const sl_px_up *up);
+/* The client went away: the connection cannot be reused. */
+void sl_px_upstream_abort(sl_px_up *up);
+void sl_px_upstream_close_idle(sl_srv_worker *w);
+
+/* What upstream.c needs of the client connection (client.c). */
+void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up);
+void sl_px_client_upstream_failed(sl_px_client *c, int status,
+                                  const char *message);
+int sl_px_client_method(const sl_px_client *c);
+/* The response's head: status line and fields; body framing decided
+ * here.  Returns 0, or -1 when the client is gone. */
+int sl_px_client_response_head(sl_px_client *c, int status,
+                               const char *reason, size_t reason_len,
+                               const sl_px_headers *h, http_parser *p);
+int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len);
+/* The response ended; reusable: the upstream connection may go back to
+ * the pool.  The client releases its pointer to up. */
+void sl_px_client_response_done(sl_px_client *c, int reusable);
+/* The upstream broke after the response began: close the client. */
+void sl_px_client_response_broken(sl_px_client *c);
+/* The upstream's queue fell below half of SL_PX_MAX_PENDING. */
+void sl_px_client_upstream_drained(sl_px_client *c);
+/* Flow control from the response side: the client's pending bytes. */
+size_t sl_px_client_pending(const sl_px_client *c);
+
+#endif

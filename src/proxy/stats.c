@@ -1,0 +1,134 @@
+/*
+ * stats.c - the proxy's counters and its part of /metrics: per route,
+ * the outcome of every request, the upstream's status classes and the
+ * upstream latency (request forwarded to response head).  As in
+ * src/server/metrics.c, each thread writes only its own cache-line-aligned
+ * counters with relaxed atomics and a scrape sums the threads; the
+ * decision series (per rule) are the server's own and come first.
+ */
+#include <stdio.h>
+
+#include "proxy.h"
+
+static const char *const outcome_names[SL_PX_N_OUTCOMES] = {
+    "forwarded", "queued",      "limited", "queue_full",
+    "bad_gateway", "gateway_timeout", "rejected"};
+
+/* Upper bounds of the latency buckets, ns; the last is +Inf. */
+static const sl_nanos latency_le[SL_PX_LATENCY_BUCKETS - 1] = {
+    1000000,   2500000,   5000000,   10000000,  25000000,  50000000,
+    100000000, 250000000, 500000000, 1000000000, 5000000000};
+
+sl_proxy *sl_px_of(sl_srv_worker *w)
+{
+    return w->server->cfg.frontend->ctx;
+}
+
+sl_px_worker *sl_px_worker_of(sl_srv_worker *w)
+{
+    return &sl_px_of(w)->workers[w->index];
+}
+
+sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route)
+{
+    sl_proxy *px = sl_px_of(w);
+    size_t n = px->cfg->n_routes;
+    size_t i = route ? (size_t)(route - px->cfg->routes) : n;
+    return &px->stats[(size_t)w->index * (n + 1) + i];
+}
+
+void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o)
+{
+    atomic_fetch_add_explicit(&sl_px_stats(w, route)->outcomes[o], 1,
+                              memory_order_relaxed);
+}
+
+void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
+                          int status, uint64_t latency_ns)
+{
+    sl_px_route_stats *s = sl_px_stats(w, route);
+    int cls = status >= 100 && status < 600 ? status / 100 : 0;
+    atomic_fetch_add_explicit(&s->status_class[cls], 1, memory_order_relaxed);
+    size_t i = 0;
+    while (i < SL_PX_LATENCY_BUCKETS - 1 && (sl_nanos)latency_ns > latency_le[i])
+        i++;
+    atomic_fetch_add_explicit(&s->latency[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->latency_sum_ns, latency_ns,
+                              memory_order_relaxed);
+}
+
+static uint64_t sum(sl_proxy *px, size_t route, size_t offset)
+{
+    uint64_t total = 0;
+    size_t n = px->cfg->n_routes + 1;
+    for (int t = 0; t < px->n_workers; t++) {
+        const char *base = (const char *)&px->stats[(size_t)t * n + route];
+        total += atomic_load_explicit(
+            (const atomic_uint_fast64_t *)(base + offset), memory_order_relaxed);
+    }
+    return total;
+}
+
+#define AT(field) offsetof(sl_px_route_stats, field)
+
+void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
+{
+    sl_proxy *px = sl_px_of(w);
+    size_t n = px->cfg->n_routes;
+    sl_metrics_render(w->server, out);
+    sl_buf_addstr(out, "# HELP sluice_proxy_requests_total Requests by route "
+                       "and outcome.\n"
+                       "# TYPE sluice_proxy_requests_total counter\n");
+    /* Route prefixes start with '/' and hold no '"' or '\' worth escaping
+     * beyond what the loader accepts; "_none_" is the unrouted. */
+    for (size_t r = 0; r <= n; r++) {
+        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+        for (int o = 0; o < SL_PX_N_OUTCOMES; o++)
+            sl_buf_printf(out,
+                          "sluice_proxy_requests_total{route=\"%s\","
+                          "outcome=\"%s\"} %llu\n",
+                          name, outcome_names[o],
+                          (unsigned long long)sum(px, r, AT(outcomes[o])));
+    }
+    sl_buf_addstr(out, "# HELP sluice_proxy_upstream_responses_total Upstream "
+                       "responses by route and status class.\n"
+                       "# TYPE sluice_proxy_upstream_responses_total counter\n");
+    for (size_t r = 0; r <= n; r++) {
+        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+        for (int c = 1; c <= 5; c++)
+            sl_buf_printf(out,
+                          "sluice_proxy_upstream_responses_total{route=\"%s\","
+                          "class=\"%dxx\"} %llu\n",
+                          name, c,
+                          (unsigned long long)sum(px, r, AT(status_class[c])));
+    }
+    sl_buf_addstr(out, "# HELP sluice_proxy_upstream_latency_seconds Request "
+                       "forwarded to response head.\n"
+                       "# TYPE sluice_proxy_upstream_latency_seconds "
+                       "histogram\n");
+    for (size_t r = 0; r <= n; r++) {
+        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+        uint64_t cum = 0;
+        for (int b = 0; b < SL_PX_LATENCY_BUCKETS; b++) {
+            cum += sum(px, r, AT(latency[b]));
+            if (b < SL_PX_LATENCY_BUCKETS - 1)
+                sl_buf_printf(out,
+                              "sluice_proxy_upstream_latency_seconds_bucket{"
+                              "route=\"%s\",le=\"%g\"} %llu\n",
+                              name, (double)latency_le[b] / 1e9,
+                              (unsigned long long)cum);
+            else
+                sl_buf_printf(out,
+                              "sluice_proxy_upstream_latency_seconds_bucket{"
+                              "route=\"%s\",le=\"+Inf\"} %llu\n",
+                              name, (unsigned long long)cum);
+        }
+        sl_buf_printf(out,
+                      "sluice_proxy_upstream_latency_seconds_sum{route=\"%s\"} "
+                      "%.6f\nsluice_proxy_upstream_latency_seconds_count{"
+                      "route=\"%s\"} %llu\n",
+                      name, (double)sum(px, r, AT(latency_sum_ns)) / 1e9, name,
+                      (unsigned long long)sum(px, r, AT(latency_count)));
+    }
+}

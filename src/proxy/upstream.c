@@ -1,0 +1,411 @@
+/*
+ * upstream.c - connections to the upstream: a per-thread pool of idle
+ * keep-alive connections, connecting with a timeout, and the response
+ * side (http-parser in HTTP_RESPONSE mode) handed to the client
+ * connection piece by piece.
+ *
+ * An idle pooled connection keeps reading, so an upstream that closes it
+ * is noticed and the connection dropped before it is handed out; the
+ * race that remains (a close in flight while a request is written) gives
+ * that request a 502, as in nginx without proxy_next_upstream.
+ *
+ * Timeouts: connect_timeout from the connect; then response_timeout from
+ * the request's last byte to the response head, and between reads of the
+ * response body.  Before the head: 504; after it, the client connection
+ * is closed (its response cannot be completed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+/* Largest response head accepted from the upstream. */
+#define SL_PX_MAX_RESPONSE_HEAD (64 * 1024)
+
+struct sl_px_up {
+    uv_tcp_t tcp; /* first: a handle pointer is an upstream pointer */
+    uv_timer_t timer;
+    uv_connect_t connect_req;
+    sl_srv_worker *w;
+    sl_px_client *client; /* NULL when idle or failed */
+    http_parser parser;
+    sl_px_headers headers;
+    sl_buf reason;
+    int connected, req_sent, head_seen, keep_alive, informational;
+    int in_pool, reading, message_done;
+    int handles_open;
+    size_t pending;
+    sl_px_up *prev, *next; /* the idle pool */
+};
+
+typedef struct up_write {
+    uv_write_t req;
+    sl_px_up *up;
+    char *data;
+    size_t len;
+} up_write;
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void pool_remove(sl_px_up *up)
+{
+    if (!up->in_pool)
+        return;
+    sl_px_worker *pw = sl_px_worker_of(up->w);
+    if (up->prev)
+        up->prev->next = up->next;
+    else
+        pw->idle = up->next;
+    if (up->next)
+        up->next->prev = up->prev;
+    up->prev = up->next = NULL;
+    up->in_pool = 0;
+    pw->n_idle--;
+}
+
+static void free_cb(uv_handle_t *h)
+{
+    sl_px_up *up = h->data;
+    if (--up->handles_open > 0)
+        return;
+    sl_px_headers_release(&up->headers);
+    sl_buf_release(&up->reason);
+    free(up);
+}
+
+static void up_close(sl_px_up *up)
+{
+    if (uv_is_closing((uv_handle_t *)&up->tcp))
+        return;
+    pool_remove(up);
+    up->client = NULL;
+    uv_close((uv_handle_t *)&up->tcp, free_cb);
+    uv_close((uv_handle_t *)&up->timer, free_cb);
+}
+
+/* The request failed before a response began: the client answers. */
+static void fail(sl_px_up *up, int status, const char *message)
+{
+    sl_px_client *c = up->client;
+    up_close(up);
+    if (c != NULL)
+        sl_px_client_upstream_failed(c, status, message);
+}
+
+/* The upstream broke: 502 before the response head, else the client's
+ * response is cut off. */
+static void broken(sl_px_up *up, const char *message)
+{
+    sl_px_client *c = up->client;
+    if (c != NULL && !up->head_seen) {
+        fail(up, 502, message);
+        return;
+    }
+    up_close(up);
+    if (c != NULL)
+        sl_px_client_response_broken(c);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+void sl_px_upstream_pause(sl_px_up *up, int paused)
+{
+    if (uv_is_closing((uv_handle_t *)&up->tcp) || up->reading == !paused)
+        return;
+    up->reading = !paused;
+    if (paused)
+        uv_read_stop((uv_stream_t *)&up->tcp);
+    else
+        uv_read_start((uv_stream_t *)&up->tcp, alloc_cb, read_cb);
+}
+
+size_t sl_px_upstream_pending(const sl_px_up *up)
+{
+    return up->pending;
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    sl_px_up *up = t->data;
+    if (!up->connected)
+        fail(up, 504, "upstream connect timeout");
+    else if (!up->head_seen)
+        fail(up, 504, "upstream response timeout");
+    else
+        broken(up, "upstream response timeout");
+}
+
+static int on_message_begin(http_parser *p)
+{
+    sl_px_up *up = p->data;
+    sl_px_headers_reset(&up->headers);
+    up->reason.len = 0;
+    up->reason.failed = 0;
+    return 0;
+}
+
+static int on_status(http_parser *p, const char *at, size_t len)
+{
+    sl_px_up *up = p->data;
+    sl_buf_add(&up->reason, at, len);
+    return up->reason.len > 256 || up->reason.failed ? -1 : 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    sl_px_up *up = p->data;
+    if (up->head_seen)
+        return 0; /* trailers are not passed on */
+    return sl_px_headers_field(&up->headers, at, len, SL_PX_MAX_RESPONSE_HEAD);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    sl_px_up *up = p->data;
+    if (up->head_seen)
+        return 0;
+    return sl_px_headers_value(&up->headers, at, len, SL_PX_MAX_RESPONSE_HEAD);
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    sl_px_up *up = p->data;
+    if (up->client == NULL)
+        return -1;
+    if (p->status_code / 100 == 1) {
+        /* 100 Continue and other interim answers: the client was
+         * answered by the proxy already; a 101 was never asked for. */
+        if (p->status_code == 101)
+            return -1;
+        up->informational = 1;
+        return 0;
+    }
+    up->head_seen = 1;
+    up->keep_alive = http_should_keep_alive(p);
+    if (sl_px_client_response_head(up->client, p->status_code,
+                                   up->reason.data ? up->reason.data : "",
+                                   up->reason.len, &up->headers, p) != 0)
+        return -1;
+    return sl_px_client_method(up->client) == HTTP_HEAD ? 1 : 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    sl_px_up *up = p->data;
+    if (up->client == NULL ||
+        sl_px_client_response_body(up->client, at, len) != 0)
+        return -1;
+    if (sl_px_client_pending(up->client) > SL_PX_MAX_PENDING)
+        sl_px_upstream_pause(up, 1);
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    sl_px_up *up = p->data;
+    if (up->informational) {
+        up->informational = 0;
+        return 0;
+    }
+    up->message_done = 1;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_status = on_status,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* The response is complete: the client goes on, the connection back to
+ * the pool when both sides allow it. */
+static void finish(sl_px_up *up, int extra_bytes)
+{
+    sl_px_client *c = up->client;
+    sl_proxy *px = sl_px_of(up->w);
+    sl_px_worker *pw = sl_px_worker_of(up->w);
+    int reusable = up->keep_alive && up->req_sent && !extra_bytes &&
+                   !up->w->stopping && pw->n_idle < px->cfg->pool_max;
+    up->client = NULL;
+    uv_timer_stop(&up->timer);
+    if (reusable) {
+        http_parser_init(&up->parser, HTTP_RESPONSE);
+        up->parser.data = up;
+        up->req_sent = up->head_seen = up->message_done = 0;
+        up->in_pool = 1;
+        up->prev = NULL;
+        up->next = pw->idle;
+        if (up->next)
+            up->next->prev = up;
+        pw->idle = up;
+        pw->n_idle++;
+        sl_px_upstream_pause(up, 0);
+    } else {
+        up_close(up);
+    }
+    sl_px_client_response_done(c, reusable);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sl_px_up *up = (sl_px_up *)s;
+    if (up->client == NULL) {
+        /* Idle in the pool: a close (or stray bytes) ends it. */
+        free(buf->base);
+        if (nread != 0)
+            up_close(up);
+        return;
+    }
+    if (nread == 0) {
+        free(buf->base);
+        return;
+    }
+    if (up->req_sent)
+        uv_timer_start(&up->timer, timer_cb,
+                       sl_px_of(up->w)->cfg->response_timeout_ms, 0);
+    size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
+    /* At EOF, a length of 0 ends a body read to the close. */
+    done = http_parser_execute(&up->parser, &settings,
+                               nread > 0 ? buf->base : NULL, len);
+    free(buf->base);
+    if (uv_is_closing((uv_handle_t *)&up->tcp))
+        return;
+    if (up->message_done) {
+        finish(up, done < len || nread < 0);
+        return;
+    }
+    if (nread < 0) {
+        broken(up, "upstream closed the connection");
+        return;
+    }
+    if (HTTP_PARSER_ERRNO(&up->parser) != HPE_OK || done != len)
+        broken(up, "upstream sent a malformed response");
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    up_write *wr = (up_write *)req;
+    sl_px_up *up = wr->up;
+    up->pending -= wr->len;
+    free(wr->data);
+    free(wr);
+    if (uv_is_closing((uv_handle_t *)&up->tcp))
+        return;
+    if (status < 0) {
+        broken(up, "upstream write failed");
+        return;
+    }
+    if (up->client != NULL && up->pending < SL_PX_MAX_PENDING / 2)
+        sl_px_client_upstream_drained(up->client);
+}
+
+int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len)
+{
+    if (uv_is_closing((uv_handle_t *)&up->tcp))
+        return -1;
+    up_write *wr = malloc(sizeof(*wr));
+    char *copy = malloc(len ? len : 1);
+    if (wr == NULL || copy == NULL) {
+        free(wr);
+        free(copy);
+        return -1;
+    }
+    memcpy(copy, data, len);
+    wr->up = up;
+    wr->data = copy;
+    wr->len = len;
+    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
+    if (uv_write(&wr->req, (uv_stream_t *)&up->tcp, &b, 1, write_cb) != 0) {
+        free(copy);
+        free(wr);
+        return -1;
+    }
+    up->pending += len;
+    return 0;
+}
+
+void sl_px_upstream_request_sent(sl_px_up *up)
+{
+    up->req_sent = 1;
+    if (!up->head_seen)
+        uv_timer_start(&up->timer, timer_cb,
+                       sl_px_of(up->w)->cfg->response_timeout_ms, 0);
+}
+
+void sl_px_upstream_abort(sl_px_up *up)
+{
+    up_close(up);
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    sl_px_up *up = req->data;
+    if (status == UV_ECANCELED || uv_is_closing((uv_handle_t *)&up->tcp))
+        return;
+    if (status < 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "upstream connect failed: %s",
+                 uv_strerror(status));
+        fail(up, 502, msg);
+        return;
+    }
+    up->connected = 1;
+    uv_timer_stop(&up->timer);
+    uv_tcp_nodelay(&up->tcp, 1);
+    sl_px_upstream_pause(up, 0);
+    sl_px_client_upstream_ready(up->client, up);
+}
+
+void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
+{
+    sl_px_worker *pw = sl_px_worker_of(w);
+    const sl_px_config *cfg = sl_px_of(w)->cfg;
+    sl_px_up *up = pw->idle;
+    if (up != NULL) {
+        pool_remove(up);
+        up->client = c;
+        sl_px_client_upstream_ready(c, up);
+        return;
+    }
+    up = calloc(1, sizeof(*up));
+    if (up == NULL) {
+        sl_px_client_upstream_failed(c, 502, "out of memory");
+        return;
+    }
+    up->w = w;
+    up->client = c;
+    uv_tcp_init(&w->loop, &up->tcp);
+    uv_timer_init(&w->loop, &up->timer);
+    up->tcp.data = up->timer.data = up->connect_req.data = up;
+    up->handles_open = 2;
+    http_parser_init(&up->parser, HTTP_RESPONSE);
+    up->parser.data = up;
+    uv_timer_start(&up->timer, timer_cb, cfg->connect_timeout_ms, 0);
+    int rc = uv_tcp_connect(&up->connect_req, &up->tcp,
+                            (const struct sockaddr *)&cfg->upstream_addr,
+                            connect_cb);
+    if (rc != 0) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "upstream connect failed: %s",
+                 uv_strerror(rc));
+        fail(up, 502, msg);
+    }
+}
+
+void sl_px_upstream_close_idle(sl_srv_worker *w)
+{
+    sl_px_worker *pw = sl_px_worker_of(w);
+    while (pw->idle != NULL)
+        up_close(pw->idle);
+}
