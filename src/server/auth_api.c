@@ -149,30 +149,36 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
     return 0;
 }
 
-static json_int_t ms_up(sl_nanos ns)
-{
-    return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-}
-
-/* Shared with the proxy (src/proxy/), whose 429 is the same answer. */
+/* Shared with the proxy (src/proxy/), whose 429 is the same answer.  The
+ * body is written straight into a buffer, as the decision answers are
+ * (buf.c): a refusal is the cheapest answer to make, and under a flood
+ * it is the one made most. */
 void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
                         int head, sl_buf *out, int keep_alive)
 {
     const sl_dec_status *c = res->closest;
-    char msg[160];
-    snprintf(msg, sizeof(msg), "rate limit exceeded: %s",
-             c ? sl_rule_label(c->rule) : "denied");
-    json_t *retry = c && c->d.retry_after >= 0
-                        ? json_integer(ms_up(c->d.retry_after))
-                        : json_null();
-    json_t *body = json_pack("{s:{s:s,s:s,s:o}}", "error", "code",
-                             "rate_limited", "message", msg, "retry_after_ms",
-                             retry);
-    if (head)
+    sl_buf msg = {0}, body = {0};
+    sl_buf_addstr(&msg, "rate limit exceeded: ");
+    sl_buf_addstr(&msg, c ? sl_rule_label(c->rule) : "denied");
+    sl_buf_addstr(&body, "{\"error\":{\"code\":\"rate_limited\",\"message\":");
+    sl_buf_add_json_string(&body, msg.data ? msg.data : "", msg.len);
+    sl_buf_addstr(&body, ",\"retry_after_ms\":");
+    if (c && c->d.retry_after >= 0)
+        sl_buf_add_int(
+            &body,
+            (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS));
+    else
+        sl_buf_addstr(&body, "null");
+    sl_buf_addstr(&body, "}}\n");
+    if (msg.failed || body.failed)
+        out->failed = 1;
+    else if (head)
         sl_respond_empty(out, 429, rate_headers, keep_alive);
     else
-        sl_respond_json(out, 429, rate_headers, body, keep_alive);
-    json_decref(body);
+        sl_respond_body(out, 429, "application/json", rate_headers, body.data,
+                        body.len, keep_alive);
+    sl_buf_release(&msg);
+    sl_buf_release(&body);
 }
 
 void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,

@@ -51,8 +51,8 @@ static const char *reason(int status)
     }
 }
 
-void sl_respond_head(sl_buf *out, int status, const char *type,
-                     size_t body_len, int keep_alive)
+void sl_respond_head(sl_buf *out, int status, const char *type, size_t body_len,
+                     int keep_alive)
 {
     sl_buf_addstr(out, "HTTP/1.1 ");
     sl_buf_add_int(out, status);
@@ -66,9 +66,9 @@ void sl_respond_head(sl_buf *out, int status, const char *type,
                                   : "\r\nConnection: close\r\n");
 }
 
-static void respond(sl_buf *out, int status, const char *type,
-                    const char *extra_headers, const char *body,
-                    size_t body_len, int keep_alive)
+void sl_respond_body(sl_buf *out, int status, const char *type,
+                     const char *extra_headers, const char *body,
+                     size_t body_len, int keep_alive)
 {
     sl_respond_head(out, status, type, body_len, keep_alive);
     if (extra_headers)
@@ -116,8 +116,8 @@ void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
     if (body_nl.failed)
         out->failed = 1;
     else
-        respond(out, status, "application/json", extra_headers, body_nl.data,
-                body_nl.len, keep_alive);
+        sl_respond_body(out, status, "application/json", extra_headers,
+                        body_nl.data, body_nl.len, keep_alive);
     sl_buf_release(&body_nl);
     free(text);
 }
@@ -220,8 +220,8 @@ static void get_metrics(sl_srv_worker *w, sl_buf *out, int keep_alive)
         out->failed = 1;
         return;
     }
-    respond(out, 200, "text/plain; version=0.0.4", NULL,
-            text.data ? text.data : "", text.len, keep_alive);
+    sl_respond_body(out, 200, "text/plain; version=0.0.4", NULL,
+                    text.data ? text.data : "", text.len, keep_alive);
     sl_buf_release(&text);
 }
 

@@ -156,8 +156,8 @@ struct sl_srv_worker {
     sl_srv_rules *rules; /* this thread's reference; only it reads it */
     atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
-    sl_nanos now; /* wall clock ns, sampled once per iteration */
-    void *conns;  /* intrusive list of open connections (conn.c) */
+    sl_nanos now;             /* wall clock ns, sampled once per iteration */
+    void *conns;              /* intrusive list of open connections (conn.c) */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
@@ -267,6 +267,11 @@ void sl_respond_api_err(sl_srv_worker *w, const sl_api_err *e, sl_buf *out,
 /* An error response {"error": {"code", "message"}} with status. */
 void sl_respond_error(sl_buf *out, int status, const char *code,
                       const char *message, int keep_alive);
+/* A response with body_len bytes of body of the given type; extra_headers
+ * (may be NULL) ends each line with CRLF. */
+void sl_respond_body(sl_buf *out, int status, const char *type,
+                     const char *extra_headers, const char *body,
+                     size_t body_len, int keep_alive);
 /* A response without a body (204, or a HEAD's); extra_headers as below. */
 void sl_respond_empty(sl_buf *out, int status, const char *extra_headers,
                       int keep_alive);
@@ -275,8 +280,8 @@ void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive);
 /* The status line and the Content-Type, Content-Length and Connection
  * headers; the caller adds its own headers, the blank line and the body. */
-void sl_respond_head(sl_buf *out, int status, const char *type,
-                     size_t body_len, int keep_alive);
+void sl_respond_head(sl_buf *out, int status, const char *type, size_t body_len,
+                     int keep_alive);
 
 /* decide.c: one request's descriptors to one decision. */
 typedef struct sl_dec_descriptor {
