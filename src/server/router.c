@@ -30,8 +30,8 @@ static const char *reason(int status)
     }
 }
 
-void sl_respond_head(sl_buf *out, int status, const char *type,
-                     size_t body_len, int keep_alive)
+void sl_respond_head(sl_buf *out, int status, const char *type, size_t body_len,
+                     int keep_alive)
 {
     sl_buf_addstr(out, "HTTP/1.1 ");
     sl_buf_add_int(out, status);

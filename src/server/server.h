@@ -120,8 +120,8 @@ struct sl_srv_worker {
     sl_srv_rules *rules; /* this thread's reference; only it reads it */
     atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
-    sl_nanos now; /* wall clock ns, sampled once per iteration */
-    void *conns;  /* intrusive list of open connections (conn.c) */
+    sl_nanos now;             /* wall clock ns, sampled once per iteration */
+    void *conns;              /* intrusive list of open connections (conn.c) */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
@@ -182,8 +182,8 @@ void sl_respond_json(sl_buf *out, int status, const char *extra_headers,
                      json_t *body, int keep_alive);
 /* The status line and the Content-Type, Content-Length and Connection
  * headers; the caller adds its own headers, the blank line and the body. */
-void sl_respond_head(sl_buf *out, int status, const char *type,
-                     size_t body_len, int keep_alive);
+void sl_respond_head(sl_buf *out, int status, const char *type, size_t body_len,
+                     int keep_alive);
 
 /* decide.c: one request's descriptors to one decision. */
 typedef struct sl_dec_descriptor {
