@@ -33,6 +33,13 @@
 # not the server, so every run reports it and the summary sets it beside
 # each p99.
 #
+# RT=1: the latency runs (calibration and ~50%) run the server's threads
+# and wrk under SCHED_FIFO priority 1 (chrt), so that other processes on
+# the shared machine cannot hold either core for a scheduler slice (~4 ms)
+# while a request waits; both servers get the same treatment, and the
+# peak runs, which keep both cores busy, stay under the normal policy.
+# Needs root.
+#
 # Instructions per request (INSN=1, the default, when valgrind is there):
 # this VM has no hardware counters, so each server runs once more under
 # valgrind's callgrind, alone, before the timed runs: the user-space
@@ -55,6 +62,7 @@ DUR="${DUR:-10s}"
 CAL="${CAL:-2s}"
 CONNS="${CONNS:-50}"
 INSN="${INSN:-1}"
+RT="${RT:-0}"
 INSN_DUR="${INSN_DUR:-10}"
 PORT="${PORT:-18200}"
 QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
@@ -168,10 +176,10 @@ wrk_run() {
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
   local t0 t1 w0 w1 q0 q1
-  { echo "# cmd: ${envs[*]} taskset -c $CLI_CPU wrk -t1 -c$CONNS -d$dur --latency $* $url"
+  { echo "# cmd: ${envs[*]} ${WRK_PRE:-} taskset -c $CLI_CPU wrk -t1 -c$CONNS -d$dur --latency $* $url"
     wait_quiet; date -u +%FT%TZ; } >"$out"
   t0=$(cpu_ticks $pids); w0=$(date +%s%N); q0=$(runq_wait_ns $pids)
-  env "${envs[@]}" timeout 120 taskset -c "$CLI_CPU" wrk -t1 -c"$CONNS" -d"$dur" --latency "$@" "$url" >>"$out" 2>&1
+  env "${envs[@]}" timeout 120 ${WRK_PRE:-} taskset -c "$CLI_CPU" wrk -t1 -c"$CONNS" -d"$dur" --latency "$@" "$url" >>"$out" 2>&1
   t1=$(cpu_ticks $pids); w1=$(date +%s%N); q1=$(runq_wait_ns $pids)
   echo "# server_ticks: $((t1 - t0))" >>"$out"
   echo "# wall_ns: $((w1 - w0))" >>"$out"
@@ -197,9 +205,17 @@ peak_run() {  # peak_run NAME ROUND PIDS URL wrk-args...
   PEAK[$name]=$(rps_of "$OUT/${name}_peak_$r.txt")
   echo "round $r $name peak: ${PEAK[$name]} req/s"
 }
+# rt_policy on|off PIDS: SCHED_FIFO 1 for every thread of PIDS, or back
+rt_policy() {
+  local p
+  for p in $2; do
+    if [ "$1" = on ]; then chrt -f -a -p 1 "$p"; else chrt -o -a -p 0 "$p"; fi
+  done
+}
 paced_run() {  # paced_run NAME ROUND PIDS URL [INCLUDE=...]
   local name=$1 r=$2 pids=$3 url=$4; shift 4
-  local target d0 r0 d1 r1 d2
+  local target d0 r0 d1 r1 d2 WRK_PRE=""
+  if [ "$RT" = 1 ]; then rt_policy on "$pids"; WRK_PRE="chrt -f 1"; fi
   target=$(awk -v p="${PEAK[$name]}" 'BEGIN{printf "%.0f", p/2}')
   # Two CAL-long calibration runs find the delay: the loop period C/rate is
   # not exactly delay + latency (wrk's 1 ms timers), so start from
@@ -216,6 +232,7 @@ paced_run() {  # paced_run NAME ROUND PIDS URL [INCLUDE=...]
         if (d1 != d0 && (P1-P0)/(d1-d0) > 0) d = d1 + (P-P1)*(d1-d0)/(P1-P0); else d = d1*r1/t;
         if (d < 0) d = 0; if (d > 4*d0) d = 4*d0; printf "%.4f", d}')
   wrk_run "$OUT/${name}_half_$r.txt" "$DUR" "$pids" "$url" "$@" DELAY_MS="$d2" -- -s "$LUA"
+  [ "$RT" = 1 ] && rt_policy off "$pids"
   echo "# target_rps: $target delay_ms: $d2 (calibration: delay $d0 -> $r0 req/s, $d1 -> $r1 req/s)" >>"$OUT/${name}_half_$r.txt"
   echo "round $r $name ~50%: target $target, got $(rps_of "$OUT/${name}_half_$r.txt") req/s (delay ${d2} ms; cal $d0->$r0, $d1->$r1)"
 }
@@ -227,7 +244,7 @@ paced_run() {  # paced_run NAME ROUND PIDS URL [INCLUDE=...]
   echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
   echo "# nginx: $(nginx -v 2>&1 | sed 's/.*: //'), worker processes: $NWORKERS"
   echo "# wrk: $(wrk -v 2>&1 | head -1)"
-  echo "# rounds $ROUNDS, DUR $DUR, CAL $CAL, conns $CONNS, QUIET_MAX $QUIET_MAX"
+  echo "# rounds $ROUNDS, DUR $DUR, CAL $CAL, conns $CONNS, QUIET_MAX $QUIET_MAX, RT $RT"
   echo "# $HWC"
 } | tee "$OUT/meta.txt"
 

@@ -53,9 +53,8 @@ static void json_string_utf8_and_runs(void **state)
 static void add_int_as_printf(void **state)
 {
     (void)state;
-    static const long long cases[] = {0,          1,         -1,       9,
-                                      10,         -10,       429,      1000000,
-                                      LLONG_MAX, LLONG_MIN, -LLONG_MAX};
+    static const long long cases[] = {
+        0, 1, -1, 9, 10, -10, 429, 1000000, LLONG_MAX, LLONG_MIN, -LLONG_MAX};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char want[32];
         snprintf(want, sizeof(want), "%lld", cases[i]);

@@ -71,8 +71,8 @@ void sl_buf_add_int(sl_buf *b, long long v)
     char digits[24];
     size_t i = sizeof(digits);
     /* Through unsigned, so LLONG_MIN negates without overflow. */
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
-                                 : (unsigned long long)v;
+    unsigned long long u =
+        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do {
         digits[--i] = (char)('0' + u % 10);
         u /= 10;
@@ -101,12 +101,23 @@ void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len)
         size_t n = 2;
         switch (ch) {
         case '"':
-        case '\\': break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
+        case '\\':
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
         default:
             memcpy(esc + 1, "u00", 3);
             esc[4] = hex[ch >> 4];

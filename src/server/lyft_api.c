@@ -63,7 +63,8 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         const sl_dec_status *st = &res.status[i];
         if (i > 0)
             sl_buf_addstr(b, ",");
-        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\"" : "{\"code\":\"OK\"");
+        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\""
+                                  : "{\"code\":\"OK\"");
         if (st->rule != NULL && st->rule->action != SL_RULE_UNLIMITED) {
             sl_buf_addstr(b, ",\"currentLimit\":{\"name\":");
             sl_buf_add_json_string(b, st->rule->name, strlen(st->rule->name));
