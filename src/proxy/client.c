@@ -65,6 +65,8 @@ struct sl_px_client {
     int eof;          /* the client sent all it will */
     int flow_paused;  /* stopped reading: the upstream is behind */
     int closing;      /* close once the writes are done */
+    int lingering;    /* ...after reading and dropping what still comes */
+    uv_shutdown_t shutdown;
     int driving, again; /* in parse(); resume() asked meanwhile */
     int handles_open;
     size_t writes, pending;
@@ -80,6 +82,8 @@ typedef struct client_write {
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void resume(sl_px_client *c);
+static void timer_cb(uv_timer_t *t);
+static void set_reading(sl_px_client *c, int on);
 
 static void free_cb(uv_handle_t *h)
 {
@@ -120,6 +124,35 @@ static void client_close(sl_px_client *c)
     uv_close((uv_handle_t *)&c->delay, free_cb);
 }
 
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+    (void)req; /* the read side decides when to close */
+    (void)status;
+}
+
+/* The answer is out and a request body is still coming: send FIN, drop
+ * what arrives until the client closes or SL_PX_LINGER_MS passes. */
+static void linger(sl_px_client *c)
+{
+    if (c->eof ||
+        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) {
+        client_close(c);
+        return;
+    }
+    c->state = S_LOCAL;
+    uv_timer_start(&c->timer, timer_cb, SL_PX_LINGER_MS, 0);
+    set_reading(c, 1);
+}
+
+/* With the writes done: close, or linger first. */
+static void finish(sl_px_client *c)
+{
+    if (c->lingering)
+        linger(c);
+    else
+        client_close(c);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)h;
@@ -149,8 +182,12 @@ static void write_cb(uv_write_t *req, int status)
     free(wr);
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
-    if (status < 0 || (c->closing && c->writes == 0)) {
+    if (status < 0) {
         client_close(c);
+        return;
+    }
+    if (c->closing && c->writes == 0) {
+        finish(c);
         return;
     }
     if (c->up != NULL && c->pending < SL_PX_MAX_PENDING / 2)
@@ -236,8 +273,6 @@ static int can_keep(const sl_px_client *c)
            c->req_length <= SL_PX_DISCARD_MAX;
 }
 
-static void timer_cb(uv_timer_t *t);
-
 /* A request answered here: `out` holds the whole response, whose
  * Connection field said keep_alive (from can_keep()). */
 static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
@@ -251,9 +286,11 @@ static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
         return;
     if (!keep_alive || had_up || !can_keep(c)) {
         c->closing = 1;
+        /* A body still on its way: linger rather than reset it. */
+        c->lingering = c->req_body && !c->req_done;
         set_reading(c, 0);
         if (c->writes == 0)
-            client_close(c);
+            finish(c);
         return;
     }
     c->state = c->req_done ? S_HEAD : S_LOCAL;
@@ -275,7 +312,9 @@ static void answer_error(sl_px_client *c, int status, const char *code,
 static void timer_cb(uv_timer_t *t)
 {
     sl_px_client *c = t->data;
-    if (c->state == S_HEAD && c->in_message) {
+    if (c->lingering) {
+        client_close(c);
+    } else if (c->state == S_HEAD && c->in_message) {
         c->keep_alive = 0;
         answer_error(c, 408, "ETIMEOUT",
                      "request not received within the read timeout");
@@ -493,6 +532,12 @@ static void resume(sl_px_client *c)
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sl_px_client *c = (sl_px_client *)s;
+    if (c->lingering) { /* the answer is out: drop what comes, until EOF */
+        free(buf->base);
+        if (nread < 0)
+            client_close(c);
+        return;
+    }
     if (nread < 0) {
         free(buf->base);
         c->eof = 1;

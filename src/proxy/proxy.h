@@ -36,6 +36,12 @@
 /* The largest unread request body skipped, rather than the connection
  * closed, after the proxy answered the request itself (429, 502 ...). */
 #define SL_PX_DISCARD_MAX (64 * 1024)
+/* A larger one: after the answer is written, the proxy shuts its side
+ * down and reads and drops what the client still sends for at most this
+ * long, then closes (nginx's lingering close).  Closing at once, with
+ * unread bytes in the socket, would send a reset that can destroy the
+ * answer before the client has read it. */
+#define SL_PX_LINGER_MS 2000
 /* Header fields of one message, counted as well as --max-header-bytes. */
 #define SL_PX_MAX_HEADERS 100
 /* Bytes queued for one socket before the other side stops being read:
