@@ -38,7 +38,7 @@ enum state {
 enum pause_reason { P_NONE, P_HEAD, P_DONE };
 
 struct sl_px_client {
-    uv_tcp_t tcp; /* first: a handle pointer is a client pointer */
+    uv_tcp_t tcp;     /* first: a handle pointer is a client pointer */
     uv_timer_t timer; /* read timeout of a request, idle timeout between */
     uv_timer_t delay; /* the queue */
     sl_srv_worker *w;
@@ -337,8 +337,7 @@ static int on_message_begin(http_parser *p)
     c->expect_continue = 0;
     c->route = NULL;
     c->rate.len = 0;
-    uv_timer_start(&c->timer, timer_cb,
-                   c->w->server->cfg.read_timeout_ms, 0);
+    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
     return 0;
 }
 
@@ -763,8 +762,7 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     sl_buf_printf(&head, "%s ", http_method_str(c->parser.method));
     if (c->target_off >= c->url.len || c->url.data[c->target_off] != '/')
         sl_buf_addstr(&head, "/");
-    sl_buf_add(&head, c->url.data + c->target_off,
-               c->url.len - c->target_off);
+    sl_buf_add(&head, c->url.data + c->target_off, c->url.len - c->target_off);
     sl_buf_addstr(&head, " HTTP/1.1\r\n");
     sl_px_headers_forward(&c->headers, drop, &head);
     size_t hl;
@@ -802,9 +800,9 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     resume(c);
 }
 
-int sl_px_client_response_head(sl_px_client *c, int status,
-                               const char *reason, size_t reason_len,
-                               const sl_px_headers *h, http_parser *p)
+int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
+                               size_t reason_len, const sl_px_headers *h,
+                               http_parser *p)
 {
     sl_px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
     int no_body = c->parser.method == HTTP_HEAD || status == 204 ||
@@ -851,8 +849,7 @@ int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
         if (queue(c, size, (size_t)n) != 0)
             return -1;
     }
-    if (queue(c, at, len) != 0 ||
-        (c->resp_chunked && queue(c, "\r\n", 2) != 0))
+    if (queue(c, at, len) != 0 || (c->resp_chunked && queue(c, "\r\n", 2) != 0))
         return -1;
     return flush(c);
 }
