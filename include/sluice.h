@@ -298,6 +298,14 @@ SL_EXPORT int sl_check_costs(sl_store *store, const sl_check_item *items,
                              unsigned flags, sl_decision *each,
                              sl_decision *overall);
 
+/*
+ * Combines n >= 1 per-item decisions into the overall one exactly as
+ * sl_check_multi() does, for a caller that decided some items apart (a
+ * server that falls back to another store for some of them, say).
+ */
+SL_EXPORT void sl_decisions_combine(const sl_decision *each, size_t n,
+                                    sl_decision *overall);
+
 /* A key: (pointer, length), not NUL-terminated. */
 typedef struct sl_key {
     const void *data;

@@ -137,10 +137,6 @@ static inline void sl__decision_init(sl_decision *d, const sl_limit *lim)
     d->delay = 0;
 }
 
-/* Combines per-item decisions into the overall one (sl_check_costs). */
-void sl__decision_combine(const sl_decision *each, size_t n,
-                          sl_decision *overall);
-
 /* SipHash-1-3 of an 8-byte prefix followed by data, keyed by k0, k1. */
 uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
                        const void *data, size_t len);

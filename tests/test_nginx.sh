@@ -20,9 +20,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail=0
-pass() { echo "PASS $1"; }
-bad() { echo "FAIL $1: $2"; fail=1; }
+source "$SOURCE_DIR/tests/sh/common.sh"
 
 # docs/nginx.md quotes the example: every line of its nginx blocks must
 # be a line of examples/nginx/nginx.conf.
@@ -39,16 +37,6 @@ for line in "".join(blocks).splitlines():
 print("PASS docs/nginx.md quotes examples/nginx/nginx.conf")
 PY
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "FAIL nothing listens on port $1"; exit 1
-}
 
 # The upstream: answers every request 200 with the path and a checksum of
 # the body, and logs "METHOD PATH API-KEY" per request it saw.

@@ -16,20 +16,8 @@ cleanup() {
 }
 trap cleanup EXIT
 exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
-fail=0
-pass() { echo "PASS $1"; }
-bad() { echo "FAIL $1: $2"; fail=1; }
+source "$SOURCE_DIR/tests/sh/common.sh"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "FAIL nothing listens on port $1"; exit 1
-}
 
 UP=$(free_port)
 cat >"$tmp/upstream.py" <<'PY'

@@ -95,7 +95,8 @@ static void test_costs_per_item_all_or_nothing(void **state)
     sl_store_free(st);
 }
 
-/* sl_check_multi is sl_check_costs with one cost for every item. */
+/* sl_check_multi is sl_check_costs with one cost for every item, and both
+ * combine their items as sl_decisions_combine does. */
 static void test_multi_is_costs_with_one_cost(void **state)
 {
     (void)state;
@@ -115,6 +116,10 @@ static void test_multi_is_costs_with_one_cost(void **state)
         expect_same(&oa, &ob, "overall", now);
         expect_same(&ea[0], &eb[0], "item 0", now);
         expect_same(&ea[1], &eb[1], "item 1", now);
+        /* The public combination is the one the calls use. */
+        sl_decision combined;
+        sl_decisions_combine(ea, 2, &combined);
+        expect_same(&combined, &oa, "sl_decisions_combine", now);
     }
     sl_limit_free(l1);
     sl_limit_free(l2);

@@ -11,9 +11,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail=0
-pass() { echo "PASS $1"; }
-bad() { echo "FAIL $1: $2"; fail=1; }
+source "$SOURCE_DIR/tests/sh/common.sh"
 
 # start NAME RULES [FLAGS...]: sets PID and PORT; the log is $tmp/NAME.log.
 start() {

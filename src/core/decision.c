@@ -4,7 +4,7 @@
  */
 #include "internal.h"
 
-void sl__decision_combine(const sl_decision *each, size_t n,
+void sl_decisions_combine(const sl_decision *each, size_t n,
                           sl_decision *overall)
 {
     sl_decision o = each[0];

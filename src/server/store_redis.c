@@ -520,34 +520,6 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
     return SL_SRV_PENDING;
 }
 
-/* The overall decision of items decided apart (some locally, some
- * allowed by fail_open), as sl_check_costs combines its items. */
-static void combine(const sl_decision *each, size_t n, sl_decision *overall)
-{
-    sl_decision o = each[0];
-    o.allowed = 1;
-    for (size_t i = 0; i < n; i++) {
-        const sl_decision *d = &each[i];
-        o.allowed &= d->allowed;
-        if (d->remaining < o.remaining) {
-            o.remaining = d->remaining;
-            o.limit = d->limit;
-        }
-        o.reset_after =
-            d->reset_after > o.reset_after ? d->reset_after : o.reset_after;
-        o.delay = d->delay > o.delay ? d->delay : o.delay;
-        if (o.retry_after >= 0)
-            o.retry_after = d->retry_after < 0               ? -1
-                            : d->retry_after > o.retry_after ? d->retry_after
-                                                             : o.retry_after;
-    }
-    if (o.allowed)
-        o.retry_after = 0;
-    else
-        o.delay = 0;
-    *overall = o;
-}
-
 /* Decides a call Redis could not by each item's failure policy (its
  * rule's store_failure, else --redis-failure): any fail_closed item
  * refuses the request (SL_ESTORE); fail_open items are allowed with
@@ -601,7 +573,9 @@ static int fallback(sl_srv_worker *w, const sl_check_item *items,
             out[i] = (sl_decision){.allowed = 1, .limit = l, .remaining = l};
         }
     }
-    combine(out, n, overall);
+    /* Items decided apart (some locally, some allowed by fail_open)
+     * combine as sl_check_costs combines its items. */
+    sl_decisions_combine(out, n, overall);
     for (size_t i = 0; each != NULL && i < n; i++)
         each[i] = out[i];
     return 0;

@@ -815,7 +815,7 @@ int sl_redis_call_read(const sl_redis_call *call, const void *reply,
     if (err != 0)
         return err;
     if (overall != NULL)
-        sl__decision_combine(local, call->a.n, overall);
+        sl_decisions_combine(local, call->a.n, overall);
     for (size_t i = 0; each != NULL && i < call->a.n; i++)
         each[i] = local[i];
     return 0;

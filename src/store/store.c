@@ -56,7 +56,7 @@ int sl_check_costs(sl_store *store, const sl_check_item *items,
                                        (flags & SL_RECORD) != 0, local);
     if (err != 0)
         return err;
-    sl__decision_combine(local, n, overall);
+    sl_decisions_combine(local, n, overall);
     for (size_t i = 0; each != NULL && i < n; i++)
         each[i] = local[i];
     return 0;
