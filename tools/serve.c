@@ -2,7 +2,6 @@
  * serve.c - `sluice serve`: parses the flags into an sl_srv_config and
  * runs the rate-limit decision daemon (src/server/, docs/server.md).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,27 +256,14 @@ static int apply(int opt, const char *where, const char *val,
 static int load_config(const char *path, sl_srv_config *cfg,
                        sl__ynode **tree, char **rules_buf)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "sluice serve: %s: cannot open: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
+    char err[512];
     sl_buf text = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 &&
-           text.len <= SL_SRV_MAX_CONFIG_BYTES)
-        sl_buf_add(&text, chunk, n);
-    int read_error = ferror(f);
-    fclose(f);
-    if (read_error || text.len > SL_SRV_MAX_CONFIG_BYTES) {
-        fprintf(stderr, "sluice serve: %s: %s\n", path,
-                read_error ? "cannot read" : "larger than 64 KiB");
+    if (sl_buf_read_file(&text, path, SL_SRV_MAX_CONFIG_BYTES, err,
+                         sizeof(err))) {
+        fprintf(stderr, "sluice serve: %s\n", err);
         sl_buf_release(&text);
         return -1;
     }
-    char err[512];
     int rc = sl__yaml_parse(path, text.data ? text.data : "", text.len, 4,
                             tree, err, sizeof(err));
     sl_buf_release(&text);

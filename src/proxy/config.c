@@ -8,7 +8,6 @@
  * live in the same file.
  */
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +54,8 @@ const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
     const sl_px_route *best = NULL;
     for (size_t i = 0; i < cfg->n_routes; i++) {
         const sl_px_route *r = &cfg->routes[i];
-        if (r->prefix_len <= len && memcmp(r->prefix, path, r->prefix_len) == 0 &&
+        if (r->prefix_len <= len &&
+            memcmp(r->prefix, path, r->prefix_len) == 0 &&
             (best == NULL || r->prefix_len > best->prefix_len))
             best = r;
     }
@@ -130,18 +130,18 @@ typedef struct loader {
 } loader;
 
 #define FAIL(L, node, ...)                                                     \
-    (sl__rules_error((L)->err, (L)->errlen, SL_EINVAL, (L)->file,             \
+    (sl__rules_error((L)->err, (L)->errlen, SL_EINVAL, (L)->file,              \
                      (node)->line, (node)->col, __VA_ARGS__),                  \
      -1)
 
-static int want(loader *L, const sl__ynode *n, sl__ykind kind,
-                const char *what)
+static int want(loader *L, const sl__ynode *n, sl__ykind kind, const char *what)
 {
     if (n->kind == kind)
         return 0;
     return FAIL(L, n, "%s: expected a %s", what,
-                kind == SL__Y_MAP ? "mapping"
-                                  : kind == SL__Y_SEQ ? "sequence" : "scalar");
+                kind == SL__Y_MAP   ? "mapping"
+                : kind == SL__Y_SEQ ? "sequence"
+                                    : "scalar");
 }
 
 static int str(loader *L, const sl__ynode *n, const char *what, char **out)
@@ -149,8 +149,9 @@ static int str(loader *L, const sl__ynode *n, const char *what, char **out)
     if (want(L, n, SL__Y_SCALAR, what))
         return -1;
     if (n->len == 0 || strlen(n->text) != n->len)
-        return FAIL(L, n, "%s: expected a non-empty string without NULs: "
-                          "'%.64s'",
+        return FAIL(L, n,
+                    "%s: expected a non-empty string without NULs: "
+                    "'%.64s'",
                     what, n->text);
     free(*out);
     *out = strdup(n->text);
@@ -224,8 +225,9 @@ static int cidr(loader *L, const sl__ynode *n, sl_px_cidr *out)
     }
     return 0;
 bad:
-    return FAIL(L, n, "trusted_proxies: expected ADDRESS or ADDRESS/BITS: "
-                      "'%.64s'",
+    return FAIL(L, n,
+                "trusted_proxies: expected ADDRESS or ADDRESS/BITS: "
+                "'%.64s'",
                 n->text);
 }
 
@@ -271,8 +273,7 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
         else if (strcmp(ok->text, "name") == 0 &&
                  a->kind == SL_PX_REQUEST_HEADER)
             rc = str(L, ov, "name", &a->header);
-        else if (strcmp(ok->text, "value") == 0 &&
-                 a->kind == SL_PX_GENERIC_KEY)
+        else if (strcmp(ok->text, "value") == 0 && a->kind == SL_PX_GENERIC_KEY)
             rc = str(L, ov, "value", &a->value);
         else if (strcmp(ok->text, "segments") == 0 && a->kind == SL_PX_PATH) {
             rc = count(L, ov, "segments", 0, 64, &segs);
@@ -282,12 +283,15 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
         if (rc)
             return -1;
     }
-    if (a->kind == SL_PX_REQUEST_HEADER && (a->header == NULL || a->key == NULL))
-        return FAIL(L, n, "request_header: needs `name` (the header) and "
-                          "`key` (the descriptor key)");
+    if (a->kind == SL_PX_REQUEST_HEADER &&
+        (a->header == NULL || a->key == NULL))
+        return FAIL(L, n,
+                    "request_header: needs `name` (the header) and "
+                    "`key` (the descriptor key)");
     if (a->kind == SL_PX_GENERIC_KEY && a->value == NULL)
         return FAIL(L, n, "generic_key: needs `value`");
-    if (a->key == NULL && (a->key = strdup(action_kinds[i].default_key)) == NULL)
+    if (a->key == NULL &&
+        (a->key = strdup(action_kinds[i].default_key)) == NULL)
         return FAIL(L, n, "out of memory");
     return 0;
 }
@@ -303,8 +307,8 @@ static int route(loader *L, const sl__ynode *n, sl_px_route *r)
         if (strcmp(k->text, "prefix") == 0) {
             rc = str(L, v, "prefix", &r->prefix);
             if (rc == 0 && r->prefix[0] != '/')
-                rc = FAIL(L, v, "prefix: must start with '/': '%.64s'",
-                          v->text);
+                rc =
+                    FAIL(L, v, "prefix: must start with '/': '%.64s'", v->text);
         } else if (strcmp(k->text, "domain") == 0)
             rc = str(L, v, "domain", &r->domain);
         else if (strcmp(k->text, "descriptors") == 0)
@@ -354,8 +358,9 @@ static int top(loader *L, const sl__ynode *k, const sl__ynode *v,
         if (want(L, v, SL__Y_SCALAR, "metrics_path"))
             return -1;
         if (v->len > 0 && v->text[0] != '/')
-            return FAIL(L, v, "metrics_path: must start with '/' (or be "
-                              "empty): '%.64s'",
+            return FAIL(L, v,
+                        "metrics_path: must start with '/' (or be "
+                        "empty): '%.64s'",
                         v->text);
         free(cfg->metrics_path);
         cfg->metrics_path = strdup(v->text);
@@ -433,22 +438,8 @@ int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
                       void *ctx, char *err, size_t errlen)
 {
     loader L = {path, err, errlen};
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
     sl_buf text = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 &&
-           text.len <= SL_PX_MAX_CONFIG_BYTES)
-        sl_buf_add(&text, chunk, n);
-    int bad = ferror(f) || text.failed;
-    fclose(f);
-    if (bad || text.len > SL_PX_MAX_CONFIG_BYTES) {
-        snprintf(err, errlen, "%s: %s", path,
-                 bad ? "cannot read" : "larger than 256 KiB");
+    if (sl_buf_read_file(&text, path, SL_PX_MAX_CONFIG_BYTES, err, errlen)) {
         sl_buf_release(&text);
         return -1;
     }

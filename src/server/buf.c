@@ -9,6 +9,7 @@
  * jansson tree: building, dumping and freeing the tree cost more than
  * deciding (docs/benchmarks.md, "sluice serve vs nginx limit_req").
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,4 +137,30 @@ void sl_buf_release(sl_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
     b->failed = 0;
+}
+
+int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
+                     size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char chunk[4096];
+    size_t n, start = b->len;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 &&
+           b->len - start <= max_bytes)
+        sl_buf_add(b, chunk, n);
+    int bad = ferror(f) || b->failed;
+    fclose(f);
+    if (bad || b->len - start > max_bytes) {
+        if (bad)
+            snprintf(err, errlen, "%s: cannot read", path);
+        else
+            snprintf(err, errlen, "%s: larger than %zu KiB", path,
+                     max_bytes / 1024);
+        return -1;
+    }
+    return 0;
 }

@@ -108,6 +108,11 @@ void sl_buf_add_int(sl_buf *b, long long v);
  * what jansson's json_dumps(JSON_COMPACT) writes for it. */
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
 void sl_buf_release(sl_buf *b);
+/* Appends the file at path, refusing one over max_bytes: 0, or -1 with
+ * "PATH: cannot open: ...", "PATH: cannot read" or "PATH: larger than N
+ * KiB" in err (the config files of serve and proxy). */
+int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
+                     size_t errlen);
 
 /* A loaded rules set shared by the threads.  refs counts the threads
  * (and the reloader) holding it; the last release frees it. */
