@@ -37,7 +37,6 @@ for line in "".join(blocks).splitlines():
 print("PASS docs/nginx.md quotes examples/nginx/nginx.conf")
 PY
 
-
 # The upstream: answers every request 200 with the path and a checksum of
 # the body, and logs "METHOD PATH API-KEY" per request it saw.
 UP=$(free_port)

@@ -18,7 +18,6 @@ trap cleanup EXIT
 exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
 source "$SOURCE_DIR/tests/sh/common.sh"
 
-
 UP=$(free_port)
 cat >"$tmp/upstream.py" <<'PY'
 import hashlib, http.server, sys, time

@@ -79,13 +79,21 @@ typedef struct trace_cfg {
     int flood; /* requests 64 times as dense: logs reach their caps */
 } trace_cfg;
 
-#define CFG(alg, l, p, b, s, f)                                               \
-    {{.algorithm = alg, .limit = l, .period = p, .burst = b, .step = s,       \
-      .flags = f},                                                            \
-     #alg " " #l "/" #p " burst " #b " step " #s " flags " #f, 0}
-#define FLOOD(alg, l, p, f)                                                   \
-    {{.algorithm = alg, .limit = l, .period = p, .flags = f},                 \
-     "flood of " #alg " " #l "/" #p " flags " #f, 1}
+#define CFG(alg, l, p, b, s, f)                                                \
+    {                                                                          \
+        {.algorithm = alg,                                                     \
+         .limit = l,                                                           \
+         .period = p,                                                          \
+         .burst = b,                                                           \
+         .step = s,                                                            \
+         .flags = f},                                                          \
+            #alg " " #l "/" #p " burst " #b " step " #s " flags " #f, 0        \
+    }
+#define FLOOD(alg, l, p, f)                                                    \
+    {                                                                          \
+        {.algorithm = alg, .limit = l, .period = p, .flags = f},               \
+            "flood of " #alg " " #l "/" #p " flags " #f, 1                     \
+    }
 
 static const trace_cfg configs[] = {
     CFG(SL_TOKEN_BUCKET, 10, SEC, 10, 0, 0),
@@ -250,13 +258,12 @@ static int check_lists(const char *pattern)
             continue; /* a string state */
         }
         lists++;
-        if (l->elements < 2 ||
-            sscanf(l->element[0]->str, "%lld", &sum) != 1)
+        if (l->elements < 2 || sscanf(l->element[0]->str, "%lld", &sum) != 1)
             fail_msg("list '%s': no meta or no event", key);
         for (size_t i = 1; i < l->elements; i++) {
             long long es, en, cost;
-            if (sscanf(l->element[i]->str, "%lld %lld %lld", &es, &en,
-                       &cost) != 3 ||
+            if (sscanf(l->element[i]->str, "%lld %lld %lld", &es, &en, &cost) !=
+                    3 ||
                 cost <= 0 || en < 0 || en >= SEC || es < ps ||
                 (es == ps && en <= pn))
                 fail_msg("list '%s': bad event %zu '%s'", key, i,
@@ -373,13 +380,41 @@ static void test_comparison_sees_a_different_limit(void **state)
 
 /* ---- several limits in one call ---- */
 
+/* Two items (keys "u1", "u2") per picked config: the pool the multi-item
+ * traces draw from.  lims[i] must be freed by the caller. */
+static void make_pool(const size_t *picks, size_t npick, sl_limit **lims,
+                      sl_check_item *pool)
+{
+    for (size_t i = 0; i < npick; i++) {
+        lims[i] = tu_limit_cfg(&configs[picks[i]].cfg);
+        pool[2 * i] = (sl_check_item){lims[i], "u1", 2};
+        pool[2 * i + 1] = (sl_check_item){lims[i], "u2", 2};
+    }
+}
+
+/* k distinct items of the pool (k <= pool_n <= 64), in random order, each
+ * with its own cost: 0 one time in five, else 1 to 3. */
+static void pick_items(uint64_t *s, const sl_check_item *pool, size_t pool_n,
+                       size_t k, sl_check_item *items, int64_t *costs)
+{
+    int taken[64] = {0};
+    for (size_t j = 0; j < k; j++) {
+        size_t p;
+        do
+            p = (size_t)tu_below(s, (int64_t)pool_n);
+        while (taken[p]);
+        taken[p] = 1;
+        items[j] = pool[p];
+        costs[j] = tu_below(s, 10) < 2 ? 0 : tu_range(s, 1, 3);
+    }
+}
+
 static void test_multi_is_all_or_nothing_as_memory(void **state)
 {
     /* A pool of (limit, key) items across algorithms; each call takes a
      * random subset of distinct items, in random order, each with its own
      * cost, and one call in ten records (SL_RECORD). */
-    static const size_t picks[] = {1, 4, 7, 11, 13, 15, 19, 21, 23, 26,
-                                   28, 29};
+    static const size_t picks[] = {1, 4, 7, 11, 13, 15, 19, 21, 23, 26, 28, 29};
     enum { NPICK = sizeof(picks) / sizeof(picks[0]), POOL = NPICK * 2 };
     sl_limit *lims[NPICK];
     sl_check_item pool[POOL];
@@ -390,29 +425,16 @@ static void test_multi_is_all_or_nothing_as_memory(void **state)
     (void)state;
 
     flushall();
-    for (size_t i = 0; i < NPICK; i++) {
-        lims[i] = tu_limit_cfg(&configs[picks[i]].cfg);
-        pool[2 * i] = (sl_check_item){lims[i], "u1", 2};
-        pool[2 * i + 1] = (sl_check_item){lims[i], "u2", 2};
-    }
+    make_pool(picks, NPICK, lims, pool);
     for (size_t i = 0; i < n; i++) {
         sl_check_item items[6];
         size_t k = (size_t)tu_range(&s, 2, 6);
-        int taken[POOL] = {0};
         sl_decision me[6], re[6], mo, ro;
         int64_t costs[6];
         unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
         int rm, rr;
 
-        for (size_t j = 0; j < k; j++) {
-            size_t p;
-            do
-                p = (size_t)tu_below(&s, POOL);
-            while (taken[p]);
-            taken[p] = 1;
-            items[j] = pool[p];
-            costs[j] = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
-        }
+        pick_items(&s, pool, POOL, k, items, costs);
         t += tu_below(&s, 4) == 0 ? 0 : tu_range(&s, 1, 200 * MS);
         rm = sl_check_costs(mem, items, costs, k, t, flags, me, &mo);
         rr = sl_check_costs(red, items, costs, k, t, flags, re, &ro);
@@ -481,30 +503,17 @@ static void test_async_calls_decide_as_memory(void **state)
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     memcpy(sha, r->str, 41);
     freeReplyObject(r);
-    for (size_t i = 0; i < NPICK; i++) {
-        lims[i] = tu_limit_cfg(&configs[picks[i]].cfg);
-        pool[2 * i] = (sl_check_item){lims[i], "u1", 2};
-        pool[2 * i + 1] = (sl_check_item){lims[i], "u2", 2};
-    }
+    make_pool(picks, NPICK, lims, pool);
     for (size_t i = 0; i < n; i++) {
         sl_check_item items[4];
         size_t k = (size_t)tu_range(&s, 1, 4);
-        int taken[POOL] = {0};
         sl_decision me[4], re[4], mo, ro;
         int64_t costs[4];
         unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
         sl_redis_call *call;
         char err[256];
 
-        for (size_t j = 0; j < k; j++) {
-            size_t p;
-            do
-                p = (size_t)tu_below(&s, POOL);
-            while (taken[p]);
-            taken[p] = 1;
-            items[j] = pool[p];
-            costs[j] = tu_below(&s, 10) < 2 ? 0 : tu_range(&s, 1, 3);
-        }
+        pick_items(&s, pool, POOL, k, items, costs);
         t += tu_below(&s, 4) == 0 ? 0 : tu_range(&s, 1, 200 * MS);
         if (i == n / 2)
             expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
@@ -563,7 +572,7 @@ static void test_multi_refused_consumes_nothing(void **state)
     expect_eq(all.allowed, 1);
     expect_eq(sl_check_multi(red, items, 2, 1, t, each, &all), 0);
     expect_eq(all.allowed, 0);
-    expect_eq(each[0].allowed, 1); /* fits on its own ... */
+    expect_eq(each[0].allowed, 1);   /* fits on its own ... */
     expect_eq(each[0].remaining, 9); /* ... but nothing was taken */
     expect_eq(check_or_fail(red, roomy, "k", 0, t).remaining, 9);
     /* The same limit and key twice is an input error. */
@@ -695,8 +704,8 @@ static void test_dead_redis_is_estore_then_recovers(void **state)
 static long long count_keys(redisContext *c, const char *pattern)
 {
     redisReply *r = redisCommand(c, "KEYS %s", pattern);
-    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements
-                                                    : -1;
+    long long n =
+        r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
     if (r)
         freeReplyObject(r);
     return n;
@@ -723,8 +732,8 @@ static void test_keys_have_ttl_and_vanish_when_initial(void **state)
 
     flushall();
     for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
-        sl_limit_config cfg = {.algorithm = (sl_algorithm)a, .limit = 10,
-                               .period = 2 * SEC};
+        sl_limit_config cfg = {
+            .algorithm = (sl_algorithm)a, .limit = 10, .period = 2 * SEC};
         sl_limit *lim = tu_limit_cfg(&cfg);
         long long pttl;
 
@@ -774,18 +783,17 @@ static void test_bad_options_are_refused_clearly(void **state)
 {
     char url[64];
     (void)state;
-    expect_new_fails((sl_redis_options){.url = "http://localhost"},
-                     SL_EINVAL, "invalid redis url");
+    expect_new_fails((sl_redis_options){.url = "http://localhost"}, SL_EINVAL,
+                     "invalid redis url");
     expect_new_fails((sl_redis_options){.url = "redis://host:0"}, SL_EINVAL,
                      "bad port");
-    expect_new_fails((sl_redis_options){.url = "redis://host:99999"},
-                     SL_EINVAL, "bad port");
-    expect_new_fails((sl_redis_options){.url = "redis://host:1/x"},
-                     SL_EINVAL, "bad db");
-    expect_new_fails((sl_redis_options){.url = "unix:relative.sock"},
-                     SL_EINVAL, "absolute");
-    expect_new_fails((sl_redis_options){.url = server.url,
-                                        .key_prefix = "a{b"},
+    expect_new_fails((sl_redis_options){.url = "redis://host:99999"}, SL_EINVAL,
+                     "bad port");
+    expect_new_fails((sl_redis_options){.url = "redis://host:1/x"}, SL_EINVAL,
+                     "bad db");
+    expect_new_fails((sl_redis_options){.url = "unix:relative.sock"}, SL_EINVAL,
+                     "absolute");
+    expect_new_fails((sl_redis_options){.url = server.url, .key_prefix = "a{b"},
                      SL_EINVAL, "hash tag");
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", tu_free_port());
     expect_new_fails((sl_redis_options){.url = url, .timeout_ms = 200},
@@ -863,14 +871,15 @@ static void test_server_time_unix_socket_password_and_db(void **state)
     expect_eq(tu_redis_do(c, "CONFIG SET requirepass s3cret"), 0);
     snprintf(url, sizeof(url), "unix:%s?db=3", server.sock);
     expect_new_fails((sl_redis_options){.url = url}, SL_ESTORE, "NOAUTH");
-    red = redis_store_opts((sl_redis_options){
-        .unix_path = server.sock, .db = 3, .password = "s3cret",
-        .key_prefix = "db3:"});
+    red = redis_store_opts((sl_redis_options){.unix_path = server.sock,
+                                              .db = 3,
+                                              .password = "s3cret",
+                                              .key_prefix = "db3:"});
     expect_eq(check_or_fail(red, lim, "k", 1, SEC).allowed, 1);
     sl_store_free(red);
     snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/3", server.port);
-    red = redis_store_opts((sl_redis_options){.url = url,
-                                              .key_prefix = "db3:"});
+    red =
+        redis_store_opts((sl_redis_options){.url = url, .key_prefix = "db3:"});
     expect_eq(check_or_fail(red, lim, "k", 1, SEC).remaining, 0);
     sl_store_free(red);
     expect_eq(tu_redis_do(c, "SELECT 3"), 0);
