@@ -13,7 +13,8 @@
 # event-loop thread, 64 idle keep-alive upstream connections):
 #   nginx:  proxy_pass with limit_req, keep-alive upstream (HTTP/1.1)
 #   sluice: build-bench/sluice proxy --threads 1 --upstream
-#           http://127.0.0.1:$UP with the config and rules written below
+#           http://127.0.0.1:$UP with the config written below and the
+#           rules in bench/proxy_rules/
 # Cases (wrk -t1 -c$CONNS keep-alive, pinned to CPU 1):
 #   allowed  one client address, a limit that never bites
 #            (nginx zone ip_hi 1M r/s; sluice /all: remote_address,
@@ -44,7 +45,7 @@ BUILD="${BUILD:-$ROOT/build-bench}"
 SLUICE="$BUILD/sluice"
 KEYS_LUA="$PEERS_DIR/wrk/keys.lua"
 OUT="$ROOT/bench/results/proxy_vs_nginx_$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$OUT/rules"
+mkdir -p "$OUT"
 export PATH="$PATH:/usr/sbin"
 command -v wrk >/dev/null && command -v nginx >/dev/null ||
   { echo "needs wrk and nginx (/work/shared/peers/setup.sh)" >&2; exit 1; }
@@ -55,26 +56,8 @@ if [ ! -x "$SLUICE" ]; then
 fi
 
 # --- sluice's config: one route per case ------------------------------------
-cat >"$OUT/rules/all.yaml" <<'Y'
-domain: all
-descriptors:
-  - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 1000000}
-Y
-cat >"$OUT/rules/limited.yaml" <<'Y'
-domain: limited
-descriptors:
-  - key: remote_address
-    rate_limit: {algorithm: gcra, unit: second, requests_per_unit: 10, burst: 1}
-Y
-cat >"$OUT/rules/keys.yaml" <<'Y'
-domain: keys
-descriptors:
-  - key: api_key
-    rate_limit: {unit: second, requests_per_unit: 1000, burst: 1000}
-Y
 cat >"$OUT/proxy.yaml" <<Y
-rules: rules
+rules: $HERE/proxy_rules
 listen: 127.0.0.1:$PORT
 threads: 1
 upstream: http://127.0.0.1:$UP

@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in->sin_family = AF_INET;
     in->sin_addr.s_addr = htonl(0x7f000001);
     char addr[64];
-    sl_px_client_address(&cfg, &peer, &h, addr, sizeof(addr));
+    sl_px_client_address(&cfg, &peer, "127.0.0.1", &h, addr, sizeof(addr));
     if (memchr(addr, '\0', sizeof(addr)) == NULL)
         __builtin_trap();
     sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];

@@ -70,8 +70,10 @@ void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
 
 void sl_px_client_address(const sl_px_config *cfg,
                           const struct sockaddr_storage *peer,
-                          const sl_px_headers *h, char *out, size_t outlen)
+                          const char *peer_text, const sl_px_headers *h,
+                          char *out, size_t outlen)
 {
+    int hops = 0;
     int family = peer->ss_family;
     unsigned char addr[16] = {0};
     if (family == AF_INET)
@@ -97,13 +99,16 @@ void sl_px_client_address(const sl_px_config *cfg,
                 break; /* garbage: the last good hop is the client */
             family = f;
             memcpy(addr, next, sizeof(addr));
+            hops++;
             if (!trusted(cfg, family, addr))
                 break;
             end = start > 0 ? start - 1 : 0;
         }
     }
-    if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
-                  (socklen_t)outlen) == NULL && outlen > 0)
+    if (hops == 0) /* the peer itself, formatted once per connection */
+        snprintf(out, outlen, "%s", peer_text);
+    else if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
+                       (socklen_t)outlen) == NULL && outlen > 0)
         out[0] = '\0';
 }
 

@@ -52,6 +52,7 @@ struct sl_px_client {
     sl_buf rate; /* rate-limit header lines for the response */
     sl_buf out;  /* response bytes not yet handed to a write */
     struct sockaddr_storage peer;
+    char peer_text[INET6_ADDRSTRLEN]; /* peer as text, made at accept */
     const sl_px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
@@ -153,11 +154,13 @@ static void finish(sl_px_client *c)
         client_close(c);
 }
 
+/* Reads land in the thread's one read buffer, as conn.c's do: whatever
+ * must outlive the callback is copied out by then. */
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    (void)h;
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    (void)suggested;
+    sl_srv_worker *w = ((sl_px_client *)h)->w;
+    *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
 }
 
 static void set_reading(sl_px_client *c, int on)
@@ -208,12 +211,30 @@ static int queue(sl_px_client *c, const char *data, size_t len)
     return 0;
 }
 
+/* Tried at once with uv_try_write; only what the socket does not take
+ * is queued with uv_write (whose completion would cost an epoll_ctl per
+ * response, as conn.c explains).  A queued write goes behind the others,
+ * so try_write only when none is queued. */
 static int flush(sl_px_client *c)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
     if (c->out.len == 0)
         return 0;
+    size_t sent = 0;
+    if (c->writes == 0) {
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) {
+            client_close(c);
+            return -1;
+        }
+        sent = n < 0 ? 0 : (size_t)n;
+        if (sent == c->out.len) {
+            c->out.len = 0; /* the buffer is kept for the next response */
+            return 0;
+        }
+    }
     client_write *wr = malloc(sizeof(*wr));
     if (wr == NULL) {
         client_close(c);
@@ -221,9 +242,9 @@ static int flush(sl_px_client *c)
     }
     wr->c = c;
     wr->data = c->out.data;
-    wr->len = c->out.len;
+    wr->len = c->out.len - sent;
     c->out = (sl_buf){0};
-    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+    uv_buf_t b = uv_buf_init(wr->data + sent, (unsigned)wr->len);
     if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
         free(wr->data);
         free(wr);
@@ -532,13 +553,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sl_px_client *c = (sl_px_client *)s;
     if (c->lingering) { /* the answer is out: drop what comes, until EOF */
-        free(buf->base);
         if (nread < 0)
             client_close(c);
         return;
     }
     if (nread < 0) {
-        free(buf->base);
         c->eof = 1;
         if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
             /* The client is done sending (or gone): finish the request
@@ -556,7 +575,6 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                        0);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
         sl_buf_add(&c->rest, buf->base, (size_t)nread);
-        free(buf->base);
         if (c->rest.failed)
             client_close(c);
         else if (c->rest.len > SL_PX_MAX_PENDING)
@@ -568,7 +586,6 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         parse(c, buf->base, (size_t)nread);
         c->driving = 0;
     }
-    free(buf->base);
     if (c->again)
         resume(c);
 }
@@ -661,8 +678,8 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
     sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
     char client_addr[64];
-    sl_px_client_address(cfg, &c->peer, &c->headers, client_addr,
-                         sizeof(client_addr));
+    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
+                         client_addr, sizeof(client_addr));
     sl_px_request_view view = {c->parser.method, path, path_len, client_addr,
                                &c->headers};
     size_t n = 0;
@@ -751,6 +768,13 @@ void sl_px_client_upstream_failed(sl_px_client *c, int status,
                  message);
 }
 
+static void add_content_length(sl_buf *b, uint64_t n)
+{
+    sl_buf_addstr(b, "Content-Length: ");
+    sl_buf_add_uint(b, n);
+    sl_buf_add(b, "\r\n", 2);
+}
+
 void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
 {
     static const char *const drop[] = {"expect", "x-forwarded-for",
@@ -759,17 +783,19 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     c->state = S_FORWARD;
     sl_buf head = {0};
     /* Origin-form, also for a request sent in absolute-form. */
-    sl_buf_printf(&head, "%s ", http_method_str(c->parser.method));
+    sl_buf_addstr(&head, http_method_str(c->parser.method));
+    sl_buf_add(&head, " ", 1);
     if (c->target_off >= c->url.len || c->url.data[c->target_off] != '/')
         sl_buf_addstr(&head, "/");
     sl_buf_add(&head, c->url.data + c->target_off, c->url.len - c->target_off);
     sl_buf_addstr(&head, " HTTP/1.1\r\n");
     sl_px_headers_forward(&c->headers, drop, &head);
     size_t hl;
-    if (sl_px_headers_find(&c->headers, "host", &hl) == NULL)
-        sl_buf_printf(&head, "Host: %s\r\n", c->cfg->upstream_host);
-    char peer[64];
-    sl_px_peer_text(&c->peer, peer, sizeof(peer));
+    if (sl_px_headers_find(&c->headers, "host", &hl) == NULL) {
+        sl_buf_addstr(&head, "Host: ");
+        sl_buf_addstr(&head, c->cfg->upstream_host);
+        sl_buf_add(&head, "\r\n", 2);
+    }
     size_t xl;
     const char *xff = sl_px_headers_find(&c->headers, "x-forwarded-for", &xl);
     sl_buf_addstr(&head, "X-Forwarded-For: ");
@@ -777,12 +803,12 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
         sl_buf_add(&head, xff, xl);
         sl_buf_addstr(&head, ", ");
     }
-    sl_buf_printf(&head, "%s\r\nX-Forwarded-Proto: http\r\n", peer);
+    sl_buf_addstr(&head, c->peer_text);
+    sl_buf_addstr(&head, "\r\nX-Forwarded-Proto: http\r\n");
     if (c->req_chunked)
         sl_buf_addstr(&head, "Transfer-Encoding: chunked\r\n");
     else if (c->req_length != ULLONG_MAX)
-        sl_buf_printf(&head, "Content-Length: %llu\r\n",
-                      (unsigned long long)c->req_length);
+        add_content_length(&head, c->req_length);
     sl_buf_addstr(&head, "\r\n");
     if (head.failed || sl_px_upstream_write(up, head.data, head.len) != 0) {
         sl_buf_release(&head);
@@ -810,7 +836,9 @@ int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
     if (c->w->stopping)
         c->keep_alive = 0;
     sl_buf out = {0};
-    sl_buf_printf(&out, "HTTP/1.1 %d ", status);
+    sl_buf_addstr(&out, "HTTP/1.1 ");
+    sl_buf_add_int(&out, status);
+    sl_buf_add(&out, " ", 1);
     sl_buf_add(&out, reason, reason_len);
     sl_buf_addstr(&out, "\r\n");
     sl_px_headers_forward(h, NULL, &out);
@@ -819,8 +847,7 @@ int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
     c->resp_chunked = 0;
     if (no_body) {
         if (p->content_length != ULLONG_MAX && status != 204)
-            sl_buf_printf(&out, "Content-Length: %llu\r\n",
-                          (unsigned long long)p->content_length);
+            add_content_length(&out, p->content_length);
     } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
         /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
          * client reads to the close. */
@@ -830,10 +857,9 @@ int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
         } else
             c->keep_alive = 0;
     } else
-        sl_buf_printf(&out, "Content-Length: %llu\r\n",
-                      (unsigned long long)p->content_length);
-    sl_buf_printf(&out, "Connection: %s\r\n\r\n",
-                  c->keep_alive ? "keep-alive" : "close");
+        add_content_length(&out, p->content_length);
+    sl_buf_addstr(&out, c->keep_alive ? "Connection: keep-alive\r\n\r\n"
+                                      : "Connection: close\r\n\r\n");
     int rc = out.failed ? -1 : queue(c, out.data, out.len);
     if (out.failed)
         client_close(c);
@@ -905,6 +931,7 @@ void sl_px_client_accept(sl_srv_worker *w)
         client_close(c);
         return;
     }
+    sl_px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;

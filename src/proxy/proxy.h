@@ -161,7 +161,8 @@ void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
  * only when the peer is a trusted proxy; and a route's descriptors. */
 void sl_px_client_address(const sl_px_config *cfg,
                           const struct sockaddr_storage *peer,
-                          const sl_px_headers *h, char *out, size_t outlen);
+                          const char *peer_text, const sl_px_headers *h,
+                          char *out, size_t outlen);
 /* The request target's path: its offset in url and its length without
  * the query, for origin-form ("/p?q") and absolute-form
  * ("http://h/p?q"; an empty path there).  0, or -1 for a target that is

@@ -107,11 +107,13 @@ static void broken(sl_px_up *up, const char *message)
         sl_px_client_response_broken(c);
 }
 
+/* Reads land in the thread's one read buffer, as conn.c's do: whatever
+ * must outlive the callback is copied out by then. */
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    (void)h;
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    (void)suggested;
+    sl_srv_worker *w = ((sl_px_up *)h)->w;
+    *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
 }
 
 void sl_px_upstream_pause(sl_px_up *up, int paused)
@@ -262,13 +264,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     sl_px_up *up = (sl_px_up *)s;
     if (up->client == NULL) {
         /* Idle in the pool: a close (or stray bytes) ends it. */
-        free(buf->base);
         if (nread != 0)
             up_close(up);
         return;
     }
     if (nread == 0) {
-        free(buf->base);
         return;
     }
     if (up->req_sent)
@@ -278,7 +278,6 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     /* At EOF, a length of 0 ends a body read to the close. */
     done = http_parser_execute(&up->parser, &settings,
                                nread > 0 ? buf->base : NULL, len);
-    free(buf->base);
     if (uv_is_closing((uv_handle_t *)&up->tcp))
         return;
     if (up->message_done) {
@@ -310,12 +309,27 @@ static void write_cb(uv_write_t *req, int status)
         sl_px_client_upstream_drained(up->client);
 }
 
+/* Tried at once with uv_try_write while nothing is queued (so bytes stay
+ * in order); only the part the socket does not take is copied and queued
+ * (client.c's flush() says why). */
 int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len)
 {
     if (uv_is_closing((uv_handle_t *)&up->tcp))
         return -1;
+    if (up->pending == 0 && len > 0) {
+        uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+        int n = uv_try_write((uv_stream_t *)&up->tcp, &b, 1);
+        if (n < 0 && n != UV_EAGAIN)
+            return -1;
+        if (n > 0) {
+            data = (const char *)data + n;
+            len -= (size_t)n;
+        }
+    }
+    if (len == 0)
+        return 0;
     up_write *wr = malloc(sizeof(*wr));
-    char *copy = malloc(len ? len : 1);
+    char *copy = malloc(len);
     if (wr == NULL || copy == NULL) {
         free(wr);
         free(copy);

@@ -67,20 +67,30 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     free(big);
 }
 
-void sl_buf_add_int(sl_buf *b, long long v)
+/* u in decimal, after `sign` (a '-' or nothing). */
+static void add_digits(sl_buf *b, const char *sign, unsigned long long u)
 {
     char digits[24];
     size_t i = sizeof(digits);
-    /* Through unsigned, so LLONG_MIN negates without overflow. */
-    unsigned long long u =
-        v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
     do {
         digits[--i] = (char)('0' + u % 10);
         u /= 10;
     } while (u != 0);
-    if (v < 0)
-        digits[--i] = '-';
+    if (*sign)
+        digits[--i] = *sign;
     sl_buf_add(b, digits + i, sizeof(digits) - i);
+}
+
+void sl_buf_add_int(sl_buf *b, long long v)
+{
+    /* Through unsigned, so LLONG_MIN negates without overflow. */
+    add_digits(b, v < 0 ? "-" : "",
+               v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+}
+
+void sl_buf_add_uint(sl_buf *b, unsigned long long v)
+{
+    add_digits(b, "", v);
 }
 
 /* As jansson's compact dump writes a string (its flags 0): '"', '\\' and

@@ -104,6 +104,7 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* v in decimal. */
 void sl_buf_add_int(sl_buf *b, long long v);
+void sl_buf_add_uint(sl_buf *b, unsigned long long v);
 /* s (len bytes of valid UTF-8) as a quoted JSON string, byte for byte
  * what jansson's json_dumps(JSON_COMPACT) writes for it. */
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);

@@ -1,0 +1,141 @@
+#!/bin/bash
+# bench/proxy_insn.sh - user-space instructions per proxied request of
+# `sluice proxy` and of nginx (proxy_pass + limit_req), counted by
+# callgrind (repeatable to a few parts per thousand on this VM, which has
+# no hardware counters).  Wall-clock rates on this shared machine swing by
+# a quarter; this figure does not.
+#
+#   bench/proxy_insn.sh                 # cases allowed limited keys
+#   CASES="allowed" bench/proxy_insn.sh
+#
+# The upstream is its own nginx process (`return 200 "ok"`), outside
+# callgrind, the same for both proxies.  Each proxy runs alone under
+# callgrind on CPU 0 (nginx with master_process off: one process that is
+# its worker), one event-loop thread, keep-alive upstream connections; wrk
+# (-t1 -c20, CPU 1) runs 3 s and then, in a second run, 8 s; the figure is
+# (I(8 s) - I(3 s)) / (N(8 s) - N(3 s)), so start-up and shutdown cancel.
+# The cases and limits are those of bench/proxy_vs_nginx.sh.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+SLUICE="${SLUICE:-$ROOT/build-bench/sluice}"
+CASES="${CASES:-allowed limited keys}"
+PORT="${PORT:-18640}" # proxy; upstream PORT+1
+UP=$((PORT + 1))
+KEYS_LUA="$PEERS_DIR/wrk/keys.lua"
+export PATH="$PATH:/usr/sbin"
+W="$(mktemp -d)"
+chmod 755 "$W"
+UPID=""; VPID=""
+cleanup() {
+  [ -n "$VPID" ] && kill -TERM "$VPID" 2>/dev/null
+  [ -n "$UPID" ] && kill -QUIT "$UPID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+nginx_common() { # the http-level settings both nginx instances use
+  mkdir -p "$W/$1/tmp" && chmod 1777 "$W/$1/tmp"
+  cat <<Y
+daemon off;
+pid $W/$1/nginx.pid;
+error_log $W/$1/error.log error;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    keepalive_timeout 65s;
+    client_body_temp_path $W/$1/tmp/body;
+    proxy_temp_path $W/$1/tmp/proxy;
+    fastcgi_temp_path $W/$1/tmp/fastcgi;
+    uwsgi_temp_path $W/$1/tmp/uwsgi;
+    scgi_temp_path $W/$1/tmp/scgi;
+Y
+}
+{
+  echo "worker_processes 1;"
+  nginx_common up
+  echo "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } } }"
+} >"$W/up.conf"
+{
+  echo "master_process off;"
+  nginx_common px
+  cat <<Y
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    limit_req_status 429;
+    limit_req_log_level info;
+    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
+    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
+    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
+    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
+    server { listen 127.0.0.1:$PORT;
+      location /all { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; }
+      location /limited { limit_req zone=ip_lo; proxy_pass http://backend; }
+      location /keys { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } } }
+Y
+} >"$W/px.conf"
+cat >"$W/proxy.yaml" <<Y
+rules: $HERE/proxy_rules
+listen: 127.0.0.1:$PORT
+threads: 1
+upstream: http://127.0.0.1:$UP
+upstream_pool: 64
+routes:
+  - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
+Y
+
+taskset -c 1 nginx -c "$W/up.conf" -e "$W/up/error.log" &
+UPID=$!
+
+wait_up() { # PORT
+  for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  exit 1
+}
+
+run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
+  local who=$1 secs=$2 url=$3 out n
+  shift 3
+  out="$W/callgrind.out"
+  if [ "$who" = sluice ]; then
+    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
+      "$SLUICE" proxy --config "$W/proxy.yaml" 2>"$W/sluice.log" &
+  else
+    taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
+      nginx -c "$W/px.conf" -e "$W/px/error.log" 2>"$W/nginx.log" &
+  fi
+  VPID=$!
+  wait_up "$PORT"
+  sleep 0.5
+  n=$(taskset -c 1 wrk -t1 -c20 -d"$secs"s "$@" "$url" |
+    sed -n 's/ *\([0-9]*\) requests in.*/\1/p')
+  kill -TERM "$VPID"
+  wait "$VPID" 2>/dev/null || true
+  VPID=""
+  echo "$n $(grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}')"
+  rm -f "$out"
+}
+
+wait_up "$UP"
+echo "# sluice $(git -C "$ROOT" rev-parse --short HEAD), $SLUICE; $(nginx -v 2>&1 | sed 's/.*: //')"
+for c in $CASES; do
+  case $c in
+    allowed) path=/all; extra=() ;;
+    limited) path=/limited; extra=() ;;
+    keys) path=/keys; extra=(-s "$KEYS_LUA") ;;
+    *) echo "unknown case $c" >&2; exit 2 ;;
+  esac
+  for who in sluice nginx; do
+    read -r n3 i3 < <(run "$who" 3 "http://127.0.0.1:$PORT$path" "${extra[@]}")
+    read -r n8 i8 < <(run "$who" 8 "http://127.0.0.1:$PORT$path" "${extra[@]}")
+    echo "$c $who: $(((i8 - i3) / (n8 - n3))) user-space instructions per request ($n3 and $n8 requests)"
+  done
+done
