@@ -308,7 +308,7 @@ ms=$((($(date +%s%N) - start_ms) / 1000000))
 start_ms=$(date +%s%N)
 get "$B" /slow
 ms=$((($(date +%s%N) - start_ms) / 1000000))
-[ "$STATUS" = 504 ] && [[ "$BODY" == *'"code":"gateway_timeout"'* ]] && [ "$ms" -lt 2500 ] &&
+[ "$STATUS" = 504 ] && [[ "$BODY" == *'"code":"gateway_timeout"'* ]] && [ "$ms" -ge 900 ] && [ "$ms" -lt 2500 ] &&
   pass "slow upstream: 504 JSON in $ms ms" || bad "slow upstream" "$STATUS $BODY $ms ms"
 
 # The client's read timeout (B: 500ms) does not cut a response that is
@@ -338,6 +338,13 @@ PY
 big=$(head -c 9000 /dev/zero | tr '\0' 'a')
 [ "$(raw "$A" "GET / HTTP/1.1\\r\\nHost: x\\r\\nX-Big: $big\\r\\n\\r\\n")" = "HTTP/1.1 431 Request Header Fields Too Large" ] &&
   pass "oversized headers: 431" || bad "431" "$(raw "$A" "GET / HTTP/1.1\\r\\nX-Big: $big\\r\\n\\r\\n")"
+# A head that stops arriving: 408 once B's read timeout (500ms) passes,
+# not before.
+start_ms=$(date +%s%N)
+st=$(raw "$B" 'GET /api/x HTTP/1.1\r\nHost: x\r\n')
+ms=$((($(date +%s%N) - start_ms) / 1000000))
+[ "$st" = "HTTP/1.1 408 Request Timeout" ] && [ "$ms" -ge 450 ] && [ "$ms" -lt 3000 ] &&
+  pass "stalled request head: 408 in $ms ms" || bad "408" "$st in $ms ms"
 [ "$(raw "$A" 'POST /files/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
   pass "Content-Length with Transfer-Encoding: 400 (no smuggling)" || bad "smuggling" "not 400"
 # Other spellings of a limited path are limited alike (k1 is used up):

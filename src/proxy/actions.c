@@ -105,8 +105,9 @@ void sl_px_client_address(const sl_px_config *cfg,
             end = start > 0 ? start - 1 : 0;
         }
     }
-    if (hops == 0) /* the peer itself, formatted once per connection */
-        snprintf(out, outlen, "%s", peer_text);
+    size_t pl = strlen(peer_text);
+    if (hops == 0 && pl < outlen) /* the peer, formatted once per connection */
+        memcpy(out, peer_text, pl + 1);
     else if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
                        (socklen_t)outlen) == NULL && outlen > 0)
         out[0] = '\0';

@@ -38,9 +38,9 @@ enum state {
 enum pause_reason { P_NONE, P_HEAD, P_DONE };
 
 struct sl_px_client {
-    uv_tcp_t tcp;     /* first: a handle pointer is a client pointer */
-    uv_timer_t timer; /* read timeout of a request, idle timeout between */
-    uv_timer_t delay; /* the queue */
+    uv_tcp_t tcp;      /* first: a handle pointer is a client pointer */
+    sl_deadline timer; /* read timeout of a request, idle timeout between */
+    uv_timer_t delay;  /* the queue */
     sl_srv_worker *w;
     const sl_px_config *cfg;
     http_parser parser;
@@ -121,7 +121,7 @@ static void client_close(sl_px_client *c)
     c->state = S_LOCAL;
     c->closing = 1;
     uv_close((uv_handle_t *)&c->tcp, free_cb);
-    uv_close((uv_handle_t *)&c->timer, free_cb);
+    uv_close((uv_handle_t *)&c->timer.timer, free_cb);
     uv_close((uv_handle_t *)&c->delay, free_cb);
 }
 
@@ -141,7 +141,7 @@ static void linger(sl_px_client *c)
         return;
     }
     c->state = S_LOCAL;
-    uv_timer_start(&c->timer, timer_cb, SL_PX_LINGER_MS, 0);
+    sl_deadline_set(&c->timer, SL_PX_LINGER_MS);
     set_reading(c, 1);
 }
 
@@ -316,8 +316,7 @@ static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
     }
     c->state = c->req_done ? S_HEAD : S_LOCAL;
     if (c->state == S_LOCAL) /* the rest of the body, skipped */
-        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
-                       0);
+        sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     resume(c);
 }
 
@@ -358,7 +357,7 @@ static int on_message_begin(http_parser *p)
     c->expect_continue = 0;
     c->route = NULL;
     c->rate.len = 0;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
@@ -408,7 +407,7 @@ static int on_headers_complete(http_parser *p)
     c->expect_continue = e != NULL && el == 12 &&
                          strncasecmp(e, "100-continue", 12) == 0 &&
                          p->http_major == 1 && p->http_minor >= 1;
-    uv_timer_stop(&c->timer);
+    sl_deadline_clear(&c->timer);
     c->paused_at = P_HEAD;
     http_parser_pause(p, 1);
     return 0;
@@ -452,14 +451,13 @@ static int on_message_complete(http_parser *p)
         }
         sl_px_upstream_request_sent(c->up);
         /* From here the upstream's response timeout runs, not ours. */
-        uv_timer_stop(&c->timer);
+        sl_deadline_clear(&c->timer);
         /* The next pipelined request waits for this response. */
         c->paused_at = P_DONE;
         http_parser_pause(p, 1);
     } else if (c->state == S_LOCAL) {
         c->state = S_HEAD;
-        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms,
-                       0);
+        sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     }
     return 0;
 }
@@ -571,8 +569,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
-        uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms,
-                       0);
+        sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
         sl_buf_add(&c->rest, buf->base, (size_t)nread);
         if (c->rest.failed)
@@ -678,8 +675,8 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
     sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
     char client_addr[64];
-    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
-                         client_addr, sizeof(client_addr));
+    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers, client_addr,
+                         sizeof(client_addr));
     sl_px_request_view view = {c->parser.method, path, path_len, client_addr,
                                &c->headers};
     size_t n = 0;
@@ -822,7 +819,7 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     if (c->expect_continue && c->req_body &&
         send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
         return;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.read_timeout_ms, 0);
+    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     resume(c);
 }
 
@@ -894,7 +891,7 @@ void sl_px_client_response_done(sl_px_client *c, int reusable)
         return;
     }
     c->state = S_HEAD;
-    uv_timer_start(&c->timer, timer_cb, c->w->server->cfg.idle_timeout_ms, 0);
+    sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     resume(c);
 }
 
@@ -914,9 +911,9 @@ void sl_px_client_accept(sl_srv_worker *w)
     c->w = w;
     c->cfg = sl_px_of(w)->cfg;
     uv_tcp_init(&w->loop, &c->tcp);
-    uv_timer_init(&w->loop, &c->timer);
+    sl_deadline_init(&w->loop, &c->timer, timer_cb);
     uv_timer_init(&w->loop, &c->delay);
-    c->tcp.data = c->timer.data = c->delay.data = c;
+    c->tcp.data = c->timer.timer.data = c->delay.data = c;
     c->handles_open = 3;
     c->next = pw->clients;
     if (c->next)
@@ -935,7 +932,7 @@ void sl_px_client_accept(sl_srv_worker *w)
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    uv_timer_start(&c->timer, timer_cb, srv->cfg.idle_timeout_ms, 0);
+    sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
     set_reading(c, 1);
 }
 

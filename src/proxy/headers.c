@@ -136,30 +136,52 @@ static int listed_in(const char *list, size_t list_len, const char *name,
     return 0;
 }
 
-static const char *const hop_by_hop[] = {
-    "connection", "keep-alive",        "proxy-connection", "te",
-    "trailer",    "transfer-encoding", "upgrade",          "content-length",
-    NULL};
+/* The fields a proxy does not pass on as they are, with their lengths
+ * so that most names are told apart without comparing bytes. */
+#define NAME(s) {s, sizeof(s) - 1}
+static const struct {
+    const char *name;
+    size_t len;
+} hop_by_hop[] = {NAME("connection"),       NAME("keep-alive"),
+                  NAME("proxy-connection"), NAME("te"),
+                  NAME("trailer"),          NAME("transfer-encoding"),
+                  NAME("upgrade"),          NAME("content-length")};
+#undef NAME
+
+static int is_hop_by_hop(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof(hop_by_hop) / sizeof(hop_by_hop[0]); i++)
+        if (hop_by_hop[i].len == len &&
+            strncasecmp(name, hop_by_hop[i].name, len) == 0)
+            return 1;
+    return 0;
+}
 
 void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
                            sl_buf *out)
 {
     size_t n = sl_px_headers_count(h);
     /* Every Connection field counts: a message may send several. */
+    size_t conn[SL_PX_MAX_HEADERS], n_conn = 0;
     for (size_t i = 0; i < n; i++) {
         const char *name, *value;
         size_t nl, vl;
         sl_px_headers_get(h, i, &name, &nl, &value, &vl);
-        int skip = 0;
-        for (const char *const *d = hop_by_hop; *d && !skip; d++)
-            skip = name_is(name, nl, *d);
+        if (name_is(name, nl, "connection"))
+            conn[n_conn++] = i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name, *value;
+        size_t nl, vl;
+        sl_px_headers_get(h, i, &name, &nl, &value, &vl);
+        int skip = is_hop_by_hop(name, nl);
         for (const char *const *d = drop; d && *d && !skip; d++)
             skip = name_is(name, nl, *d);
-        for (size_t j = 0; j < n && !skip; j++) {
+        for (size_t j = 0; j < n_conn && !skip; j++) {
             const char *cn, *cv;
             size_t cnl, cvl;
-            sl_px_headers_get(h, j, &cn, &cnl, &cv, &cvl);
-            skip = name_is(cn, cnl, "connection") && listed_in(cv, cvl, name, nl);
+            sl_px_headers_get(h, conn[j], &cn, &cnl, &cv, &cvl);
+            skip = listed_in(cv, cvl, name, nl);
         }
         if (skip)
             continue;

@@ -25,7 +25,7 @@
 
 struct sl_px_up {
     uv_tcp_t tcp; /* first: a handle pointer is an upstream pointer */
-    uv_timer_t timer;
+    sl_deadline timer;
     uv_connect_t connect_req;
     sl_srv_worker *w;
     sl_px_client *client; /* NULL when idle or failed */
@@ -81,7 +81,7 @@ static void up_close(sl_px_up *up)
     pool_remove(up);
     up->client = NULL;
     uv_close((uv_handle_t *)&up->tcp, free_cb);
-    uv_close((uv_handle_t *)&up->timer, free_cb);
+    uv_close((uv_handle_t *)&up->timer.timer, free_cb);
 }
 
 /* The request failed before a response began: the client answers. */
@@ -240,7 +240,7 @@ static void finish(sl_px_up *up, int extra_bytes)
     int reusable = up->keep_alive && up->req_sent && !extra_bytes &&
                    !up->w->stopping && pw->n_idle < px->cfg->pool_max;
     up->client = NULL;
-    uv_timer_stop(&up->timer);
+    sl_deadline_clear(&up->timer);
     if (reusable) {
         http_parser_init(&up->parser, HTTP_RESPONSE);
         up->parser.data = up;
@@ -272,8 +272,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (up->req_sent)
-        uv_timer_start(&up->timer, timer_cb,
-                       sl_px_of(up->w)->cfg->response_timeout_ms, 0);
+        sl_deadline_set(&up->timer, sl_px_of(up->w)->cfg->response_timeout_ms);
     size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
     /* At EOF, a length of 0 ends a body read to the close. */
     done = http_parser_execute(&up->parser, &settings,
@@ -353,8 +352,7 @@ void sl_px_upstream_request_sent(sl_px_up *up)
 {
     up->req_sent = 1;
     if (!up->head_seen)
-        uv_timer_start(&up->timer, timer_cb,
-                       sl_px_of(up->w)->cfg->response_timeout_ms, 0);
+        sl_deadline_set(&up->timer, sl_px_of(up->w)->cfg->response_timeout_ms);
 }
 
 void sl_px_upstream_abort(sl_px_up *up)
@@ -375,7 +373,7 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     up->connected = 1;
-    uv_timer_stop(&up->timer);
+    sl_deadline_clear(&up->timer);
     uv_tcp_nodelay(&up->tcp, 1);
     sl_px_upstream_pause(up, 0);
     sl_px_client_upstream_ready(up->client, up);
@@ -400,12 +398,12 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
     up->w = w;
     up->client = c;
     uv_tcp_init(&w->loop, &up->tcp);
-    uv_timer_init(&w->loop, &up->timer);
-    up->tcp.data = up->timer.data = up->connect_req.data = up;
+    sl_deadline_init(&w->loop, &up->timer, timer_cb);
+    up->tcp.data = up->timer.timer.data = up->connect_req.data = up;
     up->handles_open = 2;
     http_parser_init(&up->parser, HTTP_RESPONSE);
     up->parser.data = up;
-    uv_timer_start(&up->timer, timer_cb, cfg->connect_timeout_ms, 0);
+    sl_deadline_set(&up->timer, cfg->connect_timeout_ms);
     int rc = uv_tcp_connect(&up->connect_req, &up->tcp,
                             (const struct sockaddr *)&cfg->upstream_addr,
                             connect_cb);

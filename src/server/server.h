@@ -92,6 +92,21 @@ enum { SL_SRV_FAIL_TIMEOUT, SL_SRV_FAIL_ERROR, SL_SRV_FAIL_BREAKER };
 /* A growable byte buffer (git's strbuf).  Out of memory never aborts:
  * the append is dropped and `failed` set, and whoever sends the buffer
  * answers 503 ENOMEM or closes the connection instead (conn.c). */
+/* deadline.c: a timeout moved or cleared often and fired rarely.  The
+ * timer is the first member, so a handle pointer is a deadline pointer;
+ * its `data` is the owner's.  `expired` runs once the deadline passes
+ * (not when the timer merely fires early). */
+typedef struct sl_deadline {
+    uv_timer_t timer;
+    uint64_t at;  /* loop time (ms) it expires; 0: none */
+    uint64_t due; /* loop time the timer is armed for */
+    uv_timer_cb expired;
+} sl_deadline;
+
+void sl_deadline_init(uv_loop_t *loop, sl_deadline *d, uv_timer_cb expired);
+void sl_deadline_set(sl_deadline *d, uint64_t timeout_ms);
+void sl_deadline_clear(sl_deadline *d);
+
 typedef struct sl_buf {
     char *data;
     size_t len, cap;

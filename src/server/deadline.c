@@ -1,0 +1,46 @@
+/*
+ * deadline.c - a timeout that moves on every request but rarely touches
+ * the timer: setting a deadline later than the one the timer is armed for
+ * only writes a number, and clearing it only writes a zero.  When the
+ * timer fires early (the deadline moved or was cleared) it re-arms itself
+ * for what is left, or stays quiet.  uv_timer_start and uv_timer_stop
+ * each rebalance the loop's timer heap, which cost the proxy a few
+ * hundred instructions a time, several times per request.
+ */
+#include "server.h"
+
+static void fire(uv_timer_t *t)
+{
+    sl_deadline *d = (sl_deadline *)t;
+    if (d->at == 0)
+        return;
+    uint64_t now = uv_now(t->loop);
+    if (now < d->at) {
+        d->due = d->at;
+        uv_timer_start(t, fire, d->at - now, 0);
+        return;
+    }
+    d->at = 0;
+    d->expired(t);
+}
+
+void sl_deadline_init(uv_loop_t *loop, sl_deadline *d, uv_timer_cb expired)
+{
+    uv_timer_init(loop, &d->timer);
+    d->at = d->due = 0;
+    d->expired = expired;
+}
+
+void sl_deadline_set(sl_deadline *d, uint64_t timeout_ms)
+{
+    d->at = uv_now(d->timer.loop) + timeout_ms;
+    if (!uv_is_active((uv_handle_t *)&d->timer) || d->at < d->due) {
+        d->due = d->at;
+        uv_timer_start(&d->timer, fire, timeout_ms, 0);
+    }
+}
+
+void sl_deadline_clear(sl_deadline *d)
+{
+    d->at = 0;
+}
