@@ -17,29 +17,21 @@
 
 #include "server.h"
 
-void sl_buf_add(sl_buf *b, const void *data, size_t len)
+int sl_buf_reserve(sl_buf *b, size_t len)
 {
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (p == NULL) {
-            b->failed = 1;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
+    if (b->len + len + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + len + 1)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (p == NULL) {
+        b->failed = 1;
+        return -1;
     }
-    if (len > 0)
-        memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = '\0';
-}
-
-void sl_buf_addstr(sl_buf *b, const char *s)
-{
-    sl_buf_add(b, s, strlen(s));
+    b->data = p;
+    b->cap = cap;
+    return 0;
 }
 
 void sl_buf_printf(sl_buf *b, const char *fmt, ...)

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <jansson.h>
 #include <pthread.h>
@@ -113,8 +114,23 @@ typedef struct sl_buf {
     int failed; /* an append was dropped for want of memory */
 } sl_buf;
 
-void sl_buf_add(sl_buf *b, const void *data, size_t len);
-void sl_buf_addstr(sl_buf *b, const char *s);
+/* Room for len more bytes and the NUL: 0, or -1 with `failed` set. */
+int sl_buf_reserve(sl_buf *b, size_t len);
+/* Inline: responses are built of dozens of short appends, most of a
+ * constant length that the compiler turns into a move or two. */
+static inline void sl_buf_add(sl_buf *b, const void *data, size_t len)
+{
+    if (b->cap - b->len <= len && sl_buf_reserve(b, len) != 0)
+        return;
+    if (len > 0)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+}
+static inline void sl_buf_addstr(sl_buf *b, const char *s)
+{
+    sl_buf_add(b, s, strlen(s));
+}
 void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* v in decimal. */
