@@ -5,11 +5,15 @@
 #   bench/proxy_vs_nginx.sh            # 3 alternating rounds, 10 s runs
 #   ROUNDS=5 DUR=20s bench/proxy_vs_nginx.sh
 #
-# A private nginx is started from the config written below (modelled on
-# the peer setup in /work/shared/peers/nginx/, on ports of its own so that
-# it never meets another session's nginx): worker_processes 1 on CPU 0.
-# Upstream: that nginx's `return 200 "ok"` server (127.0.0.1:$UP), the
-# same for both proxies.  Proxies (both on CPU 0, one worker / one
+# Two private nginx instances are started from the configs written below
+# (modelled on the peer setup in /work/shared/peers/nginx/, on ports of
+# their own so that they never meet another session's nginx), each
+# worker_processes 1 on CPU 0: the upstream, a `return 200 "ok"` server
+# (127.0.0.1:$UP), the same for both proxies; and nginx the proxy.  The
+# upstream is its own process for both proxies: served from the proxy
+# nginx's own worker (as this script did until 2026-11-23), nginx's
+# proxied requests never left its process while sluice's took a context
+# switch each way.  Proxies (both on CPU 0, one worker / one
 # event-loop thread, 64 idle keep-alive upstream connections):
 #   nginx:  proxy_pass with limit_req, keep-alive upstream (HTTP/1.1)
 #   sluice: build-bench/sluice proxy --threads 1 --upstream
@@ -69,9 +73,11 @@ routes:
 Y
 
 N="$OUT/nginx"
-mkdir -p "$N/tmp"
-chmod 755 "$OUT" "$N"; chmod 1777 "$N/tmp" # workers run as nobody under root
-cat >"$N/nginx.conf" <<Y
+U="$OUT/upstream"
+mkdir -p "$N/tmp" "$U/tmp"
+chmod 755 "$OUT" "$N" "$U"; chmod 1777 "$N/tmp" "$U/tmp" # workers run as nobody under root
+nginx_head() { # what both nginx configs share, up to inside http {
+  cat <<Y
 worker_processes 1;
 worker_cpu_affinity 01;
 daemon off;
@@ -87,6 +93,16 @@ http {
     fastcgi_temp_path tmp/fastcgi;
     uwsgi_temp_path tmp/uwsgi;
     scgi_temp_path tmp/scgi;
+Y
+}
+{
+  nginx_head
+  echo "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } }"
+  echo "}"
+} >"$U/nginx.conf"
+{
+nginx_head
+cat <<Y
     proxy_http_version 1.1;
     proxy_set_header Connection "";
     limit_req_status 429;
@@ -95,21 +111,26 @@ http {
     limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
     limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
     upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
-    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
     server { listen 127.0.0.1:$((PORT + 2)); location / { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; } }
     server { listen 127.0.0.1:$((PORT + 3)); location / { limit_req zone=ip_lo; proxy_pass http://backend; } }
     server { listen 127.0.0.1:$((PORT + 4)); location / { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } }
 }
 Y
+} >"$N/nginx.conf"
 for p in $(seq "$PORT" $((PORT + 4))); do
   if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
     echo "port $p is already in use; set PORT=" >&2; exit 1
   fi
 done
-SPID=""; NPID=""
-cleanup() { stop_pid "$SPID"; stop_pid "$NPID" QUIT; }
+SPID=""; NPID=""; UPID=""
+cleanup() { stop_pid "$SPID"; stop_pid "$NPID" QUIT; stop_pid "$UPID" QUIT; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+taskset -c "$SRV_CPU" nginx -p "$U/" -c "$U/nginx.conf" -e "$U/error.log" >"$U/stdout.log" 2>&1 &
+UPID=$!
+wait_port "$UP" && sleep 0.3 && kill -0 "$UPID" 2>/dev/null ||
+  { echo "the upstream nginx did not start (see $U/)" >&2; exit 1; }
+UPIDS="$UPID $(pgrep -P "$UPID" | tr '\n' ' ')"
 taskset -c "$SRV_CPU" nginx -p "$N/" -c "$N/nginx.conf" -e "$N/error.log" >"$N/stdout.log" 2>&1 &
 NPID=$!
 wait_port $((PORT + 4)) && sleep 0.3 && kill -0 "$NPID" 2>/dev/null ||
@@ -151,9 +172,9 @@ for r in $(seq 1 "$ROUNDS"); do
     IFS='|' read -r name surl nurl extra <<<"$c"
     for s in $order; do
       if [ "$s" = sluice ]; then
-        run "$OUT/${name}_sluice_$r.txt" "$SPID $NPIDS" "$surl" $extra
+        run "$OUT/${name}_sluice_$r.txt" "$SPID $UPIDS" "$surl" $extra
       else
-        run "$OUT/${name}_nginx_$r.txt" "$NPIDS" "$nurl" $extra
+        run "$OUT/${name}_nginx_$r.txt" "$NPIDS $UPIDS" "$nurl" $extra
       fi
       echo "round $r $name $s: $(awk '/^Requests\/sec:/ {print $2}' "$OUT/${name}_${s}_$r.txt") req/s"
     done
