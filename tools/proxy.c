@@ -23,17 +23,24 @@ static const char proxy_usage[] =
     "  --upstream URL       where requests go: http://HOST:PORT\n"
     "  --rules PATH         rules file or directory\n"
     "  --listen HOST:PORT   address to listen on (127.0.0.1:8080)\n"
-    "  --store memory       where counters live (redis:// is not supported by\n"
-    "                       the proxy yet)\n"
+    "  --store STORE        where counters live: memory (the default) or\n"
+    "                       redis://... / unix:... shared by several proxies,\n"
+    "                       with --redis-timeout, --redis-failure,\n"
+    "                       --redis-breaker and --nodes as in sluice serve\n"
     "  and every other flag of `sluice serve` (threads, timeouts, caps).\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n";
 
-/* What reading the config needs and makes: the rules path outlives the
- * YAML tree, so it is copied (and taken from the config's directory
- * when relative); freed after the run. */
+/* What reading the config needs and makes: the server's settings keep
+ * pointers to their values (the store URL, the rules path), which must
+ * outlive the YAML tree, so every value is copied (a relative rules path
+ * taken from the config's directory) and the copies freed after the
+ * run. */
+#define MAX_SETTINGS 64
+
 typedef struct owned {
     const char *config;
-    char *rules;
+    char *values[MAX_SETTINGS];
+    size_t n_values;
     sl_srv_config *scfg;
 } owned;
 
@@ -48,19 +55,22 @@ static int other_setting(void *ctx, const char *key, const char *where,
     for (; key[i]; i++)
         flag[i] = key[i] == '_' ? '-' : key[i];
     flag[i] = '\0';
-    if (strcmp(flag, "rules") == 0) {
-        const char *slash = strrchr(o->config, '/');
-        size_t dl = value[0] != '/' && slash ? (size_t)(slash - o->config) + 1
-                                              : 0;
-        free(o->rules);
-        o->rules = malloc(dl + strlen(value) + 1);
-        if (o->rules == NULL)
-            return -1;
-        memcpy(o->rules, o->config, dl);
-        strcpy(o->rules + dl, value);
-        value = o->rules;
+    const char *slash = strrchr(o->config, '/');
+    size_t dl = strcmp(flag, "rules") == 0 && value[0] != '/' && slash
+                    ? (size_t)(slash - o->config) + 1
+                    : 0;
+    /* Duplicate keys are refused by the loader: MAX_SETTINGS is never
+     * reached by a valid file. */
+    char *copy = o->n_values < MAX_SETTINGS ? malloc(dl + strlen(value) + 1)
+                                            : NULL;
+    if (copy == NULL) {
+        fprintf(stderr, "sluice proxy: %s: out of memory\n", where);
+        return -1;
     }
-    return sl_serve_setting(flag, where, value, o->scfg);
+    memcpy(copy, o->config, dl);
+    strcpy(copy + dl, value);
+    o->values[o->n_values++] = copy;
+    return sl_serve_setting(flag, where, copy, o->scfg);
 }
 
 int sl_cmd_proxy(int argc, char **argv)
@@ -69,7 +79,7 @@ int sl_cmd_proxy(int argc, char **argv)
     static sl_px_config pcfg; /* large: the routes are inline */
     char err[600];
     const char *config = NULL, *upstream = NULL;
-    owned o = {NULL, NULL, &scfg};
+    owned o = {.scfg = &scfg};
     int status = 2;
 
     sl_serve_defaults(&scfg);
@@ -128,21 +138,13 @@ int sl_cmd_proxy(int argc, char **argv)
     }
     if (pcfg.upstream == NULL || scfg.rules_path == NULL)
         goto usage;
-    if (scfg.redis_url != NULL) {
-        /* The proxy's decision call is synchronous; waiting on Redis needs
-         * the replay of store_redis.c, which its client does not do yet. */
-        fprintf(stderr, "sluice proxy: --store redis: not supported yet, the "
-                        "proxy decides on the memory store; for limits shared "
-                        "through Redis, run sluice serve --store redis behind "
-                        "nginx (docs/nginx.md)\n");
-        goto out;
-    }
     status = sl_proxy_run(&scfg, &pcfg);
     goto out;
 usage:
     fputs(proxy_usage, stderr);
 out:
     sl_px_config_release(&pcfg);
-    free(o.rules);
+    for (size_t i = 0; i < o.n_values; i++)
+        free(o.values[i]);
     return status;
 }

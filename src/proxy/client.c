@@ -19,6 +19,16 @@
  * "local": a small body of known length is read and dropped and the
  * connection goes on; any other body closes the connection after the
  * answer (can_keep()).
+ *
+ * Waiting on Redis (--store redis, src/server/store_redis.c's replay
+ * design): when sl_decide() records a Redis call, the request goes to
+ * S_DECIDING with its parser still paused at the head, so nothing of it
+ * is forwarded and its body stays unread (kept in `rest` up to the cap,
+ * as while queued).  When the op calls back -- replies in, or the
+ * timeout and the failure policy -- decide() runs again from the start
+ * and sl_decide() finds its recorded result.  A client that closes or
+ * resets meanwhile is gone, as nginx treats it (499): its op is
+ * cancelled and nothing is forwarded.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +39,7 @@
 
 enum state {
     S_HEAD,       /* reading a request head (or idle between requests) */
+    S_DECIDING,   /* the decision waits on the store (Redis) */
     S_QUEUED,     /* held for its delay */
     S_CONNECTING, /* waiting for an upstream connection */
     S_FORWARD,    /* request streaming and/or response coming back */
@@ -56,6 +67,7 @@ struct sl_px_client {
     const sl_px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
+    sl_srv_op *op; /* S_DECIDING: the store's op, cancelled on close */
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;
@@ -118,6 +130,10 @@ static void client_close(sl_px_client *c)
     }
     if (c->state == S_QUEUED)
         sl_px_worker_of(c->w)->queued--;
+    /* Cancelled now, not when the handles are freed: the op may call
+     * back before then. */
+    sl_srv_op_cancel(c->op);
+    c->op = NULL;
     c->state = S_LOCAL;
     c->closing = 1;
     uv_close((uv_handle_t *)&c->tcp, free_cb);
@@ -557,7 +573,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread < 0) {
         c->eof = 1;
-        if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+        if (c->state == S_DECIDING) {
+            client_close(c); /* nothing was forwarded: drop it all */
+        } else if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
             /* The client is done sending (or gone): finish the request
              * in hand, then close. */
             c->keep_alive = 0;
@@ -630,10 +648,19 @@ static void answer_metrics(sl_px_client *c)
     answer_local(c, &out, c->keep_alive);
 }
 
-/* The one place a request is decided (so it can become asynchronous
- * with a remote store): descriptors from the route's actions, one
- * sl_decide() call, then 429, a queue slot, or forwarding. */
+/* The one place a request is decided: descriptors from the route's
+ * actions, one sl_decide() call, then 429, a queue slot, or forwarding.
+ * With Redis it runs twice: first to record the call, then, from
+ * decided_cb, to act on its result.  Everything it reads (the url, the
+ * headers, the peer) stays as it was while the request waits. */
 static void decide_path(sl_px_client *c, const char *path, size_t path_len);
+
+static void decided_cb(void *owner)
+{
+    sl_px_client *c = owner;
+    c->state = S_HEAD;
+    decide(c);
+}
 
 static void decide(sl_px_client *c)
 {
@@ -696,8 +723,15 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     sl_dec_result res = {.status = status};
     char err[256];
     uint64_t t0 = uv_hrtime();
+    sl_srv_op_begin(c->w, c->op);
     int rc = sl_decide(c->w, c->route->domain, strlen(c->route->domain), ds, n,
                        1, &res, err, sizeof(err));
+    /* Ended before the answer: answering may go on to the next pipelined
+     * request, which begins an op of its own. */
+    if (sl_srv_op_end(c->w, &c->op, c, decided_cb)) {
+        c->state = S_DECIDING;
+        return;
+    }
     sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - t0));
     if (rc != 0) {
         sl_px_count(c->w, c->route, SL_PX_REJECTED);
