@@ -1,0 +1,393 @@
+#!/bin/bash
+# Integration test of `sluice proxy --store redis://...`: a real
+# redis-server on a free loopback port, several proxies sharing it in
+# front of a test upstream (in this script: it logs every request it saw
+# with its body's SHA-256), many concurrent clients, and Redis paused,
+# killed and restarted under them.  Every wait is bounded, so a hang
+# fails the test; everything started is killed in python's finally.
+#
+# SL_REDIS_TIMEOUT_MS (default 50) is the proxies' --redis-timeout; no
+# request may wait longer than it plus SL_MARGIN_MS (default 300) when
+# Redis is down.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+if ! command -v redis-server >/dev/null; then
+  echo "FAIL redis-server is not installed (scripts/deps.sh installs it)"
+  exit 1
+fi
+exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
+import hashlib, http.client, http.server, json, os, re, signal, socket
+import struct, subprocess, sys, tempfile, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+SLUICE, SRC = sys.argv[1], sys.argv[2]
+TIMEOUT_MS = int(os.environ.get("SL_REDIS_TIMEOUT_MS", "50"))
+MARGIN_MS = int(os.environ.get("SL_MARGIN_MS", "300"))
+QUICK = os.environ.get("SL_TEST_QUICK") == "1"
+CONFIG = os.path.join(SRC, "tests/proxy/redis.yaml")
+RULES = os.path.join(SRC, "tests/proxy/redis_rules.yaml")
+L = 20
+tmp = tempfile.mkdtemp()
+procs = []
+failed = 0
+
+def ok(name):
+    print("PASS", name, flush=True)
+
+def bad(name, why):
+    global failed
+    failed = 1
+    print("FAIL", name + ":", why, flush=True)
+
+def check(name, cond, why=""):
+    ok(name) if cond else bad(name, why)
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+# The upstream: answers 200 "upstream PATH" and logs (time, path, the
+# X-Api-Key, the body's SHA-256 and length) of every request it saw.
+seen = []
+seen_lock = threading.Lock()
+
+class Upstream(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def body(self):
+        if self.headers.get("Transfer-Encoding") == "chunked":
+            out = b""
+            while True:
+                n = int(self.rfile.readline().strip(), 16)
+                if n == 0:
+                    self.rfile.readline()
+                    return out
+                out += self.rfile.read(n)
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def handle_one(self):
+        body = self.body()
+        with seen_lock:
+            seen.append((time.monotonic(), self.path, self.headers.get("X-Api-Key"),
+                         hashlib.sha256(body).hexdigest(), len(body)))
+        out = ("upstream %s\n" % self.path).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = handle_one
+    def log_message(self, *args):
+        pass
+
+def arrivals(prefix):
+    with seen_lock:
+        return [s for s in seen if s[1].startswith(prefix)]
+
+REDIS_PORT = free_port()
+redis = None
+
+def start_redis():
+    global redis
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(redis)
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", REDIS_PORT), 0.1).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise SystemExit("redis-server did not start")
+
+STORE = "redis://127.0.0.1:%d" % REDIS_PORT
+
+class Proxy:
+    def __init__(self, name, *flags, config=CONFIG, threads=2):
+        self.name = name
+        self.log = os.path.join(tmp, name + ".log")
+        self.p = subprocess.Popen(
+            [SLUICE, "proxy", "--config", config, "--rules", RULES,
+             "--upstream", "http://127.0.0.1:%d" % UP_PORT,
+             "--listen", "127.0.0.1:0", "--threads", str(threads),
+             "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags),
+            stderr=open(self.log, "w"))
+        procs.append(self.p)
+        self.port = None
+        for _ in range(200):
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
+            if m:
+                self.port = int(m.group(1))
+                break
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.025)
+        if self.port is None:
+            raise SystemExit("proxy %s did not start: %s" % (name, open(self.log).read()))
+
+    def req(self, path, headers=None, body=None, method=None, chunked=False):
+        """(status, headers, body, seconds); status 0 when the connection broke."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        t0 = time.monotonic()
+        try:
+            c.request(method or ("POST" if body is not None else "GET"), path,
+                      body=body, headers=headers or {}, encode_chunked=chunked)
+            r = c.getresponse()
+            data = r.read()
+            return r.status, r.headers, data, time.monotonic() - t0
+        except (OSError, http.client.HTTPException) as e:
+            return 0, {}, str(e).encode(), time.monotonic() - t0
+        finally:
+            c.close()
+
+    def metric(self, name):
+        s, _, text, _ = self.req("/sluice/metrics")
+        for line in text.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def wait_up(self, secs=8):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            if self.metric("sluice_store_up") == 1:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(15)
+        except subprocess.TimeoutExpired:
+            return None
+
+def storm(proxies, path, headers, n, workers=24):
+    def one(i):
+        return proxies[i % len(proxies)].req(path, headers)
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(one, range(n)))
+
+class UpstreamServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the default 5 drops connects under a storm
+
+UP_PORT = free_port()
+upstream = UpstreamServer(("127.0.0.1", UP_PORT), Upstream)
+threading.Thread(target=upstream.serve_forever, daemon=True).start()
+
+try:
+    start_redis()
+    # p0 reads the store from its config file (`store:`), the others
+    # from the flag.
+    cfg0 = os.path.join(tmp, "p0.yaml")
+    with open(cfg0, "w") as f:
+        f.write(open(CONFIG).read() + "store: %s\n" % STORE)
+    proxies = [Proxy("p0", config=cfg0)] + [
+        Proxy("p%d" % i, "--store", STORE) for i in (1, 2)]
+    for p in proxies:
+        check("%s connects (sluice_store_up 1)" % p.name, p.wait_up())
+
+    # Exactly L forwarded over three proxies and six threads, per
+    # algorithm; the others get 429 with the headers and never reach
+    # the upstream.
+    N = 3 * L if QUICK else 6 * L
+    for a in ["token_bucket", "gcra", "fixed_window", "sliding_log",
+              "sliding_window", "stepped_window"]:
+        res = storm(proxies, "/alg/" + a, {"X-Alg": a}, N)
+        ok200 = [r for r in res if r[0] == 200]
+        lim = [r for r in res if r[0] == 429]
+        reached = len(arrivals("/alg/" + a))
+        check("%s: exactly %d of %d forwarded over 3 proxies" % (a, L, N),
+              len(ok200) == L and len(lim) == N - L and reached == L,
+              "200: %d, 429: %d, upstream saw %d, others %s" % (
+                  len(ok200), len(lim), reached,
+                  sorted(set(r[0] for r in res) - {200, 429})))
+        good = all(r[1].get("X-RateLimit-Limit") == str(L) and r[1].get("Retry-After")
+                   and r[1].get("RateLimit-Policy")
+                   and json.loads(r[2])["error"]["code"] == "rate_limited"
+                   for r in lim)
+        good = good and all(r[1].get("X-RateLimit-Limit") == str(L) for r in ok200)
+        check("%s: 429s carry the rate-limit headers and body" % a, good,
+              lim[0][1] if lim else "")
+
+    # A request body waits with its request and is forwarded intact:
+    # 1 MiB (more than the proxy reads ahead while the decision waits)
+    # with Content-Length, and 300 KiB chunked.
+    big = os.urandom(1 << 20)
+    s, _, _, _ = proxies[1].req("/api/body", {"X-Api-Key": "body-cl"}, big)
+    got = [x for x in arrivals("/api/body") if x[2] == "body-cl"]
+    check("a 1 MiB body is forwarded intact after the wait on Redis",
+          s == 200 and len(got) == 1 and got[0][3] == hashlib.sha256(big).hexdigest(),
+          (s, got))
+    chunks = [os.urandom(100 * 1024) for _ in range(3)]
+    s, _, _, _ = proxies[2].req("/api/body", {"X-Api-Key": "body-chunked"},
+                                iter(chunks), chunked=True)
+    got = [x for x in arrivals("/api/body") if x[2] == "body-chunked"]
+    check("a chunked body is forwarded intact after the wait on Redis",
+          s == 200 and len(got) == 1 and
+          got[0][3] == hashlib.sha256(b"".join(chunks)).hexdigest(), (s, got))
+
+    # Pipelined requests on one connection: each waits on Redis in turn
+    # and the responses come back in order.
+    sk = socket.create_connection(("127.0.0.1", proxies[0].port), 10)
+    sk.sendall(b"".join(b"GET /api/pipe%d HTTP/1.1\r\nHost: x\r\nX-Api-Key: pipe\r\n\r\n" % i
+                        for i in range(3)))
+    sk.settimeout(10)
+    data = b""
+    while data.count(b"upstream /api/pipe") < 3:
+        piece = sk.recv(65536)
+        if not piece:
+            break
+        data += piece
+    sk.close()
+    order = re.findall(rb"upstream /api/pipe(\d)", data)
+    check("pipelined requests are answered in order", order == [b"0", b"1", b"2"], data[:300])
+
+    # Queueing: 10 at once over the three proxies against one leaky
+    # bucket of 10 a second decided on Redis: all forwarded, spaced by
+    # about 100 ms at the upstream whichever proxy held them.
+    res = storm(proxies, "/queue/q", {}, 10, workers=10)
+    times = sorted(x[0] for x in arrivals("/queue/q"))
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    check("queueing: a burst of 10 over 3 proxies reaches the upstream at the shared rate",
+          all(r[0] == 200 for r in res) and len(times) == 10 and min(gaps) >= 0.06
+          and 0.8 <= times[-1] - times[0] <= 1.5,
+          "statuses %s, gaps (ms) %s" % ([r[0] for r in res],
+                                        [round(g * 1000) for g in gaps]))
+
+    # The failure policies, one proxy each; `slow` waits 2 s on Redis.
+    local = Proxy("local", "--store", STORE, "--redis-failure", "local", "--nodes", "3")
+    fopen = Proxy("open", "--store", STORE, "--redis-failure", "fail_open")
+    fclosed = Proxy("closed", "--store", STORE, "--redis-failure", "fail_closed")
+    slow = Proxy("slow", "--store", STORE, "--redis-timeout", "2s", threads=1)
+    pol = [local, fopen, fclosed]
+    for p in pol + [slow]:
+        p.wait_up()
+    bound = (TIMEOUT_MS + MARGIN_MS) / 1000.0
+
+    def under_outage(label):
+        before = len(seen)
+        def one(i):
+            p = pol[i % 3]
+            return p, p.req("/api/x", {"X-Api-Key": "out-%s-%d" % (label, i % 5)})
+        with ThreadPoolExecutor(24) as ex:
+            res = list(ex.map(one, range(60 if QUICK else 150)))
+        worst = max(r[1][3] for r in res)
+        check("%s: no request waits past timeout + margin (worst %.0f ms)" % (label, worst * 1000),
+              worst <= bound, "worst %.3f s > %.3f s" % (worst, bound))
+        by = {p.name: [r[1] for r in res if r[0] is p] for p in pol}
+        closed_ok = all(s == 503 and json.loads(b)["error"]["code"] == "ESTORE"
+                        for s, _, b, _ in by["closed"])
+        with seen_lock:
+            leaked = [x for x in seen[before:] if x[1] == "/api/x"]
+        check("%s: fail_closed answers 503 ESTORE, not 429" % label, closed_ok,
+              sorted(set(s for s, _, _, _ in by["closed"])))
+        check("%s: fail_open forwards" % label,
+              all(s == 200 for s, _, _, _ in by["open"]),
+              sorted(set(s for s, _, _, _ in by["open"])))
+        lim = set(h.get("X-RateLimit-Limit") for _, h, _, _ in by["local"])
+        allowed = sum(1 for s, _, _, _ in by["local"] if s == 200)
+        check("%s: local decides on the embedded store, limit %d / 3 proxies" % (label, L),
+              lim == {str(L // 3)} and all(s in (200, 429) for s, _, _, _ in by["local"])
+              and allowed == min(len(by["local"]), 5 * (L // 3)),
+              (lim, allowed, sorted(set(s for s, _, _, _ in by["local"]))))
+        check("%s: the upstream saw exactly the allowed requests" % label,
+              len(leaked) == len(by["open"]) + allowed, (len(leaked), len(by["open"]), allowed))
+        s1 = fopen.req("/strict/x")[0]
+        s2 = fclosed.req("/lenient/x")[0]
+        check("%s: a rule's store_failure overrides --redis-failure" % label,
+              s1 == 503 and s2 == 200,
+              "strict on fail_open: %d, lenient on fail_closed: %d" % (s1, s2))
+
+    # SIGSTOP: Redis accepts nothing; timeouts, then the breaker.
+    redis.send_signal(signal.SIGSTOP)
+    under_outage("paused")
+    t = sum(p.metric('sluice_store_failures_total{reason="timeout"}') or 0 for p in pol)
+    o = sum(p.metric('sluice_store_failures_total{reason="breaker_open"}') or 0 for p in pol)
+    check("paused: timeouts counted (%d) and the breaker opened (%d)" % (t, o), t > 0 and o > 0)
+
+    # Clients that go away while their decision waits (slow: 2 s): reset
+    # or closed, their op is cancelled and nothing reaches the upstream.
+    socks = []
+    for i in range(6):
+        sk = socket.create_connection(("127.0.0.1", slow.port), 5)
+        if i % 2 == 0:  # close() sends a reset
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sk.sendall(b"POST /api/gone HTTP/1.1\r\nHost: x\r\nX-Api-Key: gone\r\n"
+                   b"Content-Length: 5\r\n\r\nhello")
+        socks.append(sk)
+    time.sleep(0.3)
+    for sk in socks:
+        sk.close()
+    redis.send_signal(signal.SIGCONT)
+    check("SIGCONT: every proxy recovers by itself",
+          all(p.wait_up() for p in pol + proxies + [slow]),
+          [p.metric("sluice_store_up") for p in pol + proxies + [slow]])
+    time.sleep(2.5)  # past the slow proxy's timeout
+    check("clients gone while waiting: nothing forwarded", not arrivals("/api/gone"),
+          arrivals("/api/gone"))
+    s = slow.req("/api/after", {"X-Api-Key": "after"})[0]
+    check("clients gone while waiting: the proxy goes on",
+          s == 200 and slow.p.poll() is None, (s, open(slow.log).read()[-1500:]))
+
+    # Kill Redis under load: connection lost, then the breaker.
+    stop_load = threading.Event()
+    worst = [0.0]
+    statuses = set()
+    def load():
+        i = 0
+        while not stop_load.is_set():
+            p = pol[i % 3]
+            s, _, _, dt = p.req("/api/load", {"X-Api-Key": "load-%d" % (i % 7)})
+            worst[0] = max(worst[0], dt)
+            statuses.add((p.name, s))
+            i += 1
+    ths = [threading.Thread(target=load) for _ in range(12)]
+    for th in ths:
+        th.start()
+    time.sleep(0.3)
+    redis.kill()
+    redis.wait()
+    time.sleep(0.5)
+    under_outage("killed")
+    start_redis()
+    check("restarted: every proxy recovers by itself",
+          all(p.wait_up() for p in pol + proxies + [slow]),
+          [p.metric("sluice_store_up") for p in pol + proxies + [slow]])
+    time.sleep(0.2)
+    stop_load.set()
+    for th in ths:
+        th.join(15)
+    check("under load: no request waited past the bound (worst %.0f ms)" % (worst[0] * 1000),
+          worst[0] <= bound + 0.5, worst[0])
+    check("under load: only policy answers",
+          all(s in ((200, 429) if n != "closed" else (200, 429, 503)) for n, s in statuses),
+          sorted(statuses))
+    everyone = proxies + pol + [slow]
+    res = storm(everyone, "/api/shared", {"X-Api-Key": "after-restart"}, 4 * L)
+    allowed = sum(1 for r in res if r[0] == 200)
+    check("restarted: decisions shared again (exactly %d of %d over 7 proxies)" % (L, 4 * L),
+          allowed == L and len(arrivals("/api/shared")) == L, allowed)
+
+    # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
+    for p in everyone:
+        rc = p.stop()
+        check("%s exits 0 on SIGTERM" % p.name, rc == 0,
+              "status %s; log: %s" % (rc, open(p.log).read()[-2000:]))
+finally:
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.wait(5)
+        except Exception:
+            pass
+sys.exit(failed)
+PY
