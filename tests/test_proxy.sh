@@ -123,10 +123,11 @@ out=$("$SLUICE" proxy --config "$tmp/bad.yaml" --rules "$SOURCE_DIR/examples/pro
   --upstream http://127.0.0.1:1 2>&1)
 [[ "$out" == *"bad.yaml:5:11: action: unknown kind"*"'colour'"* ]] &&
   pass "config errors name file:line:column" || bad "config error" "$out"
+# The store flags are sluice serve's (tests/test_proxy_redis.sh runs them).
 out=$("$SLUICE" proxy --rules "$SOURCE_DIR/examples/proxy/rules.yaml" --store redis://127.0.0.1:1 \
-  --upstream http://127.0.0.1:1 2>&1); st=$?
-[ "$st" = 2 ] && [[ "$out" == *"--store redis: not supported yet"* ]] &&
-  pass "--store redis is refused with a reason" || bad "--store redis" "exit $st: $out"
+  --redis-failure sometimes --upstream http://127.0.0.1:1 2>&1); st=$?
+[ "$st" = 2 ] && [[ "$out" == *"--redis-failure: expected local, fail_open or fail_closed: 'sometimes'"* ]] &&
+  pass "a bad --redis-failure is refused" || bad "--redis-failure" "exit $st: $out"
 
 # Allowed requests reach the upstream with the closest limit's headers.
 ok=0

@@ -16,7 +16,7 @@ if ! command -v redis-server >/dev/null; then
   exit 1
 fi
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import hashlib, http.client, http.server, json, os, re, signal, socket
+import hashlib, http.client, http.server, json, os, re, shlex, signal, socket
 import struct, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -106,14 +106,17 @@ def start_redis():
 STORE = "redis://127.0.0.1:%d" % REDIS_PORT
 
 class Proxy:
-    def __init__(self, name, *flags, config=CONFIG, threads=2):
+    """A proxy of tests/proxy/redis.yaml; argv replaces its arguments."""
+    def __init__(self, name, *flags, config=CONFIG, threads=2, argv=None):
         self.name = name
         self.log = os.path.join(tmp, name + ".log")
+        if argv is None:
+            argv = ["--config", config, "--rules", RULES,
+                    "--upstream", "http://127.0.0.1:%d" % UP_PORT,
+                    "--threads", str(threads),
+                    "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags)
         self.p = subprocess.Popen(
-            [SLUICE, "proxy", "--config", config, "--rules", RULES,
-             "--upstream", "http://127.0.0.1:%d" % UP_PORT,
-             "--listen", "127.0.0.1:0", "--threads", str(threads),
-             "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags),
+            [SLUICE, "proxy", "--listen", "127.0.0.1:0"] + argv,
             stderr=open(self.log, "w"))
         procs.append(self.p)
         self.port = None
@@ -179,13 +182,22 @@ UP_PORT = free_port()
 upstream = UpstreamServer(("127.0.0.1", UP_PORT), Upstream)
 threading.Thread(target=upstream.serve_forever, daemon=True).start()
 
+# docs/proxy.md's examples ("Redis store"), their ports substituted.
+DOC = open(os.path.join(SRC, "docs/proxy.md")).read()
+def doc_block(mark, lang):
+    m = re.search(r"<!-- %s:[^>]*-->\s*```%s\n(.*?)```" % (mark, lang), DOC, re.S)
+    if m is None:
+        raise SystemExit("docs/proxy.md: no %s block" % mark)
+    return m.group(1).replace("6379", str(REDIS_PORT)).replace("9000", str(UP_PORT))
+
 try:
     start_redis()
-    # p0 reads the store from its config file (`store:`), the others
-    # from the flag.
+    # p0 reads the store settings from its config file (docs/proxy.md's
+    # example; --redis-timeout given as a flag overrides it), the others
+    # from the flags.
     cfg0 = os.path.join(tmp, "p0.yaml")
     with open(cfg0, "w") as f:
-        f.write(open(CONFIG).read() + "store: %s\n" % STORE)
+        f.write(open(CONFIG).read() + doc_block("proxy-redis-config", "yaml"))
     proxies = [Proxy("p0", config=cfg0)] + [
         Proxy("p%d" % i, "--store", STORE) for i in (1, 2)]
     for p in proxies:
@@ -372,6 +384,17 @@ try:
     allowed = sum(1 for r in res if r[0] == 200)
     check("restarted: decisions shared again (exactly %d of %d over 7 proxies)" % (L, 4 * L),
           allowed == L and len(arrivals("/api/shared")) == L, allowed)
+
+    # docs/proxy.md's command line, run from the repository root.
+    cmd = shlex.split(doc_block("proxy-redis-test", "sh").replace("\\\n", " "))
+    os.chdir(SRC)
+    doc = Proxy("doc", argv=cmd[2:])
+    up = doc.wait_up()
+    s, h, _, _ = doc.req("/api/doc", {"X-Api-Key": "doc"})
+    check("docs/proxy.md's command: connects and decides",
+          up and s == 200 and h.get("X-RateLimit-Limit") is not None,
+          (up, s, open(doc.log).read()[-1000:]))
+    everyone.append(doc)
 
     # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
     for p in everyone:
