@@ -1,8 +1,8 @@
 #!/bin/bash
 # Integration test of `sluice proxy`: the real proxy on loopback ports in
-# front of a small upstream started here (Python: it echoes bodies, with
-# Content-Length or chunked, sleeps on /slow, and logs every request it
-# saw with its arrival time).  Proxy A loads the shipped example config
+# front of a small upstream (tests/proxy/upstream.py: it echoes bodies,
+# with Content-Length or chunked, sleeps on /slow, and logs every request
+# it saw with its arrival time).  Proxy A loads the shipped example config
 # (examples/proxy/proxy.yaml), B tests/proxy/timeouts.yaml, C points at
 # a port nothing listens on.  Every wait has a timeout; the processes are
 # killed in a trap.
@@ -19,63 +19,7 @@ exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
 source "$SOURCE_DIR/tests/sh/common.sh"
 
 UP=$(free_port)
-cat >"$tmp/upstream.py" <<'PY'
-import hashlib, http.server, sys, time
-log = open(sys.argv[2], "a", buffering=1)
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def body(self):
-        if self.headers.get("Transfer-Encoding") == "chunked":
-            out = b""
-            while True:
-                n = int(self.rfile.readline().strip(), 16)
-                if n == 0:
-                    self.rfile.readline()
-                    return out
-                out += self.rfile.read(n)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-    def handle_one(self):
-        body = self.body()
-        log.write("%.6f %s %s key=%s xff=%s proto=%s port=%d sha=%s\n" % (
-            time.time(), self.command, self.path, self.headers.get("X-Api-Key", "-"),
-            (self.headers.get("X-Forwarded-For") or "-").replace(" ", ""),
-            self.headers.get("X-Forwarded-Proto", "-"), self.client_address[1],
-            hashlib.sha256(body).hexdigest()))
-        if self.path.startswith("/slow"):
-            time.sleep(3)
-        if self.path.startswith("/wait"):
-            time.sleep(0.8)
-        if self.path.startswith("/files/chunked"):
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for i in range(0, len(body), 65536):
-                piece = body[i:i + 65536]
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.write(b"0\r\n\r\n")
-            return
-        out = body if self.path.startswith("/files/") else ("upstream %s\n" % self.path).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(out)))
-        self.send_header("Connection", "keep-alive, X-Hop")
-        self.send_header("X-Hop", "must not pass")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(out)
-    def handle_quietly(self):
-        try:
-            self.handle_one()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the proxy gave up on /slow (504): expected
-    do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = handle_quietly
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer.daemon_threads = True
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-PY
-python3 "$tmp/upstream.py" "$UP" "$tmp/upstream.log" &
+python3 "$SOURCE_DIR/tests/proxy/upstream.py" "$UP" "$tmp/upstream.log" &
 pids+=($!)
 wait_port "$UP"
 

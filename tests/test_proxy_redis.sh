@@ -1,9 +1,9 @@
 #!/bin/bash
 # Integration test of `sluice proxy --store redis://...`: a real
 # redis-server on a free loopback port, several proxies sharing it in
-# front of a test upstream (in this script: it logs every request it saw
-# with its body's SHA-256), many concurrent clients, and Redis paused,
-# killed and restarted under them.  Every wait is bounded, so a hang
+# front of a test upstream (tests/proxy/upstream.py: it logs every request
+# it saw with its body's SHA-256), many concurrent clients, and Redis
+# paused, killed and restarted under them.  Every wait is bounded, so a hang
 # fails the test; everything started is killed in python's finally.
 #
 # SL_REDIS_TIMEOUT_MS (default 50) is the proxies' --redis-timeout; no
@@ -11,16 +11,16 @@
 # Redis is down.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
-if ! command -v redis-server >/dev/null; then
-  echo "FAIL redis-server is not installed (scripts/deps.sh installs it)"
-  exit 1
-fi
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import hashlib, http.client, http.server, json, os, re, shlex, signal, socket
-import struct, subprocess, sys, tempfile, threading, time
+import hashlib, http.client, json, os, re, shlex, signal, socket, struct
+import subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 
 SLUICE, SRC = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(SRC, "tests/sh"))
+import harness
+from harness import check, free_port
+
 TIMEOUT_MS = int(os.environ.get("SL_REDIS_TIMEOUT_MS", "50"))
 MARGIN_MS = int(os.environ.get("SL_MARGIN_MS", "300"))
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
@@ -28,108 +28,34 @@ CONFIG = os.path.join(SRC, "tests/proxy/redis.yaml")
 RULES = os.path.join(SRC, "tests/proxy/redis_rules.yaml")
 L = 20
 tmp = tempfile.mkdtemp()
-procs = []
-failed = 0
 
-def ok(name):
-    print("PASS", name, flush=True)
+# The upstream (tests/proxy/upstream.py) logs every request it saw before
+# it answers: (time, path, X-Api-Key, body SHA-256) from its log.
+UP_PORT = free_port()
+UP_LOG = os.path.join(tmp, "upstream.log")
 
-def bad(name, why):
-    global failed
-    failed = 1
-    print("FAIL", name + ":", why, flush=True)
-
-def check(name, cond, why=""):
-    ok(name) if cond else bad(name, why)
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-# The upstream: answers 200 "upstream PATH" and logs (time, path, the
-# X-Api-Key, the body's SHA-256 and length) of every request it saw.
-seen = []
-seen_lock = threading.Lock()
-
-class Upstream(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def body(self):
-        if self.headers.get("Transfer-Encoding") == "chunked":
-            out = b""
-            while True:
-                n = int(self.rfile.readline().strip(), 16)
-                if n == 0:
-                    self.rfile.readline()
-                    return out
-                out += self.rfile.read(n)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-    def handle_one(self):
-        body = self.body()
-        with seen_lock:
-            seen.append((time.monotonic(), self.path, self.headers.get("X-Api-Key"),
-                         hashlib.sha256(body).hexdigest(), len(body)))
-        out = ("upstream %s\n" % self.path).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-    do_GET = do_POST = handle_one
-    def log_message(self, *args):
-        pass
+def seen():
+    out = []
+    for line in open(UP_LOG):
+        f = line.split()
+        out.append((float(f[0]), f[2], f[3][len("key="):], f[-1][len("sha="):]))
+    return out
 
 def arrivals(prefix):
-    with seen_lock:
-        return [s for s in seen if s[1].startswith(prefix)]
+    return [s for s in seen() if s[1].startswith(prefix)]
 
-REDIS_PORT = free_port()
-redis = None
+redis = harness.Redis()
+STORE = "redis://127.0.0.1:%d" % redis.port
 
-def start_redis():
-    global redis
-    redis = subprocess.Popen(
-        ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs.append(redis)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", REDIS_PORT), 0.1).close()
-            return
-        except OSError:
-            time.sleep(0.025)
-    raise SystemExit("redis-server did not start")
-
-STORE = "redis://127.0.0.1:%d" % REDIS_PORT
-
-class Proxy:
+class Proxy(harness.Daemon):
     """A proxy of tests/proxy/redis.yaml; argv replaces its arguments."""
     def __init__(self, name, *flags, config=CONFIG, threads=2, argv=None):
-        self.name = name
-        self.log = os.path.join(tmp, name + ".log")
         if argv is None:
             argv = ["--config", config, "--rules", RULES,
                     "--upstream", "http://127.0.0.1:%d" % UP_PORT,
                     "--threads", str(threads),
                     "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags)
-        self.p = subprocess.Popen(
-            [SLUICE, "proxy", "--listen", "127.0.0.1:0"] + argv,
-            stderr=open(self.log, "w"))
-        procs.append(self.p)
-        self.port = None
-        for _ in range(200):
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.port = int(m.group(1))
-                break
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.025)
-        if self.port is None:
-            raise SystemExit("proxy %s did not start: %s" % (name, open(self.log).read()))
+        super().__init__(name, [SLUICE, "proxy"] + argv, tmp)
 
     def req(self, path, headers=None, body=None, method=None, chunked=False):
         """(status, headers, body, seconds); status 0 when the connection broke."""
@@ -153,34 +79,16 @@ class Proxy:
                 return float(line.split()[1])
         return None
 
-    def wait_up(self, secs=8):
-        end = time.monotonic() + secs
-        while time.monotonic() < end:
-            if self.metric("sluice_store_up") == 1:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(15)
-        except subprocess.TimeoutExpired:
-            return None
+    def wait_up(self):
+        return harness.wait_until(lambda: self.metric("sluice_store_up") == 1)
 
 def storm(proxies, path, headers, n, workers=24):
-    def one(i):
-        return proxies[i % len(proxies)].req(path, headers)
-    with ThreadPoolExecutor(workers) as ex:
-        return list(ex.map(one, range(n)))
+    """n concurrent requests spread over proxies; the results in a list."""
+    return harness.storm(lambda i: proxies[i % len(proxies)].req(path, headers), n, workers)
 
-class UpstreamServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 512  # the default 5 drops connects under a storm
-
-UP_PORT = free_port()
-upstream = UpstreamServer(("127.0.0.1", UP_PORT), Upstream)
-threading.Thread(target=upstream.serve_forever, daemon=True).start()
+harness.procs.append(subprocess.Popen(
+    [sys.executable, os.path.join(SRC, "tests/proxy/upstream.py"), str(UP_PORT), UP_LOG]))
+harness.wait_port(UP_PORT)
 
 # docs/proxy.md's examples ("Redis store"), their ports substituted.
 DOC = open(os.path.join(SRC, "docs/proxy.md")).read()
@@ -188,10 +96,10 @@ def doc_block(mark, lang):
     m = re.search(r"<!-- %s:[^>]*-->\s*```%s\n(.*?)```" % (mark, lang), DOC, re.S)
     if m is None:
         raise SystemExit("docs/proxy.md: no %s block" % mark)
-    return m.group(1).replace("6379", str(REDIS_PORT)).replace("9000", str(UP_PORT))
+    return m.group(1).replace("6379", str(redis.port)).replace("9000", str(UP_PORT))
 
 try:
-    start_redis()
+    redis.start()
     # p0 reads the store settings from its config file (docs/proxy.md's
     # example; --redis-timeout given as a flag overrides it), the others
     # from the flags.
@@ -282,7 +190,7 @@ try:
     bound = (TIMEOUT_MS + MARGIN_MS) / 1000.0
 
     def under_outage(label):
-        before = len(seen)
+        before = len(seen())
         def one(i):
             p = pol[i % 3]
             return p, p.req("/api/x", {"X-Api-Key": "out-%s-%d" % (label, i % 5)})
@@ -294,8 +202,7 @@ try:
         by = {p.name: [r[1] for r in res if r[0] is p] for p in pol}
         closed_ok = all(s == 503 and json.loads(b)["error"]["code"] == "ESTORE"
                         for s, _, b, _ in by["closed"])
-        with seen_lock:
-            leaked = [x for x in seen[before:] if x[1] == "/api/x"]
+        leaked = [x for x in seen()[before:] if x[1] == "/api/x"]
         check("%s: fail_closed answers 503 ESTORE, not 429" % label, closed_ok,
               sorted(set(s for s, _, _, _ in by["closed"])))
         check("%s: fail_open forwards" % label,
@@ -316,7 +223,7 @@ try:
               "strict on fail_open: %d, lenient on fail_closed: %d" % (s1, s2))
 
     # SIGSTOP: Redis accepts nothing; timeouts, then the breaker.
-    redis.send_signal(signal.SIGSTOP)
+    redis.proc.send_signal(signal.SIGSTOP)
     under_outage("paused")
     t = sum(p.metric('sluice_store_failures_total{reason="timeout"}') or 0 for p in pol)
     o = sum(p.metric('sluice_store_failures_total{reason="breaker_open"}') or 0 for p in pol)
@@ -335,7 +242,7 @@ try:
     time.sleep(0.3)
     for sk in socks:
         sk.close()
-    redis.send_signal(signal.SIGCONT)
+    redis.proc.send_signal(signal.SIGCONT)
     check("SIGCONT: every proxy recovers by itself",
           all(p.wait_up() for p in pol + proxies + [slow]),
           [p.metric("sluice_store_up") for p in pol + proxies + [slow]])
@@ -347,38 +254,21 @@ try:
           s == 200 and slow.p.poll() is None, (s, open(slow.log).read()[-1500:]))
 
     # Kill Redis under load: connection lost, then the breaker.
-    stop_load = threading.Event()
-    worst = [0.0]
-    statuses = set()
-    def load():
-        i = 0
-        while not stop_load.is_set():
-            p = pol[i % 3]
-            s, _, _, dt = p.req("/api/load", {"X-Api-Key": "load-%d" % (i % 7)})
-            worst[0] = max(worst[0], dt)
-            statuses.add((p.name, s))
-            i += 1
-    ths = [threading.Thread(target=load) for _ in range(12)]
-    for th in ths:
-        th.start()
+    def one(i):
+        p = pol[i % 3]
+        s, _, _, dt = p.req("/api/load", {"X-Api-Key": "load-%d" % (i % 7)})
+        return p.name, s, dt
+    load = harness.Load(one)
     time.sleep(0.3)
     redis.kill()
-    redis.wait()
     time.sleep(0.5)
     under_outage("killed")
-    start_redis()
+    redis.start()
     check("restarted: every proxy recovers by itself",
           all(p.wait_up() for p in pol + proxies + [slow]),
           [p.metric("sluice_store_up") for p in pol + proxies + [slow]])
     time.sleep(0.2)
-    stop_load.set()
-    for th in ths:
-        th.join(15)
-    check("under load: no request waited past the bound (worst %.0f ms)" % (worst[0] * 1000),
-          worst[0] <= bound + 0.5, worst[0])
-    check("under load: only policy answers",
-          all(s in ((200, 429) if n != "closed" else (200, 429, 503)) for n, s in statuses),
-          sorted(statuses))
+    load.check(bound + 0.5, ["closed"])
     everyone = proxies + pol + [slow]
     res = storm(everyone, "/api/shared", {"X-Api-Key": "after-restart"}, 4 * L)
     allowed = sum(1 for r in res if r[0] == 200)
@@ -402,15 +292,6 @@ try:
         check("%s exits 0 on SIGTERM" % p.name, rc == 0,
               "status %s; log: %s" % (rc, open(p.log).read()[-2000:]))
 finally:
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    for p in procs:
-        try:
-            p.wait(5)
-        except Exception:
-            pass
-sys.exit(failed)
+    harness.kill_all()
+sys.exit(harness.failed)
 PY
