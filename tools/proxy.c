@@ -73,30 +73,99 @@ static int other_setting(void *ctx, const char *key, const char *where,
     return sl_serve_setting(flag, where, copy, o->scfg);
 }
 
+static void owned_release(owned *o)
+{
+    for (size_t i = 0; i < o->n_values; i++)
+        free(o->values[i]);
+    o->n_values = 0;
+}
+
+/* Where the proxy config comes from, at start and on each reload: the
+ * config file, then --upstream over it. */
+typedef struct source {
+    const char *config;   /* NULL: flags only */
+    const char *upstream; /* --upstream, or NULL */
+} source;
+
+/* A new proxy config from src; the file's server settings go to o's
+ * sl_srv_config.  0 with *out, or -1 with a message in err. */
+static int load(const source *src, owned *o, sl_px_config **out, char *err,
+                size_t errlen)
+{
+    char msg[512];
+    sl_px_config *cfg = sl_px_config_new();
+    if (cfg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (src->config != NULL &&
+        sl_px_config_load(src->config, cfg, other_setting, o, err, errlen) !=
+            0)
+        goto fail;
+    if (src->upstream != NULL &&
+        sl_px_set_upstream(cfg, src->upstream, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "--upstream: %s", msg);
+        goto fail;
+    }
+    if (cfg->upstream == NULL) {
+        snprintf(err, errlen, "no upstream (--upstream or `upstream:`)");
+        goto fail;
+    }
+    *out = cfg;
+    return 0;
+fail:
+    sl_px_config_free(cfg);
+    return -1;
+}
+
+/* SIGHUP: the file again.  Its server settings are checked (a bad one
+ * fails the reload) but not applied: the threads, listener and store
+ * are made once, at start. */
+static int reload(void *ctx, sl_px_config **out, char *err, size_t errlen)
+{
+    sl_srv_config unused;
+    sl_serve_defaults(&unused);
+    owned o = {.config = ((const source *)ctx)->config, .scfg = &unused};
+    int rc = load(ctx, &o, out, err, errlen);
+    owned_release(&o);
+    return rc;
+}
+
+/* The value of --NAME VALUE or --NAME=VALUE, the last one given. */
+static const char *flag_value(int argc, char **argv, const char *name)
+{
+    const char *value = NULL;
+    size_t nl = strlen(name);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, nl) != 0)
+            continue;
+        if (a[2 + nl] == '=')
+            value = a + 3 + nl;
+        else if (a[2 + nl] == '\0' && i + 1 < argc)
+            value = argv[++i];
+    }
+    return value;
+}
+
 int sl_cmd_proxy(int argc, char **argv)
 {
     sl_srv_config scfg;
-    static sl_px_config pcfg; /* large: the routes are inline */
+    sl_px_config *pcfg = NULL;
     char err[600];
-    const char *config = NULL, *upstream = NULL;
-    owned o = {.scfg = &scfg};
+    source src = {flag_value(argc, argv, "config"),
+                  flag_value(argc, argv, "upstream")};
+    owned o = {.config = src.config, .scfg = &scfg};
     int status = 2;
 
     sl_serve_defaults(&scfg);
-    sl_px_config_defaults(&pcfg);
-    pcfg.metrics_path = strdup(SL_PX_METRICS_PATH);
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0) {
             fputs(proxy_usage, stdout);
-            status = 0;
-            goto out;
+            return 0;
         }
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[++i];
-    }
-    o.config = config;
-    if (config != NULL && sl_px_config_load(config, &pcfg, other_setting, &o,
-                                            err, sizeof(err)) != 0) {
+    /* The file first: every flag overrides it. */
+    if (load(&src, &o, &pcfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice proxy: %s\n", err);
         goto out;
     }
@@ -117,12 +186,8 @@ int sl_cmd_proxy(int argc, char **argv)
             value = argv[++i];
         else
             goto usage;
-        if (strcmp(flag, "config") == 0)
+        if (strcmp(flag, "config") == 0 || strcmp(flag, "upstream") == 0)
             continue;
-        if (strcmp(flag, "upstream") == 0) {
-            upstream = value;
-            continue;
-        }
         char where[48];
         snprintf(where, sizeof(where), "--%s", flag);
         int rc = sl_serve_setting(flag, where, value, &scfg);
@@ -131,20 +196,15 @@ int sl_cmd_proxy(int argc, char **argv)
         if (rc != 0)
             goto usage;
     }
-    if (upstream != NULL &&
-        sl_px_set_upstream(&pcfg, upstream, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice proxy: --upstream: %s\n", err);
-        goto out;
-    }
-    if (pcfg.upstream == NULL || scfg.rules_path == NULL)
+    if (scfg.rules_path == NULL)
         goto usage;
-    status = sl_proxy_run(&scfg, &pcfg);
+    status = sl_proxy_run(&scfg, pcfg, src.config ? reload : NULL, &src);
+    pcfg = NULL; /* the run took it */
     goto out;
 usage:
     fputs(proxy_usage, stderr);
 out:
-    sl_px_config_release(&pcfg);
-    for (size_t i = 0; i < o.n_values; i++)
-        free(o.values[i]);
+    sl_px_config_free(pcfg);
+    owned_release(&o);
     return status;
 }

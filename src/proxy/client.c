@@ -53,7 +53,7 @@ struct sl_px_client {
     sl_deadline timer; /* read timeout of a request, idle timeout between */
     uv_timer_t delay;  /* the queue */
     sl_srv_worker *w;
-    const sl_px_config *cfg;
+    sl_px_config *cfg; /* a reference: what this request is routed by */
     http_parser parser;
     enum state state;
     enum pause_reason paused_at;
@@ -115,6 +115,7 @@ static void free_cb(uv_handle_t *h)
     sl_buf_release(&c->rate);
     sl_buf_release(&c->out);
     sl_px_headers_release(&c->headers);
+    sl_px_config_unref(c->cfg);
     atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
                               memory_order_relaxed);
     free(c);
@@ -364,6 +365,13 @@ static void timer_cb(uv_timer_t *t)
 static int on_message_begin(http_parser *p)
 {
     sl_px_client *c = p->data;
+    /* Each request is routed by the config current when it begins. */
+    sl_px_config *cfg = sl_px_config_of(c->w);
+    if (cfg != c->cfg) {
+        sl_px_config_ref(cfg);
+        sl_px_config_unref(c->cfg);
+        c->cfg = cfg;
+    }
     c->in_message = 1;
     c->url.len = 0;
     c->url.failed = 0;
@@ -943,7 +951,8 @@ void sl_px_client_accept(sl_srv_worker *w)
     if (c == NULL)
         return;
     c->w = w;
-    c->cfg = sl_px_of(w)->cfg;
+    c->cfg = sl_px_config_of(w);
+    sl_px_config_ref(c->cfg);
     uv_tcp_init(&w->loop, &c->tcp);
     sl_deadline_init(&w->loop, &c->timer, timer_cb);
     uv_timer_init(&w->loop, &c->delay);

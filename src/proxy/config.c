@@ -19,19 +19,30 @@
 /* Largest config file read. */
 #define SL_PX_MAX_CONFIG_BYTES (256 * 1024)
 
-void sl_px_config_defaults(sl_px_config *cfg)
+sl_px_config *sl_px_config_new(void)
 {
-    memset(cfg, 0, sizeof(*cfg));
+    /* Large (the routes are inline): on the heap, zeroed. */
+    sl_px_config *cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL)
+        return NULL;
     cfg->connect_timeout_ms = SL_PX_CONNECT_TIMEOUT_MS;
     cfg->response_timeout_ms = SL_PX_RESPONSE_TIMEOUT_MS;
     cfg->queue_max = SL_PX_QUEUE_MAX;
     cfg->queue_max_wait_ms = SL_PX_QUEUE_MAX_WAIT_MS;
     cfg->pool_max = SL_PX_POOL_MAX;
     cfg->rate_limit_headers = 1;
+    cfg->metrics_path = strdup(SL_PX_METRICS_PATH);
+    if (cfg->metrics_path == NULL) {
+        free(cfg);
+        return NULL;
+    }
+    return cfg;
 }
 
-void sl_px_config_release(sl_px_config *cfg)
+void sl_px_config_free(sl_px_config *cfg)
 {
+    if (cfg == NULL)
+        return;
     free(cfg->upstream);
     free(cfg->upstream_host);
     free(cfg->metrics_path);
@@ -46,6 +57,7 @@ void sl_px_config_release(sl_px_config *cfg)
                 free(r->descriptors[j].actions[k].value);
             }
     }
+    free(cfg);
 }
 
 const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,

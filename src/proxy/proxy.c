@@ -10,7 +10,8 @@
 
 #include "proxy.h"
 
-int sl_proxy_run(const sl_srv_config *server_cfg, const sl_px_config *cfg)
+int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
+                 sl_px_load_fn load, void *load_ctx)
 {
     sl_srv_config scfg = *server_cfg;
     if (scfg.threads <= 0) {
@@ -21,23 +22,28 @@ int sl_proxy_run(const sl_srv_config *server_cfg, const sl_px_config *cfg)
             uv_free_cpu_info(info, n);
         scfg.threads = n > 0 ? n : 1;
     }
-    sl_proxy px = {.cfg = cfg, .n_workers = scfg.threads};
-    size_t n_stats = (size_t)scfg.threads * (cfg->n_routes + 1);
-    px.workers = calloc((size_t)scfg.threads, sizeof(*px.workers));
-    px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
-    if (px.workers == NULL || px.stats == NULL) {
-        fprintf(stderr, "sluice proxy: out of memory\n");
-        free(px.workers);
-        free(px.stats);
-        return 1;
-    }
-    memset(px.stats, 0, n_stats * sizeof(*px.stats));
-    const sl_srv_frontend frontend = {sl_px_client_accept, sl_px_close_idle,
-                                      &px};
-    scfg.frontend = &frontend;
+    /* Static: large (the slot names), and one proxy per process. */
+    static sl_proxy px;
+    px.n_workers = scfg.threads;
+    px.load = load;
+    px.load_ctx = load_ctx;
     fprintf(stderr, "sluice: proxying to %s (%zu routes)\n", cfg->upstream,
             cfg->n_routes);
-    int status = sl_server_run(&scfg);
+    size_t n_stats = (size_t)scfg.threads * (SL_PX_MAX_SLOTS + 1);
+    int published = sl_px_reload_init(&px, cfg) == 0;
+    px.workers = calloc((size_t)scfg.threads, sizeof(*px.workers));
+    px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
+    int status = 1;
+    if (!published || px.workers == NULL || px.stats == NULL) {
+        fprintf(stderr, "sluice proxy: out of memory\n");
+    } else {
+        memset(px.stats, 0, n_stats * sizeof(*px.stats));
+        const sl_srv_frontend frontend = {sl_px_client_accept,
+                                          sl_px_close_idle, sl_px_reload, &px};
+        scfg.frontend = &frontend;
+        status = sl_server_run(&scfg);
+    }
+    sl_px_reload_release(&px);
     free(px.workers);
     free(px.stats);
     return status;

@@ -8,7 +8,8 @@
  * address), headers.c (collected header fields, hop-by-hop filtering),
  * client.c (one client connection: parsing, deciding, queueing,
  * streaming), upstream.c (the pool of upstream connections and the
- * response side), stats.c (per-route counters and /metrics), proxy.c
+ * response side), stats.c (per-route counters and /metrics), reload.c
+ * (the config's hot reload: generations shared by the threads), proxy.c
  * (start-up: the front end handed to sl_server_run).
  */
 #ifndef SL_PROXY_H
@@ -33,6 +34,9 @@
 #define SL_PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
 #define SL_PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
 #define SL_PX_MAX_TRUSTED 64
+/* Distinct route prefixes counted since start: a route's counters live
+ * on across reloads, so a reload that would pass this fails. */
+#define SL_PX_MAX_SLOTS (4 * SL_PX_MAX_ROUTES)
 /* The largest unread request body skipped, rather than the connection
  * closed, after the proxy answered the request itself (429, 502 ...). */
 #define SL_PX_DISCARD_MAX (64 * 1024)
@@ -80,6 +84,7 @@ typedef struct sl_px_route {
     char *domain;
     sl_px_descriptor descriptors[SL_PX_MAX_DESCRIPTORS];
     size_t n_descriptors;
+    size_t slot; /* its counters (stats.c); set when published */
 } sl_px_route;
 
 typedef struct sl_px_cidr {
@@ -102,21 +107,26 @@ typedef struct sl_px_config {
     size_t n_trusted;
     sl_px_route routes[SL_PX_MAX_ROUTES];
     size_t n_routes;
+    /* Once published (reload.c): the threads and connections holding
+     * it; immutable until the last lets go and frees it. */
+    atomic_int refs;
 } sl_px_config;
 
 /* config.c: reads the proxy keys of a YAML config file into cfg (whose
- * defaults the caller set); other keys go to `other` (the server's
+ * defaults the caller set: sl_px_config_new); other keys go to `other` (the server's
  * settings), which returns 0, or -1 after printing its message, or -2 for
  * an unknown key.  0, or -1 with "file:line:col: message" in err. */
 typedef int (*sl_px_other_cb)(void *ctx, const char *key, const char *where,
                               const char *value);
-void sl_px_config_defaults(sl_px_config *cfg);
+/* A config with the defaults, or NULL; the caller frees it with
+ * sl_px_config_free until it is published. */
+sl_px_config *sl_px_config_new(void);
+void sl_px_config_free(sl_px_config *cfg);
 int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
                       void *ctx, char *err, size_t errlen);
 /* --upstream http://HOST:PORT: resolves HOST once. 0 or -1 with err. */
 int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
                        size_t errlen);
-void sl_px_config_release(sl_px_config *cfg);
 const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
                                     size_t len);
 
@@ -223,19 +233,48 @@ typedef struct sl_px_worker {
     void *idle;     /* idle upstream connections (upstream.c) */
     size_t n_idle;
     size_t queued;  /* requests held for their delay */
+    sl_px_config *cfg;   /* this thread's reference (reload.c) */
+    uint64_t generation; /* of cfg */
 } sl_px_worker;
 
+/* Makes the config again for a reload (tools/proxy.c: the file, then the
+ * flags over it): 0 with *out, or -1 with a message in err. */
+typedef int (*sl_px_load_fn)(void *ctx, sl_px_config **out, char *err,
+                             size_t errlen);
+
 typedef struct sl_proxy {
-    const sl_px_config *cfg;
     int n_workers;
     sl_px_worker *workers;
-    /* [worker * (n_routes + 1) + route]; route n_routes: no route. */
+    /* [worker * (SL_PX_MAX_SLOTS + 1) + slot]; slot 0: no route. */
     sl_px_route_stats *stats;
+    /* reload.c.  lock guards current and the writing of slot_names;
+     * generation and n_slots are read without it. */
+    pthread_mutex_t lock;
+    sl_px_config *current; /* what the threads adopt; one reference */
+    atomic_uint_fast64_t generation;
+    char *slot_names[SL_PX_MAX_SLOTS + 1]; /* [0] "_none_": no route */
+    atomic_size_t n_slots;
+    atomic_uint_fast64_t reloads_ok, reloads_failed;
+    sl_px_load_fn load; /* NULL: nothing to reload (no config file) */
+    void *load_ctx;
 } sl_proxy;
 
-/* proxy.c: runs until SIGTERM or SIGINT; returns the exit status.  Both
- * configs are borrowed for the whole run. */
-int sl_proxy_run(const sl_srv_config *server_cfg, const sl_px_config *cfg);
+/* proxy.c: runs until SIGTERM or SIGINT; returns the exit status.  It
+ * takes cfg (published, freed at the end); server_cfg and load_ctx are
+ * borrowed for the whole run. */
+int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
+                 sl_px_load_fn load, void *load_ctx);
+
+/* reload.c */
+/* Publishes the first config, taking it (freed on failure): 0 or -1. */
+int sl_px_reload_init(sl_proxy *px, sl_px_config *cfg);
+void sl_px_reload(void *px);  /* SIGHUP (the front end's reload) */
+void sl_px_reload_release(sl_proxy *px); /* after the threads stopped */
+/* The thread's current config (adopting one published since); borrowed
+ * until the thread's next call.  Connections keep theirs with _ref. */
+sl_px_config *sl_px_config_of(sl_srv_worker *w);
+void sl_px_config_ref(sl_px_config *cfg);
+void sl_px_config_unref(sl_px_config *cfg);
 
 sl_proxy *sl_px_of(sl_srv_worker *w);
 sl_px_worker *sl_px_worker_of(sl_srv_worker *w);

@@ -4,7 +4,9 @@
  * upstream latency (request forwarded to response head).  As in
  * src/server/metrics.c, each thread writes only its own cache-line-aligned
  * counters with relaxed atomics and a scrape sums the threads; the
- * decision series (per rule) are the server's own and come first.
+ * decision series (per rule) are the server's own and come first.  A
+ * route's counters are found by its slot (reload.c), not its place in
+ * the config, so they go on across reloads.
  */
 #include <stdio.h>
 
@@ -32,9 +34,8 @@ sl_px_worker *sl_px_worker_of(sl_srv_worker *w)
 sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route)
 {
     sl_proxy *px = sl_px_of(w);
-    size_t n = px->cfg->n_routes;
-    size_t i = route ? (size_t)(route - px->cfg->routes) : n;
-    return &px->stats[(size_t)w->index * (n + 1) + i];
+    return &px->stats[(size_t)w->index * (SL_PX_MAX_SLOTS + 1) +
+                      (route ? route->slot : 0)];
 }
 
 void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o)
@@ -58,12 +59,12 @@ void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
                               memory_order_relaxed);
 }
 
-static uint64_t sum(sl_proxy *px, size_t route, size_t offset)
+static uint64_t sum(sl_proxy *px, size_t slot, size_t offset)
 {
     uint64_t total = 0;
-    size_t n = px->cfg->n_routes + 1;
     for (int t = 0; t < px->n_workers; t++) {
-        const char *base = (const char *)&px->stats[(size_t)t * n + route];
+        const char *base =
+            (const char *)&px->stats[(size_t)t * (SL_PX_MAX_SLOTS + 1) + slot];
         total += atomic_load_explicit(
             (const atomic_uint_fast64_t *)(base + offset), memory_order_relaxed);
     }
@@ -75,15 +76,16 @@ static uint64_t sum(sl_proxy *px, size_t route, size_t offset)
 void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
 {
     sl_proxy *px = sl_px_of(w);
-    size_t n = px->cfg->n_routes;
+    /* Acquire: the names of the slots counted are written. */
+    size_t n = atomic_load_explicit(&px->n_slots, memory_order_acquire);
     sl_metrics_render(w->server, out);
     sl_buf_addstr(out, "# HELP sluice_proxy_requests_total Requests by route "
                        "and outcome.\n"
                        "# TYPE sluice_proxy_requests_total counter\n");
     /* Route prefixes start with '/' and hold no '"' or '\' worth escaping
      * beyond what the loader accepts; "_none_" is the unrouted. */
-    for (size_t r = 0; r <= n; r++) {
-        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+    for (size_t r = 0; r < n; r++) {
+        const char *name = px->slot_names[r];
         for (int o = 0; o < SL_PX_N_OUTCOMES; o++)
             sl_buf_printf(out,
                           "sluice_proxy_requests_total{route=\"%s\","
@@ -94,8 +96,8 @@ void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
     sl_buf_addstr(out, "# HELP sluice_proxy_upstream_responses_total Upstream "
                        "responses by route and status class.\n"
                        "# TYPE sluice_proxy_upstream_responses_total counter\n");
-    for (size_t r = 0; r <= n; r++) {
-        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+    for (size_t r = 0; r < n; r++) {
+        const char *name = px->slot_names[r];
         for (int c = 1; c <= 5; c++)
             sl_buf_printf(out,
                           "sluice_proxy_upstream_responses_total{route=\"%s\","
@@ -107,8 +109,8 @@ void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
                        "forwarded to response head.\n"
                        "# TYPE sluice_proxy_upstream_latency_seconds "
                        "histogram\n");
-    for (size_t r = 0; r <= n; r++) {
-        const char *name = r < n ? px->cfg->routes[r].prefix : "_none_";
+    for (size_t r = 0; r < n; r++) {
+        const char *name = px->slot_names[r];
         uint64_t cum = 0;
         for (int b = 0; b < SL_PX_LATENCY_BUCKETS; b++) {
             cum += sum(px, r, AT(latency[b]));
@@ -131,4 +133,15 @@ void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
                       name, (double)sum(px, r, AT(latency_sum_ns)) / 1e9, name,
                       (unsigned long long)sum(px, r, AT(latency_count)));
     }
+    sl_buf_printf(
+        out,
+        "# HELP sluice_proxy_config_reloads_total Proxy config reloads "
+        "(SIGHUP) by result.\n"
+        "# TYPE sluice_proxy_config_reloads_total counter\n"
+        "sluice_proxy_config_reloads_total{result=\"ok\"} %llu\n"
+        "sluice_proxy_config_reloads_total{result=\"failed\"} %llu\n",
+        (unsigned long long)atomic_load_explicit(&px->reloads_ok,
+                                                 memory_order_relaxed),
+        (unsigned long long)atomic_load_explicit(&px->reloads_failed,
+                                                 memory_order_relaxed));
 }

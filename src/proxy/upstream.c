@@ -36,6 +36,7 @@ struct sl_px_up {
     int in_pool, reading, message_done;
     int handles_open;
     size_t pending;
+    uint64_t generation;   /* of the config it was opened by (reload.c) */
     sl_px_up *prev, *next; /* the idle pool */
 };
 
@@ -235,10 +236,12 @@ static const http_parser_settings settings = {
 static void finish(sl_px_up *up, int extra_bytes)
 {
     sl_px_client *c = up->client;
-    sl_proxy *px = sl_px_of(up->w);
+    const sl_px_config *cfg = sl_px_config_of(up->w);
     sl_px_worker *pw = sl_px_worker_of(up->w);
+    /* One opened by an older config may lead to an older upstream. */
     int reusable = up->keep_alive && up->req_sent && !extra_bytes &&
-                   !up->w->stopping && pw->n_idle < px->cfg->pool_max;
+                   !up->w->stopping && pw->n_idle < cfg->pool_max &&
+                   up->generation == pw->generation;
     up->client = NULL;
     sl_deadline_clear(&up->timer);
     if (reusable) {
@@ -272,7 +275,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (up->req_sent)
-        sl_deadline_set(&up->timer, sl_px_of(up->w)->cfg->response_timeout_ms);
+        sl_deadline_set(&up->timer, sl_px_config_of(up->w)->response_timeout_ms);
     size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
     /* At EOF, a length of 0 ends a body read to the close. */
     done = http_parser_execute(&up->parser, &settings,
@@ -352,7 +355,7 @@ void sl_px_upstream_request_sent(sl_px_up *up)
 {
     up->req_sent = 1;
     if (!up->head_seen)
-        sl_deadline_set(&up->timer, sl_px_of(up->w)->cfg->response_timeout_ms);
+        sl_deadline_set(&up->timer, sl_px_config_of(up->w)->response_timeout_ms);
 }
 
 void sl_px_upstream_abort(sl_px_up *up)
@@ -381,8 +384,8 @@ static void connect_cb(uv_connect_t *req, int status)
 
 void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
 {
+    const sl_px_config *cfg = sl_px_config_of(w);
     sl_px_worker *pw = sl_px_worker_of(w);
-    const sl_px_config *cfg = sl_px_of(w)->cfg;
     sl_px_up *up = pw->idle;
     if (up != NULL) {
         pool_remove(up);
@@ -397,6 +400,7 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
     }
     up->w = w;
     up->client = c;
+    up->generation = pw->generation;
     uv_tcp_init(&w->loop, &up->tcp);
     sl_deadline_init(&w->loop, &up->timer, timer_cb);
     up->tcp.data = up->timer.timer.data = up->connect_req.data = up;

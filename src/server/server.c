@@ -125,7 +125,10 @@ static void stop_all(sl_server *s)
 static void signal_cb(uv_signal_t *h, int signum)
 {
     if (signum == SIGHUP) {
+        const sl_srv_frontend *fe = the_server->cfg.frontend;
         sl_reload_now(the_server);
+        if (fe != NULL && fe->reload != NULL)
+            fe->reload(fe->ctx);
         return;
     }
     fprintf(stderr, "sluice: %s: draining and exiting\n",

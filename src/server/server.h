@@ -55,7 +55,10 @@ typedef struct sl_srv_worker sl_srv_worker;
 typedef struct sl_srv_frontend {
     void (*accept)(sl_srv_worker *w);     /* the listener is readable */
     void (*close_idle)(sl_srv_worker *w); /* on stop: close what is idle */
-    void *ctx;                            /* the front end's own state */
+    /* SIGHUP, after the rules, on the main thread: reload the front
+     * end's own config (NULL: it has none to reload). */
+    void (*reload)(void *ctx);
+    void *ctx; /* the front end's own state */
 } sl_srv_frontend;
 
 typedef struct sl_srv_config {
