@@ -371,8 +371,52 @@ for i in 1 2 3; do get "$B" /api/reload -H 'X-Api-Key: reload1'; codes="$codes$S
 [ "$codes" = "200 200 429 " ] && [ "$(header X-RateLimit-Limit)" = 2 ] &&
   pass "SIGHUP reloads the rules: the new limit applies" || bad "reload" "$codes $(cat "$HDRS")"
 
-# B and C stop cleanly too (a sanitizer's report would fail the exit).
-for p in "$BPID" "$CPID"; do
+# The proxy config reloads on SIGHUP too (D): routes change between two
+# requests of one keep-alive connection; a bad file keeps the old routes
+# and names file:line:column; a removed route keeps its counters.
+route() { printf 'routes:\n  - prefix: %s\n    domain: api\n    descriptors:\n      - - request_header: {name: X-Api-Key, key: api_key}\n' "$1"; }
+route /old/ >"$tmp/d.yaml"
+start d --config "$tmp/d.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 2
+D=$PORT DPID=$PID
+python3 - "$D" "$DPID" "$tmp/d.yaml" "$tmp/d.log" <<'PY' && pass "SIGHUP reloads the proxy config: routes switch between keep-alive requests; a bad file keeps the old" || bad "config reload" "see above"
+import http.client, os, re, signal, sys, time
+port, pid, path, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+route = open(path).read()
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def get(p):
+    conn.request("GET", p, headers={"X-Api-Key": "d1"})
+    r = conn.getresponse()
+    r.read()
+    return r.status, r.getheader("X-RateLimit-Limit")
+def metrics():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/sluice/metrics")
+    return c.getresponse().read().decode()
+def reload(text, result, n):
+    open(path, "w").write(text)
+    os.kill(pid, signal.SIGHUP)
+    for _ in range(100):
+        if 'sluice_proxy_config_reloads_total{result="%s"} %d' % (result, n) in metrics():
+            return
+        time.sleep(0.05)
+    sys.exit("no %s reload counted" % result)
+got = [get("/old/x"), get("/new/x")]
+reload(route.replace("/old/", "/new/"), "ok", 1)
+got += [get("/old/x"), get("/new/x")]
+reload(route.replace("request_header", "colour"), "failed", 1)
+got += [get("/old/x"), get("/new/x")]
+want = [(200, "5"), (200, None), (200, None), (200, "5"), (200, None), (200, "5")]
+err = re.search(r"config reload failed: (\S+:5:11:) action: unknown kind", open(log).read())
+m = metrics()
+series = 'sluice_proxy_requests_total{route="/old/",outcome="forwarded"} 1' in m and \
+         'sluice_proxy_requests_total{route="/new/",outcome="forwarded"} 2' in m
+print("  answers %s, error %s, series kept %s" % (got, err and err.group(1), series))
+sys.exit(0 if got == want and err and err.group(1) == path + ":5:11:" and series else 1)
+PY
+
+# B, C and D stop cleanly too (a sanitizer's report would fail the exit).
+for p in "$BPID" "$CPID" "$DPID"; do
   kill -TERM "$p"
   wait "$p"; rc=$?
   [ "$rc" = 0 ] || bad "exit of proxy $p" "status $rc"
