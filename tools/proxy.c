@@ -61,8 +61,8 @@ static int other_setting(void *ctx, const char *key, const char *where,
                     : 0;
     /* Duplicate keys are refused by the loader: MAX_SETTINGS is never
      * reached by a valid file. */
-    char *copy = o->n_values < MAX_SETTINGS ? malloc(dl + strlen(value) + 1)
-                                            : NULL;
+    char *copy =
+        o->n_values < MAX_SETTINGS ? malloc(dl + strlen(value) + 1) : NULL;
     if (copy == NULL) {
         fprintf(stderr, "sluice proxy: %s: out of memory\n", where);
         return -1;
@@ -99,8 +99,7 @@ static int load(const source *src, owned *o, sl_px_config **out, char *err,
         return -1;
     }
     if (src->config != NULL &&
-        sl_px_config_load(src->config, cfg, other_setting, o, err, errlen) !=
-            0)
+        sl_px_config_load(src->config, cfg, other_setting, o, err, errlen) != 0)
         goto fail;
     if (src->upstream != NULL &&
         sl_px_set_upstream(cfg, src->upstream, msg, sizeof(msg)) != 0) {

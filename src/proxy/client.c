@@ -67,7 +67,7 @@ struct sl_px_client {
     const sl_px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
-    sl_srv_op *op; /* S_DECIDING: the store's op, cancelled on close */
+    sl_srv_op *op;       /* S_DECIDING: the store's op, cancelled on close */
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;

@@ -38,8 +38,8 @@ int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
         fprintf(stderr, "sluice proxy: out of memory\n");
     } else {
         memset(px.stats, 0, n_stats * sizeof(*px.stats));
-        const sl_srv_frontend frontend = {sl_px_client_accept,
-                                          sl_px_close_idle, sl_px_reload, &px};
+        const sl_srv_frontend frontend = {sl_px_client_accept, sl_px_close_idle,
+                                          sl_px_reload, &px};
         scfg.frontend = &frontend;
         status = sl_server_run(&scfg);
     }

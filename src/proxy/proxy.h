@@ -112,10 +112,11 @@ typedef struct sl_px_config {
     atomic_int refs;
 } sl_px_config;
 
-/* config.c: reads the proxy keys of a YAML config file into cfg (whose
- * defaults the caller set: sl_px_config_new); other keys go to `other` (the server's
- * settings), which returns 0, or -1 after printing its message, or -2 for
- * an unknown key.  0, or -1 with "file:line:col: message" in err. */
+/* config.c: reads the proxy keys of a YAML config file into cfg (made by
+ * sl_px_config_new, with the defaults); other keys go to `other` (the
+ * server's settings), which returns 0, or -1 after printing its message,
+ * or -2 for an unknown key.  0, or -1 with "file:line:col: message" in
+ * err. */
 typedef int (*sl_px_other_cb)(void *ctx, const char *key, const char *where,
                               const char *value);
 /* A config with the defaults, or NULL; the caller frees it with
@@ -268,7 +269,7 @@ int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
 /* reload.c */
 /* Publishes the first config, taking it (freed on failure): 0 or -1. */
 int sl_px_reload_init(sl_proxy *px, sl_px_config *cfg);
-void sl_px_reload(void *px);  /* SIGHUP (the front end's reload) */
+void sl_px_reload(void *px);             /* SIGHUP (the front end's reload) */
 void sl_px_reload_release(sl_proxy *px); /* after the threads stopped */
 /* The thread's current config (adopting one published since); borrowed
  * until the thread's next call.  Connections keep theirs with _ref. */

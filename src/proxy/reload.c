@@ -42,7 +42,8 @@ static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
     size_t added = 0;
     for (size_t i = 0; i < cfg->n_routes; i++) {
         size_t s = 1;
-        while (s < n + added && strcmp(px->slot_names[s], cfg->routes[i].prefix))
+        while (s < n + added &&
+               strcmp(px->slot_names[s], cfg->routes[i].prefix))
             s++;
         if (s == n + added) {
             if (s > SL_PX_MAX_SLOTS ||
@@ -107,8 +108,7 @@ void sl_px_reload(void *ctx)
         publish(px, cfg, err, sizeof(err)) != 0) {
         if (cfg != NULL)
             sl_px_config_free(cfg);
-        atomic_fetch_add_explicit(&px->reloads_failed, 1,
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&px->reloads_failed, 1, memory_order_relaxed);
         fprintf(stderr, "sluice proxy: config reload failed: %s\n", err);
         return;
     }

@@ -65,8 +65,9 @@ static uint64_t sum(sl_proxy *px, size_t slot, size_t offset)
     for (int t = 0; t < px->n_workers; t++) {
         const char *base =
             (const char *)&px->stats[(size_t)t * (SL_PX_MAX_SLOTS + 1) + slot];
-        total += atomic_load_explicit(
-            (const atomic_uint_fast64_t *)(base + offset), memory_order_relaxed);
+        total +=
+            atomic_load_explicit((const atomic_uint_fast64_t *)(base + offset),
+                                 memory_order_relaxed);
     }
     return total;
 }

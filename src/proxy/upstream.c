@@ -275,7 +275,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (up->req_sent)
-        sl_deadline_set(&up->timer, sl_px_config_of(up->w)->response_timeout_ms);
+        sl_deadline_set(&up->timer,
+                        sl_px_config_of(up->w)->response_timeout_ms);
     size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
     /* At EOF, a length of 0 ends a body read to the close. */
     done = http_parser_execute(&up->parser, &settings,
@@ -355,7 +356,8 @@ void sl_px_upstream_request_sent(sl_px_up *up)
 {
     up->req_sent = 1;
     if (!up->head_seen)
-        sl_deadline_set(&up->timer, sl_px_config_of(up->w)->response_timeout_ms);
+        sl_deadline_set(&up->timer,
+                        sl_px_config_of(up->w)->response_timeout_ms);
 }
 
 void sl_px_upstream_abort(sl_px_up *up)
