@@ -344,11 +344,11 @@ static int route(loader *L, const sl__ynode *n, sl_px_route *r)
             return FAIL(L, d, "descriptor: expected 1..%d actions",
                         SL_PX_MAX_ACTIONS);
         sl_px_descriptor *pd = &r->descriptors[r->n_descriptors++];
-        for (size_t j = 0; j < d->n; j++) {
-            if (action(L, d->kids[j], &pd->actions[j]))
+        /* Counted before it is read: a failed action's strings are
+         * freed with the config. */
+        for (size_t j = 0; j < d->n; j++)
+            if (action(L, d->kids[j], &pd->actions[pd->n++]))
                 return -1;
-            pd->n++;
-        }
     }
     return 0;
 }
