@@ -168,16 +168,19 @@ try:
     check("pipelined requests are answered in order", order == [b"0", b"1", b"2"], data[:300])
 
     # Queueing: 10 at once over the three proxies against one leaky
-    # bucket of 10 a second decided on Redis: all forwarded, spaced by
-    # about 100 ms at the upstream whichever proxy held them.
+    # bucket of 10 a second decided on Redis: all forwarded, and the
+    # upstream sees them at the shared rate whichever proxy held them:
+    # the i-th never ahead of 100 ms * i after the first (a loaded or
+    # sanitized proxy may be late, never early; 80 ms of slack for the
+    # first one's own lateness).
     res = storm(proxies, "/queue/q", {}, 10, workers=10)
     times = sorted(x[0] for x in arrivals("/queue/q"))
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    ahead = [i for i, t in enumerate(times) if t - times[0] < 0.1 * i - 0.08]
     check("queueing: a burst of 10 over 3 proxies reaches the upstream at the shared rate",
-          all(r[0] == 200 for r in res) and len(times) == 10 and min(gaps) >= 0.06
-          and 0.8 <= times[-1] - times[0] <= 1.5,
-          "statuses %s, gaps (ms) %s" % ([r[0] for r in res],
-                                        [round(g * 1000) for g in gaps]))
+          all(r[0] == 200 for r in res) and len(times) == 10 and not ahead
+          and 0.8 <= times[-1] - times[0] <= 1.6,
+          "statuses %s, after the first (ms) %s" % (
+              [r[0] for r in res], [round((t - times[0]) * 1000) for t in times]))
 
     # The failure policies, one proxy each; `slow` waits 2 s on Redis.
     local = Proxy("local", "--store", STORE, "--redis-failure", "local", "--nodes", "3")
