@@ -27,7 +27,8 @@ static const char serve_usage[] =
     "  --threads N             event-loop threads (0: one per core)\n"
     "  --store STORE           where counters live: memory (the default),\n"
     "                          redis://[[user]:pass@]host[:port][/db] or\n"
-    "                          unix:/path/redis.sock[?db=N]\n"
+    "                          unix:/path/redis.sock[?db=N] or\n"
+    "                          redis-cluster://host:port[,host:port...]\n"
     "  --redis-timeout D       wait on Redis per call, then fail (5ms)\n"
     "  --redis-failure P       when Redis cannot decide: local (default;\n"
     "                          the embedded store, limits divided by\n"
@@ -172,12 +173,13 @@ static int apply(int opt, const char *where, const char *val,
         if (strcmp(val, "memory") == 0) {
             cfg->redis_url = NULL;
         } else if (strncmp(val, "redis://", 8) == 0 ||
-                   strncmp(val, "unix:", 5) == 0) {
+                   strncmp(val, "unix:", 5) == 0 ||
+                   strncmp(val, "redis-cluster://", 16) == 0) {
             cfg->redis_url = val; /* checked by sl_redis_store_new */
         } else {
             fprintf(stderr,
                     "sluice serve: %s: unknown store: '%s' (memory, "
-                    "redis://... or unix:...)\n",
+                    "redis://..., unix:... or redis-cluster://...)\n",
                     where, val);
             bad = 1;
         }
