@@ -494,9 +494,11 @@ static void test_migration(void **state)
     freeReplyObject(r);
     CHECK(); /* ASK, then ASKING on `to` */
     CHECK();
-    /* The slot is `to`'s: `from` answers MOVED. */
-    for (int n = 0; n < NODES; n++) {
-        r = admin_cmd(n, "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+    /* The slot is `to`'s: `from` answers MOVED.  The target first, as
+     * redis-cli --cluster reshard does. */
+    for (int i = -1; i < NODES; i++) {
+        r = admin_cmd(i < 0 ? to : i, "CLUSTER SETSLOT %d NODE %s", slot,
+                      to_id);
         if (r)
             freeReplyObject(r);
     }

@@ -73,7 +73,8 @@ struct call_rec;
 typedef struct part_rec {
     struct call_rec *c;
     size_t index;
-    int hops; /* redirections followed */
+    int hops;   /* redirections followed */
+    int asking; /* last sent after an ASK: a resend needs ASKING too */
 } part_rec;
 
 typedef struct call_rec {
@@ -400,6 +401,7 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
                                               sl_redis_call_part_slot(
                                                   p->c->call, p->index))
                         : r->ac;
+    p->asking = asking;
     if (ac == NULL ||
         (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK))
         return -1;
@@ -453,7 +455,7 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
             sl_redis_call_part_use_eval(c->call, p->index);
-            if (send_part(r, p, ac, 0) == 0)
+            if (send_part(r, p, ac, p->asking) == 0)
                 return; /* this callback's reference passes to the resend */
             rc = SL_ESTORE;
         }
@@ -624,7 +626,7 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
         return SL_ENOMEM;
     }
     for (size_t i = 0; i < c->n_parts; i++)
-        c->parts[i] = (part_rec){c, i, 0};
+        c->parts[i] = (part_rec){c, i, 0, 0};
     if (op->n_calls == op->cap) {
         size_t cap = op->cap ? 2 * op->cap : 4;
         call_rec **calls = realloc(op->calls, cap * sizeof(*calls));
