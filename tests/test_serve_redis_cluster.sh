@@ -230,7 +230,7 @@ try:
     bad = subprocess.run([SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
                           "--store", "redis-cluster://127.0.0.1"],
                          capture_output=True, text=True, timeout=10)
-    check("bad cluster url: exit status 2 and a message",
+    check("bad cluster url: refused at start with a message",
           bad.returncode != 0 and "invalid redis url" in bad.stderr,
           (bad.returncode, bad.stderr))
 
@@ -239,6 +239,37 @@ try:
     nodes = [Node("n%d" % i, url, "--redis-failure", "fail_closed") for i in range(3)]
     for n in nodes:
         check("%s: readyz up" % n.name, n.wait_up(), n.ready())
+
+    # The example of docs/server.md ("Redis Cluster"), on this cluster.
+    doc = open(os.path.join(os.environ["SOURCE_DIR"], "docs/server.md")).read()
+    m = re.search(r"<!-- cluster-test:.*?-->\s*```sh\n(.*?)```", doc, re.S)
+    argv = m.group(1).replace("\\\n", " ").split() if m else []
+    argv = [url if a.startswith("redis-cluster://") else a for a in argv]
+    check("docs/server.md has the cluster example", argv[:2] == ["sluice", "serve"], argv)
+    dlog = os.path.join(tmp, "doc.log")
+    dp = subprocess.Popen([SLUICE] + argv[1:] + ["--listen", "127.0.0.1:0"],
+                          cwd=os.environ["SOURCE_DIR"], stderr=open(dlog, "w"))
+    procs.append(dp)
+    dport = None
+    for _ in range(200):
+        mm = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(dlog).read())
+        if mm:
+            dport = int(mm.group(1))
+            break
+        time.sleep(0.025)
+    up = False
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % dport, timeout=5) as r:
+                up = json.loads(r.read()).get("store_status") == "up"
+        except Exception:
+            pass
+        if up:
+            break
+        time.sleep(0.05)
+    check("the documented command serves from the cluster", up, open(dlog).read()[-500:])
+    dp.send_signal(signal.SIGTERM)
+    check("the documented command exits 0", dp.wait(15) == 0)
 
     # Exactly L per key per window, keys over every master, every algorithm.
     values = ["u%d" % i for i in range(6 if QUICK else 12)]
