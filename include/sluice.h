@@ -477,7 +477,8 @@ SL_EXPORT const char *sl_redis_slot_map_host(const sl_redis_slot_map *map,
 SL_EXPORT void sl_redis_slot_map_free(sl_redis_slot_map *map); /* NULL ok */
 
 /* A call's parts: 1 on a plain store (sl_redis_call_argv() and
- * sl_redis_call_read() are part 0), one per slot on a cluster store, in
+ * sl_redis_call_read() are part 0; sl_redis_call_read() refuses a call of
+ * several parts with SL_EINVAL), one per slot on a cluster store, in
  * ascending slot order. */
 SL_EXPORT size_t sl_redis_call_parts(const sl_redis_call *call);
 /* Part p's slot (-1 on a plain store) and command, as sl_redis_call_argv(). */

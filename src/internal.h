@@ -174,6 +174,10 @@ int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
  * (generated at build time by src/store/redis/embed.cmake). */
 extern const char sl__redis_script[];
 
+/* A whole decimal number of at most 9 digits in [lo, hi] spanning
+ * exactly [s, s + n): 0, or -1 (redis.c; URLs and cluster replies). */
+int sl__parse_int(const char *s, size_t n, long lo, long hi, int *out);
+
 /*
  * Redis Cluster, synchronously (redis_cluster.c): the routing of a
  * redis-cluster:// store's script calls to the node of their slot, over
@@ -206,9 +210,8 @@ int sl__redis_node_new(sl_store *cluster_store, const char *host, int port,
 /* Connects if needed; with asking, ASKING goes first on the connection.
  * The reply, or NULL with err set (the connection is then dropped). */
 struct redisReply *sl__redis_node_command(sl_store *node, int asking, int argc,
-                                          const char **argv,
-                                          const size_t *lens, char *err,
-                                          size_t errlen);
+                                          const char **argv, const size_t *lens,
+                                          char *err, size_t errlen);
 const char *sl__redis_node_sha(sl_store *node);
 
 /* Asserts the memory store's invariants (tests): 0 or -1. */

@@ -76,9 +76,9 @@ static void test_redirect_parse(void **state)
     const char *nohost = "MOVED 1 :7001";
     assert_int_equal(sl_redis_redirect_parse(nohost, strlen(nohost), &rd), 0);
     assert_string_equal(rd.host, "");
-    const char *bad[] = {"MOVED",         "MOVED 16384 h:1", "MOVED 1 h:0",
-                         "MOVED 1 h",     "MOVED x h:1",     "ASK 1 h:70000",
-                         "NOSCRIPT x",    "MOVED  1 h:1",    "MOVED 1 h:1x",
+    const char *bad[] = {"MOVED",          "MOVED 16384 h:1", "MOVED 1 h:0",
+                         "MOVED 1 h",      "MOVED x h:1",     "ASK 1 h:70000",
+                         "NOSCRIPT x",     "MOVED  1 h:1",    "MOVED 1 h:1x",
                          "ERR MOVED 1 h:1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(sl_redis_redirect_parse(bad[i], strlen(bad[i]), &rd),
@@ -102,10 +102,11 @@ static void test_slot_map(void **state)
     sl_redis_slot_map *m;
     int port;
     (void)state;
-    redisReply *r = resp("*2\r\n"
-                         "*4\r\n:0\r\n:99\r\n*3\r\n$1\r\na\r\n:1\r\n$2\r\nid\r\n"
-                         "*2\r\n$1\r\nr\r\n:9\r\n"
-                         "*3\r\n:100\r\n:16383\r\n*2\r\n$0\r\n\r\n:2\r\n");
+    redisReply *r =
+        resp("*2\r\n"
+             "*4\r\n:0\r\n:99\r\n*3\r\n$1\r\na\r\n:1\r\n$2\r\nid\r\n"
+             "*2\r\n$1\r\nr\r\n:9\r\n"
+             "*3\r\n:100\r\n:16383\r\n*2\r\n$0\r\n\r\n:2\r\n");
     assert_int_equal(sl_redis_slot_map_new(r, "seed", &m), 0);
     freeReplyObject(r);
     assert_int_equal(sl_redis_slot_map_nodes(m), 2);
@@ -118,13 +119,13 @@ static void test_slot_map(void **state)
     sl_redis_slot_map_free(m);
 
     const char *bad[] = {
-        ":1\r\n",                                      /* not an array */
-        "*0\r\n",                                      /* no slot at all */
+        ":1\r\n",                                          /* not an array */
+        "*0\r\n",                                          /* no slot at all */
         "*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n", /* end < start */
         "*1\r\n*3\r\n:0\r\n:16384\r\n*2\r\n$1\r\na\r\n:1\r\n",
         "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$1\r\na\r\n:0\r\n", /* port 0 */
-        "*1\r\n*2\r\n:0\r\n:1\r\n",                       /* no master */
-        "*1\r\n*3\r\n:0\r\n:1\r\n*1\r\n$1\r\na\r\n",      /* no port */
+        "*1\r\n*2\r\n:0\r\n:1\r\n",                        /* no master */
+        "*1\r\n*3\r\n:0\r\n:1\r\n*1\r\n$1\r\na\r\n",       /* no port */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         r = resp(bad[i]);
@@ -287,8 +288,8 @@ static sl_store *cluster_store(int timeout_ms)
 
 static sl_limit *make_limit(sl_algorithm alg, int64_t limit)
 {
-    sl_limit_config cfg = {.algorithm = alg, .limit = limit,
-                           .period = 3600 * SL_NS_PER_SEC};
+    sl_limit_config cfg = {
+        .algorithm = alg, .limit = limit, .period = 3600 * SL_NS_PER_SEC};
     sl_limit *l;
     assert_int_equal(sl_limit_new(&cfg, &l, NULL, 0), 0);
     return l;
@@ -349,10 +350,9 @@ static void *worker_main(void *arg)
 
 static void test_exact_across_slots(void **state)
 {
-    const sl_algorithm algs[] = {SL_TOKEN_BUCKET, SL_GCRA,
-                                 SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
-                                 SL_SLIDING_LOG,  SL_SLIDING_WINDOW,
-                                 SL_STEPPED_WINDOW};
+    const sl_algorithm algs[] = {
+        SL_TOKEN_BUCKET, SL_GCRA,           SL_LEAKY_BUCKET,  SL_FIXED_WINDOW,
+        SL_SLIDING_LOG,  SL_SLIDING_WINDOW, SL_STEPPED_WINDOW};
     const int64_t L = 4;
     int on_master[NODES] = {0};
     (void)state;
@@ -419,11 +419,11 @@ static void test_multi_items(void **state)
      * request is refused, and the slot that allowed keeps its count. */
     assert_int_not_equal(slot_of("multi:a"), slot_of("multi:b"));
     sl_check_item split[2] = {{one, "multi:a", 7}, {five, "multi:b", 7}};
-    assert_int_equal(
-        sl_check_costs(s, split, costs, 2, now, 0, each, &overall), 0);
+    assert_int_equal(sl_check_costs(s, split, costs, 2, now, 0, each, &overall),
+                     0);
     assert_true(overall.allowed);
-    assert_int_equal(
-        sl_check_costs(s, split, costs, 2, now, 0, each, &overall), 0);
+    assert_int_equal(sl_check_costs(s, split, costs, 2, now, 0, each, &overall),
+                     0);
     assert_false(overall.allowed);
     assert_false(each[0].allowed);
     assert_true(each[1].allowed);
@@ -488,8 +488,7 @@ static void test_migration(void **state)
     assert_int_equal(r->elements, 1);
     snprintf(name, sizeof(name), "%s", r->element[0]->str);
     freeReplyObject(r);
-    r = admin_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000", nodes[to].port,
-                  name);
+    r = admin_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000", nodes[to].port, name);
     assert_int_equal(r->type, REDIS_REPLY_STATUS);
     freeReplyObject(r);
     CHECK(); /* ASK, then ASKING on `to` */
@@ -526,7 +525,7 @@ static void test_failover(void **state)
     (void)state;
     assert_int_equal(sl_check(s, lim, key, strlen(key), 1, now, &d), 0);
     tu_redis_stop(&nodes[victim], SIGKILL);
-    int ask = victim == 0 ? 1 : 0; /* a live node to ask */
+    int ask = victim == 0 ? 1 : 0;           /* a live node to ask */
     for (int i = 0; i < 300 && !back; i++) { /* 15 s */
         sl_nanos t0 = sl_clock_monotonic();
         int rc = sl_check(s, lim, key, strlen(key), 1, now, &d);

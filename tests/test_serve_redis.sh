@@ -14,37 +14,20 @@ if ! command -v redis-server >/dev/null; then
   echo "FAIL redis-server is not installed (scripts/deps.sh installs it)"
   exit 1
 fi
-exec python3 - "$SLUICE" <<'PY'
-import json, os, re, signal, socket, subprocess, sys, tempfile, time
-import threading, urllib.request, urllib.error
+exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
+import os, signal, socket, subprocess, sys, tempfile, threading, time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
+import serve
+from serve import check, free_port, procs
 
 SLUICE = sys.argv[1]
 TIMEOUT_MS = int(os.environ.get("SL_REDIS_TIMEOUT_MS", "50"))
 MARGIN_MS = int(os.environ.get("SL_MARGIN_MS", "300"))
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
 tmp = tempfile.mkdtemp()
-procs = []
-failed = 0
-
-def ok(name):
-    print("PASS", name, flush=True)
-
-def bad(name, why):
-    global failed
-    failed = 1
-    print("FAIL", name + ":", why, flush=True)
-
-def check(name, cond, why=""):
-    ok(name) if cond else bad(name, why)
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
 REDIS_PORT = free_port()
 REDIS_SOCK = os.path.join(tmp, "redis.sock")
 redis = None
@@ -64,60 +47,23 @@ def start_redis():
             time.sleep(0.025)
     raise SystemExit("redis-server did not start")
 
-ALGS = ["token_bucket", "gcra", "leaky_bucket", "fixed_window",
-        "sliding_log", "sliding_window", "stepped_window"]
+ALGS = serve.ALGS
 L = 20
-rules = os.path.join(tmp, "rules.yaml")
-with open(rules, "w") as f:
-    f.write("domain: test\ndescriptors:\n")
-    for a in ALGS:
-        f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
-                "requests_per_unit: %d}\n" % (a, a, L))
+rules = serve.rules_file(
+    tmp, L,
     # Per-rule failure policies, overriding --redis-failure.
-    f.write("  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
-            "store_failure: fail_closed}\n")
-    f.write("  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
-            "store_failure: fail_open}\n")
+    "  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+    "store_failure: fail_closed}\n"
+    "  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+    "store_failure: fail_open}\n"
     # A shadow-mode rule: decided on Redis too, never vetoes.
-    f.write("  - key: shadow\n    shadow_mode: true\n    rate_limit: "
-            "{unit: hour, requests_per_unit: 1}\n")
+    "  - key: shadow\n    shadow_mode: true\n    rate_limit: "
+    "{unit: hour, requests_per_unit: 1}\n")
 
-class Node:
+class Node(serve.Node):
     def __init__(self, name, *flags):
-        self.name = name
-        self.log = os.path.join(tmp, name + ".log")
-        self.p = subprocess.Popen(
-            [SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
-             "--threads", "2", "--redis-timeout", "%dms" % TIMEOUT_MS]
-            + list(flags), stderr=open(self.log, "w"))
-        procs.append(self.p)
-        self.port = None
-        for _ in range(200):
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.025)
-        if self.port is None:
-            raise SystemExit("node %s did not start: %s" % (name, open(self.log).read()))
-
-    def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
-
-    def check(self, key, value, hits=None):
-        """POST /v1/check: (status, body dict, headers, seconds)."""
-        body = {"domain": "test", "descriptors": [{"entries": [{"key": key, "value": value}]}]}
-        if hits is not None:
-            body["hits"] = hits
-        req = urllib.request.Request(self.url("/v1/check"), json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        t0 = time.monotonic()
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                status, data, hdrs = r.status, r.read(), r.headers
-        except urllib.error.HTTPError as e:
-            status, data, hdrs = e.code, e.read(), e.headers
-        return status, json.loads(data or b"{}"), hdrs, time.monotonic() - t0
+        super().__init__(SLUICE, tmp, name, rules, "--threads", "2",
+                         "--redis-timeout", "%dms" % TIMEOUT_MS, *flags)
 
     def auth(self, key, value):
         """GET /v1/auth (nginx's auth_request): the status."""
@@ -128,37 +74,6 @@ class Node:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
-
-    def get(self, path):
-        try:
-            with urllib.request.urlopen(self.url(path), timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def metric(self, name):
-        for line in self.get("/metrics")[1].splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
-
-    def store_status(self):
-        return json.loads(self.get("/readyz")[1]).get("store_status")
-
-    def wait_status(self, want, secs=8):
-        end = time.monotonic() + secs
-        while time.monotonic() < end:
-            if self.store_status() == want:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(10)
-        except subprocess.TimeoutExpired:
-            return None
 
 def storm(nodes, key, value, n, workers=24):
     """n concurrent checks spread over nodes; the results in a list."""
@@ -323,15 +238,6 @@ try:
         check("%s exits 0 on SIGTERM" % n.name, rc == 0,
               "status %s; log: %s" % (rc, open(n.log).read()[-2000:]))
 finally:
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    for p in procs:
-        try:
-            p.wait(5)
-        except Exception:
-            pass
-sys.exit(failed)
+    serve.cleanup()
+sys.exit(serve.failed)
 PY

@@ -15,32 +15,18 @@ for b in redis-server redis-cli; do
     exit 1
   fi
 done
-exec python3 - "$SLUICE" <<'PY'
-import json, os, re, signal, socket, subprocess, sys, tempfile, time
-import threading, urllib.request, urllib.error
+exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
+import os, re, signal, socket, subprocess, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
+import serve
+from serve import check, free_port
 
 SLUICE = sys.argv[1]
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
 TIMEOUT_MS = 300 if QUICK else 150
 tmp = tempfile.mkdtemp()
-procs = []
-failed = 0
-
-def check(name, cond, why=""):
-    global failed
-    if cond:
-        print("PASS", name, flush=True)
-    else:
-        failed = 1
-        print("FAIL", name + ":", why, flush=True)
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 def cli(port, *args):
     r = subprocess.run(["redis-cli", "-p", str(port)] + [str(a) for a in args],
@@ -53,16 +39,14 @@ redis = {}
 def start_node(i):
     d = os.path.join(tmp, "r%d" % i)
     os.makedirs(d, exist_ok=True)
-    p = subprocess.Popen(
+    redis[ports[i]] = serve.start(
         ["redis-server", "--port", str(ports[i]), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "no", "--dir", d,
          "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
          "--cluster-node-timeout", "1000", "--cluster-port", str(free_port()),
          "--repl-diskless-sync-delay", "0",
          "--cluster-replica-validity-factor", "0"],
-        stdout=open(os.path.join(d, "log"), "w"), stderr=subprocess.STDOUT)
-    procs.append(p)
-    redis[ports[i]] = p
+        os.path.join(d, "log"), stdout=subprocess.DEVNULL)
 
 def wait_ok(alive, secs=20):
     """Every live node: cluster_state:ok, replicas in sync, and all agree
@@ -109,78 +93,16 @@ def masters(port):
     return sorted(set(m for _, _, m in slots(port)))
 
 # ---- sluice ----
-ALGS = ["token_bucket", "gcra", "leaky_bucket", "fixed_window",
-        "sliding_log", "sliding_window", "stepped_window"]
+ALGS = serve.ALGS
 L = 5
-rules = os.path.join(tmp, "rules.yaml")
-with open(rules, "w") as f:
-    f.write("domain: test\ndescriptors:\n")
-    for a in ALGS:
-        f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
-                "requests_per_unit: %d}\n" % (a, a, L))
-    f.write("  - key: one\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
-    f.write("  - key: five\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+rules = serve.rules_file(
+    tmp, L, "  - key: one\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+    "  - key: five\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
 
-class Node:
+class Node(serve.Node):
     def __init__(self, name, url, *flags):
-        self.name = name
-        self.log = os.path.join(tmp, name + ".log")
-        self.p = subprocess.Popen(
-            [SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
-             "--threads", "2", "--store", url,
-             "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags),
-            stderr=open(self.log, "w"))
-        procs.append(self.p)
-        self.port = None
-        for _ in range(200):
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.025)
-        if self.port is None:
-            raise SystemExit("node %s did not start: %s" % (name, open(self.log).read()))
-
-    def post(self, descriptors, hits=None):
-        body = {"domain": "test", "descriptors": descriptors}
-        if hits is not None:
-            body["hits"] = hits
-        req = urllib.request.Request(
-            "http://127.0.0.1:%d/v1/check" % self.port, json.dumps(body).encode(),
-            {"Content-Type": "application/json"})
-        t0 = time.monotonic()
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                status, data = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, data = e.code, e.read()
-        return status, json.loads(data or b"{}"), time.monotonic() - t0
-
-    def check(self, key, value):
-        return self.post([{"entries": [{"key": key, "value": value}]}])
-
-    def ready(self):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % self.port,
-                                        timeout=5) as r:
-                return json.loads(r.read()).get("store_status")
-        except Exception as e:
-            return str(e)
-
-    def wait_up(self, secs=10):
-        end = time.monotonic() + secs
-        while time.monotonic() < end:
-            if self.ready() == "up":
-                return True
-            time.sleep(0.05)
-        return False
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(15)
-        except subprocess.TimeoutExpired:
-            return None
+        super().__init__(SLUICE, tmp, name, rules, "--threads", "2", "--store",
+                         url, "--redis-timeout", "%dms" % TIMEOUT_MS, *flags)
 
 def storm(nodes, pairs, per_pair, workers=24):
     """per_pair concurrent checks of each (key, value) over the nodes:
@@ -238,38 +160,20 @@ try:
     url = "redis-cluster://127.0.0.1:%d,127.0.0.1:%d" % (ports[0], ports[4])
     nodes = [Node("n%d" % i, url, "--redis-failure", "fail_closed") for i in range(3)]
     for n in nodes:
-        check("%s: readyz up" % n.name, n.wait_up(), n.ready())
+        check("%s: readyz up" % n.name, n.wait_status("up"), n.get("/readyz"))
 
     # The example of docs/server.md ("Redis Cluster"), on this cluster.
     doc = open(os.path.join(os.environ["SOURCE_DIR"], "docs/server.md")).read()
     m = re.search(r"<!-- cluster-test:.*?-->\s*```sh\n(.*?)```", doc, re.S)
     argv = m.group(1).replace("\\\n", " ").split() if m else []
     argv = [url if a.startswith("redis-cluster://") else a for a in argv]
-    check("docs/server.md has the cluster example", argv[:2] == ["sluice", "serve"], argv)
-    dlog = os.path.join(tmp, "doc.log")
-    dp = subprocess.Popen([SLUICE] + argv[1:] + ["--listen", "127.0.0.1:0"],
-                          cwd=os.environ["SOURCE_DIR"], stderr=open(dlog, "w"))
-    procs.append(dp)
-    dport = None
-    for _ in range(200):
-        mm = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(dlog).read())
-        if mm:
-            dport = int(mm.group(1))
-            break
-        time.sleep(0.025)
-    up = False
-    for _ in range(200):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % dport, timeout=5) as r:
-                up = json.loads(r.read()).get("store_status") == "up"
-        except Exception:
-            pass
-        if up:
-            break
-        time.sleep(0.05)
-    check("the documented command serves from the cluster", up, open(dlog).read()[-500:])
-    dp.send_signal(signal.SIGTERM)
-    check("the documented command exits 0", dp.wait(15) == 0)
+    check("docs/server.md has the cluster example",
+          argv[:3] == ["sluice", "serve", "--rules"], argv)
+    doc_node = serve.Node(SLUICE, tmp, "doc",
+                          os.path.join(sys.argv[2], argv[3]), *argv[4:])
+    check("the documented command serves from the cluster",
+          doc_node.wait_status("up"), open(doc_node.log).read()[-500:])
+    check("the documented command exits 0", doc_node.stop() == 0)
 
     # Exactly L per key per window, keys over every master, every algorithm.
     values = ["u%d" % i for i in range(6 if QUICK else 12)]
@@ -286,15 +190,15 @@ try:
     n0 = nodes[0]
     two = [{"entries": [{"key": "one", "value": "x1"}]},
            {"entries": [{"key": "five", "value": "x2"}]}]
-    s1, b1, _ = n0.post(two)
+    s1, b1, _, _ = n0.post(two)
     ka, kb = find_key(ms, "sl:*{*one*x1*}"), find_key(ms, "sl:*{*five*x2*}")
     check("cross-slot: the two keys are in two slots",
           ka and kb and key_slot(ka) != key_slot(kb), (ka, kb))
-    s2, b2, _ = n0.post(two)
+    s2, b2, _, _ = n0.post(two)
     st = [d["code"] for d in b2.get("descriptors", [])]
     check("cross-slot: first allowed, second refused by 'one' only",
           s1 == 200 and s2 == 429 and st == ["OVER_LIMIT", "OK"], (s1, s2, b2))
-    s3, b3, _ = n0.post(two[1:], hits=0)
+    s3, b3, _, _ = n0.post(two[1:], hits=0)
     check("cross-slot: the slot that allowed kept its count (5 - 2 = 3 left)",
           s3 == 200 and b3["descriptors"][0]["remaining"] == 3, b3)
 
@@ -352,7 +256,7 @@ try:
     def fo_load():
         i = 0
         while not stop.is_set():
-            s, _, dt = nodes[i % 3].check("gcra", "fo-%d" % (i % 9))
+            s, _, _, dt = nodes[i % 3].check("gcra", "fo-%d" % (i % 9))
             worst[0] = max(worst[0], dt)
             statuses.add(s)
             i += 1
@@ -384,13 +288,13 @@ try:
     check("failover: only policy answers (200, 429, 503)",
           statuses <= {200, 429, 503}, statuses)
     for n in nodes:
-        n.wait_up()
+        n.wait_status("up")
     res = storm(nodes, [("sliding_window", "fo2"), ("token_bucket", "fo2")], 3 * L)
     wrong = {kv: sorted(st) for kv, st in res.items()
              if st.count(200) != L or set(st) - {200, 429}}
     check("failover: decisions from Redis again, exactly %d allowed" % L,
           not wrong, wrong)
-    s, b, _ = nodes[1].check("sliding_window", "fo")
+    s, b, _, _ = nodes[1].check("sliding_window", "fo")
     check("failover: the key's state survived on the replica (or is fresh)",
           s == 200, (s, b))
 
@@ -399,16 +303,7 @@ try:
         check("%s exits 0 on SIGTERM" % n.name, rc == 0,
               "status %s; log: %s" % (rc, open(n.log).read()[-2000:]))
 finally:
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    for p in procs:
-        try:
-            p.wait(5)
-        except Exception:
-            pass
+    serve.cleanup()
     subprocess.run(["rm", "-rf", tmp])
-sys.exit(failed)
+sys.exit(serve.failed)
 PY

@@ -41,12 +41,11 @@ struct sl_srv_cluster {
     size_t n_links;
     int refreshing; /* a CLUSTER SLOTS is in flight */
     uint64_t last_refresh_ms;
-    int closing;    /* no refresh and no new link while links close */
+    int closing; /* no refresh and no new link while links close */
     size_t next_probe;
 };
 
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop,
-                                   const sl_redis_endpoint *ep)
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep)
 {
     sl_srv_cluster *cl = calloc(1, sizeof(*cl));
     if (cl == NULL ||
@@ -102,8 +101,8 @@ static void link_disconnect_cb(const redisAsyncContext *ac, int status)
     sl_srv_cluster_refresh(cl); /* the node may have failed over */
 }
 
-redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl,
-                                          const char *host, int port)
+redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
+                                          int port)
 {
     redisAsyncContext *ac;
     link *l;
@@ -137,8 +136,8 @@ redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl,
     if (cl->ep.password != NULL) {
         /* Pipelined ahead of everything; a refusal shows in the replies
          * of what follows (NOAUTH), which fail their calls. */
-        const char *auth[3] = {"AUTH", cl->ep.user ? cl->ep.user
-                                                   : cl->ep.password,
+        const char *auth[3] = {"AUTH",
+                               cl->ep.user ? cl->ep.user : cl->ep.password,
                                cl->ep.password};
         redisAsyncCommandArgv(ac, NULL, NULL, cl->ep.user ? 3 : 2, auth, NULL);
     }

@@ -225,8 +225,7 @@ struct redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot);
 /* The link to (host, port), made if new. */
 struct redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl,
                                                  const char *host, int port);
-int sl_srv_cluster_owns(sl_srv_cluster *cl,
-                        const struct redisAsyncContext *ac);
+int sl_srv_cluster_owns(sl_srv_cluster *cl, const struct redisAsyncContext *ac);
 /* The host of a link ("" if not one), for a redirection without one. */
 const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
                                    const struct redisAsyncContext *ac);

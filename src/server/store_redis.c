@@ -109,8 +109,8 @@ struct sl_srv_op {
 
 struct sl_srv_redis {
     sl_srv_worker *w;
-    redisAsyncContext *ac;    /* the one connection; with a cluster, the probe */
-    sl_srv_cluster *cluster;  /* redis-cluster://: the links; else NULL */
+    redisAsyncContext *ac;   /* the one connection; with a cluster, the probe */
+    sl_srv_cluster *cluster; /* redis-cluster://: the links; else NULL */
     int state;
     int failures; /* consecutive, while UP */
     uint64_t backoff_ms;
@@ -364,8 +364,7 @@ static void start_connect(sl_srv_redis *r)
     redisAsyncCommandArgv(ac, setup_reply_cb, &probe_script, 3, load, NULL);
     if (r->cluster != NULL) {
         const char *slots[2] = {"CLUSTER", "SLOTS"};
-        redisAsyncCommandArgv(ac, setup_reply_cb, &probe_slots, 2, slots,
-                              NULL);
+        redisAsyncCommandArgv(ac, setup_reply_cb, &probe_slots, 2, slots, NULL);
     }
     uint64_t probe = w->server->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
@@ -397,10 +396,10 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
     redisAsyncContext *ac = to;
 
     if (ac == NULL)
-        ac = r->cluster ? sl_srv_cluster_link(r->cluster,
-                                              sl_redis_call_part_slot(
-                                                  p->c->call, p->index))
-                        : r->ac;
+        ac = r->cluster
+                 ? sl_srv_cluster_link(r->cluster, sl_redis_call_part_slot(
+                                                       p->c->call, p->index))
+                 : r->ac;
     p->asking = asking;
     if (ac == NULL ||
         (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK))
@@ -413,8 +412,8 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
 
 /* A cluster node's MOVED, ASK or TRYAGAIN: the part goes again where it
  * says (a MOVED also refreshes the map).  1 when sent again. */
-static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac,
-                           part_rec *p, const redisReply *rep)
+static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
+                           const redisReply *rep)
 {
     sl_redis_redirect rd = {0};
     redisAsyncContext *to = ac;
@@ -427,7 +426,8 @@ static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac,
         if (!rd.ask)
             sl_srv_cluster_refresh(r->cluster);
         to = sl_srv_cluster_link_to(
-            r->cluster, rd.host[0] ? rd.host : sl_srv_cluster_host_of(r->cluster, ac),
+            r->cluster,
+            rd.host[0] ? rd.host : sl_srv_cluster_host_of(r->cluster, ac),
             rd.port);
     }
     p->hops++;
@@ -440,17 +440,17 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     call_rec *c = p->c;
     sl_srv_op *op = c->op;
     sl_srv_redis *r = op->w->redis;
-    int current = r->state == UP && (r->cluster != NULL
-                                         ? sl_srv_cluster_owns(r->cluster, ac)
-                                         : r->ac == ac);
+    int current = r->state == UP &&
+                  (r->cluster != NULL ? sl_srv_cluster_owns(r->cluster, ac)
+                                      : r->ac == ac);
 
     if (!c->done) {
         char err[256];
         int rc;
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
             return; /* this callback's reference passes to the resend */
-        rc = sl_redis_call_read_part(c->call, p->index, reply, err,
-                                     sizeof(err));
+        rc =
+            sl_redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
@@ -796,8 +796,8 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
             /* The breaker opened while this request ran, or a cluster
              * node cannot be reached now: parts already sent will be
              * ignored. */
-            call_fail(c, r->state != UP ? SL_SRV_FAIL_BREAKER
-                                        : SL_SRV_FAIL_ERROR);
+            call_fail(c,
+                      r->state != UP ? SL_SRV_FAIL_BREAKER : SL_SRV_FAIL_ERROR);
             continue;
         }
         op->awaiting++;

@@ -49,27 +49,10 @@ int sl_redis_key_slot(const void *key, size_t len)
     return (int)(crc16(k, len) & (SL_REDIS_SLOTS - 1));
 }
 
-/* A whole decimal number in [0, max] spanning exactly [s, s + n). */
-static int parse_uint(const char *s, size_t n, long max, long *out)
-{
-    long v = 0;
-    if (n == 0 || n > 9)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 int sl_redis_redirect_parse(const char *s, size_t len, sl_redis_redirect *out)
 {
     const char *end = s + len, *sp, *colon;
-    long slot, port;
+    int slot, port;
 
     /* "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>"; the
      * host is the text before the last ':' (an IPv6 address has more),
@@ -84,19 +67,19 @@ int sl_redis_redirect_parse(const char *s, size_t len, sl_redis_redirect *out)
         return -1;
     }
     if ((sp = memchr(s, ' ', (size_t)(end - s))) == NULL ||
-        parse_uint(s, (size_t)(sp - s), SL_REDIS_SLOTS - 1, &slot))
+        sl__parse_int(s, (size_t)(sp - s), 0, SL_REDIS_SLOTS - 1, &slot))
         return -1;
     s = sp + 1;
     for (colon = end; colon > s && colon[-1] != ':'; colon--)
         ;
     if (colon == s || (size_t)(colon - 1 - s) >= sizeof(out->host) ||
         memchr(s, '\0', (size_t)(colon - 1 - s)) != NULL ||
-        parse_uint(colon, (size_t)(end - colon), 65535, &port) || port == 0)
+        sl__parse_int(colon, (size_t)(end - colon), 1, 65535, &port))
         return -1;
     memcpy(out->host, s, (size_t)(colon - 1 - s));
     out->host[colon - 1 - s] = '\0';
-    out->slot = (int)slot;
-    out->port = (int)port;
+    out->slot = slot;
+    out->port = port;
     return 0;
 }
 
@@ -128,8 +111,7 @@ static int node_index(sl_redis_slot_map *m, const char *host, size_t host_len,
                       int port)
 {
     for (size_t i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].port == port &&
-            strlen(m->nodes[i].host) == host_len &&
+        if (m->nodes[i].port == port && strlen(m->nodes[i].host) == host_len &&
             memcmp(m->nodes[i].host, host, host_len) == 0)
             return (int)i;
     if (m->n_nodes == SL_REDIS_MAX_NODES ||

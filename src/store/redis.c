@@ -78,8 +78,7 @@ static char *dup_str(const char *s)
     return s == NULL ? NULL : strdup(s);
 }
 
-/* A whole decimal number in [lo, hi] spanning exactly [s, s + n). */
-static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
+int sl__parse_int(const char *s, size_t n, long lo, long hi, int *out)
 {
     long v = 0;
     if (n == 0 || n > 9)
@@ -110,8 +109,9 @@ static int parse_unix_url(redis_store *rs, const char *p, char *err,
         set_err(err, errlen, "invalid redis url: socket path must be absolute: '%s'", url);
         return SL_EINVAL;
     }
-    if (q != NULL && (strncmp(q, "?db=", 4) != 0 ||
-                      parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &rs->db))) {
+    if (q != NULL &&
+        (strncmp(q, "?db=", 4) != 0 ||
+         sl__parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &rs->db))) {
         set_err(err, errlen, "invalid redis url: bad query (only ?db=N): '%s'", url);
         return SL_EINVAL;
     }
@@ -142,8 +142,7 @@ static const char *parse_userinfo(redis_store *rs, const char *p,
 /* "host[:port]" or "[ipv6][:port]" spanning [host, end): *out (NULL when
  * empty) and *port (left as it is when absent). */
 static int parse_host_port(const char *host, const char *end, char **out,
-                           int *port, char *err, size_t errlen,
-                           const char *url)
+                           int *port, char *err, size_t errlen, const char *url)
 {
     const char *host_end, *colon;
 
@@ -167,7 +166,7 @@ static int parse_host_port(const char *host, const char *end, char **out,
         return SL_ENOMEM;
     if ((colon == NULL && host_end != end) ||
         (colon != NULL &&
-         parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, port))) {
+         sl__parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, port))) {
         set_err(err, errlen, "invalid redis url: bad port: '%s'", url);
         return SL_EINVAL;
     }
@@ -182,12 +181,11 @@ static int parse_tcp_url(redis_store *rs, const char *p, char *err,
     int rc;
     const char *host = parse_userinfo(rs, p, end, &rc);
 
-    if (rc != 0 ||
-        (rc = parse_host_port(host, end, &rs->host, &rs->port, err, errlen,
-                              url)) != 0)
+    if (rc != 0 || (rc = parse_host_port(host, end, &rs->host, &rs->port, err,
+                                         errlen, url)) != 0)
         return rc;
     if (*end == '/' && end[1] != '\0' &&
-        parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &rs->db)) {
+        sl__parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &rs->db)) {
         set_err(err, errlen, "invalid redis url: bad db number: '%s'", url);
         return SL_EINVAL;
     }
@@ -528,9 +526,9 @@ const char *sl__redis_node_sha(sl_store *node)
 /* A store made connected: the cluster's slot map is read at once. */
 static int connect_cluster(redis_store *rs)
 {
-    int err = sl__redis_cluster_new(&rs->base,
-                                    (const char *const *)rs->seed_hosts,
-                                    rs->seed_ports, rs->n_seeds, &rs->cluster);
+    int err =
+        sl__redis_cluster_new(&rs->base, (const char *const *)rs->seed_hosts,
+                              rs->seed_ports, rs->n_seeds, &rs->cluster);
     if (err != 0) {
         set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
         return err;
@@ -885,9 +883,9 @@ static int redis_decide(redis_store *rs, const sl_check_item *items,
     int err;
 
     if (rs->n_seeds > 0 && rs->cluster == NULL &&
-        (err = sl__redis_cluster_new(&rs->base, (const char *const *)rs->seed_hosts,
-                                     rs->seed_ports, rs->n_seeds,
-                                     &rs->cluster)) != 0)
+        (err = sl__redis_cluster_new(
+             &rs->base, (const char *const *)rs->seed_hosts, rs->seed_ports,
+             rs->n_seeds, &rs->cluster)) != 0)
         return err;
     if ((c = calloc(1, sizeof(*c))) == NULL)
         return SL_ENOMEM;
@@ -1028,16 +1026,11 @@ int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out)
     if (store == NULL || store->type != &redis_type || out == NULL)
         return SL_EINVAL;
     const redis_store *rs = (const redis_store *)store;
-    *out = (sl_redis_endpoint){rs->host,
-                               rs->port,
-                               rs->unix_path,
-                               rs->db,
-                               rs->user,
-                               rs->password,
-                               rs->timeout_ms,
-                               rs->n_seeds,
-                               (const char *const *)rs->seed_hosts,
-                               rs->seed_ports};
+    *out = (sl_redis_endpoint){
+        rs->host,       rs->port,    rs->unix_path,
+        rs->db,         rs->user,    rs->password,
+        rs->timeout_ms, rs->n_seeds, (const char *const *)rs->seed_hosts,
+        rs->seed_ports};
     return 0;
 }
 
@@ -1099,8 +1092,8 @@ void sl_redis_call_part_use_eval(sl_redis_call *call, size_t part)
     use_eval(&call->parts[part]->a);
 }
 
-int sl_redis_call_read_part(sl_redis_call *call, size_t part,
-                            const void *reply, char *errbuf, size_t errlen)
+int sl_redis_call_read_part(sl_redis_call *call, size_t part, const void *reply,
+                            char *errbuf, size_t errlen)
 {
     set_err(errbuf, errlen, "%s", "");
     if (reply == NULL) {
@@ -1134,9 +1127,17 @@ int sl_redis_call_read(const sl_redis_call *call, const void *reply,
                        sl_decision *each, sl_decision *overall, char *errbuf,
                        size_t errlen)
 {
-    /* Part 0 of a one-part call: the reply's decisions are the result. */
+    /* A one-part call: its reply's decisions are the result. */
     sl_redis_call *c = (sl_redis_call *)call;
-    int err = sl_redis_call_read_part(c, 0, reply, errbuf, errlen);
+    int err;
+    if (call->n_parts != 1) {
+        set_err(errbuf, errlen,
+                "a call of %zu parts (Redis Cluster): read "
+                "each with sl_redis_call_read_part",
+                call->n_parts);
+        return SL_EINVAL;
+    }
+    err = sl_redis_call_read_part(c, 0, reply, errbuf, errlen);
     if (err == 0)
         sl_redis_call_result(call, each, overall);
     return err;

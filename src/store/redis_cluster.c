@@ -111,8 +111,8 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
 {
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     sl_redis_slot_map *map;
-    redisReply *r = sl__redis_node_command(nc->node, 0, 2, argv, NULL, err,
-                                           errlen);
+    redisReply *r =
+        sl__redis_node_command(nc->node, 0, 2, argv, NULL, err, errlen);
     int rc;
     if (r == NULL)
         return -1;
@@ -231,8 +231,9 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
             forget_map(c);
         return r;
     }
-    snprintf(err, errlen, "redis cluster: more than %d redirections for slot %d",
-             MAX_HOPS, slot);
+    snprintf(err, errlen,
+             "redis cluster: more than %d redirections for slot %d", MAX_HOPS,
+             slot);
     return NULL;
 }
 
