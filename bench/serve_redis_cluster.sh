@@ -11,7 +11,8 @@
 # 2-core VM the Redis servers (one, or three masters) share CPU 0 and
 # sluice and wrk share CPU 1, so a cluster cannot add Redis CPU here: the
 # figure says what the routing costs the node, not how a cluster scales.
-# Output: one line per run, "name round=N rps=... p99_ms=...".
+# Output: one line per run, "name round=N rps=... p99_ms=...", and the
+# node's store failures so far (0: every decision came from Redis).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -86,10 +87,10 @@ run() { # name port round
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
         else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}
         print v}' "$TMP/$1_$3.txt")
-  local errs
-  errs=$(grep -c "store_failures_total{reason=\"[a-z_]*\"} [1-9]" \
-    <(curl -s "http://127.0.0.1:$2/metrics"))
-  echo "sluice_serve_$1 round=$3 rps=$rps p99_ms=$p99 failure_series=$errs"
+  local failures
+  failures=$(curl -s "http://127.0.0.1:$2/metrics" |
+    awk '/^sluice_store_failures_total/ {n += $2} END {print n + 0}')
+  echo "sluice_serve_$1 round=$3 rps=$rps p99_ms=$p99 store_failures_so_far=$failures"
 }
 
 for r in $(seq "$ROUNDS"); do

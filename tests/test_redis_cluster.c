@@ -506,6 +506,11 @@ static void test_migration(void **state)
 #undef CHECK
     assert_int_equal(allowed, L); /* 15 checks, exactly L allowed */
     assert_int_equal(master_of(from, slot), to);
+    /* The checks after the MIGRATE really went through ASK. */
+    r = admin_cmd(to, "INFO commandstats");
+    assert_non_null(r);
+    assert_non_null(strstr(r->str, "cmdstat_asking:calls="));
+    freeReplyObject(r);
     free(from_id);
     free(to_id);
     sl_limit_free(lim);

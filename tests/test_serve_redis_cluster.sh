@@ -237,6 +237,8 @@ try:
         th.join(15)
     check("migration: the slot moved", master_of_slot(ports[0], slot) == dst,
           master_of_slot(ports[0], slot))
+    check("migration: requests were sent with ASKING to the target",
+          "cmdstat_asking:calls=" in cli(dst, "info", "commandstats"))
     allowed = mig.count(200)
     check("migration: exactly %d allowed in all (%d requests), no failures"
           % (L - 3, len(mig)),
