@@ -14,6 +14,16 @@
  * to which store_redis.c sends EVAL.  A link that fails is dropped (its
  * calls get no reply, which store_redis.c counts as failures); the next
  * part for that node connects again.
+ *
+ * hiredis 0.14's libuv adapter ignores a poll error, so a refused
+ * connection or a reset one is not always reported: the link just never
+ * answers.  So every link counts what it was sent and what came back
+ * (sl_srv_cluster_sent, _replied), and when calls time out
+ * (sl_srv_cluster_timed_out, from store_redis.c's timer) a link that has
+ * owed a reply for the whole timeout is dropped and the map read again
+ * (from a link that answers): without that, a worker whose breaker stays
+ * closed (other masters answer) would keep sending a dead master's slots
+ * to its link after the failover.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +36,15 @@
 #include "server.h"
 
 #define REFRESH_MIN_MS 100
+#define REFRESH_LOST_MS 2000
 
 typedef struct link {
     redisAsyncContext *ac;
     char *host;
     int port;
+    int connected;
+    size_t owed;         /* commands sent and not answered yet */
+    uint64_t waiting_ms; /* loop time of the last answer (or first send) */
 } link;
 
 struct sl_srv_cluster {
@@ -41,11 +55,13 @@ struct sl_srv_cluster {
     size_t n_links;
     int refreshing; /* a CLUSTER SLOTS is in flight */
     uint64_t last_refresh_ms;
+    uint64_t timeout_ms; /* a link connecting longer has failed */
     int closing; /* no refresh and no new link while links close */
     size_t next_probe;
 };
 
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep)
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+                                   uint64_t timeout_ms)
 {
     sl_srv_cluster *cl = calloc(1, sizeof(*cl));
     if (cl == NULL ||
@@ -55,6 +71,7 @@ sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep)
     }
     cl->loop = loop;
     cl->ep = *ep;
+    cl->timeout_ms = timeout_ms;
     return cl;
 }
 
@@ -84,8 +101,12 @@ static void link_connect_cb(const redisAsyncContext *ac, int status)
 {
     sl_srv_cluster *cl = ac->data;
     link *l;
-    if (status == REDIS_OK || (l = link_of(cl, ac)) == NULL)
+    if ((l = link_of(cl, ac)) == NULL)
         return;
+    if (status == REDIS_OK) {
+        l->connected = 1;
+        return;
+    }
     forget_link(cl, l); /* hiredis frees the context after this */
     sl_srv_cluster_refresh(cl);
 }
@@ -130,6 +151,8 @@ redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
     }
     l->ac = ac;
     l->port = port;
+    l->connected = 0;
+    l->owed = 0;
     cl->n_links++;
     redisAsyncSetConnectCallback(ac, link_connect_cb);
     redisAsyncSetDisconnectCallback(ac, link_disconnect_cb);
@@ -176,10 +199,33 @@ int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
     return 0;
 }
 
+void sl_srv_cluster_sent(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    link *l = link_of(cl, ac);
+    if (l != NULL && l->owed++ == 0)
+        l->waiting_ms = uv_now(cl->loop);
+}
+
+void sl_srv_cluster_replied(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    link *l = link_of(cl, ac);
+    if (l != NULL && l->owed > 0) {
+        l->owed--;
+        l->waiting_ms = uv_now(cl->loop);
+    }
+}
+
+/* Has the link owed a reply for the whole timeout? */
+static int silent(const sl_srv_cluster *cl, const link *l, uint64_t now)
+{
+    return l->owed > 0 && now >= l->waiting_ms + cl->timeout_ms;
+}
+
 static void refresh_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sl_srv_cluster *cl = priv;
     redisReply *r = reply;
+    sl_srv_cluster_replied(cl, ac);
     cl->refreshing = 0;
     if (r != NULL && r->type != REDIS_REPLY_ERROR && !cl->closing &&
         sl_srv_cluster_set_map(cl, r, sl_srv_cluster_host_of(cl, ac)) != 0)
@@ -193,23 +239,28 @@ void sl_srv_cluster_refresh(sl_srv_cluster *cl)
     redisAsyncContext *ac = NULL;
     int port;
 
-    /* At most one in flight, and one per REFRESH_MIN_MS: with every node
-     * down, each refused connection asks for one. */
-    if (cl->refreshing || cl->closing ||
-        uv_now(cl->loop) < cl->last_refresh_ms + REFRESH_MIN_MS)
+    /* At most one in flight (one unanswered for REFRESH_LOST_MS is given
+     * up), and one per REFRESH_MIN_MS: with every node down, each failed
+     * call asks for one. */
+    uint64_t now = uv_now(cl->loop);
+    if (cl->closing || now < cl->last_refresh_ms + REFRESH_MIN_MS ||
+        (cl->refreshing && now < cl->last_refresh_ms + REFRESH_LOST_MS))
         return;
-    cl->last_refresh_ms = uv_now(cl->loop);
-    /* Any node answers for the whole cluster: a live link if there is
-     * one, else the next probe target. */
-    if (cl->n_links > 0) {
-        ac = cl->links[0].ac;
-    } else {
+    cl->last_refresh_ms = now;
+    /* Any node answers for the whole cluster: a connected link that is
+     * not silent if there is one, else the next probe target. */
+    for (size_t i = 0; i < cl->n_links && ac == NULL; i++)
+        if (cl->links[i].connected && !silent(cl, &cl->links[i], now))
+            ac = cl->links[i].ac;
+    if (ac == NULL) {
         const char *host = sl_srv_cluster_probe_target(cl, &port);
         ac = sl_srv_cluster_link_to(cl, host, port);
     }
     if (ac != NULL &&
-        redisAsyncCommandArgv(ac, refresh_cb, cl, 2, argv, NULL) == REDIS_OK)
+        redisAsyncCommandArgv(ac, refresh_cb, cl, 2, argv, NULL) == REDIS_OK) {
+        sl_srv_cluster_sent(cl, ac);
         cl->refreshing = 1;
+    }
 }
 
 const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port)
@@ -223,6 +274,22 @@ const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port)
         return cl->ep.seed_hosts[i];
     }
     return sl_redis_slot_map_host(cl->map, i - cl->ep.n_seeds, port);
+}
+
+void sl_srv_cluster_timed_out(sl_srv_cluster *cl)
+{
+    uint64_t now = uv_now(cl->loop);
+    for (size_t i = 0; i < cl->n_links;) {
+        link *l = &cl->links[i];
+        if (silent(cl, l, now)) {
+            redisAsyncContext *ac = l->ac;
+            forget_link(cl, l); /* the last link moves to i */
+            redisAsyncFree(ac);
+        } else {
+            i++;
+        }
+    }
+    sl_srv_cluster_refresh(cl);
 }
 
 void sl_srv_cluster_close(sl_srv_cluster *cl)

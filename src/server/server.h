@@ -217,8 +217,9 @@ int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
  * on the worker's loop; each is NULL when it cannot be made now. */
 typedef struct sl_srv_cluster sl_srv_cluster;
 struct redisAsyncContext;
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop,
-                                   const sl_redis_endpoint *ep);
+/* timeout_ms: how long a link may take to connect (--redis-timeout). */
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+                                   uint64_t timeout_ms);
 void sl_srv_cluster_free(sl_srv_cluster *cl); /* NULL: no-op */
 /* The link to the master of slot by the map (a refresh if unknown). */
 struct redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot);
@@ -236,6 +237,15 @@ void sl_srv_cluster_refresh(sl_srv_cluster *cl); /* asynchronous */
 /* Where the breaker's next probe connects (seeds and known masters in
  * turn); borrowed. */
 const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port);
+/* What store_redis.c sent on a link, and each answer (or NULL reply)
+ * it got: a link owing answers for a whole timeout is taken for dead. */
+void sl_srv_cluster_sent(sl_srv_cluster *cl,
+                         const struct redisAsyncContext *ac);
+void sl_srv_cluster_replied(sl_srv_cluster *cl,
+                            const struct redisAsyncContext *ac);
+/* After calls timed out: drops the links that owe answers for a whole
+ * timeout, reads the map again. */
+void sl_srv_cluster_timed_out(sl_srv_cluster *cl);
 /* Drops every link: their calls in flight get no reply. */
 void sl_srv_cluster_close(sl_srv_cluster *cl);
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */

@@ -402,12 +402,13 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
                  : r->ac;
     p->asking = asking;
     if (ac == NULL ||
-        (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK))
+        (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
+        redisAsyncCommandArgv(ac, reply_cb, p, argc, (const char **)argv,
+                              lens) != REDIS_OK)
         return -1;
-    return redisAsyncCommandArgv(ac, reply_cb, p, argc, (const char **)argv,
-                                 lens) == REDIS_OK
-               ? 0
-               : -1;
+    if (r->cluster != NULL)
+        sl_srv_cluster_sent(r->cluster, ac);
+    return 0;
 }
 
 /* A cluster node's MOVED, ASK or TRYAGAIN: the part goes again where it
@@ -443,6 +444,9 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     int current = r->state == UP &&
                   (r->cluster != NULL ? sl_srv_cluster_owns(r->cluster, ac)
                                       : r->ac == ac);
+
+    if (r->cluster != NULL && r->state != STOPPED)
+        sl_srv_cluster_replied(r->cluster, ac);
 
     if (!c->done) {
         char err[256];
@@ -487,6 +491,7 @@ static void timeout_cb(uv_timer_t *t)
 {
     sl_srv_redis *r = t->data;
     uint64_t now = uv_now(&r->w->loop);
+    int any_timed_out = 0;
     while (r->head != NULL && r->head->deadline <= now) {
         sl_srv_op *op = r->head;
         int timed_out = 0;
@@ -501,8 +506,11 @@ static void timeout_cb(uv_timer_t *t)
         if (timed_out && r->state == UP &&
             ++r->failures >= r->w->server->cfg.redis_breaker)
             go_down(r, "timeouts");
+        any_timed_out |= timed_out;
         round_done(op); /* unqueues it */
     }
+    if (any_timed_out && r->cluster != NULL && r->state == UP)
+        sl_srv_cluster_timed_out(r->cluster);
     arm_timeout(r);
 }
 
@@ -529,7 +537,8 @@ int sl_srv_redis_init(sl_srv_worker *w)
         return -1;
     sl_redis_store_endpoint(w->server->redis_store, &ep);
     if (ep.n_seeds > 0 &&
-        (r->cluster = sl_srv_cluster_new(&w->loop, &ep)) == NULL) {
+        (r->cluster = sl_srv_cluster_new(
+             &w->loop, &ep, w->server->cfg.redis_timeout_ms)) == NULL) {
         free(r);
         return -1;
     }
