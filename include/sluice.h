@@ -207,6 +207,15 @@ typedef struct sl_redis_options {
     int64_t extra_ttl_ms;
     /* Longest accepted key in bytes; 0 means 4096. */
     size_t max_key_len;
+    /* Redis Cluster: which part of a key is its hash tag, so which keys
+     * share a slot (and can be decided in one atomic call).  0: the whole
+     * key (every limit of one key shares a slot).  A byte d: the key's
+     * bytes before its first d (the whole key if it has none), so that
+     * "tenant-a/user-1" and "tenant-a/user-2" share a slot with d = '/':
+     * all of a tenant's keys then live on one master (docs/stores.md).
+     * Not '{' or '}'.  The name a key gets changes with it: keep one
+     * value for the life of the data. */
+    char tag_delimiter;
     /* 1: sl_redis_store_new() only checks the options and connects on
      * the first check (or never, for a store used only to build
      * asynchronous calls: sl_redis_call_new()).  0: connect at once. */

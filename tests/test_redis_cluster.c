@@ -434,6 +434,46 @@ static void test_multi_items(void **state)
     sl_store_free(s);
 }
 
+/* tag_delimiter: keys with one tag share a slot, so a call over them is
+ * one atomic part again. */
+static void test_tag_delimiter(void **state)
+{
+    sl_redis_options o = {.url = seed_url, .tag_delimiter = '/'};
+    sl_store *s = NULL;
+    char err[256];
+    sl_limit *one = make_limit(SL_FIXED_WINDOW, 1);
+    sl_limit *five = make_limit(SL_FIXED_WINDOW, 5);
+    sl_nanos now = sl_clock_realtime();
+    sl_decision each[2], overall;
+    int64_t costs[2] = {1, 1};
+    (void)state;
+    assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), 0);
+    /* Without the option these two keys are in two slots. */
+    assert_int_not_equal(slot_of("tenant-a/x"), slot_of("tenant-a/y"));
+    sl_check_item items[2] = {{one, "tenant-a/x", 10},
+                              {five, "tenant-a/y", 10}};
+    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, &overall),
+                     0);
+    assert_true(overall.allowed);
+    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, &overall),
+                     0);
+    assert_false(overall.allowed);
+    assert_int_equal(each[1].remaining, 4); /* atomic: nothing consumed */
+    /* Both keys are in the tag's slot, under "{tenant-a}/...". */
+    int slot = slot_of("tenant-a");
+    redisReply *r =
+        admin_cmd(master_of(0, slot), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    assert_non_null(r);
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+    sl_store_free(s);
+
+    o.tag_delimiter = '{';
+    assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), SL_EINVAL);
+    sl_limit_free(one);
+    sl_limit_free(five);
+}
+
 /* Moves slot from its master to another, the way redis-cli --cluster
  * reshard does, with a check of key between each step. */
 static void test_migration(void **state)
@@ -569,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_slots_match_the_servers),
         cmocka_unit_test(test_exact_across_slots),
         cmocka_unit_test(test_multi_items),
+        cmocka_unit_test(test_tag_delimiter),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_failover),
     };

@@ -205,6 +205,23 @@ try:
     check("cross-slot: the slot that allowed kept its count (5 - 2 = 3 left)",
           s3 == 200 and b3["descriptors"][0]["remaining"] == 3, b3)
 
+    # --redis-hash-tag domain: every key of a domain in one slot, so the
+    # same request is all or nothing again.
+    dom = Node("dom", url, "--redis-failure", "fail_closed", "--redis-hash-tag", "domain")
+    dom.wait_status("up")
+    two = [{"entries": [{"key": "one", "value": "x3"}]},
+           {"entries": [{"key": "five", "value": "x4"}]}]
+    s1, _, _, _ = dom.post(two)
+    s2, b2, _, _ = dom.post(two)
+    s3, b3, _, _ = dom.post(two[1:], hits=0)
+    ka, kb = find_key(ms, "sl:*one*x3*"), find_key(ms, "sl:*five*x4*")
+    check("hash tag domain: both keys in the domain's slot",
+          ka and kb and key_slot(ka) == key_slot(kb) and "{4:test}" in ka, (ka, kb))
+    check("hash tag domain: the refused request consumed nothing (5 - 1 = 4 left)",
+          (s1, s2, s3) == (200, 429, 200) and b3["descriptors"][0]["remaining"] == 4,
+          (s1, s2, s3, b3))
+    check("dom exits 0 on SIGTERM", dom.stop() == 0)
+
     # A slot migrated under load: ASK while its keys move, MOVED after.
     for n in nodes:
         n.check("fixed_window", "mig")

@@ -77,6 +77,7 @@ typedef struct sl_srv_config {
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
+    int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes;                 /* local policy: the limit divided by this */
 } sl_srv_config;
 

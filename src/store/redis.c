@@ -50,6 +50,7 @@ typedef struct redis_store {
     /* Options, owned copies. */
     char *host, *unix_path, *user, *password, *prefix;
     int port, db, timeout_ms, use_server_time;
+    char tag_delimiter; /* 0: the whole key is the hash tag */
     int64_t extra_ttl_ms;
     /* redis-cluster://: the seed nodes, and the routing (redis_cluster.c)
      * made on the first check; n_seeds 0 for a plain store. */
@@ -272,6 +273,11 @@ static int set_options(redis_store *rs, const sl_redis_options *o, char *err,
                 (long long)o->extra_ttl_ms);
         return SL_EINVAL;
     }
+    if (o->tag_delimiter == '{' || o->tag_delimiter == '}') {
+        set_err(err, errlen, "tag delimiter may not be '{' or '}'");
+        return SL_EINVAL;
+    }
+    rs->tag_delimiter = o->tag_delimiter;
     if (strpbrk(prefix, "{}") != NULL) {
         set_err(err, errlen,
                 "key prefix may not contain '{' or '}' (the hash tag): '%s'",
@@ -568,23 +574,32 @@ static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
 }
 
 /* The key of an item: prefix, the limit's identity, then the caller's key
- * as the Cluster hash tag, so that every limit of one client key lands in
- * one slot (docs/stores.md).  Returns the length written to out, which
+ * with its hash tag in braces, so that every limit of one client key lands
+ * in one slot (docs/stores.md): "{key}", or with a tag delimiter d,
+ * "{tag}rest" where tag is the key before its first d and rest the d and
+ * what follows.  Names stay distinct: the tag has no d and the rest is
+ * empty or starts with one.  Returns the length written to out, which
  * has room for the prefix, IDENT_HEX + 3 bytes and the key. */
 static size_t key_name(const redis_store *rs, const sl_check_item *it,
                        char *out)
 {
-    size_t n = strlen(rs->prefix);
+    size_t n = strlen(rs->prefix), tag = it->key_len;
+    const char *d;
     memcpy(out, rs->prefix, n);
     for (int i = IDENT_HEX - 1; i >= 0; i--)
         out[n++] = "0123456789abcdef"[(it->limit->ident >> (4 * i)) & 15];
     out[n++] = ':';
     out[n++] = '{';
-    if (it->key_len > 0)
-        memcpy(out + n, it->key, it->key_len);
-    n += it->key_len;
+    if (rs->tag_delimiter != 0 && it->key_len > 0 &&
+        (d = memchr(it->key, rs->tag_delimiter, it->key_len)) != NULL)
+        tag = (size_t)(d - (const char *)it->key);
+    if (tag > 0)
+        memcpy(out + n, it->key, tag);
+    n += tag;
     out[n++] = '}';
-    return n;
+    if (it->key_len > tag)
+        memcpy(out + n, (const char *)it->key + tag, it->key_len - tag);
+    return n + it->key_len - tag;
 }
 
 /* Maps a script's error reply to a code: its first word names it. */
