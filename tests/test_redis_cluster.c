@@ -394,38 +394,42 @@ static void test_exact_across_slots(void **state)
     }
 }
 
+/* Decides items[0..1] (limits 1 and 5, cost 1 each) twice: the first
+ * call is allowed, the second refused by the limit of 1; each[] and
+ * *overall are the second's. */
+static void twice(sl_store *s, const sl_check_item *items, sl_decision *each,
+                  sl_decision *overall)
+{
+    const int64_t costs[2] = {1, 1};
+    sl_nanos now = sl_clock_realtime();
+    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, overall),
+                     0);
+    assert_true(overall->allowed);
+    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, overall),
+                     0);
+    assert_false(overall->allowed);
+    assert_false(each[0].allowed);
+}
+
 /* Two keys in different slots, decided together. */
 static void test_multi_items(void **state)
 {
     sl_store *s = cluster_store(2000);
     sl_limit *one = make_limit(SL_FIXED_WINDOW, 1);
     sl_limit *five = make_limit(SL_FIXED_WINDOW, 5);
-    sl_nanos now = sl_clock_realtime();
     sl_decision each[2], overall;
     (void)state;
 
     /* One client key: one slot, all or nothing as on one Redis. */
     sl_check_item same[2] = {{one, "multi:u", 7}, {five, "multi:u", 7}};
-    int64_t costs[2] = {1, 1};
-    assert_int_equal(sl_check_costs(s, same, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_true(overall.allowed);
-    assert_int_equal(sl_check_costs(s, same, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_false(overall.allowed);
+    twice(s, same, each, &overall);
     assert_int_equal(each[1].remaining, 4); /* the refusal consumed nothing */
 
     /* Two client keys in two slots: each slot decided on its own; the
      * request is refused, and the slot that allowed keeps its count. */
     assert_int_not_equal(slot_of("multi:a"), slot_of("multi:b"));
     sl_check_item split[2] = {{one, "multi:a", 7}, {five, "multi:b", 7}};
-    assert_int_equal(sl_check_costs(s, split, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_true(overall.allowed);
-    assert_int_equal(sl_check_costs(s, split, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_false(overall.allowed);
-    assert_false(each[0].allowed);
+    twice(s, split, each, &overall);
     assert_true(each[1].allowed);
     assert_int_equal(each[1].remaining, 3);
     assert_int_equal(overall.remaining, 0);
@@ -443,21 +447,14 @@ static void test_tag_delimiter(void **state)
     char err[256];
     sl_limit *one = make_limit(SL_FIXED_WINDOW, 1);
     sl_limit *five = make_limit(SL_FIXED_WINDOW, 5);
-    sl_nanos now = sl_clock_realtime();
     sl_decision each[2], overall;
-    int64_t costs[2] = {1, 1};
     (void)state;
     assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), 0);
     /* Without the option these two keys are in two slots. */
     assert_int_not_equal(slot_of("tenant-a/x"), slot_of("tenant-a/y"));
     sl_check_item items[2] = {{one, "tenant-a/x", 10},
                               {five, "tenant-a/y", 10}};
-    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_true(overall.allowed);
-    assert_int_equal(sl_check_costs(s, items, costs, 2, now, 0, each, &overall),
-                     0);
-    assert_false(overall.allowed);
+    twice(s, items, each, &overall);
     assert_int_equal(each[1].remaining, 4); /* atomic: nothing consumed */
     /* Both keys are in the tag's slot, under "{tenant-a}/...". */
     int slot = slot_of("tenant-a");
