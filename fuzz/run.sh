@@ -13,7 +13,9 @@
 # HTTP framing: JSON bodies of /v1/check and /json, the query and
 # Sluice-* headers of /v1/auth), fuzz_proxy (the proxy's request target,
 # path normalisation, header gathering and filtering, client address and
-# descriptors).  Each starts from the
+# descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
+# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots).
+# Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
 # and makes the script exit 1.  Reproduce one with
@@ -24,7 +26,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

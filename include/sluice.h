@@ -178,8 +178,10 @@ SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
  * the duration of sl_redis_store_new() only (the store copies them).
  */
 typedef struct sl_redis_options {
-    /* "redis://[[user]:password@]host[:port][/db]" or
-     * "unix:/path/to/socket[?db=N]"; when set it overrides host, port,
+    /* "redis://[[user]:password@]host[:port][/db]",
+     * "unix:/path/to/socket[?db=N]" or, for Redis Cluster,
+     * "redis-cluster://[[user]:password@]host:port[,host:port...]" (seed
+     * nodes; the slot map is read from them); when set it overrides host, port,
      * unix_path, db, user and password.  NULL: use the fields below. */
     const char *url;
     const char *host;      /* NULL: "127.0.0.1" (ignored with unix_path) */
@@ -205,6 +207,15 @@ typedef struct sl_redis_options {
     int64_t extra_ttl_ms;
     /* Longest accepted key in bytes; 0 means 4096. */
     size_t max_key_len;
+    /* Redis Cluster: which part of a key is its hash tag, so which keys
+     * share a slot (and can be decided in one atomic call).  0: the whole
+     * key (every limit of one key shares a slot).  A byte d: the key's
+     * bytes before its first d (the whole key if it has none), so that
+     * "tenant-a/user-1" and "tenant-a/user-2" share a slot with d = '/':
+     * all of a tenant's keys then live on one master (docs/stores.md).
+     * Not '{' or '}'.  The name a key gets changes with it: keep one
+     * value for the life of the data. */
+    char tag_delimiter;
     /* 1: sl_redis_store_new() only checks the options and connects on
      * the first check (or never, for a store used only to build
      * asynchronous calls: sl_redis_call_new()).  0: connect at once. */
@@ -369,6 +380,11 @@ typedef struct sl_redis_endpoint {
     const char *user;
     const char *password;
     int timeout_ms;
+    /* A redis-cluster:// store: its seed nodes (host and port are the
+     * first); n_seeds is 0 for a plain store. */
+    size_t n_seeds;
+    const char *const *seed_hosts;
+    const int *seed_ports;
 } sl_redis_endpoint;
 
 /* 0, or SL_EINVAL when store is not a Redis store. */
@@ -417,6 +433,79 @@ SL_EXPORT int sl_redis_call_read(const sl_redis_call *call, const void *reply,
                                  char *errbuf, size_t errlen);
 
 SL_EXPORT void sl_redis_call_free(sl_redis_call *call); /* NULL: no-op */
+
+/* ---------------------------------------------------------------------
+ * Redis Cluster (docs/stores.md, "Redis Cluster")
+ *
+ * A store made with a "redis-cluster://" URL routes each script call to
+ * the master that holds its keys' slot.  A call whose items' keys fall in
+ * several slots is made of several parts, one script call per slot, each
+ * atomic on its own; the request is allowed only if every part allows,
+ * and a part that allowed keeps what it consumed even when another part
+ * refused.  The functions below give an event loop what it needs to do
+ * the routing itself: slots, redirections, the slot map, and the parts.
+ * ------------------------------------------------------------------ */
+
+#define SL_REDIS_SLOTS 16384
+#define SL_REDIS_MAX_NODES 1024 /* masters in one slot map */
+
+/* The Cluster slot of a key name: CRC16 (XMODEM) mod 16384 of its hash
+ * tag (the bytes between the first '{' and the next '}', if not empty),
+ * else of the whole name. */
+SL_EXPORT int sl_redis_key_slot(const void *key, size_t len);
+
+/* A "MOVED slot host:port" or "ASK slot host:port" error reply.  host is
+ * "" when the node does not know its address (use the one that answered). */
+typedef struct sl_redis_redirect {
+    int ask; /* 1: ASK (this call only), 0: MOVED (the slot has moved) */
+    int slot;
+    char host[256];
+    int port;
+} sl_redis_redirect;
+
+/* 0 and *out filled, or -1 when (err, len) is not a redirection. */
+SL_EXPORT int sl_redis_redirect_parse(const char *err, size_t len,
+                                      sl_redis_redirect *out);
+
+/* Which master serves each slot, from a CLUSTER SLOTS reply. */
+typedef struct sl_redis_slot_map sl_redis_slot_map;
+
+/* reply: a hiredis `redisReply *` to CLUSTER SLOTS (borrowed);
+ * default_host stands for a node that reports its host as "" or "?" (the
+ * host the reply came from).  0 and *out (the caller frees it with
+ * sl_redis_slot_map_free()), or SL_EINVAL for a malformed reply, one
+ * with no slot, or more than SL_REDIS_MAX_NODES masters. */
+SL_EXPORT int sl_redis_slot_map_new(const void *reply, const char *default_host,
+                                    sl_redis_slot_map **out);
+/* The index of the master of slot, or -1 if no node serves it. */
+SL_EXPORT int sl_redis_slot_map_node(const sl_redis_slot_map *map, int slot);
+SL_EXPORT size_t sl_redis_slot_map_nodes(const sl_redis_slot_map *map);
+/* Node i's host (borrowed from the map) and *port. */
+SL_EXPORT const char *sl_redis_slot_map_host(const sl_redis_slot_map *map,
+                                             size_t node, int *port);
+SL_EXPORT void sl_redis_slot_map_free(sl_redis_slot_map *map); /* NULL ok */
+
+/* A call's parts: 1 on a plain store (sl_redis_call_argv() and
+ * sl_redis_call_read() are part 0; sl_redis_call_read() refuses a call of
+ * several parts with SL_EINVAL), one per slot on a cluster store, in
+ * ascending slot order. */
+SL_EXPORT size_t sl_redis_call_parts(const sl_redis_call *call);
+/* Part p's slot (-1 on a plain store) and command, as sl_redis_call_argv(). */
+SL_EXPORT int sl_redis_call_part_slot(const sl_redis_call *call, size_t part);
+SL_EXPORT int sl_redis_call_part_argv(const sl_redis_call *call, size_t part,
+                                      const char *const **argv,
+                                      const size_t **lens);
+SL_EXPORT void sl_redis_call_part_use_eval(sl_redis_call *call, size_t part);
+/* Decodes part p's reply and keeps its items' decisions in the call:
+ * returns as sl_redis_call_read().  A MOVED or ASK error reply is
+ * SL_ESTORE here: the caller parses it first (sl_redis_redirect_parse). */
+SL_EXPORT int sl_redis_call_read_part(sl_redis_call *call, size_t part,
+                                      const void *reply, char *errbuf,
+                                      size_t errlen);
+/* Once every part has been read with 0: each[] and *overall (either may
+ * be NULL) as sl_check_costs() fills them. */
+SL_EXPORT void sl_redis_call_result(const sl_redis_call *call,
+                                    sl_decision *each, sl_decision *overall);
 
 /* ---------------------------------------------------------------------
  * Clocks (for callers; the decision path never reads one)

@@ -32,6 +32,7 @@ typedef struct tu_redis {
     char dir[128];
     char sock[192];
     char url[256];
+    int cluster_node_timeout_ms; /* > 0: start a Cluster node */
 } tu_redis;
 
 /* A port no one listens on now: bind port 0 and ask which we got.  Another
@@ -97,10 +98,27 @@ static inline int tu_redis_start(tu_redis *r)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execlp("redis-server", "redis-server", "--port", port, "--bind",
-               "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
-               "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
-               "--daemonize", "no", (char *)NULL);
+        if (r->cluster_node_timeout_ms > 0) {
+            /* A Cluster node: its config file lives in its directory, its
+             * bus on a free port of its own (the default, port + 10000,
+             * may be taken or past 65535). */
+            char timeout[16], bus[16];
+            snprintf(timeout, sizeof(timeout), "%d",
+                     r->cluster_node_timeout_ms);
+            snprintf(bus, sizeof(bus), "%d", tu_free_port());
+            execlp("redis-server", "redis-server", "--port", port, "--bind",
+                   "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                   r->dir, "--daemonize", "no", "--cluster-enabled", "yes",
+                   "--cluster-config-file", "nodes.conf",
+                   "--cluster-node-timeout", timeout, "--cluster-port", bus,
+                   "--repl-diskless-sync-delay", "0",
+                   "--cluster-replica-validity-factor", "0", (char *)NULL);
+        } else {
+            execlp("redis-server", "redis-server", "--port", port, "--bind",
+                   "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
+                   "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
+                   "--daemonize", "no", (char *)NULL);
+        }
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* 10 s */
@@ -143,6 +161,8 @@ static inline void tu_redis_cleanup(tu_redis *r)
     if (r->dir[0] == '\0')
         return;
     snprintf(path, sizeof(path), "%s/redis.log", r->dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/nodes.conf", r->dir);
     unlink(path);
     unlink(r->sock);
     rmdir(r->dir);

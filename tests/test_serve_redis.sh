@@ -10,64 +10,60 @@
 # than it plus SL_MARGIN_MS (default 300).
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+if ! command -v redis-server >/dev/null; then
+  echo "FAIL redis-server is not installed (scripts/deps.sh installs it)"
+  exit 1
+fi
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import json, os, signal, sys, tempfile, time
-import urllib.request, urllib.error
+import os, signal, socket, subprocess, sys, tempfile, threading, time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-SLUICE = sys.argv[1]
-sys.path.insert(0, os.path.join(sys.argv[2], "tests/sh"))
-import harness
-from harness import check
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
+import serve
+from serve import check, free_port, procs
 
+SLUICE = sys.argv[1]
 TIMEOUT_MS = int(os.environ.get("SL_REDIS_TIMEOUT_MS", "50"))
 MARGIN_MS = int(os.environ.get("SL_MARGIN_MS", "300"))
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
 tmp = tempfile.mkdtemp()
+REDIS_PORT = free_port()
 REDIS_SOCK = os.path.join(tmp, "redis.sock")
-redis = harness.Redis(REDIS_SOCK)
-REDIS_PORT = redis.port
+redis = None
 
-ALGS = ["token_bucket", "gcra", "leaky_bucket", "fixed_window",
-        "sliding_log", "sliding_window", "stepped_window"]
-L = 20
-rules = os.path.join(tmp, "rules.yaml")
-with open(rules, "w") as f:
-    f.write("domain: test\ndescriptors:\n")
-    for a in ALGS:
-        f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
-                "requests_per_unit: %d}\n" % (a, a, L))
-    # Per-rule failure policies, overriding --redis-failure.
-    f.write("  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
-            "store_failure: fail_closed}\n")
-    f.write("  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
-            "store_failure: fail_open}\n")
-    # A shadow-mode rule: decided on Redis too, never vetoes.
-    f.write("  - key: shadow\n    shadow_mode: true\n    rate_limit: "
-            "{unit: hour, requests_per_unit: 1}\n")
-
-class Node(harness.Daemon):
-    def __init__(self, name, *flags):
-        super().__init__(name, [SLUICE, "serve", "--rules", rules, "--threads", "2",
-                                "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags), tmp)
-
-    def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
-
-    def check(self, key, value, hits=None):
-        """POST /v1/check: (status, body dict, headers, seconds)."""
-        body = {"domain": "test", "descriptors": [{"entries": [{"key": key, "value": value}]}]}
-        if hits is not None:
-            body["hits"] = hits
-        req = urllib.request.Request(self.url("/v1/check"), json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        t0 = time.monotonic()
+def start_redis():
+    global redis
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+         "--unixsocket", REDIS_SOCK, "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(redis)
+    for _ in range(200):
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                status, data, hdrs = r.status, r.read(), r.headers
-        except urllib.error.HTTPError as e:
-            status, data, hdrs = e.code, e.read(), e.headers
-        return status, json.loads(data or b"{}"), hdrs, time.monotonic() - t0
+            socket.create_connection(("127.0.0.1", REDIS_PORT), 0.1).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise SystemExit("redis-server did not start")
+
+ALGS = serve.ALGS
+L = 20
+rules = serve.rules_file(
+    tmp, L,
+    # Per-rule failure policies, overriding --redis-failure.
+    "  - key: strict\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+    "store_failure: fail_closed}\n"
+    "  - key: lenient\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+    "store_failure: fail_open}\n"
+    # A shadow-mode rule: decided on Redis too, never vetoes.
+    "  - key: shadow\n    shadow_mode: true\n    rate_limit: "
+    "{unit: hour, requests_per_unit: 1}\n")
+
+class Node(serve.Node):
+    def __init__(self, name, *flags):
+        super().__init__(SLUICE, tmp, name, rules, "--threads", "2",
+                         "--redis-timeout", "%dms" % TIMEOUT_MS, *flags)
 
     def auth(self, key, value):
         """GET /v1/auth (nginx's auth_request): the status."""
@@ -79,31 +75,15 @@ class Node(harness.Daemon):
         except urllib.error.HTTPError as e:
             return e.code
 
-    def get(self, path):
-        try:
-            with urllib.request.urlopen(self.url(path), timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def metric(self, name):
-        for line in self.get("/metrics")[1].splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
-
-    def store_status(self):
-        return json.loads(self.get("/readyz")[1]).get("store_status")
-
-    def wait_status(self, want):
-        return harness.wait_until(lambda: self.store_status() == want)
-
 def storm(nodes, key, value, n, workers=24):
     """n concurrent checks spread over nodes; the results in a list."""
-    return harness.storm(lambda i: nodes[i % len(nodes)].check(key, value), n, workers)
+    def one(i):
+        return nodes[i % len(nodes)].check(key, value)
+    with ThreadPoolExecutor(workers) as ex:
+        return list(ex.map(one, range(n)))
 
 try:
-    redis.start()
+    start_redis()
     nodes = [Node("n%d" % i, "--store", "redis://127.0.0.1:%d" % REDIS_PORT)
              for i in range(3)]
     for n in nodes:
@@ -191,7 +171,7 @@ try:
               "allowed %d of %d" % (allowed, n_local))
 
     # SIGSTOP: Redis accepts nothing; timeouts, then the breaker.
-    redis.proc.send_signal(signal.SIGSTOP)
+    redis.send_signal(signal.SIGSTOP)
     under_outage("paused")
     for n in pol:
         check("paused: %s still ready, store down or degraded" % n.name,
@@ -204,19 +184,29 @@ try:
           (local.metric('sluice_store_fallback_decisions_total{policy="local"}') or 0) > 0 and
           (fopen.metric('sluice_store_fallback_decisions_total{policy="fail_open"}') or 0) > 0 and
           (fclosed.metric('sluice_store_fallback_decisions_total{policy="fail_closed"}') or 0) > 0)
-    redis.proc.send_signal(signal.SIGCONT)
+    redis.send_signal(signal.SIGCONT)
     check("SIGCONT: every node recovers by itself",
           all(n.wait_status("up") for n in pol + nodes),
           [n.store_status() for n in pol + nodes])
     check("SIGCONT: sluice_store_up is 1", all(n.metric("sluice_store_up") == 1 for n in pol))
 
     # Kill Redis under load: connection lost, then the breaker.
-    def one(i):
-        s, _, _, dt = pol[i % 3].check("fixed_window", "load-%d" % (i % 7))
-        return pol[i % 3].name, s, dt
-    load = harness.Load(one)
+    stop_load = threading.Event()
+    worst = [0.0]
+    statuses = set()
+    def load():
+        i = 0
+        while not stop_load.is_set():
+            s, _, _, dt = pol[i % 3].check("fixed_window", "load-%d" % (i % 7))
+            worst[0] = max(worst[0], dt)
+            statuses.add((pol[i % 3].name, s))
+            i += 1
+    ths = [threading.Thread(target=load) for _ in range(12)]
+    for th in ths:
+        th.start()
     time.sleep(0.3)
     redis.kill()
+    redis.wait()
     time.sleep(0.5)
     under_outage("killed")
     st_local = local.store_status()
@@ -224,12 +214,19 @@ try:
     check("killed: breaker transitions counted",
           (local.metric('sluice_store_breaker_transitions_total{to="open"}') or 0) >= 2)
     # Restart on the same port: recovery without a restart of the nodes.
-    redis.start()
+    start_redis()
     check("restarted: every node recovers by itself",
           all(n.wait_status("up") for n in pol + nodes),
           [n.store_status() for n in pol + nodes])
     time.sleep(0.2)
-    load.check(bound + 0.5, ["closed"])
+    stop_load.set()
+    for th in ths:
+        th.join(15)
+    check("under load: no request waited past the bound (worst %.0f ms)" % (worst[0] * 1000),
+          worst[0] <= bound + 0.5, worst[0])
+    check("under load: only policy answers",
+          all(s in ((200, 429) if n != "closed" else (200, 429, 503)) for n, s in statuses),
+          sorted(statuses))
     # Decisions are shared again: exactly L over all six nodes.
     res = storm(nodes + pol, "sliding_window", "after-restart", 4 * L)
     allowed = sum(1 for s, _, _, _ in res if s == 200)
@@ -241,6 +238,6 @@ try:
         check("%s exits 0 on SIGTERM" % n.name, rc == 0,
               "status %s; log: %s" % (rc, open(n.log).read()[-2000:]))
 finally:
-    harness.kill_all()
-sys.exit(harness.failed)
+    serve.cleanup()
+sys.exit(serve.failed)
 PY

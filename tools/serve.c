@@ -27,13 +27,17 @@ static const char serve_usage[] =
     "  --threads N             event-loop threads (0: one per core)\n"
     "  --store STORE           where counters live: memory (the default),\n"
     "                          redis://[[user]:pass@]host[:port][/db] or\n"
-    "                          unix:/path/redis.sock[?db=N]\n"
+    "                          unix:/path/redis.sock[?db=N] or\n"
+    "                          redis-cluster://host:port[,host:port...]\n"
     "  --redis-timeout D       wait on Redis per call, then fail (5ms)\n"
     "  --redis-failure P       when Redis cannot decide: local (default;\n"
     "                          the embedded store, limits divided by\n"
     "                          --nodes), fail_open, fail_closed (503)\n"
     "  --redis-breaker N       consecutive failures that open the circuit\n"
     "                          breaker (3)\n"
+    "  --redis-hash-tag T      Redis Cluster: keys sharing a slot, so a\n"
+    "                          request decided atomically: key (default;\n"
+    "                          each descriptor's) or domain (all of it)\n"
     "  --nodes N               sluice serve nodes sharing the Redis: the\n"
     "                          local policy's divisor (1)\n"
     "  --store-bytes N         memory cap of the store (0: 256 MiB)\n"
@@ -122,6 +126,7 @@ enum {
     REDIS_TIMEOUT,
     REDIS_FAILURE,
     REDIS_BREAKER,
+    REDIS_HASH_TAG,
     NODES,
     HELP
 };
@@ -144,6 +149,7 @@ static const struct option opts[] = {
     {"redis-timeout", required_argument, NULL, REDIS_TIMEOUT},
     {"redis-failure", required_argument, NULL, REDIS_FAILURE},
     {"redis-breaker", required_argument, NULL, REDIS_BREAKER},
+    {"redis-hash-tag", required_argument, NULL, REDIS_HASH_TAG},
     {"nodes", required_argument, NULL, NODES},
     {"help", no_argument, NULL, HELP},
     {NULL, 0, NULL, 0},
@@ -172,12 +178,13 @@ static int apply(int opt, const char *where, const char *val,
         if (strcmp(val, "memory") == 0) {
             cfg->redis_url = NULL;
         } else if (strncmp(val, "redis://", 8) == 0 ||
-                   strncmp(val, "unix:", 5) == 0) {
+                   strncmp(val, "unix:", 5) == 0 ||
+                   strncmp(val, "redis-cluster://", 16) == 0) {
             cfg->redis_url = val; /* checked by sl_redis_store_new */
         } else {
             fprintf(stderr,
                     "sluice serve: %s: unknown store: '%s' (memory, "
-                    "redis://... or unix:...)\n",
+                    "redis://..., unix:... or redis-cluster://...)\n",
                     where, val);
             bad = 1;
         }
@@ -195,6 +202,15 @@ static int apply(int opt, const char *where, const char *val,
             fprintf(stderr,
                     "sluice serve: %s: expected local, fail_open or "
                     "fail_closed: '%s'\n",
+                    where, val);
+            bad = 1;
+        }
+        break;
+    case REDIS_HASH_TAG:
+        if (strcmp(val, "key") == 0 || strcmp(val, "domain") == 0) {
+            cfg->redis_tag_domain = val[0] == 'd';
+        } else {
+            fprintf(stderr, "sluice serve: %s: expected key or domain: '%s'\n",
                     where, val);
             bad = 1;
         }

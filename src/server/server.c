@@ -168,6 +168,10 @@ int sl_server_run(const sl_srv_config *cfg)
          * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
         sl_redis_options ro = {
             .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
+        /* A counter key is "len:domain" then ",len:key=len:value" per
+         * entry (sl_rules_match): up to the first ',' is the domain. */
+        if (cfg->redis_tag_domain)
+            ro.tag_delimiter = ',';
         char err[256];
         if (sl_redis_store_new(&ro, &s->redis_store, err, sizeof(err)) != 0) {
             fprintf(stderr, "sluice serve: --store: %s\n", err);

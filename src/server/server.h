@@ -81,6 +81,7 @@ typedef struct sl_srv_config {
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
+    int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes;                 /* local policy: the limit divided by this */
 } sl_srv_config;
 
@@ -246,6 +247,43 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
                  const sl_rule_failure *failure, sl_decision *each,
                  sl_decision *overall, char *err, size_t errlen);
 int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
+
+/* redis_cluster.c: a worker's links to a Redis Cluster's masters, for
+ * store_redis.c (which it explains).  Links are hiredis async contexts
+ * on the worker's loop; each is NULL when it cannot be made now. */
+typedef struct sl_srv_cluster sl_srv_cluster;
+struct redisAsyncContext;
+/* timeout_ms: how long a link may take to connect (--redis-timeout). */
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+                                   uint64_t timeout_ms);
+void sl_srv_cluster_free(sl_srv_cluster *cl); /* NULL: no-op */
+/* The link to the master of slot by the map (a refresh if unknown). */
+struct redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot);
+/* The link to (host, port), made if new. */
+struct redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl,
+                                                 const char *host, int port);
+int sl_srv_cluster_owns(sl_srv_cluster *cl, const struct redisAsyncContext *ac);
+/* The host of a link ("" if not one), for a redirection without one. */
+const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
+                                   const struct redisAsyncContext *ac);
+/* A CLUSTER SLOTS reply from host becomes the map: 0 or -1. */
+int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
+                           const char *host);
+void sl_srv_cluster_refresh(sl_srv_cluster *cl); /* asynchronous */
+/* Where the breaker's next probe connects (seeds and known masters in
+ * turn); borrowed. */
+const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port);
+/* What store_redis.c sent on a link, and each answer (or NULL reply)
+ * it got: a link owing answers for a whole timeout is taken for dead. */
+void sl_srv_cluster_sent(sl_srv_cluster *cl,
+                         const struct redisAsyncContext *ac);
+void sl_srv_cluster_replied(sl_srv_cluster *cl,
+                            const struct redisAsyncContext *ac);
+/* After calls timed out: drops the links that owe answers for a whole
+ * timeout, reads the map again. */
+void sl_srv_cluster_timed_out(sl_srv_cluster *cl);
+/* Drops every link: their calls in flight get no reply. */
+void sl_srv_cluster_close(sl_srv_cluster *cl);
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
 const char *sl_srv_fail_name(int reason);
 void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);

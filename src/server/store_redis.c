@@ -36,6 +36,16 @@
  * within max(--redis-timeout, 200 ms) close the breaker ("up"), anything
  * else opens it again with a longer backoff.  Transitions are logged to
  * stderr and counted.
+ *
+ * Redis Cluster (redis-cluster://).  A call is made of parts, one per
+ * slot of its keys (sl_redis_call_parts), each sent on the link to its
+ * slot's master (redis_cluster.c routes); the call is done when every
+ * part is, and fails with the first that fails.  A part answered MOVED,
+ * ASK or TRYAGAIN is sent again where the answer says, at most MAX_HOPS
+ * times, within the same deadline.  The probe is a seed's AUTH, SCRIPT
+ * LOAD and CLUSTER SLOTS (the slot map), after which that connection is
+ * closed: the breaker, timeouts and failure policy are the worker's, for
+ * the whole cluster, as for one Redis.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,11 +62,25 @@
 #define PROBE_MIN_MS 200
 /* A recorded call whose store failed: decided by the policy on replay. */
 #define CALL_FAILED 1
+/* Redirections one part of a call follows (MOVED, ASK, TRYAGAIN). */
+#define MAX_HOPS 5
 
 enum { DOWN, CONNECTING, UP, STOPPED };
 
+struct call_rec;
+
+/* One part of a call: what a hiredis callback is given. */
+typedef struct part_rec {
+    struct call_rec *c;
+    size_t index;
+    int hops;   /* redirections followed */
+    int asking; /* last sent after an ASK: a resend needs ASKING too */
+} part_rec;
+
 typedef struct call_rec {
     sl_srv_op *op;
+    part_rec *parts;
+    size_t n_parts, parts_left;
     sl_redis_call *call; /* NULL once its reply is read */
     uint64_t fp;         /* fingerprint of what was asked */
     size_t n;
@@ -85,7 +109,8 @@ struct sl_srv_op {
 
 struct sl_srv_redis {
     sl_srv_worker *w;
-    redisAsyncContext *ac;
+    redisAsyncContext *ac;   /* the one connection; with a cluster, the probe */
+    sl_srv_cluster *cluster; /* redis-cluster://: the links; else NULL */
     int state;
     int failures; /* consecutive, while UP */
     uint64_t backoff_ms;
@@ -130,6 +155,7 @@ static void op_unref(sl_srv_op *op)
         return;
     for (size_t i = 0; i < op->n_calls; i++) {
         sl_redis_call_free(op->calls[i]->call);
+        free(op->calls[i]->parts);
         free(op->calls[i]->each);
         free(op->calls[i]);
     }
@@ -210,6 +236,8 @@ static void go_down(sl_srv_redis *r, const char *why)
     r->state = DOWN;
     r->failures = 0;
     set_up(r, 0);
+    if (r->cluster != NULL)
+        sl_srv_cluster_close(r->cluster);
     if (was == UP) {
         atomic_fetch_add_explicit(&r->w->stats.breaker_opened, 1,
                                   memory_order_relaxed);
@@ -229,11 +257,13 @@ static void go_down(sl_srv_redis *r, const char *why)
         r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
 }
 
+/* The probe's replies that matter (priv); the others only must not fail. */
+static char probe_script, probe_slots;
+
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sl_srv_redis *r = ac->data;
     redisReply *rep = reply;
-    int last = priv != NULL; /* SCRIPT LOAD, the last of the probe */
     if (r == NULL || ac != r->ac || r->state != CONNECTING)
         return;
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
@@ -242,14 +272,25 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         go_down(r, "setup refused");
         return;
     }
-    if (!last)
-        return;
-    if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
-        go_down(r, "unexpected SCRIPT LOAD reply");
-        return;
+    if (priv == &probe_script) {
+        if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+            go_down(r, "unexpected SCRIPT LOAD reply");
+            return;
+        }
+        memcpy(r->sha, rep->str, 40);
+        r->sha[40] = '\0';
     }
-    memcpy(r->sha, rep->str, 40);
-    r->sha[40] = '\0';
+    if (priv != (r->cluster ? &probe_slots : &probe_script))
+        return; /* not the last of the probe */
+    if (r->cluster != NULL) {
+        if (sl_srv_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
+            go_down(r, "unexpected CLUSTER SLOTS reply");
+            return;
+        }
+        /* Calls go on the links; hiredis frees this after the callback. */
+        r->ac = NULL;
+        redisAsyncFree(ac);
+    }
     uv_timer_stop(&r->retry);
     r->state = UP;
     r->failures = 0;
@@ -286,6 +327,8 @@ static void start_connect(sl_srv_redis *r)
     sl_redis_endpoint ep;
     sl_srv_worker *w = r->w;
     sl_redis_store_endpoint(w->server->redis_store, &ep);
+    if (r->cluster != NULL)
+        ep.host = sl_srv_cluster_probe_target(r->cluster, &ep.port);
     redisAsyncContext *ac = ep.unix_path ? redisAsyncConnectUnix(ep.unix_path)
                                          : redisAsyncConnect(ep.host, ep.port);
     if (ac == NULL || ac->err) {
@@ -318,7 +361,11 @@ static void start_connect(sl_srv_redis *r)
         redisAsyncCommandArgv(ac, setup_reply_cb, NULL, 2, sel, NULL);
     }
     const char *load[3] = {"SCRIPT", "LOAD", sl_redis_script()};
-    redisAsyncCommandArgv(ac, setup_reply_cb, r, 3, load, NULL);
+    redisAsyncCommandArgv(ac, setup_reply_cb, &probe_script, 3, load, NULL);
+    if (r->cluster != NULL) {
+        const char *slots[2] = {"CLUSTER", "SLOTS"};
+        redisAsyncCommandArgv(ac, setup_reply_cb, &probe_slots, 2, slots, NULL);
+    }
     uint64_t probe = w->server->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
                    probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
@@ -335,29 +382,95 @@ static void retry_cb(uv_timer_t *t)
 
 /* ---- calls ---- */
 
+static void reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Sends one part: on the one connection, or on the link of its slot; to
+ * `to` after a redirection (with ASKING first after an ASK).  0, or -1
+ * when it cannot be sent now. */
+static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
+                     int asking)
+{
+    const char *const *argv;
+    const size_t *lens;
+    int argc = sl_redis_call_part_argv(p->c->call, p->index, &argv, &lens);
+    redisAsyncContext *ac = to;
+
+    if (ac == NULL)
+        ac = r->cluster
+                 ? sl_srv_cluster_link(r->cluster, sl_redis_call_part_slot(
+                                                       p->c->call, p->index))
+                 : r->ac;
+    p->asking = asking;
+    if (ac == NULL ||
+        (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
+        redisAsyncCommandArgv(ac, reply_cb, p, argc, (const char **)argv,
+                              lens) != REDIS_OK)
+        return -1;
+    if (r->cluster != NULL)
+        sl_srv_cluster_sent(r->cluster, ac);
+    return 0;
+}
+
+/* A cluster node's MOVED, ASK or TRYAGAIN: the part goes again where it
+ * says (a MOVED also refreshes the map).  1 when sent again. */
+static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
+                           const redisReply *rep)
+{
+    sl_redis_redirect rd = {0};
+    redisAsyncContext *to = ac;
+
+    if (rep == NULL || rep->type != REDIS_REPLY_ERROR || p->hops >= MAX_HOPS)
+        return 0;
+    if (strncmp(rep->str, "TRYAGAIN", 8) != 0) {
+        if (sl_redis_redirect_parse(rep->str, rep->len, &rd) != 0)
+            return 0;
+        if (!rd.ask)
+            sl_srv_cluster_refresh(r->cluster);
+        to = sl_srv_cluster_link_to(
+            r->cluster,
+            rd.host[0] ? rd.host : sl_srv_cluster_host_of(r->cluster, ac),
+            rd.port);
+    }
+    p->hops++;
+    return to != NULL && send_part(r, p, to, rd.ask) == 0;
+}
+
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
-    call_rec *c = priv;
+    part_rec *p = priv;
+    call_rec *c = p->c;
     sl_srv_op *op = c->op;
     sl_srv_redis *r = op->w->redis;
-    int current = r->ac == ac && r->state == UP;
+    int current = r->state == UP &&
+                  (r->cluster != NULL ? sl_srv_cluster_owns(r->cluster, ac)
+                                      : r->ac == ac);
+
+    if (r->cluster != NULL && r->state != STOPPED)
+        sl_srv_cluster_replied(r->cluster, ac);
 
     if (!c->done) {
         char err[256];
-        int rc = sl_redis_call_read(c->call, reply, c->each, &c->overall, err,
-                                    sizeof(err));
+        int rc;
+        if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
+            return; /* this callback's reference passes to the resend */
+        rc =
+            sl_redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
-            const char *const *argv;
-            const size_t *lens;
-            sl_redis_call_use_eval(c->call);
-            int argc = sl_redis_call_argv(c->call, &argv, &lens);
-            if (redisAsyncCommandArgv(ac, reply_cb, c, argc,
-                                      (const char **)argv, lens) == REDIS_OK)
+            sl_redis_call_part_use_eval(c->call, p->index);
+            if (send_part(r, p, ac, p->asking) == 0)
                 return; /* this callback's reference passes to the resend */
             rc = SL_ESTORE;
         }
+        if (rc == 0 && --c->parts_left > 0) {
+            if (current)
+                r->failures = 0;
+            op_unref(op); /* the call waits for its other parts */
+            return;
+        }
+        if (rc == 0)
+            sl_redis_call_result(c->call, c->each, &c->overall);
         if (rc == 0 || rc == SL_ERANGE || rc == SL_EINVAL) {
             c->done = 1;
             c->rc = rc;
@@ -378,6 +491,7 @@ static void timeout_cb(uv_timer_t *t)
 {
     sl_srv_redis *r = t->data;
     uint64_t now = uv_now(&r->w->loop);
+    int any_timed_out = 0;
     while (r->head != NULL && r->head->deadline <= now) {
         sl_srv_op *op = r->head;
         int timed_out = 0;
@@ -392,8 +506,11 @@ static void timeout_cb(uv_timer_t *t)
         if (timed_out && r->state == UP &&
             ++r->failures >= r->w->server->cfg.redis_breaker)
             go_down(r, "timeouts");
+        any_timed_out |= timed_out;
         round_done(op); /* unqueues it */
     }
+    if (any_timed_out && r->cluster != NULL && r->state == UP)
+        sl_srv_cluster_timed_out(r->cluster);
     arm_timeout(r);
 }
 
@@ -415,8 +532,16 @@ static void arm_timeout(sl_srv_redis *r)
 int sl_srv_redis_init(sl_srv_worker *w)
 {
     sl_srv_redis *r = calloc(1, sizeof(*r));
+    sl_redis_endpoint ep;
     if (r == NULL)
         return -1;
+    sl_redis_store_endpoint(w->server->redis_store, &ep);
+    if (ep.n_seeds > 0 &&
+        (r->cluster = sl_srv_cluster_new(
+             &w->loop, &ep, w->server->cfg.redis_timeout_ms)) == NULL) {
+        free(r);
+        return -1;
+    }
     r->w = w;
     r->backoff_ms = BACKOFF_MIN_MS;
     r->state = DOWN;
@@ -446,6 +571,8 @@ static void teardown(sl_srv_redis *r)
     set_up(r, 0);
     if (ac != NULL)
         redisAsyncFree(ac);
+    sl_srv_cluster_free(r->cluster);
+    r->cluster = NULL;
     uv_close((uv_handle_t *)&r->retry, handle_closed_cb);
     uv_close((uv_handle_t *)&r->timeout, handle_closed_cb);
 }
@@ -499,11 +626,22 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
         free(c);
         return rc;
     }
+    c->n_parts = c->parts_left = sl_redis_call_parts(c->call);
+    if ((c->parts = calloc(c->n_parts, sizeof(part_rec))) == NULL) {
+        sl_redis_call_free(c->call);
+        free(c->each);
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    for (size_t i = 0; i < c->n_parts; i++)
+        c->parts[i] = (part_rec){c, i, 0, 0};
     if (op->n_calls == op->cap) {
         size_t cap = op->cap ? 2 * op->cap : 4;
         call_rec **calls = realloc(op->calls, cap * sizeof(*calls));
         if (calls == NULL) {
             sl_redis_call_free(c->call);
+            free(c->parts);
             free(c->each);
             free(c);
             snprintf(err, errlen, "out of memory");
@@ -657,18 +795,20 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
     op->awaiting = 0;
     for (size_t i = op->unsent; i < op->n_calls; i++) {
         call_rec *c = op->calls[i];
-        const char *const *argv;
-        const size_t *lens;
-        int argc = sl_redis_call_argv(c->call, &argv, &lens);
+        size_t sent = 0;
         c->sent = 1;
-        if (r->state != UP ||
-            redisAsyncCommandArgv(r->ac, reply_cb, c, argc, (const char **)argv,
-                                  lens) != REDIS_OK) {
-            /* The breaker opened while this request ran. */
-            call_fail(c, SL_SRV_FAIL_BREAKER);
+        while (r->state == UP && sent < c->n_parts &&
+               send_part(r, &c->parts[sent], NULL, 0) == 0)
+            sent++;
+        op->refs += (int)sent;
+        if (sent < c->n_parts) {
+            /* The breaker opened while this request ran, or a cluster
+             * node cannot be reached now: parts already sent will be
+             * ignored. */
+            call_fail(c,
+                      r->state != UP ? SL_SRV_FAIL_BREAKER : SL_SRV_FAIL_ERROR);
             continue;
         }
-        op->refs++;
         op->awaiting++;
     }
     op->unsent = op->n_calls;

@@ -50,7 +50,14 @@ typedef struct redis_store {
     /* Options, owned copies. */
     char *host, *unix_path, *user, *password, *prefix;
     int port, db, timeout_ms, use_server_time;
+    char tag_delimiter; /* 0: the whole key is the hash tag */
     int64_t extra_ttl_ms;
+    /* redis-cluster://: the seed nodes, and the routing (redis_cluster.c)
+     * made on the first check; n_seeds 0 for a plain store. */
+    char **seed_hosts;
+    int *seed_ports;
+    size_t n_seeds;
+    sl__redis_cluster *cluster;
     char errstr[ERR_LEN]; /* the last failure, for sl_store_last_error */
 } redis_store;
 
@@ -72,8 +79,7 @@ static char *dup_str(const char *s)
     return s == NULL ? NULL : strdup(s);
 }
 
-/* A whole decimal number in [lo, hi] spanning exactly [s, s + n). */
-static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
+int sl__parse_int(const char *s, size_t n, long lo, long hi, int *out)
 {
     long v = 0;
     if (n == 0 || n > 9)
@@ -104,8 +110,9 @@ static int parse_unix_url(redis_store *rs, const char *p, char *err,
         set_err(err, errlen, "invalid redis url: socket path must be absolute: '%s'", url);
         return SL_EINVAL;
     }
-    if (q != NULL && (strncmp(q, "?db=", 4) != 0 ||
-                      parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &rs->db))) {
+    if (q != NULL &&
+        (strncmp(q, "?db=", 4) != 0 ||
+         sl__parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &rs->db))) {
         set_err(err, errlen, "invalid redis url: bad query (only ?db=N): '%s'", url);
         return SL_EINVAL;
     }
@@ -113,55 +120,126 @@ static int parse_unix_url(redis_store *rs, const char *p, char *err,
     return rs->unix_path ? 0 : SL_ENOMEM;
 }
 
-/* "redis://[[user]:password@]host[:port][/db]". */
-static int parse_tcp_url(redis_store *rs, const char *p, char *err,
-                         size_t errlen, const char *url)
+/* "[[user]:password@]": sets user and password; returns what follows. */
+static const char *parse_userinfo(redis_store *rs, const char *p,
+                                  const char *end, int *err)
 {
-    const char *end = p + strcspn(p, "/");
     const char *at = memchr(p, '@', (size_t)(end - p));
-    const char *host = p, *host_end, *colon;
-
-    if (at != NULL) {
-        const char *c = memchr(p, ':', (size_t)(at - p));
-        if (c != NULL) {
-            if (c > p && (rs->user = strndup(p, (size_t)(c - p))) == NULL)
-                return SL_ENOMEM;
-            if ((rs->password = strndup(c + 1, (size_t)(at - c - 1))) == NULL)
-                return SL_ENOMEM;
-        } else if (at > p && (rs->user = strndup(p, (size_t)(at - p))) == NULL) {
-            return SL_ENOMEM;
-        }
-        host = at + 1;
+    *err = 0;
+    if (at == NULL)
+        return p;
+    const char *c = memchr(p, ':', (size_t)(at - p));
+    if (c != NULL) {
+        if (c > p && (rs->user = strndup(p, (size_t)(c - p))) == NULL)
+            *err = SL_ENOMEM;
+        else if ((rs->password = strndup(c + 1, (size_t)(at - c - 1))) == NULL)
+            *err = SL_ENOMEM;
+    } else if (at > p && (rs->user = strndup(p, (size_t)(at - p))) == NULL) {
+        *err = SL_ENOMEM;
     }
+    return at + 1;
+}
+
+/* "host[:port]" or "[ipv6][:port]" spanning [host, end): *out (NULL when
+ * empty) and *port (left as it is when absent). */
+static int parse_host_port(const char *host, const char *end, char **out,
+                           int *port, char *err, size_t errlen, const char *url)
+{
+    const char *host_end, *colon;
+
+    *out = NULL;
     if (*host == '[') { /* [ipv6]:port */
         const char *close = memchr(host, ']', (size_t)(end - host));
         if (close == NULL) {
             set_err(err, errlen, "invalid redis url: unclosed '[': '%s'", url);
             return SL_EINVAL;
         }
-        rs->host = strndup(host + 1, (size_t)(close - host - 1));
+        *out = strndup(host + 1, (size_t)(close - host - 1));
         host_end = close + 1;
         colon = host_end < end && *host_end == ':' ? host_end : NULL;
     } else {
         colon = memchr(host, ':', (size_t)(end - host));
         host_end = colon ? colon : end;
         if (host_end > host)
-            rs->host = strndup(host, (size_t)(host_end - host));
+            *out = strndup(host, (size_t)(host_end - host));
     }
-    if (host_end > host && rs->host == NULL)
+    if (host_end > host && *out == NULL)
         return SL_ENOMEM;
     if ((colon == NULL && host_end != end) ||
-        (colon != NULL && parse_int(colon + 1, (size_t)(end - colon - 1), 1,
-                                    65535, &rs->port))) {
+        (colon != NULL &&
+         sl__parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, port))) {
         set_err(err, errlen, "invalid redis url: bad port: '%s'", url);
         return SL_EINVAL;
     }
+    return 0;
+}
+
+/* "redis://[[user]:password@]host[:port][/db]". */
+static int parse_tcp_url(redis_store *rs, const char *p, char *err,
+                         size_t errlen, const char *url)
+{
+    const char *end = p + strcspn(p, "/");
+    int rc;
+    const char *host = parse_userinfo(rs, p, end, &rc);
+
+    if (rc != 0 || (rc = parse_host_port(host, end, &rs->host, &rs->port, err,
+                                         errlen, url)) != 0)
+        return rc;
     if (*end == '/' && end[1] != '\0' &&
-        parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &rs->db)) {
+        sl__parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &rs->db)) {
         set_err(err, errlen, "invalid redis url: bad db number: '%s'", url);
         return SL_EINVAL;
     }
     return 0;
+}
+
+/* "redis-cluster://[[user]:password@]host:port[,host:port...]": the
+ * seed nodes, each with its port (a cluster has no default one).  No /db:
+ * a cluster has only database 0. */
+static int parse_cluster_url(redis_store *rs, const char *p, char *err,
+                             size_t errlen, const char *url)
+{
+    const char *end = p + strlen(p);
+    size_t n = 1;
+    int rc;
+
+    if (memchr(p, '/', (size_t)(end - p)) != NULL) {
+        set_err(err, errlen,
+                "invalid redis url: a cluster has no database number: '%s'",
+                url);
+        return SL_EINVAL;
+    }
+    p = parse_userinfo(rs, p, end, &rc);
+    if (rc != 0)
+        return rc;
+    for (const char *c = p; *c; c++)
+        n += *c == ',';
+    if (n > SL_REDIS_MAX_NODES) {
+        set_err(err, errlen, "invalid redis url: more than %d nodes: '%s'",
+                SL_REDIS_MAX_NODES, url);
+        return SL_EINVAL;
+    }
+    if ((rs->seed_hosts = calloc(n, sizeof(char *))) == NULL ||
+        (rs->seed_ports = calloc(n, sizeof(int))) == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *seed_end = p + strcspn(p, ",");
+        rs->n_seeds++;
+        if ((rc = parse_host_port(p, seed_end, &rs->seed_hosts[i],
+                                  &rs->seed_ports[i], err, errlen, url)) != 0)
+            return rc;
+        if (rs->seed_hosts[i] == NULL || rs->seed_ports[i] == 0) {
+            set_err(err, errlen,
+                    "invalid redis url: each cluster node needs host:port: "
+                    "'%s'",
+                    url);
+            return SL_EINVAL;
+        }
+        p = seed_end + 1;
+    }
+    /* The first seed is also the endpoint a plain caller would use. */
+    rs->port = rs->seed_ports[0];
+    return (rs->host = strdup(rs->seed_hosts[0])) ? 0 : SL_ENOMEM;
 }
 
 static int parse_url(redis_store *rs, const char *url, char *err,
@@ -171,9 +249,11 @@ static int parse_url(redis_store *rs, const char *url, char *err,
         return parse_tcp_url(rs, url + 8, err, errlen, url);
     if (strncmp(url, "unix:", 5) == 0)
         return parse_unix_url(rs, url + 5, err, errlen, url);
+    if (strncmp(url, "redis-cluster://", 16) == 0)
+        return parse_cluster_url(rs, url + 16, err, errlen, url);
     set_err(err, errlen,
-            "invalid redis url: expected redis://host:port[/db] or "
-            "unix:/path: '%s'",
+            "invalid redis url: expected redis://host:port[/db], "
+            "unix:/path or redis-cluster://host:port[,host:port...]: '%s'",
             url);
     return SL_EINVAL;
 }
@@ -193,6 +273,11 @@ static int set_options(redis_store *rs, const sl_redis_options *o, char *err,
                 (long long)o->extra_ttl_ms);
         return SL_EINVAL;
     }
+    if (o->tag_delimiter == '{' || o->tag_delimiter == '}') {
+        set_err(err, errlen, "tag delimiter may not be '{' or '}'");
+        return SL_EINVAL;
+    }
+    rs->tag_delimiter = o->tag_delimiter;
     if (strpbrk(prefix, "{}") != NULL) {
         set_err(err, errlen,
                 "key prefix may not contain '{' or '}' (the hash tag): '%s'",
@@ -371,6 +456,93 @@ static int connect_redis(redis_store *rs)
     return 0;
 }
 
+/* ---- the nodes of a cluster (redis_cluster.c routes between them) ---- */
+
+int sl__redis_node_new(sl_store *cluster_store, const char *host, int port,
+                       sl_store **out)
+{
+    const redis_store *parent = (const redis_store *)cluster_store;
+    redis_store *rs = calloc(1, sizeof(*rs));
+
+    if (rs == NULL)
+        return SL_ENOMEM;
+    rs->base = parent->base;
+    pthread_mutex_init(&rs->lock, NULL);
+    rs->port = port;
+    rs->timeout_ms = parent->timeout_ms;
+    if ((rs->host = strdup(host)) == NULL ||
+        (rs->prefix = strdup(parent->prefix)) == NULL ||
+        (parent->user && !(rs->user = strdup(parent->user))) ||
+        (parent->password && !(rs->password = strdup(parent->password)))) {
+        sl_store_free(&rs->base);
+        return SL_ENOMEM;
+    }
+    *out = &rs->base;
+    return 0;
+}
+
+/* ASKING and the command, pipelined: the target of an ASK serves the
+ * command only right after ASKING on the same connection. */
+static redisReply *command_asking(redis_store *rs, int argc, const char **argv,
+                                  const size_t *lens)
+{
+    pipe_guard g;
+    void *asked = NULL, *r = NULL;
+    int ok;
+
+    pipe_guard_on(&g);
+    ok = redisAppendCommand(rs->ctx, "ASKING") == REDIS_OK &&
+         redisAppendCommandArgv(rs->ctx, argc, argv, lens) == REDIS_OK &&
+         redisGetReply(rs->ctx, &asked) == REDIS_OK &&
+         redisGetReply(rs->ctx, &r) == REDIS_OK;
+    pipe_guard_off(&g);
+    if (asked != NULL)
+        freeReplyObject(asked);
+    if (!ok) {
+        set_err(rs->errstr, sizeof(rs->errstr), "redis: %s",
+                rs->ctx->errstr[0] ? rs->ctx->errstr : "connection lost");
+        if (r != NULL)
+            freeReplyObject(r);
+        drop_connection(rs);
+        return NULL;
+    }
+    return r;
+}
+
+redisReply *sl__redis_node_command(sl_store *node, int asking, int argc,
+                                   const char **argv, const size_t *lens,
+                                   char *err, size_t errlen)
+{
+    redis_store *rs = (redis_store *)node;
+    redisReply *r = NULL;
+
+    if (rs->ctx != NULL || connect_redis(rs) == 0)
+        r = asking ? command_asking(rs, argc, argv, lens)
+                   : command(rs, argc, argv, lens);
+    if (r == NULL)
+        set_err(err, errlen, "%s", rs->errstr);
+    return r;
+}
+
+const char *sl__redis_node_sha(sl_store *node)
+{
+    return ((redis_store *)node)->sha;
+}
+
+/* A store made connected: the cluster's slot map is read at once. */
+static int connect_cluster(redis_store *rs)
+{
+    int err =
+        sl__redis_cluster_new(&rs->base, (const char *const *)rs->seed_hosts,
+                              rs->seed_ports, rs->n_seeds, &rs->cluster);
+    if (err != 0) {
+        set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
+        return err;
+    }
+    return sl__redis_cluster_refresh(rs->cluster, rs->errstr,
+                                     sizeof(rs->errstr));
+}
+
 /* ---- checks ---- */
 
 static int is_bucket(sl_algorithm alg)
@@ -402,23 +574,32 @@ static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
 }
 
 /* The key of an item: prefix, the limit's identity, then the caller's key
- * as the Cluster hash tag, so that every limit of one client key lands in
- * one slot (docs/stores.md).  Returns the length written to out, which
+ * with its hash tag in braces, so that every limit of one client key lands
+ * in one slot (docs/stores.md): "{key}", or with a tag delimiter d,
+ * "{tag}rest" where tag is the key before its first d and rest the d and
+ * what follows.  Names stay distinct: the tag has no d and the rest is
+ * empty or starts with one.  Returns the length written to out, which
  * has room for the prefix, IDENT_HEX + 3 bytes and the key. */
 static size_t key_name(const redis_store *rs, const sl_check_item *it,
                        char *out)
 {
-    size_t n = strlen(rs->prefix);
+    size_t n = strlen(rs->prefix), tag = it->key_len;
+    const char *d;
     memcpy(out, rs->prefix, n);
     for (int i = IDENT_HEX - 1; i >= 0; i--)
         out[n++] = "0123456789abcdef"[(it->limit->ident >> (4 * i)) & 15];
     out[n++] = ':';
     out[n++] = '{';
-    if (it->key_len > 0)
-        memcpy(out + n, it->key, it->key_len);
-    n += it->key_len;
+    if (rs->tag_delimiter != 0 && it->key_len > 0 &&
+        (d = memchr(it->key, rs->tag_delimiter, it->key_len)) != NULL)
+        tag = (size_t)(d - (const char *)it->key);
+    if (tag > 0)
+        memcpy(out + n, it->key, tag);
+    n += tag;
     out[n++] = '}';
-    return n;
+    if (it->key_len > tag)
+        memcpy(out + n, (const char *)it->key + tag, it->key_len - tag);
+    return n + it->key_len - tag;
 }
 
 /* Maps a script's error reply to a code: its first word names it. */
@@ -549,43 +730,45 @@ static int is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* One round trip: EVALSHA, or EVAL when the server has lost the script. */
-static int run_call(redis_store *rs, call_args *a, sl_decision *each)
-{
-    redisReply *r;
-    int err;
+/* A call: one part per slot of its items' keys (one in all on a plain
+ * store), each a script call of its own.  Shared by the store and the
+ * asynchronous interface (sl_redis_call_*). */
+typedef struct call_part {
+    call_args a;
+    int slot;                     /* -1 on a plain store */
+    size_t item_of[SL_MAX_ITEMS]; /* the call's index of the part's item j */
+} call_part;
 
-    if (rs->ctx == NULL && (err = connect_redis(rs)) != 0)
-        return err;
-    if (rs->sha[0] != '\0') {
-        /* The SHA is first known here, after a connect: set it now. */
-        a->argv[1] = rs->sha;
-        a->lens[1] = SHA_LEN;
+struct sl_redis_call {
+    size_t n, n_parts;
+    call_part *parts[SL_MAX_ITEMS];
+    sl_decision each[SL_MAX_ITEMS]; /* filled by each part's reply */
+};
+
+/* Each item's slot; keys that share a hash tag share a slot. */
+static int item_slots(const redis_store *rs, const sl_check_item *items,
+                      size_t n, int *slot)
+{
+    size_t prefix = strlen(rs->prefix);
+    for (size_t i = 0; i < n; i++) {
+        char *name = malloc(prefix + IDENT_HEX + 3 + items[i].key_len);
+        if (name == NULL)
+            return SL_ENOMEM;
+        slot[i] = sl_redis_key_slot(name, key_name(rs, &items[i], name));
+        free(name);
     }
-    r = command(rs, a->argc, a->argv, a->lens);
-    if (r != NULL && is_noscript(r)) {
-        freeReplyObject(r);
-        use_eval(a);
-        r = command(rs, a->argc, a->argv, a->lens);
-    }
-    if (r == NULL)
-        return SL_ESTORE;
-    err = read_decisions(r, a->limits, a->n, each, rs->errstr,
-                         sizeof(rs->errstr));
-    freeReplyObject(r);
-    return err;
+    return 0;
 }
 
-/* Validates the items against the script's bounds and builds the call:
- * shared by the store and sl_redis_call_new(). */
-static int prepare_call(const redis_store *rs, call_args *a,
+/* Validates the items against the script's bounds and builds the call's
+ * parts, in ascending slot order. */
+static int prepare_call(const redis_store *rs, sl_redis_call *c,
                         const sl_check_item *items, const int64_t *costs,
                         size_t n, sl_nanos now, int record, const char *sha,
                         char *errbuf, size_t errlen)
 {
-    int err = 0;
+    int slot[SL_MAX_ITEMS], err = 0;
 
-    a->keys = NULL;
     for (size_t i = 0; i < n && !err; i++) {
         err = check_bounds(items[i].limit, errbuf, errlen);
         /* The same limit and key twice: one key, decided twice. */
@@ -601,25 +784,134 @@ static int prepare_call(const redis_store *rs, call_args *a,
     }
     if (err)
         return err;
-    return build_call(rs, a, items, costs, n, now, record, sha);
+    c->n = n;
+    c->n_parts = 0;
+    if (rs->n_seeds == 0)
+        memset(slot, 0xff, sizeof(slot)); /* -1: one part */
+    else if ((err = item_slots(rs, items, n, slot)) != 0)
+        return err;
+    for (size_t done = 0; done < n;) {
+        /* The next part: the smallest slot not yet taken. */
+        int next = INT32_MAX;
+        sl_check_item sub[SL_MAX_ITEMS];
+        int64_t sub_costs[SL_MAX_ITEMS];
+        call_part *p;
+        for (size_t i = 0; i < n; i++)
+            if (slot[i] != INT32_MAX && slot[i] < next)
+                next = slot[i];
+        if ((p = malloc(sizeof(*p))) == NULL)
+            return SL_ENOMEM;
+        p->a.keys = NULL;
+        p->a.n = 0;
+        p->slot = next;
+        c->parts[c->n_parts++] = p;
+        for (size_t i = 0; i < n; i++)
+            if (slot[i] == next) {
+                p->item_of[p->a.n] = i;
+                sub[p->a.n] = items[i];
+                sub_costs[p->a.n++] = costs[i];
+                slot[i] = INT32_MAX;
+                done++;
+            }
+        if ((err = build_call(rs, &p->a, sub, sub_costs, p->a.n, now, record,
+                              sha)) != 0)
+            return err;
+    }
+    return 0;
 }
 
+static void free_call(sl_redis_call *c)
+{
+    for (size_t p = 0; c != NULL && p < c->n_parts; p++) {
+        free(c->parts[p]->a.keys);
+        free(c->parts[p]);
+    }
+    free(c);
+}
+
+static int read_part(sl_redis_call *c, size_t part, const redisReply *r,
+                     char *err, size_t errlen)
+{
+    const call_part *p = c->parts[part];
+    sl_decision got[SL_MAX_ITEMS];
+    int rc;
+
+    if (is_noscript(r))
+        return 1;
+    if ((rc = read_decisions(r, p->a.limits, p->a.n, got, err, errlen)) != 0)
+        return rc;
+    for (size_t j = 0; j < p->a.n; j++)
+        c->each[p->item_of[j]] = got[j];
+    return 0;
+}
+
+/* Sends a part's command where it belongs: the one connection, or the
+ * node of its slot.  NULL (errstr set) when the exchange failed. */
+static redisReply *send_part(redis_store *rs, call_part *p)
+{
+    if (rs->cluster != NULL)
+        return sl__redis_cluster_command(rs->cluster, p->slot, p->a.argc,
+                                         p->a.argv, p->a.lens, rs->errstr,
+                                         sizeof(rs->errstr));
+    return command(rs, p->a.argc, p->a.argv, p->a.lens);
+}
+
+/* One part, one round trip: EVALSHA, or EVAL when the server has lost
+ * the script. */
+static int run_part(redis_store *rs, sl_redis_call *c, size_t part)
+{
+    call_part *p = c->parts[part];
+    redisReply *r;
+    int err;
+
+    if (rs->cluster == NULL && rs->ctx == NULL && (err = connect_redis(rs)))
+        return err;
+    if (rs->cluster != NULL && rs->sha[0] == '\0')
+        memcpy(rs->sha, sl__redis_cluster_sha(rs->cluster), SHA_LEN + 1);
+    if (rs->sha[0] != '\0') {
+        /* The SHA is first known here, after a connect: set it now. */
+        p->a.argv[1] = rs->sha;
+        p->a.lens[1] = SHA_LEN;
+    } else {
+        use_eval(&p->a); /* no node reached yet: no SHA to name */
+    }
+    r = send_part(rs, p);
+    if (r != NULL && is_noscript(r)) {
+        freeReplyObject(r);
+        use_eval(&p->a);
+        r = send_part(rs, p);
+    }
+    if (r == NULL)
+        return SL_ESTORE;
+    err = read_part(c, part, r, rs->errstr, sizeof(rs->errstr));
+    freeReplyObject(r);
+    return err;
+}
+
+/* Parts go in ascending slot order, each decided by itself; any failure
+ * ends the call (the parts before it stand: docs/stores.md). */
 static int redis_decide(redis_store *rs, const sl_check_item *items,
                         const int64_t *costs, size_t n, sl_nanos now,
                         int record, sl_decision *each)
 {
-    call_args *a;
+    sl_redis_call *c;
     int err;
 
-    if ((a = malloc(sizeof(*a))) == NULL)
+    if (rs->n_seeds > 0 && rs->cluster == NULL &&
+        (err = sl__redis_cluster_new(
+             &rs->base, (const char *const *)rs->seed_hosts, rs->seed_ports,
+             rs->n_seeds, &rs->cluster)) != 0)
+        return err;
+    if ((c = calloc(1, sizeof(*c))) == NULL)
         return SL_ENOMEM;
-    /* Before the first connect the SHA is unknown: run_call sets it. */
-    err = prepare_call(rs, a, items, costs, n, now, record, rs->sha, rs->errstr,
+    /* Before the first connect the SHA is unknown: run_part sets it. */
+    err = prepare_call(rs, c, items, costs, n, now, record, rs->sha, rs->errstr,
                        sizeof(rs->errstr));
+    for (size_t p = 0; err == 0 && p < c->n_parts; p++)
+        err = run_part(rs, c, p);
     if (err == 0)
-        err = run_call(rs, a, each);
-    free(a->keys);
-    free(a);
+        memcpy(each, c->each, n * sizeof(*each));
+    free_call(c);
     return err;
 }
 
@@ -678,6 +970,11 @@ static void redis_destroy(sl_store *base)
 {
     redis_store *rs = (redis_store *)base;
     drop_connection(rs);
+    sl__redis_cluster_free(rs->cluster);
+    for (size_t i = 0; i < rs->n_seeds; i++)
+        free(rs->seed_hosts[i]);
+    free(rs->seed_hosts);
+    free(rs->seed_ports);
     pthread_mutex_destroy(&rs->lock);
     free(rs->host);
     free(rs->unix_path);
@@ -715,7 +1012,11 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     err = set_options(rs, opts, errbuf, errlen);
     if (err == SL_ENOMEM)
         set_err(errbuf, errlen, "out of memory");
-    if (err == 0 && !opts->lazy_connect && (err = connect_redis(rs)) != 0)
+    if (err == 0 && !opts->lazy_connect && rs->n_seeds > 0)
+        err = connect_cluster(rs);
+    else if (err == 0 && !opts->lazy_connect)
+        err = connect_redis(rs);
+    if (err != 0 && err != SL_EINVAL && err != SL_ENOMEM)
         set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0) {
         redis_destroy(&rs->base);
@@ -730,10 +1031,6 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
  * The same arguments and the same reply decoding as the store's own
  * calls, for a caller that owns its connections: nothing here does I/O. */
 
-struct sl_redis_call {
-    call_args a;
-};
-
 const char *sl_redis_script(void)
 {
     return sl__redis_script;
@@ -744,8 +1041,11 @@ int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out)
     if (store == NULL || store->type != &redis_type || out == NULL)
         return SL_EINVAL;
     const redis_store *rs = (const redis_store *)store;
-    *out = (sl_redis_endpoint){rs->host, rs->port,     rs->unix_path, rs->db,
-                               rs->user, rs->password, rs->timeout_ms};
+    *out = (sl_redis_endpoint){
+        rs->host,       rs->port,    rs->unix_path,
+        rs->db,         rs->user,    rs->password,
+        rs->timeout_ms, rs->n_seeds, (const char *const *)rs->seed_hosts,
+        rs->seed_ports};
     return 0;
 }
 
@@ -767,11 +1067,11 @@ int sl_redis_call_new(sl_store *store, const sl_check_item *items,
         set_err(errbuf, errlen, "%s", sl_strerror(err));
         return err;
     }
-    if ((c = malloc(sizeof(*c))) == NULL) {
+    if ((c = calloc(1, sizeof(*c))) == NULL) {
         set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
     }
-    err = prepare_call((const redis_store *)store, &c->a, items, costs, n, now,
+    err = prepare_call((const redis_store *)store, c, items, costs, n, now,
                        (flags & SL_RECORD) != 0, sha, errbuf, errlen);
     if (err != 0) {
         if (err == SL_ENOMEM)
@@ -783,48 +1083,82 @@ int sl_redis_call_new(sl_store *store, const sl_check_item *items,
     return 0;
 }
 
+size_t sl_redis_call_parts(const sl_redis_call *call)
+{
+    return call->n_parts;
+}
+
+int sl_redis_call_part_slot(const sl_redis_call *call, size_t part)
+{
+    return call->parts[part]->slot;
+}
+
+int sl_redis_call_part_argv(const sl_redis_call *call, size_t part,
+                            const char *const **argv, const size_t **lens)
+{
+    const call_args *a = &call->parts[part]->a;
+    *argv = a->argv;
+    *lens = a->lens;
+    return a->argc;
+}
+
+void sl_redis_call_part_use_eval(sl_redis_call *call, size_t part)
+{
+    use_eval(&call->parts[part]->a);
+}
+
+int sl_redis_call_read_part(sl_redis_call *call, size_t part, const void *reply,
+                            char *errbuf, size_t errlen)
+{
+    set_err(errbuf, errlen, "%s", "");
+    if (reply == NULL) {
+        set_err(errbuf, errlen, "redis: no reply");
+        return SL_ESTORE;
+    }
+    return read_part(call, part, reply, errbuf, errlen);
+}
+
+void sl_redis_call_result(const sl_redis_call *call, sl_decision *each,
+                          sl_decision *overall)
+{
+    if (overall != NULL)
+        sl_decisions_combine(call->each, call->n, overall);
+    for (size_t i = 0; each != NULL && i < call->n; i++)
+        each[i] = call->each[i];
+}
+
 int sl_redis_call_argv(const sl_redis_call *call, const char *const **argv,
                        const size_t **lens)
 {
-    *argv = call->a.argv;
-    *lens = call->a.lens;
-    return call->a.argc;
+    return sl_redis_call_part_argv(call, 0, argv, lens);
 }
 
 void sl_redis_call_use_eval(sl_redis_call *call)
 {
-    use_eval(&call->a);
+    use_eval(&call->parts[0]->a);
 }
 
 int sl_redis_call_read(const sl_redis_call *call, const void *reply,
                        sl_decision *each, sl_decision *overall, char *errbuf,
                        size_t errlen)
 {
-    const redisReply *r = reply;
-    sl_decision local[SL_MAX_ITEMS];
+    /* A one-part call: its reply's decisions are the result. */
+    sl_redis_call *c = (sl_redis_call *)call;
     int err;
-
-    set_err(errbuf, errlen, "%s", "");
-    if (r == NULL) {
-        set_err(errbuf, errlen, "redis: no reply");
-        return SL_ESTORE;
+    if (call->n_parts != 1) {
+        set_err(errbuf, errlen,
+                "a call of %zu parts (Redis Cluster): read "
+                "each with sl_redis_call_read_part",
+                call->n_parts);
+        return SL_EINVAL;
     }
-    if (is_noscript(r))
-        return 1;
-    err = read_decisions(r, call->a.limits, call->a.n, local, errbuf, errlen);
-    if (err != 0)
-        return err;
-    if (overall != NULL)
-        sl_decisions_combine(local, call->a.n, overall);
-    for (size_t i = 0; each != NULL && i < call->a.n; i++)
-        each[i] = local[i];
-    return 0;
+    err = sl_redis_call_read_part(c, 0, reply, errbuf, errlen);
+    if (err == 0)
+        sl_redis_call_result(call, each, overall);
+    return err;
 }
 
 void sl_redis_call_free(sl_redis_call *call)
 {
-    if (call != NULL) {
-        free(call->a.keys);
-        free(call);
-    }
+    free_call(call);
 }

@@ -1,0 +1,316 @@
+/*
+ * redis_cluster.c - `sluice serve --store redis-cluster://...`: where a
+ * worker thread sends each part of a call (store_redis.c) on a Redis
+ * Cluster.  Kept apart from store_redis.c, which owns calls, timeouts,
+ * the breaker and the failure policy, so that this file is only routing:
+ * one hiredis async connection ("link") per master node, made on demand
+ * on the worker's loop, and the slot map that picks it.
+ *
+ * The map comes first from the breaker's probe (CLUSTER SLOTS after
+ * SCRIPT LOAD on a seed), then from a refresh: sent on a link after a
+ * MOVED, a link lost or refused, or a part for a slot the map does not
+ * know; at most one in flight.  Links need no SCRIPT LOAD: the SHA1 is
+ * the same on every node, and a node without the script answers NOSCRIPT,
+ * to which store_redis.c sends EVAL.  A link that fails is dropped (its
+ * calls get no reply, which store_redis.c counts as failures); the next
+ * part for that node connects again.
+ *
+ * hiredis 0.14's libuv adapter ignores a poll error, so a refused
+ * connection or a reset one is not always reported: the link just never
+ * answers.  So every link counts what it was sent and what came back
+ * (sl_srv_cluster_sent, _replied), and when calls time out
+ * (sl_srv_cluster_timed_out, from store_redis.c's timer) a link that has
+ * owed a reply for the whole timeout is dropped and the map read again
+ * (from a link that answers): without that, a worker whose breaker stays
+ * closed (other masters answer) would keep sending a dead master's slots
+ * to its link after the failover.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "server.h"
+
+#define REFRESH_MIN_MS 100
+#define REFRESH_LOST_MS 2000
+
+typedef struct link {
+    redisAsyncContext *ac;
+    char *host;
+    int port;
+    int connected;
+    size_t owed;         /* commands sent and not answered yet */
+    uint64_t waiting_ms; /* loop time of the last answer (or first send) */
+} link;
+
+struct sl_srv_cluster {
+    uv_loop_t *loop;
+    sl_redis_endpoint ep; /* the seeds and credentials, borrowed */
+    sl_redis_slot_map *map;
+    link *links;
+    size_t n_links;
+    int refreshing; /* a CLUSTER SLOTS is in flight */
+    uint64_t last_refresh_ms;
+    uint64_t timeout_ms; /* a link connecting longer has failed */
+    int closing; /* no refresh and no new link while links close */
+    size_t next_probe;
+};
+
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+                                   uint64_t timeout_ms)
+{
+    sl_srv_cluster *cl = calloc(1, sizeof(*cl));
+    if (cl == NULL ||
+        (cl->links = calloc(SL_REDIS_MAX_NODES, sizeof(link))) == NULL) {
+        free(cl);
+        return NULL;
+    }
+    cl->loop = loop;
+    cl->ep = *ep;
+    cl->timeout_ms = timeout_ms;
+    return cl;
+}
+
+/* The link of ac, or NULL (not one of ours, or already dropped). */
+static link *link_of(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    for (size_t i = 0; i < cl->n_links; i++)
+        if (cl->links[i].ac == ac)
+            return &cl->links[i];
+    return NULL;
+}
+
+int sl_srv_cluster_owns(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    return ac != NULL && link_of(cl, ac) != NULL;
+}
+
+/* Forgets a link (hiredis frees its context): the table keeps its order
+ * otherwise irrelevant, so the last one takes its place. */
+static void forget_link(sl_srv_cluster *cl, link *l)
+{
+    free(l->host);
+    *l = cl->links[--cl->n_links];
+}
+
+static void link_connect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_srv_cluster *cl = ac->data;
+    link *l;
+    if ((l = link_of(cl, ac)) == NULL)
+        return;
+    if (status == REDIS_OK) {
+        l->connected = 1;
+        return;
+    }
+    forget_link(cl, l); /* hiredis frees the context after this */
+    sl_srv_cluster_refresh(cl);
+}
+
+static void link_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_srv_cluster *cl = ac->data;
+    link *l;
+    (void)status;
+    if ((l = link_of(cl, ac)) == NULL)
+        return;
+    forget_link(cl, l);
+    sl_srv_cluster_refresh(cl); /* the node may have failed over */
+}
+
+redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
+                                          int port)
+{
+    redisAsyncContext *ac;
+    link *l;
+
+    for (size_t i = 0; i < cl->n_links; i++)
+        if (cl->links[i].port == port && strcmp(cl->links[i].host, host) == 0)
+            return cl->links[i].ac;
+    if (cl->closing || cl->n_links == SL_REDIS_MAX_NODES)
+        return NULL;
+    ac = redisAsyncConnect(host, port);
+    if (ac == NULL || ac->err) {
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        return NULL;
+    }
+    ac->data = cl;
+    if (redisLibuvAttach(ac, cl->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    l = &cl->links[cl->n_links];
+    if ((l->host = strdup(host)) == NULL) {
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    l->ac = ac;
+    l->port = port;
+    l->connected = 0;
+    l->owed = 0;
+    cl->n_links++;
+    redisAsyncSetConnectCallback(ac, link_connect_cb);
+    redisAsyncSetDisconnectCallback(ac, link_disconnect_cb);
+    if (cl->ep.password != NULL) {
+        /* Pipelined ahead of everything; a refusal shows in the replies
+         * of what follows (NOAUTH), which fail their calls. */
+        const char *auth[3] = {"AUTH",
+                               cl->ep.user ? cl->ep.user : cl->ep.password,
+                               cl->ep.password};
+        redisAsyncCommandArgv(ac, NULL, NULL, cl->ep.user ? 3 : 2, auth, NULL);
+    }
+    return ac;
+}
+
+redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot)
+{
+    int node = cl->map ? sl_redis_slot_map_node(cl->map, slot) : -1;
+    int port;
+    const char *host;
+
+    if (node < 0) {
+        sl_srv_cluster_refresh(cl);
+        return NULL;
+    }
+    host = sl_redis_slot_map_host(cl->map, (size_t)node, &port);
+    return sl_srv_cluster_link_to(cl, host, port);
+}
+
+const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
+                                   const redisAsyncContext *ac)
+{
+    link *l = link_of(cl, ac);
+    return l ? l->host : "";
+}
+
+int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
+                           const char *host)
+{
+    sl_redis_slot_map *map;
+    if (sl_redis_slot_map_new(reply, host, &map) != 0)
+        return -1;
+    sl_redis_slot_map_free(cl->map);
+    cl->map = map;
+    return 0;
+}
+
+void sl_srv_cluster_sent(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    link *l = link_of(cl, ac);
+    if (l != NULL && l->owed++ == 0)
+        l->waiting_ms = uv_now(cl->loop);
+}
+
+void sl_srv_cluster_replied(sl_srv_cluster *cl, const redisAsyncContext *ac)
+{
+    link *l = link_of(cl, ac);
+    if (l != NULL && l->owed > 0) {
+        l->owed--;
+        l->waiting_ms = uv_now(cl->loop);
+    }
+}
+
+/* Has the link owed a reply for the whole timeout? */
+static int silent(const sl_srv_cluster *cl, const link *l, uint64_t now)
+{
+    return l->owed > 0 && now >= l->waiting_ms + cl->timeout_ms;
+}
+
+static void refresh_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sl_srv_cluster *cl = priv;
+    redisReply *r = reply;
+    sl_srv_cluster_replied(cl, ac);
+    cl->refreshing = 0;
+    if (r != NULL && r->type != REDIS_REPLY_ERROR && !cl->closing &&
+        sl_srv_cluster_set_map(cl, r, sl_srv_cluster_host_of(cl, ac)) != 0)
+        fprintf(stderr, "sluice: redis cluster: unexpected CLUSTER SLOTS "
+                        "reply\n");
+}
+
+void sl_srv_cluster_refresh(sl_srv_cluster *cl)
+{
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    redisAsyncContext *ac = NULL;
+    int port;
+
+    /* At most one in flight (one unanswered for REFRESH_LOST_MS is given
+     * up), and one per REFRESH_MIN_MS: with every node down, each failed
+     * call asks for one. */
+    uint64_t now = uv_now(cl->loop);
+    if (cl->closing || now < cl->last_refresh_ms + REFRESH_MIN_MS ||
+        (cl->refreshing && now < cl->last_refresh_ms + REFRESH_LOST_MS))
+        return;
+    cl->last_refresh_ms = now;
+    /* Any node answers for the whole cluster: a connected link that is
+     * not silent if there is one, else the next probe target. */
+    for (size_t i = 0; i < cl->n_links && ac == NULL; i++)
+        if (cl->links[i].connected && !silent(cl, &cl->links[i], now))
+            ac = cl->links[i].ac;
+    if (ac == NULL) {
+        const char *host = sl_srv_cluster_probe_target(cl, &port);
+        ac = sl_srv_cluster_link_to(cl, host, port);
+    }
+    if (ac != NULL &&
+        redisAsyncCommandArgv(ac, refresh_cb, cl, 2, argv, NULL) == REDIS_OK) {
+        sl_srv_cluster_sent(cl, ac);
+        cl->refreshing = 1;
+    }
+}
+
+const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port)
+{
+    /* Round robin over the seeds and the masters the map knows, so that
+     * a seed that died does not keep the breaker open. */
+    size_t mapped = cl->map ? sl_redis_slot_map_nodes(cl->map) : 0;
+    size_t i = cl->next_probe++ % (cl->ep.n_seeds + mapped);
+    if (i < cl->ep.n_seeds) {
+        *port = cl->ep.seed_ports[i];
+        return cl->ep.seed_hosts[i];
+    }
+    return sl_redis_slot_map_host(cl->map, i - cl->ep.n_seeds, port);
+}
+
+void sl_srv_cluster_timed_out(sl_srv_cluster *cl)
+{
+    uint64_t now = uv_now(cl->loop);
+    for (size_t i = 0; i < cl->n_links;) {
+        link *l = &cl->links[i];
+        if (silent(cl, l, now)) {
+            redisAsyncContext *ac = l->ac;
+            forget_link(cl, l); /* the last link moves to i */
+            redisAsyncFree(ac);
+        } else {
+            i++;
+        }
+    }
+    sl_srv_cluster_refresh(cl);
+}
+
+void sl_srv_cluster_close(sl_srv_cluster *cl)
+{
+    /* Freeing a link calls its pending callbacks (store_redis.c's fail
+     * their parts) and its disconnect callback, which must not refresh. */
+    cl->closing = 1;
+    while (cl->n_links > 0) {
+        redisAsyncContext *ac = cl->links[cl->n_links - 1].ac;
+        forget_link(cl, &cl->links[cl->n_links - 1]);
+        redisAsyncFree(ac);
+    }
+    cl->closing = 0;
+}
+
+void sl_srv_cluster_free(sl_srv_cluster *cl)
+{
+    if (cl == NULL)
+        return;
+    sl_srv_cluster_close(cl);
+    sl_redis_slot_map_free(cl->map);
+    free(cl->links);
+    free(cl);
+}
