@@ -25,6 +25,7 @@ PORT="${PORT:-18640}" # proxy; upstream PORT+1
 UP=$((PORT + 1))
 KEYS_LUA="$PEERS_DIR/wrk/keys.lua"
 export PATH="$PATH:/usr/sbin"
+source "$HERE/lib.sh"
 W="$(mktemp -d)"
 chmod 755 "$W"
 UPID=""; VPID=""
@@ -36,32 +37,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-nginx_common() { # the http-level settings both nginx instances use
-  mkdir -p "$W/$1/tmp" && chmod 1777 "$W/$1/tmp"
-  cat <<Y
-daemon off;
-pid $W/$1/nginx.pid;
-error_log $W/$1/error.log error;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    keepalive_timeout 65s;
-    client_body_temp_path $W/$1/tmp/body;
-    proxy_temp_path $W/$1/tmp/proxy;
-    fastcgi_temp_path $W/$1/tmp/fastcgi;
-    uwsgi_temp_path $W/$1/tmp/uwsgi;
-    scgi_temp_path $W/$1/tmp/scgi;
-Y
-}
+upstream_conf "$W/up" "$UP"
+nginx_dir "$W/px"
 {
-  echo "worker_processes 1;"
-  nginx_common up
-  echo "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } } }"
-} >"$W/up.conf"
-{
-  echo "master_process off;"
-  nginx_common px
+  nginx_head "master_process off;"
   cat <<Y
     proxy_http_version 1.1;
     proxy_set_header Connection "";
@@ -76,7 +55,7 @@ Y
       location /limited { limit_req zone=ip_lo; proxy_pass http://backend; }
       location /keys { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } } }
 Y
-} >"$W/px.conf"
+} >"$W/px/nginx.conf"
 cat >"$W/proxy.yaml" <<Y
 rules: $HERE/proxy_rules
 listen: 127.0.0.1:$PORT
@@ -89,7 +68,7 @@ routes:
   - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
 Y
 
-taskset -c 1 nginx -c "$W/up.conf" -e "$W/up/error.log" &
+taskset -c 1 nginx -p "$W/up/" -c "$W/up/nginx.conf" -e "$W/up/error.log" &
 UPID=$!
 
 wait_up() { # PORT
@@ -110,7 +89,7 @@ run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
       "$SLUICE" proxy --config "$W/proxy.yaml" 2>"$W/sluice.log" &
   else
     taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
-      nginx -c "$W/px.conf" -e "$W/px/error.log" 2>"$W/nginx.log" &
+      nginx -p "$W/px/" -c "$W/px/nginx.conf" -e "$W/px/error.log" 2>"$W/nginx.log" &
   fi
   VPID=$!
   wait_up "$PORT"

@@ -29,35 +29,15 @@ SLUICE="${SLUICE:-$ROOT/build/sluice}"
 UP=$((PORT + 2))
 RPORT=$((PORT + 3))
 OUT="$ROOT/bench/results/proxy_redis_$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$OUT/up/tmp"
+mkdir -p "$OUT"
 export PATH="$PATH:/usr/sbin"
+source "$HERE/lib.sh"
 command -v wrk >/dev/null && command -v nginx >/dev/null &&
   command -v redis-server >/dev/null ||
   { echo "needs wrk, nginx and redis-server" >&2; exit 1; }
-for p in $(seq "$PORT" "$RPORT"); do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
-    echo "port $p is already in use; set PORT=" >&2; exit 1
-  fi
-done
-
-chmod 755 "$OUT" "$OUT/up"; chmod 1777 "$OUT/up/tmp" # nginx workers run as nobody under root
-cat >"$OUT/up/nginx.conf" <<Y
-worker_processes 1;
-daemon off;
-pid nginx.pid;
-error_log error.log error;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    client_body_temp_path tmp/body;
-    proxy_temp_path tmp/proxy;
-    fastcgi_temp_path tmp/fastcgi;
-    uwsgi_temp_path tmp/uwsgi;
-    scgi_temp_path tmp/scgi;
-    server { listen 127.0.0.1:$UP; location / { return 200 "ok"; } }
-}
-Y
+ports_free "$PORT" "$RPORT"
+chmod 755 "$OUT"
+upstream_conf "$OUT/up" "$UP"
 cat >"$OUT/proxy.yaml" <<Y
 rules: $HERE/proxy_rules
 threads: 1

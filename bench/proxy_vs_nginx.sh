@@ -38,6 +38,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
 source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
+source "$HERE/lib.sh"
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
@@ -74,35 +75,12 @@ Y
 
 N="$OUT/nginx"
 U="$OUT/upstream"
-mkdir -p "$N/tmp" "$U/tmp"
-chmod 755 "$OUT" "$N" "$U"; chmod 1777 "$N/tmp" "$U/tmp" # workers run as nobody under root
-nginx_head() { # what both nginx configs share, up to inside http {
+chmod 755 "$OUT"
+upstream_conf "$U" "$UP" "worker_cpu_affinity 01;"
+nginx_dir "$N"
+{
+  nginx_head "worker_cpu_affinity 01;"
   cat <<Y
-worker_processes 1;
-worker_cpu_affinity 01;
-daemon off;
-pid nginx.pid;
-error_log error.log error;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    keepalive_timeout 65s;
-    client_body_temp_path tmp/body;
-    proxy_temp_path tmp/proxy;
-    fastcgi_temp_path tmp/fastcgi;
-    uwsgi_temp_path tmp/uwsgi;
-    scgi_temp_path tmp/scgi;
-Y
-}
-{
-  nginx_head
-  echo "    server { listen 127.0.0.1:$UP; location / { return 200 \"ok\"; } }"
-  echo "}"
-} >"$U/nginx.conf"
-{
-nginx_head
-cat <<Y
     proxy_http_version 1.1;
     proxy_set_header Connection "";
     limit_req_status 429;
@@ -117,11 +95,7 @@ cat <<Y
 }
 Y
 } >"$N/nginx.conf"
-for p in $(seq "$PORT" $((PORT + 4))); do
-  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
-    echo "port $p is already in use; set PORT=" >&2; exit 1
-  fi
-done
+ports_free "$PORT" $((PORT + 4))
 SPID=""; NPID=""; UPID=""
 cleanup() { stop_pid "$SPID"; stop_pid "$NPID" QUIT; stop_pid "$UPID" QUIT; }
 trap cleanup EXIT
