@@ -72,6 +72,11 @@ out=$("$SLUICE" proxy --rules "$SOURCE_DIR/examples/proxy/rules.yaml" --store re
   --redis-failure sometimes --upstream http://127.0.0.1:1 2>&1); st=$?
 [ "$st" = 2 ] && [[ "$out" == *"--redis-failure: expected local, fail_open or fail_closed: 'sometimes'"* ]] &&
   pass "a bad --redis-failure is refused" || bad "--redis-failure" "exit $st: $out"
+# A bad value in the config file: one line, in the proxy's name.
+printf 'upstream: http://127.0.0.1:1\nthreads: many\n' >"$tmp/badval.yaml"
+out=$("$SLUICE" proxy --config "$tmp/badval.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" 2>&1); st=$?
+[ "$st" = 2 ] && [ "$out" = "sluice proxy: $tmp/badval.yaml:2:10: threads: bad value: 'many'" ] &&
+  pass "a bad config value: one message, the proxy's" || bad "config value" "exit $st: $out"
 
 # Allowed requests reach the upstream with the closest limit's headers.
 ok=0

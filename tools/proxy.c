@@ -123,7 +123,7 @@ fail:
 static int reload(void *ctx, sl_px_config **out, char *err, size_t errlen)
 {
     sl_srv_config unused;
-    sl_serve_defaults(&unused);
+    sl_serve_defaults(&unused, "sluice proxy");
     owned o = {.config = ((const source *)ctx)->config, .scfg = &unused};
     int rc = load(ctx, &o, out, err, errlen);
     owned_release(&o);
@@ -157,7 +157,7 @@ int sl_cmd_proxy(int argc, char **argv)
     owned o = {.config = src.config, .scfg = &scfg};
     int status = 2;
 
-    sl_serve_defaults(&scfg);
+    sl_serve_defaults(&scfg, "sluice proxy");
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0) {
             fputs(proxy_usage, stdout);
@@ -165,7 +165,8 @@ int sl_cmd_proxy(int argc, char **argv)
         }
     /* The file first: every flag overrides it. */
     if (load(&src, &o, &pcfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice proxy: %s\n", err);
+        if (err[0] != '\0') /* "": a setting said what was wrong */
+            fprintf(stderr, "sluice proxy: %s\n", err);
         goto out;
     }
     for (int i = 1; i < argc; i++) {

@@ -3,6 +3,7 @@
  * runs the rate-limit decision daemon (src/server/, docs/server.md).
  */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,19 @@ static const char serve_usage[] =
     "                          cached at once (10000)\n"
     "Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n";
 
+/* The command whose settings these are ("sluice serve", "sluice proxy"),
+ * which every message of this file starts with. */
+static const char *prog = "sluice serve";
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 /* Where a value came from, for messages: "--threads" for a flag, or
  * "FILE:LINE:COL: threads" for a key of the --config file. */
 static int parse_size(const char *where, const char *text, size_t min,
@@ -61,7 +75,7 @@ static int parse_size(const char *where, const char *text, size_t min,
     unsigned long long v = strtoull(text, &end, 10);
     if (*text == '\0' || *text == '-' || *end != '\0' || v < min ||
         v > (1ULL << 40)) {
-        fprintf(stderr, "sluice serve: %s: bad value: '%s'\n", where, text);
+        say("%s: bad value: '%s'\n", where, text);
         return -1;
     }
     *out = (size_t)v;
@@ -72,7 +86,7 @@ static int parse_ms(const char *where, const char *text, uint64_t *out)
 {
     sl_nanos ns;
     if (sl_duration_parse(text, strlen(text), &ns) != 0 || ns < SL_NS_PER_MS) {
-        fprintf(stderr, "sluice serve: %s: bad duration: '%s'\n", where, text);
+        say("%s: bad duration: '%s'\n", where, text);
         return -1;
     }
     *out = (uint64_t)(ns / SL_NS_PER_MS);
@@ -103,7 +117,7 @@ static int parse_listen(const char *where, const char *text,
     cfg->listen_port = (int)port;
     return 0;
 bad:
-    fprintf(stderr, "sluice serve: %s: expected HOST:PORT: '%s'\n", where,
+    say("%s: expected HOST:PORT: '%s'\n", where,
             text);
     return -1;
 }
@@ -168,7 +182,7 @@ static int apply(int opt, const char *where, const char *val,
     case THREADS:
         bad = parse_size(where, val, 0, &v);
         if (!bad && v > 1024) {
-            fprintf(stderr, "sluice serve: %s: at most 1024: '%s'\n", where,
+            say("%s: at most 1024: '%s'\n", where,
                     val);
             bad = 1;
         }
@@ -181,9 +195,15 @@ static int apply(int opt, const char *where, const char *val,
                    strncmp(val, "unix:", 5) == 0 ||
                    strncmp(val, "redis-cluster://", 16) == 0) {
             cfg->redis_url = val; /* checked by sl_redis_store_new */
+        } else if (strncmp(val, "rediss://", 9) == 0) {
+            /* hiredis 0.14, Debian 12's, has no TLS (docs/stores.md). */
+            say("%s: rediss:// (TLS) is not supported: '%s'; reach a "
+                "remote Redis through a TLS tunnel on loopback or a unix "
+                "socket\n",
+                where, val);
+            bad = 1;
         } else {
-            fprintf(stderr,
-                    "sluice serve: %s: unknown store: '%s' (memory, "
+            say("%s: unknown store: '%s' (memory, "
                     "redis://..., unix:... or redis-cluster://...)\n",
                     where, val);
             bad = 1;
@@ -199,8 +219,7 @@ static int apply(int opt, const char *where, const char *val,
         else if (strcmp(val, "fail_closed") == 0)
             cfg->redis_failure = SL_SRV_FAIL_CLOSED;
         else {
-            fprintf(stderr,
-                    "sluice serve: %s: expected local, fail_open or "
+            say("%s: expected local, fail_open or "
                     "fail_closed: '%s'\n",
                     where, val);
             bad = 1;
@@ -210,7 +229,7 @@ static int apply(int opt, const char *where, const char *val,
         if (strcmp(val, "key") == 0 || strcmp(val, "domain") == 0) {
             cfg->redis_tag_domain = val[0] == 'd';
         } else {
-            fprintf(stderr, "sluice serve: %s: expected key or domain: '%s'\n",
+            say("%s: expected key or domain: '%s'\n",
                     where, val);
             bad = 1;
         }
@@ -219,7 +238,7 @@ static int apply(int opt, const char *where, const char *val,
     case NODES:
         bad = parse_size(where, val, 1, &v);
         if (!bad && v > 10000) {
-            fprintf(stderr, "sluice serve: %s: at most 10000: '%s'\n", where,
+            say("%s: at most 10000: '%s'\n", where,
                     val);
             bad = 1;
         }
@@ -231,7 +250,7 @@ static int apply(int opt, const char *where, const char *val,
     case DESCS:
         bad = parse_size(where, val, 1, &cfg->max_descriptors);
         if (!bad && cfg->max_descriptors > SL_MAX_ITEMS) {
-            fprintf(stderr, "sluice serve: %s: at most %d: '%s'\n", where,
+            say("%s: at most %d: '%s'\n", where,
                     SL_MAX_ITEMS, val);
             bad = 1;
         }
@@ -239,7 +258,7 @@ static int apply(int opt, const char *where, const char *val,
     case ENTRIES:
         bad = parse_size(where, val, 1, &cfg->max_entries);
         if (!bad && cfg->max_entries > SL_RULES_MAX_DEPTH * 64) {
-            fprintf(stderr, "sluice serve: %s: at most %d: '%s'\n", where,
+            say("%s: at most %d: '%s'\n", where,
                     SL_RULES_MAX_DEPTH * 64, val);
             bad = 1;
         }
@@ -249,7 +268,7 @@ static int apply(int opt, const char *where, const char *val,
     case CONNS:
         bad = parse_size(where, val, 1, &v);
         if (!bad && v > 1000000) {
-            fprintf(stderr, "sluice serve: %s: at most 1000000: '%s'\n", where,
+            say("%s: at most 1000000: '%s'\n", where,
                     val);
             bad = 1;
         }
@@ -276,7 +295,7 @@ static int load_config(const char *path, sl_srv_config *cfg,
     sl_buf text = {0};
     if (sl_buf_read_file(&text, path, SL_SRV_MAX_CONFIG_BYTES, err,
                          sizeof(err))) {
-        fprintf(stderr, "sluice serve: %s\n", err);
+        say("%s\n", err);
         sl_buf_release(&text);
         return -1;
     }
@@ -284,14 +303,14 @@ static int load_config(const char *path, sl_srv_config *cfg,
                             tree, err, sizeof(err));
     sl_buf_release(&text);
     if (rc != 0) {
-        fprintf(stderr, "sluice serve: %s\n", err);
+        say("%s\n", err);
         return -1;
     }
     const sl__ynode *root = *tree;
     if (root == NULL)
         return 0; /* an empty file sets nothing */
     if (root->kind != SL__Y_MAP) {
-        fprintf(stderr, "sluice serve: %s:%u:%u: expected a mapping of "
+        say("%s:%u:%u: expected a mapping of "
                         "settings\n",
                 path, root->line, root->col);
         return -1;
@@ -309,7 +328,7 @@ static int load_config(const char *path, sl_srv_config *cfg,
             if (strcmp(o->name, flag) == 0 && strchr(k->text, '-') == NULL)
                 opt = o->val;
         if (opt == 0 || opt == CONFIG || opt == HELP) {
-            fprintf(stderr, "sluice serve: %s:%u:%u: unknown key: '%.64s'\n",
+            say("%s:%u:%u: unknown key: '%.64s'\n",
                     path, k->line, k->col, k->text);
             return -1;
         }
@@ -317,7 +336,7 @@ static int load_config(const char *path, sl_srv_config *cfg,
         snprintf(where, sizeof(where), "%s:%u:%u: %s", path, v->line, v->col,
                  k->text);
         if (v->kind != SL__Y_SCALAR || strlen(v->text) != v->len) {
-            fprintf(stderr, "sluice serve: %s: expected a single value\n",
+            say("%s: expected a single value\n",
                     where);
             return -1;
         }
@@ -327,7 +346,7 @@ static int load_config(const char *path, sl_srv_config *cfg,
             free(*rules_buf);
             *rules_buf = malloc(dl + v->len + 1);
             if (*rules_buf == NULL) {
-                fprintf(stderr, "sluice serve: out of memory\n");
+                say("out of memory\n");
                 return -1;
             }
             memcpy(*rules_buf, path, dl);
@@ -340,8 +359,9 @@ static int load_config(const char *path, sl_srv_config *cfg,
     return 0;
 }
 
-void sl_serve_defaults(sl_srv_config *cfg)
+void sl_serve_defaults(sl_srv_config *cfg, const char *command)
 {
+    prog = command;
     *cfg = (sl_srv_config){
         .listen_host = "127.0.0.1",
         .listen_port = 8080,
@@ -372,7 +392,7 @@ int sl_serve_setting(const char *flag, const char *where, const char *value,
 int sl_cmd_serve(int argc, char **argv)
 {
     sl_srv_config cfg;
-    sl_serve_defaults(&cfg);
+    sl_serve_defaults(&cfg, "sluice serve");
     /* Two passes: --config first, so that every flag overrides it. */
     const char *config = NULL;
     int c;

@@ -439,8 +439,9 @@ static int top(loader *L, const sl__ynode *k, const sl__ynode *v,
     if (rc == -2)
         return FAIL(L, k, "unknown key: '%.64s'", k->text);
     if (rc != 0) {
-        /* The setting printed its own message. */
-        snprintf(L->err, L->errlen, "%s: bad value", where);
+        /* The setting printed its own message, naming `where`. */
+        if (L->errlen > 0)
+            L->err[0] = '\0';
         return -1;
     }
     return 0;

@@ -123,6 +123,8 @@ typedef int (*sl_px_other_cb)(void *ctx, const char *key, const char *where,
  * sl_px_config_free until it is published. */
 sl_px_config *sl_px_config_new(void);
 void sl_px_config_free(sl_px_config *cfg);
+/* 0, or -1 with err: "FILE:LINE:COL: what", or "" when `other` refused
+ * a value (it has said why). */
 int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
                       void *ctx, char *err, size_t errlen);
 /* --upstream http://HOST:PORT: resolves HOST once. 0 or -1 with err. */
