@@ -331,6 +331,7 @@ typedef struct sl_parsed_request {
     int64_t hits;
     sl_dec_descriptor *ds;
     size_t n;
+    int kept; /* owned by the op waiting on Redis: release leaves it */
 } sl_parsed_request;
 
 /* 0, or -1 with the HTTP status, error code and message set.  Release
@@ -340,6 +341,12 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen);
 void sl_parsed_request_release(sl_parsed_request *pr);
+/* A request's parse outlives the run that went pending, so its replay
+ * does not parse the body again: sl_srv_op_keep_parsed() gives a fresh
+ * parse to the op being recorded (marking it kept), sl_srv_op_parsed()
+ * lends the op's kept parse to the replay (1) or returns 0. */
+void sl_srv_op_keep_parsed(sl_srv_worker *w, sl_parsed_request *pr);
+int sl_srv_op_parsed(sl_srv_worker *w, sl_parsed_request *pr);
 /* Both APIs' common path: parses the request, decides it, and returns 0
  * with *pr and *res filled; or answers the error into out and returns -1.
  * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's default).

@@ -81,6 +81,8 @@ struct sl_srv_op {
     uint64_t deadline; /* loop ms; this round's timeout */
     sl_srv_op *prev, *next_op; /* the thread's waiting ops, by deadline */
     int queued;
+    int has_parsed;
+    sl_parsed_request parsed; /* the request's body, parsed once */
 };
 
 struct sl_srv_redis {
@@ -94,6 +96,7 @@ struct sl_srv_redis {
     uv_timer_t timeout; /* the oldest waiting op's deadline */
     sl_srv_op *head, *tail;
     int stopping, handles;
+    sl_buf cmd; /* the command being sent, in RESP */
 };
 
 static const char *const fail_names[] = {"timeout", "error", "breaker_open"};
@@ -134,6 +137,10 @@ static void op_unref(sl_srv_op *op)
         free(op->calls[i]);
     }
     free(op->calls);
+    if (op->has_parsed) {
+        op->parsed.kept = 0;
+        sl_parsed_request_release(&op->parsed);
+    }
     free(op);
 }
 
@@ -335,6 +342,35 @@ static void retry_cb(uv_timer_t *t)
 
 /* ---- calls ---- */
 
+static void reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Sends a call: REDIS_OK, or REDIS_ERR and its callback never comes.  The
+ * command is written in RESP here and handed over whole: hiredis's own
+ * formatting (redisAsyncCommandArgv, sdscatfmt per argument) cost more
+ * than building the call. */
+static int send_call(sl_srv_redis *r, call_rec *c)
+{
+    const char *const *argv;
+    const size_t *lens;
+    int argc = sl_redis_call_argv(c->call, &argv, &lens);
+    sl_buf *b = &r->cmd;
+    b->len = 0;
+    b->failed = 0;
+    sl_buf_add(b, "*", 1);
+    sl_buf_add_int(b, argc);
+    sl_buf_add(b, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        sl_buf_add(b, "$", 1);
+        sl_buf_add_int(b, (long long)lens[i]);
+        sl_buf_add(b, "\r\n", 2);
+        sl_buf_add(b, argv[i], lens[i]);
+        sl_buf_add(b, "\r\n", 2);
+    }
+    if (b->failed)
+        return REDIS_ERR;
+    return redisAsyncFormattedCommand(r->ac, reply_cb, c, b->data, b->len);
+}
+
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     call_rec *c = priv;
@@ -349,12 +385,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
-            const char *const *argv;
-            const size_t *lens;
             sl_redis_call_use_eval(c->call);
-            int argc = sl_redis_call_argv(c->call, &argv, &lens);
-            if (redisAsyncCommandArgv(ac, reply_cb, c, argc,
-                                      (const char **)argv, lens) == REDIS_OK)
+            if (send_call(r, c) == REDIS_OK)
                 return; /* this callback's reference passes to the resend */
             rc = SL_ESTORE;
         }
@@ -434,6 +466,7 @@ static void handle_closed_cb(uv_handle_t *h)
     sl_srv_redis *r = h->data;
     if (--r->handles == 0) {
         r->w->redis = NULL;
+        sl_buf_release(&r->cmd);
         free(r);
     }
 }
@@ -657,13 +690,8 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
     op->awaiting = 0;
     for (size_t i = op->unsent; i < op->n_calls; i++) {
         call_rec *c = op->calls[i];
-        const char *const *argv;
-        const size_t *lens;
-        int argc = sl_redis_call_argv(c->call, &argv, &lens);
         c->sent = 1;
-        if (r->state != UP ||
-            redisAsyncCommandArgv(r->ac, reply_cb, c, argc, (const char **)argv,
-                                  lens) != REDIS_OK) {
+        if (r->state != UP || send_call(r, c) != REDIS_OK) {
             /* The breaker opened while this request ran. */
             call_fail(c, SL_SRV_FAIL_BREAKER);
             continue;
@@ -699,6 +727,24 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
     if (r->head == op)
         arm_timeout(r);
     *opp = op;
+    return 1;
+}
+
+void sl_srv_op_keep_parsed(sl_srv_worker *w, sl_parsed_request *pr)
+{
+    if (w->op == NULL || pr->kept || w->op->has_parsed)
+        return;
+    w->op->parsed = *pr;
+    w->op->has_parsed = 1;
+    pr->kept = 1;
+}
+
+int sl_srv_op_parsed(sl_srv_worker *w, sl_parsed_request *pr)
+{
+    if (w->op == NULL || !w->op->has_parsed)
+        return 0;
+    *pr = w->op->parsed;
+    pr->kept = 1;
     return 1;
 }
 
