@@ -34,8 +34,9 @@ static const char serve_usage[] =
     "                          --nodes), fail_open, fail_closed (503)\n"
     "  --redis-breaker N       consecutive failures that open the circuit\n"
     "                          breaker (3)\n"
-    "  --nodes N               sluice serve nodes sharing the Redis: the\n"
-    "                          local policy's divisor (1)\n"
+    "  --nodes N|auto          sluice serve nodes sharing the Redis: the\n"
+    "                          local policy's divisor (1); auto counts the\n"
+    "                          live ones through Redis\n"
     "  --store-bytes N         memory cap of the store (0: 256 MiB)\n"
     "  --max-body-bytes N      largest request body (65536)\n"
     "  --max-header-bytes N    largest request line plus headers (8192)\n"
@@ -201,6 +202,10 @@ static int apply(int opt, const char *where, const char *val,
         break;
     case REDIS_BREAKER:
     case NODES:
+        if (opt == NODES && strcmp(val, "auto") == 0) {
+            cfg->nodes = SL_SRV_NODES_AUTO;
+            break;
+        }
         bad = parse_size(where, val, 1, &v);
         if (!bad && v > 10000) {
             fprintf(stderr, "sluice serve: %s: at most 10000: '%s'\n", where,

@@ -77,8 +77,11 @@ typedef struct sl_srv_config {
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
-    int nodes;                 /* local policy: the limit divided by this */
+    int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
 } sl_srv_config;
+
+/* --nodes auto: divide by the live nodes counted through Redis (nodes.c). */
+#define SL_SRV_NODES_AUTO 0
 
 /* --redis-failure: how a request is decided when Redis cannot decide it. */
 enum { SL_SRV_FAIL_LOCAL, SL_SRV_FAIL_OPEN, SL_SRV_FAIL_CLOSED };
@@ -176,6 +179,8 @@ struct sl_srv_worker {
     sl_srv_op *op;       /* the request being run records its calls here */
     sl_nanos waited_ns;  /* since the first run of the request being run */
     sl_srv_local *local; /* the local policy's divided limits */
+    uv_timer_t beat;     /* --nodes auto, thread 0: the heartbeat */
+    int beating;
 };
 
 struct sl_server {
@@ -192,6 +197,10 @@ struct sl_server {
     char last_error[512];  /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     struct sl_srv_adhoc *adhoc; /* client_api.c: ad hoc limits */
+    /* --nodes auto (nodes.c): this node's id, and the live nodes Redis
+     * counted last (1 before any count). */
+    char node_id[128];
+    atomic_int nodes_live;
 };
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
@@ -213,6 +222,15 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
 int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
 const char *sl_srv_fail_name(int reason);
+/* The thread's Redis connection while it is usable, else NULL: for
+ * commands beside the decisions (nodes.c). */
+struct redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w);
+
+/* nodes.c: --nodes auto.  sl_srv_nodes() is the local policy's divisor:
+ * --nodes N, or the live nodes last counted (at least 1). */
+int sl_srv_nodes(const sl_server *s);
+void sl_srv_nodes_init(sl_srv_worker *w); /* on the loop, after redis_init */
+void sl_srv_nodes_stop(sl_srv_worker *w);
 void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);
 int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
                   void (*done_cb)(void *owner));

@@ -483,6 +483,12 @@ static void teardown(sl_srv_redis *r)
     uv_close((uv_handle_t *)&r->timeout, handle_closed_cb);
 }
 
+redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w)
+{
+    sl_srv_redis *r = w->redis;
+    return r != NULL && r->state == UP ? r->ac : NULL;
+}
+
 void sl_srv_redis_stop(sl_srv_worker *w)
 {
     if (w->redis == NULL)
@@ -557,7 +563,8 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
  * rule's store_failure, else --redis-failure): any fail_closed item
  * refuses the request (SL_ESTORE); fail_open items are allowed with
  * their whole limit left; local items are decided together, all or
- * nothing, on the embedded store with their limits divided by --nodes. */
+ * nothing, on the embedded store with their limits divided by --nodes
+ * (sl_srv_nodes: with --nodes auto, the live nodes counted last). */
 static int fallback(sl_srv_worker *w, const sl_check_item *items,
                     const int64_t *costs, size_t n, sl_nanos now,
                     unsigned flags, const sl_rule_failure *failure, int reason,
@@ -766,11 +773,12 @@ void sl_srv_op_cancel(sl_srv_op *op)
 
 /* ---- the local policy: the embedded store, the limit split over nodes ---- */
 
-/* A rule's limit divided by --nodes, made once per thread (no lock on the
- * fallback path) and found by its configuration, never by address: a
- * reload frees limits and a new one may reuse an address. */
+/* A rule's limit divided by the nodes, made once per thread (no lock on
+ * the fallback path) and found by its configuration and divisor, never by
+ * address: a reload frees limits and a new one may reuse an address. */
 typedef struct local_limit {
     sl_limit_config cfg;
+    int nodes;
     sl_limit *local;
     struct local_limit *next;
 } local_limit;
@@ -786,15 +794,16 @@ struct sl_srv_local {
 static const sl_limit *local_limit_of(sl_srv_worker *w, const sl_limit *lim)
 {
     const sl_limit_config *cfg = sl_limit_get_config(lim);
-    int nodes = w->server->cfg.nodes;
+    int nodes = sl_srv_nodes(w->server);
     if (nodes <= 1)
         return lim;
     if (w->local == NULL && (w->local = calloc(1, sizeof(*w->local))) == NULL)
         return NULL;
     uint64_t h = fnv(UINT64_C(0xcbf29ce484222325), cfg, sizeof(*cfg));
+    h = fnv(h, &nodes, sizeof(nodes));
     local_limit **b = &w->local->buckets[h % LOCAL_BUCKETS];
     for (local_limit *l = *b; l != NULL; l = l->next)
-        if (memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
+        if (l->nodes == nodes && memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
             return l->local;
     if (w->local->count >= LOCAL_MAX)
         return NULL;
@@ -802,6 +811,7 @@ static const sl_limit *local_limit_of(sl_srv_worker *w, const sl_limit *lim)
     if (l == NULL)
         return NULL;
     l->cfg = *cfg;
+    l->nodes = nodes;
     sl_limit_config c = *cfg;
     c.limit = cfg->limit / nodes > 0 ? cfg->limit / nodes : 1;
     c.burst = cfg->burst / nodes > 0 ? cfg->burst / nodes : 1;
