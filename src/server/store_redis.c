@@ -288,6 +288,22 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     go_down(r, "connection lost");
 }
 
+/* hiredis's libuv adapter restarts its poll handle on every command
+ * (addWrite) and after every write (addRead), and each uv_poll_start
+ * takes the socket out of epoll: an epoll_ctl per call, most of them
+ * failing.  Only a change of interest needs the restart. */
+static void add_read(void *privdata)
+{
+    if (!(((redisLibuvEvents *)privdata)->events & UV_READABLE))
+        redisLibuvAddRead(privdata);
+}
+
+static void add_write(void *privdata)
+{
+    if (!(((redisLibuvEvents *)privdata)->events & UV_WRITABLE))
+        redisLibuvAddWrite(privdata);
+}
+
 static void start_connect(sl_srv_redis *r)
 {
     sl_redis_endpoint ep;
@@ -307,6 +323,8 @@ static void start_connect(sl_srv_redis *r)
         go_down(r, "out of memory");
         return;
     }
+    ac->ev.addRead = add_read;
+    ac->ev.addWrite = add_write;
     redisAsyncSetConnectCallback(ac, connect_cb);
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ac = ac;
