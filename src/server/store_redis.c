@@ -18,11 +18,13 @@
  * come (or the timeout), the request is run again from the start: each
  * sl_srv_check() now finds its recorded result, in order.  A front end
  * whose later calls depend on earlier results (GET /v1/delay) simply goes
- * pending again and takes another round trip.  Running the request twice
- * costs a second JSON parse; it buys front ends without callbacks and one
- * place where waiting happens.  A replayed call is checked against the
- * recorded one (a fingerprint of items, costs and flags); a mismatch
- * (rules reloaded in between) is decided by the failure policy.
+ * pending again and takes another round trip.  The op keeps the request's
+ * JSON parse from its first run for the replay (sl_srv_op_keep_parsed), so
+ * running it twice costs a second rule match, not a second parse; it buys
+ * front ends without callbacks and one place where waiting happens.  A
+ * replayed call is checked against the recorded one (a fingerprint of
+ * items, costs and flags); a mismatch (rules reloaded in between) is
+ * decided by the failure policy.
  *
  * Failure.  A call that gets no good reply within --redis-timeout of being
  * sent is a failure (reason "timeout"; a lost connection or an error
