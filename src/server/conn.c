@@ -502,6 +502,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     parse(c, buf->base, (size_t)nread);
     flush(c);
+    /* Last: it may answer other waiting requests (store_redis.c). */
+    sl_srv_redis_flush(c->w);
 }
 
 /* The store's result is in: answer the waiting request, then go on with

@@ -221,6 +221,9 @@ int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
                  sl_decision *overall, char *err, size_t errlen);
 int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
+/* Writes the calls recorded so far now rather than when the loop next
+ * polls: called after each connection's read, from outside any request. */
+void sl_srv_redis_flush(sl_srv_worker *w);
 const char *sl_srv_fail_name(int reason);
 /* The thread's Redis connection while it is usable, else NULL: for
  * commands beside the decisions (nodes.c). */
