@@ -4,6 +4,9 @@
 # /readyz); one stops and leaves the count after its TTL; then Redis is
 # killed and each of the three left decides on its embedded store with
 # the limit divided by 3, checked exactly.  Every wait is bounded.
+# Before that, while Redis is up: pipelined requests that wait on Redis
+# (the connection reads on while one waits) are answered in order, and a
+# client that half-closes after its request still gets the answer.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 if ! command -v redis-server >/dev/null; then
@@ -111,6 +114,45 @@ try:
     nodes = [Node("n%d" % i, "--store", store, "--nodes", "auto") for i in range(4)]
     static = Node("static", "--store", store, "--nodes", "2")
 
+    # Pipelined: five requests, one waiting on Redis at a time, the rest
+    # read ahead; five answers, in order, each consumed.  Redis is paused
+    # (well within this node's timeout) while they are sent one write at
+    # a time, so four arrive while the first waits.
+    pipe = Node("pipe", "--store", store, "--redis-timeout", "5s")
+    check("pipe node connects", wait_for(lambda: pipe.readyz().get("store_status") == "up", 10))
+    req = lambda v: ('POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s'
+                     % (len(v), v))
+    body = lambda v: json.dumps({"domain": "test", "descriptors":
+                                 [{"entries": [{"key": "k", "value": v}]}]})
+    s = socket.create_connection(("127.0.0.1", pipe.port), 5)
+    redis.send_signal(signal.SIGSTOP)
+    for _ in range(5):
+        s.sendall(req(body("pipe")).encode())
+        time.sleep(0.02)
+    redis.send_signal(signal.SIGCONT)
+    data = b""
+    while data.count(b"HTTP/1.1 ") < 5 or not data.endswith(b"}\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    rem = [int(m) for m in re.findall(rb'"remaining":(\d+)', data)]
+    check("pipelined requests waiting on Redis answered in order",
+          rem == [L - 1, L - 2, L - 3, L - 4, L - 5], data[-400:])
+    # Half-closed after the request: the answer still comes.
+    s = socket.create_connection(("127.0.0.1", nodes[1].port), 5)
+    s.sendall(req(body("half")).encode())
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    check("a half-closed client gets its answer", b'"overall":"OK"' in data, data[-300:])
+
     check("4 nodes with --nodes auto count each other",
           wait_for(lambda: all(n.live() == 4 for n in nodes), 10),
           [n.live() for n in nodes])
@@ -142,7 +184,7 @@ try:
               set(h for _, h in res) == {str(L // 3)}, res)
         check("%s: the last count stands while Redis is down" % n.name,
               n.live() == 3 and n.readyz().get("nodes_live") == 3, n.live())
-    for n in left + [static]:
+    for n in left + [static, pipe]:
         n.p.send_signal(signal.SIGTERM)
         check("%s exits 0 on SIGTERM" % n.name, n.p.wait(10) == 0,
               open(n.log).read()[-2000:])
