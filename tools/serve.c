@@ -39,8 +39,9 @@ static const char serve_usage[] =
     "  --redis-hash-tag T      Redis Cluster: keys sharing a slot, so a\n"
     "                          request decided atomically: key (default;\n"
     "                          each descriptor's) or domain (all of it)\n"
-    "  --nodes N               sluice serve nodes sharing the Redis: the\n"
-    "                          local policy's divisor (1)\n"
+    "  --nodes N|auto          sluice serve nodes sharing the Redis: the\n"
+    "                          local policy's divisor (1); auto counts the\n"
+    "                          live ones through Redis\n"
     "  --store-bytes N         memory cap of the store (0: 256 MiB)\n"
     "  --max-body-bytes N      largest request body (65536)\n"
     "  --max-header-bytes N    largest request line plus headers (8192)\n"
@@ -236,6 +237,10 @@ static int apply(int opt, const char *where, const char *val,
         break;
     case REDIS_BREAKER:
     case NODES:
+        if (opt == NODES && strcmp(val, "auto") == 0) {
+            cfg->nodes = SL_SRV_NODES_AUTO;
+            break;
+        }
         bad = parse_size(where, val, 1, &v);
         if (!bad && v > 10000) {
             say("%s: at most 10000: '%s'\n", where,

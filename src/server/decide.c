@@ -196,6 +196,8 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen)
 {
+    if (sl_srv_op_parsed(w, pr))
+        return 0;
     int rc = parse_request(w, req, hits_key, desc_hits_key, pr, status, code,
                            msg, msglen);
     if (rc != 0)
@@ -206,6 +208,8 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
 
 void sl_parsed_request_release(sl_parsed_request *pr)
 {
+    if (pr->kept)
+        return;
     sl_free_descriptors(pr->ds, pr->n);
     json_decref(pr->root);
 }
@@ -234,6 +238,12 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
     }
     rc = sl_decide(w, pr->domain, pr->domain_len, pr->ds, pr->n, pr->hits, res,
                    msg, sizeof(msg));
+    if (rc == SL_SRV_PENDING) {
+        /* No answer to build (conn.c would drop it); the replay reuses
+         * this parse. */
+        sl_srv_op_keep_parsed(w, pr);
+        return -1;
+    }
     if (rc != 0) {
         sl_respond_error(out, sl_decide_status(rc), sl_err_name(rc), msg,
                          keep_alive);

@@ -341,6 +341,12 @@ static void render_store(sl_server *s, sl_buf *out)
                   "%llu\n",
                   (unsigned long long)SUM(breaker_opened),
                   (unsigned long long)SUM(breaker_closed));
+    sl_buf_printf(out,
+                  "# HELP sluice_nodes_live nodes sharing the Redis, the "
+                  "local policy's divisor (--nodes, or counted live)\n"
+                  "# TYPE sluice_nodes_live gauge\n"
+                  "sluice_nodes_live %d\n",
+                  sl_srv_nodes(s));
 }
 
 void sl_metrics_render(sl_server *s, sl_buf *out)

@@ -171,6 +171,9 @@ static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
                          "rules_version", sl_rules_version(w->rules->rules),
                          "store", w->server->redis_store ? "redis" : "memory",
                          "store_status", sl_metrics_store_status(w->server));
+        if (w->server->redis_store != NULL)
+            json_object_set_new(body, "nodes_live",
+                                json_integer(sl_srv_nodes(w->server)));
         sl_respond_json(out, 200, NULL, body, keep_alive);
     } else {
         body = json_pack("{s:s}", "status", "no rules loaded");

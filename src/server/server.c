@@ -53,6 +53,7 @@ static void wake_cb(uv_async_t *a)
             w->server->cfg.frontend->close_idle(w);
         else
             sl_conn_close_idle(w);
+        sl_srv_nodes_stop(w);
         sl_srv_redis_stop(w);
     }
 }
@@ -154,6 +155,7 @@ int sl_server_run(const sl_srv_config *cfg)
         return 1;
     the_server = s;
     s->cfg = *cfg;
+    atomic_init(&s->nodes_live, 1);
     pthread_mutex_init(&s->reload_lock, NULL);
     signal(SIGPIPE, SIG_IGN);
     int status = 1;
@@ -208,6 +210,8 @@ int sl_server_run(const sl_srv_config *cfg)
         sl_reload_adopt(w);
         if (s->redis_store != NULL && sl_srv_redis_init(w) != 0)
             goto stop;
+        if (s->redis_store != NULL)
+            sl_srv_nodes_init(w);
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;
     }

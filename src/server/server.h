@@ -82,8 +82,11 @@ typedef struct sl_srv_config {
     int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
-    int nodes;                 /* local policy: the limit divided by this */
+    int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
 } sl_srv_config;
+
+/* --nodes auto: divide by the live nodes counted through Redis (nodes.c). */
+#define SL_SRV_NODES_AUTO 0
 
 /* --redis-failure: how a request is decided when Redis cannot decide it. */
 enum { SL_SRV_FAIL_LOCAL, SL_SRV_FAIL_OPEN, SL_SRV_FAIL_CLOSED };
@@ -212,6 +215,8 @@ struct sl_srv_worker {
     sl_srv_op *op;       /* the request being run records its calls here */
     sl_nanos waited_ns;  /* since the first run of the request being run */
     sl_srv_local *local; /* the local policy's divided limits */
+    uv_timer_t beat;     /* --nodes auto, thread 0: the heartbeat */
+    int beating;
 };
 
 struct sl_server {
@@ -228,6 +233,10 @@ struct sl_server {
     char last_error[512];  /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     struct sl_srv_adhoc *adhoc; /* client_api.c: ad hoc limits */
+    /* --nodes auto (nodes.c): this node's id, and the live nodes Redis
+     * counted last (1 before any count). */
+    char node_id[128];
+    atomic_int nodes_live;
 };
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
@@ -285,7 +294,21 @@ void sl_srv_cluster_timed_out(sl_srv_cluster *cl);
 /* Drops every link: their calls in flight get no reply. */
 void sl_srv_cluster_close(sl_srv_cluster *cl);
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
+/* Writes the calls recorded so far now rather than when the loop next
+ * polls: called after each connection's read, from outside any request. */
+void sl_srv_redis_flush(sl_srv_worker *w);
 const char *sl_srv_fail_name(int reason);
+/* The thread's Redis connection for `key` (with a Cluster: its slot's
+ * master) while it is usable, else NULL: for commands beside the
+ * decisions (nodes.c). */
+struct redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w,
+                                               const char *key);
+
+/* nodes.c: --nodes auto.  sl_srv_nodes() is the local policy's divisor:
+ * --nodes N, or the live nodes last counted (at least 1). */
+int sl_srv_nodes(const sl_server *s);
+void sl_srv_nodes_init(sl_srv_worker *w); /* on the loop, after redis_init */
+void sl_srv_nodes_stop(sl_srv_worker *w);
 void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);
 int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
                   void (*done_cb)(void *owner));
@@ -404,6 +427,7 @@ typedef struct sl_parsed_request {
     int64_t hits;
     sl_dec_descriptor *ds;
     size_t n;
+    int kept; /* owned by the op waiting on Redis: release leaves it */
 } sl_parsed_request;
 
 /* 0, or -1 with the HTTP status, error code and message set.  Release
@@ -413,6 +437,12 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen);
 void sl_parsed_request_release(sl_parsed_request *pr);
+/* A request's parse outlives the run that went pending, so its replay
+ * does not parse the body again: sl_srv_op_keep_parsed() gives a fresh
+ * parse to the op being recorded (marking it kept), sl_srv_op_parsed()
+ * lends the op's kept parse to the replay (1) or returns 0. */
+void sl_srv_op_keep_parsed(sl_srv_worker *w, sl_parsed_request *pr);
+int sl_srv_op_parsed(sl_srv_worker *w, sl_parsed_request *pr);
 /* Both APIs' common path: parses the request, decides it, and returns 0
  * with *pr and *res filled; or answers the error into out and returns -1.
  * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's default).

@@ -18,11 +18,13 @@
  * come (or the timeout), the request is run again from the start: each
  * sl_srv_check() now finds its recorded result, in order.  A front end
  * whose later calls depend on earlier results (GET /v1/delay) simply goes
- * pending again and takes another round trip.  Running the request twice
- * costs a second JSON parse; it buys front ends without callbacks and one
- * place where waiting happens.  A replayed call is checked against the
- * recorded one (a fingerprint of items, costs and flags); a mismatch
- * (rules reloaded in between) is decided by the failure policy.
+ * pending again and takes another round trip.  The op keeps the request's
+ * JSON parse from its first run for the replay (sl_srv_op_keep_parsed), so
+ * running it twice costs a second rule match, not a second parse; it buys
+ * front ends without callbacks and one place where waiting happens.  A
+ * replayed call is checked against the recorded one (a fingerprint of
+ * items, costs and flags); a mismatch (rules reloaded in between) is
+ * decided by the failure policy.
  *
  * Failure.  A call that gets no good reply within --redis-timeout of being
  * sent is a failure (reason "timeout"; a lost connection or an error
@@ -105,6 +107,8 @@ struct sl_srv_op {
     uint64_t deadline; /* loop ms; this round's timeout */
     sl_srv_op *prev, *next_op; /* the thread's waiting ops, by deadline */
     int queued;
+    int has_parsed;
+    sl_parsed_request parsed; /* the request's body, parsed once */
 };
 
 struct sl_srv_redis {
@@ -119,6 +123,7 @@ struct sl_srv_redis {
     uv_timer_t timeout; /* the oldest waiting op's deadline */
     sl_srv_op *head, *tail;
     int stopping, handles;
+    sl_buf cmd; /* the command being sent, in RESP */
 };
 
 static const char *const fail_names[] = {"timeout", "error", "breaker_open"};
@@ -160,6 +165,10 @@ static void op_unref(sl_srv_op *op)
         free(op->calls[i]);
     }
     free(op->calls);
+    if (op->has_parsed) {
+        op->parsed.kept = 0;
+        sl_parsed_request_release(&op->parsed);
+    }
     free(op);
 }
 
@@ -322,6 +331,22 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     go_down(r, "connection lost");
 }
 
+/* hiredis's libuv adapter restarts its poll handle on every command
+ * (addWrite) and after every write (addRead), and each uv_poll_start
+ * takes the socket out of epoll: an epoll_ctl per call, most of them
+ * failing.  Only a change of interest needs the restart. */
+static void add_read(void *privdata)
+{
+    if (!(((redisLibuvEvents *)privdata)->events & UV_READABLE))
+        redisLibuvAddRead(privdata);
+}
+
+static void add_write(void *privdata)
+{
+    if (!(((redisLibuvEvents *)privdata)->events & UV_WRITABLE))
+        redisLibuvAddWrite(privdata);
+}
+
 static void start_connect(sl_srv_redis *r)
 {
     sl_redis_endpoint ep;
@@ -343,6 +368,8 @@ static void start_connect(sl_srv_redis *r)
         go_down(r, "out of memory");
         return;
     }
+    ac->ev.addRead = add_read;
+    ac->ev.addWrite = add_write;
     redisAsyncSetConnectCallback(ac, connect_cb);
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ac = ac;
@@ -384,9 +411,31 @@ static void retry_cb(uv_timer_t *t)
 
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv);
 
+/* argv in RESP, into r->cmd, to be handed to hiredis whole: its own
+ * formatting (redisAsyncCommandArgv, sdscatfmt per argument) cost more
+ * than building the call.  0, or -1 out of memory. */
+static int format_command(sl_srv_redis *r, int argc, const char *const *argv,
+                          const size_t *lens)
+{
+    sl_buf *b = &r->cmd;
+    b->len = 0;
+    b->failed = 0;
+    sl_buf_add(b, "*", 1);
+    sl_buf_add_int(b, argc);
+    sl_buf_add(b, "\r\n", 2);
+    for (int i = 0; i < argc; i++) {
+        sl_buf_add(b, "$", 1);
+        sl_buf_add_int(b, (long long)lens[i]);
+        sl_buf_add(b, "\r\n", 2);
+        sl_buf_add(b, argv[i], lens[i]);
+        sl_buf_add(b, "\r\n", 2);
+    }
+    return b->failed ? -1 : 0;
+}
+
 /* Sends one part: on the one connection, or on the link of its slot; to
  * `to` after a redirection (with ASKING first after an ASK).  0, or -1
- * when it cannot be sent now. */
+ * when it cannot be sent now (then its callback never comes). */
 static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
                      int asking)
 {
@@ -403,8 +452,9 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
     p->asking = asking;
     if (ac == NULL ||
         (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
-        redisAsyncCommandArgv(ac, reply_cb, p, argc, (const char **)argv,
-                              lens) != REDIS_OK)
+        format_command(r, argc, argv, lens) != 0 ||
+        redisAsyncFormattedCommand(ac, reply_cb, p, r->cmd.data,
+                                   r->cmd.len) != REDIS_OK)
         return -1;
     if (r->cluster != NULL)
         sl_srv_cluster_sent(r->cluster, ac);
@@ -559,6 +609,7 @@ static void handle_closed_cb(uv_handle_t *h)
     sl_srv_redis *r = h->data;
     if (--r->handles == 0) {
         r->w->redis = NULL;
+        sl_buf_release(&r->cmd);
         free(r);
     }
 }
@@ -575,6 +626,33 @@ static void teardown(sl_srv_redis *r)
     r->cluster = NULL;
     uv_close((uv_handle_t *)&r->retry, handle_closed_cb);
     uv_close((uv_handle_t *)&r->timeout, handle_closed_cb);
+}
+
+/* hiredis writes a connection's calls when the loop next polls it, so
+ * Redis got every call of a loop iteration at once, after all its reads,
+ * and answered them all before the thread saw a reply: the thread and
+ * Redis took turns instead of working at once (each ~40% busy at the
+ * bench's peak).  Writing after each client read lets Redis start on the
+ * first calls while the thread parses the next requests (+25-30%
+ * decisions/s in bench/serve_redis.sh) for a write per read.  A failed
+ * write runs the callbacks of every call in flight, which may answer
+ * other waiting requests: hence only from outside any request. */
+void sl_srv_redis_flush(sl_srv_worker *w)
+{
+    sl_srv_redis *r = w->redis;
+    if (r != NULL && r->state == UP && r->ac != NULL &&
+        sdslen(r->ac->c.obuf) > 0)
+        redisAsyncHandleWrite(r->ac);
+}
+
+redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w, const char *key)
+{
+    sl_srv_redis *r = w->redis;
+    if (r == NULL || r->state != UP)
+        return NULL;
+    return r->cluster ? sl_srv_cluster_link(
+                            r->cluster, sl_redis_key_slot(key, strlen(key)))
+                      : r->ac;
 }
 
 void sl_srv_redis_stop(sl_srv_worker *w)
@@ -662,7 +740,8 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
  * rule's store_failure, else --redis-failure): any fail_closed item
  * refuses the request (SL_ESTORE); fail_open items are allowed with
  * their whole limit left; local items are decided together, all or
- * nothing, on the embedded store with their limits divided by --nodes. */
+ * nothing, on the embedded store with their limits divided by --nodes
+ * (sl_srv_nodes: with --nodes auto, the live nodes counted last). */
 static int fallback(sl_srv_worker *w, const sl_check_item *items,
                     const int64_t *costs, size_t n, sl_nanos now,
                     unsigned flags, const sl_rule_failure *failure, int reason,
@@ -842,6 +921,24 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
     return 1;
 }
 
+void sl_srv_op_keep_parsed(sl_srv_worker *w, sl_parsed_request *pr)
+{
+    if (w->op == NULL || pr->kept || w->op->has_parsed)
+        return;
+    w->op->parsed = *pr;
+    w->op->has_parsed = 1;
+    pr->kept = 1;
+}
+
+int sl_srv_op_parsed(sl_srv_worker *w, sl_parsed_request *pr)
+{
+    if (w->op == NULL || !w->op->has_parsed)
+        return 0;
+    *pr = w->op->parsed;
+    pr->kept = 1;
+    return 1;
+}
+
 /* The connection is gone: its op will not call back. */
 void sl_srv_op_cancel(sl_srv_op *op)
 {
@@ -860,11 +957,12 @@ void sl_srv_op_cancel(sl_srv_op *op)
 
 /* ---- the local policy: the embedded store, the limit split over nodes ---- */
 
-/* A rule's limit divided by --nodes, made once per thread (no lock on the
- * fallback path) and found by its configuration, never by address: a
- * reload frees limits and a new one may reuse an address. */
+/* A rule's limit divided by the nodes, made once per thread (no lock on
+ * the fallback path) and found by its configuration and divisor, never by
+ * address: a reload frees limits and a new one may reuse an address. */
 typedef struct local_limit {
     sl_limit_config cfg;
+    int nodes;
     sl_limit *local;
     struct local_limit *next;
 } local_limit;
@@ -880,15 +978,16 @@ struct sl_srv_local {
 static const sl_limit *local_limit_of(sl_srv_worker *w, const sl_limit *lim)
 {
     const sl_limit_config *cfg = sl_limit_get_config(lim);
-    int nodes = w->server->cfg.nodes;
+    int nodes = sl_srv_nodes(w->server);
     if (nodes <= 1)
         return lim;
     if (w->local == NULL && (w->local = calloc(1, sizeof(*w->local))) == NULL)
         return NULL;
     uint64_t h = fnv(UINT64_C(0xcbf29ce484222325), cfg, sizeof(*cfg));
+    h = fnv(h, &nodes, sizeof(nodes));
     local_limit **b = &w->local->buckets[h % LOCAL_BUCKETS];
     for (local_limit *l = *b; l != NULL; l = l->next)
-        if (memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
+        if (l->nodes == nodes && memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
             return l->local;
     if (w->local->count >= LOCAL_MAX)
         return NULL;
@@ -896,6 +995,7 @@ static const sl_limit *local_limit_of(sl_srv_worker *w, const sl_limit *lim)
     if (l == NULL)
         return NULL;
     l->cfg = *cfg;
+    l->nodes = nodes;
     sl_limit_config c = *cfg;
     c.limit = cfg->limit / nodes > 0 ? cfg->limit / nodes : 1;
     c.burst = cfg->burst / nodes > 0 ? cfg->burst / nodes : 1;

@@ -658,10 +658,23 @@ static void push_arg(call_args *a, const char *s, size_t len)
     a->lens[a->argc++] = len;
 }
 
+/* Decimal by hand: snprintf cost as much as the rest of building a call
+ * (docs/benchmarks.md, "sluice serve --store redis"). */
 static void push_num(call_args *a, int64_t v)
 {
-    char *s = a->nums[a->nnums++];
-    push_arg(a, s, (size_t)snprintf(s, NUM_LEN, "%lld", (long long)v));
+    char *s = a->nums[a->nnums++], digits[NUM_LEN];
+    size_t i = sizeof(digits), len;
+    /* Through unsigned, so INT64_MIN negates without overflow. */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        digits[--i] = '-';
+    len = sizeof(digits) - i;
+    memcpy(s, digits + i, len);
+    push_arg(a, s, len);
 }
 
 /* sha NULL: EVAL with the script's text. */
@@ -1057,7 +1070,8 @@ int sl_redis_call_new(sl_store *store, const sl_check_item *items,
     sl_redis_call *c;
     int err;
 
-    set_err(errbuf, errlen, "%s", "");
+    if (errbuf != NULL && errlen > 0)
+        errbuf[0] = '\0';
     if (store == NULL || store->type != &redis_type || out == NULL ||
         (flags & ~SL_RECORD) != 0 || (sha != NULL && strlen(sha) != SHA_LEN)) {
         set_err(errbuf, errlen, "invalid argument");

@@ -1,0 +1,98 @@
+/*
+ * nodes.c - `--nodes auto`: how many sluice serve daemons share the Redis,
+ * counted live, for the local failure policy's divisor (store_redis.c).
+ *
+ * While its connection is up, thread 0 of every node runs one small
+ * script each second on it: it stamps the node's id with Redis's clock in
+ * a sorted set, drops the ids not stamped within NODE_TTL_MS, and returns
+ * how many are left.  The answer is kept (sl_server.nodes_live) and is
+ * what the fallback divides by when Redis fails: the count seen last
+ * before the outage, at least 1.  Redis's clock, not the nodes', so a
+ * node whose clock is off is neither dropped early nor kept late.  A
+ * stopped node is simply no longer stamped and leaves the count within
+ * NODE_TTL_MS; a static --nodes N sends nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "server.h"
+
+#define BEAT_MS 1000
+#define NODE_TTL_MS 3000
+/* Beside the store's keys (prefix sl:, then 16 hex digits): no clash. */
+#define NODES_KEY "sl:nodes"
+
+static const char beat_script[] =
+    "local t = redis.call('TIME')\n"
+    "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "redis.call('ZADD', KEYS[1], now, ARGV[1])\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - ARGV[2])\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return redis.call('ZCARD', KEYS[1])\n";
+
+/* The reply's worker outlives every callback: hiredis calls them all,
+ * with NULL, before the connection is freed, within the loop. */
+static void beat_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    const redisReply *r = reply;
+    sl_srv_worker *w = priv;
+    (void)ac;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= 1)
+        atomic_store_explicit(&w->server->nodes_live,
+                              r->integer > 10000 ? 10000 : (int)r->integer,
+                              memory_order_relaxed);
+}
+
+static void beat_cb(uv_timer_t *t)
+{
+    sl_srv_worker *w = t->data;
+    redisAsyncContext *ac = sl_srv_redis_context(w, NODES_KEY);
+    char ttl[16];
+    if (ac == NULL)
+        return; /* down: the last count stands */
+    snprintf(ttl, sizeof(ttl), "%d", NODE_TTL_MS);
+    const char *argv[6] = {"EVAL",    beat_script,        "1",
+                           NODES_KEY, w->server->node_id, ttl};
+    redisAsyncCommandArgv(ac, beat_reply_cb, w, 6, argv, NULL);
+}
+
+int sl_srv_nodes(const sl_server *s)
+{
+    if (s->cfg.nodes != SL_SRV_NODES_AUTO)
+        return s->cfg.nodes;
+    return atomic_load_explicit(&s->nodes_live, memory_order_relaxed);
+}
+
+void sl_srv_nodes_init(sl_srv_worker *w)
+{
+    sl_server *s = w->server;
+    if (w->index != 0 || s->cfg.nodes != SL_SRV_NODES_AUTO)
+        return;
+    /* hostname:pid:random, so that ids are unique across hosts and
+     * restarts and still say which process they are. */
+    char host[64] = "";
+    uint64_t rnd = 0;
+    gethostname(host, sizeof(host) - 1);
+    if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        rnd = (uint64_t)uv_hrtime();
+    snprintf(s->node_id, sizeof(s->node_id), "%s:%ld:%016llx", host,
+             (long)getpid(), (unsigned long long)rnd);
+    uv_timer_init(&w->loop, &w->beat);
+    w->beat.data = w;
+    uv_timer_start(&w->beat, beat_cb, BEAT_MS / 10, BEAT_MS);
+    w->beating = 1;
+}
+
+void sl_srv_nodes_stop(sl_srv_worker *w)
+{
+    if (w->beating) {
+        w->beating = 0;
+        uv_close((uv_handle_t *)&w->beat, NULL);
+    }
+}
