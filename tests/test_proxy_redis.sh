@@ -14,7 +14,6 @@ set -uo pipefail
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
 import hashlib, http.client, json, os, re, shlex, signal, socket, struct
 import subprocess, sys, tempfile, time
-from concurrent.futures import ThreadPoolExecutor
 
 SLUICE, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests/sh"))
@@ -73,11 +72,7 @@ class Proxy(harness.Daemon):
             c.close()
 
     def metric(self, name):
-        s, _, text, _ = self.req("/sluice/metrics")
-        for line in text.decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-        return None
+        return harness.metric(self.req("/sluice/metrics")[2].decode(), name)
 
     def wait_up(self):
         return harness.wait_until(lambda: self.metric("sluice_store_up") == 1)
@@ -197,11 +192,8 @@ try:
         def one(i):
             p = pol[i % 3]
             return p, p.req("/api/x", {"X-Api-Key": "out-%s-%d" % (label, i % 5)})
-        with ThreadPoolExecutor(24) as ex:
-            res = list(ex.map(one, range(60 if QUICK else 150)))
-        worst = max(r[1][3] for r in res)
-        check("%s: no request waits past timeout + margin (worst %.0f ms)" % (label, worst * 1000),
-              worst <= bound, "worst %.3f s > %.3f s" % (worst, bound))
+        res = harness.storm(one, 60 if QUICK else 150)
+        harness.check_bound(label, [r[1][3] for r in res], bound)
         by = {p.name: [r[1] for r in res if r[0] is p] for p in pol}
         closed_ok = all(s == 503 and json.loads(b)["error"]["code"] == "ESTORE"
                         for s, _, b, _ in by["closed"])
@@ -290,10 +282,7 @@ try:
     everyone.append(doc)
 
     # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
-    for p in everyone:
-        rc = p.stop()
-        check("%s exits 0 on SIGTERM" % p.name, rc == 0,
-              "status %s; log: %s" % (rc, open(p.log).read()[-2000:]))
+    harness.check_exit(everyone)
 finally:
     harness.kill_all()
 sys.exit(harness.failed)

@@ -16,12 +16,11 @@ for b in redis-server redis-cli; do
   fi
 done
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import os, re, signal, socket, subprocess, sys, tempfile, threading, time
-from concurrent.futures import ThreadPoolExecutor
+import os, re, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
-import serve
-from serve import check, free_port
+import harness
+from harness import check, free_port
 
 SLUICE = sys.argv[1]
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
@@ -35,18 +34,19 @@ def cli(port, *args):
 
 # ---- the cluster ----
 ports = []
-redis = {}
+redis = {}  # port -> harness.Redis
 def start_node(i):
     d = os.path.join(tmp, "r%d" % i)
     os.makedirs(d, exist_ok=True)
-    redis[ports[i]] = serve.start(
-        ["redis-server", "--port", str(ports[i]), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", d,
-         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-         "--cluster-node-timeout", "1000", "--cluster-port", str(free_port()),
-         "--repl-diskless-sync-delay", "0",
-         "--cluster-replica-validity-factor", "0"],
-        os.path.join(d, "log"), stdout=subprocess.DEVNULL)
+    r = harness.Redis(extra=[
+        "--dir", d,
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", "1000", "--cluster-port", str(free_port()),
+        "--repl-diskless-sync-delay", "0",
+        "--cluster-replica-validity-factor", "0"])
+    ports.append(r.port)
+    redis[r.port] = r
+    r.start()
 
 def wait_ok(alive, secs=20):
     """Every live node: cluster_state:ok, replicas in sync, and all agree
@@ -93,13 +93,13 @@ def masters(port):
     return sorted(set(m for _, _, m in slots(port)))
 
 # ---- sluice ----
-ALGS = serve.ALGS
+ALGS = harness.ALGS
 L = 5
-rules = serve.rules_file(
+rules = harness.rules_file(
     tmp, L, "  - key: one\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
     "  - key: five\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
 
-class Node(serve.Node):
+class Node(harness.Node):
     def __init__(self, name, url, *flags):
         super().__init__(SLUICE, tmp, name, rules, "--threads", "2", "--store",
                          url, "--redis-timeout", "%dms" % TIMEOUT_MS, *flags)
@@ -112,9 +112,8 @@ def storm(nodes, pairs, per_pair, workers=24):
         k, v = jobs[i]
         return (k, v), nodes[i % len(nodes)].check(k, v)[0]
     out = {}
-    with ThreadPoolExecutor(workers) as ex:
-        for kv, s in ex.map(one, range(len(jobs))):
-            out.setdefault(kv, []).append(s)
+    for kv, s in harness.storm(one, len(jobs), workers):
+        out.setdefault(kv, []).append(s)
     return out
 
 def key_slot(name):
@@ -130,15 +129,7 @@ def find_key(port_list, pattern):
 
 try:
     for i in range(6):
-        ports.append(free_port())
         start_node(i)
-    for p in ports:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", p), 0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
     out = subprocess.run(["redis-cli", "--cluster", "create"] +
                          ["127.0.0.1:%d" % p for p in ports] +
                          ["--cluster-replicas", "1", "--cluster-yes"],
@@ -172,7 +163,7 @@ try:
     argv = [url if a.startswith("redis-cluster://") else a for a in argv]
     check("docs/server.md has the cluster example",
           argv[:3] == ["sluice", "serve", "--rules"], argv)
-    doc_node = serve.Node(SLUICE, tmp, "doc",
+    doc_node = harness.Node(SLUICE, tmp, "doc",
                           os.path.join(sys.argv[2], argv[3]), *argv[4:])
     check("the documented command serves from the cluster",
           doc_node.wait_status("up"), open(doc_node.log).read()[-500:])
@@ -220,7 +211,7 @@ try:
     check("hash tag domain: the refused request consumed nothing (5 - 1 = 4 left)",
           (s1, s2, s3) == (200, 429, 200) and b3["descriptors"][0]["remaining"] == 4,
           (s1, s2, s3, b3))
-    check("dom exits 0 on SIGTERM", dom.stop() == 0)
+    harness.check_exit([dom])
 
     # A slot migrated under load: ASK while its keys move, MOVED after.
     for n in nodes:
@@ -272,22 +263,13 @@ try:
     fslot = key_slot(fkey)
     victim = master_of_slot(ports[0], fslot)
     alive = [p for p in ports if p != victim]
-    stop.clear()
-    worst = [0.0]
-    statuses = set()
-    def fo_load():
-        i = 0
-        while not stop.is_set():
-            s, _, _, dt = nodes[i % 3].check("gcra", "fo-%d" % (i % 9))
-            worst[0] = max(worst[0], dt)
-            statuses.add(s)
-            i += 1
-    ths = [threading.Thread(target=fo_load) for _ in range(6)]
-    for th in ths:
-        th.start()
+    def fo_one(i):
+        n = nodes[i % 3]
+        s, _, _, dt = n.check("gcra", "fo-%d" % (i % 9))
+        return n.name, s, dt
+    fo_load = harness.Load(fo_one, threads=6)
     time.sleep(0.3)
     redis[victim].kill()
-    redis[victim].wait()
     promoted = False
     end = time.monotonic() + 20
     while time.monotonic() < end and not promoted:
@@ -299,14 +281,13 @@ try:
     check("failover: the replica took over", promoted)
     check("failover: cluster ok again", wait_ok(alive))
     time.sleep(1.0)
-    stop.set()
-    for th in ths:
-        th.join(15)
+    fo_load.stop()
     check("failover: every node still running",
           all(n.p.poll() is None for n in nodes), [n.p.poll() for n in nodes])
     bound = TIMEOUT_MS / 1000.0 + 0.5
     check("failover: no request waited past timeout + margin (worst %.0f ms)"
-          % (worst[0] * 1000), worst[0] <= bound, worst[0])
+          % (fo_load.worst * 1000), fo_load.worst <= bound, fo_load.worst)
+    statuses = set(s for _, s in fo_load.statuses)
     check("failover: only policy answers (200, 429, 503)",
           statuses <= {200, 429, 503}, statuses)
     for n in nodes:
@@ -320,12 +301,9 @@ try:
     check("failover: the dead master's key is decided by Redis again (n1)",
           s == 200, (s, b))
 
-    for n in nodes:
-        rc = n.stop()
-        check("%s exits 0 on SIGTERM" % n.name, rc == 0,
-              "status %s; log: %s" % (rc, open(n.log).read()[-2000:]))
+    harness.check_exit(nodes)
 finally:
-    serve.cleanup()
+    harness.kill_all()
     subprocess.run(["rm", "-rf", tmp])
-sys.exit(serve.failed)
+sys.exit(harness.failed)
 PY

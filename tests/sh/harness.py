@@ -1,15 +1,21 @@
-# tests/sh/harness.py - what the Python halves of the Redis shell tests
-# (tests/test_serve_redis.sh, tests/test_proxy_redis.sh) share: PASS and
-# FAIL lines, free loopback ports, a real redis-server that can be
-# paused, killed and started again on the same port, sluice daemons on
-# ports they pick, and concurrent storms of requests.
+"""tests/sh/harness.py - what the Python halves of the Redis shell tests
+(tests/test_proxy_redis.sh, tests/test_serve_redis.sh,
+tests/test_serve_redis_cluster.sh) share: PASS and FAIL lines, free
+loopback ports, a real redis-server that can be paused, killed and started
+again on the same port, sluice daemons on ports they pick (`sluice serve`
+nodes with their HTTP calls), concurrent storms and loads of requests, and
+the killing of everything a test started.  (It lives in tests/sh/ so that
+CTest does not take it for a test.)"""
 
-import os, re, shutil, signal, socket, subprocess, sys, threading, time
+import json, os, re, shutil, signal, socket, subprocess, sys, threading, time
+import urllib.error, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 failed = 0
-procs = []  # everything started, killed by the test's finally
+procs = []  # everything started, killed by the test's finally (kill_all)
 
+
+# ---- PASS and FAIL ----
 
 def ok(name):
     print("PASS", name, flush=True)
@@ -24,6 +30,15 @@ def bad(name, why):
 def check(name, cond, why=""):
     ok(name) if cond else bad(name, why)
 
+
+def check_bound(label, secs, bound):
+    """Checks that none of the times secs (seconds) is past bound."""
+    worst = max(secs)
+    check("%s: no request waits past timeout + margin (worst %.0f ms)" % (label, worst * 1000),
+          worst <= bound, "worst %.3f s > %.3f s" % (worst, bound))
+
+
+# ---- processes and ports ----
 
 def free_port():
     s = socket.socket()
@@ -44,34 +59,15 @@ def wait_port(port):
     raise SystemExit("nothing listens on port %d" % port)
 
 
-class Redis:
-    """redis-server on a free loopback port (and unix_socket, if given),
-    without persistence; start() again after a kill reuses the port."""
-
-    def __init__(self, unix_socket=None):
-        self.port = free_port()
-        self.unix_socket = unix_socket
-        self.proc = None
-
-    def start(self):
-        if shutil.which("redis-server") is None:
-            print("FAIL redis-server is not installed (scripts/deps.sh installs it)")
-            sys.exit(1)
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no"]
-        if self.unix_socket:
-            argv += ["--unixsocket", self.unix_socket]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        procs.append(self.proc)
-        wait_port(self.port)
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
+def start(argv, log, **kw):
+    """Popen(argv) with stderr to log, killed by kill_all()."""
+    p = subprocess.Popen(argv, stderr=open(log, "w"), **kw)
+    procs.append(p)
+    return p
 
 
 def kill_all():
+    """Kills everything the test started (its finally)."""
     for p in procs:
         try:
             p.kill()
@@ -94,40 +90,41 @@ def wait_until(pred, secs=8):
     return False
 
 
+class Redis:
+    """redis-server on a free loopback port (and unix_socket, if given),
+    without persistence, with the extra arguments given; start() again
+    after a kill reuses the port."""
+
+    def __init__(self, unix_socket=None, extra=()):
+        self.port = free_port()
+        self.unix_socket = unix_socket
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        if shutil.which("redis-server") is None:
+            print("FAIL redis-server is not installed (scripts/deps.sh installs it)")
+            sys.exit(1)
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no"]
+        if self.unix_socket:
+            argv += ["--unixsocket", self.unix_socket]
+        self.proc = subprocess.Popen(argv + self.extra, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        procs.append(self.proc)
+        wait_port(self.port)
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+# ---- load ----
+
 def storm(one, n, workers=24):
     """one(i) for i in range(n), `workers` at a time; the results in order."""
     with ThreadPoolExecutor(workers) as ex:
         return list(ex.map(one, range(n)))
-
-
-class Daemon:
-    """`sluice ARGV... --listen 127.0.0.1:0`, its stderr in LOGDIR/NAME.log
-    and its port read from the 'listening on' line it prints."""
-
-    def __init__(self, name, argv, logdir):
-        self.name = name
-        self.log = os.path.join(logdir, name + ".log")
-        self.p = subprocess.Popen(argv + ["--listen", "127.0.0.1:0"],
-                                  stderr=open(self.log, "w"))
-        procs.append(self.p)
-        self.port = None
-        for _ in range(200):
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.port = int(m.group(1))
-                return
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.025)
-        raise SystemExit("%s did not start: %s" % (name, open(self.log).read()))
-
-    def stop(self):
-        """SIGTERM; the exit status, or None if it did not exit in 15 s."""
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(15)
-        except subprocess.TimeoutExpired:
-            return None
 
 
 class Load:
@@ -169,3 +166,117 @@ class Load:
         check("under load: only policy answers",
               all(s in ((200, 429, 503) if n in may_refuse else (200, 429))
                   for n, s in self.statuses), sorted(self.statuses))
+
+
+# ---- sluice daemons ----
+
+def metric(text, name):
+    """The value of the sample `name` in a Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class Daemon:
+    """`sluice ARGV... --listen 127.0.0.1:0`, its stderr in LOGDIR/NAME.log
+    and its port read from the 'listening on' line it prints."""
+
+    def __init__(self, name, argv, logdir):
+        self.name = name
+        self.log = os.path.join(logdir, name + ".log")
+        self.p = start(argv + ["--listen", "127.0.0.1:0"], self.log)
+        self.port = None
+        for _ in range(200):
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
+            if m:
+                self.port = int(m.group(1))
+                return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.025)
+        raise SystemExit("%s did not start: %s" % (name, open(self.log).read()))
+
+    def stop(self):
+        """SIGTERM; the exit status, or None if it did not exit in 15 s."""
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(15)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def check_exit(daemons):
+    """SIGTERM to each daemon in turn: it drains and exits 0 (sanitizer
+    builds: no leak reports)."""
+    for d in daemons:
+        rc = d.stop()
+        check("%s exits 0 on SIGTERM" % d.name, rc == 0,
+              "status %s; log: %s" % (rc, open(d.log).read()[-2000:]))
+
+
+# ---- sluice serve ----
+
+ALGS = ["token_bucket", "gcra", "leaky_bucket", "fixed_window",
+        "sliding_log", "sliding_window", "stepped_window"]
+
+
+def rules_file(tmp, limit, extra=""):
+    """TMP/rules.yaml, domain "test": per algorithm a rule of `limit`
+    requests per hour keyed by the algorithm's name, then extra rules."""
+    path = tmp + "/rules.yaml"
+    with open(path, "w") as f:
+        f.write("domain: test\ndescriptors:\n")
+        for a in ALGS:
+            f.write("  - key: %s\n    rate_limit: {algorithm: %s, unit: hour, "
+                    "requests_per_unit: %d}\n" % (a, a, limit))
+        f.write(extra)
+    return path
+
+
+class Node(Daemon):
+    """`sluice serve --rules RULES FLAGS... --listen 127.0.0.1:0`, logging
+    to TMP/NAME.log; requests are on domain "test"."""
+
+    def __init__(self, sluice, tmp, name, rules, *flags):
+        super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags), tmp)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def post(self, descriptors, hits=None):
+        """POST /v1/check: (status, body dict, headers, seconds)."""
+        body = {"domain": "test", "descriptors": descriptors}
+        if hits is not None:
+            body["hits"] = hits
+        req = urllib.request.Request(self.url("/v1/check"), json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                status, data, hdrs = r.status, r.read(), r.headers
+        except urllib.error.HTTPError as e:
+            status, data, hdrs = e.code, e.read(), e.headers
+        return status, json.loads(data or b"{}"), hdrs, time.monotonic() - t0
+
+    def check(self, key, value, hits=None):
+        """POST /v1/check of one descriptor key=value (see post)."""
+        return self.post([{"entries": [{"key": key, "value": value}]}], hits)
+
+    def get(self, path):
+        """GET path: (status, body text)."""
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metric(self, name):
+        return metric(self.get("/metrics")[1], name)
+
+    def store_status(self):
+        return json.loads(self.get("/readyz")[1]).get("store_status")
+
+    def wait_status(self, want, secs=8):
+        """True as soon as /readyz says store_status want, False after secs."""
+        return wait_until(lambda: self.store_status() == want, secs)
