@@ -4,6 +4,7 @@
 #
 #   bench/proxy_vs_nginx.sh            # 3 alternating rounds, 10 s runs
 #   ROUNDS=5 DUR=20s bench/proxy_vs_nginx.sh
+#   ONLY=limited bench/proxy_vs_nginx.sh  # some of the cases
 #
 # Two private nginx instances are started from the configs written below
 # (modelled on the peer setup in /work/shared/peers/nginx/, on ports of
@@ -43,6 +44,7 @@ source "$HERE/lib.sh"
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
 CONNS="${CONNS:-50}"
+ONLY="${ONLY:-allowed limited keys}" # the cases to run
 PORT="${PORT:-18300}" # sluice; nginx: PORT+1 .. PORT+4
 UP=$((PORT + 1))
 QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
@@ -144,6 +146,7 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) -eq 1 ]; then order="sluice nginx"; else order="nginx sluice"; fi
   for c in "${CASES[@]}"; do
     IFS='|' read -r name surl nurl extra <<<"$c"
+    [[ " $ONLY " == *" $name "* ]] || continue
     for s in $order; do
       if [ "$s" = sluice ]; then
         run "$OUT/${name}_sluice_$r.txt" "$SPID $UPIDS" "$surl" $extra
@@ -155,7 +158,7 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/summary.md"
+python3 - "$OUT" "$ROUNDS" "$ONLY" <<'PY' | tee "$OUT/summary.md"
 import re, sys, statistics as st
 out, rounds = sys.argv[1], int(sys.argv[2])
 def us(v):
@@ -171,7 +174,7 @@ def parse(path):
             'cpu_us': int(re.search(r'# server_ticks: (\d+)', t).group(1)) * 1e4 / n}
 print("| case | server | req/s | p50 µs | p99 µs | non-2xx | server CPU µs/req | sluice/nginx req/s |")
 print("|---|---|---|---|---|---|---|---|")
-for case in ("allowed", "limited", "keys"):
+for case in sys.argv[3].split():
     rows = {s: [parse("%s/%s_%s_%d.txt" % (out, case, s, r)) for r in range(1, rounds + 1)] for s in ("sluice", "nginx")}
     ratio = st.median(a['rps'] / b['rps'] for a, b in zip(rows['sluice'], rows['nginx']))
     for s in ("sluice", "nginx"):

@@ -312,7 +312,8 @@ static int can_keep(const sl_px_client *c)
 }
 
 /* A request answered here: `out` holds the whole response, whose
- * Connection field said keep_alive (from can_keep()). */
+ * Connection field said keep_alive (from can_keep()); or it is c->out,
+ * where the response was written directly (after anything queued). */
 static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
 {
     int had_up = c->up != NULL;
@@ -320,7 +321,14 @@ static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
         sl_px_upstream_abort(c->up);
         c->up = NULL;
     }
-    if (send_buf(c, out) != 0)
+    if (out == &c->out) {
+        if (c->out.failed) {
+            client_close(c);
+            return;
+        }
+        if (flush(c) != 0)
+            return;
+    } else if (send_buf(c, out) != 0)
         return;
     if (!keep_alive || had_up || !can_keep(c)) {
         c->closing = 1;
@@ -675,7 +683,10 @@ static void decide(sl_px_client *c)
     const sl_px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
     size_t raw_len;
-    char *path = malloc(c->url.len + 2);
+    /* The normalised path: on the stack unless the URL is long. */
+    char small[512];
+    char *path = c->url.len + 2 <= sizeof(small) ? small
+                                                 : malloc(c->url.len + 2);
     size_t path_len = 0;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
@@ -700,7 +711,8 @@ static void decide(sl_px_client *c)
     } else {
         decide_path(c, path, path_len);
     }
-    free(path);
+    if (path != small)
+        free(path);
 }
 
 static void decide_path(sl_px_client *c, const char *path, size_t path_len)
@@ -748,12 +760,11 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     }
     sl_rate_headers(&res, &c->rate);
     if (res.over) {
-        sl_buf out = {0};
         int keep = can_keep(c);
         sl_respond_limited(&res, c->rate.data, c->parser.method == HTTP_HEAD,
-                           &out, keep);
+                           &c->out, keep);
         sl_px_count(c->w, c->route, SL_PX_LIMITED);
-        answer_local(c, &out, keep);
+        answer_local(c, &c->out, keep);
         return;
     }
     /* leaky_bucket: the request waits its delay, then goes on.  Only

@@ -157,12 +157,12 @@ void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
                         int head, sl_buf *out, int keep_alive)
 {
     const sl_dec_status *c = res->closest;
-    sl_buf msg = {0}, body = {0};
-    sl_buf_addstr(&msg, "rate limit exceeded: ");
-    sl_buf_addstr(&msg, c ? sl_rule_label(c->rule) : "denied");
-    sl_buf_addstr(&body, "{\"error\":{\"code\":\"rate_limited\",\"message\":");
-    sl_buf_add_json_string(&body, msg.data ? msg.data : "", msg.len);
-    sl_buf_addstr(&body, ",\"retry_after_ms\":");
+    const char *label = c ? sl_rule_label(c->rule) : "denied";
+    sl_buf body = {0};
+    sl_buf_addstr(&body, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+                         "\"rate limit exceeded: ");
+    sl_buf_add_json_chars(&body, label, strlen(label));
+    sl_buf_addstr(&body, "\",\"retry_after_ms\":");
     if (c && c->d.retry_after >= 0)
         sl_buf_add_int(
             &body,
@@ -170,14 +170,13 @@ void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
     else
         sl_buf_addstr(&body, "null");
     sl_buf_addstr(&body, "}}\n");
-    if (msg.failed || body.failed)
+    if (body.failed)
         out->failed = 1;
     else if (head)
         sl_respond_empty(out, 429, rate_headers, keep_alive);
     else
         sl_respond_body(out, 429, "application/json", rate_headers, body.data,
                         body.len, keep_alive);
-    sl_buf_release(&msg);
     sl_buf_release(&body);
 }
 

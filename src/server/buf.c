@@ -91,9 +91,15 @@ void sl_buf_add_uint(sl_buf *b, unsigned long long v)
  * here come from the rules, whose loader accepts only valid UTF-8. */
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len)
 {
+    sl_buf_add(b, "\"", 1);
+    sl_buf_add_json_chars(b, s, len);
+    sl_buf_add(b, "\"", 1);
+}
+
+void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len)
+{
     static const char hex[] = "0123456789ABCDEF";
     size_t run = 0; /* bytes of s[run..i) still to copy as they are */
-    sl_buf_add(b, "\"", 1);
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\')
@@ -130,7 +136,6 @@ void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len)
         sl_buf_add(b, esc, n);
     }
     sl_buf_add(b, s + run, len - run);
-    sl_buf_add(b, "\"", 1);
 }
 
 void sl_buf_release(sl_buf *b)

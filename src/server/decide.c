@@ -326,7 +326,10 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
             keys_len += ds[i].entries[j].key_len + ds[i].entries[j].value_len +
                         2 * KEY_FIELD;
     }
-    char *keys = malloc(keys_len + 1);
+    /* On the stack unless the descriptors are large: nothing keeps a
+     * key past this call (a Redis call copies its keys). */
+    char small[1024];
+    char *keys = keys_len + 1 <= sizeof(small) ? small : malloc(keys_len + 1);
     if (keys == NULL) {
         snprintf(err, errlen, "out of memory");
         return SL_ENOMEM;
@@ -467,7 +470,8 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                                         : &w->stats.checks_ok,
                               1, memory_order_relaxed);
 out:
-    free(keys);
+    if (keys != small)
+        free(keys);
     return rc;
 }
 

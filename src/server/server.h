@@ -146,6 +146,8 @@ void sl_buf_add_uint(sl_buf *b, unsigned long long v);
 /* s (len bytes of valid UTF-8) as a quoted JSON string, byte for byte
  * what jansson's json_dumps(JSON_COMPACT) writes for it. */
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
+/* The same without the quotes: to write a string in pieces. */
+void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len);
 void sl_buf_release(sl_buf *b);
 /* Appends the file at path, refusing one over max_bytes: 0, or -1 with
  * "PATH: cannot open: ...", "PATH: cannot read" or "PATH: larger than N
