@@ -54,7 +54,9 @@ static void add_int_as_printf(void **state)
 {
     (void)state;
     static const long long cases[] = {
-        0, 1, -1, 9, 10, -10, 429, 1000000, LLONG_MAX, LLONG_MIN, -LLONG_MAX};
+        0,     1,       -1,        9,         10,        -10,  99,
+        100,   101,     -99,       -100,      429,       1000, 9999,
+        10000, 1000000, LLONG_MAX, LLONG_MIN, -LLONG_MAX};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char want[32];
         snprintf(want, sizeof(want), "%lld", cases[i]);
@@ -63,6 +65,58 @@ static void add_int_as_printf(void **state)
         assert_string_equal(b.data, want);
         sl_buf_release(&b);
     }
+    /* Every value below 10^5, then powers of ten and their neighbours. */
+    for (long long v = -100000; v <= 100000; v++) {
+        char want[32];
+        snprintf(want, sizeof(want), "%lld", v);
+        sl_buf b = {0};
+        sl_buf_add_int(&b, v);
+        assert_string_equal(b.data, want);
+        sl_buf_release(&b);
+    }
+}
+
+static void add_uint_as_printf(void **state)
+{
+    (void)state;
+    unsigned long long v = 1;
+    for (int i = 0; i < 20; i++, v *= 10) {
+        const unsigned long long cases[] = {v - 1, v, v + 1, ULLONG_MAX - v};
+        for (size_t j = 0; j < 4; j++) {
+            char want[32];
+            snprintf(want, sizeof(want), "%llu", cases[j]);
+            sl_buf b = {0};
+            sl_buf_add_uint(&b, cases[j]);
+            assert_string_equal(b.data, want);
+            sl_buf_release(&b);
+        }
+    }
+}
+
+/* The IETF fields quote the rule's label as a Structured Field String:
+ * '"' and '\\' escaped, bytes outside printable ASCII left out. */
+static void rate_headers_quote_the_label(void **state)
+{
+    (void)state;
+    sl_rule rule = {.domain = "d",
+                    .path = "d.k",
+                    .name = "a \"b\" \\c\x01\xc3\xa9"
+                            "d",
+                    .action = SL_RULE_LIMIT,
+                    .period = 60 * SL_NS_PER_SEC};
+    sl_dec_status st = {
+        .rule = &rule,
+        .d = {.limit = 5, .remaining = 2, .reset_after = 1500 * SL_NS_PER_MS}};
+    sl_dec_result res = {.closest = &st, .status = &st};
+    sl_buf b = {0};
+    sl_rate_headers(&res, &b);
+    assert_string_equal(b.data,
+                        "X-RateLimit-Limit: 5\r\n"
+                        "X-RateLimit-Remaining: 2\r\n"
+                        "X-RateLimit-Reset: 2\r\n"
+                        "RateLimit-Policy: \"a \\\"b\\\" \\\\cd\";q=5;w=60\r\n"
+                        "RateLimit: \"a \\\"b\\\" \\\\cd\";r=2;t=2\r\n");
+    sl_buf_release(&b);
 }
 
 int main(void)
@@ -71,6 +125,8 @@ int main(void)
         cmocka_unit_test(json_string_every_ascii_byte),
         cmocka_unit_test(json_string_utf8_and_runs),
         cmocka_unit_test(add_int_as_printf),
+        cmocka_unit_test(add_uint_as_printf),
+        cmocka_unit_test(rate_headers_quote_the_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

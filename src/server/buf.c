@@ -59,15 +59,32 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     free(big);
 }
 
-/* u in decimal, after `sign` (a '-' or nothing). */
+/* u in decimal, after `sign` (a '-' or nothing): two digits a step. */
 static void add_digits(sl_buf *b, const char *sign, unsigned long long u)
 {
+    static const char pairs[] = "00010203040506070809"
+                                "10111213141516171819"
+                                "20212223242526272829"
+                                "30313233343536373839"
+                                "40414243444546474849"
+                                "50515253545556575859"
+                                "60616263646566676869"
+                                "70717273747576777879"
+                                "80818283848586878889"
+                                "90919293949596979899";
     char digits[24];
     size_t i = sizeof(digits);
-    do {
-        digits[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        i -= 2;
+        memcpy(digits + i, pairs + 2 * r, 2);
+    }
+    if (u >= 10) {
+        i -= 2;
+        memcpy(digits + i, pairs + 2 * u, 2);
+    } else
+        digits[--i] = (char)('0' + u);
     if (*sign)
         digits[--i] = *sign;
     sl_buf_add(b, digits + i, sizeof(digits) - i);

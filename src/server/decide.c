@@ -487,19 +487,20 @@ static long long ceil_sec(sl_nanos ns)
  * outside printable ASCII (which it cannot hold) left out. */
 static void add_sf_string(sl_buf *out, const char *s)
 {
-    const char *run = s; /* plain bytes from here to p go out as they are */
     sl_buf_add(out, "\"", 1);
-    for (const char *p = s; *p; p++) {
-        if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
-            continue;
-        sl_buf_add(out, run, (size_t)(p - run));
-        run = p + 1;
-        if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', *p};
+    for (;;) {
+        size_t i = 0; /* s[0..i) go out as they are, in one append */
+        while (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\')
+            i++;
+        sl_buf_add(out, s, i);
+        if (s[i] == '\0')
+            break;
+        if (s[i] == '"' || s[i] == '\\') {
+            char esc[2] = {'\\', s[i]};
             sl_buf_add(out, esc, 2);
         }
+        s += i + 1;
     }
-    sl_buf_add(out, run, strlen(run));
     sl_buf_add(out, "\"", 1);
 }
 
