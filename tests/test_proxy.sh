@@ -421,9 +421,10 @@ sys.exit(0 if got == want and err and err.group(1) == path + ":5:11:" and series
 PY
 
 # B, C and D stop cleanly too (a sanitizer's report would fail the exit).
-for p in "$BPID" "$CPID" "$DPID"; do
+for n in b c d; do
+  p=$(eval echo "\$${n^^}PID")
   kill -TERM "$p"
   wait "$p"; rc=$?
-  [ "$rc" = 0 ] || bad "exit of proxy $p" "status $rc"
+  [ "$rc" = 0 ] || { bad "exit of proxy $n" "status $rc"; tail -80 "$tmp/$n.log"; }
 done
 exit $fail

@@ -186,7 +186,11 @@ int sl_server_run(const sl_srv_config *cfg)
     if (s->workers == NULL)
         goto out;
 
-    int port = cfg->listen_port, started = 0;
+    /* Every thread's lock exists before any thread starts: a thread
+     * rendering /metrics takes all of them. */
+    int port = cfg->listen_port, started = 0, locks = s->n_workers;
+    for (int i = 0; i < locks; i++)
+        pthread_mutex_init(&s->workers[i].series_lock, NULL);
     for (int i = 0; i < s->n_workers; i++) {
         sl_srv_worker *w = &s->workers[i];
         w->server = s;
@@ -195,7 +199,6 @@ int sl_server_run(const sl_srv_config *cfg)
         int fd = open_listener(cfg, port, &port);
         if (fd < 0)
             goto stop;
-        pthread_mutex_init(&w->series_lock, NULL);
         uv_loop_init(&w->loop);
         uv_tcp_init(&w->loop, &w->listener);
         uv_tcp_open(&w->listener, fd);
@@ -252,8 +255,9 @@ stop:
         sl_metrics_release(w);
         sl_srv_local_release(w);
         sl_buf_release(&w->answer);
-        pthread_mutex_destroy(&w->series_lock);
     }
+    for (int i = 0; i < locks; i++)
+        pthread_mutex_destroy(&s->workers[i].series_lock);
 out:
     free(s->workers);
     sl_reload_release(s);
