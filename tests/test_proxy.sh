@@ -226,7 +226,10 @@ grep -q 'descriptor="remote_address_203.0.113.7"' <<<"$m" && ! grep -q 'remote_a
   bad "trusted proxies" "$(grep remote_address <<<"$m")"
 
 # Queueing: 10 uploads at once against a leaky bucket of 10 a second are
-# all forwarded, spaced by about 100 ms at the upstream.
+# all forwarded, spaced by about 100 ms at the upstream: the i-th never
+# ahead of the bucket's schedule (i * 100 ms after the first, less 30 ms
+# of slack for the clients' start), late only by what a loaded machine
+# adds (all within 2 s).
 seq 10 | xargs -P 10 -I{} curl -s -m 10 -o /dev/null -w '%{http_code}\n' -X POST -d x \
   "http://127.0.0.1:$A/upload/q{}" >"$tmp/codes"
 python3 - "$tmp/upstream.log" "$(grep -c '^200$' "$tmp/codes")" <<'PY' && pass "queueing: a burst of 10 reaches the upstream at the bucket's rate" || bad "queueing" "see above"
@@ -234,7 +237,8 @@ import sys
 times = sorted(float(l.split()[0]) for l in open(sys.argv[1]) if " /upload/q" in l)
 gaps = [b - a for a, b in zip(times, times[1:])]
 print("  200s: %s, arrivals: %d, gaps (ms): %s" % (sys.argv[2], len(times), " ".join("%.0f" % (g * 1000) for g in gaps)))
-sys.exit(0 if sys.argv[2] == "10" and len(times) == 10 and min(gaps) >= 0.07 and 0.8 <= times[-1] - times[0] <= 1.5 else 1)
+early = [i for i, t in enumerate(times) if t - times[0] < i * 0.1 - 0.03]
+sys.exit(0 if sys.argv[2] == "10" and len(times) == 10 and not early and times[-1] - times[0] <= 2.0 else 1)
 PY
 
 # What does not fit the queue (B: max_wait 300ms) gets 429 at once.
