@@ -61,7 +61,11 @@ def storm(nodes, key, value, n, workers=24):
 
 try:
     redis.start()
-    nodes = [Node("n%d" % i, "--store", STORE) for i in range(3)]
+    # The nodes whose decisions are counted: a generous timeout, and
+    # fail_closed, so that a call a loaded machine lets time out shows
+    # as a 503 rather than passing as a decision of the fallback.
+    nodes = [Node("n%d" % i, "--store", STORE, "--redis-timeout", "2s",
+                  "--redis-failure", "fail_closed") for i in range(3)]
     for n in nodes:
         check("%s connects (readyz up)" % n.name, n.wait_status("up"),
               n.get("/readyz")[1])
@@ -180,10 +184,18 @@ try:
           [n.store_status() for n in pol + nodes])
     time.sleep(0.2)
     load.check(bound + 0.5, ["closed"])
-    # Decisions are shared again: exactly L over all six nodes.
-    res = storm(nodes + pol, "sliding_window", "after-restart", 4 * L)
+    # Decisions are shared again: exactly L over the counted nodes and
+    # the fail_closed one; then the key they used up is refused by the
+    # local and fail_open nodes too, which only Redis can tell them.
+    res = storm(nodes + [fclosed], "sliding_window", "after-restart", 4 * L)
     allowed = sum(1 for s, _, _, _ in res if s == 200)
-    check("restarted: decisions shared again (exactly %d allowed)" % L, allowed == L, allowed)
+    others = sorted(set(s for s, _, _, _ in res) - {200, 429})
+    check("restarted: decisions shared again (exactly %d allowed)" % L,
+          allowed == L and not others,
+          "allowed %d, other statuses %s" % (allowed, others))
+    late = [n.check("sliding_window", "after-restart")[0] for n in (local, fopen)]
+    check("restarted: the local and fail_open nodes decide on Redis again",
+          late == [429, 429], late)
 
     # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
     harness.check_exit(nodes + pol)
