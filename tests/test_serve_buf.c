@@ -50,29 +50,41 @@ static void json_string_utf8_and_runs(void **state)
         expect_as_jansson(cases[i], strlen(cases[i]));
 }
 
+/* v as sl_buf_add_int writes it and as printf does must be the same. */
+static void expect_int(long long v)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%lld", v);
+    sl_buf b = {0};
+    sl_buf_add_int(&b, v);
+    assert_string_equal(b.data, want);
+    sl_buf_release(&b);
+}
+
+static void expect_uint(unsigned long long v)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%llu", v);
+    sl_buf b = {0};
+    sl_buf_add_uint(&b, v);
+    assert_string_equal(b.data, want);
+    sl_buf_release(&b);
+}
+
 static void add_int_as_printf(void **state)
 {
     (void)state;
-    static const long long cases[] = {
-        0,     1,       -1,        9,         10,        -10,  99,
-        100,   101,     -99,       -100,      429,       1000, 9999,
-        10000, 1000000, LLONG_MAX, LLONG_MIN, -LLONG_MAX};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char want[32];
-        snprintf(want, sizeof(want), "%lld", cases[i]);
-        sl_buf b = {0};
-        sl_buf_add_int(&b, cases[i]);
-        assert_string_equal(b.data, want);
-        sl_buf_release(&b);
-    }
-    /* Every value below 10^5, then powers of ten and their neighbours. */
-    for (long long v = -100000; v <= 100000; v++) {
-        char want[32];
-        snprintf(want, sizeof(want), "%lld", v);
-        sl_buf b = {0};
-        sl_buf_add_int(&b, v);
-        assert_string_equal(b.data, want);
-        sl_buf_release(&b);
+    static const long long cases[] = {LLONG_MAX, LLONG_MIN, -LLONG_MAX};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_int(cases[i]);
+    /* Every value of at most five digits, then the powers of ten and
+     * their neighbours. */
+    for (long long v = -100000; v <= 100000; v++)
+        expect_int(v);
+    for (long long p = 100000; p <= LLONG_MAX / 10; p *= 10) {
+        expect_int(p - 1);
+        expect_int(p);
+        expect_int(-p - 1);
     }
 }
 
@@ -81,15 +93,10 @@ static void add_uint_as_printf(void **state)
     (void)state;
     unsigned long long v = 1;
     for (int i = 0; i < 20; i++, v *= 10) {
-        const unsigned long long cases[] = {v - 1, v, v + 1, ULLONG_MAX - v};
-        for (size_t j = 0; j < 4; j++) {
-            char want[32];
-            snprintf(want, sizeof(want), "%llu", cases[j]);
-            sl_buf b = {0};
-            sl_buf_add_uint(&b, cases[j]);
-            assert_string_equal(b.data, want);
-            sl_buf_release(&b);
-        }
+        expect_uint(v - 1);
+        expect_uint(v);
+        expect_uint(v + 1);
+        expect_uint(ULLONG_MAX - v);
     }
 }
 
