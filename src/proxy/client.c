@@ -86,13 +86,6 @@ struct sl_px_client {
     sl_px_client *prev, *next;
 };
 
-typedef struct client_write {
-    uv_write_t req;
-    sl_px_client *c;
-    char *data;
-    size_t len;
-} client_write;
-
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void resume(sl_px_client *c);
 static void timer_cb(uv_timer_t *t);
@@ -194,11 +187,10 @@ static void set_reading(sl_px_client *c, int on)
 
 static void write_cb(uv_write_t *req, int status)
 {
-    client_write *wr = (client_write *)req;
-    sl_px_client *c = wr->c;
+    sl_send_req *wr = (sl_send_req *)req;
+    sl_px_client *c = wr->owner;
     c->writes--;
     c->pending -= wr->len;
-    free(wr->data);
     free(wr);
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
@@ -228,48 +220,25 @@ static int queue(sl_px_client *c, const char *data, size_t len)
     return 0;
 }
 
-/* Tried at once with uv_try_write; only what the socket does not take
- * is queued with uv_write (whose completion would cost an epoll_ctl per
- * response, as conn.c explains).  A queued write goes behind the others,
- * so try_write only when none is queued. */
+/* One sl_send (send.c) of what is gathered.  The buffer is kept for the
+ * next response unless a streamed body made it large. */
 static int flush(sl_px_client *c)
 {
+    size_t left;
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    if (c->out.len == 0)
-        return 0;
-    size_t sent = 0;
-    if (c->writes == 0) {
-        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-        if (n < 0 && n != UV_EAGAIN) {
-            client_close(c);
-            return -1;
-        }
-        sent = n < 0 ? 0 : (size_t)n;
-        if (sent == c->out.len) {
-            c->out.len = 0; /* the buffer is kept for the next response */
-            return 0;
-        }
-    }
-    client_write *wr = malloc(sizeof(*wr));
-    if (wr == NULL) {
+    if (sl_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len,
+                c->writes > 0, c, write_cb, &left) != 0) {
         client_close(c);
         return -1;
     }
-    wr->c = c;
-    wr->data = c->out.data;
-    wr->len = c->out.len - sent;
-    c->out = (sl_buf){0};
-    uv_buf_t b = uv_buf_init(wr->data + sent, (unsigned)wr->len);
-    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
-        free(wr->data);
-        free(wr);
-        client_close(c);
-        return -1;
+    c->out.len = 0;
+    if (c->out.cap > SL_PX_KEEP_OUT)
+        sl_buf_release(&c->out);
+    if (left > 0) {
+        c->writes++;
+        c->pending += left;
     }
-    c->writes++;
-    c->pending += wr->len;
     return 0;
 }
 

@@ -51,6 +51,8 @@
 /* Bytes queued for one socket before the other side stops being read:
  * a body streams through without ever being held whole. */
 #define SL_PX_MAX_PENDING (256 * 1024)
+/* An output buffer larger than this is freed once sent, not kept. */
+#define SL_PX_KEEP_OUT (16 * 1024)
 
 typedef enum sl_px_action_kind {
     SL_PX_REMOTE_ADDRESS,

@@ -40,13 +40,6 @@ struct sl_px_up {
     sl_px_up *prev, *next; /* the idle pool */
 };
 
-typedef struct up_write {
-    uv_write_t req;
-    sl_px_up *up;
-    char *data;
-    size_t len;
-} up_write;
-
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void pool_remove(sl_px_up *up)
@@ -297,10 +290,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void write_cb(uv_write_t *req, int status)
 {
-    up_write *wr = (up_write *)req;
-    sl_px_up *up = wr->up;
+    sl_send_req *wr = (sl_send_req *)req;
+    sl_px_up *up = wr->owner;
     up->pending -= wr->len;
-    free(wr->data);
     free(wr);
     if (uv_is_closing((uv_handle_t *)&up->tcp))
         return;
@@ -312,43 +304,15 @@ static void write_cb(uv_write_t *req, int status)
         sl_px_client_upstream_drained(up->client);
 }
 
-/* Tried at once with uv_try_write while nothing is queued (so bytes stay
- * in order); only the part the socket does not take is copied and queued
- * (client.c's flush() says why). */
+/* One sl_send (send.c); bytes queued before are still in up->pending. */
 int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len)
 {
-    if (uv_is_closing((uv_handle_t *)&up->tcp))
+    size_t left;
+    if (uv_is_closing((uv_handle_t *)&up->tcp) ||
+        sl_send((uv_stream_t *)&up->tcp, data, len, up->pending > 0, up,
+                write_cb, &left) != 0)
         return -1;
-    if (up->pending == 0 && len > 0) {
-        uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
-        int n = uv_try_write((uv_stream_t *)&up->tcp, &b, 1);
-        if (n < 0 && n != UV_EAGAIN)
-            return -1;
-        if (n > 0) {
-            data = (const char *)data + n;
-            len -= (size_t)n;
-        }
-    }
-    if (len == 0)
-        return 0;
-    up_write *wr = malloc(sizeof(*wr));
-    char *copy = malloc(len);
-    if (wr == NULL || copy == NULL) {
-        free(wr);
-        free(copy);
-        return -1;
-    }
-    memcpy(copy, data, len);
-    wr->up = up;
-    wr->data = copy;
-    wr->len = len;
-    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
-    if (uv_write(&wr->req, (uv_stream_t *)&up->tcp, &b, 1, write_cb) != 0) {
-        free(copy);
-        free(wr);
-        return -1;
-    }
-    up->pending += len;
+    up->pending += left;
     return 0;
 }
 

@@ -2,12 +2,8 @@
  * conn.c - one HTTP/1.1 connection: reads, http-parser, pipelining,
  * timeouts, writes.  Requests are decided synchronously as each message
  * completes, so pipelined responses come out in request order by
- * construction; all responses produced by one read are sent in one write,
- * tried at once with uv_try_write and queued with uv_write only for what
- * the socket did not take.  uv_write on an idle stream would write just
- * as soon, but it allocates a request, defers the callback to the next
- * loop iteration and re-registers the socket with epoll when its queue
- * drains: an epoll_ctl system call per response.
+ * construction; all responses produced by one read are sent in one write
+ * (sl_send: at once when the socket takes it, send.c says why).
  *
  * Reads land in the thread's one read buffer (sl_srv_worker.read_buf):
  * http-parser copies what must outlive the read (the URL and the body)
@@ -80,12 +76,6 @@ struct sl_conn {
 typedef struct kept_header {
     size_t name_off, name_len, value_off, value_len;
 } kept_header;
-
-typedef struct sl_write {
-    uv_write_t req;
-    sl_conn *c;
-    char *data; /* owned; freed when the write completes */
-} sl_write;
 
 static void conn_free_cb(uv_handle_t *h)
 {
@@ -162,10 +152,8 @@ static int finished(sl_conn *c)
 
 static void write_cb(uv_write_t *req, int status)
 {
-    sl_write *wr = (sl_write *)req;
-    sl_conn *c = wr->c;
-    free(wr->data);
-    free(wr);
+    sl_conn *c = ((sl_send_req *)req)->owner;
+    free(req);
     c->writes--;
     if (status < 0 || (c->writes == 0 && finished(c))) {
         conn_close(c);
@@ -181,43 +169,21 @@ static void write_cb(uv_write_t *req, int status)
 
 static void flush(sl_conn *c)
 {
+    size_t left;
     if (c->out.len == 0) {
         if (c->closing && c->writes == 0)
             conn_close(c);
         return;
     }
-    size_t sent = 0;
-    if (c->writes == 0) {
-        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
-        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-        if (n < 0 && n != UV_EAGAIN) {
-            conn_close(c);
-            return;
-        }
-        sent = n < 0 ? 0 : (size_t)n;
-        if (sent == c->out.len) {
-            c->out.len = 0; /* the buffer is kept for the next response */
-            if (finished(c))
-                conn_close(c);
-            return;
-        }
-    }
-    sl_write *wr = malloc(sizeof(*wr));
-    if (wr == NULL) {
-        /* Nothing can be sent without a write request: drop the
-         * connection rather than the process. */
+    if (sl_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len,
+                c->writes > 0, c, write_cb, &left) != 0) {
         conn_close(c);
         return;
     }
-    wr->c = c;
-    wr->data = c->out.data;
-    uv_buf_t b = uv_buf_init(c->out.data + sent, (unsigned)(c->out.len - sent));
-    c->out.data = NULL;
-    c->out.len = c->out.cap = 0;
-    if (uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
-        free(wr->data);
-        free(wr);
-        conn_close(c);
+    c->out.len = 0; /* the buffer is kept for the next response */
+    if (left == 0) {
+        if (finished(c))
+            conn_close(c);
         return;
     }
     c->writes++;

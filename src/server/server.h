@@ -100,6 +100,22 @@ enum { SL_SRV_FAIL_TIMEOUT, SL_SRV_FAIL_ERROR, SL_SRV_FAIL_BREAKER };
 /* A growable byte buffer (git's strbuf).  Out of memory never aborts:
  * the append is dropped and `failed` set, and whoever sends the buffer
  * answers 503 ENOMEM or closes the connection instead (conn.c). */
+/* send.c: data written on s, at once if the socket takes it (`queued`
+ * says some of s's bytes still wait in uv_write requests, which must go
+ * first).  What it does not take is copied into an sl_send_req and
+ * queued; *left says how much, and cb runs when it is written (the
+ * callback frees the request).  0, or -1 when the stream failed or
+ * memory ran out (the caller closes the stream). */
+typedef struct sl_send_req {
+    uv_write_t req;
+    void *owner;
+    size_t len;   /* bytes this request carries */
+    char data[];
+} sl_send_req;
+
+int sl_send(uv_stream_t *s, const void *data, size_t len, int queued,
+            void *owner, uv_write_cb cb, size_t *left);
+
 /* deadline.c: a timeout moved or cleared often and fired rarely.  The
  * timer is the first member, so a handle pointer is a deadline pointer;
  * its `data` is the owner's.  `expired` runs once the deadline passes
