@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
@@ -122,6 +121,13 @@ static void link_disconnect_cb(const redisAsyncContext *ac, int status)
     sl_srv_cluster_refresh(cl); /* the node may have failed over */
 }
 
+void sl_srv_cluster_write_now(sl_srv_cluster *cl)
+{
+    for (size_t i = 0; i < cl->n_links; i++)
+        if (cl->links[i].connected)
+            sl_srv_redis_write_now(cl->links[i].ac);
+}
+
 redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
                                           int port)
 {
@@ -140,7 +146,7 @@ redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
         return NULL;
     }
     ac->data = cl;
-    if (redisLibuvAttach(ac, cl->loop) != REDIS_OK) {
+    if (sl_srv_redis_attach(ac, cl->loop) != 0) {
         redisAsyncFree(ac);
         return NULL;
     }

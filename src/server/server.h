@@ -311,6 +311,14 @@ void sl_srv_cluster_replied(sl_srv_cluster *cl,
 void sl_srv_cluster_timed_out(sl_srv_cluster *cl);
 /* Drops every link: their calls in flight get no reply. */
 void sl_srv_cluster_close(sl_srv_cluster *cl);
+/* sl_srv_redis_write_now on every connected link. */
+void sl_srv_cluster_write_now(sl_srv_cluster *cl);
+/* store_redis.c, for every hiredis connection of a worker (its own and
+ * the cluster's links): attached to the loop with the poll hooks that
+ * restart the poll handle only on a change of interest (0 or -1); and
+ * the commands it holds written at once rather than at the next poll. */
+int sl_srv_redis_attach(struct redisAsyncContext *ac, uv_loop_t *loop);
+void sl_srv_redis_write_now(struct redisAsyncContext *ac);
 void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
 /* Writes the calls recorded so far now rather than when the loop next
  * polls: called after each connection's read, from outside any request. */

@@ -347,6 +347,21 @@ static void add_write(void *privdata)
         redisLibuvAddWrite(privdata);
 }
 
+int sl_srv_redis_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    if (redisLibuvAttach(ac, loop) != REDIS_OK)
+        return -1;
+    ac->ev.addRead = add_read;
+    ac->ev.addWrite = add_write;
+    return 0;
+}
+
+void sl_srv_redis_write_now(redisAsyncContext *ac)
+{
+    if (ac != NULL && sdslen(ac->c.obuf) > 0)
+        redisAsyncHandleWrite(ac);
+}
+
 static void start_connect(sl_srv_redis *r)
 {
     sl_redis_endpoint ep;
@@ -363,13 +378,11 @@ static void start_connect(sl_srv_redis *r)
         return;
     }
     ac->data = r;
-    if (redisLibuvAttach(ac, &w->loop) != REDIS_OK) {
+    if (sl_srv_redis_attach(ac, &w->loop) != 0) {
         redisAsyncFree(ac);
         go_down(r, "out of memory");
         return;
     }
-    ac->ev.addRead = add_read;
-    ac->ev.addWrite = add_write;
     redisAsyncSetConnectCallback(ac, connect_cb);
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ac = ac;
@@ -640,9 +653,12 @@ static void teardown(sl_srv_redis *r)
 void sl_srv_redis_flush(sl_srv_worker *w)
 {
     sl_srv_redis *r = w->redis;
-    if (r != NULL && r->state == UP && r->ac != NULL &&
-        sdslen(r->ac->c.obuf) > 0)
-        redisAsyncHandleWrite(r->ac);
+    if (r == NULL || r->state != UP)
+        return;
+    if (r->cluster != NULL)
+        sl_srv_cluster_write_now(r->cluster);
+    else
+        sl_srv_redis_write_now(r->ac);
 }
 
 redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w, const char *key)
