@@ -53,9 +53,24 @@ usec_per_call() {
     sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
 }
 
+# Redis's CPU seconds (user + sys) so far, from INFO cpu.
+redis_cpu() {
+  $CLI INFO cpu | tr -d '\r' |
+    awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {printf "%.3f", s}'
+}
+
+# The daemon's store counters: script calls sent, decision calls carried.
+store_counter() {
+  curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+
 run_sluice() {
   $CLI FLUSHALL >/dev/null
   $CLI CONFIG RESETSTAT >/dev/null
+  local cpu0 cmd0 calls0
+  cpu0=$(redis_cpu)
+  cmd0=$(store_counter sluice_store_commands_total)
+  calls0=$(store_counter sluice_store_calls_total)
   taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
     "http://127.0.0.1:$PORT" >"$OUT/sluice_$1.txt" 2>&1
   local rps p99
@@ -63,19 +78,31 @@ run_sluice() {
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
         else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}
         print v}' "$OUT/sluice_$1.txt")
-  echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99 redis_usec_per_call=$(usec_per_call)"
+  local n cpu cmds calls
+  n=$(awk '/requests in/ {print $1}' "$OUT/sluice_$1.txt")
+  cpu=$(awk -v a="$cpu0" -v b="$(redis_cpu)" 'BEGIN {printf "%.3f", b - a}')
+  cmds=$(( $(store_counter sluice_store_commands_total) - cmd0 ))
+  calls=$(( $(store_counter sluice_store_calls_total) - calls0 ))
+  echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99" \
+    "redis_usec_per_call=$(usec_per_call)" \
+    "calls_per_evalsha=$(awk -v a="$calls" -v b="$cmds" 'BEGIN {printf "%.1f", b ? a / b : 0}')" \
+    "redis_cpu_us_per_decision=$(awk -v c="$cpu" -v n="$n" 'BEGIN {printf "%.2f", n ? c * 1e6 / n : 0}')"
 }
 
 run_peer() {
   $CLI FLUSHALL >/dev/null
   $CLI CONFIG RESETSTAT >/dev/null
+  local cpu0
+  cpu0=$(redis_cpu)
   taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNS" -n "$N_PEER" \
     -r 100000 -P 1 --csv EVALSHA "$TB" 1 rl:tb:__rand_int__ 100 100 \
     >"$OUT/peer_$1.txt" 2>&1
   # "rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+  local cpu
+  cpu=$(awk -v a="$cpu0" -v b="$(redis_cpu)" 'BEGIN {printf "%.3f", b - a}')
   tail -1 "$OUT/peer_$1.txt" | tr -d '"' |
-    awk -F, -v r="$1" -v u="$(usec_per_call)" \
-      '{print "peer_redis_lua_token_bucket round=" r " rps=" $2 " p99_ms=" $7 " redis_usec_per_call=" u}'
+    awk -F, -v r="$1" -v u="$(usec_per_call)" -v c="$cpu" -v n="$N_PEER" \
+      '{printf "peer_redis_lua_token_bucket round=%s rps=%s p99_ms=%s redis_usec_per_call=%s calls_per_evalsha=1.0 redis_cpu_us_per_decision=%.2f\n", r, $2, $7, u, c * 1e6 / n}'
 }
 
 for r in $(seq "$ROUNDS"); do

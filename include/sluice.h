@@ -434,6 +434,33 @@ SL_EXPORT int sl_redis_call_read(const sl_redis_call *call, const void *reply,
 
 SL_EXPORT void sl_redis_call_free(sl_redis_call *call); /* NULL: no-op */
 
+/*
+ * A batch: several calls as ONE script call, for a caller with many calls
+ * waiting at once (sluice serve under load).  Redis runs the script once
+ * and, inside it, decides the calls one after the other in the order
+ * given, each exactly as if it had been sent alone: its own items all or
+ * nothing, and an error (SL_ERANGE, a key of another type...) ends only
+ * that call.  It saves Redis's per-command and per-run work and the
+ * caller's per-call I/O; the batch as a whole is atomic too, which no
+ * caller needs.  Calls must be of one part each and share a server (a
+ * plain store; on a cluster, one slot).
+ *
+ * sl_redis_batch_format() writes the batch's command in RESP (for
+ * redisAsyncFormattedCommand()) to *out, which the caller frees with
+ * free(); sha NULL: EVAL with the script's text (after a NOSCRIPT).
+ * Returns 0, SL_EINVAL (no calls, a call of several parts, a bad sha) or
+ * SL_ENOMEM.  The calls are only read.
+ *
+ * sl_redis_batch_reply() is call i's reply within the batch's reply
+ * (both hiredis `redisReply *`), for sl_redis_call_read() or
+ * sl_redis_call_read_part(): its element, or the whole reply when that
+ * is not an array of n (an error reply, NOSCRIPT included, or NULL).
+ */
+SL_EXPORT int sl_redis_batch_format(sl_redis_call *const *calls, size_t n,
+                                    const char *sha, char **out, size_t *len);
+SL_EXPORT const void *sl_redis_batch_reply(const void *reply, size_t n,
+                                           size_t i);
+
 /* ---------------------------------------------------------------------
  * Redis Cluster (docs/stores.md, "Redis Cluster")
  *

@@ -5,7 +5,8 @@
  * (wall-clock-sized times, irregular steps, equal and slightly backward
  * times, costs 0 .. past the limit, some requests recorded with
  * SL_RECORD); multi-item calls with a cost per item are all-or-nothing
- * and equal too; the script survives SCRIPT FLUSH; a dead or paused Redis
+ * and equal too, alone and in batches (several calls in one script
+ * call); the script survives SCRIPT FLUSH; a dead or paused Redis
  * gives SL_ESTORE within the timeout and a restarted one is used again by
  * the same store; keys carry a TTL and go when their state is initial;
  * bad options and limits outside the exact bound are refused clearly.
@@ -458,6 +459,17 @@ static void test_multi_is_all_or_nothing_as_memory(void **state)
     sl_store_free(red);
 }
 
+/* One key name of the store (the only one with its prefix). */
+static void only_key(redisContext *c, const char *pattern, char *out,
+                     size_t len)
+{
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1)
+        fail_msg("expected one key matching '%s'", pattern);
+    snprintf(out, len, "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
 /* Sends a built call on a plain hiredis connection, as an event loop
  * would on its own; follows a NOSCRIPT once.  Returns read()'s code. */
 static int send_call(redisContext *c, sl_redis_call *call, sl_decision *each,
@@ -549,6 +561,150 @@ static void test_async_calls_decide_as_memory(void **state)
         expect_cmp(strstr(err, "out of range"), !=, NULL);
         sl_limit_free(bl);
     }
+    for (size_t i = 0; i < NPICK; i++)
+        sl_limit_free(lims[i]);
+    redisFree(c);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+/* Sends calls[0..n) as one batch (sl_redis_batch_format), following a
+ * NOSCRIPT once with the batch again as EVAL; rcs[i] is read()'s code of
+ * call i. */
+static void send_batch(redisContext *c, sl_redis_call **calls, size_t n,
+                       const char *sha, sl_decision (*each)[4],
+                       sl_decision *overall, int *rcs, int *noscripts)
+{
+    for (;;) {
+        redisReply *r = NULL;
+        char *cmd, err[256];
+        size_t len;
+        int again = 0;
+        expect_eq(sl_redis_batch_format(calls, n, sha, &cmd, &len), 0);
+        if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK ||
+            redisGetReply(c, (void **)&r) != REDIS_OK)
+            fail_msg("batch: %s", c->errstr);
+        free(cmd);
+        for (size_t i = 0; i < n; i++) {
+            rcs[i] = sl_redis_call_read(calls[i], sl_redis_batch_reply(r, n, i),
+                                        each[i], &overall[i], err,
+                                        sizeof(err));
+            again |= rcs[i] == 1;
+        }
+        freeReplyObject(r);
+        if (!again)
+            return;
+        ++*noscripts;
+        sha = NULL;
+    }
+}
+
+/* Calls sent together in one script call (sl_redis_batch_*) decide as
+ * the memory store deciding them one by one, in order: multi-item,
+ * recorded, repeated keys within a batch; a call on a key holding another
+ * type fails alone (SL_ESTORE) and its neighbours decide as if it were
+ * not there; a batch after SCRIPT FLUSH is NOSCRIPT for every call and
+ * goes again as EVAL. */
+static void test_batches_decide_as_memory(void **state)
+{
+    static const size_t picks[] = {0, 3, 6, 9, 12, 16, 20, 22};
+    enum { NPICK = sizeof(picks) / sizeof(picks[0]), POOL = NPICK * 2 };
+    enum { MAXB = 12 };
+    sl_limit *lims[NPICK];
+    sl_check_item pool[POOL];
+    sl_store *mem = tu_store(), *red;
+    redisContext *c = admin();
+    uint64_t s = 7;
+    sl_nanos t = INT64_C(1760000000) * SEC + 123456789;
+    size_t rounds = tu_quick() ? 60 : 300, wrongs = 0;
+    int noscripts = 0;
+    sl_limit *wl = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    sl_check_item wrong = {wl, "wrong", 5};
+    int64_t one = 1;
+    char sha[41], name[256], *cmd;
+    size_t len;
+    (void)state;
+
+    red = redis_store_opts((sl_redis_options){
+        .extra_ttl_ms = 600000, .key_prefix = "b:", .lazy_connect = 1});
+    flushall();
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl_redis_script());
+    assert_non_null(r);
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+    make_pool(picks, NPICK, lims, pool);
+
+    /* The wrong key: made by a call, then replaced by a list. */
+    {
+        sl_redis_call *call;
+        sl_decision d[4], o;
+        expect_eq(sl_redis_call_new(red, &wrong, &one, 1, t, 0, sha, &call,
+                                    NULL, 0),
+                  0);
+        expect_eq(send_call(c, call, d, &o, &noscripts), 0);
+        sl_redis_call_free(call);
+        only_key(c, "b:*wrong*", name, sizeof(name));
+        expect_eq(tu_redis_do(c, "DEL %s", name), 0);
+        expect_eq(tu_redis_do(c, "RPUSH %s x", name), 0);
+    }
+    expect_eq(sl_redis_batch_format(NULL, 0, sha, &cmd, &len), SL_EINVAL);
+
+    for (size_t round = 0; round < rounds; round++) {
+        sl_redis_call *calls[MAXB];
+        sl_check_item items[MAXB][4];
+        int64_t costs[MAXB][4];
+        size_t k[MAXB], m = (size_t)tu_range(&s, 1, MAXB);
+        sl_decision me[MAXB][4], re[MAXB][4], mo[MAXB], ro[MAXB];
+        int rcs[MAXB], is_wrong[MAXB];
+
+        for (size_t j = 0; j < m; j++) {
+            unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
+            is_wrong[j] = tu_below(&s, 15) == 0;
+            t += tu_below(&s, 3) == 0 ? 0 : tu_range(&s, 1, 100 * MS);
+            if (is_wrong[j]) {
+                k[j] = 1;
+                items[j][0] = wrong;
+                costs[j][0] = 1;
+                wrongs++;
+            } else {
+                k[j] = (size_t)tu_range(&s, 1, 4);
+                pick_items(&s, pool, POOL, k[j], items[j], costs[j]);
+                expect_eq(sl_check_costs(mem, items[j], costs[j], k[j], t,
+                                         flags, me[j], &mo[j]),
+                          0);
+            }
+            expect_eq(sl_redis_call_new(red, items[j], costs[j], k[j], t,
+                                        flags, sha, &calls[j], NULL, 0),
+                      0);
+        }
+        if (round == rounds / 2)
+            expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
+        send_batch(c, calls, m, sha, re, ro, rcs, &noscripts);
+        for (size_t j = 0; j < m; j++) {
+            sl_redis_call_free(calls[j]);
+            if (is_wrong[j]) {
+                expect_eq(rcs[j], SL_ESTORE);
+                continue;
+            }
+            expect_eq(rcs[j], 0);
+            for (size_t i = 0; i < k[j]; i++)
+                expect_same("batched item", round, items[j][i].key,
+                            costs[j][i], t, &me[j][i], &re[j][i]);
+            expect_same("batched overall", round, "", costs[j][0], t, &mo[j],
+                        &ro[j]);
+        }
+        if (round == rounds / 2) {
+            /* The flush's batch went again as EVAL, which cached it. */
+            expect_eq(noscripts, 1);
+            redisReply *e = redisCommand(c, "SCRIPT EXISTS %s", sha);
+            assert_non_null(e);
+            expect_eq(e->element[0]->integer, 1);
+            freeReplyObject(e);
+        }
+    }
+    expect_eq(noscripts, 1);
+    expect_cmp(wrongs, >, 0);
+    sl_limit_free(wl);
     for (size_t i = 0; i < NPICK; i++)
         sl_limit_free(lims[i]);
     redisFree(c);
@@ -709,17 +865,6 @@ static long long count_keys(redisContext *c, const char *pattern)
     if (r)
         freeReplyObject(r);
     return n;
-}
-
-/* One key name of the store (the only one with its prefix). */
-static void only_key(redisContext *c, const char *pattern, char *out,
-                     size_t len)
-{
-    redisReply *r = redisCommand(c, "KEYS %s", pattern);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 1)
-        fail_msg("expected one key matching '%s'", pattern);
-    snprintf(out, len, "%s", r->element[0]->str);
-    freeReplyObject(r);
 }
 
 static void test_keys_have_ttl_and_vanish_when_initial(void **state)
@@ -897,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_multi_is_all_or_nothing_as_memory),
         cmocka_unit_test(test_multi_refused_consumes_nothing),
         cmocka_unit_test(test_async_calls_decide_as_memory),
+        cmocka_unit_test(test_batches_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_keys_have_ttl_and_vanish_when_initial),

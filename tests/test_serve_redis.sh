@@ -11,7 +11,7 @@
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import os, signal, sys, tempfile, time
+import json, os, signal, socket, sys, tempfile, time
 import urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
@@ -59,6 +59,30 @@ def storm(nodes, key, value, n, workers=24):
     """n concurrent checks spread over nodes; the results in a list."""
     return harness.storm(lambda i: nodes[i % len(nodes)].check(key, value), n, workers)
 
+def burst(port, key, value, n):
+    """n requests for key=value written at once on n connections before
+    any is read: the statuses."""
+    body = json.dumps({"domain": "test", "descriptors": [
+        {"entries": [{"key": key, "value": value}]}]}).encode()
+    req = (b"POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+           b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+           % len(body)) + body
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=10)
+             for _ in range(n)]
+    for so in socks:
+        so.sendall(req)
+    codes = []
+    for so in socks:
+        data = b""
+        while True:
+            chunk = so.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        so.close()
+        codes.append(int(data.split(b" ", 2)[1]) if data else 0)
+    return codes
+
 try:
     redis.start()
     # The nodes whose decisions are counted: a generous timeout, and
@@ -82,6 +106,26 @@ try:
         check("%s: exactly %d of %d allowed over 3 nodes" % (a, L, N),
               allowed == L and not others,
               "allowed %d, other statuses %s" % (allowed, others))
+
+    # Batches: requests that arrive together on one thread go to Redis as
+    # few script calls (two at a time, the rest waiting to go together),
+    # each call decided as if alone: still exactly L allowed.
+    bn = harness.Node(SLUICE, tmp, "batch", rules, "--threads", "1",
+                      "--store", STORE, "--redis-timeout", "2s",
+                      "--redis-failure", "fail_closed")
+    check("batch node connects", bn.wait_status("up"), bn.get("/readyz")[1])
+    for a in ALGS:
+        c0 = bn.metric("sluice_store_commands_total")
+        k0 = bn.metric("sluice_store_calls_total")
+        codes = burst(bn.port, a, "burst", 3 * L)
+        cmds = bn.metric("sluice_store_commands_total") - c0
+        calls = bn.metric("sluice_store_calls_total") - k0
+        check("%s: a burst of %d at once: exactly %d allowed, in %d calls "
+              "sent as %d script calls" % (a, 3 * L, L, calls, cmds),
+              codes.count(200) == L and codes.count(429) == 2 * L and
+              calls == 3 * L and cmds < calls,
+              "statuses %s, calls %s, script calls %s" % (
+                  sorted(codes), calls, cmds))
 
     # GET /v1/auth waits on Redis as the JSON APIs do (its descriptors
     # come from headers kept across the wait).

@@ -342,6 +342,17 @@ static void render_store(sl_server *s, sl_buf *out)
                   (unsigned long long)SUM(breaker_opened),
                   (unsigned long long)SUM(breaker_closed));
     sl_buf_printf(out,
+                  "# HELP sluice_store_commands_total script calls sent to "
+                  "Redis (one EVALSHA decides one call or a batch)\n"
+                  "# TYPE sluice_store_commands_total counter\n"
+                  "sluice_store_commands_total %llu\n"
+                  "# HELP sluice_store_calls_total decision calls sent to "
+                  "Redis, alone or in a batch\n"
+                  "# TYPE sluice_store_calls_total counter\n"
+                  "sluice_store_calls_total %llu\n",
+                  (unsigned long long)SUM(store_commands),
+                  (unsigned long long)SUM(store_calls));
+    sl_buf_printf(out,
                   "# HELP sluice_nodes_live nodes sharing the Redis, the "
                   "local policy's divisor (--nodes, or counted live)\n"
                   "# TYPE sluice_nodes_live gauge\n"

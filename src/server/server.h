@@ -197,6 +197,9 @@ typedef struct sl_srv_stats {
     atomic_uint_fast64_t store_failures[SL_SRV_N_REASONS];
     atomic_uint_fast64_t fallbacks[SL_SRV_N_POLICIES];
     atomic_uint_fast64_t breaker_opened, breaker_closed;
+    /* Script calls sent to Redis (EVALSHA commands), and the decision
+     * calls they carried: more calls than commands is batching. */
+    atomic_uint_fast64_t store_commands, store_calls;
     atomic_int store_up; /* this thread's connection is usable */
 } sl_srv_stats;
 

@@ -66,6 +66,13 @@
 #define CALL_FAILED 1
 /* Redirections one part of a call follows (MOVED, ASK, TRYAGAIN). */
 #define MAX_HOPS 5
+/* Script calls out on the one connection before new calls wait to go
+ * together, as one batch, when a reply comes: two keep Redis busy while
+ * the thread answers the requests of the other. */
+#define MAX_IN_FLIGHT 2
+/* Calls in one batch: bounds how long one script run holds Redis (about
+ * 10 us a decision). */
+#define MAX_BATCH 64
 
 enum { DOWN, CONNECTING, UP, STOPPED };
 
@@ -78,6 +85,13 @@ typedef struct part_rec {
     int hops;   /* redirections followed */
     int asking; /* last sent after an ASK: a resend needs ASKING too */
 } part_rec;
+
+/* Calls sent as one script call (sl_redis_batch_format). */
+typedef struct batch_rec {
+    size_t n;
+    int eval; /* sent again as EVAL, after a NOSCRIPT */
+    part_rec *parts[];
+} batch_rec;
 
 typedef struct call_rec {
     sl_srv_op *op;
@@ -124,6 +138,11 @@ struct sl_srv_redis {
     sl_srv_op *head, *tail;
     int stopping, handles;
     sl_buf cmd; /* the command being sent, in RESP */
+    /* One connection (not a cluster): script calls written to it and not
+     * yet answered, and the parts held meanwhile for the next batch. */
+    int in_flight;
+    part_rec **pending;
+    size_t n_pending, cap_pending;
 };
 
 static const char *const fail_names[] = {"timeout", "error", "breaker_open"};
@@ -234,6 +253,7 @@ static void set_up(sl_srv_redis *r, int up)
 }
 
 static void retry_cb(uv_timer_t *t);
+static void fail_pending(sl_srv_redis *r);
 
 /* Opens the breaker: drops the connection (hiredis fails every call in
  * flight on it, each counted) and schedules the next attempt. */
@@ -257,6 +277,8 @@ static void go_down(sl_srv_redis *r, const char *why)
     }
     if (ac != NULL)
         redisAsyncFree(ac); /* deferred by hiredis inside its callbacks */
+    r->in_flight = 0;
+    fail_pending(r);
     if (r->stopping) {
         maybe_teardown(r);
         return;
@@ -386,6 +408,7 @@ static void start_connect(sl_srv_redis *r)
     redisAsyncSetConnectCallback(ac, connect_cb);
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ac = ac;
+    r->in_flight = 0;
     r->state = CONNECTING;
     /* The probe, pipelined behind the connect. */
     if (ep.password != NULL) {
@@ -423,6 +446,14 @@ static void retry_cb(uv_timer_t *t)
 /* ---- calls ---- */
 
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+static void count_sent(sl_srv_worker *w, size_t calls)
+{
+    atomic_fetch_add_explicit(&w->stats.store_commands, 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->stats.store_calls, calls,
+                              memory_order_relaxed);
+}
 
 /* argv in RESP, into r->cmd, to be handed to hiredis whole: its own
  * formatting (redisAsyncCommandArgv, sdscatfmt per argument) cost more
@@ -471,6 +502,9 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
         return -1;
     if (r->cluster != NULL)
         sl_srv_cluster_sent(r->cluster, ac);
+    else if (ac == r->ac)
+        r->in_flight++;
+    count_sent(r->w, 1);
     return 0;
 }
 
@@ -498,24 +532,24 @@ static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
     return to != NULL && send_part(r, p, to, rd.ask) == 0;
 }
 
-static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+/* What a part's reply came to, for the breaker. */
+enum { REPLY_OK, REPLY_FAILED, REPLY_RESENT, REPLY_LATE };
+
+/* One part's reply (NULL: none will come); current: it came on the
+ * connection in use.  The part's reference to its op is released, unless
+ * the part was sent again (REPLY_RESENT: the reference passes on). */
+static int part_reply(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
+                      const redisReply *reply, int current)
 {
-    part_rec *p = priv;
     call_rec *c = p->c;
     sl_srv_op *op = c->op;
-    sl_srv_redis *r = op->w->redis;
-    int current = r->state == UP &&
-                  (r->cluster != NULL ? sl_srv_cluster_owns(r->cluster, ac)
-                                      : r->ac == ac);
-
-    if (r->cluster != NULL && r->state != STOPPED)
-        sl_srv_cluster_replied(r->cluster, ac);
+    int res = REPLY_LATE; /* the call timed out before */
 
     if (!c->done) {
         char err[256];
         int rc;
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
-            return; /* this callback's reference passes to the resend */
+            return REPLY_RESENT;
         rc =
             sl_redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
         if (rc == 1 && current) {
@@ -523,31 +557,187 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
              * EVAL, within the same deadline. */
             sl_redis_call_part_use_eval(c->call, p->index);
             if (send_part(r, p, ac, p->asking) == 0)
-                return; /* this callback's reference passes to the resend */
+                return REPLY_RESENT;
             rc = SL_ESTORE;
         }
         if (rc == 0 && --c->parts_left > 0) {
-            if (current)
-                r->failures = 0;
             op_unref(op); /* the call waits for its other parts */
-            return;
+            return REPLY_OK;
         }
         if (rc == 0)
             sl_redis_call_result(c->call, c->each, &c->overall);
         if (rc == 0 || rc == SL_ERANGE || rc == SL_EINVAL) {
             c->done = 1;
             c->rc = rc;
-            if (current)
-                r->failures = 0;
+            res = REPLY_OK;
         } else {
             call_fail(c, SL_SRV_FAIL_ERROR);
-            if (current && ++r->failures >= r->w->server->cfg.redis_breaker)
-                go_down(r, reply ? "error replies" : "no reply");
+            res = REPLY_FAILED;
         }
         if (--op->awaiting == 0)
             round_done(op);
     }
     op_unref(op);
+    return res;
+}
+
+/* A command's outcome on the connection in use, for the breaker: one
+ * count per command, whether it carried one call or a batch. */
+static void settle(sl_srv_redis *r, int current, int res, int had_reply)
+{
+    if (!current || r->state != UP)
+        return;
+    if (res == REPLY_OK)
+        r->failures = 0;
+    else if (res == REPLY_FAILED &&
+             ++r->failures >= r->w->server->cfg.redis_breaker)
+        go_down(r, had_reply ? "error replies" : "no reply");
+}
+
+static void send_pending(sl_srv_redis *r);
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    part_rec *p = priv;
+    sl_srv_redis *r = p->c->op->w->redis;
+    int current = r->state == UP &&
+                  (r->cluster != NULL ? sl_srv_cluster_owns(r->cluster, ac)
+                                      : r->ac == ac);
+
+    if (r->cluster != NULL && r->state != STOPPED)
+        sl_srv_cluster_replied(r->cluster, ac);
+    else if (current)
+        r->in_flight--;
+    settle(r, current, part_reply(r, ac, p, reply, current), reply != NULL);
+    if (current)
+        send_pending(r);
+}
+
+static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
+
+static int send_batch(sl_srv_redis *r, batch_rec *b)
+{
+    sl_redis_call *calls[MAX_BATCH];
+    char *cmd;
+    size_t len;
+    int rc;
+
+    for (size_t i = 0; i < b->n; i++)
+        calls[i] = b->parts[i]->c->call;
+    if (sl_redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
+                              &len) != 0)
+        return -1;
+    rc = redisAsyncFormattedCommand(r->ac, batch_reply_cb, b, cmd, len);
+    free(cmd);
+    if (rc != REDIS_OK)
+        return -1;
+    r->in_flight++;
+    count_sent(r->w, b->n);
+    return 0;
+}
+
+static int is_noscript(const redisReply *rep)
+{
+    return rep != NULL && rep->type == REDIS_REPLY_ERROR &&
+           strncmp(rep->str, "NOSCRIPT", 8) == 0;
+}
+
+static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    batch_rec *b = priv;
+    sl_srv_redis *r = b->parts[0]->c->op->w->redis;
+    int current = r->state == UP && r->ac == ac, ok = 0, failed = 0;
+
+    if (current) {
+        r->in_flight--;
+        if (is_noscript(reply) && !b->eval) {
+            b->eval = 1; /* the server lost the script: once more */
+            if (send_batch(r, b) == 0)
+                return;
+        }
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        int res = part_reply(r, ac, b->parts[i],
+                             sl_redis_batch_reply(reply, b->n, i), current);
+        ok |= res == REPLY_OK;
+        failed |= res == REPLY_FAILED;
+    }
+    free(b);
+    settle(r, current, ok ? REPLY_OK : failed ? REPLY_FAILED : REPLY_LATE,
+           reply != NULL);
+    if (current)
+        send_pending(r);
+}
+
+/* Every held part fails (the connection is gone): their requests are
+ * decided by the policy.  Only from outside any request. */
+static void fail_pending(sl_srv_redis *r)
+{
+    while (r->n_pending > 0)
+        part_reply(r, NULL, r->pending[--r->n_pending], NULL, 0);
+}
+
+/* Sends the held parts while fewer than MAX_IN_FLIGHT script calls are
+ * out: up to MAX_BATCH in one batch, alone when only one is left.  Parts
+ * whose call timed out meanwhile are dropped unsent: their requests were
+ * decided by the policy.  Only from outside any request (a part that
+ * cannot be sent fails here, which answers its request). */
+static void send_pending(sl_srv_redis *r)
+{
+    while (r->n_pending > 0 && r->in_flight < MAX_IN_FLIGHT) {
+        part_rec *parts[MAX_BATCH];
+        size_t k = 0, take = 0;
+        batch_rec *b;
+
+        if (r->state != UP) {
+            fail_pending(r);
+            return;
+        }
+        while (take < r->n_pending && k < MAX_BATCH) {
+            part_rec *p = r->pending[take++];
+            if (p->c->done)
+                op_unref(p->c->op);
+            else
+                parts[k++] = p;
+        }
+        r->n_pending -= take;
+        memmove(r->pending, r->pending + take,
+                r->n_pending * sizeof(*r->pending));
+        if (k == 1 && send_part(r, parts[0], NULL, 0) == 0)
+            continue;
+        b = k > 1 ? malloc(sizeof(*b) + k * sizeof(*parts)) : NULL;
+        if (b != NULL) {
+            b->n = k;
+            b->eval = 0;
+            memcpy(b->parts, parts, k * sizeof(*parts));
+            if (send_batch(r, b) == 0)
+                continue;
+            free(b);
+        }
+        for (size_t i = 0; i < k; i++)
+            part_reply(r, NULL, parts[i], NULL, 0);
+    }
+}
+
+/* From inside a request: the part goes at once while fewer than
+ * MAX_IN_FLIGHT script calls are out (so an idle thread adds no wait),
+ * else it is held for the next batch, sent when a reply comes.  0, or -1
+ * when it can be neither (then its callback never comes). */
+static int submit_part(sl_srv_redis *r, part_rec *p)
+{
+    if (r->cluster != NULL ||
+        (r->in_flight < MAX_IN_FLIGHT && r->n_pending == 0))
+        return send_part(r, p, NULL, 0);
+    if (r->n_pending == r->cap_pending) {
+        size_t cap = r->cap_pending ? 2 * r->cap_pending : 64;
+        part_rec **grown = realloc(r->pending, cap * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        r->pending = grown;
+        r->cap_pending = cap;
+    }
+    r->pending[r->n_pending++] = p;
+    return 0;
 }
 
 static void timeout_cb(uv_timer_t *t)
@@ -623,6 +813,7 @@ static void handle_closed_cb(uv_handle_t *h)
     if (--r->handles == 0) {
         r->w->redis = NULL;
         sl_buf_release(&r->cmd);
+        free(r->pending);
         free(r);
     }
 }
@@ -633,6 +824,7 @@ static void teardown(sl_srv_redis *r)
     r->ac = NULL;
     r->state = STOPPED;
     set_up(r, 0);
+    fail_pending(r);
     if (ac != NULL)
         redisAsyncFree(ac);
     sl_srv_cluster_free(r->cluster);
@@ -655,9 +847,12 @@ void sl_srv_redis_flush(sl_srv_worker *w)
     sl_srv_redis *r = w->redis;
     if (r == NULL || r->state != UP)
         return;
-    if (r->cluster != NULL)
+    if (r->cluster != NULL) {
         sl_srv_cluster_write_now(r->cluster);
-    else
+        return;
+    }
+    send_pending(r);
+    if (r->ac != NULL)
         sl_srv_redis_write_now(r->ac);
 }
 
@@ -893,7 +1088,7 @@ int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
         size_t sent = 0;
         c->sent = 1;
         while (r->state == UP && sent < c->n_parts &&
-               send_part(r, &c->parts[sent], NULL, 0) == 0)
+               submit_part(r, &c->parts[sent]) == 0)
             sent++;
         op->refs += (int)sent;
         if (sent < c->n_parts) {

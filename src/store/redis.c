@@ -1176,3 +1176,99 @@ void sl_redis_call_free(sl_redis_call *call)
 {
     free_call(call);
 }
+
+/* ---- batches: several calls in one script call (main.lua, 'B') ---- */
+
+static size_t resp_len(size_t len)
+{
+    size_t digits = 1;
+    for (size_t v = len; v >= 10; v /= 10)
+        digits++;
+    return 1 + digits + 2 + len + 2; /* $<len>\r\n<bytes>\r\n */
+}
+
+static char *resp_put(char *o, char kind, const char *s, size_t len)
+{
+    char digits[NUM_LEN];
+    size_t i = sizeof(digits);
+    size_t v = len;
+    do {
+        digits[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    *o++ = kind;
+    memcpy(o, digits + i, sizeof(digits) - i);
+    o += sizeof(digits) - i;
+    *o++ = '\r';
+    *o++ = '\n';
+    if (kind == '$') {
+        memcpy(o, s, len);
+        o += len;
+        *o++ = '\r';
+        *o++ = '\n';
+    }
+    return o;
+}
+
+/* The batch's arguments come from each call's own: its number of keys
+ * (argv[2]), its keys, and its CALL_ARGS and item arguments, so a call
+ * in a batch is the very call that would have been sent alone. */
+int sl_redis_batch_format(sl_redis_call *const *calls, size_t n,
+                          const char *sha, char **out, size_t *out_len)
+{
+    const char *head[2] = {sha ? "EVALSHA" : "EVAL",
+                           sha ? sha : sl__redis_script};
+    char total_keys[NUM_LEN], count[NUM_LEN];
+    size_t keys = 0, args = 0, len = 0;
+    char *buf, *o;
+
+    if (n == 0 || out == NULL || out_len == NULL ||
+        (sha != NULL && strlen(sha) != SHA_LEN))
+        return SL_EINVAL;
+    for (size_t c = 0; c < n; c++) {
+        if (calls[c] == NULL || calls[c]->n_parts != 1)
+            return SL_EINVAL;
+        const call_args *a = &calls[c]->parts[0]->a;
+        keys += a->n;
+        for (int i = 2; i < a->argc; i++) /* its numkeys, keys and ARGV */
+            len += resp_len(a->lens[i]);
+        args += (size_t)a->argc - 2;
+    }
+    snprintf(total_keys, sizeof(total_keys), "%zu", keys);
+    snprintf(count, sizeof(count), "%zu", n);
+    args += 5; /* EVALSHA sha numkeys 'B' count */
+    len += resp_len(strlen(head[0])) + resp_len(strlen(head[1])) +
+           resp_len(strlen(total_keys)) + resp_len(1) + resp_len(strlen(count)) +
+           resp_len(args) - args - 2; /* *<args>\r\n */
+    if ((buf = o = malloc(len)) == NULL)
+        return SL_ENOMEM;
+    o = resp_put(o, '*', NULL, args);
+    o = resp_put(o, '$', head[0], strlen(head[0]));
+    o = resp_put(o, '$', head[1], strlen(head[1]));
+    o = resp_put(o, '$', total_keys, strlen(total_keys));
+    for (size_t c = 0; c < n; c++) {
+        const call_args *a = &calls[c]->parts[0]->a;
+        for (size_t k = 0; k < a->n; k++)
+            o = resp_put(o, '$', a->argv[3 + k], a->lens[3 + k]);
+    }
+    o = resp_put(o, '$', "B", 1);
+    o = resp_put(o, '$', count, strlen(count));
+    for (size_t c = 0; c < n; c++) {
+        const call_args *a = &calls[c]->parts[0]->a;
+        o = resp_put(o, '$', a->argv[2], a->lens[2]);
+        for (int i = 3 + (int)a->n; i < a->argc; i++)
+            o = resp_put(o, '$', a->argv[i], a->lens[i]);
+    }
+    *out = buf;
+    *out_len = (size_t)(o - buf);
+    return 0;
+}
+
+const void *sl_redis_batch_reply(const void *reply, size_t n, size_t i)
+{
+    const redisReply *r = reply;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == n &&
+        i < n)
+        return r->element[i];
+    return reply; /* an error (NOSCRIPT...), or a shape read will refuse */
+}

@@ -1,13 +1,21 @@
--- main.lua - the dispatcher, last in the script: decides every item of one
--- call atomically (a script runs alone on the server).
+-- main.lua - the dispatcher, last in the script: decides every item of a
+-- call atomically (a script runs alone on the server), or, in a batch,
+-- several calls one after the other.
 --
--- KEYS[i] is item i's key.  ARGV: now's seconds and ns within the second
--- (both empty: read the server's TIME), the extra TTL in ms, 1 to record
--- (SL_RECORD: every item's cost is consumed, fitting or not), then
--- ITEM_ARGS values per item: algorithm, cost, L, P, B, step, flags,
+-- One call: KEYS[i] is item i's key.  ARGV: now's seconds and ns within
+-- the second (both empty: read the server's TIME), the extra TTL in ms, 1
+-- to record (SL_RECORD: every item's cost is consumed, fitting or not),
+-- then ITEM_ARGS values per item: algorithm, cost, L, P, B, step, flags,
 -- t_num, t_den (redis.c; per-item costs, so that a call may charge each
 -- limit its own).  The reply is 5 integers per item: allowed, remaining,
 -- reset_after, retry_after, delay.
+--
+-- A batch (sl_redis_batch_argv): ARGV[1] is 'B', ARGV[2] the number of
+-- calls, then per call its number of items and its own ARGV as above;
+-- KEYS are the calls' keys one call after the other.  The reply has one
+-- element per call: its reply as above, or its error.  Each call is
+-- decided exactly as if it had been sent alone, in order: a call's error
+-- is raised before it writes anything (below) and ends only that call.
 --
 -- One item is committed (or recorded) directly.  Several are decided as
 -- the memory store does (memory_check_multi): a PEEK pass that writes
@@ -20,57 +28,92 @@ local ALGORITHMS = {
     sliding_window, stepped_window,
 }
 
-local now_s, now_n
-if ARGV[1] == '' then
-    local t = redis.call('TIME') -- seconds, microseconds
-    now_s, now_n = tonumber(t[1]), tonumber(t[2]) * 1000
-else
-    now_s, now_n = tonumber(ARGV[1]), tonumber(ARGV[2])
-end
-EXTRA_TTL_MS = tonumber(ARGV[3])
-local record = ARGV[4] == '1'
-
-local items = {}
-for i = 1, #KEYS do
-    local b = CALL_ARGS + (i - 1) * ITEM_ARGS
-    local a = function(j) return tonumber(ARGV[b + j]) end
-    items[i] = {
-        check = ALGORITHMS[a(1)],
-        cost = a(2),
-        lim = {limit = a(3), period = a(4), burst = a(5), step = a(6),
-               flags = a(7), t_num = a(8), t_den = a(9)},
-    }
-    if items[i].check == nil then
-        return redis.error_reply('EINVAL unknown algorithm ' .. ARGV[b + 1])
+-- The server's clock, read once per script run: the calls of a batch are
+-- decided at one instant, as they run at one.
+local time_s, time_n
+local function server_time()
+    if not time_s then
+        local t = redis.call('TIME') -- seconds, microseconds
+        time_s, time_n = tonumber(t[1]), tonumber(t[2]) * 1000
     end
+    return time_s, time_n
 end
 
-local function decide_all(mode)
-    local all, ds = true, {}
-    for i = 1, #items do
-        local it = items[i]
-        ds[i] = it.check(KEYS[i], it.lim, it.cost, now_s, now_n, mode)
-        all = all and ds[i].allowed == 1
+-- The call of n items whose keys follow KEYS[k] and whose ARGV follow
+-- ARGV[g]: its reply, or raises its error.
+local function decide_call(k, g, n)
+    local now_s, now_n
+    if ARGV[g + 1] == '' then
+        now_s, now_n = server_time()
+    else
+        now_s, now_n = tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2])
     end
-    return all, ds
+    EXTRA_TTL_MS = tonumber(ARGV[g + 3])
+    local record = ARGV[g + 4] == '1'
+
+    local items = {}
+    for i = 1, n do
+        local b = g + CALL_ARGS + (i - 1) * ITEM_ARGS
+        local check = ALGORITHMS[tonumber(ARGV[b + 1])]
+        if check == nil then
+            error({err = 'EINVAL unknown algorithm ' .. ARGV[b + 1]})
+        end
+        items[i] = {
+            check = check,
+            cost = tonumber(ARGV[b + 2]),
+            lim = {limit = tonumber(ARGV[b + 3]), period = tonumber(ARGV[b + 4]),
+                   burst = tonumber(ARGV[b + 5]), step = tonumber(ARGV[b + 6]),
+                   flags = tonumber(ARGV[b + 7]), t_num = tonumber(ARGV[b + 8]),
+                   t_den = tonumber(ARGV[b + 9])},
+        }
+    end
+
+    local function decide_all(mode)
+        local all, ds = true, {}
+        for i = 1, n do
+            local it = items[i]
+            ds[i] = it.check(KEYS[k + i], it.lim, it.cost, now_s, now_n, mode)
+            all = all and ds[i].allowed == 1
+        end
+        return all, ds
+    end
+
+    local all, ds
+    if n == 1 then
+        all, ds = decide_all(record and RECORD or COMMIT)
+    else
+        all = decide_all(PEEK)
+        all, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
+    end
+
+    local reply = {}
+    for i = 1, n do
+        local d = ds[i]
+        local b = (i - 1) * 5
+        reply[b + 1] = d.allowed
+        reply[b + 2] = d.remaining
+        reply[b + 3] = d.reset_after
+        reply[b + 4] = d.retry_after
+        reply[b + 5] = d.delay
+    end
+    return reply
 end
 
-local all, ds
-if #items == 1 then
-    all, ds = decide_all(record and RECORD or COMMIT)
-else
-    all = decide_all(PEEK)
-    all, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
+if ARGV[1] ~= 'B' then
+    return decide_call(0, 0, #KEYS)
 end
 
-local reply = {}
-for i = 1, #ds do
-    local d = ds[i]
-    local b = (i - 1) * 5
-    reply[b + 1] = d.allowed
-    reply[b + 2] = d.remaining
-    reply[b + 3] = d.reset_after
-    reply[b + 4] = d.retry_after
-    reply[b + 5] = d.delay
+local out, k, g = {}, 0, 2
+for c = 1, tonumber(ARGV[2]) do
+    local n = tonumber(ARGV[g + 1])
+    local ok, reply = pcall(decide_call, k, g + 1, n)
+    if not ok then
+        -- Ours are {err = ...}; Redis's own (a key of another type) and
+        -- Lua's are strings or tables with err too.
+        reply = {err = type(reply) == 'table' and reply.err or tostring(reply)}
+    end
+    out[c] = reply
+    k = k + n
+    g = g + 1 + CALL_ARGS + n * ITEM_ARGS
 end
-return reply
+return out
