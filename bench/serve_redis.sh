@@ -4,6 +4,12 @@
 #
 #   bench/serve_redis.sh                # 3 alternating rounds, 10 s each
 #   ROUNDS=5 DUR=20s bench/serve_redis.sh
+#   REDIS_CPU_PCT=30 bench/serve_redis.sh   # Redis held to 30% of a core
+#
+# REDIS_CPU_PCT (root; a cgroup cpu quota, 3 ms per 10 ms for 30) makes
+# Redis the bottleneck of both runs, as it is when many nodes share one
+# Redis: then decisions/s measure what each way costs Redis, not the
+# client core (which, in the default layout, sluice and wrk share).
 #
 # Layout (this VM has 2 cores): redis-server pinned to CPU 0; the client
 # side on CPU 1 — sluice serve (--threads 1) and wrk (-t1) share it in the
@@ -19,6 +25,8 @@
 # Both: FLUSHALL first; every call is one EVALSHA on Redis's clock.
 # Output: one line per run, "name rps=... p99_ms=...", then medians.
 set -u
+PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+source "$PEERS_DIR/common.sh" # cpu_ticks
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
@@ -36,11 +44,23 @@ CLI="redis-cli -h 127.0.0.1 -p $RPORT"
 taskset -c 0 redis-server --port "$RPORT" --bind 127.0.0.1 --save "" \
   --appendonly no --daemonize no >"$OUT/redis.log" 2>&1 &
 RPID=$!
+CG=""
+if [ -n "${REDIS_CPU_PCT:-}" ]; then
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then # cgroup v2
+    CG=/sys/fs/cgroup/sluice_bench_$$
+    mkdir "$CG" && echo "$((REDIS_CPU_PCT * 100)) 10000" >"$CG/cpu.max"
+  else                                             # cgroup v1
+    CG=/sys/fs/cgroup/cpu/sluice_bench_$$
+    mkdir "$CG" && echo 10000 >"$CG/cpu.cfs_period_us" &&
+      echo "$((REDIS_CPU_PCT * 100))" >"$CG/cpu.cfs_quota_us"
+  fi || { echo "REDIS_CPU_PCT needs root and a cgroup cpu controller" >&2; kill $RPID; exit 1; }
+  echo "$RPID" >"$CG/cgroup.procs"
+fi
 taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" \
   --listen "127.0.0.1:$PORT" --threads 1 --store "redis://127.0.0.1:$RPORT" \
   --redis-timeout 50ms 2>"$OUT/sluice.log" &
 SPID=$!
-trap 'kill $SPID $RPID 2>/dev/null; wait 2>/dev/null' EXIT
+trap 'kill $SPID $RPID 2>/dev/null; wait 2>/dev/null; [ -n "$CG" ] && rmdir "$CG"' EXIT
 for _ in $(seq 100); do
   curl -s "http://127.0.0.1:$PORT/readyz" | grep -q '"store_status":"up"' && break
   sleep 0.1
@@ -67,12 +87,16 @@ store_counter() {
 run_sluice() {
   $CLI FLUSHALL >/dev/null
   $CLI CONFIG RESETSTAT >/dev/null
-  local cpu0 cmd0 calls0
+  local cpu0 cmd0 calls0 t0 w0
   cpu0=$(redis_cpu)
+  t0=$(cpu_ticks $SPID)
   cmd0=$(store_counter sluice_store_commands_total)
   calls0=$(store_counter sluice_store_calls_total)
-  taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
+  /usr/bin/time -f "# wrk_cpu_s %U %S" \
+    taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
     "http://127.0.0.1:$PORT" >"$OUT/sluice_$1.txt" 2>&1
+  local t1
+  t1=$(cpu_ticks $SPID)
   local rps p99
   rps=$(awk '/^Requests\/sec/ {print $2}' "$OUT/sluice_$1.txt")
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
@@ -86,7 +110,9 @@ run_sluice() {
   echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99" \
     "redis_usec_per_call=$(usec_per_call)" \
     "calls_per_evalsha=$(awk -v a="$calls" -v b="$cmds" 'BEGIN {printf "%.1f", b ? a / b : 0}')" \
-    "redis_cpu_us_per_decision=$(awk -v c="$cpu" -v n="$n" 'BEGIN {printf "%.2f", n ? c * 1e6 / n : 0}')"
+    "redis_cpu_us_per_decision=$(awk -v c="$cpu" -v n="$n" 'BEGIN {printf "%.2f", n ? c * 1e6 / n : 0}')" \
+    "sluice_cpu_us_per_request=$(awk -v t="$((t1 - t0))" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", n ? t * 1e6 / hz / n : 0}')" \
+    "wrk_cpu_us_per_request=$(awk -v n="$n" '$1 == "#" && $2 == "wrk_cpu_s" {printf "%.2f", ($3 + $4) * 1e6 / n}' "$OUT/sluice_$1.txt")"
 }
 
 run_peer() {

@@ -34,9 +34,10 @@
 #define EXACT_BOUND (INT64_C(1) << 52)
 
 enum {
-    ITEM_ARGS = 9,   /* per item, as src/store/redis/main.lua reads them */
+    ITEM_ARGS = 2,   /* per item, as src/store/redis/main.lua reads them */
     CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
     NUM_LEN = 24,    /* an int64 in decimal, NUL included */
+    SPEC_FIELDS = 8, /* algorithm L P B step flags t_num t_den */
     IDENT_HEX = 16,  /* the limit's identity in a key name */
     SHA_LEN = 40,
     ERR_LEN = 256,
@@ -647,6 +648,9 @@ typedef struct call_args {
     size_t lens[3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS];
     char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
     int nnums;
+    /* Each item's limit as one argument: the script reads a limit's
+     * fields once per run, not once per item (main.lua's limit_of). */
+    char specs[SL_MAX_ITEMS][SPEC_FIELDS * NUM_LEN];
     char *keys; /* malloc'd: every key name */
     size_t n;   /* items */
     int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
@@ -658,11 +662,12 @@ static void push_arg(call_args *a, const char *s, size_t len)
     a->lens[a->argc++] = len;
 }
 
-/* Decimal by hand: snprintf cost as much as the rest of building a call
- * (docs/benchmarks.md, "sluice serve --store redis"). */
-static void push_num(call_args *a, int64_t v)
+/* v in decimal at s: its length.  By hand: snprintf cost as much as the
+ * rest of building a call (docs/benchmarks.md, "sluice serve --store
+ * redis"). */
+static size_t put_num(char *s, int64_t v)
 {
-    char *s = a->nums[a->nnums++], digits[NUM_LEN];
+    char digits[NUM_LEN];
     size_t i = sizeof(digits), len;
     /* Through unsigned, so INT64_MIN negates without overflow. */
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -674,6 +679,29 @@ static void push_num(call_args *a, int64_t v)
         digits[--i] = '-';
     len = sizeof(digits) - i;
     memcpy(s, digits + i, len);
+    return len;
+}
+
+static void push_num(call_args *a, int64_t v)
+{
+    char *s = a->nums[a->nnums++];
+    push_arg(a, s, put_num(s, v));
+}
+
+/* A limit's fields, space-separated (all >= 0: sl_limit_new). */
+static void push_spec(call_args *a, size_t item, const sl_limit *lim)
+{
+    const int64_t f[SPEC_FIELDS] = {
+        lim->cfg.algorithm, lim->cfg.limit,       lim->cfg.period,
+        lim->cfg.burst,     lim->cfg.step,        (int64_t)lim->cfg.flags,
+        lim->t_num,         lim->t_den};
+    char *s = a->specs[item];
+    size_t len = 0;
+    for (int i = 0; i < SPEC_FIELDS; i++) {
+        if (i > 0)
+            s[len++] = ' ';
+        len += put_num(s + len, f[i]);
+    }
     push_arg(a, s, len);
 }
 
@@ -715,16 +743,8 @@ static int build_call(const redis_store *rs, call_args *a,
     push_num(a, rs->extra_ttl_ms);
     push_num(a, record != 0);
     for (size_t i = 0; i < n; i++) {
-        const sl_limit *lim = items[i].limit;
-        push_num(a, lim->cfg.algorithm);
+        push_spec(a, i, items[i].limit);
         push_num(a, costs[i]);
-        push_num(a, lim->cfg.limit);
-        push_num(a, lim->cfg.period);
-        push_num(a, lim->cfg.burst);
-        push_num(a, lim->cfg.step);
-        push_num(a, (int64_t)lim->cfg.flags);
-        push_num(a, lim->t_num);
-        push_num(a, lim->t_den);
     }
     return 0;
 }

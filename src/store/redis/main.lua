@@ -5,10 +5,10 @@
 -- One call: KEYS[i] is item i's key.  ARGV: now's seconds and ns within
 -- the second (both empty: read the server's TIME), the extra TTL in ms, 1
 -- to record (SL_RECORD: every item's cost is consumed, fitting or not),
--- then ITEM_ARGS values per item: algorithm, cost, L, P, B, step, flags,
--- t_num, t_den (redis.c; per-item costs, so that a call may charge each
--- limit its own).  The reply is 5 integers per item: allowed, remaining,
--- reset_after, retry_after, delay.
+-- then ITEM_ARGS values per item: its limit, "algorithm L P B step flags
+-- t_num t_den" in one string (redis.c), and its cost (per item, so that a
+-- call may charge each limit its own).  The reply is 5 integers per item:
+-- allowed, remaining, reset_after, retry_after, delay.
 --
 -- A batch (sl_redis_batch_argv): ARGV[1] is 'B', ARGV[2] the number of
 -- calls, then per call its number of items and its own ARGV as above;
@@ -22,7 +22,7 @@
 -- nothing, then a RECORD pass when recording, else a COMMIT pass if all
 -- fit and a REFUSE pass if not, so the call is all-or-nothing, and every
 -- error is raised in the PEEK pass, before any write.
-local CALL_ARGS, ITEM_ARGS = 4, 9
+local CALL_ARGS, ITEM_ARGS = 4, 2
 local ALGORITHMS = {
     [0] = token_bucket, gcra, leaky_bucket, fixed_window, sliding_log,
     sliding_window, stepped_window,
@@ -39,6 +39,29 @@ local function server_time()
     return time_s, time_n
 end
 
+-- A limit's string, read once per script run: the calls of a batch
+-- mostly share a few limits.  The algorithm and the limit's table, which
+-- the algorithms only read.
+local limits = {}
+local function limit_of(spec)
+    local l = limits[spec]
+    if l == nil then
+        local a, L, P, B, step, flags, tn, td = string.match(spec,
+            '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+        local check = ALGORITHMS[tonumber(a)]
+        if check == nil then
+            error({err = 'EINVAL unknown algorithm or malformed limit ' .. spec})
+        end
+        l = {check = check,
+             lim = {limit = tonumber(L), period = tonumber(P),
+                    burst = tonumber(B), step = tonumber(step),
+                    flags = tonumber(flags), t_num = tonumber(tn),
+                    t_den = tonumber(td)}}
+        limits[spec] = l
+    end
+    return l
+end
+
 -- The call of n items whose keys follow KEYS[k] and whose ARGV follow
 -- ARGV[g]: its reply, or raises its error.
 local function decide_call(k, g, n)
@@ -51,28 +74,18 @@ local function decide_call(k, g, n)
     EXTRA_TTL_MS = tonumber(ARGV[g + 3])
     local record = ARGV[g + 4] == '1'
 
-    local items = {}
+    local ls, costs = {}, {}
     for i = 1, n do
         local b = g + CALL_ARGS + (i - 1) * ITEM_ARGS
-        local check = ALGORITHMS[tonumber(ARGV[b + 1])]
-        if check == nil then
-            error({err = 'EINVAL unknown algorithm ' .. ARGV[b + 1]})
-        end
-        items[i] = {
-            check = check,
-            cost = tonumber(ARGV[b + 2]),
-            lim = {limit = tonumber(ARGV[b + 3]), period = tonumber(ARGV[b + 4]),
-                   burst = tonumber(ARGV[b + 5]), step = tonumber(ARGV[b + 6]),
-                   flags = tonumber(ARGV[b + 7]), t_num = tonumber(ARGV[b + 8]),
-                   t_den = tonumber(ARGV[b + 9])},
-        }
+        ls[i] = limit_of(ARGV[b + 1])
+        costs[i] = tonumber(ARGV[b + 2])
     end
 
     local function decide_all(mode)
         local all, ds = true, {}
         for i = 1, n do
-            local it = items[i]
-            ds[i] = it.check(KEYS[k + i], it.lim, it.cost, now_s, now_n, mode)
+            local l = ls[i]
+            ds[i] = l.check(KEYS[k + i], l.lim, costs[i], now_s, now_n, mode)
             all = all and ds[i].allowed == 1
         end
         return all, ds

@@ -153,10 +153,15 @@ end
 
 -- ---- state ----
 
--- A string state is its integers in decimal, separated by spaces.
+-- A string state is its integers in decimal, separated by spaces.  Most
+-- states are three numbers: read and written in one step.
 local function decode(v)
     if not v then
         return nil
+    end
+    local a, b, c = string.match(v, '^(%S+) (%S+) (%S+)$')
+    if a then
+        return {tonumber(a), tonumber(b), tonumber(c)}
     end
     local t = {}
     for w in string.gmatch(v, '%S+') do
@@ -166,6 +171,9 @@ local function decode(v)
 end
 
 local function encode(t)
+    if #t == 3 then
+        return string.format('%.0f %.0f %.0f', t[1], t[2], t[3])
+    end
     local parts = {}
     for i = 1, #t do
         parts[i] = num(t[i])
