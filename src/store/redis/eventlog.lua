@@ -14,18 +14,18 @@
 
 local function log_open(key)
     local log = {key = key, sum = 0, len = 0, k = 0}
-    local meta = redis.call('LINDEX', key, 0)
+    local meta = rcall('LINDEX', key, 0)
     if meta then
         local m = decode(meta)
         log.sum, log.ls, log.ln = m[1], m[2], m[3]
-        log.len = redis.call('LLEN', key) - 1
+        log.len = rcall('LLEN', key) - 1
     end
     return log
 end
 
 -- The stored event i (1: the oldest stored), decoded.
 local function log_event(log, i)
-    return decode(redis.call('LINDEX', log.key, i))
+    return decode(rcall('LINDEX', log.key, i))
 end
 
 -- Drops, in the view, the events at or before (s, n).
@@ -74,7 +74,7 @@ local function log_fits_after(log, target)
     end
     local live = {}
     if log.len > log.k then
-        live = redis.call('LRANGE', log.key, log.k + 1, log.len)
+        live = rcall('LRANGE', log.key, log.k + 1, log.len)
     end
     for i = 1, #live do
         local e = decode(live[i])
@@ -94,7 +94,7 @@ end
 local function log_save(log, ls, ln, left)
     if log.sum == 0 or left <= 0 then
         if log.len > 0 or log.ls then
-            redis.call('DEL', log.key)
+            rcall('DEL', log.key)
         end
         return
     end
@@ -102,18 +102,18 @@ local function log_save(log, ls, ln, left)
         log.ls == ls and log.ln == ln then
         return -- unchanged, and so is its TTL
     end
-    redis.call('LPOP', log.key)
+    rcall('LPOP', log.key)
     if log.k > 0 then
-        redis.call('LPOP', log.key, log.k)
+        rcall('LPOP', log.key, log.k)
     end
     if log.merged then
-        redis.call('LSET', log.key, -1, encode(log.merged))
+        rcall('LSET', log.key, -1, encode(log.merged))
     end
     if log.appended then
-        redis.call('RPUSH', log.key, encode(log.appended))
+        rcall('RPUSH', log.key, encode(log.appended))
     end
-    redis.call('LPUSH', log.key, encode({log.sum, ls, ln}))
-    redis.call('PEXPIRE', log.key, num(ttl_ms(left)))
+    rcall('LPUSH', log.key, encode({log.sum, ls, ln}))
+    rcall('PEXPIRE', log.key, num(ttl_ms(left)))
 end
 
 -- What both logs report once the view is decided: remaining, and the
@@ -124,7 +124,7 @@ local function log_report(log, limit, horizon, cost, fits, now_s, now_n, d)
     local left = 0
     d.allowed = fits and 1 or 0
     -- Recordings and logged rejections can take the sum past L.
-    d.remaining = math.max(0, limit - log.sum)
+    d.remaining = max(0, limit - log.sum)
     if log.sum > 0 then
         local e = log_newest(log)
         local es, en = tadd(e[1], e[2], horizon)

@@ -21,7 +21,7 @@ local function fixed_window(key, lim, cost, now_s, now_n, mode)
     if take then
         count = count + cost
     end
-    d.remaining = math.max(0, limit - count)
+    d.remaining = max(0, limit - count)
     local left = count > 0 and tdiff(es, en, now_s, now_n) or 0
     d.reset_after = left
     if not fits then

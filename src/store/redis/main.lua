@@ -33,7 +33,7 @@ local ALGORITHMS = {
 local time_s, time_n
 local function server_time()
     if not time_s then
-        local t = redis.call('TIME') -- seconds, microseconds
+        local t = rcall('TIME') -- seconds, microseconds
         time_s, time_n = tonumber(t[1]), tonumber(t[2]) * 1000
     end
     return time_s, time_n
@@ -46,7 +46,7 @@ local limits = {}
 local function limit_of(spec)
     local l = limits[spec]
     if l == nil then
-        local a, L, P, B, step, flags, tn, td = string.match(spec,
+        local a, L, P, B, step, flags, tn, td = match(spec,
             '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
         local check = ALGORITHMS[tonumber(a)]
         if check == nil then
@@ -74,11 +74,20 @@ local function decide_call(k, g, n)
     EXTRA_TTL_MS = tonumber(ARGV[g + 3])
     local record = ARGV[g + 4] == '1'
 
+    local b = g + CALL_ARGS
+    if n == 1 then
+        -- One item (most calls): no passes to combine.
+        local l = limit_of(ARGV[b + 1])
+        local d = l.check(KEYS[k + 1], l.lim, tonumber(ARGV[b + 2]), now_s,
+                          now_n, record and RECORD or COMMIT)
+        return {d.allowed, d.remaining, d.reset_after, d.retry_after, d.delay}
+    end
+
     local ls, costs = {}, {}
     for i = 1, n do
-        local b = g + CALL_ARGS + (i - 1) * ITEM_ARGS
         ls[i] = limit_of(ARGV[b + 1])
         costs[i] = tonumber(ARGV[b + 2])
+        b = b + ITEM_ARGS
     end
 
     local function decide_all(mode)
@@ -91,23 +100,17 @@ local function decide_call(k, g, n)
         return all, ds
     end
 
-    local all, ds
-    if n == 1 then
-        all, ds = decide_all(record and RECORD or COMMIT)
-    else
-        all = decide_all(PEEK)
-        all, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
-    end
-
+    local all = decide_all(PEEK)
+    local _, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
     local reply = {}
     for i = 1, n do
         local d = ds[i]
-        local b = (i - 1) * 5
-        reply[b + 1] = d.allowed
-        reply[b + 2] = d.remaining
-        reply[b + 3] = d.reset_after
-        reply[b + 4] = d.retry_after
-        reply[b + 5] = d.delay
+        local r = (i - 1) * 5
+        reply[r + 1] = d.allowed
+        reply[r + 2] = d.remaining
+        reply[r + 3] = d.reset_after
+        reply[r + 4] = d.retry_after
+        reply[r + 5] = d.delay
     end
     return reply
 end

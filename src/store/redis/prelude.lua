@@ -11,6 +11,12 @@
 -- each part exact, and the algorithms do their arithmetic on differences
 -- from now, which the limits' bounds (redis.c, docs/stores.md) keep below
 -- 2^53.  Products that could pass 2^53 go through muldivmod().
+-- Library functions as locals: looking a global up on every use costs
+-- more than these assignments once per run.
+local floor, min, max = math.floor, math.min, math.max
+local format, match, gmatch = string.format, string.match, string.gmatch
+local rcall = redis.call
+
 local E9 = 1000000000
 local TWO53 = 9007199254740992
 -- Differences of more than 2^23 s (97 days) are not computed: 2^23 * 1e9
@@ -24,7 +30,7 @@ local PEEK, COMMIT, REFUSE, RECORD = 0, 1, 2, 3
 -- Lua's tostring keeps 14 digits; every number written to Redis goes
 -- through this instead.
 local function num(x)
-    return string.format('%.0f', x)
+    return format('%.0f', x)
 end
 
 -- Raises an error the C store maps to SL_ERANGE.  Raised only before any
@@ -38,7 +44,7 @@ end
 -- correctly rounded and cannot round up to the next integer below 2^53,
 -- so floor() of it is exact; the check below keeps that honest.
 local function idiv(a, b)
-    local q = math.floor(a / b)
+    local q = floor(a / b)
     local r = a - q * b
     if r < 0 then
         q = q - 1
@@ -159,12 +165,12 @@ local function decode(v)
     if not v then
         return nil
     end
-    local a, b, c = string.match(v, '^(%S+) (%S+) (%S+)$')
+    local a, b, c = match(v, '^(%S+) (%S+) (%S+)$')
     if a then
         return {tonumber(a), tonumber(b), tonumber(c)}
     end
     local t = {}
-    for w in string.gmatch(v, '%S+') do
+    for w in gmatch(v, '%S+') do
         t[#t + 1] = tonumber(w)
     end
     return t
@@ -172,7 +178,7 @@ end
 
 local function encode(t)
     if #t == 3 then
-        return string.format('%.0f %.0f %.0f', t[1], t[2], t[3])
+        return format('%.0f %.0f %.0f', t[1], t[2], t[3])
     end
     local parts = {}
     for i = 1, #t do
@@ -182,7 +188,7 @@ local function encode(t)
 end
 
 local function get_state(key)
-    local v = redis.call('GET', key)
+    local v = rcall('GET', key)
     if v == false then
         return nil
     end
@@ -204,10 +210,10 @@ end
 local function put_state(key, had, t, left, changed)
     if left <= 0 then
         if had then
-            redis.call('DEL', key)
+            rcall('DEL', key)
         end
     elseif changed then
-        redis.call('SET', key, encode(t), 'PX', num(ttl_ms(left)))
+        rcall('SET', key, encode(t), 'PX', num(ttl_ms(left)))
     end
 end
 

@@ -62,7 +62,7 @@ local function sched_record(lim, now_s, now_n, cost, ahead)
     local most = lim.burst * lim.t_num
     local lead = most
     if cost <= lim.burst then
-        lead = math.min(ahead + cost * lim.t_num, most)
+        lead = min(ahead + cost * lim.t_num, most)
     end
     local whole = idiv(lead, lim.t_den)
     local s, n = tadd(now_s, now_n, whole)

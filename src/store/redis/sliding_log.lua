@@ -8,7 +8,7 @@ local LOG_REJECTED = 1
 local function sliding_log(key, lim, cost, now_s, now_n, mode)
     local limit, period = lim.limit, lim.period
     local log_rejected = lim.flags % 2 == LOG_REJECTED
-    local max_len = math.min(2 * limit + 16, 4294967295)
+    local max_len = min(2 * limit + 16, 4294967295)
     local log = log_open(key)
     local ts, tn = now_s, now_n
     local d = decision()

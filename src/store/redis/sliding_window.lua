@@ -54,7 +54,7 @@ local function sliding_window(key, lim, cost, now_s, now_n, mode)
     if (fits and mode == COMMIT) or mode == RECORD then
         -- Recording past L: the count saturates at 2^32 - 1, as the
         -- memory store's packed word does.
-        local add = math.min(cost, 4294967295 - cur)
+        local add = min(cost, 4294967295 - cur)
         cur = cur + add
         estimate = estimate + add
     end
