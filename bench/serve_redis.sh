@@ -2,14 +2,19 @@
 # sluice serve --store redis vs the peer's Redis+Lua token bucket driven
 # one call per request by redis-benchmark, in the same run, on one Redis.
 #
-#   bench/serve_redis.sh                # 3 alternating rounds, 10 s each
+#   bench/serve_redis.sh       # both layouts, 3 alternating rounds of 10 s
 #   ROUNDS=5 DUR=20s bench/serve_redis.sh
-#   REDIS_CPU_PCT=30 bench/serve_redis.sh   # Redis held to 30% of a core
+#   LAYOUT=client_bound bench/serve_redis.sh   # one layout
+#   LAYOUT=redis_bound REDIS_CPU_PCT=50 bench/serve_redis.sh
 #
-# REDIS_CPU_PCT (root; a cgroup cpu quota, 3 ms per 10 ms for 30) makes
-# Redis the bottleneck of both runs, as it is when many nodes share one
-# Redis: then decisions/s measure what each way costs Redis, not the
-# client core (which, in the default layout, sluice and wrk share).
+# Two layouts, each a whole run (sluice and the peer on the same Redis):
+#   client_bound  Redis has CPU 0 to itself; the clients' side (below) is
+#                 what runs out of CPU first.
+#   redis_bound   Redis is held to REDIS_CPU_PCT (default 30) of a core by
+#                 a cgroup cpu quota (3 ms per 10 ms; needs root), so Redis
+#                 is the bottleneck of both runs, as it is when many nodes
+#                 share one Redis: decisions/s then measure what each way
+#                 costs Redis, not the clients' core.
 #
 # Layout (this VM has 2 cores): redis-server pinned to CPU 0; the client
 # side on CPU 1 — sluice serve (--threads 1) and wrk (-t1) share it in the
@@ -25,11 +30,16 @@
 # Both: FLUSHALL first; every call is one EVALSHA on Redis's clock.
 # Output: one line per run, "name rps=... p99_ms=...", then medians.
 set -u
+if [ -z "${LAYOUT:-}" ]; then
+  LAYOUT=client_bound REDIS_CPU_PCT= "$0" "$@"
+  LAYOUT=redis_bound REDIS_CPU_PCT="${REDIS_CPU_PCT:-30}" "$0" "$@"
+  exit
+fi
+[ "$LAYOUT" = redis_bound ] && REDIS_CPU_PCT="${REDIS_CPU_PCT:-30}"
 PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
 source "$PEERS_DIR/common.sh" # cpu_ticks
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
 CONNS="${CONNS:-50}"
@@ -37,7 +47,8 @@ RPORT="${RPORT:-16479}"
 PORT="${PORT:-18210}"
 SLUICE="${SLUICE:-$ROOT/build/sluice}"
 N_PEER="${N_PEER:-300000}"
-OUT="$ROOT/bench/results/serve_redis_$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="$ROOT/bench/results/serve_redis_${LAYOUT}_$(date -u +%Y%m%dT%H%M%SZ)"
+echo "layout $LAYOUT${REDIS_CPU_PCT:+ (Redis held to $REDIS_CPU_PCT% of a core)}"
 mkdir -p "$OUT"
 CLI="redis-cli -h 127.0.0.1 -p $RPORT"
 
