@@ -682,8 +682,9 @@ static void fail_pending(sl_srv_redis *r)
 
 /* Sends the held parts while fewer than MAX_IN_FLIGHT script calls are
  * out: up to MAX_BATCH in one batch, alone when only one is left.  Parts
- * whose call timed out meanwhile are dropped unsent: their requests were
- * decided by the policy.  Only from outside any request (a part that
+ * whose call timed out meanwhile, or whose client went away, are dropped
+ * unsent: their requests were decided by the policy, or need no
+ * decision.  Only from outside any request (a part that
  * cannot be sent fails here, which answers its request). */
 static void send_pending(sl_srv_redis *r)
 {
@@ -698,7 +699,7 @@ static void send_pending(sl_srv_redis *r)
         }
         while (take < r->n_pending && k < MAX_BATCH) {
             part_rec *p = r->pending[take++];
-            if (p->c->done)
+            if (p->c->done || p->c->op->owner == NULL)
                 op_unref(p->c->op);
             else
                 parts[k++] = p;
