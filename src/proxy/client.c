@@ -238,9 +238,12 @@ static void client_read(sl_px_client *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         uv_buf_t buf = uv_buf_init(w->read_buf, n > 0 ? (unsigned)n : 0);
-        read_cb((uv_stream_t *)&c->tcp,
-                n > 0 ? n : n == 0 ? UV_EOF : uv_translate_sys_error(errno),
-                &buf);
+        ssize_t nread = n;
+        if (n == 0)
+            nread = UV_EOF;
+        else if (n < 0)
+            nread = uv_translate_sys_error(errno);
+        read_cb((uv_stream_t *)&c->tcp, nread, &buf);
         if (n < (ssize_t)sizeof(w->read_buf))
             return;
     }
