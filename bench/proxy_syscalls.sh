@@ -100,10 +100,10 @@ for who in sluice nginx; do
     -e context-switches,cpu-migrations,task-clock -p "$pid" -o "$W/stat" &
   sp=$!
   # The service order from the middle of the run: 2 s of reads.
-  (sleep 1 && perf record -q -e "syscalls:sys_enter_$rd" -p "$pid" \
+  (sleep 2 && perf record -q -e "syscalls:sys_enter_$rd" -p "$pid" \
     -o "$W/order.data" -- sleep 2 >/dev/null 2>&1) &
   rp=$!
-  sleep 0.2
+  sleep 1 # perf stat attaches to some 700 tracepoints before it counts
   n=$(taskset -c 1 wrk -t1 -c50 -d"$DUR"s --latency "$url" |
     tee "$W/wrk_$who" | sed -n 's/ *\([0-9]*\) requests in.*/\1/p')
   wait "$rp"
