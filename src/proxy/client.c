@@ -39,7 +39,7 @@
  * whose next request came a little late waited a second round behind
  * the others: with 50 busy connections, the proxy served 93 requests
  * of the others between two of one at p99, where first come, first
- * served is 49 (and nginx, edge-triggered, 62 to 65;
+ * served is 49 (and nginx, edge-triggered, 53 to 65;
  * bench/proxy_syscalls.sh).  Writes stay libuv's.
  */
 #include <errno.h>
