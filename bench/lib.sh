@@ -55,3 +55,68 @@ ports_free() {
     fi
   done
 }
+
+# proxy_yaml FILE PORT UP: `sluice proxy`'s config in the proxy benches:
+# one thread listening on 127.0.0.1:PORT in front of 127.0.0.1:UP, the
+# rules of bench/proxy_rules/, a route per case (/all, /limited, /keys).
+proxy_yaml() {
+  cat >"$1" <<Y
+rules: $(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/proxy_rules
+listen: 127.0.0.1:$2
+threads: 1
+upstream: http://127.0.0.1:$3
+upstream_pool: 64
+routes:
+  - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
+  - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
+Y
+}
+
+# limit_req_http UP: the http-level lines of the nginx the proxy benches
+# compare with: limit_req zones with bench/proxy_rules/'s limits (ip_hi
+# for /all, ip_lo for /limited, key_hi for /keys) and a keep-alive
+# upstream `backend` at 127.0.0.1:UP.  The caller adds its servers.
+limit_req_http() {
+  cat <<Y
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    limit_req_status 429;
+    limit_req_log_level info;
+    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
+    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
+    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
+    upstream backend { server 127.0.0.1:$1; keepalive 64; keepalive_requests 100000000; }
+Y
+}
+
+# wait_up PORT [TRIES]: returns once something listens on 127.0.0.1:PORT,
+# trying every 0.1 s (100 times by default); exits if nothing does.
+wait_up() {
+  local i
+  for i in $(seq "${2:-100}"); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "nothing listens on port $1" >&2
+  exit 1
+}
+
+# throwaway_redis [CPU]: a redis-server without persistence on a free
+# loopback port (pinned to CPU if given), in a temporary directory that
+# goes with it on exit; sets REDIS_PORT and returns once it answers.
+throwaway_redis() {
+  REDIS_DIR=$(mktemp -d)
+  REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ${1:+taskset -c "$1"} redis-server --port "$REDIS_PORT" --bind 127.0.0.1 \
+    --save '' --appendonly no --dir "$REDIS_DIR" --daemonize no \
+    >"$REDIS_DIR/redis.log" 2>&1 &
+  REDIS_PID=$!
+  trap 'kill $REDIS_PID 2>/dev/null; wait $REDIS_PID 2>/dev/null; rm -rf "$REDIS_DIR"' EXIT
+  for _ in $(seq 100); do
+    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "redis-server did not start (see $REDIS_DIR/redis.log)" >&2
+  exit 1
+}

@@ -41,44 +41,18 @@ upstream_conf "$W/up" "$UP"
 nginx_dir "$W/px"
 {
   nginx_head "master_process off;"
+  limit_req_http "$UP"
   cat <<Y
-    proxy_http_version 1.1;
-    proxy_set_header Connection "";
-    limit_req_status 429;
-    limit_req_log_level info;
-    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
-    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
-    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
-    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
     server { listen 127.0.0.1:$PORT;
       location /all { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; }
       location /limited { limit_req zone=ip_lo; proxy_pass http://backend; }
       location /keys { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } } }
 Y
 } >"$W/px/nginx.conf"
-cat >"$W/proxy.yaml" <<Y
-rules: $HERE/proxy_rules
-listen: 127.0.0.1:$PORT
-threads: 1
-upstream: http://127.0.0.1:$UP
-upstream_pool: 64
-routes:
-  - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
-  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
-  - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
-Y
+proxy_yaml "$W/proxy.yaml" "$PORT" "$UP"
 
 taskset -c 1 nginx -p "$W/up/" -c "$W/up/nginx.conf" -e "$W/up/error.log" &
 UPID=$!
-
-wait_up() { # PORT
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2
-  exit 1
-}
 
 run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
   local who=$1 secs=$2 url=$3 out n
@@ -92,7 +66,7 @@ run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
       nginx -p "$W/px/" -c "$W/px/nginx.conf" -e "$W/px/error.log" 2>"$W/nginx.log" &
   fi
   VPID=$!
-  wait_up "$PORT"
+  wait_up "$PORT" 200
   sleep 0.5
   n=$(taskset -c 1 wrk -t1 -c20 -d"$secs"s "$@" "$url" |
     sed -n 's/ *\([0-9]*\) requests in.*/\1/p')

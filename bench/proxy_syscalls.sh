@@ -46,35 +46,14 @@ upstream_conf "$W/up" "$UP" "worker_cpu_affinity 01;"
 nginx_dir "$W/px"
 {
   nginx_head "worker_cpu_affinity 01;"
+  limit_req_http "$UP"
   cat <<Y
-    proxy_http_version 1.1;
-    proxy_set_header Connection "";
-    limit_req_status 429;
-    limit_req_log_level info;
-    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
-    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
     server { listen 127.0.0.1:$((PORT + 2)); location / { limit_req zone=ip_lo; proxy_pass http://backend; } }
 }
 Y
 } >"$W/px/nginx.conf"
-cat >"$W/proxy.yaml" <<Y
-rules: $HERE/proxy_rules
-listen: 127.0.0.1:$PORT
-threads: 1
-upstream: http://127.0.0.1:$UP
-upstream_pool: 64
-routes:
-  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
-Y
+proxy_yaml "$W/proxy.yaml" "$PORT" "$UP"
 
-wait_up() { # PORT
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "nothing listens on port $1" >&2
-  exit 1
-}
 taskset -c 0 nginx -p "$W/up/" -c "$W/up/nginx.conf" -e "$W/up/error.log" &
 PIDS+=($!)
 taskset -c 0 nginx -p "$W/px/" -c "$W/px/nginx.conf" -e "$W/px/error.log" &

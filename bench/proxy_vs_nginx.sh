@@ -63,17 +63,7 @@ if [ ! -x "$SLUICE" ]; then
 fi
 
 # --- sluice's config: one route per case ------------------------------------
-cat >"$OUT/proxy.yaml" <<Y
-rules: $HERE/proxy_rules
-listen: 127.0.0.1:$PORT
-threads: 1
-upstream: http://127.0.0.1:$UP
-upstream_pool: 64
-routes:
-  - {prefix: /all, domain: all, descriptors: [[{remote_address: {}}]]}
-  - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
-  - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}
-Y
+proxy_yaml "$OUT/proxy.yaml" "$PORT" "$UP"
 
 N="$OUT/nginx"
 U="$OUT/upstream"
@@ -82,15 +72,8 @@ upstream_conf "$U" "$UP" "worker_cpu_affinity 01;"
 nginx_dir "$N"
 {
   nginx_head "worker_cpu_affinity 01;"
+  limit_req_http "$UP"
   cat <<Y
-    proxy_http_version 1.1;
-    proxy_set_header Connection "";
-    limit_req_status 429;
-    limit_req_log_level info;
-    limit_req_zone \$binary_remote_addr zone=ip_hi:1m rate=1000000r/s;
-    limit_req_zone \$binary_remote_addr zone=ip_lo:1m rate=10r/s;
-    limit_req_zone \$http_x_api_key zone=key_hi:64m rate=1000r/s;
-    upstream backend { server 127.0.0.1:$UP; keepalive 64; keepalive_requests 100000000; }
     server { listen 127.0.0.1:$((PORT + 2)); location / { limit_req zone=ip_hi burst=1000000 nodelay; proxy_pass http://backend; } }
     server { listen 127.0.0.1:$((PORT + 3)); location / { limit_req zone=ip_lo; proxy_pass http://backend; } }
     server { listen 127.0.0.1:$((PORT + 4)); location / { limit_req zone=key_hi burst=1000 nodelay; proxy_pass http://backend; } }

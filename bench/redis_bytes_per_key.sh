@@ -13,15 +13,8 @@ BUILD="${BUILD:-$ROOT/build-bench}"
 N="${1:-100000}"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" --target redis_bytes_per_key -j"$(nproc)" >/dev/null
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "$dir" --daemonize no >"$dir/redis.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
+source "$ROOT/bench/lib.sh"
+throwaway_redis
+port=$REDIS_PORT
 "$BUILD/bench/redis_bytes_per_key" "redis://127.0.0.1:$port" "$N"
 redis-server --version

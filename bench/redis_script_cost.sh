@@ -19,17 +19,10 @@ N="${N:-200000}"
 ROUNDS="${ROUNDS:-3}"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" --target redis_script_cost -j"$(nproc)" >/dev/null
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save '' \
-  --appendonly no --dir "$dir" --daemonize no >"$dir/redis.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+source "$ROOT/bench/lib.sh"
+throwaway_redis 0
+port=$REDIS_PORT
 CLI="redis-cli -p $port"
-for _ in $(seq 100); do
-  $CLI ping >/dev/null 2>&1 && break
-  sleep 0.1
-done
 TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
 
 peer() {
