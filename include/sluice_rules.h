@@ -104,6 +104,10 @@ typedef struct sl_rule {
     sl_rule_failure store_failure; /* rate_limit.store_failure */
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
+    /* This rule's i in sl_rules_rule(rules, i): a caller keeps data of its
+     * own per rule (say, text made once) in an array of
+     * sl_rules_rule_count() elements. */
+    size_t index;
 } sl_rule;
 
 /* One entry of a request descriptor: (pointer, length) byte strings. */

@@ -419,7 +419,8 @@ call POST /v1/check "$(desc keep k 3)"; expect "before reload: kept" 200 '"remai
 call POST /v1/check "$(desc raise r 2)"; expect "before reload: raised" 200 '"remaining":0'
 call POST /v1/check "$(desc raise r)"; expect "before reload: raised over" 429
 v1=$(curl -s -m 5 "http://127.0.0.1:$PORT/v1/rules" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
-sed -i 's/requests_per_unit: 2$/requests_per_unit: 4/' "$rules"
+hits_kept=$(metric 'sluice_rule_hits_total{domain="test",rule="kept"}')
+sed -i 's/requests_per_unit: 2$/requests_per_unit: 4/; s/name: raised$/name: raised_v2/' "$rules"
 for _ in $(seq 60); do
   v2=$(curl -s -m 5 "http://127.0.0.1:$PORT/v1/rules" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
   [ "$v2" != "$v1" ] && break
@@ -427,7 +428,18 @@ for _ in $(seq 60); do
 done
 [ "$v2" != "$v1" ] && pass "reload on file change" || bad "reload on file change" "version still $v1"
 call POST /v1/check "$(desc raise r)"; expect "after reload: raised limit applies" 200 '"requests":4'
+# The rules' text and metrics series are made or found once per rules
+# set: after a reload they must be the new set's, not the old one's.
+[ "$(header RateLimit-Policy)" = '"raised_v2";q=4;w=3600' ] &&
+  pass "after reload: headers name the renamed rule" ||
+  bad "after reload: headers name the renamed rule" "$(header RateLimit-Policy)"
+[ "$(metric 'sluice_rule_hits_total{domain="test",rule="raised_v2"}')" = 1 ] &&
+  pass "after reload: metrics count the renamed rule" ||
+  bad "after reload: metrics count the renamed rule" "$(curl -s "http://127.0.0.1:$PORT/metrics" | grep 'rule="raised')"
 call POST /v1/check "$(desc keep k 0)"; expect "after reload: kept counter kept" 200 '"remaining":7'
+[ "$(metric 'sluice_rule_hits_total{domain="test",rule="kept"}')" = $((hits_kept + 1)) ] &&
+  pass "after reload: an unchanged rule's series goes on" ||
+  bad "after reload: an unchanged rule's series goes on" "$hits_kept -> $(metric 'sluice_rule_hits_total{domain="test",rule="kept"}')"
 
 # A bad rules file is refused; the old rules stay live.
 cp "$rules" "$tmp/good.yaml"

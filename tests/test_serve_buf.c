@@ -111,8 +111,13 @@ static void rate_headers_quote_the_label(void **state)
                             "d",
                     .action = SL_RULE_LIMIT,
                     .period = 60 * SL_NS_PER_SEC};
+    sl_buf sf = {0};
+    sl_buf_add_sf_string(&sf, sl_rule_label(&rule));
+    assert_string_equal(sf.data, "\"a \\\"b\\\" \\\\cd\"");
+    sl_srv_rule_text text = {.sf = sf.data, .sf_len = sf.len};
     sl_dec_status st = {
         .rule = &rule,
+        .text = &text,
         .d = {.limit = 5, .remaining = 2, .reset_after = 1500 * SL_NS_PER_MS}};
     sl_dec_result res = {.closest = &st, .status = &st};
     sl_buf b = {0};
@@ -124,6 +129,55 @@ static void rate_headers_quote_the_label(void **state)
                         "RateLimit-Policy: \"a \\\"b\\\" \\\\cd\";q=5;w=60\r\n"
                         "RateLimit: \"a \\\"b\\\" \\\\cd\";r=2;t=2\r\n");
     sl_buf_release(&b);
+    sl_buf_release(&sf);
+}
+
+/* The 429 is written with its body's length counted beforehand: the
+ * Content-Length must be the body's, whatever the label and the wait. */
+static void limited_body_length_is_counted(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json; /* the label as JSON chars */
+        sl_nanos retry_after;
+        const char *body;
+    } cases[] = {
+        {"a \\\"b\\\"", 1, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+                          "\"rate limit exceeded: a \\\"b\\\"\",\"retry_after_ms\":1}}\n"},
+        {"k", 12345678 * SL_NS_PER_MS,
+         "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+         "\"rate limit exceeded: k\",\"retry_after_ms\":12345678}}\n"},
+        {"never", -1, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+                      "\"rate limit exceeded: never\",\"retry_after_ms\":null}}\n"},
+        {NULL, 0, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+                  "\"rate limit exceeded: denied\",\"retry_after_ms\":null}}\n"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sl_rule rule = {.domain = "d", .path = "d.k", .name = ""};
+        sl_srv_rule_text text = {.json = (char *)cases[i].json,
+                                 .json_len = cases[i].json
+                                                 ? strlen(cases[i].json)
+                                                 : 0};
+        sl_dec_status st = {.rule = &rule,
+                            .text = &text,
+                            .d = {.retry_after = cases[i].retry_after}};
+        sl_dec_result res = {.over = 1,
+                             .closest = cases[i].json ? &st : NULL,
+                             .status = &st};
+        static const char rate[] = "Retry-After: 1\r\n";
+        sl_buf out = {0};
+        sl_respond_limited(&res, rate, sizeof(rate) - 1, 0, &out, 1);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "HTTP/1.1 429 Too Many Requests\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n"
+                 "Connection: keep-alive\r\n"
+                 "%s\r\n%s",
+                 strlen(cases[i].body), rate, cases[i].body);
+        assert_string_equal(out.data, want);
+        sl_buf_release(&out);
+    }
 }
 
 int main(void)
@@ -134,6 +188,7 @@ int main(void)
         cmocka_unit_test(add_int_as_printf),
         cmocka_unit_test(add_uint_as_printf),
         cmocka_unit_test(rate_headers_quote_the_label),
+        cmocka_unit_test(limited_body_length_is_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

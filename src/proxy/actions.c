@@ -213,8 +213,10 @@ int sl_px_normalize_path(const char *path, size_t len, char *out,
                          size_t *out_len)
 {
     /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
-     * others stay encoded, with upper-case digits. */
-    char *dec = malloc(len + 1);
+     * others stay encoded, with upper-case digits.  Into `small` unless
+     * the path is long. */
+    char small[256];
+    char *dec = len < sizeof(small) ? small : malloc(len + 1);
     size_t n = 0;
     if (dec == NULL)
         return -1;
@@ -224,7 +226,8 @@ int sl_px_normalize_path(const char *path, size_t len, char *out,
             int hi = i + 2 < len ? hex(path[i + 1]) : -1;
             int lo = i + 2 < len ? hex(path[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
-                free(dec);
+                if (dec != small)
+                    free(dec);
                 return -1;
             }
             int v = hi * 16 + lo;
@@ -259,7 +262,8 @@ int sl_px_normalize_path(const char *path, size_t len, char *out,
         }
         if (seg == 2 && dec[start] == '.' && dec[start + 1] == '.') {
             if (o == 0) {
-                free(dec);
+                if (dec != small)
+                    free(dec);
                 return -1;
             }
             while (o > 0 && out[o - 1] != '/')
@@ -276,6 +280,7 @@ int sl_px_normalize_path(const char *path, size_t len, char *out,
         out[o++] = '/';
     out[o] = '\0';
     *out_len = o;
-    free(dec);
+    if (dec != small)
+        free(dec);
     return 0;
 }

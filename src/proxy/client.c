@@ -571,7 +571,8 @@ static void parse(sl_px_client *c, const char *data, size_t len)
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     if (e == HPE_PAUSED) {
-        sl_buf_add(&c->rest, data + done, len - done);
+        if (done < len) /* an empty append would allocate */
+            sl_buf_add(&c->rest, data + done, len - done);
         if (c->rest.failed) {
             client_close(c);
             return;
@@ -818,8 +819,8 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     sl_rate_headers(&res, &c->rate);
     if (res.over) {
         int keep = can_keep(c);
-        sl_respond_limited(&res, c->rate.data, c->parser.method == HTTP_HEAD,
-                           &c->out, keep);
+        sl_respond_limited(&res, c->rate.data, c->rate.len,
+                           c->parser.method == HTTP_HEAD, &c->out, keep);
         sl_px_count(c->w, c->route, SL_PX_LIMITED);
         answer_local(c, &c->out, keep);
         return;

@@ -197,7 +197,7 @@ static int same_limit(const sl_rule *a, const sl_rule *b)
            x->step == y->step;
 }
 
-static int add_to_all(build *b, const sl_rule *r)
+static int add_to_all(build *b, sl_rule *r)
 {
     sl_rules *rs = b->rules;
     if (rs->n_rules == rs->cap_rules) {
@@ -208,6 +208,7 @@ static int add_to_all(build *b, const sl_rule *r)
         rs->all = a;
         rs->cap_rules = cap;
     }
+    r->index = rs->n_rules;
     rs->all[rs->n_rules++] = r;
     return 0;
 }

@@ -149,35 +149,48 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
     return 0;
 }
 
-/* Shared with the proxy (src/proxy/), whose 429 is the same answer.  The
- * body is written straight into a buffer, as the decision answers are
- * (buf.c): a refusal is the cheapest answer to make, and under a flood
- * it is the one made most. */
+/* Shared with the proxy (src/proxy/), whose 429 is the same answer.  It
+ * is written straight into `out`, its body's length counted beforehand
+ * and the rule's label JSON-escaped once at load (sl_srv_rule_text): a
+ * refusal is the cheapest answer to make, and under a flood it is the
+ * one made most. */
 void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
-                        int head, sl_buf *out, int keep_alive)
+                        size_t rate_len, int head, sl_buf *out,
+                        int keep_alive)
 {
-    const sl_dec_status *c = res->closest;
-    const char *label = c ? sl_rule_label(c->rule) : "denied";
-    sl_buf body = {0};
-    sl_buf_addstr(&body, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
-                         "\"rate limit exceeded: ");
-    sl_buf_add_json_chars(&body, label, strlen(label));
-    sl_buf_addstr(&body, "\",\"retry_after_ms\":");
-    if (c && c->d.retry_after >= 0)
-        sl_buf_add_int(
-            &body,
-            (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS));
-    else
-        sl_buf_addstr(&body, "null");
-    sl_buf_addstr(&body, "}}\n");
-    if (body.failed)
-        out->failed = 1;
-    else if (head)
+    static const char pre[] = "{\"error\":{\"code\":\"rate_limited\","
+                              "\"message\":\"rate limit exceeded: ";
+    static const char mid[] = "\",\"retry_after_ms\":";
+    static const char post[] = "}}\n";
+    if (head) {
         sl_respond_empty(out, 429, rate_headers, keep_alive);
+        return;
+    }
+    const sl_dec_status *c = res->closest;
+    const char *label = c ? c->text->json : "denied";
+    size_t label_len = c ? c->text->json_len : 6;
+    long long ms = -1; /* null */
+    size_t ms_len = 4;
+    if (c && c->d.retry_after >= 0) {
+        ms = (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+        ms_len = 1;
+        for (long long v = ms; v >= 10; v /= 10)
+            ms_len++;
+    }
+    sl_respond_head(out, 429, "application/json",
+                    sizeof(pre) - 1 + label_len + sizeof(mid) - 1 + ms_len +
+                        sizeof(post) - 1,
+                    keep_alive);
+    sl_buf_add(out, rate_headers, rate_len);
+    sl_buf_add(out, "\r\n", 2);
+    sl_buf_add(out, pre, sizeof(pre) - 1);
+    sl_buf_add(out, label, label_len);
+    sl_buf_add(out, mid, sizeof(mid) - 1);
+    if (ms >= 0)
+        sl_buf_add_int(out, ms);
     else
-        sl_respond_body(out, 429, "application/json", rate_headers, body.data,
-                        body.len, keep_alive);
-    sl_buf_release(&body);
+        sl_buf_add(out, "null", 4);
+    sl_buf_add(out, post, sizeof(post) - 1);
 }
 
 void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
@@ -229,8 +242,8 @@ void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
     if (!res.over) {
         sl_respond_empty(out, 204, headers.data, keep_alive);
     } else {
-        sl_respond_limited(&res, headers.data, req->method == HTTP_HEAD, out,
-                           keep_alive);
+        sl_respond_limited(&res, headers.data, headers.len,
+                           req->method == HTTP_HEAD, out, keep_alive);
     }
     if (headers.failed)
         out->failed = 1;

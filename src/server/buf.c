@@ -59,8 +59,10 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     free(big);
 }
 
-/* u in decimal, after `sign` (a '-' or nothing): two digits a step. */
-static void add_digits(sl_buf *b, const char *sign, unsigned long long u)
+/* u in decimal, after a '-' if neg: written in place, two digits a
+ * step from the end, its length counted first (no copy: the numbers of
+ * a 429 are a tenth of its cost otherwise). */
+static void add_digits(sl_buf *b, int neg, unsigned long long u)
 {
     static const char pairs[] = "00010203040506070809"
                                 "10111213141516171819"
@@ -72,34 +74,38 @@ static void add_digits(sl_buf *b, const char *sign, unsigned long long u)
                                 "70717273747576777879"
                                 "80818283848586878889"
                                 "90919293949596979899";
-    char digits[24];
-    size_t i = sizeof(digits);
+    size_t n = 1 + (neg != 0);
+    for (unsigned long long v = u; v >= 10; v /= 10)
+        n++;
+    if (b->cap - b->len <= n && sl_buf_reserve(b, n) != 0)
+        return;
+    char *p = b->data + b->len + n;
+    *p = '\0';
+    b->len += n;
     while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
+        p -= 2;
+        memcpy(p, pairs + 2 * (u % 100), 2);
         u /= 100;
-        i -= 2;
-        memcpy(digits + i, pairs + 2 * r, 2);
     }
     if (u >= 10) {
-        i -= 2;
-        memcpy(digits + i, pairs + 2 * u, 2);
+        p -= 2;
+        memcpy(p, pairs + 2 * u, 2);
     } else
-        digits[--i] = (char)('0' + u);
-    if (*sign)
-        digits[--i] = *sign;
-    sl_buf_add(b, digits + i, sizeof(digits) - i);
+        *--p = (char)('0' + u);
+    if (neg)
+        *--p = '-';
 }
 
 void sl_buf_add_int(sl_buf *b, long long v)
 {
     /* Through unsigned, so LLONG_MIN negates without overflow. */
-    add_digits(b, v < 0 ? "-" : "",
+    add_digits(b, v < 0,
                v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
 }
 
 void sl_buf_add_uint(sl_buf *b, unsigned long long v)
 {
-    add_digits(b, "", v);
+    add_digits(b, 0, v);
 }
 
 /* As jansson's compact dump writes a string (its flags 0): '"', '\\' and
@@ -153,6 +159,25 @@ void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len)
         sl_buf_add(b, esc, n);
     }
     sl_buf_add(b, s + run, len - run);
+}
+
+void sl_buf_add_sf_string(sl_buf *out, const char *s)
+{
+    sl_buf_add(out, "\"", 1);
+    for (;;) {
+        size_t i = 0; /* s[0..i) go out as they are, in one append */
+        while (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\')
+            i++;
+        sl_buf_add(out, s, i);
+        if (s[i] == '\0')
+            break;
+        if (s[i] == '"' || s[i] == '\\') {
+            char esc[2] = {'\\', s[i]};
+            sl_buf_add(out, esc, 2);
+        }
+        s += i + 1;
+    }
+    sl_buf_add(out, "\"", 1);
 }
 
 void sl_buf_release(sl_buf *b)

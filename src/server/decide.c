@@ -427,7 +427,9 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
     for (size_t i = 0; i < nm; i++) {
         const sl_rule *r = m[i].rule;
         const sl_dec_descriptor *dd = &ds[m[i].descriptor];
-        sl_dec_status st = {.rule = r, .shadow = r->shadow_mode};
+        sl_dec_status st = {.rule = r,
+                            .text = &w->rules->text[r->index],
+                            .shadow = r->shadow_mode};
         int shadow_pass = 0;
         uint64_t near = 0;
         int64_t h = dd->hits >= 0 ? dd->hits : hits;
@@ -483,27 +485,6 @@ static long long ceil_sec(sl_nanos ns)
     return (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
 }
 
-/* A Structured Field String: quoted, '"' and '\\' escaped, and bytes
- * outside printable ASCII (which it cannot hold) left out. */
-static void add_sf_string(sl_buf *out, const char *s)
-{
-    sl_buf_add(out, "\"", 1);
-    for (;;) {
-        size_t i = 0; /* s[0..i) go out as they are, in one append */
-        while (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\')
-            i++;
-        sl_buf_add(out, s, i);
-        if (s[i] == '\0')
-            break;
-        if (s[i] == '"' || s[i] == '\\') {
-            char esc[2] = {'\\', s[i]};
-            sl_buf_add(out, esc, 2);
-        }
-        s += i + 1;
-    }
-    sl_buf_add(out, "\"", 1);
-}
-
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
 {
     const sl_dec_status *c = res->closest;
@@ -527,15 +508,14 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     }
     /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
      * name with q (quota), w (window, s); r (remaining), t (reset, s). */
-    const char *name = sl_rule_label(r);
     sl_buf_addstr(out, "RateLimit-Policy: ");
-    add_sf_string(out, name);
+    sl_buf_add(out, c->text->sf, c->text->sf_len);
     sl_buf_addstr(out, ";q=");
     sl_buf_add_int(out, limit);
     sl_buf_addstr(out, ";w=");
     sl_buf_add_int(out, ceil_sec(r->period));
     sl_buf_addstr(out, "\r\nRateLimit: ");
-    add_sf_string(out, name);
+    sl_buf_add(out, c->text->sf, c->text->sf_len);
     sl_buf_addstr(out, ";r=");
     sl_buf_add_int(out, remaining);
     sl_buf_addstr(out, ";t=");

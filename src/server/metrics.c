@@ -48,10 +48,54 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
+static void count(sl_srv_series *s, int allowed, int shadow_pass,
+                  uint64_t near_hits)
+{
+    s->hits++;
+    s->near += near_hits;
+    if (shadow_pass)
+        s->shadow++;
+    else if (allowed)
+        s->within++;
+    else
+        s->over++;
+}
+
+/* The slot of rule's series in w->rule_series, for a rule of the
+ * thread's current set without detailed_metric; NULL otherwise (then the
+ * series is looked up by name).  sl_metrics_rules_changed() empties the
+ * cache when the thread adopts another set: an index means nothing in
+ * another set. */
+static sl_srv_series **cached(sl_srv_worker *w, const sl_rule *rule)
+{
+    const sl_rules *rules = w->rules ? w->rules->rules : NULL;
+    if (rule->detailed_metric || rules == NULL ||
+        sl_rules_rule(rules, rule->index) != rule)
+        return NULL;
+    if (w->rule_series == NULL &&
+        (w->rule_series = calloc(sl_rules_rule_count(rules),
+                                 sizeof(*w->rule_series))) == NULL)
+        return NULL;
+    return &w->rule_series[rule->index];
+}
+
+void sl_metrics_rules_changed(sl_srv_worker *w)
+{
+    free(w->rule_series);
+    w->rule_series = NULL;
+}
+
 void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits)
 {
+    sl_srv_series **slot = cached(w, rule);
+    if (slot != NULL && *slot != NULL) {
+        pthread_mutex_lock(&w->series_lock);
+        count(*slot, allowed, shadow_pass, near_hits);
+        pthread_mutex_unlock(&w->series_lock);
+        return;
+    }
     sl_buf desc = {0};
     if (rule->detailed_metric)
         for (size_t i = 0; i < n_entries; i++) {
@@ -109,14 +153,9 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         *b = s;
         w->n_series++;
     }
-    s->hits++;
-    s->near += near_hits;
-    if (shadow_pass)
-        s->shadow++;
-    else if (allowed)
-        s->within++;
-    else
-        s->over++;
+    count(s, allowed, shadow_pass, near_hits);
+    if (slot != NULL)
+        *slot = s;
 out:
     pthread_mutex_unlock(&w->series_lock);
     sl_buf_release(&desc);
@@ -157,6 +196,7 @@ void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
 
 void sl_metrics_release(sl_srv_worker *w)
 {
+    sl_metrics_rules_changed(w);
     if (w->series == NULL)
         return;
     for (size_t i = 0; i < SERIES_BUCKETS; i++)

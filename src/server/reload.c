@@ -27,12 +27,54 @@ static uv_timer_t watch_timer;
 static int watching;
 static uint64_t watch_sig;
 
+static void free_set(sl_srv_rules *r)
+{
+    size_t n = sl_rules_rule_count(r->rules);
+    for (size_t i = 0; r->text != NULL && i < n; i++) {
+        free(r->text[i].json);
+        free(r->text[i].sf);
+    }
+    free(r->text);
+    sl_rules_free(r->rules);
+    free(r);
+}
+
 void sl_srv_rules_release(sl_srv_rules *r)
 {
-    if (r != NULL && atomic_fetch_sub(&r->refs, 1) == 1) {
-        sl_rules_free(r->rules);
-        free(r);
+    if (r != NULL && atomic_fetch_sub(&r->refs, 1) == 1)
+        free_set(r);
+}
+
+/* A buffer's string in just its bytes: a set may hold many rules. */
+static char *shrink(char *data, size_t len)
+{
+    char *p = data ? realloc(data, len + 1) : NULL;
+    return p ? p : data;
+}
+
+/* sl_srv_rule_text of every rule: 0, or -1 out of memory. */
+static int make_text(sl_srv_rules *r)
+{
+    size_t n = sl_rules_rule_count(r->rules);
+    r->text = calloc(n ? n : 1, sizeof(*r->text));
+    if (r->text == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        sl_srv_rule_text *t = &r->text[i];
+        sl_buf json = {0}, sf = {0};
+        t->label = sl_rule_label(sl_rules_rule(r->rules, i));
+        t->label_len = strlen(t->label);
+        sl_buf_add(&json, "", 0); /* "" stays a string, not NULL */
+        sl_buf_add_json_chars(&json, t->label, t->label_len);
+        sl_buf_add_sf_string(&sf, t->label);
+        t->json = shrink(json.data, json.len);
+        t->json_len = json.len;
+        t->sf = shrink(sf.data, sf.len);
+        t->sf_len = sf.len;
+        if (json.failed || sf.failed)
+            return -1;
     }
+    return 0;
 }
 
 static sl_srv_rules *load(const char *path, char *err, size_t errlen)
@@ -40,13 +82,17 @@ static sl_srv_rules *load(const char *path, char *err, size_t errlen)
     sl_rules *rules;
     if (sl_rules_load(path, NULL, &rules, err, errlen) != 0)
         return NULL;
-    sl_srv_rules *r = malloc(sizeof(*r));
-    if (r == NULL) {
-        sl_rules_free(rules);
+    sl_srv_rules *r = calloc(1, sizeof(*r));
+    if (r != NULL)
+        r->rules = rules;
+    if (r == NULL || make_text(r) != 0) {
+        if (r != NULL)
+            free_set(r);
+        else
+            sl_rules_free(rules);
         snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    r->rules = rules;
     atomic_init(&r->refs, 1);
     return r;
 }
@@ -142,6 +188,7 @@ void sl_reload_adopt(sl_srv_worker *w)
     pthread_mutex_unlock(&s->reload_lock);
     if (r != old) {
         w->rules = r;
+        sl_metrics_rules_changed(w);
         sl_srv_rules_release(old);
     }
 }

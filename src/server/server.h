@@ -164,6 +164,10 @@ void sl_buf_add_uint(sl_buf *b, unsigned long long v);
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
 /* The same without the quotes: to write a string in pieces. */
 void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len);
+/* s as a Structured Field String (RFC 8941, 3.3.3): quoted, '"' and '\\'
+ * escaped, and bytes outside printable ASCII, which it cannot hold, left
+ * out. */
+void sl_buf_add_sf_string(sl_buf *b, const char *s);
 void sl_buf_release(sl_buf *b);
 /* Appends the file at path, refusing one over max_bytes: 0, or -1 with
  * "PATH: cannot open: ...", "PATH: cannot read" or "PATH: larger than N
@@ -171,10 +175,24 @@ void sl_buf_release(sl_buf *b);
 int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
                      size_t errlen);
 
+/* What answers write of one rule, made once when its set is loaded so
+ * that no request formats it: the label (the rule's name, or its path
+ * when unnamed) as it is, as JSON string characters (no quotes), and as
+ * a Structured Field String (quoted) for the RateLimit fields. */
+typedef struct sl_srv_rule_text {
+    const char *label;
+    size_t label_len;
+    char *json;
+    size_t json_len;
+    char *sf;
+    size_t sf_len;
+} sl_srv_rule_text;
+
 /* A loaded rules set shared by the threads.  refs counts the threads
  * (and the reloader) holding it; the last release frees it. */
 typedef struct sl_srv_rules {
     sl_rules *rules;
+    sl_srv_rule_text *text; /* [rule->index] */
     atomic_int refs;
 } sl_srv_rules;
 
@@ -232,6 +250,9 @@ struct sl_srv_worker {
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sl_srv_series **series;      /* hash buckets */
     size_t n_series;
+    /* The series of each rule of `rules` without detailed_metric, by
+     * rule->index, once found (metrics.c); only this thread reads it. */
+    sl_srv_series **rule_series;
     sl_srv_redis *redis; /* NULL: the memory store decides */
     sl_srv_op *op;       /* the request being run records its calls here */
     sl_nanos waited_ns;  /* since the first run of the request being run */
@@ -424,6 +445,7 @@ typedef struct sl_dec_descriptor {
 typedef struct sl_dec_status {
     int over;            /* OVER_LIMIT */
     const sl_rule *rule; /* NULL: nothing matched */
+    const sl_srv_rule_text *text; /* the rule's; NULL with it */
     sl_decision d;
     int shadow; /* the reported rule is in shadow mode */
 } sl_dec_status;
@@ -494,7 +516,8 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out);
  * error {"code": "rate_limited", "message", "retry_after_ms"}, or no body
  * for a HEAD; rate_headers from sl_rate_headers(). */
 void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
-                        int head, sl_buf *out, int keep_alive);
+                        size_t rate_len, int head, sl_buf *out,
+                        int keep_alive);
 /* The rule's name, or its path when unnamed. */
 const char *sl_rule_label(const sl_rule *r);
 
@@ -532,6 +555,9 @@ void sl_adhoc_release(sl_server *s);
 void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits);
+/* The thread adopted another rules set: forget what was cached of the
+ * old one's rules. */
+void sl_metrics_rules_changed(sl_srv_worker *w);
 /* lyft's near_limit: of `hits` allowed by d, those past 80% of the limit. */
 uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits);
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns);
