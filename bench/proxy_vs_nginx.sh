@@ -165,5 +165,11 @@ for case in sys.argv[3].split():
         print("| %s | %s | %.0f | %.0f | %.0f | %.1f%% | %.1f | %s |" % (case, s, m('rps'), m('p50'), m('p99'),
               100 * m('non2xx'), m('cpu_us'), "%.2f" % ratio if s == "sluice" else ""))
 print("\nmedians of %d rounds; ratios taken round by round" % rounds)
+for case in sys.argv[3].split():
+    p = {s: [parse("%s/%s_%s_%d.txt" % (out, case, s, r))['p99'] for r in range(1, rounds + 1)] for s in ("sluice", "nginx")}
+    ratios = [a / b for a, b in zip(p['sluice'], p['nginx'])]
+    print("%s p99 by round, µs: sluice %s; nginx %s; sluice lower in %d of %d rounds, median ratio %.2f" % (
+        case, " / ".join("%.0f" % x for x in p['sluice']), " / ".join("%.0f" % x for x in p['nginx']),
+        sum(q < 1 for q in ratios), rounds, st.median(ratios)))
 PY
 echo "raw output: $OUT"
