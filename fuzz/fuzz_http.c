@@ -53,9 +53,9 @@ static void setup(void)
         abort();
     sl_memory_options mo = {.max_bytes = 1 << 20, .seed0 = 1, .seed1 = 2};
     srv.store = sl_memory_store_new(&mo);
-    srv.current = malloc(sizeof(*srv.current));
-    srv.current->rules = rules;
-    atomic_init(&srv.current->refs, 2);
+    if ((srv.current = sl_srv_rules_new(rules)) == NULL)
+        abort();
+    atomic_fetch_add(&srv.current->refs, 1);
     srv.cfg = (sl_srv_config){.max_body_bytes = SL_SRV_MAX_BODY_BYTES,
                               .max_descriptors = SL_SRV_MAX_DESCRIPTORS,
                               .max_entries = SL_SRV_MAX_ENTRIES};

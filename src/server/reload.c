@@ -77,23 +77,30 @@ static int make_text(sl_srv_rules *r)
     return 0;
 }
 
+sl_srv_rules *sl_srv_rules_new(sl_rules *rules)
+{
+    sl_srv_rules *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        sl_rules_free(rules);
+        return NULL;
+    }
+    r->rules = rules;
+    if (make_text(r) != 0) {
+        free_set(r);
+        return NULL;
+    }
+    atomic_init(&r->refs, 1);
+    return r;
+}
+
 static sl_srv_rules *load(const char *path, char *err, size_t errlen)
 {
     sl_rules *rules;
     if (sl_rules_load(path, NULL, &rules, err, errlen) != 0)
         return NULL;
-    sl_srv_rules *r = calloc(1, sizeof(*r));
-    if (r != NULL)
-        r->rules = rules;
-    if (r == NULL || make_text(r) != 0) {
-        if (r != NULL)
-            free_set(r);
-        else
-            sl_rules_free(rules);
+    sl_srv_rules *r = sl_srv_rules_new(rules);
+    if (r == NULL)
         snprintf(err, errlen, "%s: out of memory", path);
-        return NULL;
-    }
-    atomic_init(&r->refs, 1);
     return r;
 }
 

@@ -196,6 +196,9 @@ typedef struct sl_srv_rules {
     atomic_int refs;
 } sl_srv_rules;
 
+/* A set of one reference around rules (which it owns from here, freed
+ * on failure too), its text made: NULL when out of memory. */
+sl_srv_rules *sl_srv_rules_new(sl_rules *rules);
 void sl_srv_rules_release(sl_srv_rules *r);
 
 typedef struct sl_server sl_server;
