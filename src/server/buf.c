@@ -59,9 +59,9 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     free(big);
 }
 
-/* u in decimal, after a '-' if neg: written in place, two digits a
- * step from the end, its length counted first (no copy: the numbers of
- * a 429 are a tenth of its cost otherwise). */
+/* u in decimal, after a '-' if neg: its length counted first, then
+ * written in place two digits a step from the end, with no temporary to
+ * copy from (a 429 writes eleven numbers). */
 static void add_digits(sl_buf *b, int neg, unsigned long long u)
 {
     static const char pairs[] = "00010203040506070809"

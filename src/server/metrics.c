@@ -7,7 +7,9 @@
  * mutex that only the scraper ever contends for.  A scrape sums all
  * threads.  Series are keyed by (domain, rule label, descriptor); the
  * descriptor's values are part of the key only for detailed_metric rules
- * (as in lyft), and SL_SRV_MAX_SERIES bounds the map per thread.
+ * (as in lyft), and SL_SRV_MAX_SERIES bounds the map per thread.  A
+ * rule without detailed_metric has one series, which its thread finds by
+ * name once per rules set and then by the rule's index.
  */
 #include <stddef.h>
 #include <stdlib.h>

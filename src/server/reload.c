@@ -61,12 +61,11 @@ static int make_text(sl_srv_rules *r)
         return -1;
     for (size_t i = 0; i < n; i++) {
         sl_srv_rule_text *t = &r->text[i];
+        const char *label = sl_rule_label(sl_rules_rule(r->rules, i));
         sl_buf json = {0}, sf = {0};
-        t->label = sl_rule_label(sl_rules_rule(r->rules, i));
-        t->label_len = strlen(t->label);
         sl_buf_add(&json, "", 0); /* "" stays a string, not NULL */
-        sl_buf_add_json_chars(&json, t->label, t->label_len);
-        sl_buf_add_sf_string(&sf, t->label);
+        sl_buf_add_json_chars(&json, label, strlen(label));
+        sl_buf_add_sf_string(&sf, label);
         t->json = shrink(json.data, json.len);
         t->json_len = json.len;
         t->sf = shrink(sf.data, sf.len);

@@ -176,12 +176,10 @@ int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
                      size_t errlen);
 
 /* What answers write of one rule, made once when its set is loaded so
- * that no request formats it: the label (the rule's name, or its path
- * when unnamed) as it is, as JSON string characters (no quotes), and as
- * a Structured Field String (quoted) for the RateLimit fields. */
+ * that no request formats it: its label (sl_rule_label()) as JSON string
+ * characters (no quotes), for the 429's message, and as a Structured
+ * Field String (quoted), for the RateLimit fields. */
 typedef struct sl_srv_rule_text {
-    const char *label;
-    size_t label_len;
     char *json;
     size_t json_len;
     char *sf;
