@@ -3,6 +3,11 @@
 # runs each for a while.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]     default: 60 s, every target
+#   fuzz/run.sh --smoke [TARGET...]       5,000 runs each from seed 1
+#
+# --smoke is scripts/test.sh's: the same inputs every time, so a failure
+# reproduces, and a few seconds a target; it starts from the committed
+# seeds only and keeps nothing it finds.
 #
 # Targets: fuzz_parse (sl_duration_parse, sl_algorithm_parse),
 # fuzz_replay_line (the line parser of `sluice replay`), fuzz_store
@@ -23,8 +28,16 @@
 # (fuzz_store also explains it with SL_FUZZ_TRACE=1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-seconds=${1:-60}
-shift || true
+smoke=0
+if [ "${1:-}" = --smoke ]; then
+  smoke=1
+  shift
+  limit=(-runs=5000 -seed=1)
+else
+  seconds=${1:-60}
+  shift || true
+  limit=(-max_total_time="$seconds")
+fi
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
@@ -38,16 +51,17 @@ status=0
 summary=()
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t"
+  [ "$smoke" = 1 ] && corpus="$build/smoke/$t" && rm -rf "$corpus"
   mkdir -p "$corpus"
-  echo "=== $t: $seconds s ==="
+  echo "=== $t: ${limit[*]} ==="
   rc=0
-  "$build/$t" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
+  "$build/$t" "${limit[@]}" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$t-" "$corpus" "$root/fuzz/corpus/$t" \
     >"$build/$t.log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$build/$t.log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$build/$t.log" | tail -1 || true)
   if [ "$rc" -eq 0 ]; then
-    summary+=("PASS: $t: ${runs:-?} runs in $seconds s, $cov, corpus $(ls "$corpus" | wc -l) inputs")
+    summary+=("PASS: $t: ${runs:-?} runs (${limit[*]}), $cov, corpus $(ls "$corpus" | wc -l) inputs")
   else
     status=1
     summary+=("FAIL: $t: exit $rc after ${runs:-?} runs; see $build/$t.log")
@@ -55,4 +69,5 @@ for t in "${targets[@]}"; do
   fi
 done
 printf '%s\n' "${summary[@]}"
+echo "fuzz targets: $(printf '%s\n' "${summary[@]}" | grep -c '^PASS') of ${#targets[@]} passed"
 exit $status

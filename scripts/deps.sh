@@ -1,6 +1,6 @@
 #!/bin/bash
 # Installs the Debian 12 packages sluice needs to build and test, if any is
-# missing.  Run as root (or with sudo available).  Idempotent and quiet when
+# missing (scripts/deps.sh [--fuzz]).  Run as root (or with sudo available).  Idempotent and quiet when
 # everything is there.
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
@@ -11,6 +11,9 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
       libhiredis-dev redis-server redis-tools
       libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx)
+# --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
+# targets' smoke run; not needed to build or run sluice.
+[ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

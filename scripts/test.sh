@@ -1,10 +1,13 @@
 #!/bin/bash
 # Installs what is missing, builds sluice and runs every test three times:
 # a normal build, an ASan+UBSan build, and a ThreadSanitizer build of the
-# threaded tests.  ctest prints the totals of each run.
+# threaded tests.  ctest prints the totals of each run.  Then every fuzz
+# target runs a short fixed-seed session (fuzz/run.sh --smoke), so that a
+# harness the code has moved away from fails here and not first when
+# someone fuzzes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/deps.sh
+./scripts/deps.sh --fuzz
 jobs=$(nproc)
 
 run() { # build-dir, cmake flags..., -- ctest flags...
@@ -22,4 +25,6 @@ run() { # build-dir, cmake flags..., -- ctest flags...
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address
 SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -- -R "threads|serve|proxy"
+echo "=== build-fuzz: fuzz/run.sh --smoke ==="
+fuzz/run.sh --smoke
 echo "all test runs passed"
