@@ -430,6 +430,9 @@ done
 call POST /v1/check "$(desc raise r)"; expect "after reload: raised limit applies" 200 '"requests":4'
 # The rules' text and metrics series are made or found once per rules
 # set: after a reload they must be the new set's, not the old one's.
+[[ "$BODY" == *'"name":"raised_v2"'* ]] &&
+  pass "after reload: the answer names the renamed rule" ||
+  bad "after reload: the answer names the renamed rule" "$BODY"
 [ "$(header RateLimit-Policy)" = '"raised_v2";q=4;w=3600' ] &&
   pass "after reload: headers name the renamed rule" ||
   bad "after reload: headers name the renamed rule" "$(header RateLimit-Policy)"

@@ -173,9 +173,7 @@ void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
     size_t ms_len = 4;
     if (c && c->d.retry_after >= 0) {
         ms = (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-        ms_len = 1;
-        for (long long v = ms; v >= 10; v /= 10)
-            ms_len++;
+        ms_len = sl_digits((unsigned long long)ms);
     }
     sl_respond_head(out, 429, "application/json",
                     sizeof(pre) - 1 + label_len + sizeof(mid) - 1 + ms_len +

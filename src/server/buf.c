@@ -59,6 +59,14 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     free(big);
 }
 
+size_t sl_digits(unsigned long long u)
+{
+    size_t n = 1;
+    for (; u >= 10; u /= 10)
+        n++;
+    return n;
+}
+
 /* u in decimal, after a '-' if neg: its length counted first, then
  * written in place two digits a step from the end, with no temporary to
  * copy from (a 429 writes eleven numbers). */
@@ -74,9 +82,7 @@ static void add_digits(sl_buf *b, int neg, unsigned long long u)
                                 "70717273747576777879"
                                 "80818283848586878889"
                                 "90919293949596979899";
-    size_t n = 1 + (neg != 0);
-    for (unsigned long long v = u; v >= 10; v /= 10)
-        n++;
+    size_t n = sl_digits(u) + (neg != 0);
     if (b->cap - b->len <= n && sl_buf_reserve(b, n) != 0)
         return;
     char *p = b->data + b->len + n;

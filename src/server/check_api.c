@@ -16,8 +16,10 @@ static void add_string(sl_buf *b, const char *s)
     sl_buf_add_json_string(b, s, strlen(s));
 }
 
-static void limit_json(sl_buf *b, const sl_rule *r)
+/* The rule of st; its name is escaped once per rules set (text). */
+static void limit_json(sl_buf *b, const sl_dec_status *st)
 {
+    const sl_rule *r = st->rule;
     const char *alg = "none";
     if (r->action == SL_RULE_LIMIT)
         alg = sl_algorithm_name(sl_limit_get_config(r->limit)->algorithm);
@@ -25,9 +27,9 @@ static void limit_json(sl_buf *b, const sl_rule *r)
         alg = "unlimited";
     else
         alg = "deny";
-    sl_buf_addstr(b, "{\"name\":");
-    add_string(b, sl_rule_label(r));
-    sl_buf_addstr(b, ",\"requests\":");
+    sl_buf_addstr(b, "{\"name\":\"");
+    sl_buf_add(b, st->text->json, st->text->json_len);
+    sl_buf_addstr(b, "\",\"requests\":");
     sl_buf_add_int(b, (long long)r->requests_per_unit);
     sl_buf_addstr(b, ",\"period_ms\":");
     sl_buf_add_int(b, (long long)(r->period / SL_NS_PER_MS));
@@ -71,7 +73,7 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         if (st->rule == NULL) {
             sl_buf_addstr(b, "null");
         } else {
-            limit_json(b, st->rule);
+            limit_json(b, st);
             if (st->rule->action != SL_RULE_UNLIMITED) {
                 sl_buf_addstr(b, ",\"remaining\":");
                 sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);

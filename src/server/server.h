@@ -159,6 +159,8 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
 /* v in decimal. */
 void sl_buf_add_int(sl_buf *b, long long v);
 void sl_buf_add_uint(sl_buf *b, unsigned long long v);
+/* How many decimal digits sl_buf_add_uint writes for u. */
+size_t sl_digits(unsigned long long u);
 /* s (len bytes of valid UTF-8) as a quoted JSON string, byte for byte
  * what jansson's json_dumps(JSON_COMPACT) writes for it. */
 void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len);
