@@ -20,15 +20,15 @@
  * connection goes on; any other body closes the connection after the
  * answer (can_keep()).
  *
- * Waiting on Redis (--store redis, src/server/store_redis.c's replay
- * design): when sl_decide() records a Redis call, the request goes to
- * S_DECIDING with its parser still paused at the head, so nothing of it
- * is forwarded and its body stays unread (kept in `rest` up to the cap,
- * as while queued).  When the op calls back -- replies in, or the
- * timeout and the failure policy -- decide() runs again from the start
- * and sl_decide() finds its recorded result.  A client that closes or
- * resets meanwhile is gone, as nginx treats it (499): its op is
- * cancelled and nothing is forwarded.
+ * Waiting on Redis (--store redis, src/decision/): when sl_decide()
+ * returns SL_SRV_AGAIN the request goes to S_DECIDING with its parser
+ * still paused at the head, so nothing of it is forwarded and its body
+ * stays unread (kept in `rest` up to the cap, as while queued); its
+ * descriptors wait in the client's sl_px_decision.  When the wait ends
+ * -- replies in, or the timeout and the failure policy -- decided_cb
+ * finishes the decision and acts on it.  A client that closes or resets
+ * meanwhile is gone, as nginx treats it (499): its wait is cancelled and
+ * nothing is forwarded.
  *
  * Clients are read first come, first served: their sockets are in an
  * edge-triggered epoll of the thread's own, which is in the loop as one
@@ -82,7 +82,10 @@ struct sl_px_client {
     const sl_px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
-    sl_srv_op *op;       /* S_DECIDING: the store's op, cancelled on close */
+    sd_wait *wait;       /* S_DECIDING: cancelled on close */
+    sl_dec_state *dec;   /* with Redis: this client's decision state */
+    struct sl_px_decision *pd; /* with Redis: its descriptors */
+    uint64_t t_decide;   /* uv_hrtime when the decision began */
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;
@@ -127,6 +130,8 @@ static void free_cb(uv_handle_t *h)
     sl_buf_release(&c->out);
     sl_px_headers_release(&c->headers);
     sl_px_config_unref(c->cfg);
+    sl_dec_state_free(c->dec);
+    sl_px_decision_free(c->pd);
     atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
                               memory_order_relaxed);
     free(c);
@@ -142,10 +147,13 @@ static void client_close(sl_px_client *c)
     }
     if (c->state == S_QUEUED)
         sl_px_worker_of(c->w)->queued--;
-    /* Cancelled now, not when the handles are freed: the op may call
-     * back before then. */
-    sl_srv_op_cancel(c->op);
-    c->op = NULL;
+    /* Cancelled now, not when the handles are freed: the wait may end
+     * before then. */
+    if (c->wait != NULL) {
+        sd_cancel(c->wait);
+        sl_decide_abandon(c->dec);
+        c->wait = NULL;
+    }
     c->state = S_LOCAL;
     c->closing = 1;
     uv_close((uv_handle_t *)&c->tcp, free_cb);
@@ -722,18 +730,66 @@ static void answer_metrics(sl_px_client *c)
     answer_local(c, &out, c->keep_alive);
 }
 
+/* A request's decision inputs: its normalised path, the descriptors the
+ * route's actions make of it and the statuses, which must stay while the
+ * decision waits on the store. */
+typedef struct sl_px_decision {
+    char *path;
+    size_t path_cap;
+    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
+    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
+    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
+    char client_addr[64];
+    size_t n;
+} sl_px_decision;
+
+void sl_px_decision_free(sl_px_decision *d)
+{
+    if (d != NULL)
+        free(d->path);
+    free(d);
+}
+
+/* The request's: the thread's on the memory store (answered at once),
+ * else the client's own; with room for a path of path_len.  NULL when
+ * out of memory. */
+static sl_px_decision *decision_of(sl_px_client *c, size_t path_len)
+{
+    sl_px_decision **d = c->w->server->cfg.redis_url
+                             ? &c->pd
+                             : &sl_px_worker_of(c->w)->scratch;
+    if (*d == NULL && (*d = calloc(1, sizeof(**d))) == NULL)
+        return NULL;
+    if ((*d)->path_cap < path_len) {
+        char *p = realloc((*d)->path, path_len);
+        if (p == NULL)
+            return NULL;
+        (*d)->path = p;
+        (*d)->path_cap = path_len;
+    }
+    return *d;
+}
+
 /* The one place a request is decided: descriptors from the route's
- * actions, one sl_decide() call, then 429, a queue slot, or forwarding.
- * With Redis it runs twice: first to record the call, then, from
- * decided_cb, to act on its result.  Everything it reads (the url, the
- * headers, the peer) stays as it was while the request waits. */
-static void decide_path(sl_px_client *c, const char *path, size_t path_len);
+ * actions, one sl_decide() call, then (at once, or from decided_cb when
+ * it waited on Redis) act(): 429, a queue slot, or forwarding.
+ * Everything the descriptors point to (the url, the headers, the
+ * decision's path and address) stays as it was while the request
+ * waits. */
+static void decide_path(sl_px_client *c, sl_px_decision *pd, size_t path_len);
+static void act(sl_px_client *c, const sl_px_decision *pd,
+                const sl_dec_result *res, int rc, const char *err);
 
 static void decided_cb(void *owner)
 {
     sl_px_client *c = owner;
+    sl_px_decision *pd = decision_of(c, 0);
+    sl_dec_result res = {.status = pd->status};
+    char err[256];
+    c->wait = NULL;
     c->state = S_HEAD;
-    decide(c);
+    int rc = sl_decide_finish(c->w, c->dec, &res, err, sizeof(err));
+    act(c, pd, &res, rc, err);
 }
 
 static void decide(sl_px_client *c)
@@ -741,10 +797,7 @@ static void decide(sl_px_client *c)
     const sl_px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
     size_t raw_len;
-    /* The normalised path: on the stack unless the URL is long. */
-    char small[512];
-    char *path = c->url.len + 2 <= sizeof(small) ? small
-                                                 : malloc(c->url.len + 2);
+    sl_px_decision *pd = decision_of(c, c->url.len + 2);
     size_t path_len = 0;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
@@ -752,11 +805,11 @@ static void decide(sl_px_client *c)
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
         sl_px_count(c->w, NULL, SL_PX_REJECTED);
-    } else if (path == NULL) {
+    } else if (pd == NULL) {
         answer_error(c, 503, "ENOMEM", "out of memory");
     } else if (sl_px_request_target(url, c->url.len, &c->target_off,
                                     &raw_len) != 0 ||
-               sl_px_normalize_path(url + c->target_off, raw_len, path,
+               sl_px_normalize_path(url + c->target_off, raw_len, pd->path,
                                     &path_len) != 0) {
         answer_error(c, 400, "EHTTP",
                      "bad request target (bad encoding or '..' above the "
@@ -764,28 +817,24 @@ static void decide(sl_px_client *c)
         sl_px_count(c->w, NULL, SL_PX_REJECTED);
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
                c->parser.method == HTTP_GET &&
-               strcmp(cfg->metrics_path, path) == 0) {
+               strcmp(cfg->metrics_path, pd->path) == 0) {
         answer_metrics(c);
     } else {
-        decide_path(c, path, path_len);
+        decide_path(c, pd, path_len);
     }
-    if (path != small)
-        free(path);
 }
 
-static void decide_path(sl_px_client *c, const char *path, size_t path_len)
+static void decide_path(sl_px_client *c, sl_px_decision *pd, size_t path_len)
 {
     const sl_px_config *cfg = c->cfg;
-    c->route = sl_px_route_find(cfg, path, path_len);
-    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
-    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
-    char client_addr[64];
-    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers, client_addr,
-                         sizeof(client_addr));
-    sl_px_request_view view = {c->parser.method, path, path_len, client_addr,
-                               &c->headers};
-    size_t n = 0;
-    if (c->route && sl_px_descriptors(c->route, &view, ds, entries, &n) != 0) {
+    c->route = sl_px_route_find(cfg, pd->path, path_len);
+    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
+                         pd->client_addr, sizeof(pd->client_addr));
+    sl_px_request_view view = {c->parser.method, pd->path, path_len,
+                               pd->client_addr, &c->headers};
+    pd->n = 0;
+    if (c->route &&
+        sl_px_descriptors(c->route, &view, pd->ds, pd->entries, &pd->n) != 0) {
         /* Which of several values would the upstream believe? */
         answer_error(c, 400, "EHEADERS",
                      "a header that a rate limit reads was sent more than "
@@ -793,33 +842,43 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
         sl_px_count(c->w, c->route, SL_PX_REJECTED);
         return;
     }
-    if (n == 0) {
+    if (pd->n == 0) {
         forward(c);
         return;
     }
-    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
-    sl_dec_result res = {.status = status};
+    sl_dec_result res = {.status = pd->status};
     char err[256];
-    uint64_t t0 = uv_hrtime();
-    sl_srv_op_begin(c->w, c->op);
-    int rc = sl_decide(c->w, c->route->domain, strlen(c->route->domain), ds, n,
-                       1, &res, err, sizeof(err));
-    /* Ended before the answer: answering may go on to the next pipelined
-     * request, which begins an op of its own. */
-    if (sl_srv_op_end(c->w, &c->op, c, decided_cb)) {
+    sl_dec_state *st = sl_dec_state_get(c->w, &c->dec);
+    if (st == NULL) {
+        answer_error(c, 503, "ENOMEM", "out of memory");
+        return;
+    }
+    c->t_decide = uv_hrtime();
+    int rc = sl_decide(c->w, st, c->route->domain, strlen(c->route->domain),
+                       pd->ds, pd->n, 1, &res, decided_cb, c, &c->wait, err,
+                       sizeof(err));
+    if (rc == SL_SRV_AGAIN) {
         c->state = S_DECIDING;
         return;
     }
-    sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - t0));
+    act(c, pd, &res, rc, err);
+}
+
+/* Acts on a request's decision (rc 0), or on its error. */
+static void act(sl_px_client *c, const sl_px_decision *pd,
+                const sl_dec_result *res, int rc, const char *err)
+{
+    const sl_px_config *cfg = c->cfg;
+    sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - c->t_decide));
     if (rc != 0) {
         sl_px_count(c->w, c->route, SL_PX_REJECTED);
         answer_error(c, sl_decide_status(rc), sl_err_name(rc), err);
         return;
     }
-    sl_rate_headers(&res, &c->rate);
-    if (res.over) {
+    sl_rate_headers(res, &c->rate);
+    if (res->over) {
         int keep = can_keep(c);
-        sl_respond_limited(&res, c->rate.data, c->rate.len,
+        sl_respond_limited(res, c->rate.data, c->rate.len,
                            c->parser.method == HTTP_HEAD, &c->out, keep);
         sl_px_count(c->w, c->route, SL_PX_LIMITED);
         answer_local(c, &c->out, keep);
@@ -828,10 +887,10 @@ static void decide_path(sl_px_client *c, const char *path, size_t path_len)
     /* leaky_bucket: the request waits its delay, then goes on.  Only
      * enforced limits delay (a shadow rule never holds a request). */
     sl_nanos delay = 0;
-    for (size_t i = 0; i < n; i++)
-        if (status[i].rule != NULL && !status[i].shadow &&
-            status[i].d.delay > delay)
-            delay = status[i].d.delay;
+    for (size_t i = 0; i < pd->n; i++)
+        if (pd->status[i].rule != NULL && !pd->status[i].shadow &&
+            pd->status[i].d.delay > delay)
+            delay = pd->status[i].d.delay;
     if (delay <= 0) {
         forward(c);
         return;

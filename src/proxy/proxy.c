@@ -44,6 +44,8 @@ int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
         status = sl_server_run(&scfg);
     }
     sl_px_reload_release(&px);
+    for (int i = 0; px.workers != NULL && i < px.n_workers; i++)
+        sl_px_decision_free(px.workers[i].scratch);
     free(px.workers);
     free(px.stats);
     return status;

@@ -245,6 +245,9 @@ typedef struct sl_px_worker {
     uv_poll_t readable; /* epfd in the loop */
     sl_px_config *cfg;   /* this thread's reference (reload.c) */
     uint64_t generation; /* of cfg */
+    /* The decision of requests answered at once (the memory store); with
+     * Redis each client has its own (client.c). */
+    struct sl_px_decision *scratch;
 } sl_px_worker;
 
 /* Makes the config again for a reload (tools/proxy.c: the file, then the
@@ -287,6 +290,9 @@ void sl_px_config_ref(sl_px_config *cfg);
 void sl_px_config_unref(sl_px_config *cfg);
 
 sl_proxy *sl_px_of(sl_srv_worker *w);
+/* client.c: a request's decision inputs, kept while it waits. */
+struct sl_px_decision;
+void sl_px_decision_free(struct sl_px_decision *d); /* NULL: no-op */
 sl_px_worker *sl_px_worker_of(sl_srv_worker *w);
 sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route);
 void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o);

@@ -191,67 +191,99 @@ void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
     sl_buf_add(out, post, sizeof(post) - 1);
 }
 
-void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                 int keep_alive)
-{
-    uint64_t t0 = uv_hrtime();
-    sl_api_err e = {0};
-    auth_query q = {.hits = 1};
+/* What a request keeps while it waits on the store: the decoded query
+ * (domain points into it), the descriptors and their entries. */
+typedef struct auth_state {
+    auth_query q;
     sl_dec_descriptor ds[SL_SRV_MAX_DESCRIPTORS];
-    sl_dec_result res = {0};
-    size_t n = 0;
-    char *dec = malloc(req->query_len + 1);
-    sl_rules_entry *entries =
-        malloc((req->n_headers ? req->n_headers : 1) * sizeof(*entries));
+    size_t n;
+    sl_rules_entry *entries;
+    char dec[]; /* the query, percent-decoded */
+} auth_state;
 
-    if (dec == NULL || entries == NULL) {
-        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
-        goto fail;
-    }
-    if (sl_query_parse(req->query, req->query_len, dec, auth_param, &q, q.msg,
-                       sizeof(q.msg)) != 0) {
-        sl_api_fail(&e, 400, "EINVAL", "%s", q.msg);
-        goto fail;
-    }
-    if (q.domain == NULL || q.domain_len == 0) {
-        sl_api_fail(
-            &e, 400, "EMISSING",
-            "domain: missing; give it in the query (/v1/auth?domain=D)");
-        goto fail;
-    }
-    if (group_headers(w, req, ds, &n, entries, &e) != 0)
-        goto fail;
-    res.status = calloc(n, sizeof(sl_dec_status));
-    if (res.status == NULL) {
-        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
-        goto fail;
-    }
+static void auth_state_free(void *p)
+{
+    auth_state *a = p;
+    if (a != NULL)
+        free(a->entries);
+    free(a);
+}
+
+/* Parses and decides: 0, SL_SRV_AGAIN, or -1 with the error in e. */
+static int auth_decide(sl_srv_worker *w, const sl_http_request *req,
+                       sl_srv_req *rq, sl_api_err *e)
+{
+    auth_state *a = malloc(sizeof(*a) + req->query_len + 1);
+    if (a == NULL)
+        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+    rq->api = a;
+    rq->api_free = auth_state_free;
+    a->q = (auth_query){.hits = 1};
+    a->n = 0;
+    a->entries =
+        malloc((req->n_headers ? req->n_headers : 1) * sizeof(*a->entries));
+    if (a->entries == NULL)
+        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+    if (sl_query_parse(req->query, req->query_len, a->dec, auth_param, &a->q,
+                       a->q.msg, sizeof(a->q.msg)) != 0)
+        return sl_api_fail(e, 400, "EINVAL", "%s", a->q.msg);
+    if (a->q.domain == NULL || a->q.domain_len == 0)
+        return sl_api_fail(e, 400, "EMISSING",
+                           "domain: missing; give it in the query "
+                           "(/v1/auth?domain=D)");
+    if (group_headers(w, req, a->ds, &a->n, a->entries, e) != 0)
+        return -1;
+    rq->res.status = calloc(a->n, sizeof(sl_dec_status));
+    sl_dec_state *st = sl_dec_state_get(w, &rq->dec);
+    if (rq->res.status == NULL || st == NULL)
+        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
     /* hits=0 asks without consuming, as in POST /v1/check. */
-    int rc = sl_decide(w, q.domain, q.domain_len, ds, n, q.hits, &res, e.msg,
-                       sizeof(e.msg));
+    int rc = sl_decide(w, st, a->q.domain, a->q.domain_len, a->ds, a->n,
+                       a->q.hits, &rq->res, rq->resume, rq->owner, &rq->wait,
+                       e->msg, sizeof(e->msg));
+    if (rc == SL_SRV_AGAIN)
+        return rc;
     if (rc != 0) {
-        e.status = sl_decide_status(rc);
-        e.code = sl_err_name(rc);
-        goto fail;
+        e->status = sl_decide_status(rc);
+        e->code = sl_err_name(rc);
+        return -1;
     }
+    return 0;
+}
 
+int sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
+                sl_buf *out, int keep_alive)
+{
+    sl_api_err e = {0};
+    if (rq->step == 0) {
+        rq->t0 = uv_hrtime();
+        if (auth_decide(w, req, rq, &e) == SL_SRV_AGAIN) {
+            rq->step = 1;
+            return SL_SRV_AGAIN;
+        }
+    } else {
+        int rc = sl_decide_finish(w, rq->dec, &rq->res, e.msg, sizeof(e.msg));
+        if (rc != 0) {
+            e.status = sl_decide_status(rc);
+            e.code = sl_err_name(rc);
+        }
+    }
+    if (e.status != 0) {
+        sl_respond_api_err(w, &e, out, keep_alive);
+        return 0;
+    }
+    const sl_dec_result *res = &rq->res;
     sl_buf headers = {0};
-    sl_rate_headers(&res, &headers);
-    if (!res.over) {
+    sl_rate_headers(res, &headers);
+    if (!res->over) {
         sl_respond_empty(out, 204, headers.data, keep_alive);
     } else {
-        sl_respond_limited(&res, headers.data, headers.len,
+        sl_respond_limited(res, headers.data, headers.len,
                            req->method == HTTP_HEAD, out, keep_alive);
     }
     if (headers.failed)
         out->failed = 1;
     sl_buf_release(&headers);
-    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
-    goto done;
-fail:
-    sl_respond_api_err(w, &e, out, keep_alive);
-done:
-    free(res.status);
-    free(entries);
-    free(dec);
+    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - rq->t0));
+    return 0;
 }

@@ -50,22 +50,22 @@ static long long ms_up(sl_nanos ns)
     return (long long)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
 }
 
-void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                  int keep_alive)
+int sl_api_check(sl_srv_worker *w, const sl_http_request *req,
+                 sl_srv_req *rq, sl_buf *out, int keep_alive)
 {
-    uint64_t t0 = uv_hrtime();
-    sl_parsed_request pr;
-    sl_dec_result res;
-    if (sl_decide_request(w, req, "hits", "hits", 0, &pr, &res, out,
-                          keep_alive) != 0)
-        goto done;
+    if (rq->step == 0)
+        rq->t0 = uv_hrtime();
+    int rc = sl_decide_request(w, req, rq, "hits", "hits", 0, out, keep_alive);
+    if (rc != 0)
+        return rc == SL_SRV_AGAIN ? rc : 0;
+    const sl_dec_result *res = &rq->res;
     sl_buf *b = &w->answer;
     b->len = 0;
     b->failed = 0;
-    sl_buf_addstr(b, res.over ? "{\"overall\":\"OVER_LIMIT\",\"descriptors\":["
+    sl_buf_addstr(b, res->over ? "{\"overall\":\"OVER_LIMIT\",\"descriptors\":["
                               : "{\"overall\":\"OK\",\"descriptors\":[");
-    for (size_t i = 0; i < pr.n; i++) {
-        const sl_dec_status *st = &res.status[i];
+    for (size_t i = 0; i < rq->pr.n; i++) {
+        const sl_dec_status *st = &res->status[i];
         if (i > 0)
             sl_buf_addstr(b, ",");
         sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\",\"limit\":"
@@ -88,8 +88,6 @@ void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         sl_buf_addstr(b, "}");
     }
     sl_buf_addstr(b, "]}");
-    sl_respond_decision(w, &res, out, keep_alive, t0);
-done:
-    free(res.status);
-    sl_parsed_request_release(&pr);
+    sl_respond_decision(w, res, out, keep_alive, rq->t0);
+    return 0;
 }

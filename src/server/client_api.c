@@ -454,13 +454,88 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
     return 0;
 }
 
+/* What a request keeps across its rounds on the store. */
+typedef struct client_state {
+    enum { RECORD, RECORDED, QUERY, QUERIED, ASKED } phase;
+    sl_srv_rules *rules; /* held: the resolved limits may be its */
+    json_t *root;        /* an increment's body: ref points into it */
+    char numbuf[2][24];
+    limit_ref ref;
+    resolved res;
+    int64_t hits;
+    int counted, over;
+    sl_nanos now;     /* of the delay's answer */
+    size_t n_checks;  /* the round's */
+    sd_check checks[SL_MAX_ITEMS];
+    int64_t costs[SL_MAX_ITEMS];
+    sl_decision each[SL_MAX_ITEMS];
+    sl_decision q[SL_MAX_ITEMS]; /* each item's cost-0 query */
+    size_t asked[SL_MAX_ITEMS];  /* the item of each cost-1 check */
+    char dec[];                  /* the query string, decoded */
+} client_state;
+
+static const int64_t cost_zero = 0, cost_one = 1;
+
+static void client_state_free(void *p)
+{
+    client_state *cs = p;
+    if (cs == NULL)
+        return;
+    sl_srv_rules_release(cs->rules);
+    json_decref(cs->root);
+    free(cs->res.keys);
+    free(cs);
+}
+
+static client_state *client_state_new(sl_srv_worker *w, sl_srv_req *rq,
+                                      size_t dec_len)
+{
+    client_state *cs = malloc(sizeof(*cs) + dec_len);
+    if (cs == NULL)
+        return NULL;
+    memset(cs, 0, offsetof(client_state, checks));
+    cs->rules = w->rules;
+    atomic_fetch_add_explicit(&cs->rules->refs, 1, memory_order_relaxed);
+    rq->api = cs;
+    rq->api_free = client_state_free;
+    return cs;
+}
+
 static json_int_t ms_up(sl_nanos ns)
 {
     return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
 }
 
+/* Decides the round's checks: 0, or SL_SRV_AGAIN. */
+static int round_trip(sl_srv_worker *w, sl_srv_req *rq, client_state *cs)
+{
+    if (cs->n_checks == 0)
+        return 0;
+    return sd_decide(w->dec, cs->checks, cs->n_checks, sl_srv_now(w),
+                     rq->resume, rq->owner, &rq->wait);
+}
+
+/* The first failed check of the round: -1 with e set, else 0. */
+static int round_failed(const client_state *cs, sl_api_err *e)
+{
+    for (size_t i = 0; i < cs->n_checks; i++) {
+        int rc = cs->checks[i].rc;
+        if (rc != 0)
+            return sl_api_fail(e, sl_decide_status(rc), sl_err_name(rc),
+                               "store: %s", sl_strerror(rc));
+    }
+    return 0;
+}
+
+static sd_check item_check(const sl_check_item *it, const int64_t *cost)
+{
+    return (sd_check){.items = it, .costs = cost, .n = 1};
+}
+
 /*
- * The delay answer: how long until a request of cost 1 may be sent.
+ * The rounds of a request, from where it stands: an increment records
+ * its hits first; then the delay: how long until a request of cost 1 may
+ * be sent.
  *
  * The library has no "peek at cost 1".  So each item is asked with cost
  * 0 first, a pure query that returns remaining; remaining >= 1 means a
@@ -471,42 +546,93 @@ static json_int_t ms_up(sl_nanos ns)
  * after all, it consumed one unit; it is then reported as delay 0 and
  * remaining 0, which is what the client would see after sending.  Over
  * several items the longest wait and the least remaining speak.
+ *
+ * Returns 0 when every round is done, SL_SRV_AGAIN, or -1 with e set.
  */
-static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
+static int run_rounds(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
                       sl_api_err *e)
 {
-    sl_nanos now = sl_srv_now(w);
-    sl_nanos delay = 0;
-    int64_t remaining = INT64_MAX, limit = 0;
+    for (;;) {
+        switch (cs->phase) {
+        case RECORD:
+            cs->phase = RECORDED;
+            cs->n_checks = 0;
+            if (cs->res.n > 0 && !cs->res.deny) {
+                for (size_t i = 0; i < cs->res.n; i++)
+                    cs->costs[i] = cs->hits;
+                cs->checks[0] = (sd_check){.items = cs->res.items,
+                                           .costs = cs->costs,
+                                           .n = cs->res.n,
+                                           .flags = SL_RECORD,
+                                           .each = cs->each};
+                cs->n_checks = 1;
+            }
+            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
+                return SL_SRV_AGAIN;
+            break;
+        case RECORDED:
+            if (round_failed(cs, e) != 0)
+                return -1;
+            cs->counted = cs->n_checks > 0;
+            cs->over = cs->res.deny ||
+                       (cs->counted && !cs->checks[0].overall.allowed);
+            cs->phase = QUERY;
+            break;
+        case QUERY:
+            cs->now = sl_srv_now(w);
+            for (size_t i = 0; i < cs->res.n; i++)
+                cs->checks[i] = item_check(&cs->res.items[i], &cost_zero);
+            cs->n_checks = cs->res.n;
+            cs->phase = QUERIED;
+            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
+                return SL_SRV_AGAIN;
+            break;
+        case QUERIED: {
+            size_t k = 0;
+            if (round_failed(cs, e) != 0)
+                return -1;
+            for (size_t i = 0; i < cs->res.n; i++) {
+                cs->q[i] = cs->checks[i].overall;
+                if (cs->q[i].remaining < 1)
+                    cs->asked[k++] = i;
+            }
+            for (size_t j = 0; j < k; j++)
+                cs->checks[j] =
+                    item_check(&cs->res.items[cs->asked[j]], &cost_one);
+            cs->n_checks = k;
+            cs->phase = ASKED;
+            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
+                return SL_SRV_AGAIN;
+            break;
+        }
+        case ASKED:
+            return round_failed(cs, e);
+        }
+    }
+}
+
+/* The delay answer's fields, from the rounds' results, into body. */
+static void delay_json(const client_state *cs, json_t *body)
+{
+    const resolved *res = &cs->res;
+    sl_nanos delay = res->deny ? -1 : 0;
+    int64_t remaining = res->deny ? 0 : INT64_MAX, limit = 0;
     sl_nanos period = res->period;
-    if (res->deny) {
-        delay = -1;
-        remaining = 0;
+    for (size_t j = 0; j < cs->n_checks; j++) {
+        const sl_decision *one = &cs->checks[j].overall;
+        if (one->allowed)
+            continue;
+        if (one->retry_after < 0)
+            delay = -1;
+        else if (delay >= 0 && one->retry_after > delay)
+            delay = one->retry_after;
     }
     for (size_t i = 0; i < res->n; i++) {
-        const sl_check_item *it = &res->items[i];
-        sl_decision q, one;
-        int64_t zero = 0, one_cost = 1;
-        char serr[128];
-        int rc = sl_srv_check(w, it, &zero, 1, now, 0, NULL, NULL, &q, serr,
-                              sizeof(serr));
-        if (rc == 0 && q.remaining < 1) {
-            rc = sl_srv_check(w, it, &one_cost, 1, now, 0, NULL, NULL, &one,
-                              serr, sizeof(serr));
-            if (rc == 0 && !one.allowed) {
-                if (one.retry_after < 0)
-                    delay = -1;
-                else if (delay >= 0 && one.retry_after > delay)
-                    delay = one.retry_after;
-            }
-        }
-        if (rc != 0)
-            return sl_api_fail(e, sl_decide_status(rc), sl_err_name(rc),
-                               "store: %s", sl_strerror(rc));
-        if (q.remaining < remaining) {
-            remaining = q.remaining < 0 ? 0 : q.remaining;
-            limit = q.limit;
-            period = sl_limit_get_config(it->limit)->period;
+        const sl_decision *q = &cs->q[i];
+        if (q->remaining < remaining) {
+            remaining = q->remaining < 0 ? 0 : q->remaining;
+            limit = q->limit;
+            period = sl_limit_get_config(res->items[i].limit)->period;
         }
     }
     json_object_set_new(body, "delay_ms",
@@ -514,7 +640,8 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     json_object_set_new(
         body, "next_free_ms",
         delay < 0 ? json_null()
-                  : json_integer((json_int_t)((now + delay + SL_NS_PER_MS - 1) /
+                  : json_integer((json_int_t)((cs->now + delay +
+                                               SL_NS_PER_MS - 1) /
                                               SL_NS_PER_MS)));
     if (res->unlimited) {
         json_object_set_new(body, "remaining", json_null());
@@ -525,51 +652,61 @@ static int delay_json(sl_srv_worker *w, const resolved *res, json_t *body,
     }
     json_object_set_new(body, "period_ms",
                         json_integer((json_int_t)(period / SL_NS_PER_MS)));
+}
+
+/* Runs the rounds and answers: the request's first step made cs. */
+static int client_answer(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
+                         int increment, sl_buf *out, int keep_alive)
+{
+    sl_api_err e = {0};
+    int rc = run_rounds(w, rq, cs, &e);
+    if (rc == SL_SRV_AGAIN) {
+        rq->step = 1;
+        return rc;
+    }
+    if (rc != 0) {
+        sl_respond_api_err(w, &e, out, keep_alive);
+        return 0;
+    }
+    json_t *body = increment ? json_pack("{s:b,s:b}", "counted", cs->counted,
+                                         "over_limit", cs->over)
+                             : json_object();
+    if (body == NULL) {
+        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+        return 0;
+    }
+    delay_json(cs, body);
+    sl_respond_json(out, 200, NULL, body, keep_alive);
+    json_decref(body);
     return 0;
 }
 
-static void respond_body(sl_buf *out, json_t *body, int keep_alive)
+int sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
+                 sl_buf *out, int keep_alive)
 {
-    if (body == NULL) {
-        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
-        return;
-    }
-    sl_respond_json(out, 200, NULL, body, keep_alive);
-}
-
-void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                  int keep_alive)
-{
-    limit_ref ref = {0};
-    resolved res = {0};
+    client_state *cs = rq->api;
     sl_api_err e = {0};
-    json_t *body = NULL;
-    char *dec = malloc(req->query_len + 1);
-    if (dec == NULL) {
+    if (rq->step > 0)
+        return client_answer(w, rq, cs, 0, out, keep_alive);
+    if ((cs = client_state_new(w, rq, req->query_len + 1)) == NULL) {
         sl_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
-    if (parse_query(w, req->query, req->query_len, dec, &ref, &e) != 0)
+    if (parse_query(w, req->query, req->query_len, cs->dec, &cs->ref, &e) != 0)
         goto fail;
-    if (ref.hits != NULL) {
+    if (cs->ref.hits != NULL) {
         sl_api_fail(
             &e, 400, "EINVAL",
             "hits: not a parameter of /v1/delay (it answers for one request)");
         goto fail;
     }
-    if (resolve(w, &ref, &res, &e) != 0)
+    if (resolve(w, &cs->ref, &cs->res, &e) != 0)
         goto fail;
-    body = json_object();
-    if (body != NULL && delay_json(w, &res, body, &e) != 0)
-        goto fail;
-    respond_body(out, body, keep_alive);
-    goto done;
+    cs->phase = QUERY;
+    return client_answer(w, rq, cs, 0, out, keep_alive);
 fail:
     sl_respond_api_err(w, &e, out, keep_alive);
-done:
-    json_decref(body);
-    free(res.keys);
-    free(dec);
+    return 0;
 }
 
 /*
@@ -577,62 +714,41 @@ done:
  * whatever the limit says, so they are recorded even past the limit
  * (SL_RECORD), as the Databox paper counts every request: "over_limit"
  * says they did not fit, and the delay that follows includes them.
- * Several matched limits are recorded in one sl_check_costs call.  A deny
- * rule records nothing ("counted": false).
+ * Several matched limits are recorded in one check.  A deny rule records
+ * nothing ("counted": false).
  */
-void sl_api_increment(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                      int keep_alive)
+int sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
+                     sl_srv_req *rq, sl_buf *out, int keep_alive)
 {
-    limit_ref ref = {0};
-    resolved res = {0};
+    client_state *cs = rq->api;
     sl_api_err e = {0};
-    json_t *body = NULL;
-    char numbuf[2][24];
     json_error_t je;
-    json_t *root =
+    if (rq->step > 0)
+        return client_answer(w, rq, cs, 1, out, keep_alive);
+    if ((cs = client_state_new(w, rq, 0)) == NULL) {
+        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
+        goto fail;
+    }
+    cs->root =
         json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
-    if (root == NULL) {
+    if (cs->root == NULL) {
         sl_api_fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
                     je.text, je.line, je.column);
         goto fail;
     }
-    if (parse_body(w, root, &ref, numbuf, &e) != 0)
+    if (parse_body(w, cs->root, &cs->ref, cs->numbuf, &e) != 0)
         goto fail;
-    int64_t hits = 1;
-    if (ref.hits != NULL &&
-        sl_parse_count(ref.hits, ref.hits_len, &hits) != 0) {
+    cs->hits = 1;
+    if (cs->ref.hits != NULL &&
+        sl_parse_count(cs->ref.hits, cs->ref.hits_len, &cs->hits) != 0) {
         sl_api_fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
         goto fail;
     }
-    if (resolve(w, &ref, &res, &e) != 0)
+    if (resolve(w, &cs->ref, &cs->res, &e) != 0)
         goto fail;
-    int counted = 0, over = res.deny;
-    if (res.n > 0 && !res.deny) {
-        sl_decision each[SL_MAX_ITEMS], overall;
-        int64_t costs[SL_MAX_ITEMS];
-        for (size_t i = 0; i < res.n; i++)
-            costs[i] = hits;
-        char serr[128];
-        int rc =
-            sl_srv_check(w, res.items, costs, res.n, sl_srv_now(w), SL_RECORD,
-                         NULL, each, &overall, serr, sizeof(serr));
-        if (rc != 0) {
-            sl_api_fail(&e, sl_decide_status(rc), sl_err_name(rc), "store: %s",
-                        sl_strerror(rc));
-            goto fail;
-        }
-        counted = 1;
-        over = !overall.allowed;
-    }
-    body = json_pack("{s:b,s:b}", "counted", counted, "over_limit", over);
-    if (body != NULL && delay_json(w, &res, body, &e) != 0)
-        goto fail;
-    respond_body(out, body, keep_alive);
-    goto done;
+    cs->phase = RECORD;
+    return client_answer(w, rq, cs, 1, out, keep_alive);
 fail:
     sl_respond_api_err(w, &e, out, keep_alive);
-done:
-    json_decref(body);
-    json_decref(root);
-    free(res.keys);
+    return 0;
 }

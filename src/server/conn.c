@@ -15,11 +15,12 @@
  * only moves the connection's deadline; the timer is re-armed when it
  * fires early, not on every request (see set_deadline).
  *
- * Waiting on the store (--store redis, store_redis.c): a request whose
- * decision needs Redis leaves no response; its parser is paused, the
- * bytes after it are copied from the thread's read buffer into the
- * connection's `stash`, reading stops, and when the op calls back the
- * request is run again (dispatch) and parsing resumes on the stash.  So
+ * Waiting on the store (--store redis, src/decision/): a handler whose
+ * decision waits on Redis returns SL_SRV_AGAIN with its state in the
+ * connection's sl_srv_req; the parser is paused, the bytes after the
+ * request are copied from the thread's read buffer into the
+ * connection's `stash`, and when the wait ends the handler is called
+ * again (dispatch), then parsing resumes on the stash.  So
  * pipelined responses stay in request order, and one connection waits on
  * at most one request.  Reading goes on into the stash while the request
  * waits, up to STASH_MAX bytes: stopping and restarting it for every
@@ -64,8 +65,8 @@ struct sl_conn {
     int paused;          /* reading stopped until the client reads */
     int handles_open;    /* close callbacks still to come */
     size_t writes;       /* writes in flight */
-    sl_srv_op *op;       /* the request waiting on the store, or NULL */
-    int waiting;         /* op is out: parser paused, reading stopped */
+    sl_srv_req rq;       /* the request's state across waits */
+    int waiting;         /* rq waits: parser paused */
     sl_buf stash;        /* bytes read after the waiting request */
     sl_conn *prev, *next;
 };
@@ -97,7 +98,6 @@ static void conn_free_cb(uv_handle_t *h)
     sl_buf_release(&c->hviews);
     sl_buf_release(&c->field);
     sl_buf_release(&c->stash);
-    sl_srv_op_cancel(c->op);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
 }
@@ -106,6 +106,9 @@ static void conn_close(sl_conn *c)
 {
     if (c->handles_open != 2 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
+    /* Given up now, not when the handles are freed: the wait could end
+     * before then. */
+    sl_srv_req_close(&c->rq);
     uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
     uv_close((uv_handle_t *)&c->timer, conn_free_cb);
 }
@@ -355,16 +358,13 @@ static int dispatch(sl_conn *c)
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->out.failed = 1; /* the request itself was not kept whole */
     else {
-        sl_srv_op_begin(c->w, c->op);
-        sl_route(c->w, &req, &c->out, &keep_alive);
-        if (sl_srv_op_end(c->w, &c->op, c, resume_cb)) {
-            /* What was answered without the store's result is dropped. */
-            c->out.len = mark;
-            c->out.failed = 0;
+        if (sl_route(c->w, &req, &c->rq, &c->out, &keep_alive) ==
+            SL_SRV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;
         }
+        sl_srv_req_reset(&c->rq);
     }
     if (c->out.failed) {
         /* Out of memory somewhere in this response: replace what was
@@ -468,8 +468,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     parse(c, buf->base, (size_t)nread);
     flush(c);
-    /* Last: it may answer other waiting requests (store_redis.c). */
-    sl_srv_redis_flush(c->w);
+    /* Last: it may answer other waiting requests. */
+    sd_flush(c->w->dec);
 }
 
 /* The store's result is in: answer the waiting request, then go on with
@@ -477,6 +477,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void resume_cb(void *owner)
 {
     sl_conn *c = owner;
+    c->rq.wait = NULL; /* it ended */
     c->waiting = 0;
     http_parser_pause(&c->parser, 0);
     if (dispatch(c) == 0 && !c->closing) {
@@ -502,6 +503,8 @@ void sl_conn_accept(sl_srv_worker *w)
     uv_tcp_init(&w->loop, &c->tcp);
     uv_timer_init(&w->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
+    c->rq.resume = resume_cb;
+    c->rq.owner = c;
     c->handles_open = 2;
     c->next = w->conns;
     if (c->next)

@@ -196,8 +196,6 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen)
 {
-    if (sl_srv_op_parsed(w, pr))
-        return 0;
     int rc = parse_request(w, req, hits_key, desc_hits_key, pr, status, code,
                            msg, msglen);
     if (rc != 0)
@@ -208,41 +206,45 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
 
 void sl_parsed_request_release(sl_parsed_request *pr)
 {
-    if (pr->kept)
-        return;
     sl_free_descriptors(pr->ds, pr->n);
     json_decref(pr->root);
+    memset(pr, 0, sizeof(*pr));
 }
 
 int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
-                      const char *hits_key, const char *desc_hits_key,
-                      int64_t zero_hits_as, sl_parsed_request *pr,
-                      sl_dec_result *res, sl_buf *out, int keep_alive)
+                      sl_srv_req *rq, const char *hits_key,
+                      const char *desc_hits_key, int64_t zero_hits_as,
+                      sl_buf *out, int keep_alive)
 {
+    sl_parsed_request *pr = &rq->pr;
+    sl_dec_result *res = &rq->res;
     int status, rc;
     const char *code;
     char msg[256];
 
-    memset(res, 0, sizeof(*res));
-    if (sl_parse_request(w, req, hits_key, desc_hits_key, pr, &status, &code,
-                         msg, sizeof(msg)) != 0) {
-        sl_respond_error(out, status, code, msg, keep_alive);
-        return -1;
-    }
-    if (pr->hits == 0)
-        pr->hits = zero_hits_as;
-    res->status = calloc(pr->n, sizeof(sl_dec_status));
-    if (res->status == NULL) {
-        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
-        return -1;
-    }
-    rc = sl_decide(w, pr->domain, pr->domain_len, pr->ds, pr->n, pr->hits, res,
-                   msg, sizeof(msg));
-    if (rc == SL_SRV_PENDING) {
-        /* No answer to build (conn.c would drop it); the replay reuses
-         * this parse. */
-        sl_srv_op_keep_parsed(w, pr);
-        return -1;
+    if (rq->step == 0) {
+        if (sl_parse_request(w, req, hits_key, desc_hits_key, pr, &status,
+                             &code, msg, sizeof(msg)) != 0) {
+            sl_respond_error(out, status, code, msg, keep_alive);
+            return -1;
+        }
+        if (pr->hits == 0)
+            pr->hits = zero_hits_as;
+        res->status = calloc(pr->n, sizeof(sl_dec_status));
+        sl_dec_state *st = sl_dec_state_get(w, &rq->dec);
+        if (res->status == NULL || st == NULL) {
+            sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+            return -1;
+        }
+        rc = sl_decide(w, st, pr->domain, pr->domain_len, pr->ds, pr->n,
+                       pr->hits, res, rq->resume, rq->owner, &rq->wait, msg,
+                       sizeof(msg));
+        if (rc == SL_SRV_AGAIN) {
+            rq->step = 1;
+            return SL_SRV_AGAIN;
+        }
+    } else {
+        rc = sl_decide_finish(w, rq->dec, res, msg, sizeof(msg));
     }
     if (rc != 0) {
         sl_respond_error(out, sl_decide_status(rc), sl_err_name(rc), msg,
@@ -250,6 +252,30 @@ int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
         return -1;
     }
     return 0;
+}
+
+void sl_srv_req_reset(sl_srv_req *rq)
+{
+    sl_parsed_request_release(&rq->pr);
+    free(rq->res.status);
+    rq->res = (sl_dec_result){0};
+    if (rq->api_free != NULL)
+        rq->api_free(rq->api);
+    rq->api = NULL;
+    rq->api_free = NULL;
+    rq->wait = NULL;
+    rq->step = 0;
+}
+
+void sl_srv_req_close(sl_srv_req *rq)
+{
+    if (rq->wait != NULL) {
+        sd_cancel(rq->wait);
+        sl_decide_abandon(rq->dec);
+    }
+    sl_srv_req_reset(rq);
+    sl_dec_state_free(rq->dec);
+    rq->dec = NULL;
 }
 
 void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
@@ -273,10 +299,7 @@ void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
 
 int sl_decide_status(int rc)
 {
-    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ||
-                   rc == SL_SRV_PENDING
-               ? 503
-               : 400;
+    return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;
 }
 
 void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
@@ -286,6 +309,233 @@ void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
     for (size_t i = 0; i < n; i++)
         free(ds[i].entries);
     free(ds);
+}
+
+struct sl_dec_state {
+    /* The request, borrowed from the front end until it is decided. */
+    const sl_dec_descriptor *ds;
+    size_t n;
+    int64_t hits;
+    sl_srv_rules *rules; /* matched against */
+    int referenced;      /* rules is held by a reference while waiting */
+    sl_rule_match *m;
+    size_t nm, cap_m;
+    /* Per match: its item in items[] (an enforced limit) or its check in
+     * checks[] (a shadow limit), else SIZE_MAX. */
+    size_t *slot, cap_slot;
+    char *keys; /* the matches' counter keys */
+    size_t cap_keys;
+    size_t n_items, unmatched;
+    int deny;
+    sl_check_item items[SL_MAX_ITEMS];
+    int64_t costs[SL_MAX_ITEMS];
+    sl_rule_failure failure[SL_MAX_ITEMS];
+    sl_decision each[SL_MAX_ITEMS];
+    /* checks[0]: the enforced items, when there are any; then one per
+     * shadow limit, its item and cost in shadow[]. */
+    sd_check *checks;
+    size_t n_checks, cap_checks;
+    struct shadow_item {
+        sl_check_item item;
+        int64_t cost;
+    } *shadow;
+    size_t cap_shadow;
+    int has_items;
+};
+
+sl_dec_state *sl_dec_state_get(sl_srv_worker *w, sl_dec_state **own)
+{
+    sl_dec_state **st = w->server->cfg.redis_url ? own : &w->dec_scratch;
+    if (*st == NULL)
+        *st = calloc(1, sizeof(**st));
+    return *st;
+}
+
+void sl_dec_state_free(sl_dec_state *st)
+{
+    if (st == NULL)
+        return;
+    free(st->m);
+    free(st->slot);
+    free(st->keys);
+    free(st->checks);
+    free(st->shadow);
+    free(st);
+}
+
+/* Room for n elements of size in *p: 0, or -1 out of memory. */
+static int grow(void *p, size_t *cap, size_t n, size_t size)
+{
+    void **pp = p;
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 4;
+    while (c < n)
+        c *= 2;
+    void *g = realloc(*pp, c * size);
+    if (g == NULL)
+        return -1;
+    *pp = g;
+    *cap = c;
+    return 0;
+}
+
+/* Each counter key is the domain and the descriptor's entries, each
+ * written by sl_rules_match() as a separator, a decimal length and a
+ * colon before the bytes: KEY_FIELD bytes of framing at most. */
+#define KEY_FIELD 24
+
+static size_t key_room(size_t domain_len, const sl_dec_descriptor *d)
+{
+    size_t len = domain_len + KEY_FIELD;
+    for (size_t j = 0; j < d->n_entries; j++)
+        len += d->entries[j].key_len + d->entries[j].value_len + 2 * KEY_FIELD;
+    return len;
+}
+
+/* Matches every descriptor, applies lyft's `replaces`: 0 or SL_E*. */
+static int match(sl_dec_state *st, const sl_rules *rules, const char *domain,
+                 size_t domain_len, char *err, size_t errlen)
+{
+    size_t keys_len = 1, off = 0;
+    for (size_t i = 0; i < st->n; i++)
+        keys_len += key_room(domain_len, &st->ds[i]);
+    size_t max_m = st->n * SL_RULES_MAX_LIMITS_PER_NODE;
+    if (grow(&st->keys, &st->cap_keys, keys_len, 1) != 0 ||
+        grow(&st->m, &st->cap_m, max_m, sizeof(*st->m)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    st->nm = st->unmatched = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const sl_dec_descriptor *d = &st->ds[i];
+        size_t len = key_room(domain_len, d), k = 0;
+        int rc = sl_rules_match(rules, domain, domain_len, d->entries,
+                                d->n_entries, i, st->m + st->nm,
+                                SL_RULES_MAX_LIMITS_PER_NODE, &k,
+                                st->keys + off, len);
+        if (rc != 0) {
+            snprintf(err, errlen, "descriptors[%zu]: %s", i, sl_strerror(rc));
+            return rc;
+        }
+        if (k == 0)
+            st->unmatched++;
+        st->nm += k;
+        off += len;
+    }
+    sl_rules_drop_replaced(st->m, &st->nm);
+    if (grow(&st->slot, &st->cap_slot, st->nm, sizeof(*st->slot)) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    return 0;
+}
+
+static int64_t hits_of(const sl_dec_state *st, const sl_rule_match *m)
+{
+    int64_t h = st->ds[m->descriptor].hits;
+    return h >= 0 ? h : st->hits;
+}
+
+/* The checks: every enforced limit in one, all or nothing; each shadow
+ * limit alone, because it must never veto the real ones.  Unlimited
+ * rules never touch the store; a deny rule makes the others queries (a
+ * denied request consumes nothing).  0 or SL_E*. */
+static int build_checks(sl_dec_state *st, char *err, size_t errlen)
+{
+    size_t n_shadow = 0;
+    st->n_items = 0;
+    st->deny = 0;
+    for (size_t i = 0; i < st->nm; i++) {
+        const sl_rule *r = st->m[i].rule;
+        st->slot[i] = SIZE_MAX;
+        if (r->shadow_mode) {
+            n_shadow += r->action == SL_RULE_LIMIT;
+            continue;
+        }
+        if (r->action == SL_RULE_DENY)
+            st->deny = 1;
+        if (r->action != SL_RULE_LIMIT)
+            continue;
+        if (st->n_items == SL_MAX_ITEMS) {
+            snprintf(err, errlen,
+                     "more than %d limits matched; one request decides at "
+                     "most %d at once",
+                     SL_MAX_ITEMS, SL_MAX_ITEMS);
+            return SL_ERANGE;
+        }
+        size_t k = st->n_items++;
+        st->slot[i] = k;
+        st->failure[k] = r->store_failure;
+        st->costs[k] = hits_of(st, &st->m[i]);
+        st->items[k] = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
+    }
+    for (size_t k = 0; st->deny && k < st->n_items; k++)
+        st->costs[k] = 0;
+    st->has_items = st->n_items > 0;
+    st->n_checks = (size_t)st->has_items + n_shadow;
+    if (grow(&st->checks, &st->cap_checks, st->n_checks, sizeof(sd_check)) ||
+        grow(&st->shadow, &st->cap_shadow, n_shadow, sizeof(*st->shadow))) {
+        snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    if (st->has_items)
+        st->checks[0] = (sd_check){.items = st->items,
+                                   .costs = st->costs,
+                                   .n = st->n_items,
+                                   .failure = st->failure,
+                                   .each = st->each};
+    size_t c = (size_t)st->has_items, j = 0;
+    for (size_t i = 0; i < st->nm; i++) {
+        const sl_rule *r = st->m[i].rule;
+        if (!r->shadow_mode || r->action != SL_RULE_LIMIT)
+            continue;
+        struct shadow_item *sh = &st->shadow[j];
+        sh->item = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
+        sh->cost = hits_of(st, &st->m[i]);
+        st->checks[c] = (sd_check){.items = &sh->item,
+                                   .costs = &sh->cost,
+                                   .n = 1,
+                                   .failure = &r->store_failure};
+        st->slot[i] = c++;
+        j++;
+    }
+    return 0;
+}
+
+int sl_decide(sl_srv_worker *w, sl_dec_state *st, const char *domain,
+              size_t domain_len, const sl_dec_descriptor *ds, size_t n,
+              int64_t hits, sl_dec_result *res, sd_done_fn done, void *owner,
+              sd_wait **wait, char *err, size_t errlen)
+{
+    st->ds = ds;
+    st->n = n;
+    st->hits = hits;
+    st->rules = w->rules;
+    int rc = match(st, w->rules->rules, domain, domain_len, err, errlen);
+    if (rc == 0)
+        rc = build_checks(st, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (st->n_checks > 0 &&
+        sd_decide(w->dec, st->checks, st->n_checks, sl_srv_now(w), done, owner,
+                  wait) == SD_AGAIN) {
+        /* The matches name rules of this set: it stays until answered. */
+        atomic_fetch_add_explicit(&st->rules->refs, 1, memory_order_relaxed);
+        st->referenced = 1;
+        return SL_SRV_AGAIN;
+    }
+    return sl_decide_finish(w, st, res, err, errlen);
+}
+
+void sl_decide_abandon(sl_dec_state *st)
+{
+    if (st == NULL)
+        return;
+    if (st->referenced)
+        sl_srv_rules_release(st->rules);
+    st->referenced = 0;
+    st->rules = NULL;
 }
 
 /* Orders statuses: over the limit first, then limited before unlimited,
@@ -305,165 +555,72 @@ static int closer(const sl_dec_status *a, const sl_dec_status *b)
     return a->d.remaining < b->d.remaining;
 }
 
-int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
-              const sl_dec_descriptor *ds, size_t n, int64_t hits,
-              sl_dec_result *res, char *err, size_t errlen)
+/* A match's status: its decision, whether it refused, and its metrics. */
+static sl_dec_status status_of(sl_srv_worker *w, const sl_dec_state *st,
+                               const sl_rule_match *m, size_t slot, int over)
 {
-    const sl_rules *rules = w->rules->rules;
-    sl_nanos now = sl_srv_now(w);
-    sl_rule_match m[SL_RULES_MAX_MATCHES];
-    size_t nm = 0, keys_len = 0;
-    uint64_t unmatched = 0;
+    const sl_rule *r = m->rule;
+    const sl_dec_descriptor *dd = &st->ds[m->descriptor];
+    sl_dec_status s = {.rule = r,
+                       .text = &st->rules->text[r->index],
+                       .shadow = r->shadow_mode};
+    int shadow_pass = 0;
+    uint64_t near = 0;
+    int64_t h = hits_of(st, m);
+    switch (r->action) {
+    case SL_RULE_UNLIMITED:
+        s.d = (sl_decision){.allowed = 1, .remaining = INT64_MAX};
+        break;
+    case SL_RULE_DENY:
+        s.d = (sl_decision){.allowed = 0, .retry_after = -1};
+        s.over = !r->shadow_mode;
+        shadow_pass = r->shadow_mode;
+        break;
+    case SL_RULE_LIMIT:
+        if (!r->shadow_mode) {
+            s.d = st->each[slot];
+            s.over = !s.d.allowed;
+            /* A refused request consumed from no item. */
+            near = over ? 0 : sl_metrics_near_hits(&s.d, h);
+        } else {
+            const sd_check *c = &st->checks[slot];
+            /* A shadow limit that could not be decided lets it pass. */
+            s.d = c->rc == 0 ? c->overall : (sl_decision){.allowed = 1};
+            near = sl_metrics_near_hits(&s.d, h);
+            shadow_pass = !s.d.allowed;
+            s.d.allowed = 1;
+            s.d.retry_after = 0;
+        }
+        break;
+    }
+    sl_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
+                    near);
+    return s;
+}
+
+int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
+                     char *err, size_t errlen)
+{
     int rc = 0;
-
-    /* Each counter key is the domain and the descriptor's entries, each
-     * written by sl_rules_match() as a separator, a decimal length and a
-     * colon before the bytes: KEY_FIELD bytes of framing at most. */
-#define KEY_FIELD 24
-    for (size_t i = 0; i < n; i++) {
-        keys_len += domain_len + KEY_FIELD;
-        for (size_t j = 0; j < ds[i].n_entries; j++)
-            keys_len += ds[i].entries[j].key_len + ds[i].entries[j].value_len +
-                        2 * KEY_FIELD;
+    if (st->has_items && st->checks[0].rc != 0) {
+        rc = st->checks[0].rc;
+        snprintf(err, errlen, "%s", st->checks[0].err);
+        goto out;
     }
-    /* On the stack unless the descriptors are large: nothing keeps a
-     * key past this call (a Redis call copies its keys). */
-    char small[1024];
-    char *keys = keys_len + 1 <= sizeof(small) ? small : malloc(keys_len + 1);
-    if (keys == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return SL_ENOMEM;
-    }
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = domain_len + KEY_FIELD, k = 0;
-        for (size_t j = 0; j < ds[i].n_entries; j++)
-            len += ds[i].entries[j].key_len + ds[i].entries[j].value_len +
-                   2 * KEY_FIELD;
-        rc = sl_rules_match(rules, domain, domain_len, ds[i].entries,
-                            ds[i].n_entries, i, m + nm,
-                            SL_RULES_MAX_LIMITS_PER_NODE, &k, keys + off, len);
-        if (rc != 0) {
-            snprintf(err, errlen, "descriptors[%zu]: %s", i, sl_strerror(rc));
-            goto out;
-        }
-        if (k == 0)
-            unmatched++;
-        nm += k;
-        off += len;
-    }
-    sl_rules_drop_replaced(m, &nm);
-
-    sl_check_item items[SL_MAX_ITEMS];
-    int64_t costs[SL_MAX_ITEMS];
-    sl_rule_failure failure[SL_MAX_ITEMS];
-    size_t item_of[SL_RULES_MAX_MATCHES]; /* match -> item, or SIZE_MAX */
-    size_t n_items = 0;
-    int deny = 0;
-    for (size_t i = 0; i < nm; i++) {
-        const sl_rule *r = m[i].rule;
-        int64_t h =
-            ds[m[i].descriptor].hits >= 0 ? ds[m[i].descriptor].hits : hits;
-        item_of[i] = SIZE_MAX;
-        if (r->shadow_mode)
-            continue;
-        if (r->action == SL_RULE_DENY)
-            deny = 1;
-        if (r->action != SL_RULE_LIMIT)
-            continue;
-        if (n_items == SL_MAX_ITEMS) {
-            rc = SL_ERANGE;
-            snprintf(err, errlen,
-                     "more than %d limits matched; one request decides at "
-                     "most %d at once",
-                     SL_MAX_ITEMS, SL_MAX_ITEMS);
-            goto out;
-        }
-        item_of[i] = n_items;
-        failure[n_items] = r->store_failure;
-        costs[n_items] = deny ? 0 : h; /* a denied request consumes nothing */
-        items[n_items++] = (sl_check_item){r->limit, m[i].key, m[i].key_len};
-    }
-    /* A deny matched after some limits: those are queries too. */
-    for (size_t i = 0; deny && i < n_items; i++)
-        costs[i] = 0;
-
-    sl_decision each[SL_MAX_ITEMS], overall = {.allowed = 1};
-    if (n_items > 0) {
-        rc = sl_srv_check(w, items, costs, n_items, now, 0, failure, each,
-                          &overall, err, errlen);
-        if (rc != 0 && rc != SL_SRV_PENDING)
-            goto out;
-    }
-    /* Shadow limits are decided apart, each on its own, because they must
-     * never veto the real ones; a failure lets the request pass.  With
-     * --store redis they are sent with the real call, in one round trip. */
-    sl_decision shadow[SL_RULES_MAX_MATCHES];
-    for (size_t i = 0; i < nm; i++) {
-        const sl_rule *r = m[i].rule;
-        if (r->action != SL_RULE_LIMIT || item_of[i] != SIZE_MAX)
-            continue;
-        const sl_dec_descriptor *dd = &ds[m[i].descriptor];
-        int64_t h = dd->hits >= 0 ? dd->hits : hits;
-        sl_check_item it = {r->limit, m[i].key, m[i].key_len};
-        char serr[128];
-        int src = sl_srv_check(w, &it, &h, 1, now, 0, &r->store_failure, NULL,
-                               &shadow[i], serr, sizeof(serr));
-        if (src == SL_SRV_PENDING)
-            rc = SL_SRV_PENDING;
-        else if (src != 0)
-            shadow[i] = (sl_decision){.allowed = 1};
-    }
-    if (rc == SL_SRV_PENDING)
-        goto out; /* nothing counted: the request runs again */
-    res->over = deny || !overall.allowed;
-    if (unmatched > 0)
-        atomic_fetch_add_explicit(&w->stats.unmatched, unmatched,
+    res->over = st->deny || (st->has_items && !st->checks[0].overall.allowed);
+    if (st->unmatched > 0)
+        atomic_fetch_add_explicit(&w->stats.unmatched, st->unmatched,
                                   memory_order_relaxed);
-
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < st->n; i++)
         res->status[i] = (sl_dec_status){0};
     res->closest = NULL;
-    for (size_t i = 0; i < nm; i++) {
-        const sl_rule *r = m[i].rule;
-        const sl_dec_descriptor *dd = &ds[m[i].descriptor];
-        sl_dec_status st = {.rule = r,
-                            .text = &w->rules->text[r->index],
-                            .shadow = r->shadow_mode};
-        int shadow_pass = 0;
-        uint64_t near = 0;
-        int64_t h = dd->hits >= 0 ? dd->hits : hits;
-        switch (r->action) {
-        case SL_RULE_UNLIMITED:
-            st.d = (sl_decision){.allowed = 1, .remaining = INT64_MAX};
-            break;
-        case SL_RULE_DENY:
-            st.d = (sl_decision){.allowed = 0, .retry_after = -1};
-            st.over = !r->shadow_mode;
-            shadow_pass = r->shadow_mode;
-            break;
-        case SL_RULE_LIMIT:
-            if (item_of[i] != SIZE_MAX) {
-                st.d = each[item_of[i]];
-                st.over = !st.d.allowed;
-                /* A refused request consumed from no item. */
-                near = res->over ? 0 : sl_metrics_near_hits(&st.d, h);
-            } else {
-                st.d = shadow[i];
-                near = sl_metrics_near_hits(&st.d, h);
-                shadow_pass = !st.d.allowed;
-                st.d.allowed = 1;
-                st.d.retry_after = 0;
-            }
-            break;
-        }
-        sl_metrics_rule(w, r, dd->entries, dd->n_entries, !st.over, shadow_pass,
-                        near);
-        sl_dec_status *slot = &res->status[m[i].descriptor];
-        if (closer(&st, slot))
-            *slot = st;
+    for (size_t i = 0; i < st->nm; i++) {
+        sl_dec_status s = status_of(w, st, &st->m[i], st->slot[i], res->over);
+        sl_dec_status *slot = &res->status[st->m[i].descriptor];
+        if (closer(&s, slot))
+            *slot = s;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < st->n; i++)
         if (res->status[i].rule != NULL &&
             res->status[i].rule->action != SL_RULE_UNLIMITED &&
             (res->closest == NULL || closer(&res->status[i], res->closest)))
@@ -472,8 +629,7 @@ int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
                                         : &w->stats.checks_ok,
                               1, memory_order_relaxed);
 out:
-    if (keys != small)
-        free(keys);
+    sl_decide_abandon(st);
     return rc;
 }
 

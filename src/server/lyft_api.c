@@ -45,22 +45,22 @@ static void add_unit(sl_buf *b, const sl_rule *r)
     sl_buf_add_json_string(b, buf, strlen(buf));
 }
 
-void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                 int keep_alive)
+int sl_api_lyft(sl_srv_worker *w, const sl_http_request *req,
+                sl_srv_req *rq, sl_buf *out, int keep_alive)
 {
-    uint64_t t0 = uv_hrtime();
-    sl_parsed_request pr;
-    sl_dec_result res;
-    if (sl_decide_request(w, req, "hitsAddend", NULL, 1, &pr, &res, out,
-                          keep_alive) != 0)
-        goto done;
+    if (rq->step == 0)
+        rq->t0 = uv_hrtime();
+    int rc = sl_decide_request(w, req, rq, "hitsAddend", NULL, 1, out, keep_alive);
+    if (rc != 0)
+        return rc == SL_SRV_AGAIN ? rc : 0;
+    const sl_dec_result *res = &rq->res;
     sl_buf *b = &w->answer;
     b->len = 0;
     b->failed = 0;
-    sl_buf_addstr(b, res.over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
+    sl_buf_addstr(b, res->over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
                               : "{\"overallCode\":\"OK\",\"statuses\":[");
-    for (size_t i = 0; i < pr.n; i++) {
-        const sl_dec_status *st = &res.status[i];
+    for (size_t i = 0; i < rq->pr.n; i++) {
+        const sl_dec_status *st = &res->status[i];
         if (i > 0)
             sl_buf_addstr(b, ",");
         sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\""
@@ -80,8 +80,6 @@ void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
         sl_buf_addstr(b, "}");
     }
     sl_buf_addstr(b, "]}");
-    sl_respond_decision(w, &res, out, keep_alive, t0);
-done:
-    free(res.status);
-    sl_parsed_request_release(&pr);
+    sl_respond_decision(w, res, out, keep_alive, rq->t0);
+    return 0;
 }

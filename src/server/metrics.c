@@ -187,7 +187,6 @@ uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits)
 void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
 {
     size_t i = 0;
-    ns += w->waited_ns; /* a replayed request's earlier runs and waits */
     while (i < SL_SRV_LATENCY_BUCKETS - 1 && ns > latency_le[i])
         i++;
     atomic_fetch_add_explicit(&w->stats.latency[i], 1, memory_order_relaxed);
@@ -346,7 +345,7 @@ static void render_store(sl_server *s, sl_buf *out)
     static const char *const policies[] = {"local", "fail_open", "fail_closed"};
     uint64_t up = 0;
     for (int i = 0; i < s->n_workers; i++)
-        up += (uint64_t)atomic_load_explicit(&s->workers[i].stats.store_up,
+        up += (uint64_t)atomic_load_explicit(&s->workers[i].stats.store.up,
                                              memory_order_relaxed);
     sl_buf_printf(out,
                   "# HELP sluice_store_up 1 when every thread's Redis "
@@ -361,19 +360,19 @@ static void render_store(sl_server *s, sl_buf *out)
     sl_buf_addstr(out, "# HELP sluice_store_failures_total store calls that "
                        "failed, by reason\n"
                        "# TYPE sluice_store_failures_total counter\n");
-    for (int r = 0; r < SL_SRV_N_REASONS; r++)
+    for (int r = 0; r < SD_N_REASONS; r++)
         sl_buf_printf(out, "sluice_store_failures_total{reason=\"%s\"} %llu\n",
-                      sl_srv_fail_name(r),
-                      (unsigned long long)SUM(store_failures[r]));
+                      sd_reason_name(r),
+                      (unsigned long long)SUM(store.failures[r]));
     sl_buf_addstr(out,
                   "# HELP sluice_store_fallback_decisions_total calls decided "
                   "by the failure policy instead of Redis\n"
                   "# TYPE sluice_store_fallback_decisions_total counter\n");
-    for (int p = 0; p < SL_SRV_N_POLICIES; p++)
+    for (int p = 0; p < SD_N_POLICIES; p++)
         sl_buf_printf(out,
                       "sluice_store_fallback_decisions_total{policy=\"%s\"} "
                       "%llu\n",
-                      policies[p], (unsigned long long)SUM(fallbacks[p]));
+                      policies[p], (unsigned long long)SUM(store.fallbacks[p]));
     sl_buf_printf(out,
                   "# HELP sluice_store_breaker_transitions_total circuit "
                   "breaker state changes, summed over threads\n"
@@ -381,8 +380,8 @@ static void render_store(sl_server *s, sl_buf *out)
                   "sluice_store_breaker_transitions_total{to=\"open\"} %llu\n"
                   "sluice_store_breaker_transitions_total{to=\"closed\"} "
                   "%llu\n",
-                  (unsigned long long)SUM(breaker_opened),
-                  (unsigned long long)SUM(breaker_closed));
+                  (unsigned long long)SUM(store.breaker_opened),
+                  (unsigned long long)SUM(store.breaker_closed));
     sl_buf_printf(out,
                   "# HELP sluice_store_commands_total script calls sent to "
                   "Redis (one EVALSHA decides one call or a batch)\n"
@@ -392,14 +391,14 @@ static void render_store(sl_server *s, sl_buf *out)
                   "Redis, alone or in a batch\n"
                   "# TYPE sluice_store_calls_total counter\n"
                   "sluice_store_calls_total %llu\n",
-                  (unsigned long long)SUM(store_commands),
-                  (unsigned long long)SUM(store_calls));
+                  (unsigned long long)SUM(store.commands),
+                  (unsigned long long)SUM(store.calls));
     sl_buf_printf(out,
                   "# HELP sluice_nodes_live nodes sharing the Redis, the "
                   "local policy's divisor (--nodes, or counted live)\n"
                   "# TYPE sluice_nodes_live gauge\n"
                   "sluice_nodes_live %d\n",
-                  sl_srv_nodes(s));
+                  sd_engine_nodes(s->engine));
 }
 
 void sl_metrics_render(sl_server *s, sl_buf *out)
@@ -467,17 +466,17 @@ void sl_metrics_render(sl_server *s, sl_buf *out)
                   "sluice_store_bytes %llu\n",
                   atomic_load(&s->open_conns), (unsigned long long)st.keys,
                   (unsigned long long)st.bytes);
-    if (s->redis_store != NULL)
+    if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
 }
 
 const char *sl_metrics_store_status(sl_server *s)
 {
     int up = 0;
-    if (s->redis_store == NULL)
+    if (!sd_engine_uses_redis(s->engine))
         return "up";
     for (int i = 0; i < s->n_workers; i++)
-        up += atomic_load_explicit(&s->workers[i].stats.store_up,
+        up += atomic_load_explicit(&s->workers[i].stats.store.up,
                                    memory_order_relaxed);
     return up == s->n_workers ? "up" : up == 0 ? "down" : "degraded";
 }

@@ -169,11 +169,11 @@ static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
          * the body says whether Redis is decided on. */
         body = json_pack("{s:s,s:s,s:s,s:s}", "status", "ready",
                          "rules_version", sl_rules_version(w->rules->rules),
-                         "store", w->server->redis_store ? "redis" : "memory",
+                         "store", sd_engine_uses_redis(w->server->engine) ? "redis" : "memory",
                          "store_status", sl_metrics_store_status(w->server));
-        if (w->server->redis_store != NULL)
+        if (sd_engine_uses_redis(w->server->engine))
             json_object_set_new(body, "nodes_live",
-                                json_integer(sl_srv_nodes(w->server)));
+                                json_integer(sd_engine_nodes(w->server->engine)));
         sl_respond_json(out, 200, NULL, body, keep_alive);
     } else {
         body = json_pack("{s:s}", "status", "no rules loaded");
@@ -243,8 +243,10 @@ typedef struct route {
     const char *path;
     int method; /* enum http_method, or ANY_METHOD */
     void (*get)(sl_srv_worker *, sl_buf *, int);
-    /* Handlers that need the request (a body or a query string). */
-    void (*post)(sl_srv_worker *, const sl_http_request *, sl_buf *, int);
+    /* Handlers that need the request (a body or a query string) and
+     * may wait on the store (SL_SRV_AGAIN). */
+    int (*post)(sl_srv_worker *, const sl_http_request *, sl_srv_req *,
+                sl_buf *, int);
 } route;
 
 static const route routes[] = {
@@ -261,8 +263,8 @@ static const route routes[] = {
     {"/v1/auth", ANY_METHOD, NULL, sl_api_auth},
 };
 
-void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-              int *keep_alive)
+int sl_route(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
+             sl_buf *out, int *keep_alive)
 {
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const route *r = &routes[i];
@@ -279,13 +281,13 @@ void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
                                      "EMETHOD", "message", msg);
             sl_respond_json(out, 405, headers, body, *keep_alive);
             json_decref(body);
-            return;
+            return 0;
         }
-        if (r->get)
-            r->get(w, out, *keep_alive);
-        else
-            r->post(w, req, out, *keep_alive);
-        return;
+        if (r->post)
+            return r->post(w, req, rq, out, *keep_alive);
+        r->get(w, out, *keep_alive);
+        return 0;
     }
     sl_respond_error(out, 404, "ENOTFOUND", "no such route", *keep_alive);
+    return 0;
 }

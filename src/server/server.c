@@ -24,7 +24,7 @@
 sl_nanos sl_srv_now(sl_srv_worker *w)
 {
     if (w->now_stale) {
-        w->now = w->server->wall_offset + (sl_nanos)uv_hrtime();
+        w->now = sd_engine_clock(w->server->engine);
         w->now_stale = 0;
     }
     return w->now;
@@ -53,8 +53,7 @@ static void wake_cb(uv_async_t *a)
             w->server->cfg.frontend->close_idle(w);
         else
             sl_conn_close_idle(w);
-        sl_srv_nodes_stop(w);
-        sl_srv_redis_stop(w);
+        sd_thread_stop(w->dec);
     }
 }
 
@@ -155,32 +154,25 @@ int sl_server_run(const sl_srv_config *cfg)
         return 1;
     the_server = s;
     s->cfg = *cfg;
-    atomic_init(&s->nodes_live, 1);
     pthread_mutex_init(&s->reload_lock, NULL);
     signal(SIGPIPE, SIG_IGN);
     int status = 1;
 
-    sl_memory_options mo = {.max_bytes = cfg->store_bytes};
-    s->store = sl_memory_store_new(&mo);
-    if (s->store == NULL || sl_adhoc_init(s) != 0 || sl_reload_init(s) != 0)
+    sd_config dc = {.store_bytes = cfg->store_bytes,
+                    .redis_url = cfg->redis_url,
+                    .redis_tag_domain = cfg->redis_tag_domain,
+                    .redis_timeout_ms = cfg->redis_timeout_ms,
+                    .redis_failure = cfg->redis_failure,
+                    .redis_breaker = cfg->redis_breaker,
+                    .nodes = cfg->nodes};
+    char err[256];
+    if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice serve: --store: %s\n", err);
         goto out;
-    if (cfg->redis_url != NULL) {
-        /* Only parsed here: the workers connect, asynchronously, and a
-         * Redis that is down at start is a store failure like any other.
-         * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
-        sl_redis_options ro = {
-            .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
-        /* A counter key is "len:domain" then ",len:key=len:value" per
-         * entry (sl_rules_match): up to the first ',' is the domain. */
-        if (cfg->redis_tag_domain)
-            ro.tag_delimiter = ',';
-        char err[256];
-        if (sl_redis_store_new(&ro, &s->redis_store, err, sizeof(err)) != 0) {
-            fprintf(stderr, "sluice serve: --store: %s\n", err);
-            goto out;
-        }
     }
-    s->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
+    s->store = sd_engine_memory(s->engine);
+    if (sl_adhoc_init(s) != 0 || sl_reload_init(s) != 0)
+        goto out;
     s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
     if (s->workers == NULL)
@@ -211,10 +203,9 @@ int sl_server_run(const sl_srv_config *cfg)
         uv_prepare_start(&w->tick, tick_cb);
         uv_unref((uv_handle_t *)&w->tick);
         sl_reload_adopt(w);
-        if (s->redis_store != NULL && sl_srv_redis_init(w) != 0)
+        if ((w->dec = sd_thread_new(s->engine, &w->loop, i,
+                                    &w->stats.store)) == NULL)
             goto stop;
-        if (s->redis_store != NULL)
-            sl_srv_nodes_init(w);
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;
     }
@@ -253,7 +244,8 @@ stop:
         uv_loop_close(&w->loop);
         sl_srv_rules_release(w->rules);
         sl_metrics_release(w);
-        sl_srv_local_release(w);
+        sd_thread_free(w->dec);
+        sl_dec_state_free(w->dec_scratch);
         sl_buf_release(&w->answer);
     }
     for (int i = 0; i < locks; i++)
@@ -262,8 +254,7 @@ out:
     free(s->workers);
     sl_reload_release(s);
     sl_adhoc_release(s);
-    sl_store_free(s->store);
-    sl_store_free(s->redis_store);
+    sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);
     the_server = NULL;

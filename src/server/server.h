@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <uv.h>
 
+#include "decision/decision.h"
 #include "sluice.h"
 #include "sluice_rules.h"
 
@@ -48,6 +49,7 @@
 #define SL_SRV_MAX_ADHOC_LIMITS 10000
 
 typedef struct sl_srv_worker sl_srv_worker;
+typedef struct sl_srv_req sl_srv_req;
 
 /* What an accepted connection becomes.  NULL in sl_srv_config means the
  * decision API of conn.c; `sluice proxy` passes its own (src/proxy/), and
@@ -85,17 +87,13 @@ typedef struct sl_srv_config {
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
 } sl_srv_config;
 
-/* --nodes auto: divide by the live nodes counted through Redis (nodes.c). */
-#define SL_SRV_NODES_AUTO 0
-
-/* --redis-failure: how a request is decided when Redis cannot decide it. */
-enum { SL_SRV_FAIL_LOCAL, SL_SRV_FAIL_OPEN, SL_SRV_FAIL_CLOSED };
-#define SL_SRV_N_POLICIES 3
-/* Why a call failed (sluice_store_failures_total{reason}). */
-enum { SL_SRV_FAIL_TIMEOUT, SL_SRV_FAIL_ERROR, SL_SRV_FAIL_BREAKER };
-#define SL_SRV_N_REASONS 3
-#define SL_SRV_DEFAULT_REDIS_TIMEOUT_MS 5
-#define SL_SRV_DEFAULT_REDIS_BREAKER 3
+/* The store's settings are the decision layer's (src/decision/). */
+#define SL_SRV_NODES_AUTO SD_NODES_AUTO
+#define SL_SRV_FAIL_LOCAL SD_FAIL_LOCAL
+#define SL_SRV_FAIL_OPEN SD_FAIL_OPEN
+#define SL_SRV_FAIL_CLOSED SD_FAIL_CLOSED
+#define SL_SRV_DEFAULT_REDIS_TIMEOUT_MS SD_DEFAULT_REDIS_TIMEOUT_MS
+#define SL_SRV_DEFAULT_REDIS_BREAKER SD_DEFAULT_REDIS_BREAKER
 
 /* A growable byte buffer (git's strbuf).  Out of memory never aborts:
  * the append is dropped and `failed` set, and whoever sends the buffer
@@ -214,19 +212,8 @@ typedef struct sl_srv_stats {
     atomic_uint_fast64_t latency_count;
     atomic_uint_fast64_t latency_sum_ns;
     atomic_uint_fast64_t latency[SL_SRV_LATENCY_BUCKETS];
-    /* --store redis (store_redis.c). */
-    atomic_uint_fast64_t store_failures[SL_SRV_N_REASONS];
-    atomic_uint_fast64_t fallbacks[SL_SRV_N_POLICIES];
-    atomic_uint_fast64_t breaker_opened, breaker_closed;
-    /* Script calls sent to Redis (EVALSHA commands), and the decision
-     * calls they carried: more calls than commands is batching. */
-    atomic_uint_fast64_t store_commands, store_calls;
-    atomic_int store_up; /* this thread's connection is usable */
+    sd_stats store; /* the decision layer's (--store redis) */
 } sl_srv_stats;
-
-typedef struct sl_srv_op sl_srv_op;
-typedef struct sl_srv_redis sl_srv_redis;
-typedef struct sl_srv_local sl_srv_local;
 
 typedef struct sl_srv_series sl_srv_series;
 
@@ -256,21 +243,18 @@ struct sl_srv_worker {
     /* The series of each rule of `rules` without detailed_metric, by
      * rule->index, once found (metrics.c); only this thread reads it. */
     sl_srv_series **rule_series;
-    sl_srv_redis *redis; /* NULL: the memory store decides */
-    sl_srv_op *op;       /* the request being run records its calls here */
-    sl_nanos waited_ns;  /* since the first run of the request being run */
-    sl_srv_local *local; /* the local policy's divided limits */
-    uv_timer_t beat;     /* --nodes auto, thread 0: the heartbeat */
-    int beating;
+    sd_thread *dec; /* this thread's side of the decision layer */
+    /* The rules decision of requests answered at once (the memory
+     * store): one per thread; with Redis each connection has its own. */
+    struct sl_dec_state *dec_scratch;
 };
 
 struct sl_server {
     sl_srv_config cfg;
-    sl_store *store;       /* memory: the store, or Redis's local fallback */
-    sl_store *redis_store; /* --store redis: builds calls, never connects */
+    sd_engine *engine; /* the stores */
+    sl_store *store;   /* the memory store (the engine's) */
     sl_srv_worker *workers;
     int n_workers;
-    sl_nanos wall_offset; /* realtime - uv_hrtime at start */
     atomic_int open_conns;
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
@@ -278,99 +262,11 @@ struct sl_server {
     char last_error[512];  /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     struct sl_srv_adhoc *adhoc; /* client_api.c: ad hoc limits */
-    /* --nodes auto (nodes.c): this node's id, and the live nodes Redis
-     * counted last (1 before any count). */
-    char node_id[128];
-    atomic_int nodes_live;
 };
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sl_server_run(const sl_srv_config *cfg);
 sl_nanos sl_srv_now(sl_srv_worker *w);
-
-/* store_redis.c.  Every decision of the front ends goes through
- * sl_srv_check(): as sl_check_costs() (flags 0 or SL_RECORD; each and
- * overall may be NULL) with a message in err on error, plus, with
- * --store redis, SL_SRV_PENDING: the call was recorded, the request will
- * be run again when its result is in (store_redis.c explains).  failure
- * (NULL: every item the default) is each item's rule's store_failure,
- * used only when Redis cannot decide. */
-#define SL_SRV_PENDING (-1000)
-int sl_srv_check(sl_srv_worker *w, const sl_check_item *items,
-                 const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
-                 const sl_rule_failure *failure, sl_decision *each,
-                 sl_decision *overall, char *err, size_t errlen);
-int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
-
-/* redis_cluster.c: a worker's links to a Redis Cluster's masters, for
- * store_redis.c (which it explains).  Links are hiredis async contexts
- * on the worker's loop; each is NULL when it cannot be made now. */
-typedef struct sl_srv_cluster sl_srv_cluster;
-struct redisAsyncContext;
-/* timeout_ms: how long a link may take to connect (--redis-timeout). */
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
-                                   uint64_t timeout_ms);
-void sl_srv_cluster_free(sl_srv_cluster *cl); /* NULL: no-op */
-/* The link to the master of slot by the map (a refresh if unknown). */
-struct redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot);
-/* The link to (host, port), made if new. */
-struct redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl,
-                                                 const char *host, int port);
-int sl_srv_cluster_owns(sl_srv_cluster *cl, const struct redisAsyncContext *ac);
-/* The host of a link ("" if not one), for a redirection without one. */
-const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
-                                   const struct redisAsyncContext *ac);
-/* A CLUSTER SLOTS reply from host becomes the map: 0 or -1. */
-int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
-                           const char *host);
-void sl_srv_cluster_refresh(sl_srv_cluster *cl); /* asynchronous */
-/* Where the breaker's next probe connects (seeds and known masters in
- * turn); borrowed. */
-const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port);
-/* What store_redis.c sent on a link, and each answer (or NULL reply)
- * it got: a link owing answers for a whole timeout is taken for dead. */
-void sl_srv_cluster_sent(sl_srv_cluster *cl,
-                         const struct redisAsyncContext *ac);
-void sl_srv_cluster_replied(sl_srv_cluster *cl,
-                            const struct redisAsyncContext *ac);
-/* After calls timed out: drops the links that owe answers for a whole
- * timeout, reads the map again. */
-void sl_srv_cluster_timed_out(sl_srv_cluster *cl);
-/* Drops every link: their calls in flight get no reply. */
-void sl_srv_cluster_close(sl_srv_cluster *cl);
-/* sl_srv_redis_write_now on every connected link. */
-void sl_srv_cluster_write_now(sl_srv_cluster *cl);
-/* store_redis.c, for every hiredis connection of a worker (its own and
- * the cluster's links): attached to the loop with the poll hooks that
- * restart the poll handle only on a change of interest (0 or -1); and
- * the commands it holds written at once rather than at the next poll. */
-int sl_srv_redis_attach(struct redisAsyncContext *ac, uv_loop_t *loop);
-void sl_srv_redis_write_now(struct redisAsyncContext *ac);
-void sl_srv_redis_stop(sl_srv_worker *w); /* drain: close once idle */
-/* Writes the calls recorded so far now rather than when the loop next
- * polls: called after each connection's read, from outside any request. */
-void sl_srv_redis_flush(sl_srv_worker *w);
-const char *sl_srv_fail_name(int reason);
-/* The thread's Redis connection for `key` (with a Cluster: its slot's
- * master) while it is usable, else NULL: for commands beside the
- * decisions (nodes.c). */
-struct redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w,
-                                               const char *key);
-
-/* nodes.c: --nodes auto.  sl_srv_nodes() is the local policy's divisor:
- * --nodes N, or the live nodes last counted (at least 1). */
-int sl_srv_nodes(const sl_server *s);
-void sl_srv_nodes_init(sl_srv_worker *w); /* on the loop, after redis_init */
-void sl_srv_nodes_stop(sl_srv_worker *w);
-void sl_srv_op_begin(sl_srv_worker *w, sl_srv_op *op);
-int sl_srv_op_end(sl_srv_worker *w, sl_srv_op **opp, void *owner,
-                  void (*done_cb)(void *owner));
-void sl_srv_op_cancel(sl_srv_op *op);
-int sl_srv_local_check(sl_srv_worker *w, const sl_check_item *items,
-                       const int64_t *costs, size_t n, sl_nanos now,
-                       unsigned flags, sl_decision *each, sl_decision *overall,
-                       char *err, size_t errlen);
-void sl_srv_local_release(sl_srv_worker *w);
 
 /* conn.c */
 void sl_conn_accept(sl_srv_worker *w);
@@ -400,8 +296,9 @@ typedef struct sl_http_request {
     size_t n_headers;
 } sl_http_request;
 
-void sl_route(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-              int *keep_alive);
+/* Answers the request into out: 0, or SL_SRV_AGAIN (nothing answered). */
+int sl_route(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
+             sl_buf *out, int *keep_alive);
 /* 503 {"error": {"code": "ENOMEM"}} from static text, closing the
  * connection; 0, or -1 when even that could not be appended. */
 int sl_respond_enomem(sl_buf *out);
@@ -461,10 +358,32 @@ typedef struct sl_dec_result {
     sl_dec_status *status; /* one per descriptor, owned by the caller */
 } sl_dec_result;
 
-/* Returns 0, or an SL_E* code with a message in err (errlen bytes). */
-int sl_decide(sl_srv_worker *w, const char *domain, size_t domain_len,
-              const sl_dec_descriptor *ds, size_t n, int64_t hits,
-              sl_dec_result *res, char *err, size_t errlen);
+/* A request's rules decision while it waits on the store: the matches,
+ * their counter keys and the checks sent.  Each connection on Redis owns
+ * one, kept between requests; on the memory store the thread's one
+ * serves every request, which is answered at once. */
+typedef struct sl_dec_state sl_dec_state;
+
+/* The state for a request: the thread's on the memory store, else *own,
+ * made on first use.  NULL when out of memory. */
+sl_dec_state *sl_dec_state_get(sl_srv_worker *w, sl_dec_state **own);
+void sl_dec_state_free(sl_dec_state *st); /* NULL: no-op */
+
+/*
+ * Decides one request's descriptors: every enforced limit in ONE atomic
+ * check, shadow limits apart.  Returns 0 with res filled; SL_SRV_AGAIN,
+ * with *wait set, when it waits on the store (done(owner) runs once
+ * later, then sl_decide_finish() fills res; ds must stay valid until
+ * then); or an SL_E* code with a message in err.
+ */
+int sl_decide(sl_srv_worker *w, sl_dec_state *st, const char *domain,
+              size_t domain_len, const sl_dec_descriptor *ds, size_t n,
+              int64_t hits, sl_dec_result *res, sd_done_fn done, void *owner,
+              sd_wait **wait, char *err, size_t errlen);
+int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
+                     char *err, size_t errlen);
+/* The request was given up while waiting (sd_cancel() its wait first). */
+void sl_decide_abandon(sl_dec_state *st);
 /* Parses one request's JSON descriptors (both APIs share the shape). */
 int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
                          sl_dec_descriptor **out, size_t *n_out, int *status,
@@ -481,7 +400,6 @@ typedef struct sl_parsed_request {
     int64_t hits;
     sl_dec_descriptor *ds;
     size_t n;
-    int kept; /* owned by the op waiting on Redis: release leaves it */
 } sl_parsed_request;
 
 /* 0, or -1 with the HTTP status, error code and message set.  Release
@@ -491,20 +409,40 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
                      sl_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen);
 void sl_parsed_request_release(sl_parsed_request *pr);
-/* A request's parse outlives the run that went pending, so its replay
- * does not parse the body again: sl_srv_op_keep_parsed() gives a fresh
- * parse to the op being recorded (marking it kept), sl_srv_op_parsed()
- * lends the op's kept parse to the replay (1) or returns 0. */
-void sl_srv_op_keep_parsed(sl_srv_worker *w, sl_parsed_request *pr);
-int sl_srv_op_parsed(sl_srv_worker *w, sl_parsed_request *pr);
-/* Both APIs' common path: parses the request, decides it, and returns 0
- * with *pr and *res filled; or answers the error into out and returns -1.
- * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's default).
- * The caller releases pr and frees res->status either way. */
+/* A request's state across waits on the store (nginx's "again"): owned
+ * by its connection, reset once the request is answered.  A handler
+ * that returns SL_SRV_AGAIN has set `wait` and keeps what it needs here;
+ * it runs again, with the same request, when `resume(owner)` is called. */
+#define SL_SRV_AGAIN SD_AGAIN
+
+struct sl_srv_req {
+    int step;     /* 0: a new request; a handler counts its rounds */
+    uint64_t t0;  /* uv_hrtime when it was first handled */
+    sd_wait *wait; /* the round it waits on, or NULL */
+    sd_done_fn resume;
+    void *owner;
+    sl_dec_state *dec; /* the connection's, kept between requests */
+    sl_parsed_request pr; /* POST /v1/check and /json */
+    sl_dec_result res;
+    void *api; /* another handler's own state, freed by api_free */
+    void (*api_free)(void *api);
+};
+
+/* The request is answered: what it kept is released. */
+void sl_srv_req_reset(sl_srv_req *rq);
+/* The connection is going: its waiting request is given up, and its
+ * state freed. */
+void sl_srv_req_close(sl_srv_req *rq);
+
+/* Both APIs' common path: parses the request into rq->pr and decides
+ * it into rq->res.  0 when decided; SL_SRV_AGAIN when it waits (call it
+ * again when rq->resume runs); or -1 with the error answered into out.
+ * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's
+ * default). */
 int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
-                      const char *hits_key, const char *desc_hits_key,
-                      int64_t zero_hits_as, sl_parsed_request *pr,
-                      sl_dec_result *res, sl_buf *out, int keep_alive);
+                      sl_srv_req *rq, const char *hits_key,
+                      const char *desc_hits_key, int64_t zero_hits_as,
+                      sl_buf *out, int keep_alive);
 /* Answers a decided request: status 200 or 429, the rate-limit headers,
  * the JSON text in w->answer and a newline, and the latency since t0
  * (uv_hrtime). */
@@ -536,21 +474,21 @@ int sl_query_parse(const char *q, size_t len, char *dec, sl_query_cb cb,
 int sl_parse_count(const char *s, size_t len, int64_t *out);
 
 /* check_api.c, lyft_api.c */
-void sl_api_check(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                  int keep_alive);
-void sl_api_lyft(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                 int keep_alive);
+int sl_api_check(sl_srv_worker *w, const sl_http_request *req,
+                 sl_srv_req *rq, sl_buf *out, int keep_alive);
+int sl_api_lyft(sl_srv_worker *w, const sl_http_request *req,
+                sl_srv_req *rq, sl_buf *out, int keep_alive);
 
 /* auth_api.c: GET /v1/auth (any method), for nginx's auth_request. */
-void sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                 int keep_alive);
+int sl_api_auth(sl_srv_worker *w, const sl_http_request *req,
+                sl_srv_req *rq, sl_buf *out, int keep_alive);
 
 /* client_api.c: POST /v1/increment, GET /v1/delay, and the table of
  * ad hoc limits (init: 0 or -1 when out of memory). */
-void sl_api_increment(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                      int keep_alive);
-void sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_buf *out,
-                  int keep_alive);
+int sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
+                     sl_srv_req *rq, sl_buf *out, int keep_alive);
+int sl_api_delay(sl_srv_worker *w, const sl_http_request *req,
+                 sl_srv_req *rq, sl_buf *out, int keep_alive);
 int sl_adhoc_init(sl_server *s);
 void sl_adhoc_release(sl_server *s);
 

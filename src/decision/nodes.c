@@ -1,11 +1,11 @@
 /*
  * nodes.c - `--nodes auto`: how many sluice serve daemons share the Redis,
- * counted live, for the local failure policy's divisor (store_redis.c).
+ * counted live, for the local failure policy's divisor (local.c).
  *
  * While its connection is up, thread 0 of every node runs one small
  * script each second on it: it stamps the node's id with Redis's clock in
  * a sorted set, drops the ids not stamped within NODE_TTL_MS, and returns
- * how many are left.  The answer is kept (sl_server.nodes_live) and is
+ * how many are left.  The answer is kept (sd_engine.nodes_live) and is
  * what the fallback divides by when Redis fails: the count seen last
  * before the outage, at least 1.  Redis's clock, not the nodes', so a
  * node whose clock is off is neither dropped early nor kept late.  A
@@ -21,7 +21,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "server.h"
+#include "decision/layer.h"
 
 #define BEAT_MS 1000
 #define NODE_TTL_MS 3000
@@ -36,43 +36,43 @@ static const char beat_script[] =
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "return redis.call('ZCARD', KEYS[1])\n";
 
-/* The reply's worker outlives every callback: hiredis calls them all,
- * with NULL, before the connection is freed, within the loop. */
+/* The engine outlives every callback: hiredis calls them all, with
+ * NULL, before the connection is freed, within the loop. */
 static void beat_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     const redisReply *r = reply;
-    sl_srv_worker *w = priv;
+    sd_engine *e = priv;
     (void)ac;
     if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= 1)
-        atomic_store_explicit(&w->server->nodes_live,
+        atomic_store_explicit(&e->nodes_live,
                               r->integer > 10000 ? 10000 : (int)r->integer,
                               memory_order_relaxed);
 }
 
 static void beat_cb(uv_timer_t *t)
 {
-    sl_srv_worker *w = t->data;
-    redisAsyncContext *ac = sl_srv_redis_context(w, NODES_KEY);
+    sd_thread *th = t->data;
+    redisAsyncContext *ac = sd_redis_context(th, NODES_KEY);
     char ttl[16];
     if (ac == NULL)
         return; /* down: the last count stands */
     snprintf(ttl, sizeof(ttl), "%d", NODE_TTL_MS);
-    const char *argv[6] = {"EVAL",    beat_script,        "1",
-                           NODES_KEY, w->server->node_id, ttl};
-    redisAsyncCommandArgv(ac, beat_reply_cb, w, 6, argv, NULL);
+    const char *argv[6] = {"EVAL", beat_script, "1", NODES_KEY, th->e->node_id,
+                           ttl};
+    redisAsyncCommandArgv(ac, beat_reply_cb, th->e, 6, argv, NULL);
 }
 
-int sl_srv_nodes(const sl_server *s)
+int sd_engine_nodes(const sd_engine *e)
 {
-    if (s->cfg.nodes != SL_SRV_NODES_AUTO)
-        return s->cfg.nodes;
-    return atomic_load_explicit(&s->nodes_live, memory_order_relaxed);
+    if (e->cfg.nodes != SD_NODES_AUTO)
+        return e->cfg.nodes;
+    return atomic_load_explicit(&e->nodes_live, memory_order_relaxed);
 }
 
-void sl_srv_nodes_init(sl_srv_worker *w)
+void sd_nodes_start(sd_thread *t)
 {
-    sl_server *s = w->server;
-    if (w->index != 0 || s->cfg.nodes != SL_SRV_NODES_AUTO)
+    sd_engine *e = t->e;
+    if (t->index != 0 || e->cfg.nodes != SD_NODES_AUTO)
         return;
     /* hostname:pid:random, so that ids are unique across hosts and
      * restarts and still say which process they are. */
@@ -81,18 +81,18 @@ void sl_srv_nodes_init(sl_srv_worker *w)
     gethostname(host, sizeof(host) - 1);
     if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
         rnd = (uint64_t)uv_hrtime();
-    snprintf(s->node_id, sizeof(s->node_id), "%s:%ld:%016llx", host,
+    snprintf(e->node_id, sizeof(e->node_id), "%s:%ld:%016llx", host,
              (long)getpid(), (unsigned long long)rnd);
-    uv_timer_init(&w->loop, &w->beat);
-    w->beat.data = w;
-    uv_timer_start(&w->beat, beat_cb, BEAT_MS / 10, BEAT_MS);
-    w->beating = 1;
+    uv_timer_init(t->loop, &t->beat);
+    t->beat.data = t;
+    uv_timer_start(&t->beat, beat_cb, BEAT_MS / 10, BEAT_MS);
+    t->beating = 1;
 }
 
-void sl_srv_nodes_stop(sl_srv_worker *w)
+void sd_nodes_stop(sd_thread *t)
 {
-    if (w->beating) {
-        w->beating = 0;
-        uv_close((uv_handle_t *)&w->beat, NULL);
+    if (t->beating) {
+        t->beating = 0;
+        uv_close((uv_handle_t *)&t->beat, NULL);
     }
 }

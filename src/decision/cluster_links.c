@@ -1,7 +1,7 @@
 /*
- * redis_cluster.c - `sluice serve --store redis-cluster://...`: where a
- * worker thread sends each part of a call (store_redis.c) on a Redis
- * Cluster.  Kept apart from store_redis.c, which owns calls, timeouts,
+ * cluster_links.c - `sluice serve --store redis-cluster://...`: where a
+ * worker thread sends each part of a call (redis_async.c) on a Redis
+ * Cluster.  Kept apart from redis_async.c, which owns calls, timeouts,
  * the breaker and the failure policy, so that this file is only routing:
  * one hiredis async connection ("link") per master node, made on demand
  * on the worker's loop, and the slot map that picks it.
@@ -11,15 +11,15 @@
  * MOVED, a link lost or refused, or a part for a slot the map does not
  * know; at most one in flight.  Links need no SCRIPT LOAD: the SHA1 is
  * the same on every node, and a node without the script answers NOSCRIPT,
- * to which store_redis.c sends EVAL.  A link that fails is dropped (its
- * calls get no reply, which store_redis.c counts as failures); the next
+ * to which redis_async.c sends EVAL.  A link that fails is dropped (its
+ * calls get no reply, which redis_async.c counts as failures); the next
  * part for that node connects again.
  *
  * hiredis 0.14's libuv adapter ignores a poll error, so a refused
  * connection or a reset one is not always reported: the link just never
  * answers.  So every link counts what it was sent and what came back
- * (sl_srv_cluster_sent, _replied), and when calls time out
- * (sl_srv_cluster_timed_out, from store_redis.c's timer) a link that has
+ * (sd_cluster_sent, _replied), and when calls time out
+ * (sd_cluster_timed_out, from redis_async.c's timer) a link that has
  * owed a reply for the whole timeout is dropped and the map read again
  * (from a link that answers): without that, a worker whose breaker stays
  * closed (other masters answer) would keep sending a dead master's slots
@@ -32,7 +32,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include "server.h"
+#include "decision/layer.h"
 
 #define REFRESH_MIN_MS 100
 #define REFRESH_LOST_MS 2000
@@ -46,7 +46,7 @@ typedef struct link {
     uint64_t waiting_ms; /* loop time of the last answer (or first send) */
 } link;
 
-struct sl_srv_cluster {
+struct sd_cluster {
     uv_loop_t *loop;
     sl_redis_endpoint ep; /* the seeds and credentials, borrowed */
     sl_redis_slot_map *map;
@@ -59,10 +59,10 @@ struct sl_srv_cluster {
     size_t next_probe;
 };
 
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+sd_cluster *sd_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
                                    uint64_t timeout_ms)
 {
-    sl_srv_cluster *cl = calloc(1, sizeof(*cl));
+    sd_cluster *cl = calloc(1, sizeof(*cl));
     if (cl == NULL ||
         (cl->links = calloc(SL_REDIS_MAX_NODES, sizeof(link))) == NULL) {
         free(cl);
@@ -75,7 +75,7 @@ sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
 }
 
 /* The link of ac, or NULL (not one of ours, or already dropped). */
-static link *link_of(sl_srv_cluster *cl, const redisAsyncContext *ac)
+static link *link_of(sd_cluster *cl, const redisAsyncContext *ac)
 {
     for (size_t i = 0; i < cl->n_links; i++)
         if (cl->links[i].ac == ac)
@@ -83,14 +83,14 @@ static link *link_of(sl_srv_cluster *cl, const redisAsyncContext *ac)
     return NULL;
 }
 
-int sl_srv_cluster_owns(sl_srv_cluster *cl, const redisAsyncContext *ac)
+int sd_cluster_owns(sd_cluster *cl, const redisAsyncContext *ac)
 {
     return ac != NULL && link_of(cl, ac) != NULL;
 }
 
 /* Forgets a link (hiredis frees its context): the table keeps its order
  * otherwise irrelevant, so the last one takes its place. */
-static void forget_link(sl_srv_cluster *cl, link *l)
+static void forget_link(sd_cluster *cl, link *l)
 {
     free(l->host);
     *l = cl->links[--cl->n_links];
@@ -98,7 +98,7 @@ static void forget_link(sl_srv_cluster *cl, link *l)
 
 static void link_connect_cb(const redisAsyncContext *ac, int status)
 {
-    sl_srv_cluster *cl = ac->data;
+    sd_cluster *cl = ac->data;
     link *l;
     if ((l = link_of(cl, ac)) == NULL)
         return;
@@ -107,28 +107,28 @@ static void link_connect_cb(const redisAsyncContext *ac, int status)
         return;
     }
     forget_link(cl, l); /* hiredis frees the context after this */
-    sl_srv_cluster_refresh(cl);
+    sd_cluster_refresh(cl);
 }
 
 static void link_disconnect_cb(const redisAsyncContext *ac, int status)
 {
-    sl_srv_cluster *cl = ac->data;
+    sd_cluster *cl = ac->data;
     link *l;
     (void)status;
     if ((l = link_of(cl, ac)) == NULL)
         return;
     forget_link(cl, l);
-    sl_srv_cluster_refresh(cl); /* the node may have failed over */
+    sd_cluster_refresh(cl); /* the node may have failed over */
 }
 
-void sl_srv_cluster_write_now(sl_srv_cluster *cl)
+void sd_cluster_write_now(sd_cluster *cl)
 {
     for (size_t i = 0; i < cl->n_links; i++)
         if (cl->links[i].connected)
-            sl_srv_redis_write_now(cl->links[i].ac);
+            sd_link_write_now(cl->links[i].ac);
 }
 
-redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
+redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
                                           int port)
 {
     redisAsyncContext *ac;
@@ -146,7 +146,7 @@ redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
         return NULL;
     }
     ac->data = cl;
-    if (sl_srv_redis_attach(ac, cl->loop) != 0) {
+    if (sd_link_attach(ac, cl->loop) != 0) {
         redisAsyncFree(ac);
         return NULL;
     }
@@ -173,28 +173,28 @@ redisAsyncContext *sl_srv_cluster_link_to(sl_srv_cluster *cl, const char *host,
     return ac;
 }
 
-redisAsyncContext *sl_srv_cluster_link(sl_srv_cluster *cl, int slot)
+redisAsyncContext *sd_cluster_link(sd_cluster *cl, int slot)
 {
     int node = cl->map ? sl_redis_slot_map_node(cl->map, slot) : -1;
     int port;
     const char *host;
 
     if (node < 0) {
-        sl_srv_cluster_refresh(cl);
+        sd_cluster_refresh(cl);
         return NULL;
     }
     host = sl_redis_slot_map_host(cl->map, (size_t)node, &port);
-    return sl_srv_cluster_link_to(cl, host, port);
+    return sd_cluster_link_to(cl, host, port);
 }
 
-const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
+const char *sd_cluster_host_of(sd_cluster *cl,
                                    const redisAsyncContext *ac)
 {
     link *l = link_of(cl, ac);
     return l ? l->host : "";
 }
 
-int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
+int sd_cluster_set_map(sd_cluster *cl, const redisReply *reply,
                            const char *host)
 {
     sl_redis_slot_map *map;
@@ -205,14 +205,14 @@ int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
     return 0;
 }
 
-void sl_srv_cluster_sent(sl_srv_cluster *cl, const redisAsyncContext *ac)
+void sd_cluster_sent(sd_cluster *cl, const redisAsyncContext *ac)
 {
     link *l = link_of(cl, ac);
     if (l != NULL && l->owed++ == 0)
         l->waiting_ms = uv_now(cl->loop);
 }
 
-void sl_srv_cluster_replied(sl_srv_cluster *cl, const redisAsyncContext *ac)
+void sd_cluster_replied(sd_cluster *cl, const redisAsyncContext *ac)
 {
     link *l = link_of(cl, ac);
     if (l != NULL && l->owed > 0) {
@@ -222,24 +222,24 @@ void sl_srv_cluster_replied(sl_srv_cluster *cl, const redisAsyncContext *ac)
 }
 
 /* Has the link owed a reply for the whole timeout? */
-static int silent(const sl_srv_cluster *cl, const link *l, uint64_t now)
+static int silent(const sd_cluster *cl, const link *l, uint64_t now)
 {
     return l->owed > 0 && now >= l->waiting_ms + cl->timeout_ms;
 }
 
 static void refresh_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
-    sl_srv_cluster *cl = priv;
+    sd_cluster *cl = priv;
     redisReply *r = reply;
-    sl_srv_cluster_replied(cl, ac);
+    sd_cluster_replied(cl, ac);
     cl->refreshing = 0;
     if (r != NULL && r->type != REDIS_REPLY_ERROR && !cl->closing &&
-        sl_srv_cluster_set_map(cl, r, sl_srv_cluster_host_of(cl, ac)) != 0)
+        sd_cluster_set_map(cl, r, sd_cluster_host_of(cl, ac)) != 0)
         fprintf(stderr, "sluice: redis cluster: unexpected CLUSTER SLOTS "
                         "reply\n");
 }
 
-void sl_srv_cluster_refresh(sl_srv_cluster *cl)
+void sd_cluster_refresh(sd_cluster *cl)
 {
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     redisAsyncContext *ac = NULL;
@@ -259,17 +259,17 @@ void sl_srv_cluster_refresh(sl_srv_cluster *cl)
         if (cl->links[i].connected && !silent(cl, &cl->links[i], now))
             ac = cl->links[i].ac;
     if (ac == NULL) {
-        const char *host = sl_srv_cluster_probe_target(cl, &port);
-        ac = sl_srv_cluster_link_to(cl, host, port);
+        const char *host = sd_cluster_probe_target(cl, &port);
+        ac = sd_cluster_link_to(cl, host, port);
     }
     if (ac != NULL &&
         redisAsyncCommandArgv(ac, refresh_cb, cl, 2, argv, NULL) == REDIS_OK) {
-        sl_srv_cluster_sent(cl, ac);
+        sd_cluster_sent(cl, ac);
         cl->refreshing = 1;
     }
 }
 
-const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port)
+const char *sd_cluster_probe_target(sd_cluster *cl, int *port)
 {
     /* Round robin over the seeds and the masters the map knows, so that
      * a seed that died does not keep the breaker open. */
@@ -282,7 +282,7 @@ const char *sl_srv_cluster_probe_target(sl_srv_cluster *cl, int *port)
     return sl_redis_slot_map_host(cl->map, i - cl->ep.n_seeds, port);
 }
 
-void sl_srv_cluster_timed_out(sl_srv_cluster *cl)
+void sd_cluster_timed_out(sd_cluster *cl)
 {
     uint64_t now = uv_now(cl->loop);
     for (size_t i = 0; i < cl->n_links;) {
@@ -295,12 +295,12 @@ void sl_srv_cluster_timed_out(sl_srv_cluster *cl)
             i++;
         }
     }
-    sl_srv_cluster_refresh(cl);
+    sd_cluster_refresh(cl);
 }
 
-void sl_srv_cluster_close(sl_srv_cluster *cl)
+void sd_cluster_close(sd_cluster *cl)
 {
-    /* Freeing a link calls its pending callbacks (store_redis.c's fail
+    /* Freeing a link calls its pending callbacks (redis_async.c's fail
      * their parts) and its disconnect callback, which must not refresh. */
     cl->closing = 1;
     while (cl->n_links > 0) {
@@ -311,11 +311,11 @@ void sl_srv_cluster_close(sl_srv_cluster *cl)
     cl->closing = 0;
 }
 
-void sl_srv_cluster_free(sl_srv_cluster *cl)
+void sd_cluster_free(sd_cluster *cl)
 {
     if (cl == NULL)
         return;
-    sl_srv_cluster_close(cl);
+    sd_cluster_close(cl);
     sl_redis_slot_map_free(cl->map);
     free(cl->links);
     free(cl);

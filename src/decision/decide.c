@@ -1,0 +1,195 @@
+/*
+ * decide.c - the decision layer's entry: the engine (the process's
+ * stores), a thread's side of it, and sd_decide().
+ *
+ * On the memory store a request's checks are decided at once, each by
+ * sl_check_costs().  On Redis they become a wait (wait.c) sent by the
+ * thread's connection (redis_async.c); when every call has its reply or
+ * has failed, finish() writes each check's result (from Redis, or from
+ * the failure policy, policy.c) and calls the front end back.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decision/layer.h"
+
+int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
+                  size_t errlen)
+{
+    sd_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    e->cfg = *cfg;
+    atomic_init(&e->nodes_live, 1);
+    e->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
+    sl_memory_options mo = {.max_bytes = cfg->store_bytes};
+    if ((e->memory = sl_memory_store_new(&mo)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        sd_engine_free(e);
+        return -1;
+    }
+    if (cfg->redis_url != NULL) {
+        /* Only parsed here: the threads connect, asynchronously, and a
+         * Redis that is down at start is a store failure like any other.
+         * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
+        sl_redis_options ro = {
+            .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
+        /* A counter key is "len:domain" then ",len:key=len:value" per
+         * entry (sl_rules_match): up to the first ',' is the domain. */
+        if (cfg->redis_tag_domain)
+            ro.tag_delimiter = ',';
+        if (sl_redis_store_new(&ro, &e->redis, err, errlen) != 0) {
+            sd_engine_free(e);
+            return -1;
+        }
+    }
+    *out = e;
+    return 0;
+}
+
+void sd_engine_free(sd_engine *e)
+{
+    if (e == NULL)
+        return;
+    sl_store_free(e->memory);
+    sl_store_free(e->redis);
+    free(e);
+}
+
+sl_store *sd_engine_memory(const sd_engine *e)
+{
+    return e->memory;
+}
+
+sl_nanos sd_engine_clock(const sd_engine *e)
+{
+    return e->wall_offset + (sl_nanos)uv_hrtime();
+}
+
+int sd_engine_uses_redis(const sd_engine *e)
+{
+    return e->redis != NULL;
+}
+
+sd_thread *sd_thread_new(sd_engine *e, uv_loop_t *loop, int index,
+                         sd_stats *stats)
+{
+    sd_thread *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->e = e;
+    t->loop = loop;
+    t->index = index;
+    t->stats = stats;
+    if (e->redis != NULL) {
+        if (sd_redis_start(t) != 0) {
+            free(t);
+            return NULL;
+        }
+        sd_nodes_start(t);
+    }
+    return t;
+}
+
+void sd_thread_stop(sd_thread *t)
+{
+    if (t == NULL)
+        return;
+    sd_nodes_stop(t);
+    if (t->redis != NULL)
+        sd_redis_stop(t);
+}
+
+void sd_thread_free(sd_thread *t)
+{
+    if (t == NULL)
+        return;
+    sd_local_release(t);
+    free(t);
+}
+
+/* Each check's result as its call came to: from Redis, its error, or the
+ * failure policy's decision at the time the round ended. */
+static void finish(sd_wait *w)
+{
+    sd_thread *t = w->t;
+    sl_nanos now = sd_engine_clock(t->e);
+    for (size_t i = 0; i < w->n_calls; i++) {
+        sd_call *c = &w->calls[i];
+        sd_check *k = c->check;
+        if (c->failed) {
+            sd_policy_decide(t, k, now, c->reason);
+        } else if (c->rc != 0) {
+            k->rc = c->rc;
+            if (k->err[0] == '\0')
+                snprintf(k->err, sizeof(k->err), "store: %s",
+                         sl_strerror(c->rc));
+        } else {
+            k->overall = c->overall;
+            for (size_t j = 0; k->each != NULL && j < k->n; j++)
+                k->each[j] = c->each[j];
+        }
+    }
+    w->done(w->owner);
+}
+
+int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
+              sd_done_fn done, void *owner, sd_wait **wait)
+{
+    if (t->redis == NULL) {
+        for (size_t i = 0; i < n; i++) {
+            sd_check *k = &checks[i];
+            k->rc = sl_check_costs(t->e->memory, k->items, k->costs, k->n, now,
+                                   k->flags, k->each, &k->overall);
+            if (k->rc != 0)
+                snprintf(k->err, sizeof(k->err), "store: %s",
+                         sl_strerror(k->rc));
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        checks[i].rc = 0;
+        checks[i].err[0] = '\0';
+    }
+    if (!sd_redis_up(t)) {
+        /* The breaker is open: no I/O, the policy decides now. */
+        for (size_t i = 0; i < n; i++) {
+            sd_count(&t->stats->failures[SD_FAIL_BREAKER], 1);
+            sd_policy_decide(t, &checks[i], now, SD_FAIL_BREAKER);
+        }
+        return 0;
+    }
+    sd_wait *w;
+    int rc = sd_wait_new(t, checks, n, now, t->e->redis, sd_redis_sha(t), &w);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++) {
+            checks[i].rc = rc;
+            snprintf(checks[i].err, sizeof(checks[i].err), "out of memory");
+        }
+        return 0;
+    }
+    w->owner = owner;
+    w->done = done;
+    w->round_done = finish;
+    sd_redis_send(t, w);
+    *wait = w;
+    return SD_AGAIN;
+}
+
+void sd_cancel(sd_wait *w)
+{
+    if (w == NULL)
+        return;
+    w->owner = NULL;
+    sd_redis_forget(w->t, w); /* callbacks still to come keep w */
+    sd_wait_unref(w);
+}
+
+void sd_flush(sd_thread *t)
+{
+    if (t->redis != NULL)
+        sd_redis_flush(t);
+}

@@ -1,0 +1,127 @@
+/*
+ * decision.h - the decision layer: the one way a front end of the daemon
+ * (serve's HTTP APIs, the proxy, and the gRPC, RESP and admin front ends
+ * to come) has a request's checks decided, on whichever store the
+ * process runs.
+ *
+ * A front end hands sd_decide() the atomic checks of one request (each an
+ * array of items, as sl_check_costs() takes them).  On the memory store
+ * they are decided at once.  On Redis they are sent and sd_decide()
+ * returns SD_AGAIN: the front end keeps its own request state (nginx's
+ * "again") and its done callback runs once when every check has its
+ * result, from Redis or, when Redis could not decide, from the failure
+ * policy.  Nothing is global to the thread and nothing runs twice.
+ */
+#ifndef SD_DECISION_H
+#define SD_DECISION_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "sluice.h"
+#include "sluice_rules.h"
+
+/* The policy for a check that Redis cannot decide (--redis-failure). */
+enum { SD_FAIL_LOCAL, SD_FAIL_OPEN, SD_FAIL_CLOSED };
+#define SD_N_POLICIES 3
+/* Why Redis could not decide (sluice_store_failures_total{reason}). */
+enum { SD_FAIL_TIMEOUT, SD_FAIL_ERROR, SD_FAIL_BREAKER };
+#define SD_N_REASONS 3
+/* --nodes auto: divide local limits by the live nodes counted in Redis. */
+#define SD_NODES_AUTO 0
+
+#define SD_DEFAULT_REDIS_TIMEOUT_MS 5
+#define SD_DEFAULT_REDIS_BREAKER 3
+
+/* sd_decide(): the checks wait on the store. */
+#define SD_AGAIN 1
+
+typedef struct sd_config {
+    size_t store_bytes;   /* memory store cap; 0: the library's default */
+    const char *redis_url; /* NULL: the memory store decides */
+    int redis_tag_domain; /* one Cluster slot per domain */
+    uint64_t redis_timeout_ms; /* per call, from sending to the reply */
+    int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */
+    int redis_breaker;         /* consecutive failures that open it */
+    int nodes;                 /* local policy's divisor, or SD_NODES_AUTO */
+} sd_config;
+
+/* Counters of one thread, written by it with relaxed atomics and summed
+ * by whoever renders them. */
+typedef struct sd_stats {
+    atomic_uint_fast64_t failures[SD_N_REASONS];
+    atomic_uint_fast64_t fallbacks[SD_N_POLICIES];
+    atomic_uint_fast64_t breaker_opened, breaker_closed;
+    /* Script calls sent (commands) and the checks they carried: more
+     * checks than commands is batching. */
+    atomic_uint_fast64_t commands, calls;
+    atomic_int up; /* this thread's Redis is usable */
+} sd_stats;
+
+typedef struct sd_engine sd_engine; /* the process's stores and policy */
+typedef struct sd_thread sd_thread; /* one loop thread's side of it */
+typedef struct sd_wait sd_wait;     /* checks waiting on Redis */
+
+/* One atomic check of a request: the front end fills the inputs and owns
+ * the struct, which must stay where it is, with the items it points to,
+ * until the checks are decided (or the wait is cancelled). */
+typedef struct sd_check {
+    const sl_check_item *items;
+    const int64_t *costs;
+    size_t n;
+    unsigned flags;                /* 0 or SL_RECORD */
+    const sl_rule_failure *failure; /* per item; NULL: all the default */
+    sl_decision *each;              /* n results, or NULL */
+    /* Results. */
+    sl_decision overall;
+    int rc;        /* 0, or an SL_E* code with err set */
+    char err[160];
+} sd_check;
+
+typedef void (*sd_done_fn)(void *owner);
+
+/* The engine: the memory store, the Redis store's parsed options, the
+ * policy.  0, or -1 with a message in err. */
+int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
+                  size_t errlen);
+void sd_engine_free(sd_engine *e); /* NULL: no-op */
+sl_store *sd_engine_memory(const sd_engine *e);
+int sd_engine_uses_redis(const sd_engine *e);
+/* The process's clock: the wall time at start plus the monotonic time
+ * since (so it never steps back), in ns. */
+sl_nanos sd_engine_clock(const sd_engine *e);
+/* The local policy's divisor: --nodes N, or the live nodes last counted. */
+int sd_engine_nodes(const sd_engine *e);
+
+/* A thread's side, on its loop (it connects to Redis from there); stats
+ * is the thread's, index names it in log lines.  NULL when out of
+ * memory. */
+sd_thread *sd_thread_new(sd_engine *e, uv_loop_t *loop, int index,
+                         sd_stats *stats);
+/* On stop: Redis connections close once no check waits on them. */
+void sd_thread_stop(sd_thread *t);
+/* After the loop ended. */
+void sd_thread_free(sd_thread *t);
+
+/*
+ * Decides checks[0..n) at time now.  Returns 0 when every check is
+ * decided (each check's rc says how); or SD_AGAIN with *wait set: done
+ * (owner) runs once, from the loop, when they are, unless sd_cancel
+ * (*wait) comes first.  A check Redis cannot decide is decided by its
+ * items' failure policy when the wait ends.
+ */
+int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
+              sd_done_fn done, void *owner, sd_wait **wait);
+/* The front end no longer wants the answer (its client went away). */
+void sd_cancel(sd_wait *wait);
+/* Sends what this loop iteration's requests asked now, rather than when
+ * the loop next polls; from outside any request (it may end waits). */
+void sd_flush(sd_thread *t);
+
+/* The metric label of a failure reason (SD_FAIL_TIMEOUT...). */
+const char *sd_reason_name(int reason);
+
+#endif
