@@ -6,8 +6,10 @@
  */
 #include <limits.h>
 
+#include <jansson.h>
+
+#include "server/respond.h"
 #include "testutil.h"
-#include "server/server.h"
 
 /* s (len bytes) as sl_buf_add_json_string writes it and as jansson
  * dumps it must be the same text. */

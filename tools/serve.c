@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "rules/rules_internal.h"
-#include "server/server.h"
+#include "server/worker.h"
 
 /* Largest --config file read. */
 #define SL_SRV_MAX_CONFIG_BYTES (64 * 1024)

@@ -20,7 +20,11 @@
 
 #include <http_parser.h>
 
-#include "server/server.h"
+#include "server/decide.h"
+#include "server/deadline.h"
+#include "server/metrics.h"
+#include "server/respond.h"
+#include "server/send.h"
 
 /* Defaults of the proxy config (docs/proxy.md, "Config reference"). */
 #define SL_PX_CONNECT_TIMEOUT_MS 1000

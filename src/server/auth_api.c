@@ -19,7 +19,10 @@
 
 #include <http_parser.h>
 
-#include "server.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/query.h"
+#include "server/respond.h"
 
 #define DESCRIPTOR_HEADER "sluice-descriptor"
 
@@ -147,48 +150,6 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
     }
     *n_out = n;
     return 0;
-}
-
-/* Shared with the proxy (src/proxy/), whose 429 is the same answer.  It
- * is written straight into `out`, its body's length counted beforehand
- * and the rule's label JSON-escaped once at load (sl_srv_rule_text): a
- * refusal is the cheapest answer to make, and under a flood it is the
- * one made most. */
-void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
-                        size_t rate_len, int head, sl_buf *out,
-                        int keep_alive)
-{
-    static const char pre[] = "{\"error\":{\"code\":\"rate_limited\","
-                              "\"message\":\"rate limit exceeded: ";
-    static const char mid[] = "\",\"retry_after_ms\":";
-    static const char post[] = "}}\n";
-    if (head) {
-        sl_respond_empty(out, 429, rate_headers, keep_alive);
-        return;
-    }
-    const sl_dec_status *c = res->closest;
-    const char *label = c ? c->text->json : "denied";
-    size_t label_len = c ? c->text->json_len : 6;
-    long long ms = -1; /* null */
-    size_t ms_len = 4;
-    if (c && c->d.retry_after >= 0) {
-        ms = (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-        ms_len = sl_digits((unsigned long long)ms);
-    }
-    sl_respond_head(out, 429, "application/json",
-                    sizeof(pre) - 1 + label_len + sizeof(mid) - 1 + ms_len +
-                        sizeof(post) - 1,
-                    keep_alive);
-    sl_buf_add(out, rate_headers, rate_len);
-    sl_buf_add(out, "\r\n", 2);
-    sl_buf_add(out, pre, sizeof(pre) - 1);
-    sl_buf_add(out, label, label_len);
-    sl_buf_add(out, mid, sizeof(mid) - 1);
-    if (ms >= 0)
-        sl_buf_add_int(out, ms);
-    else
-        sl_buf_add(out, "null", 4);
-    sl_buf_add(out, post, sizeof(post) - 1);
 }
 
 /* What a request keeps while it waits on the store: the decoded query

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/buf.h"
 
 int sl_buf_reserve(sl_buf *b, size_t len)
 {

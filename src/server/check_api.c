@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/api.h"
 
 static void add_string(sl_buf *b, const char *s)
 {

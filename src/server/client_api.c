@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/api.h"
+#include "server/query.h"
+#include "server/respond.h"
 
 /* Longest id accepted, in bytes. */
 #define ID_MAX_BYTES 256

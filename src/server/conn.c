@@ -38,7 +38,10 @@
 
 #include <http_parser.h>
 
-#include "server.h"
+#include "server/conn.h"
+#include "server/respond.h"
+#include "server/router.h"
+#include "server/send.h"
 
 typedef struct sl_conn sl_conn;
 struct sl_conn {

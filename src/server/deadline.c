@@ -7,7 +7,7 @@
  * each rebalance the loop's timer heap, which cost the proxy a few
  * hundred instructions a time, several times per request.
  */
-#include "server.h"
+#include "server/deadline.h"
 
 static void fire(uv_timer_t *t)
 {

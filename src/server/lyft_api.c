@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/api.h"
 
 /* A proto3 JSON Duration: seconds with 0, 3, 6 or 9 fractional digits. */
 static void add_duration(sl_buf *b, sl_nanos ns)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/metrics.h"
 
 #define SERIES_BUCKETS 1024
 

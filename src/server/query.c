@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/query.h"
+#include "sluice.h"
 
 int sl_parse_count(const char *s, size_t len, int64_t *out)
 {

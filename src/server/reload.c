@@ -21,76 +21,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server.h"
+#include "server/metrics.h"
+#include "server/reload.h"
 
 static uv_timer_t watch_timer;
 static int watching;
 static uint64_t watch_sig;
-
-static void free_set(sl_srv_rules *r)
-{
-    size_t n = sl_rules_rule_count(r->rules);
-    for (size_t i = 0; r->text != NULL && i < n; i++) {
-        free(r->text[i].json);
-        free(r->text[i].sf);
-    }
-    free(r->text);
-    sl_rules_free(r->rules);
-    free(r);
-}
-
-void sl_srv_rules_release(sl_srv_rules *r)
-{
-    if (r != NULL && atomic_fetch_sub(&r->refs, 1) == 1)
-        free_set(r);
-}
-
-/* A buffer's string in just its bytes: a set may hold many rules. */
-static char *shrink(char *data, size_t len)
-{
-    char *p = data ? realloc(data, len + 1) : NULL;
-    return p ? p : data;
-}
-
-/* sl_srv_rule_text of every rule: 0, or -1 out of memory. */
-static int make_text(sl_srv_rules *r)
-{
-    size_t n = sl_rules_rule_count(r->rules);
-    r->text = calloc(n ? n : 1, sizeof(*r->text));
-    if (r->text == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        sl_srv_rule_text *t = &r->text[i];
-        const char *label = sl_rule_label(sl_rules_rule(r->rules, i));
-        sl_buf json = {0}, sf = {0};
-        sl_buf_add(&json, "", 0); /* "" stays a string, not NULL */
-        sl_buf_add_json_chars(&json, label, strlen(label));
-        sl_buf_add_sf_string(&sf, label);
-        t->json = shrink(json.data, json.len);
-        t->json_len = json.len;
-        t->sf = shrink(sf.data, sf.len);
-        t->sf_len = sf.len;
-        if (json.failed || sf.failed)
-            return -1;
-    }
-    return 0;
-}
-
-sl_srv_rules *sl_srv_rules_new(sl_rules *rules)
-{
-    sl_srv_rules *r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-        sl_rules_free(rules);
-        return NULL;
-    }
-    r->rules = rules;
-    if (make_text(r) != 0) {
-        free_set(r);
-        return NULL;
-    }
-    atomic_init(&r->refs, 1);
-    return r;
-}
 
 static sl_srv_rules *load(const char *path, char *err, size_t errlen)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "server/send.h"
 
 int sl_send(uv_stream_t *s, const void *data, size_t len, int queued,
             void *owner, uv_write_cb cb, size_t *left)

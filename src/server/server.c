@@ -15,20 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server.h"
-
-/* The clock is read at most once per loop iteration: the prepare handle
- * (run just before the loop polls) marks the sample stale, and the first
- * decision after the poll reads uv_hrtime once.  The offset taken at
- * start turns it into wall-clock ns, so windows align to the epoch. */
-sl_nanos sl_srv_now(sl_srv_worker *w)
-{
-    if (w->now_stale) {
-        w->now = sd_engine_clock(w->server->engine);
-        w->now_stale = 0;
-    }
-    return w->now;
-}
+#include "server/api.h"
+#include "server/conn.h"
+#include "server/decide.h"
+#include "server/metrics.h"
+#include "server/reload.h"
 
 static void tick_cb(uv_prepare_t *h)
 {

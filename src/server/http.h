@@ -1,0 +1,30 @@
+/*
+ * http.h - one HTTP request as a connection hands it to a handler.
+ */
+#ifndef SL_SRV_HTTP_H
+#define SL_SRV_HTTP_H
+
+#include <stddef.h>
+
+/* A request header, (pointer, length) each.  Only headers whose name
+ * starts with "Sluice-" are kept (conn.c): the others cost nothing. */
+typedef struct sl_http_header {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+} sl_http_header;
+
+typedef struct sl_http_request {
+    int method; /* enum http_method */
+    const char *path;
+    size_t path_len;
+    const char *query; /* after '?', not NUL-terminated; "" if none */
+    size_t query_len;
+    const char *body;
+    size_t body_len;
+    const sl_http_header *headers; /* the Sluice-* headers, in order */
+    size_t n_headers;
+} sl_http_request;
+
+#endif

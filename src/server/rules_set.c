@@ -1,0 +1,81 @@
+/*
+ * rules_set.c - a loaded rules set as the threads share it, with what
+ * answers write of each rule made once, when the set is made, so that no
+ * request formats it: the rule's label JSON-escaped (for the 429's
+ * message) and as a Structured Field String (for the RateLimit fields).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/buf.h"
+#include "server/rules_set.h"
+
+const char *sl_rule_label(const sl_rule *r)
+{
+    return r->name[0] != '\0' ? r->name : r->path;
+}
+
+static void free_set(sl_srv_rules *r)
+{
+    size_t n = sl_rules_rule_count(r->rules);
+    for (size_t i = 0; r->text != NULL && i < n; i++) {
+        free(r->text[i].json);
+        free(r->text[i].sf);
+    }
+    free(r->text);
+    sl_rules_free(r->rules);
+    free(r);
+}
+
+/* A buffer's string in just its bytes: a set may hold many rules. */
+static char *shrink(char *data, size_t len)
+{
+    char *p = data ? realloc(data, len + 1) : NULL;
+    return p ? p : data;
+}
+
+/* sl_srv_rule_text of every rule: 0, or -1 out of memory. */
+static int make_text(sl_srv_rules *r)
+{
+    size_t n = sl_rules_rule_count(r->rules);
+    r->text = calloc(n ? n : 1, sizeof(*r->text));
+    if (r->text == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        sl_srv_rule_text *t = &r->text[i];
+        const char *label = sl_rule_label(sl_rules_rule(r->rules, i));
+        sl_buf json = {0}, sf = {0};
+        sl_buf_add(&json, "", 0); /* "" stays a string, not NULL */
+        sl_buf_add_json_chars(&json, label, strlen(label));
+        sl_buf_add_sf_string(&sf, label);
+        t->json = shrink(json.data, json.len);
+        t->json_len = json.len;
+        t->sf = shrink(sf.data, sf.len);
+        t->sf_len = sf.len;
+        if (json.failed || sf.failed)
+            return -1;
+    }
+    return 0;
+}
+
+sl_srv_rules *sl_srv_rules_new(sl_rules *rules)
+{
+    sl_srv_rules *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        sl_rules_free(rules);
+        return NULL;
+    }
+    r->rules = rules;
+    if (make_text(r) != 0) {
+        free_set(r);
+        return NULL;
+    }
+    atomic_init(&r->refs, 1);
+    return r;
+}
+
+void sl_srv_rules_release(sl_srv_rules *r)
+{
+    if (r != NULL && atomic_fetch_sub(&r->refs, 1) == 1)
+        free_set(r);
+}
