@@ -76,10 +76,12 @@ static void round_end(sd_wait *w)
 {
     sd_redis *r = w->t->redis;
     sd_wait_dequeue(&r->waits, w);
-    w->refs++; /* the owner may let go of its reference meanwhile */
-    if (w->owner != NULL)
+    if (w->owner != NULL) {
+        /* The owner's reference ends with its answer. */
         w->round_done(w);
-    sd_wait_unref(w);
+        w->owner = NULL;
+        sd_wait_unref(w);
+    }
     arm_timeout(r);
     maybe_teardown(r);
 }
