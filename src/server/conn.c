@@ -12,8 +12,7 @@
  * Timeouts: a request must arrive whole within read_timeout of its first
  * byte (a slow client cannot hold a connection by trickling bytes); an
  * idle keep-alive connection is closed after idle_timeout.  A request
- * only moves the connection's deadline; the timer is re-armed when it
- * fires early, not on every request (see set_deadline).
+ * only moves the connection's deadline (deadline.c).
  *
  * Waiting on the store (--store redis, src/decision/): a handler whose
  * decision waits on Redis returns SL_SRV_AGAIN with its state in the
@@ -39,6 +38,7 @@
 #include <http_parser.h>
 
 #include "server/conn.h"
+#include "server/deadline.h"
 #include "server/respond.h"
 #include "server/router.h"
 #include "server/send.h"
@@ -46,9 +46,7 @@
 typedef struct sl_conn sl_conn;
 struct sl_conn {
     uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
-    uv_timer_t timer;
-    uint64_t deadline; /* loop time (ms) the current timeout expires */
-    uint64_t due;      /* loop time (ms) the timer is armed for */
+    sl_deadline timer;
     sl_srv_worker *w;
     http_parser parser;
     sl_buf url, body, out;
@@ -113,7 +111,7 @@ static void conn_close(sl_conn *c)
      * before then. */
     sl_srv_req_close(&c->rq);
     uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
-    uv_close((uv_handle_t *)&c->timer, conn_free_cb);
+    uv_close((uv_handle_t *)&c->timer.timer, conn_free_cb);
 }
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -123,31 +121,6 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     sl_srv_worker *w = ((sl_conn *)h)->w;
     *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
-}
-
-static void timer_cb(uv_timer_t *t);
-
-/* Arms the timer for the deadline, but never further ahead than the
- * shorter of the two timeouts.  Any deadline set later is then at or
- * after `due` (it is now + one of the timeouts), so set_deadline needs no
- * timer call; the timer fires at most once per that interval to find the
- * deadline moved and re-arm itself. */
-static void arm(sl_conn *c)
-{
-    const sl_srv_config *cfg = &c->w->server->cfg;
-    uint64_t now = uv_now(&c->w->loop);
-    uint64_t step = cfg->read_timeout_ms < cfg->idle_timeout_ms
-                        ? cfg->read_timeout_ms
-                        : cfg->idle_timeout_ms;
-    c->due = c->deadline - now < step ? c->deadline : now + step;
-    uv_timer_start(&c->timer, timer_cb, c->due - now, 0);
-}
-
-static void set_deadline(sl_conn *c, uint64_t timeout_ms)
-{
-    c->deadline = uv_now(&c->w->loop) + timeout_ms;
-    if (c->deadline < c->due || !uv_is_active((uv_handle_t *)&c->timer))
-        arm(c);
 }
 
 /* With nothing left to write: done with the connection? */
@@ -203,10 +176,6 @@ static void flush(sl_conn *c)
 static void timer_cb(uv_timer_t *t)
 {
     sl_conn *c = t->data;
-    if (uv_now(&c->w->loop) < c->deadline) {
-        arm(c);
-        return;
-    }
     if (c->in_message) {
         sl_respond_error(&c->out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
@@ -229,7 +198,7 @@ static int on_message_begin(http_parser *p)
     c->in_value = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
-    set_deadline(c, c->w->server->cfg.read_timeout_ms);
+    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
@@ -382,7 +351,7 @@ static int dispatch(sl_conn *c)
         keep_alive = 0;
     }
     c->in_message = 0;
-    set_deadline(c, c->w->server->cfg.idle_timeout_ms);
+    sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     if (!keep_alive) {
         c->closing = 1;
         http_parser_pause(p, 1);
@@ -504,8 +473,8 @@ void sl_conn_accept(sl_srv_worker *w)
         return;
     c->w = w;
     uv_tcp_init(&w->loop, &c->tcp);
-    uv_timer_init(&w->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
+    sl_deadline_init(&w->loop, &c->timer, timer_cb);
+    c->tcp.data = c->timer.timer.data = c;
     c->rq.resume = resume_cb;
     c->rq.owner = c;
     c->handles_open = 2;
@@ -525,7 +494,7 @@ void sl_conn_accept(sl_srv_worker *w)
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    set_deadline(c, srv->cfg.idle_timeout_ms);
+    sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 
