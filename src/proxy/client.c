@@ -895,28 +895,25 @@ static void act(sl_px_client *c, const sl_px_decision *pd,
         forward(c);
         return;
     }
-    uint64_t ms = (uint64_t)((delay + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+    uint64_t ms = (uint64_t)sl_ms_up(delay);
     sl_px_worker *pw = sl_px_worker_of(c->w);
     if (ms > cfg->queue_max_wait_ms || pw->queued >= cfg->queue_max) {
-        sl_buf out = {0}, hdrs = {0};
         int keep = can_keep(c);
         char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "queue full: a wait of %llu ms does not fit (at most %llu "
-                 "ms, %zu requests)",
-                 (unsigned long long)ms,
-                 (unsigned long long)cfg->queue_max_wait_ms, cfg->queue_max);
-        sl_buf_add(&hdrs, c->rate.data, c->rate.len);
-        sl_buf_printf(&hdrs, "Retry-After: %llu\r\n",
-                      (unsigned long long)((ms + 999) / 1000));
-        json_t *body =
-            json_pack("{s:{s:s,s:s,s:I}}", "error", "code", "rate_limited",
-                      "message", msg, "retry_after_ms", (json_int_t)ms);
-        sl_respond_json(&out, 429, hdrs.data, body, keep);
-        json_decref(body);
-        sl_buf_release(&hdrs);
+        int len = snprintf(msg, sizeof(msg),
+                           "a wait of %llu ms does not fit (at most %llu ms, "
+                           "%zu requests)",
+                           (unsigned long long)ms,
+                           (unsigned long long)cfg->queue_max_wait_ms,
+                           cfg->queue_max);
+        sl_buf_addstr(&c->rate, "Retry-After: ");
+        sl_buf_add_uint(&c->rate, (unsigned long long)sl_sec_up(delay));
+        sl_buf_addstr(&c->rate, "\r\n");
+        sl_respond_429(&c->out, c->rate.data, c->rate.len, "queue full: ", msg,
+                       (size_t)len, (long long)ms,
+                       c->parser.method == HTTP_HEAD, keep);
         sl_px_count(c->w, c->route, SL_PX_QUEUE_FULL);
-        answer_local(c, &out, keep);
+        answer_local(c, &c->out, keep);
         return;
     }
     pw->queued++;

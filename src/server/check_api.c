@@ -43,13 +43,6 @@ static void limit_json(sl_buf *b, const sl_dec_status *st)
     sl_buf_addstr(b, "}");
 }
 
-static long long ms_up(sl_nanos ns)
-{
-    if (ns <= 0)
-        return ns < 0 ? -1 : 0;
-    return (long long)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-}
-
 int sl_api_check(sl_srv_worker *w, const sl_http_request *req,
                  sl_srv_req *rq, sl_buf *out, int keep_alive)
 {
@@ -78,9 +71,9 @@ int sl_api_check(sl_srv_worker *w, const sl_http_request *req,
                 sl_buf_addstr(b, ",\"remaining\":");
                 sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
                 sl_buf_addstr(b, ",\"reset_after_ms\":");
-                sl_buf_add_int(b, ms_up(st->d.reset_after));
+                sl_buf_add_int(b, sl_ms_up(st->d.reset_after));
                 sl_buf_addstr(b, ",\"retry_after_ms\":");
-                sl_buf_add_int(b, ms_up(st->d.retry_after));
+                sl_buf_add_int(b, sl_ms_up(st->d.retry_after));
                 if (st->shadow)
                     sl_buf_addstr(b, ",\"shadow_mode\":true");
             }

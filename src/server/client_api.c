@@ -503,11 +503,6 @@ static client_state *client_state_new(sl_srv_worker *w, sl_srv_req *rq,
     return cs;
 }
 
-static json_int_t ms_up(sl_nanos ns)
-{
-    return (json_int_t)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-}
-
 /* Decides the round's checks: 0, or SL_SRV_AGAIN. */
 static int round_trip(sl_srv_worker *w, sl_srv_req *rq, client_state *cs)
 {
@@ -637,14 +632,10 @@ static void delay_json(const client_state *cs, json_t *body)
             period = sl_limit_get_config(res->items[i].limit)->period;
         }
     }
-    json_object_set_new(body, "delay_ms",
-                        json_integer(delay < 0 ? -1 : ms_up(delay)));
-    json_object_set_new(
-        body, "next_free_ms",
-        delay < 0 ? json_null()
-                  : json_integer((json_int_t)((cs->now + delay +
-                                               SL_NS_PER_MS - 1) /
-                                              SL_NS_PER_MS)));
+    json_object_set_new(body, "delay_ms", json_integer(sl_ms_up(delay)));
+    json_object_set_new(body, "next_free_ms",
+                        delay < 0 ? json_null()
+                                  : json_integer(sl_ms_up(cs->now + delay)));
     if (res->unlimited) {
         json_object_set_new(body, "remaining", json_null());
         json_object_set_new(body, "limit", json_null());

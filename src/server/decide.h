@@ -60,6 +60,20 @@ int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
                      char *err, size_t errlen);
 /* The request was given up while waiting (sd_cancel() its wait first). */
 void sl_decide_abandon(sl_dec_state *st);
+/* A decision's durations in the units answers give them, rounded up (a
+ * client that waits that long is safe): ms, with -1 for "never" (< 0);
+ * whole seconds, with 0 for "now or never". */
+static inline long long sl_ms_up(sl_nanos ns)
+{
+    return ns < 0 ? -1 : (long long)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+}
+
+static inline long long sl_sec_up(sl_nanos ns)
+{
+    return ns <= 0 ? 0
+                   : (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
+}
+
 /* The HTTP status of an sl_decide() error: 503 for the store, else 400. */
 int sl_decide_status(int rc);
 

@@ -160,14 +160,6 @@ void sl_respond_api_err(sl_srv_worker *w, const sl_api_err *e, sl_buf *out,
     sl_respond_error(out, e->status, e->code, e->msg, keep_alive);
 }
 
-/* Whole seconds, rounded up: a client that waits this long is safe. */
-static long long ceil_sec(sl_nanos ns)
-{
-    if (ns <= 0)
-        return 0;
-    return (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
-}
-
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
 {
     const sl_dec_status *c = res->closest;
@@ -176,7 +168,7 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     const sl_rule *r = c->rule;
     int64_t limit = r->action == SL_RULE_DENY ? 0 : c->d.limit;
     int64_t remaining = c->d.remaining < 0 ? 0 : c->d.remaining;
-    long long reset = ceil_sec(c->d.reset_after);
+    long long reset = sl_sec_up(c->d.reset_after);
     sl_buf_addstr(out, "X-RateLimit-Limit: ");
     sl_buf_add_int(out, limit);
     sl_buf_addstr(out, "\r\nX-RateLimit-Remaining: ");
@@ -186,7 +178,7 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     sl_buf_addstr(out, "\r\n");
     if (res->over && c->d.retry_after > 0) {
         sl_buf_addstr(out, "Retry-After: ");
-        sl_buf_add_int(out, ceil_sec(c->d.retry_after));
+        sl_buf_add_int(out, sl_sec_up(c->d.retry_after));
         sl_buf_addstr(out, "\r\n");
     }
     /* draft-ietf-httpapi-ratelimit-headers-08 and later: a quoted policy
@@ -196,7 +188,7 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     sl_buf_addstr(out, ";q=");
     sl_buf_add_int(out, limit);
     sl_buf_addstr(out, ";w=");
-    sl_buf_add_int(out, ceil_sec(r->period));
+    sl_buf_add_int(out, sl_sec_up(r->period));
     sl_buf_addstr(out, "\r\nRateLimit: ");
     sl_buf_add(out, c->text->sf, c->text->sf_len);
     sl_buf_addstr(out, ";r=");
@@ -206,44 +198,50 @@ void sl_rate_headers(const sl_dec_result *res, sl_buf *out)
     sl_buf_addstr(out, "\r\n");
 }
 
-/* Shared with the proxy (src/proxy/), whose 429 is the same answer.  It
- * is written straight into `out`, its body's length counted beforehand
- * and the rule's label JSON-escaped once at load (sl_srv_rule_text): a
- * refusal is the cheapest answer to make, and under a flood it is the
- * one made most. */
-void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
-                        size_t rate_len, int head, sl_buf *out,
-                        int keep_alive)
+/* The 429: written straight into `out`, its body's length counted
+ * beforehand: a refusal is the cheapest answer to make, and under a flood
+ * it is the one made most.  Its message is why (static text) then detail
+ * (JSON string characters); retry_ms < 0 is null. */
+void sl_respond_429(sl_buf *out, const char *rate_headers, size_t rate_len,
+                    const char *why, const char *detail, size_t detail_len,
+                    long long retry_ms, int head, int keep_alive)
 {
     static const char pre[] = "{\"error\":{\"code\":\"rate_limited\","
-                              "\"message\":\"rate limit exceeded: ";
+                              "\"message\":\"";
     static const char mid[] = "\",\"retry_after_ms\":";
     static const char post[] = "}}\n";
     if (head) {
         sl_respond_empty(out, 429, rate_headers, keep_alive);
         return;
     }
-    const sl_dec_status *c = res->closest;
-    const char *label = c ? c->text->json : "denied";
-    size_t label_len = c ? c->text->json_len : 6;
-    long long ms = -1; /* null */
-    size_t ms_len = 4;
-    if (c && c->d.retry_after >= 0) {
-        ms = (long long)((c->d.retry_after + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
-        ms_len = sl_digits((unsigned long long)ms);
-    }
+    size_t why_len = strlen(why);
+    size_t ms_len = retry_ms >= 0 ? sl_digits((unsigned long long)retry_ms)
+                                  : 4; /* null */
     sl_respond_head(out, 429, "application/json",
-                    sizeof(pre) - 1 + label_len + sizeof(mid) - 1 + ms_len +
-                        sizeof(post) - 1,
+                    sizeof(pre) - 1 + why_len + detail_len + sizeof(mid) - 1 +
+                        ms_len + sizeof(post) - 1,
                     keep_alive);
     sl_buf_add(out, rate_headers, rate_len);
     sl_buf_add(out, "\r\n", 2);
     sl_buf_add(out, pre, sizeof(pre) - 1);
-    sl_buf_add(out, label, label_len);
+    sl_buf_add(out, why, why_len);
+    sl_buf_add(out, detail, detail_len);
     sl_buf_add(out, mid, sizeof(mid) - 1);
-    if (ms >= 0)
-        sl_buf_add_int(out, ms);
+    if (retry_ms >= 0)
+        sl_buf_add_int(out, retry_ms);
     else
         sl_buf_add(out, "null", 4);
     sl_buf_add(out, post, sizeof(post) - 1);
+}
+
+/* The rule's label was JSON-escaped once, when its set was loaded
+ * (sl_srv_rule_text). */
+void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
+                        size_t rate_len, int head, sl_buf *out,
+                        int keep_alive)
+{
+    const sl_dec_status *c = res->closest;
+    sl_respond_429(out, rate_headers, rate_len, "rate limit exceeded: ",
+                   c ? c->text->json : "denied", c ? c->text->json_len : 6,
+                   c ? sl_ms_up(c->d.retry_after) : -1, head, keep_alive);
 }

@@ -49,9 +49,13 @@ void sl_respond_head(sl_buf *out, int status, const char *type, size_t body_len,
 /* X-RateLimit-*, Retry-After and the IETF draft's RateLimit-Policy and
  * RateLimit fields from res->closest, each line ending in CRLF. */
 void sl_rate_headers(const sl_dec_result *res, sl_buf *out);
-/* auth_api.c: the 429 of a refused request (also the proxy's): the JSON
- * error {"code": "rate_limited", "message", "retry_after_ms"}, or no body
- * for a HEAD; rate_headers from sl_rate_headers(). */
+/* The 429 of a refused request (serve's and the proxy's): the JSON error
+ * {"code": "rate_limited", "message": why + detail, "retry_after_ms"}, or
+ * no body for a HEAD; rate_headers from sl_rate_headers().
+ * sl_respond_limited() says which rule refused it. */
+void sl_respond_429(sl_buf *out, const char *rate_headers, size_t rate_len,
+                    const char *why, const char *detail, size_t detail_len,
+                    long long retry_ms, int head, int keep_alive);
 void sl_respond_limited(const sl_dec_result *res, const char *rate_headers,
                         size_t rate_len, int head, sl_buf *out,
                         int keep_alive);
