@@ -2,7 +2,7 @@
  * layer.h - what the files of the decision layer share; front ends see
  * only decision.h.  The layer's files call down this list, never up:
  *
- *   decide.c        sd_decide: the memory store at once, Redis by waits
+ *   engine.c        sd_decide: the memory store at once, Redis by waits
  *   policy.c        a check Redis could not decide, by its failure policy
  *   local.c         the local policy's limits, divided among the nodes
  *   nodes.c         --nodes auto: the live nodes, counted in Redis
@@ -81,7 +81,7 @@ struct sd_wait {
     sd_thread *t;
     void *owner; /* NULL once cancelled */
     sd_done_fn done;
-    void (*round_done)(sd_wait *w); /* decide.c's, when every call is done */
+    void (*round_done)(sd_wait *w); /* engine.c's, when every call is done */
     sd_call *calls;
     size_t n_calls;
     size_t awaiting; /* calls still without a result */

@@ -9,7 +9,7 @@
  * the others as one batch (batch.c).  The library builds each call and
  * reads each reply (sl_redis_call_*).  A call that gets no good reply
  * within --redis-timeout of being sent fails ("timeout"; a lost
- * connection or an error reply is "error") and decide.c has the policy
+ * connection or an error reply is "error") and engine.c has the policy
  * decide it.  The breaker (breaker.c) is the connection itself: opened,
  * the connection is dropped and every check goes to the policy with no
  * I/O; after a backoff a new connection's AUTH, SELECT and SCRIPT LOAD
@@ -71,7 +71,7 @@ static void maybe_teardown(sd_redis *r)
 static void arm_timeout(sd_redis *r);
 
 /* Every call of the wait has its reply or failed (or the deadline
- * passed): decide.c answers its owner. */
+ * passed): engine.c answers its owner. */
 static void round_end(sd_wait *w)
 {
     sd_redis *r = w->t->redis;

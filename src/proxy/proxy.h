@@ -9,7 +9,7 @@
  * client.c (one client connection: parsing, deciding, queueing,
  * streaming), upstream.c (the pool of upstream connections and the
  * response side), stats.c (per-route counters and /metrics), reload.c
- * (the config's hot reload: generations shared by the threads), proxy.c
+ * (the config's hot reload: generations shared by the threads), start.c
  * (start-up: the front end handed to sl_server_run).
  */
 #ifndef SL_PROXY_H
@@ -276,7 +276,7 @@ typedef struct sl_proxy {
     void *load_ctx;
 } sl_proxy;
 
-/* proxy.c: runs until SIGTERM or SIGINT; returns the exit status.  It
+/* start.c: runs until SIGTERM or SIGINT; returns the exit status.  It
  * takes cfg (published, freed at the end); server_cfg and load_ctx are
  * borrowed for the whole run. */
 int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,

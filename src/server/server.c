@@ -19,7 +19,7 @@
 #include "server/conn.h"
 #include "server/decide.h"
 #include "server/metrics.h"
-#include "server/reload.h"
+#include "server/rules_reload.h"
 
 static void tick_cb(uv_prepare_t *h)
 {

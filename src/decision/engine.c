@@ -1,5 +1,5 @@
 /*
- * decide.c - the decision layer's entry: the engine (the process's
+ * engine.c - the decision layer's entry: the engine (the process's
  * stores), a thread's side of it, and sd_decide().
  *
  * On the memory store a request's checks are decided at once, each by

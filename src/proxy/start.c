@@ -1,5 +1,5 @@
 /*
- * proxy.c - starts `sluice proxy`: the proxy's per-thread state and
+ * start.c - starts `sluice proxy`: the proxy's per-thread state and
  * counters, handed to the server's process machinery (sl_server_run) as
  * its front end, so threads, listeners, rules reload, metrics and drain
  * are the server's own.

@@ -1,12 +1,12 @@
 /*
- * reload.h - the rules file loaded, watched and swapped under traffic.
+ * rules_reload.h - the rules file loaded, watched and swapped under traffic.
  */
-#ifndef SL_SRV_RELOAD_H
-#define SL_SRV_RELOAD_H
+#ifndef SL_SRV_RULES_RELOAD_H
+#define SL_SRV_RULES_RELOAD_H
 
 #include "server/worker.h"
 
-/* reload.c */
+/* rules_reload.c */
 int sl_reload_init(sl_server *s); /* first load; 0 or -1 */
 void sl_reload_now(sl_server *s); /* SIGHUP, file change */
 void sl_reload_start_watch(sl_server *s, uv_loop_t *loop);

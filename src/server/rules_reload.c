@@ -1,5 +1,5 @@
 /*
- * reload.c - loading the rules and swapping them in while serving.
+ * rules_reload.c - loading the rules and swapping them in while serving.
  *
  * The main thread loads a new set (on SIGHUP, or when the once-a-second
  * stat poll of the rules path sees a change) and publishes it as
@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 
 #include "server/metrics.h"
-#include "server/reload.h"
+#include "server/rules_reload.h"
 
 static uv_timer_t watch_timer;
 static int watching;
