@@ -30,25 +30,13 @@
  * meanwhile is gone, as nginx treats it (499): its wait is cancelled and
  * nothing is forwarded.
  *
- * Clients are read first come, first served: their sockets are in an
- * edge-triggered epoll of the thread's own, which is in the loop as one
- * uv_poll, and not read by libuv (uv_read_start), whose epoll is
- * level-triggered.  There a socket reported readable goes back on the
- * kernel's ready list at once, so the next poll scans the sockets just
- * served before those that became readable since, and a connection
- * whose next request came a little late waited a second round behind
- * the others: with 50 busy connections, the proxy served 93 requests
- * of the others between two of one at p99, where first come, first
- * served is 49 (and nginx, edge-triggered, 53 to 65;
- * bench/proxy_syscalls.sh).  Writes stay libuv's.
+ * Clients are read first come, first served (src/server/reader.c);
+ * writes go through sl_send.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include "proxy.h"
 
@@ -92,8 +80,7 @@ struct sl_px_client {
     int req_chunked, req_body, req_done;
     int resp_chunked;
     int header_error; /* 431: our header callbacks refused */
-    int reading;      /* reads wanted: client_read() acts on edges */
-    int eof;          /* the client sent all it will */
+    sl_reader reader; /* reading, and whether the client sent all */
     int flow_paused;  /* stopped reading: the upstream is behind */
     int closing;      /* close once the writes are done */
     int lingering;    /* ...after reading and dropping what still comes */
@@ -104,8 +91,7 @@ struct sl_px_client {
     sl_px_client *prev, *next;
 };
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static void close_readable(sl_px_worker *pw);
+static void read_cb(sl_reader *r, ssize_t nread, const char *data);
 static void resume(sl_px_client *c);
 static void timer_cb(uv_timer_t *t);
 static void set_reading(sl_px_client *c, int on);
@@ -123,7 +109,7 @@ static void free_cb(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     if (pw->clients == NULL && c->w->stopping)
-        close_readable(pw);
+        sl_readers_close(&c->w->readers);
     sl_buf_release(&c->url);
     sl_buf_release(&c->rest);
     sl_buf_release(&c->rate);
@@ -171,7 +157,7 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
  * what arrives until the client closes or SL_PX_LINGER_MS passes. */
 static void linger(sl_px_client *c)
 {
-    if (c->eof ||
+    if (c->reader.eof ||
         uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) {
         client_close(c);
         return;
@@ -190,94 +176,9 @@ static void finish(sl_px_client *c)
         client_close(c);
 }
 
-static void readable_cb(uv_poll_t *h, int status, int events);
-
-static void close_readable(sl_px_worker *pw)
-{
-    if (pw->epfd_open && !uv_is_closing((uv_handle_t *)&pw->readable)) {
-        uv_close((uv_handle_t *)&pw->readable, NULL);
-        close(pw->epfd);
-    }
-}
-
-/* Puts the socket in the thread's epoll (EPOLL_CTL_ADD), or asks it
- * again (EPOLL_CTL_MOD), which queues it if there is something to read
- * now: an edge that came while reading was off is not lost. */
-static int watch(sl_px_client *c, int op)
-{
-    sl_px_worker *pw = sl_px_worker_of(c->w);
-    uv_os_fd_t fd;
-    if (!pw->epfd_open) {
-        pw->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (pw->epfd < 0 ||
-            uv_poll_init(&c->w->loop, &pw->readable, pw->epfd) != 0) {
-            if (pw->epfd >= 0)
-                close(pw->epfd);
-            return -1;
-        }
-        pw->epfd_open = 1;
-        pw->readable.data = c->w;
-        uv_poll_start(&pw->readable, UV_READABLE, readable_cb);
-    }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
-                             .data.ptr = c};
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
-        return -1;
-    return epoll_ctl(pw->epfd, op, fd, &ev);
-}
-
-/* Reads until the socket is drained, as an edge-triggered socket must
- * be: a short read means it was, and what comes after brings a new
- * edge.  Reads land in the thread's one read buffer, as conn.c's do:
- * whatever must outlive read_cb is copied out by then.  After 32 full
- * reads the socket goes to the back of the line instead. */
-static void client_read(sl_px_client *c)
-{
-    sl_srv_worker *w = c->w;
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
-        return;
-    for (int i = 0; i < 32; i++) {
-        if (!c->reading || c->eof || uv_is_closing((uv_handle_t *)&c->tcp))
-            return;
-        ssize_t n = read(fd, w->read_buf, sizeof(w->read_buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        uv_buf_t buf = uv_buf_init(w->read_buf, n > 0 ? (unsigned)n : 0);
-        ssize_t nread = n;
-        if (n == 0)
-            nread = UV_EOF;
-        else if (n < 0)
-            nread = uv_translate_sys_error(errno);
-        read_cb((uv_stream_t *)&c->tcp, nread, &buf);
-        if (n < (ssize_t)sizeof(w->read_buf))
-            return;
-    }
-    if (c->reading && !c->eof && !uv_is_closing((uv_handle_t *)&c->tcp) &&
-        watch(c, EPOLL_CTL_MOD) != 0)
-        client_close(c);
-}
-
-static void readable_cb(uv_poll_t *h, int status, int events)
-{
-    (void)status;
-    (void)events;
-    sl_px_worker *pw = sl_px_worker_of(h->data);
-    struct epoll_event ev[64];
-    int n = epoll_wait(pw->epfd, ev, 64, 0);
-    for (int i = 0; i < n; i++)
-        client_read(ev[i].data.ptr);
-}
-
 static void set_reading(sl_px_client *c, int on)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp) || on == c->reading ||
-        (on && c->eof))
-        return;
-    c->reading = on;
-    if (on && watch(c, EPOLL_CTL_MOD) != 0)
+    if (sl_reader_set(&c->reader, on) != 0)
         client_close(c);
 }
 
@@ -645,16 +546,17 @@ static void resume(sl_px_client *c)
         set_reading(c, 1);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void read_cb(sl_reader *r, ssize_t nread, const char *data)
 {
-    sl_px_client *c = (sl_px_client *)s;
+    sl_px_client *c =
+        (sl_px_client *)((char *)r - offsetof(sl_px_client, reader));
     if (c->lingering) { /* the answer is out: drop what comes, until EOF */
         if (nread < 0)
             client_close(c);
         return;
     }
     if (nread < 0) {
-        c->eof = 1;
+        c->reader.eof = 1;
         if (c->state == S_DECIDING) {
             client_close(c); /* nothing was forwarded: drop it all */
         } else if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
@@ -671,7 +573,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
         sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
-        sl_buf_add(&c->rest, buf->base, (size_t)nread);
+        sl_buf_add(&c->rest, data, (size_t)nread);
         if (c->rest.failed)
             client_close(c);
         else if (c->rest.len > SL_PX_MAX_PENDING)
@@ -680,7 +582,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread > 0) {
         c->driving = 1;
-        parse(c, buf->base, (size_t)nread);
+        parse(c, data, (size_t)nread);
         c->driving = 0;
     }
     if (c->again)
@@ -1101,11 +1003,8 @@ void sl_px_client_accept(sl_srv_worker *w)
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    if (watch(c, EPOLL_CTL_ADD) != 0) {
+    if (sl_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
         client_close(c);
-        return;
-    }
-    c->reading = 1;
 }
 
 void sl_px_close_idle(sl_srv_worker *w)
@@ -1118,6 +1017,6 @@ void sl_px_close_idle(sl_srv_worker *w)
             c->keep_alive = 0;
     }
     if (sl_px_worker_of(w)->clients == NULL)
-        close_readable(sl_px_worker_of(w));
+        sl_readers_close(&w->readers);
     sl_px_upstream_close_idle(w);
 }

@@ -23,6 +23,7 @@
 #include "server/decide.h"
 #include "server/deadline.h"
 #include "server/metrics.h"
+#include "server/reader.h"
 #include "server/respond.h"
 #include "server/send.h"
 
@@ -242,11 +243,6 @@ typedef struct sl_px_worker {
     void *idle;     /* idle upstream connections (upstream.c) */
     size_t n_idle;
     size_t queued;  /* requests held for their delay */
-    /* The clients' reads, edge-triggered (client.c): made at the first
-     * accept, closed with the last client once the thread stops. */
-    int epfd;
-    int epfd_open;
-    uv_poll_t readable; /* epfd in the loop */
     sl_px_config *cfg;   /* this thread's reference (reload.c) */
     uint64_t generation; /* of cfg */
     /* The decision of requests answered at once (the memory store); with

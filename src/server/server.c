@@ -183,6 +183,8 @@ int sl_server_run(const sl_srv_config *cfg)
         if (fd < 0)
             goto stop;
         uv_loop_init(&w->loop);
+        sl_readers_init(&w->readers, &w->loop, w->read_buf,
+                        sizeof(w->read_buf));
         uv_tcp_init(&w->loop, &w->listener);
         uv_tcp_open(&w->listener, fd);
         w->listener.data = w;

@@ -14,6 +14,7 @@
 
 #include "decision/decision.h"
 #include "server/buf.h"
+#include "server/reader.h"
 #include "server/rules_set.h"
 #include "sluice.h"
 
@@ -115,6 +116,7 @@ struct sl_srv_worker {
     sl_nanos now;             /* wall clock ns, sampled once per iteration */
     void *conns;              /* intrusive list of open connections (conn.c) */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
+    sl_readers readers;       /* the proxy's clients (reader.c) */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
