@@ -38,6 +38,7 @@
 #include <http_parser.h>
 
 #include "server/conn.h"
+#include "server/reader.h"
 #include "server/deadline.h"
 #include "server/respond.h"
 #include "server/router.h"
@@ -64,11 +65,13 @@ struct sl_conn {
     int err_status;      /* a cap our callbacks refused: 413, 431 */
     int closing;         /* no more requests; close after the writes */
     int paused;          /* reading stopped until the client reads */
+    sl_reader reader;
     int handles_open;    /* close callbacks still to come */
     size_t writes;       /* writes in flight */
     sl_srv_req rq;       /* the request's state across waits */
     int waiting;         /* rq waits: parser paused */
     sl_buf stash;        /* bytes read after the waiting request */
+    int ended;           /* the client's end (or an error) came meanwhile */
     sl_conn *prev, *next;
 };
 
@@ -101,6 +104,8 @@ static void conn_free_cb(uv_handle_t *h)
     sl_buf_release(&c->stash);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
+    if (w->conns == NULL && w->stopping)
+        sl_readers_close(&w->readers);
 }
 
 static void conn_close(sl_conn *c)
@@ -114,13 +119,10 @@ static void conn_close(sl_conn *c)
     uv_close((uv_handle_t *)&c->timer.timer, conn_free_cb);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+static void set_reading(sl_conn *c, int on)
 {
-    (void)suggested;
-    sl_srv_worker *w = ((sl_conn *)h)->w;
-    *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
+    if (sl_reader_set(&c->reader, on) != 0)
+        conn_close(c);
 }
 
 /* With nothing left to write: done with the connection? */
@@ -142,7 +144,7 @@ static void write_cb(uv_write_t *req, int status)
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
             SL_SRV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
-        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+        set_reading(c, 1);
     }
 }
 
@@ -169,7 +171,7 @@ static void flush(sl_conn *c)
     if (!c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
                            SL_SRV_MAX_PENDING_OUTPUT) {
         c->paused = 1;
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        set_reading(c, 0);
     }
 }
 
@@ -180,7 +182,7 @@ static void timer_cb(uv_timer_t *t)
         sl_respond_error(&c->out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
         c->closing = 1;
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        set_reading(c, 0);
         flush(c);
     } else {
         conn_close(c);
@@ -396,7 +398,7 @@ static void parse(sl_conn *c, const char *data, size_t n)
             c->stash.len = 0;
         }
         if (c->stash.len >= STASH_MAX)
-            uv_read_stop((uv_stream_t *)&c->tcp);
+            set_reading(c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         if (c->err_status == 413)
             sl_respond_error(&c->out, 413, "ETOOLARGE",
@@ -413,22 +415,22 @@ static void parse(sl_conn *c, const char *data, size_t n)
         c->closing = 1;
     }
     if (c->closing)
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        set_reading(c, 0);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void read_cb(sl_reader *r, ssize_t nread, const char *data)
 {
-    sl_conn *c = (sl_conn *)s;
+    sl_conn *c = (sl_conn *)((char *)r - offsetof(sl_conn, reader));
     if (c->waiting && !c->closing) {
-        /* Kept for after the answer.  An end of stream or an error is
-         * left to be read again then: the waiting request is answered
-         * first, as when reading had stopped. */
+        /* Kept for after the answer.  An end of stream or an error
+         * waits too: the waiting request is answered first. */
         if (nread > 0)
-            sl_buf_add(&c->stash, buf->base, (size_t)nread);
+            sl_buf_add(&c->stash, data, (size_t)nread);
+        c->ended |= nread < 0;
         if (c->stash.failed)
             c->closing = 1;
         if (nread < 0 || c->stash.len >= STASH_MAX || c->closing)
-            uv_read_stop(s);
+            set_reading(c, 0);
         return;
     }
     if (nread <= 0 || c->closing) {
@@ -438,7 +440,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    parse(c, buf->base, (size_t)nread);
+    parse(c, data, (size_t)nread);
     flush(c);
     /* Last: it may answer other waiting requests. */
     sd_flush(c->w->dec);
@@ -459,8 +461,10 @@ static void resume_cb(void *owner)
             parse(c, stash.data, stash.len);
             sl_buf_release(&stash);
         }
-        if (!c->waiting && !c->closing && !c->paused)
-            uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+        if (!c->waiting && !c->closing && c->ended)
+            c->closing = 1; /* the client is done: so is the connection */
+        else if (!c->waiting && !c->closing && !c->paused)
+            set_reading(c, 1);
     }
     flush(c);
 }
@@ -495,7 +499,8 @@ void sl_conn_accept(sl_srv_worker *w)
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (sl_reader_start(&w->readers, &c->reader, &c->tcp, read_cb) != 0)
+        conn_close(c);
 }
 
 /* On stop: idle connections close now; one in the middle of a request or
@@ -507,4 +512,6 @@ void sl_conn_close_idle(sl_srv_worker *w)
         if (!c->in_message && c->writes == 0 && !c->waiting)
             conn_close(c);
     }
+    if (w->conns == NULL)
+        sl_readers_close(&w->readers);
 }
