@@ -91,6 +91,23 @@ struct sl_px_client {
     sl_px_client *prev, *next;
 };
 
+/* What the upstream connection tells this client (sl_px_up_events). */
+static void up_ready(sl_px_client *c, sl_px_up *up);
+static void up_failed(sl_px_client *c, int status, const char *message);
+static int up_method(const sl_px_client *c);
+static int up_head(sl_px_client *c, int status, const char *reason,
+                   size_t reason_len, const sl_px_headers *h, http_parser *p);
+static int up_body(sl_px_client *c, const char *at, size_t len);
+static void up_done(sl_px_client *c, int reusable);
+static void up_broken(sl_px_client *c);
+static void up_drained(sl_px_client *c);
+static size_t up_pending(const sl_px_client *c);
+
+static const sl_px_up_events up_events = {
+    up_ready, up_failed, up_method,  up_head,   up_body,
+    up_done,  up_broken, up_drained, up_pending,
+};
+
 static void read_cb(sl_reader *r, ssize_t nread, const char *data);
 static void resume(sl_px_client *c);
 static void timer_cb(uv_timer_t *t);
@@ -253,12 +270,12 @@ static int send_buf(sl_px_client *c, sl_buf *b)
     return rc;
 }
 
-size_t sl_px_client_pending(const sl_px_client *c)
+static size_t up_pending(const sl_px_client *c)
 {
     return c->pending;
 }
 
-int sl_px_client_method(const sl_px_client *c)
+static int up_method(const sl_px_client *c)
 {
     return c->parser.method;
 }
@@ -589,7 +606,7 @@ static void read_cb(sl_reader *r, ssize_t nread, const char *data)
         resume(c);
 }
 
-void sl_px_client_upstream_drained(sl_px_client *c)
+static void up_drained(sl_px_client *c)
 {
     if (c->flow_paused) {
         c->flow_paused = 0;
@@ -601,7 +618,7 @@ void sl_px_client_upstream_drained(sl_px_client *c)
 static void forward(sl_px_client *c)
 {
     c->state = S_CONNECTING;
-    sl_px_upstream_open(c->w, c);
+    sl_px_upstream_open(c->w, c, &up_events);
 }
 
 static void delay_cb(uv_timer_t *t)
@@ -824,7 +841,7 @@ static void act(sl_px_client *c, const sl_px_decision *pd,
     uv_timer_start(&c->delay, delay_cb, ms, 0);
 }
 
-void sl_px_client_upstream_failed(sl_px_client *c, int status,
+static void up_failed(sl_px_client *c, int status,
                                   const char *message)
 {
     c->up = NULL;
@@ -841,7 +858,7 @@ static void add_content_length(sl_buf *b, uint64_t n)
     sl_buf_add(b, "\r\n", 2);
 }
 
-void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
+static void up_ready(sl_px_client *c, sl_px_up *up)
 {
     static const char *const drop[] = {"expect", "x-forwarded-for",
                                        "x-forwarded-proto", NULL};
@@ -879,7 +896,7 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     if (head.failed || sl_px_upstream_write(up, head.data, head.len) != 0) {
         sl_buf_release(&head);
         if (c->up != NULL)
-            sl_px_client_upstream_failed(c, 502, "upstream write failed");
+            up_failed(c, 502, "upstream write failed");
         return;
     }
     sl_buf_release(&head);
@@ -892,7 +909,7 @@ void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up)
     resume(c);
 }
 
-int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
+static int up_head(sl_px_client *c, int status, const char *reason,
                                size_t reason_len, const sl_px_headers *h,
                                http_parser *p)
 {
@@ -933,7 +950,7 @@ int sl_px_client_response_head(sl_px_client *c, int status, const char *reason,
     return rc;
 }
 
-int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
+static int up_body(sl_px_client *c, const char *at, size_t len)
 {
     char size[24];
     if (c->resp_chunked) {
@@ -946,7 +963,7 @@ int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len)
     return flush(c);
 }
 
-void sl_px_client_response_done(sl_px_client *c, int reusable)
+static void up_done(sl_px_client *c, int reusable)
 {
     (void)reusable;
     c->up = NULL;
@@ -964,7 +981,7 @@ void sl_px_client_response_done(sl_px_client *c, int reusable)
     resume(c);
 }
 
-void sl_px_client_response_broken(sl_px_client *c)
+static void up_broken(sl_px_client *c)
 {
     c->up = NULL;
     client_close(c);

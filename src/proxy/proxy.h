@@ -306,13 +306,35 @@ typedef struct sl_px_client sl_px_client;
 void sl_px_client_accept(sl_srv_worker *w);
 void sl_px_close_idle(sl_srv_worker *w);
 
-/* upstream.c: the response side.  sl_px_upstream_open() hands the client
- * an upstream connection, from the pool or new; once it is connected it
- * calls sl_px_client_upstream_ready(c, up), or on failure
- * sl_px_client_upstream_failed(c, status, message) (502 or 504) -- exactly
- * one of the two, maybe before it returns. */
+/* What an upstream connection tells the client it serves, and asks of
+ * it (client.c's; the upstream never calls the client by name). */
 typedef struct sl_px_up sl_px_up;
-void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c);
+typedef struct sl_px_up_events {
+    /* Connected: exactly one of ready and failed (502 or 504) comes per
+     * open, maybe before sl_px_upstream_open() returns. */
+    void (*ready)(sl_px_client *c, sl_px_up *up);
+    void (*failed)(sl_px_client *c, int status, const char *message);
+    int (*method)(const sl_px_client *c);
+    /* The response's head: status line and fields; body framing decided
+     * there.  0, or -1 when the client is gone. */
+    int (*head)(sl_px_client *c, int status, const char *reason,
+                size_t reason_len, const sl_px_headers *h, http_parser *p);
+    int (*body)(sl_px_client *c, const char *at, size_t len);
+    /* The response ended; reusable: the upstream connection may go back
+     * to the pool.  The client lets go of up. */
+    void (*done)(sl_px_client *c, int reusable);
+    /* The upstream broke after the response began: close the client. */
+    void (*broken)(sl_px_client *c);
+    /* The upstream's queue fell below half of SL_PX_MAX_PENDING. */
+    void (*drained)(sl_px_client *c);
+    /* Flow control from the response side: the client's pending bytes. */
+    size_t (*pending)(const sl_px_client *c);
+} sl_px_up_events;
+
+/* upstream.c: the response side.  sl_px_upstream_open() hands the client
+ * an upstream connection, from the pool or new, and tells it by ev. */
+void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
+                         const sl_px_up_events *ev);
 /* Queues bytes towards the upstream; 0 or -1 when the write failed. */
 int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len);
 /* The request has been sent whole: start the response timeout. */
@@ -323,26 +345,5 @@ size_t sl_px_upstream_pending(const sl_px_up *up);
 /* The client went away: the connection cannot be reused. */
 void sl_px_upstream_abort(sl_px_up *up);
 void sl_px_upstream_close_idle(sl_srv_worker *w);
-
-/* What upstream.c needs of the client connection (client.c). */
-void sl_px_client_upstream_ready(sl_px_client *c, sl_px_up *up);
-void sl_px_client_upstream_failed(sl_px_client *c, int status,
-                                  const char *message);
-int sl_px_client_method(const sl_px_client *c);
-/* The response's head: status line and fields; body framing decided
- * here.  Returns 0, or -1 when the client is gone. */
-int sl_px_client_response_head(sl_px_client *c, int status,
-                               const char *reason, size_t reason_len,
-                               const sl_px_headers *h, http_parser *p);
-int sl_px_client_response_body(sl_px_client *c, const char *at, size_t len);
-/* The response ended; reusable: the upstream connection may go back to
- * the pool.  The client releases its pointer to up. */
-void sl_px_client_response_done(sl_px_client *c, int reusable);
-/* The upstream broke after the response began: close the client. */
-void sl_px_client_response_broken(sl_px_client *c);
-/* The upstream's queue fell below half of SL_PX_MAX_PENDING. */
-void sl_px_client_upstream_drained(sl_px_client *c);
-/* Flow control from the response side: the client's pending bytes. */
-size_t sl_px_client_pending(const sl_px_client *c);
 
 #endif

@@ -29,6 +29,7 @@ struct sl_px_up {
     uv_connect_t connect_req;
     sl_srv_worker *w;
     sl_px_client *client; /* NULL when idle or failed */
+    const sl_px_up_events *ev; /* the client's */
     http_parser parser;
     sl_px_headers headers;
     sl_buf reason;
@@ -84,7 +85,7 @@ static void fail(sl_px_up *up, int status, const char *message)
     sl_px_client *c = up->client;
     up_close(up);
     if (c != NULL)
-        sl_px_client_upstream_failed(c, status, message);
+        up->ev->failed(c, status, message);
 }
 
 /* The upstream broke: 502 before the response head, else the client's
@@ -98,7 +99,7 @@ static void broken(sl_px_up *up, const char *message)
     }
     up_close(up);
     if (c != NULL)
-        sl_px_client_response_broken(c);
+        up->ev->broken(c);
 }
 
 /* Reads land in the thread's one read buffer, as conn.c's do: whatever
@@ -184,20 +185,20 @@ static int on_headers_complete(http_parser *p)
     }
     up->head_seen = 1;
     up->keep_alive = http_should_keep_alive(p);
-    if (sl_px_client_response_head(up->client, p->status_code,
+    if (up->ev->head(up->client, p->status_code,
                                    up->reason.data ? up->reason.data : "",
                                    up->reason.len, &up->headers, p) != 0)
         return -1;
-    return sl_px_client_method(up->client) == HTTP_HEAD ? 1 : 0;
+    return up->ev->method(up->client) == HTTP_HEAD ? 1 : 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
     sl_px_up *up = p->data;
     if (up->client == NULL ||
-        sl_px_client_response_body(up->client, at, len) != 0)
+        up->ev->body(up->client, at, len) != 0)
         return -1;
-    if (sl_px_client_pending(up->client) > SL_PX_MAX_PENDING)
+    if (up->ev->pending(up->client) > SL_PX_MAX_PENDING)
         sl_px_upstream_pause(up, 1);
     return 0;
 }
@@ -252,7 +253,7 @@ static void finish(sl_px_up *up, int extra_bytes)
     } else {
         up_close(up);
     }
-    sl_px_client_response_done(c, reusable);
+    up->ev->done(c, reusable);
 }
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -301,7 +302,7 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     if (up->client != NULL && up->pending < SL_PX_MAX_PENDING / 2)
-        sl_px_client_upstream_drained(up->client);
+        up->ev->drained(up->client);
 }
 
 /* One sl_send (send.c); bytes queued before are still in up->pending. */
@@ -345,10 +346,11 @@ static void connect_cb(uv_connect_t *req, int status)
     sl_deadline_clear(&up->timer);
     uv_tcp_nodelay(&up->tcp, 1);
     sl_px_upstream_pause(up, 0);
-    sl_px_client_upstream_ready(up->client, up);
+    up->ev->ready(up->client, up);
 }
 
-void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
+void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
+                         const sl_px_up_events *ev)
 {
     const sl_px_config *cfg = sl_px_config_of(w);
     sl_px_worker *pw = sl_px_worker_of(w);
@@ -356,16 +358,18 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c)
     if (up != NULL) {
         pool_remove(up);
         up->client = c;
-        sl_px_client_upstream_ready(c, up);
+        up->ev = ev;
+        ev->ready(c, up);
         return;
     }
     up = calloc(1, sizeof(*up));
     if (up == NULL) {
-        sl_px_client_upstream_failed(c, 502, "out of memory");
+        ev->failed(c, 502, "out of memory");
         return;
     }
     up->w = w;
     up->client = c;
+    up->ev = ev;
     up->generation = pw->generation;
     uv_tcp_init(&w->loop, &up->tcp);
     sl_deadline_init(&w->loop, &up->timer, timer_cb);
