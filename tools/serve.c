@@ -187,7 +187,8 @@ static int apply(int opt, const char *where, const char *val,
                     val);
             bad = 1;
         }
-        cfg->threads = (int)v;
+        if (!bad)
+            cfg->threads = (int)v;
         break;
     case STORE:
         if (strcmp(val, "memory") == 0) {
@@ -247,7 +248,8 @@ static int apply(int opt, const char *where, const char *val,
                     val);
             bad = 1;
         }
-        *(opt == NODES ? &cfg->nodes : &cfg->redis_breaker) = (int)v;
+        if (!bad)
+            *(opt == NODES ? &cfg->nodes : &cfg->redis_breaker) = (int)v;
         break;
     case STORE_BYTES: return parse_size(where, val, 0, &cfg->store_bytes);
     case BODY: return parse_size(where, val, 1, &cfg->max_body_bytes);
@@ -277,7 +279,8 @@ static int apply(int opt, const char *where, const char *val,
                     val);
             bad = 1;
         }
-        cfg->max_connections = (int)v;
+        if (!bad)
+            cfg->max_connections = (int)v;
         break;
     case ADHOC: return parse_size(where, val, 0, &cfg->max_adhoc_limits);
     default: bad = 1; break;
