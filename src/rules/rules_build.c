@@ -125,9 +125,8 @@ static int get_bool(build *b, const sl__ynode *m, const char *key, int *out)
 {
     const sl__ynode *n = get(m, key);
     *out = 0;
-    if (n == NULL ||
-        (n->kind == SL__Y_SCALAR &&
-         sl__value_bool(n->text, n->len, n->plain, out) == 0))
+    if (n == NULL || (n->kind == SL__Y_SCALAR &&
+                      sl__value_bool(n->text, n->len, n->plain, out) == 0))
         return 0;
     return err_at(b, n, SL_EINVAL, "invalid boolean for %s: '%s'", key,
                   n->kind == SL__Y_SCALAR ? n->text : "...");
@@ -151,7 +150,7 @@ static int get_count(build *b, const sl__ynode *n, const char *key,
 /* lyft's units, case-insensitive as lyft upper-cases them.  week, month
  * and year are newer lyft units; month is 30 days and year 365, as there. */
 static const char *const unit_names[] = {"second", "minute", "hour", "day",
-                                         "week",   "month",  "year",  NULL};
+                                         "week",   "month",  "year", NULL};
 static const sl_nanos unit_ns[] = {
     SL_NS_PER_SEC,              /* second */
     60 * SL_NS_PER_SEC,         /* minute */
@@ -240,8 +239,8 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     if (failure != NULL) {
         if ((rc = want_kind(b, failure, SL__Y_SCALAR, "store_failure")) != 0)
             return rc;
-        int i = sl__value_enum(failure->text, failure->len, sl__failure_names,
-                               0);
+        int i =
+            sl__value_enum(failure->text, failure->len, sl__failure_names, 0);
         if (i < 0) {
             sl__value_enum_list(sl__failure_names, listed, sizeof(listed));
             return err_at(b, failure, SL_EINVAL,
@@ -340,8 +339,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
             (rc = get_count(b, mult, "unit_multiplier", 1,
                             &r->unit_multiplier)) != 0)
             return rc;
-        if (__builtin_mul_overflow(unit_ns[u], r->unit_multiplier,
-                                   &r->period))
+        if (__builtin_mul_overflow(unit_ns[u], r->unit_multiplier, &r->period))
             return err_at(b, mult, SL_ERANGE,
                           "unit_multiplier too large: '%s'", mult->text);
     }

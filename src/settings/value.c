@@ -96,8 +96,8 @@ int sl__value_hostport(const char *text, size_t len, int default_port,
      * bracketed host may stand alone with colons inside. */
     while (hl > 0 && text[hl - 1] != ':')
         hl--;
-    int has_port = hl > 0 && !(len >= 2 && text[0] == '[' &&
-                               text[len - 1] == ']');
+    int has_port =
+        hl > 0 && !(len >= 2 && text[0] == '[' && text[len - 1] == ']');
     if (has_port) {
         hl--;
         if (sl__value_uint(text + hl + 1, len - hl - 1, 0, 65535, &p) != 0)
