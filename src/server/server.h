@@ -27,15 +27,10 @@
 #include "sluice.h"
 #include "sluice_rules.h"
 
-/* Caps on untrusted input and their defaults; each has a flag
- * (docs/server.md, "Caps").  Exceeding one is a defined 4xx. */
-#define SL_SRV_MAX_BODY_BYTES (64 * 1024)
-#define SL_SRV_MAX_HEADER_BYTES (8 * 1024)
+/* The caps on untrusted input have flags, whose defaults and bounds are
+ * in the settings table (src/settings/table.c; docs/server.md, "Flags").
+ * Exceeding one is a defined 4xx.  --max-descriptors is at most this. */
 #define SL_SRV_MAX_DESCRIPTORS SL_MAX_ITEMS
-#define SL_SRV_MAX_ENTRIES 16
-#define SL_SRV_IDLE_TIMEOUT_MS 60000
-#define SL_SRV_READ_TIMEOUT_MS 10000
-#define SL_SRV_MAX_CONNECTIONS 10000
 /* Output queued on one connection before we stop reading its pipelined
  * requests until the client reads: bounds memory per connection. */
 #define SL_SRV_MAX_PENDING_OUTPUT (1024 * 1024)
@@ -43,9 +38,6 @@
  * detailed_metric could otherwise grow the map without bound.  Further
  * series are summed into one with rule="_overflow_". */
 #define SL_SRV_MAX_SERIES 10000
-/* Ad hoc limits of the client-side API (id, interval, requests,
- * algorithm) cached at once; further new ones are refused with 429. */
-#define SL_SRV_MAX_ADHOC_LIMITS 10000
 
 typedef struct sl_srv_worker sl_srv_worker;
 
@@ -94,8 +86,6 @@ enum { SL_SRV_FAIL_LOCAL, SL_SRV_FAIL_OPEN, SL_SRV_FAIL_CLOSED };
 /* Why a call failed (sluice_store_failures_total{reason}). */
 enum { SL_SRV_FAIL_TIMEOUT, SL_SRV_FAIL_ERROR, SL_SRV_FAIL_BREAKER };
 #define SL_SRV_N_REASONS 3
-#define SL_SRV_DEFAULT_REDIS_TIMEOUT_MS 5
-#define SL_SRV_DEFAULT_REDIS_BREAKER 3
 
 /* A growable byte buffer (git's strbuf).  Out of memory never aborts:
  * the append is dropped and `failed` set, and whoever sends the buffer
