@@ -75,17 +75,11 @@ int sl_cmd_proxy(int argc, char **argv)
     sl_settings settings;
     sl_px_config *pcfg = NULL;
     char err[700];
-    int status = 2;
     int rc = load(&cl, &settings, &scfg, &pcfg, err, sizeof(err));
-    if (rc == SL_SET_HELP_ASKED) {
-        usage(stdout);
-        status = 0;
-    } else if (rc != 0 || scfg.rules_path == NULL) {
-        if (rc != 0 && err[0] != '\0')
-            fprintf(stderr, "sluice proxy: %s\n", err);
-        if (rc != SL_SET_EFILE)
-            usage(stderr);
-    } else {
+    if (rc == 0 && scfg.rules_path == NULL)
+        rc = SL_SET_EUSAGE; /* err is "" */
+    int status = sl_settings_outcome(rc, err, "sluice proxy", usage);
+    if (status < 0) {
         status =
             sl_proxy_run(&scfg, pcfg, settings.config ? reload : NULL, &cl);
         pcfg = NULL; /* the run took it */

@@ -23,22 +23,15 @@ int sl_cmd_serve(int argc, char **argv)
     sl_srv_config cfg;
     sl_settings settings;
     char err[700];
-    int status = 2;
     int rc =
         sl_settings_init(&settings, SL_SET_SERVE, &cfg, NULL, err, sizeof(err));
     if (rc == 0)
         rc = sl_settings_args(&settings, argc, argv, err, sizeof(err));
-    if (rc == SL_SET_HELP_ASKED) {
-        usage(stdout);
-        status = 0;
-    } else if (rc != 0 || cfg.rules_path == NULL) {
-        if (rc != 0 && err[0] != '\0')
-            fprintf(stderr, "sluice serve: %s\n", err);
-        if (rc != SL_SET_EFILE)
-            usage(stderr);
-    } else {
+    if (rc == 0 && cfg.rules_path == NULL)
+        rc = SL_SET_EUSAGE; /* err is "" */
+    int status = sl_settings_outcome(rc, err, "sluice serve", usage);
+    if (status < 0)
         status = sl_server_run(&cfg);
-    }
     sl_settings_release(&settings);
     return status;
 }

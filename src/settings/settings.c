@@ -452,3 +452,19 @@ void sl_settings_help(unsigned command, FILE *out)
         }
     }
 }
+
+int sl_settings_outcome(int rc, const char *err, const char *prog,
+                        void (*usage)(FILE *to))
+{
+    if (rc == 0)
+        return -1;
+    if (rc == SL_SET_HELP_ASKED) {
+        usage(stdout);
+        return 0;
+    }
+    if (err[0] != '\0')
+        fprintf(stderr, "%s: %s\n", prog, err);
+    if (rc == SL_SET_EUSAGE)
+        usage(stderr);
+    return 2;
+}

@@ -128,4 +128,12 @@ const sl_setting *sl_settings_key(unsigned command, const char *key,
 /* The flags' lines of the command's --help. */
 void sl_settings_help(unsigned command, FILE *out);
 
+/* What a command makes of reading its settings (rc and err as
+ * sl_settings_args left them, or SL_SET_EUSAGE with "" for a setting it
+ * needs but lacks): prints the usage and "PROG: err" as rc calls for and
+ * returns the exit status (0 for --help, 2), or -1 when the command may
+ * run. */
+int sl_settings_outcome(int rc, const char *err, const char *prog,
+                        void (*usage)(FILE *to));
+
 #endif
