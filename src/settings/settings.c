@@ -29,6 +29,13 @@
 /* getopt_long's answer for the table's row i: above any character. */
 #define FLAG_VAL(i) (1000 + (int)(i))
 
+/* Where a value comes from. */
+typedef struct source {
+    const char *where; /* for messages: "--threads", "FILE:LINE:COL: threads" */
+    const char *file;  /* the config file, or NULL for a flag */
+    int plain;         /* written unquoted: only then is `true` a boolean */
+} source;
+
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
                                                       const char *fmt, ...)
 {
@@ -74,7 +81,7 @@ static void *field(const sl_settings *s, const sl_setting *row)
     return base + row->offset;
 }
 
-static int set_number(const sl_setting *row, const sl_set_source *from,
+static int set_number(const sl_setting *row, const source *from,
                       const char *text, size_t len, void *to, char *err,
                       size_t errlen)
 {
@@ -100,8 +107,8 @@ static int set_number(const sl_setting *row, const sl_set_source *from,
     return 0;
 }
 
-static int set_listen(sl_settings *s, const sl_set_source *from,
-                      const char *text, size_t len, char *err, size_t errlen)
+static int set_listen(sl_settings *s, const source *from, const char *text,
+                      size_t len, char *err, size_t errlen)
 {
     char host[256];
     int port;
@@ -114,8 +121,8 @@ static int set_listen(sl_settings *s, const sl_set_source *from,
     return 0;
 }
 
-static int set_store(sl_settings *s, const sl_set_source *from,
-                     const char *text, size_t len, char *err, size_t errlen)
+static int set_store(sl_settings *s, const source *from, const char *text,
+                     size_t len, char *err, size_t errlen)
 {
     if (strcmp(text, "memory") == 0) {
         s->srv->redis_url = NULL;
@@ -141,8 +148,8 @@ static int set_store(sl_settings *s, const sl_set_source *from,
                 from->where, text);
 }
 
-static int set_upstream(sl_settings *s, const sl_set_source *from,
-                        const char *text, char *err, size_t errlen)
+static int set_upstream(sl_settings *s, const source *from, const char *text,
+                        char *err, size_t errlen)
 {
     char why[400];
     if (sl_px_set_upstream(s->px, text, why, sizeof(why)) != 0)
@@ -152,9 +159,8 @@ static int set_upstream(sl_settings *s, const sl_set_source *from,
 
 /* Where the config file holds a relative path, it means one from the
  * file's directory, whatever the directory the command runs in. */
-static int set_path(sl_settings *s, const sl_setting *row,
-                    const sl_set_source *from, const char *text, size_t len,
-                    char *err, size_t errlen)
+static int set_path(sl_settings *s, const sl_setting *row, const source *from,
+                    const char *text, size_t len, char *err, size_t errlen)
 {
     const char *slash = from->file ? strrchr(from->file, '/') : NULL;
     size_t dl = slash && text[0] != '/' ? (size_t)(slash - from->file) + 1 : 0;
@@ -166,7 +172,7 @@ static int set_path(sl_settings *s, const sl_setting *row,
 }
 
 static int set_url_path(sl_settings *s, const sl_setting *row,
-                        const sl_set_source *from, const char *text, size_t len,
+                        const source *from, const char *text, size_t len,
                         char *err, size_t errlen)
 {
     char **to = field(s, row);
@@ -182,9 +188,10 @@ static int set_url_path(sl_settings *s, const sl_setting *row,
     return 0;
 }
 
-int sl_settings_set(sl_settings *s, const sl_setting *row,
-                    const sl_set_source *from, const char *text, size_t len,
-                    char *err, size_t errlen)
+/* Sets row's setting from text[0..len), a NUL at text[len]: 0, or
+ * SL_SET_EFILE with "WHERE: what is wrong: 'text'" in err. */
+static int set(sl_settings *s, const sl_setting *row, const source *from,
+               const char *text, size_t len, char *err, size_t errlen)
 {
     char words[96];
     sl_nanos ns;
@@ -236,14 +243,13 @@ int sl_settings_set(sl_settings *s, const sl_setting *row,
 int sl_settings_init(sl_settings *s, unsigned command, sl_srv_config *srv,
                      sl_px_config *px, char *err, size_t errlen)
 {
-    const sl_set_source from = {.where = "default", .plain = 1};
+    const source from = {.where = "default", .plain = 1};
     *s = (sl_settings){.command = command, .srv = srv, .px = px};
     *srv = (sl_srv_config){0};
     for (size_t i = 0; i < sl_settings_count; i++) {
         const sl_setting *row = &sl_settings_table[i];
         if ((row->commands & command) && row->def != NULL &&
-            sl_settings_set(s, row, &from, row->def, strlen(row->def), err,
-                            errlen) != 0)
+            set(s, row, &from, row->def, strlen(row->def), err, errlen) != 0)
             return SL_SET_EFILE;
     }
     return 0;
@@ -258,7 +264,8 @@ void sl_settings_release(sl_settings *s)
     s->n_kept = s->cap_kept = 0;
 }
 
-const sl_setting *sl_settings_key(unsigned command, const char *key, size_t len)
+/* The command's row of a config key, or NULL. */
+static const sl_setting *find_key(unsigned command, const char *key, size_t len)
 {
     for (size_t i = 0; i < sl_settings_count; i++) {
         const sl_setting *row = &sl_settings_table[i];
@@ -310,7 +317,7 @@ static int read_key(sl_settings *s, const char *path, const char *group,
     /* The table's '.' is the file's nesting, never a key's own. */
     if (strlen(k->text) == k->len && strchr(k->text, '.') == NULL && n > 0 &&
         (size_t)n < sizeof(key))
-        row = sl_settings_key(s->command, key, (size_t)n);
+        row = find_key(s->command, key, (size_t)n);
     if (row == NULL && group == NULL && strlen(k->text) == k->len &&
         is_group(s->command, k->text, k->len))
         return read_group(s, path, k, v, err, errlen);
@@ -328,11 +335,13 @@ static int read_key(sl_settings *s, const char *path, const char *group,
         return fail(err, errlen, "%s: expected a scalar", where);
     if (v->kind != SL__Y_SCALAR || strlen(v->text) != v->len)
         return fail(err, errlen, "%s: expected a single value", where);
-    const sl_set_source from = {where, path, v->plain};
-    return sl_settings_set(s, row, &from, v->text, v->len, err, errlen);
+    const source from = {where, path, v->plain};
+    return set(s, row, &from, v->text, v->len, err, errlen);
 }
 
-int sl_settings_file(sl_settings *s, const char *path, char *err, size_t errlen)
+/* The YAML config file at path: 0, or SL_SET_EFILE with
+ * "FILE:LINE:COL: message" in err. */
+static int read_file(sl_settings *s, const char *path, char *err, size_t errlen)
 {
     int proxy = s->command == SL_SET_PROXY;
     sl_buf text = {0};
@@ -388,8 +397,8 @@ static int apply_flag(sl_settings *s, int c, char **argv, char *err,
     if (row->kind == SL_SET_CONFIG)
         return 0;
     snprintf(where, sizeof(where), "--%s", row->flag);
-    const sl_set_source from = {.where = where, .plain = 1};
-    if (sl_settings_set(s, row, &from, optarg, strlen(optarg), err, errlen))
+    const source from = {.where = where, .plain = 1};
+    if (set(s, row, &from, optarg, strlen(optarg), err, errlen))
         return SL_SET_EUSAGE;
     return 0;
 }
@@ -422,7 +431,7 @@ int sl_settings_args(sl_settings *s, int argc, char **argv, char *err,
             sl_settings_table[c - FLAG_VAL(0)].kind == SL_SET_CONFIG)
             s->config = optarg;
     if (s->config != NULL)
-        rc = sl_settings_file(s, s->config, err, errlen);
+        rc = read_file(s, s->config, err, errlen);
     optind = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
         rc = apply_flag(s, c, argv, err, errlen);

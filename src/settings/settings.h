@@ -71,13 +71,6 @@ typedef struct sl_setting {
 extern const sl_setting sl_settings_table[];
 extern const size_t sl_settings_count;
 
-/* Where a value comes from. */
-typedef struct sl_set_source {
-    const char *where; /* for messages: "--threads", "FILE:LINE:COL: threads" */
-    const char *file;  /* the config file, or NULL for a flag */
-    int plain;         /* written unquoted: only then is `true` a boolean */
-} sl_set_source;
-
 /* One command's settings being read.  srv's strings point into `kept`,
  * which sl_settings_release frees: release s only once srv is done with. */
 typedef struct sl_settings {
@@ -108,22 +101,6 @@ void sl_settings_release(sl_settings *s);
  * SL_SET_EUSAGE (a bad flag or value, an argument left over). */
 int sl_settings_args(sl_settings *s, int argc, char **argv, char *err,
                      size_t errlen);
-
-/* Reads the YAML config file at path: 0, or SL_SET_EFILE with
- * "FILE:LINE:COL: message" in err. */
-int sl_settings_file(sl_settings *s, const char *path, char *err,
-                     size_t errlen);
-
-/* Sets one setting from text[0..len): 0, or SL_SET_EFILE with
- * "WHERE: what is wrong: 'text'" in err. */
-int sl_settings_set(sl_settings *s, const sl_setting *row,
-                    const sl_set_source *from, const char *text, size_t len,
-                    char *err, size_t errlen);
-
-/* The command's row of --flag or of a config key, or NULL. */
-const sl_setting *sl_settings_flag(unsigned command, const char *flag);
-const sl_setting *sl_settings_key(unsigned command, const char *key,
-                                  size_t len);
 
 /* The flags' lines of the command's --help. */
 void sl_settings_help(unsigned command, FILE *out);
