@@ -5,12 +5,13 @@
  * One process measures one case (algorithm, distinct keys, threads), so
  * that its resident-memory growth belongs to that case alone; bench/run.sh
  * runs the matrix and the bare C table it is compared with
- * (/work/shared/peers/c/gcra_bench.c, "the peer").  The loop is the peer's:
- * keys are 8-byte binary strings of a random integer in [1, keys] drawn by
- * xorshift64* inside the loop, every key is inserted before timing so the
- * timed phase is steady-state decisions, and the clock is read once per 256
- * decisions (the peer's CLOCK=0), never per decision: sl_check() takes
- * `now` as an argument, as a server's cached loop time would be.
+ * (../shared/peers/c/gcra_bench.c, beside the repository: "the peer").  The
+ * loop is the peer's: keys are 8-byte binary strings of a random integer in
+ * [1, keys] drawn by xorshift64* inside the loop, every key is inserted
+ * before timing so the timed phase is steady-state decisions, and the clock
+ * is read once per 256 decisions (the peer's CLOCK=0), never per decision:
+ * sl_check() takes `now` as an argument, as a server's cached loop time
+ * would be.
  *
  * Limits are high per long periods (limit_config() below) so that nearly
  * every decision is allowed and no key's state returns to its initial

@@ -18,7 +18,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
 SLUICE="${SLUICE:-$ROOT/build-bench/sluice}"
 CASES="${CASES:-allowed limited keys}"
 PORT="${PORT:-18640}" # proxy; upstream PORT+1

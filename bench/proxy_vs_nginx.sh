@@ -7,7 +7,7 @@
 #   ONLY=limited bench/proxy_vs_nginx.sh  # some of the cases
 #
 # Two private nginx instances are started from the configs written below
-# (modelled on the peer setup in /work/shared/peers/nginx/, on ports of
+# (modelled on the peer setup in $PEERS_DIR/nginx/, on ports of
 # their own so that they never meet another session's nginx), each
 # worker_processes 1 on CPU 0: the upstream, a `return 200 "ok"` server
 # (127.0.0.1:$UP), the same for both proxies; and nginx the proxy.  The
@@ -37,7 +37,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
 source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
 source "$HERE/lib.sh"
 
@@ -55,7 +55,7 @@ OUT="$ROOT/bench/results/proxy_vs_nginx_$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 export PATH="$PATH:/usr/sbin"
 command -v wrk >/dev/null && command -v nginx >/dev/null ||
-  { echo "needs wrk and nginx (/work/shared/peers/setup.sh)" >&2; exit 1; }
+  { echo "needs wrk and nginx ($PEERS_DIR/setup.sh)" >&2; exit 1; }
 if [ ! -x "$SLUICE" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1 &&
     cmake --build "$BUILD" -j2 --target sluice >>"$OUT/build.log" 2>&1 ||

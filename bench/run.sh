@@ -8,7 +8,7 @@
 #
 # Steps:
 #  1. builds bench_decide (RelWithDebInfo: -O2 -g) into build-bench/ and the
-#     peer, /work/shared/peers/c/gcra_bench.c, with gcc -O2 next to it;
+#     peer, $PEERS_DIR/c/gcra_bench.c, with gcc -O2 next to it;
 #  2. paired: sluice gcra and the peer (args NKEYS DECISIONS 0 0) for 1 key,
 #     1M and 10M keys, alternating (the order flips every round), pinned
 #     with taskset -c 0, ROUNDS rounds; the ratio sluice/peer per pair;
@@ -23,12 +23,13 @@
 #
 # The machine is shared: before each measurement the script waits (up to
 # QUIET_MAX s, default 4) for the whole machine to be below 10% of one core
-# busy for 2 s, as /work/shared/peers/common.sh does, and records the wait;
+# busy for 2 s, as $PEERS_DIR/common.sh does, and records the wait;
 # the summary marks with * the figures measured after it gave up.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-bench}"
-PEER_SRC="${PEER_SRC:-/work/shared/peers/c/gcra_bench.c}"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
+PEER_SRC="${PEER_SRC:-$PEERS_DIR/c/gcra_bench.c}"
 OUT="${OUT:-$ROOT/bench/results/$(date -u +%Y%m%dT%H%M%SZ)}"
 QUICK="${QUICK:-0}"
 QUIET_MAX="${QUIET_MAX:-4}"

@@ -36,10 +36,10 @@ if [ -z "${LAYOUT:-}" ]; then
   exit
 fi
 [ "$LAYOUT" = redis_bound ] && REDIS_CPU_PCT="${REDIS_CPU_PCT:-30}"
-PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
-source "$PEERS_DIR/common.sh" # cpu_ticks
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
+source "$PEERS_DIR/common.sh" # cpu_ticks
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
 CONNS="${CONNS:-50}"

@@ -7,13 +7,13 @@
 # Servers (both pinned to CPU 0, one worker / one event-loop thread each):
 #   sluice: build-bench/sluice serve --rules bench/serve_rules.yaml
 #           --listen 127.0.0.1:$PORT --threads 1   (100k keys, all allowed)
-#   nginx:  the peer setup /work/shared/peers/nginx/start.sh (nginx.conf:
+#   nginx:  the peer setup $PEERS_DIR/nginx/start.sh (nginx.conf:
 #           worker_processes 1, worker_cpu_affinity 01); port 18088 serves a
 #           2-byte static file through `limit_req zone=key_st` keyed by
 #           X-Api-Key (1000 r/s per key, burst 1000 nodelay: all pass).
 # Load: wrk pinned to CPU 1, -t1 -c$CONNS keep-alive, random key out of 100k
 # per request (sluice: bench/wrk_check.lua POST /v1/check; nginx: the peer's
-# /work/shared/peers/wrk/keys.lua).
+# $PEERS_DIR/wrk/keys.lua).
 #
 # Per round, for each server (the order alternates from round to round):
 #   peak   wrk -t1 -c50 -dDUR --latency        -> requests/s, p50, p99
@@ -54,7 +54,7 @@
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-/work/shared/peers}"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
 source "$PEERS_DIR/common.sh"          # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
 
 ROUNDS="${ROUNDS:-3}"

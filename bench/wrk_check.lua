@@ -7,7 +7,7 @@
 -- table lookup, as in keys.lua.
 --
 -- INCLUDE=FILE: load that wrk script instead for init()/request() (the
--- bench passes the peer's /work/shared/peers/wrk/keys.lua, so the paced
+-- bench passes the peer's $PEERS_DIR/wrk/keys.lua, so the paced
 -- nginx runs send exactly the peer's requests) and add only the pacing.
 --
 -- DELAY_MS=D (optional, may be fractional): pacing for the "~50% of peak"

@@ -59,9 +59,10 @@ static void setup(void)
     if ((srv.current = sl_srv_rules_new(rules)) == NULL)
         abort();
     atomic_fetch_add(&srv.current->refs, 1);
-    srv.cfg = (sl_srv_config){.max_body_bytes = SL_SRV_MAX_BODY_BYTES,
+    /* The caps of `sluice serve` by default (src/settings/table.c). */
+    srv.cfg = (sl_srv_config){.max_body_bytes = 65536,
                               .max_descriptors = SL_SRV_MAX_DESCRIPTORS,
-                              .max_entries = SL_SRV_MAX_ENTRIES};
+                              .max_entries = 16};
     srv.workers = &worker;
     srv.n_workers = 1;
     pthread_mutex_init(&srv.reload_lock, NULL);

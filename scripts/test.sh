@@ -1,7 +1,8 @@
 #!/bin/bash
 # Installs what is missing, builds sluice and runs every test three times:
 # a normal build, an ASan+UBSan build, and a ThreadSanitizer build of the
-# threaded tests.  ctest prints the totals of each run.  Then every fuzz
+# threaded tests, each with warnings as errors (-DSL_WERROR=ON: the default
+# build leaves them warnings, so that a user's compiler never stops it).  ctest prints the totals of each run.  Then every fuzz
 # target runs a short fixed-seed session (fuzz/run.sh --smoke), so that a
 # harness the code has moved away from fails here and not first when
 # someone fuzzes.
@@ -22,9 +23,9 @@ run() { # build-dir, cmake flags..., -- ctest flags...
   (cd "$dir" && ctest --output-on-failure "${ctest_args[@]}")
 }
 
-run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address
-SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -- -R "threads|serve|proxy"
+run build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_WERROR=ON
+SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address -DSL_WERROR=ON
+SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -DSL_WERROR=ON -- -R "threads|serve|proxy"
 echo "=== build-fuzz: fuzz/run.sh --smoke ==="
 fuzz/run.sh --smoke
 echo "all test runs passed"

@@ -33,9 +33,6 @@ enum { SD_FAIL_TIMEOUT, SD_FAIL_ERROR, SD_FAIL_BREAKER };
 /* --nodes auto: divide local limits by the live nodes counted in Redis. */
 #define SD_NODES_AUTO 0
 
-#define SD_DEFAULT_REDIS_TIMEOUT_MS 5
-#define SD_DEFAULT_REDIS_BREAKER 3
-
 /* sd_decide(): the checks wait on the store. */
 #define SD_AGAIN 1
 

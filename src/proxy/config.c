@@ -1,11 +1,12 @@
 /*
- * config.c - the proxy's YAML config: the upstream, timeouts, the queue,
- * trusted proxies and the routes with their descriptor actions
- * (docs/proxy.md, "Config reference").  It is read with the rules
- * loader's YAML tree (src/rules/yaml_tree.c), so every error points at
- * file:line:column like a rules error does.  Keys it does not know are
- * handed to the caller: the server's own settings (rules, listen, ...)
- * live in the same file.
+ * config.c - the proxy's own config (docs/proxy.md, "Config reference"):
+ * the object, the upstream, and the two sections of the config file that
+ * are structures rather than values, the trusted proxies and the routes
+ * with their descriptor actions.  The settings table (src/settings/)
+ * reads the file, its scalar keys with their defaults, and hands these
+ * sections here as nodes of the rules loader's YAML tree
+ * (src/rules/yaml_tree.c), so every error points at file:line:column like
+ * a rules error does.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -15,28 +16,12 @@
 
 #include "proxy.h"
 #include "rules/rules_internal.h"
-
-/* Largest config file read. */
-#define SL_PX_MAX_CONFIG_BYTES (256 * 1024)
+#include "settings/value.h"
 
 sl_px_config *sl_px_config_new(void)
 {
-    /* Large (the routes are inline): on the heap, zeroed. */
-    sl_px_config *cfg = calloc(1, sizeof(*cfg));
-    if (cfg == NULL)
-        return NULL;
-    cfg->connect_timeout_ms = SL_PX_CONNECT_TIMEOUT_MS;
-    cfg->response_timeout_ms = SL_PX_RESPONSE_TIMEOUT_MS;
-    cfg->queue_max = SL_PX_QUEUE_MAX;
-    cfg->queue_max_wait_ms = SL_PX_QUEUE_MAX_WAIT_MS;
-    cfg->pool_max = SL_PX_POOL_MAX;
-    cfg->rate_limit_headers = 1;
-    cfg->metrics_path = strdup(SL_PX_METRICS_PATH);
-    if (cfg->metrics_path == NULL) {
-        free(cfg);
-        return NULL;
-    }
-    return cfg;
+    /* Large (the routes are inline): on the heap. */
+    return calloc(1, sizeof(sl_px_config));
 }
 
 void sl_px_config_free(sl_px_config *cfg)
@@ -79,46 +64,29 @@ int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
 {
     const char *p = url;
     if (strncmp(p, "http://", 7) != 0) {
-        snprintf(err, errlen, "upstream: expected http://HOST:PORT: '%s'", url);
+        snprintf(err, errlen, "expected http://HOST:PORT: '%s'", url);
         return -1;
     }
     p += 7;
     size_t hl = strcspn(p, "/");
     if (p[hl] == '/' && p[hl + 1] != '\0') {
         snprintf(err, errlen,
-                 "upstream: a path is not supported, only http://HOST:PORT: "
-                 "'%s'",
-                 url);
+                 "a path is not supported, only http://HOST:PORT: '%s'", url);
         return -1;
     }
-    char hostport[300], host[256];
-    if (hl == 0 || hl >= sizeof(hostport)) {
-        snprintf(err, errlen, "upstream: bad host: '%s'", url);
+    char host[256], port[8];
+    int port_number;
+    if (sl__value_hostport(p, hl, 80, host, sizeof(host), &port_number) != 0) {
+        snprintf(err, errlen, "bad host: '%s'", url);
         return -1;
     }
-    memcpy(hostport, p, hl);
-    hostport[hl] = '\0';
-    const char *colon = strrchr(hostport, ':');
-    const char *port = colon ? colon + 1 : "80";
-    size_t n = colon ? (size_t)(colon - hostport) : hl;
-    const char *h = hostport;
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n == 0 || n >= sizeof(host) || *port == '\0') {
-        snprintf(err, errlen, "upstream: bad host: '%s'", url);
-        return -1;
-    }
-    memcpy(host, h, n);
-    host[n] = '\0';
+    snprintf(port, sizeof(port), "%d", port_number);
     /* Resolved once at start: a proxy that resolves per request needs an
      * asynchronous resolver, and upstreams here are fixed addresses. */
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(host, port, &hints, &ai);
     if (rc != 0 || ai == NULL) {
-        snprintf(err, errlen, "upstream: cannot resolve '%s': %s", url,
-                 gai_strerror(rc));
+        snprintf(err, errlen, "cannot resolve '%s': %s", url, gai_strerror(rc));
         return -1;
     }
     memset(&cfg->upstream_addr, 0, sizeof(cfg->upstream_addr));
@@ -127,7 +95,7 @@ int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
     free(cfg->upstream);
     free(cfg->upstream_host);
     cfg->upstream = strdup(url);
-    cfg->upstream_host = strdup(hostport);
+    cfg->upstream_host = strndup(p, hl);
     if (cfg->upstream == NULL || cfg->upstream_host == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -170,42 +138,16 @@ static int str(loader *L, const sl__ynode *n, const char *what, char **out)
     return *out ? 0 : FAIL(L, n, "out of memory");
 }
 
-static int ms(loader *L, const sl__ynode *n, const char *what, uint64_t *out)
+/* The path action's `segments`: how many of the path's, 0 for all. */
+static int segments(loader *L, const sl__ynode *n, int *out)
 {
-    sl_nanos ns;
-    if (want(L, n, SL__Y_SCALAR, what))
+    uint64_t v;
+    if (want(L, n, SL__Y_SCALAR, "segments"))
         return -1;
-    if (sl_duration_parse(n->text, n->len, &ns) != 0 || ns < SL_NS_PER_MS)
-        return FAIL(L, n, "%s: bad duration (at least 1ms): '%.64s'", what,
+    if (sl__value_uint(n->text, n->len, 0, 64, &v) != 0)
+        return FAIL(L, n, "segments: expected an integer in 0..64: '%.64s'",
                     n->text);
-    *out = (uint64_t)(ns / SL_NS_PER_MS);
-    return 0;
-}
-
-static int count(loader *L, const sl__ynode *n, const char *what, size_t min,
-                 size_t max, size_t *out)
-{
-    char *end;
-    if (want(L, n, SL__Y_SCALAR, what))
-        return -1;
-    unsigned long long v = strtoull(n->text, &end, 10);
-    if (n->len == 0 || n->text[0] == '-' || *end != '\0' || v < min || v > max)
-        return FAIL(L, n, "%s: expected an integer in %zu..%zu: '%.64s'", what,
-                    min, max, n->text);
-    *out = (size_t)v;
-    return 0;
-}
-
-static int boolean(loader *L, const sl__ynode *n, const char *what, int *out)
-{
-    if (want(L, n, SL__Y_SCALAR, what))
-        return -1;
-    if (n->plain && strcmp(n->text, "true") == 0)
-        *out = 1;
-    else if (n->plain && strcmp(n->text, "false") == 0)
-        *out = 0;
-    else
-        return FAIL(L, n, "%s: expected true or false: '%.64s'", what, n->text);
+    *out = (int)v;
     return 0;
 }
 
@@ -278,7 +220,6 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
         return -1;
     for (size_t j = 0; opts && j < opts->n; j += 2) {
         const sl__ynode *ok = opts->kids[j], *ov = opts->kids[j + 1];
-        size_t segs;
         int rc;
         if (strcmp(ok->text, "key") == 0)
             rc = str(L, ov, "key", &a->key);
@@ -287,10 +228,9 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
             rc = str(L, ov, "name", &a->header);
         else if (strcmp(ok->text, "value") == 0 && a->kind == SL_PX_GENERIC_KEY)
             rc = str(L, ov, "value", &a->value);
-        else if (strcmp(ok->text, "segments") == 0 && a->kind == SL_PX_PATH) {
-            rc = count(L, ov, "segments", 0, 64, &segs);
-            a->segments = (int)segs;
-        } else
+        else if (strcmp(ok->text, "segments") == 0 && a->kind == SL_PX_PATH)
+            rc = segments(L, ov, &a->segments);
+        else
             rc = FAIL(L, ok, "%s: unknown option: '%.64s'", k->text, ok->text);
         if (rc)
             return -1;
@@ -353,120 +293,37 @@ static int route(loader *L, const sl__ynode *n, sl_px_route *r)
     return 0;
 }
 
-static int top(loader *L, const sl__ynode *k, const sl__ynode *v,
-               sl_px_config *cfg, sl_px_other_cb other, void *ctx)
+int sl_px_read_trusted(sl_px_config *cfg, const char *file, const sl__ynode *v,
+                       char *err, size_t errlen)
 {
-    if (strcmp(k->text, "upstream") == 0) {
-        char msg[400];
-        if (want(L, v, SL__Y_SCALAR, "upstream"))
-            return -1;
-        if (sl_px_set_upstream(cfg, v->text, msg, sizeof(msg)) != 0)
-            return FAIL(L, v, "%s", msg);
-        return 0;
-    }
-    if (strcmp(k->text, "rate_limit_headers") == 0)
-        return boolean(L, v, "rate_limit_headers", &cfg->rate_limit_headers);
-    if (strcmp(k->text, "metrics_path") == 0) {
-        if (want(L, v, SL__Y_SCALAR, "metrics_path"))
-            return -1;
-        if (v->len > 0 && v->text[0] != '/')
-            return FAIL(L, v,
-                        "metrics_path: must start with '/' (or be "
-                        "empty): '%.64s'",
-                        v->text);
-        free(cfg->metrics_path);
-        cfg->metrics_path = strdup(v->text);
-        return cfg->metrics_path ? 0 : FAIL(L, v, "out of memory");
-    }
-    if (strcmp(k->text, "upstream_pool") == 0)
-        return count(L, v, "upstream_pool", 0, 100000, &cfg->pool_max);
-    if (strcmp(k->text, "timeouts") == 0 || strcmp(k->text, "queue") == 0) {
-        int q = k->text[0] == 'q';
-        if (want(L, v, SL__Y_MAP, k->text))
-            return -1;
-        for (size_t i = 0; i < v->n; i += 2) {
-            const sl__ynode *kk = v->kids[i], *vv = v->kids[i + 1];
-            int rc;
-            if (!q && strcmp(kk->text, "connect") == 0)
-                rc = ms(L, vv, "connect", &cfg->connect_timeout_ms);
-            else if (!q && strcmp(kk->text, "response") == 0)
-                rc = ms(L, vv, "response", &cfg->response_timeout_ms);
-            else if (q && strcmp(kk->text, "max_requests") == 0)
-                rc = count(L, vv, "max_requests", 0, 1000000, &cfg->queue_max);
-            else if (q && strcmp(kk->text, "max_wait") == 0)
-                rc = ms(L, vv, "max_wait", &cfg->queue_max_wait_ms);
-            else
-                rc = FAIL(L, kk, "%s: unknown key: '%.64s'", k->text, kk->text);
-            if (rc)
-                return -1;
-        }
-        return 0;
-    }
-    if (strcmp(k->text, "trusted_proxies") == 0) {
-        if (want(L, v, SL__Y_SEQ, "trusted_proxies"))
-            return -1;
-        if (v->n > SL_PX_MAX_TRUSTED)
-            return FAIL(L, v, "trusted_proxies: more than %d",
-                        SL_PX_MAX_TRUSTED);
-        cfg->n_trusted = 0;
-        for (size_t i = 0; i < v->n; i++)
-            if (cidr(L, v->kids[i], &cfg->trusted[cfg->n_trusted++]))
-                return -1;
-        return 0;
-    }
-    if (strcmp(k->text, "routes") == 0) {
-        if (want(L, v, SL__Y_SEQ, "routes"))
-            return -1;
-        if (v->n > SL_PX_MAX_ROUTES)
-            return FAIL(L, v, "routes: more than %d", SL_PX_MAX_ROUTES);
-        for (size_t i = 0; i < v->n; i++) {
-            if (route(L, v->kids[i], &cfg->routes[cfg->n_routes++]))
-                return -1;
-            for (size_t j = 0; j + 1 < cfg->n_routes; j++)
-                if (strcmp(cfg->routes[j].prefix,
-                           cfg->routes[cfg->n_routes - 1].prefix) == 0)
-                    return FAIL(L, v->kids[i], "route: duplicate prefix: '%s'",
-                                cfg->routes[j].prefix);
-        }
-        return 0;
-    }
-    char where[600];
-    snprintf(where, sizeof(where), "%s:%u:%u: %s", L->file, v->line, v->col,
-             k->text);
-    if (v->kind != SL__Y_SCALAR || strlen(v->text) != v->len)
-        return FAIL(L, v, "%s: expected a single value", k->text);
-    int rc = other ? other(ctx, k->text, where, v->text) : -2;
-    if (rc == -2)
-        return FAIL(L, k, "unknown key: '%.64s'", k->text);
-    if (rc != 0) {
-        /* The setting printed its own message, naming `where`. */
-        if (L->errlen > 0)
-            L->err[0] = '\0';
+    loader L = {file, err, errlen};
+    if (want(&L, v, SL__Y_SEQ, "trusted_proxies"))
         return -1;
-    }
+    if (v->n > SL_PX_MAX_TRUSTED)
+        return FAIL(&L, v, "trusted_proxies: more than %d", SL_PX_MAX_TRUSTED);
+    cfg->n_trusted = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (cidr(&L, v->kids[i], &cfg->trusted[cfg->n_trusted++]))
+            return -1;
     return 0;
 }
 
-int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
-                      void *ctx, char *err, size_t errlen)
+int sl_px_read_routes(sl_px_config *cfg, const char *file, const sl__ynode *v,
+                      char *err, size_t errlen)
 {
-    loader L = {path, err, errlen};
-    sl_buf text = {0};
-    if (sl_buf_read_file(&text, path, SL_PX_MAX_CONFIG_BYTES, err, errlen)) {
-        sl_buf_release(&text);
+    loader L = {file, err, errlen};
+    if (want(&L, v, SL__Y_SEQ, "routes"))
         return -1;
+    if (v->n > SL_PX_MAX_ROUTES)
+        return FAIL(&L, v, "routes: more than %d", SL_PX_MAX_ROUTES);
+    for (size_t i = 0; i < v->n; i++) {
+        if (route(&L, v->kids[i], &cfg->routes[cfg->n_routes++]))
+            return -1;
+        for (size_t j = 0; j + 1 < cfg->n_routes; j++)
+            if (strcmp(cfg->routes[j].prefix,
+                       cfg->routes[cfg->n_routes - 1].prefix) == 0)
+                return FAIL(&L, v->kids[i], "route: duplicate prefix: '%s'",
+                            cfg->routes[j].prefix);
     }
-    sl__ynode *root = NULL;
-    int rc = sl__yaml_parse(path, text.data ? text.data : "", text.len, 12,
-                            &root, err, errlen);
-    sl_buf_release(&text);
-    if (rc != 0)
-        return -1;
-    rc = 0;
-    if (root != NULL && root->kind != SL__Y_MAP)
-        rc = FAIL(&L, root, "expected a mapping of settings");
-    for (size_t i = 0; rc == 0 && root && i < root->n; i += 2)
-        rc = top(&L, root->kids[i], root->kids[i + 1], cfg, other, ctx);
-    sl__ynode_free(root);
-    return rc;
+    return 0;
 }

@@ -27,14 +27,8 @@
 #include "server/respond.h"
 #include "server/send.h"
 
-/* Defaults of the proxy config (docs/proxy.md, "Config reference"). */
-#define SL_PX_CONNECT_TIMEOUT_MS 1000
-#define SL_PX_RESPONSE_TIMEOUT_MS 30000
-#define SL_PX_QUEUE_MAX 1000
-#define SL_PX_QUEUE_MAX_WAIT_MS 5000
-#define SL_PX_POOL_MAX 64
-#define SL_PX_METRICS_PATH "/sluice/metrics"
-/* Fixed caps of the config itself. */
+/* Fixed caps of the config itself (its settings' defaults and bounds are
+ * in the settings table, src/settings/table.c). */
 #define SL_PX_MAX_ROUTES 256
 #define SL_PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
 #define SL_PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
@@ -119,24 +113,23 @@ typedef struct sl_px_config {
     atomic_int refs;
 } sl_px_config;
 
-/* config.c: reads the proxy keys of a YAML config file into cfg (made by
- * sl_px_config_new, with the defaults); other keys go to `other` (the
- * server's settings), which returns 0, or -1 after printing its message,
- * or -2 for an unknown key.  0, or -1 with "file:line:col: message" in
- * err. */
-typedef int (*sl_px_other_cb)(void *ctx, const char *key, const char *where,
-                              const char *value);
-/* A config with the defaults, or NULL; the caller frees it with
- * sl_px_config_free until it is published. */
+/* config.c.  A zeroed config, or NULL: the settings (src/settings/) give
+ * it its defaults and read the config file into it.  The caller frees it
+ * with sl_px_config_free until it is published. */
 sl_px_config *sl_px_config_new(void);
 void sl_px_config_free(sl_px_config *cfg);
-/* 0, or -1 with err: "FILE:LINE:COL: what", or "" when `other` refused
- * a value (it has said why). */
-int sl_px_config_load(const char *path, sl_px_config *cfg, sl_px_other_cb other,
-                      void *ctx, char *err, size_t errlen);
-/* --upstream http://HOST:PORT: resolves HOST once. 0 or -1 with err. */
+/* upstream: http://HOST:PORT, HOST resolved once.  0, or -1 with what is
+ * wrong in err ("bad host: 'URL'"). */
 int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
                        size_t errlen);
+/* The config file's `trusted_proxies` and `routes`, from the YAML tree
+ * (src/rules/rules_internal.h): 0, or -1 with "FILE:LINE:COL: message" in
+ * err. */
+struct sl__ynode;
+int sl_px_read_trusted(sl_px_config *cfg, const char *file,
+                       const struct sl__ynode *v, char *err, size_t errlen);
+int sl_px_read_routes(sl_px_config *cfg, const char *file,
+                      const struct sl__ynode *v, char *err, size_t errlen);
 const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
                                     size_t len);
 

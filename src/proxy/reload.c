@@ -109,8 +109,7 @@ void sl_px_reload(void *ctx)
         if (cfg != NULL)
             sl_px_config_free(cfg);
         atomic_fetch_add_explicit(&px->reloads_failed, 1, memory_order_relaxed);
-        fprintf(stderr, "sluice proxy: config reload failed%s%s\n",
-                err[0] ? ": " : " (the line above says why)", err);
+        fprintf(stderr, "sluice proxy: config reload failed: %s\n", err);
         return;
     }
     atomic_fetch_add_explicit(&px->reloads_ok, 1, memory_order_relaxed);

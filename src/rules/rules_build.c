@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "rules_internal.h"
+#include "settings/value.h"
+
+const char *const sl__failure_names[] = {"local", "fail_open", "fail_closed",
+                                         NULL};
 
 typedef struct build {
     sl_rules *rules;
@@ -120,25 +123,11 @@ static int want_kind(build *b, const sl__ynode *n, sl__ykind kind,
 /* YAML 1.1 booleans, as lyft's yaml.v2 reads them: only unquoted. */
 static int get_bool(build *b, const sl__ynode *m, const char *key, int *out)
 {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
-                                      "YES", "on", "On", "ON", "y", "Y"};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
-                                     "NO", "off", "Off", "OFF", "n", "N"};
     const sl__ynode *n = get(m, key);
     *out = 0;
-    if (n == NULL)
+    if (n == NULL || (n->kind == SL__Y_SCALAR &&
+                      sl__value_bool(n->text, n->len, n->plain, out) == 0))
         return 0;
-    if (n->kind != SL__Y_SCALAR || !n->plain)
-        goto bad;
-    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-        if (strcmp(n->text, yes[i]) == 0) {
-            *out = 1;
-            return 0;
-        }
-        if (strcmp(n->text, no[i]) == 0)
-            return 0;
-    }
-bad:
     return err_at(b, n, SL_EINVAL, "invalid boolean for %s: '%s'", key,
                   n->kind == SL__Y_SCALAR ? n->text : "...");
 }
@@ -147,21 +136,12 @@ bad:
 static int get_count(build *b, const sl__ynode *n, const char *key,
                      int64_t lo, int64_t *out)
 {
-    int64_t v = 0;
-    if (n->kind != SL__Y_SCALAR || n->len == 0)
-        goto bad;
-    for (size_t i = 0; i < n->len; i++) {
-        if (n->text[i] < '0' || n->text[i] > '9')
-            goto bad;
-        v = v * 10 + (n->text[i] - '0');
-        if (v > SL_MAX_COUNT)
-            goto bad;
+    uint64_t v;
+    if (n->kind == SL__Y_SCALAR &&
+        sl__value_uint(n->text, n->len, (uint64_t)lo, SL_MAX_COUNT, &v) == 0) {
+        *out = (int64_t)v;
+        return 0;
     }
-    if (v < lo)
-        goto bad;
-    *out = v;
-    return 0;
-bad:
     return err_at(b, n, SL_EINVAL,
                   "invalid %s: '%s' (a whole number from %lld to 2^40)", key,
                   n->kind == SL__Y_SCALAR ? n->text : "...", (long long)lo);
@@ -169,18 +149,20 @@ bad:
 
 /* lyft's units, case-insensitive as lyft upper-cases them.  week, month
  * and year are newer lyft units; month is 30 days and year 365, as there. */
-static const struct {
-    const char *name;
-    sl_nanos ns;
-} units[] = {
-    {"second", SL_NS_PER_SEC},
-    {"minute", 60 * SL_NS_PER_SEC},
-    {"hour", 3600 * SL_NS_PER_SEC},
-    {"day", 86400 * SL_NS_PER_SEC},
-    {"week", 7 * 86400 * SL_NS_PER_SEC},
-    {"month", 30 * 86400 * SL_NS_PER_SEC},
-    {"year", 365 * 86400 * SL_NS_PER_SEC},
+static const char *const unit_names[] = {"second", "minute", "hour", "day",
+                                         "week",   "month",  "year", NULL};
+static const sl_nanos unit_ns[] = {
+    SL_NS_PER_SEC,              /* second */
+    60 * SL_NS_PER_SEC,         /* minute */
+    3600 * SL_NS_PER_SEC,       /* hour */
+    86400 * SL_NS_PER_SEC,      /* day */
+    7 * 86400 * SL_NS_PER_SEC,  /* week */
+    30 * 86400 * SL_NS_PER_SEC, /* month */
+    365 * 86400 * SL_NS_PER_SEC /* year */
 };
+_Static_assert(sizeof(unit_ns) / sizeof(unit_ns[0]) + 1 ==
+                   sizeof(unit_names) / sizeof(unit_names[0]),
+               "one length per unit");
 
 /* Rules of one node are compared after normalisation: two equal limits
  * on one node would share their counters, so one of them is a mistake. */
@@ -221,12 +203,12 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
         "name",  "replaces",          "algorithm",
         "burst", "unit_multiplier",   "period",
         "step",  "store_failure",     NULL};
-    static const char *const failures[] = {"local", "fail_open", "fail_closed"};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
         *step, *failure;
     sl_rule *r = &node->rules[node->n_rules];
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
+    char listed[96]; /* an enumeration's words, for a message */
 
     if ((rc = want_kind(b, rl, SL__Y_MAP, "rate_limit")) != 0 ||
         (rc = check_keys(b, rl, keys)) != 0 ||
@@ -257,14 +239,15 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     if (failure != NULL) {
         if ((rc = want_kind(b, failure, SL__Y_SCALAR, "store_failure")) != 0)
             return rc;
-        for (size_t i = 0; i < 3 && r->store_failure == 0; i++)
-            if (strcmp(failure->text, failures[i]) == 0)
-                r->store_failure = (sl_rule_failure)(SL_RULE_FAILURE_LOCAL + i);
-        if (r->store_failure == SL_RULE_FAILURE_DEFAULT)
+        int i =
+            sl__value_enum(failure->text, failure->len, sl__failure_names, 0);
+        if (i < 0) {
+            sl__value_enum_list(sl__failure_names, listed, sizeof(listed));
             return err_at(b, failure, SL_EINVAL,
-                          "invalid store_failure: '%s' (local, fail_open or "
-                          "fail_closed)",
-                          failure->text);
+                          "invalid store_failure: '%s' (%s)", failure->text,
+                          listed);
+        }
+        r->store_failure = (sl_rule_failure)(SL_RULE_FAILURE_LOCAL + i);
     }
 
     if (name != NULL) {
@@ -334,34 +317,29 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                           unit ? unit->text : mult->text);
         if ((rc = want_kind(b, period, SL__Y_SCALAR, "period")) != 0)
             return rc;
-        rc = sl_duration_parse(period->text, period->len, &r->period);
-        if (rc != 0 || r->period < 1)
+        if (sl__value_duration(period->text, period->len, 1, &r->period) != 0)
             return err_at(b, period, SL_EINVAL,
                           "invalid period: '%s' (a duration such as 30s, "
                           "5m, 1h)",
                           period->text);
     } else {
-        size_t u;
         if (unit == NULL)
             return err_at(b, rl, SL_EINVAL,
                           "missing key: 'unit' (or 'period')");
         if ((rc = want_kind(b, unit, SL__Y_SCALAR, "unit")) != 0)
             return rc;
-        for (u = 0; u < sizeof(units) / sizeof(units[0]); u++)
-            if (strcasecmp(unit->text, units[u].name) == 0)
-                break;
-        if (u == sizeof(units) / sizeof(units[0]))
-            return err_at(b, unit, SL_EINVAL,
-                          "invalid unit: '%s' (second, minute, hour, day, "
-                          "week, month or year)",
-                          unit->text);
-        r->unit = units[u].name;
+        int u = sl__value_enum(unit->text, unit->len, unit_names, 1);
+        if (u < 0) {
+            sl__value_enum_list(unit_names, listed, sizeof(listed));
+            return err_at(b, unit, SL_EINVAL, "invalid unit: '%s' (%s)",
+                          unit->text, listed);
+        }
+        r->unit = unit_names[u];
         if (mult != NULL &&
             (rc = get_count(b, mult, "unit_multiplier", 1,
                             &r->unit_multiplier)) != 0)
             return rc;
-        if (__builtin_mul_overflow(units[u].ns, r->unit_multiplier,
-                                   &r->period))
+        if (__builtin_mul_overflow(unit_ns[u], r->unit_multiplier, &r->period))
             return err_at(b, mult, SL_ERANGE,
                           "unit_multiplier too large: '%s'", mult->text);
     }
@@ -378,8 +356,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     if (step != NULL) {
         if ((rc = want_kind(b, step, SL__Y_SCALAR, "step")) != 0)
             return rc;
-        if (sl_duration_parse(step->text, step->len, &cfg.step) != 0 ||
-            cfg.step < 1)
+        if (sl__value_duration(step->text, step->len, 1, &cfg.step) != 0)
             return err_at(b, step, SL_EINVAL,
                           "invalid step: '%s' (a duration such as 100ms)",
                           step->text);

@@ -81,6 +81,11 @@ struct sl_rules {
     char version[17];
 };
 
+/* The failure policies of a rule's store_failure, in sl_rule_failure's
+ * order from SL_RULE_FAILURE_LOCAL (rules_build.c); --redis-failure takes
+ * the same words (src/settings/table.c).  NULL-terminated. */
+extern const char *const sl__failure_names[];
+
 /* Adds one file's parsed tree to rules (rules_build.c). */
 int sl__rules_add_tree(sl_rules *rules, const char *file,
                        const sl__ynode *root, char *errbuf, size_t errlen);

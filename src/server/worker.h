@@ -18,15 +18,10 @@
 #include "server/rules_set.h"
 #include "sluice.h"
 
-/* Caps on untrusted input and their defaults; each has a flag
- * (docs/server.md, "Caps").  Exceeding one is a defined 4xx. */
-#define SL_SRV_MAX_BODY_BYTES (64 * 1024)
-#define SL_SRV_MAX_HEADER_BYTES (8 * 1024)
+/* The caps on untrusted input have flags, whose defaults and bounds are
+ * in the settings table (src/settings/table.c; docs/server.md, "Flags").
+ * Exceeding one is a defined 4xx.  --max-descriptors is at most this. */
 #define SL_SRV_MAX_DESCRIPTORS SL_MAX_ITEMS
-#define SL_SRV_MAX_ENTRIES 16
-#define SL_SRV_IDLE_TIMEOUT_MS 60000
-#define SL_SRV_READ_TIMEOUT_MS 10000
-#define SL_SRV_MAX_CONNECTIONS 10000
 /* Output queued on one connection before we stop reading its pipelined
  * requests until the client reads: bounds memory per connection. */
 #define SL_SRV_MAX_PENDING_OUTPUT (1024 * 1024)
@@ -34,9 +29,6 @@
  * detailed_metric could otherwise grow the map without bound.  Further
  * series are summed into one with rule="_overflow_". */
 #define SL_SRV_MAX_SERIES 10000
-/* Ad hoc limits of the client-side API (id, interval, requests,
- * algorithm) cached at once; further new ones are refused with 429. */
-#define SL_SRV_MAX_ADHOC_LIMITS 10000
 
 typedef struct sl_srv_worker sl_srv_worker;
 typedef struct sl_server sl_server;
@@ -76,14 +68,6 @@ typedef struct sl_srv_config {
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
 } sl_srv_config;
-
-/* The store's settings are the decision layer's (src/decision/). */
-#define SL_SRV_NODES_AUTO SD_NODES_AUTO
-#define SL_SRV_FAIL_LOCAL SD_FAIL_LOCAL
-#define SL_SRV_FAIL_OPEN SD_FAIL_OPEN
-#define SL_SRV_FAIL_CLOSED SD_FAIL_CLOSED
-#define SL_SRV_DEFAULT_REDIS_TIMEOUT_MS SD_DEFAULT_REDIS_TIMEOUT_MS
-#define SL_SRV_DEFAULT_REDIS_BREAKER SD_DEFAULT_REDIS_BREAKER
 
 /* Per-thread counters, written only by their thread with relaxed atomics
  * and summed at scrape time; aligned so threads never share a line. */
