@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <uv.h>
 
+#include "redis/redis_proto.h"
 #include "sluice.h"
 #include "sluice_rules.h"
 
@@ -308,7 +309,8 @@ int sl_srv_redis_init(sl_srv_worker *w);  /* on the worker's loop: 0 or -1 */
 typedef struct sl_srv_cluster sl_srv_cluster;
 struct redisAsyncContext;
 /* timeout_ms: how long a link may take to connect (--redis-timeout). */
-sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+sl_srv_cluster *sl_srv_cluster_new(uv_loop_t *loop,
+                                   const sl__redis_endpoint *ep,
                                    uint64_t timeout_ms);
 void sl_srv_cluster_free(sl_srv_cluster *cl); /* NULL: no-op */
 /* The link to the master of slot by the map (a refresh if unknown). */
@@ -321,7 +323,7 @@ int sl_srv_cluster_owns(sl_srv_cluster *cl, const struct redisAsyncContext *ac);
 const char *sl_srv_cluster_host_of(sl_srv_cluster *cl,
                                    const struct redisAsyncContext *ac);
 /* A CLUSTER SLOTS reply from host becomes the map: 0 or -1. */
-int sl_srv_cluster_set_map(sl_srv_cluster *cl, const void *reply,
+int sl_srv_cluster_set_map(sl_srv_cluster *cl, const redisReply *reply,
                            const char *host);
 void sl_srv_cluster_refresh(sl_srv_cluster *cl); /* asynchronous */
 /* Where the breaker's next probe connects (seeds and known masters in

@@ -6,8 +6,9 @@
  * Each worker thread keeps ONE hiredis async connection on its loop; every
  * decision of the thread is an EVALSHA pipelined on it (Redis answers in
  * order, so one connection per thread keeps as many calls in flight as
- * the thread has waiting requests).  The library builds each call and
- * reads each reply (sl_redis_call_*): the protocol exists once.
+ * the thread has waiting requests).  The library's protocol core builds
+ * each call and reads each reply (sl__redis_call_*, src/redis/): the
+ * protocol exists once.
  *
  * How a request waits (the "replay" design).  The HTTP front ends are
  * written as straight-line code around sl_srv_check().  The first time a
@@ -34,20 +35,20 @@
  * failures, or when the connection drops, the thread closes it ("down")
  * and decides every request by the policy at once ("breaker_open"), with
  * no I/O.  After a backoff (50 ms, doubling to 2 s) it connects again and
- * sends AUTH, SELECT and SCRIPT LOAD as the half-open probe; their replies
- * within max(--redis-timeout, 200 ms) close the breaker ("up"), anything
- * else opens it again with a longer backoff.  Transitions are logged to
- * stderr and counted.
+ * sends the handshake (AUTH, SELECT, SCRIPT LOAD) as the half-open probe;
+ * their replies within max(--redis-timeout, 200 ms) close the breaker
+ * ("up"), anything else opens it again with a longer backoff.
+ * Transitions are logged to stderr and counted.
  *
  * Redis Cluster (redis-cluster://).  A call is made of parts, one per
- * slot of its keys (sl_redis_call_parts), each sent on the link to its
+ * slot of its keys (sl__redis_call_parts), each sent on the link to its
  * slot's master (redis_cluster.c routes); the call is done when every
  * part is, and fails with the first that fails.  A part answered MOVED,
- * ASK or TRYAGAIN is sent again where the answer says, at most MAX_HOPS
- * times, within the same deadline.  The probe is a seed's AUTH, SCRIPT
- * LOAD and CLUSTER SLOTS (the slot map), after which that connection is
- * closed: the breaker, timeouts and failure policy are the worker's, for
- * the whole cluster, as for one Redis.
+ * ASK or TRYAGAIN is sent again where the answer says, at most
+ * SL__REDIS_MAX_HOPS times, within the same deadline.  The probe is a seed's
+ * AUTH, SCRIPT LOAD and CLUSTER SLOTS (the slot map), after which that
+ * connection is closed: the breaker, timeouts and failure policy are the
+ * worker's, for the whole cluster, as for one Redis.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "redis/redis_proto.h"
 #include "server.h"
 
 #define BACKOFF_MIN_MS 50
@@ -64,8 +66,6 @@
 #define PROBE_MIN_MS 200
 /* A recorded call whose store failed: decided by the policy on replay. */
 #define CALL_FAILED 1
-/* Redirections one part of a call follows (MOVED, ASK, TRYAGAIN). */
-#define MAX_HOPS 5
 /* Script calls out on the one connection before new calls wait to go
  * together, as one batch, when its reply comes.  One: a call goes at once
  * when the connection is idle (no added wait at light load), and under
@@ -89,7 +89,7 @@ typedef struct part_rec {
     int asking; /* last sent after an ASK: a resend needs ASKING too */
 } part_rec;
 
-/* Calls sent as one script call (sl_redis_batch_format). */
+/* Calls sent as one script call (sl__redis_batch_format). */
 typedef struct batch_rec {
     size_t n;
     int eval; /* sent again as EVAL, after a NOSCRIPT */
@@ -100,7 +100,7 @@ typedef struct call_rec {
     sl_srv_op *op;
     part_rec *parts;
     size_t n_parts, parts_left;
-    sl_redis_call *call; /* NULL once its reply is read */
+    sl__redis_call *call; /* NULL once its reply is read */
     uint64_t fp;         /* fingerprint of what was asked */
     size_t n;
     int sent, done;
@@ -181,7 +181,7 @@ static void op_unref(sl_srv_op *op)
     if (--op->refs > 0)
         return;
     for (size_t i = 0; i < op->n_calls; i++) {
-        sl_redis_call_free(op->calls[i]->call);
+        sl__redis_call_free(op->calls[i]->call);
         free(op->calls[i]->parts);
         free(op->calls[i]->each);
         free(op->calls[i]);
@@ -291,30 +291,26 @@ static void go_down(sl_srv_redis *r, const char *why)
         r->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : r->backoff_ms * 2;
 }
 
-/* The probe's replies that matter (priv); the others only must not fail. */
-static char probe_script, probe_slots;
+/* Each probe reply's priv: its command's kind (SL__REDIS_CMD_*). */
+static const int probe_kinds[] = {SL__REDIS_CMD_AUTH, SL__REDIS_CMD_SELECT,
+                                  SL__REDIS_CMD_SCRIPT_LOAD,
+                                  SL__REDIS_CMD_CLUSTER_SLOTS};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sl_srv_redis *r = ac->data;
     redisReply *rep = reply;
+    int kind = *(const int *)priv;
+    char err[256];
     if (r == NULL || ac != r->ac || r->state != CONNECTING)
         return;
-    if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "sluice: thread %d: redis: %s\n", r->w->index,
-                rep ? rep->str : (ac->errstr[0] ? ac->errstr : "no reply"));
+    if (sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice: thread %d: %s\n", r->w->index, err);
         go_down(r, "setup refused");
         return;
     }
-    if (priv == &probe_script) {
-        if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
-            go_down(r, "unexpected SCRIPT LOAD reply");
-            return;
-        }
-        memcpy(r->sha, rep->str, 40);
-        r->sha[40] = '\0';
-    }
-    if (priv != (r->cluster ? &probe_slots : &probe_script))
+    if (kind !=
+        (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS : SL__REDIS_CMD_SCRIPT_LOAD))
         return; /* not the last of the probe */
     if (r->cluster != NULL) {
         if (sl_srv_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
@@ -389,9 +385,10 @@ void sl_srv_redis_write_now(redisAsyncContext *ac)
 
 static void start_connect(sl_srv_redis *r)
 {
-    sl_redis_endpoint ep;
+    sl__redis_endpoint ep;
+    sl__redis_handshake hs;
     sl_srv_worker *w = r->w;
-    sl_redis_store_endpoint(w->server->redis_store, &ep);
+    sl__redis_store_endpoint(w->server->redis_store, &ep);
     if (r->cluster != NULL)
         ep.host = sl_srv_cluster_probe_target(r->cluster, &ep.port);
     redisAsyncContext *ac = ep.unix_path ? redisAsyncConnectUnix(ep.unix_path)
@@ -414,24 +411,14 @@ static void start_connect(sl_srv_redis *r)
     r->in_flight = 0;
     r->state = CONNECTING;
     /* The probe, pipelined behind the connect. */
-    if (ep.password != NULL) {
-        const char *auth[3] = {"AUTH", ep.user ? ep.user : ep.password,
-                               ep.password};
-        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, ep.user ? 3 : 2, auth,
-                              NULL);
-    }
-    if (ep.db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", ep.db);
-        const char *sel[2] = {"SELECT", db};
-        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, 2, sel, NULL);
-    }
-    const char *load[3] = {"SCRIPT", "LOAD", sl_redis_script()};
-    redisAsyncCommandArgv(ac, setup_reply_cb, &probe_script, 3, load, NULL);
-    if (r->cluster != NULL) {
-        const char *slots[2] = {"CLUSTER", "SLOTS"};
-        redisAsyncCommandArgv(ac, setup_reply_cb, &probe_slots, 2, slots, NULL);
-    }
+    sl__redis_handshake_init(
+        &hs, &ep,
+        SL__REDIS_WITH_SCRIPT_LOAD |
+            (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS : 0));
+    for (size_t i = 0; i < hs.n; i++)
+        redisAsyncCommandArgv(ac, setup_reply_cb,
+                              (void *)&probe_kinds[hs.cmd[i].kind],
+                              hs.cmd[i].argc, hs.cmd[i].argv, hs.cmd[i].lens);
     uint64_t probe = w->server->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
                    probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
@@ -467,17 +454,11 @@ static int format_command(sl_srv_redis *r, int argc, const char *const *argv,
     sl_buf *b = &r->cmd;
     b->len = 0;
     b->failed = 0;
-    sl_buf_add(b, "*", 1);
-    sl_buf_add_int(b, argc);
-    sl_buf_add(b, "\r\n", 2);
-    for (int i = 0; i < argc; i++) {
-        sl_buf_add(b, "$", 1);
-        sl_buf_add_int(b, (long long)lens[i]);
-        sl_buf_add(b, "\r\n", 2);
-        sl_buf_add(b, argv[i], lens[i]);
-        sl_buf_add(b, "\r\n", 2);
-    }
-    return b->failed ? -1 : 0;
+    if (sl_buf_reserve(b, sl__redis_resp_len(argc, lens)) != 0)
+        return -1;
+    b->len = sl__redis_resp_write(b->data, argc, argv, lens);
+    b->data[b->len] = '\0';
+    return 0;
 }
 
 /* Sends one part: on the one connection, or on the link of its slot; to
@@ -488,12 +469,12 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
 {
     const char *const *argv;
     const size_t *lens;
-    int argc = sl_redis_call_part_argv(p->c->call, p->index, &argv, &lens);
+    int argc = sl__redis_call_part_argv(p->c->call, p->index, &argv, &lens);
     redisAsyncContext *ac = to;
 
     if (ac == NULL)
         ac = r->cluster
-                 ? sl_srv_cluster_link(r->cluster, sl_redis_call_part_slot(
+                 ? sl_srv_cluster_link(r->cluster, sl__redis_call_part_slot(
                                                        p->c->call, p->index))
                  : r->ac;
     p->asking = asking;
@@ -516,14 +497,15 @@ static int send_part(sl_srv_redis *r, part_rec *p, redisAsyncContext *to,
 static int follow_redirect(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
                            const redisReply *rep)
 {
-    sl_redis_redirect rd = {0};
+    sl__redis_redirect rd = {0};
     redisAsyncContext *to = ac;
+    int kind = sl__redis_reply_kind(rep, &rd);
 
-    if (rep == NULL || rep->type != REDIS_REPLY_ERROR || p->hops >= MAX_HOPS)
+    if ((kind != SL__REDIS_REPLY_MOVED && kind != SL__REDIS_REPLY_ASK &&
+         kind != SL__REDIS_REPLY_TRYAGAIN) ||
+        p->hops >= SL__REDIS_MAX_HOPS)
         return 0;
-    if (strncmp(rep->str, "TRYAGAIN", 8) != 0) {
-        if (sl_redis_redirect_parse(rep->str, rep->len, &rd) != 0)
-            return 0;
+    if (kind != SL__REDIS_REPLY_TRYAGAIN) {
         if (!rd.ask)
             sl_srv_cluster_refresh(r->cluster);
         to = sl_srv_cluster_link_to(
@@ -553,12 +535,12 @@ static int part_reply(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
         int rc;
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
             return REPLY_RESENT;
-        rc =
-            sl_redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
+        rc = sl__redis_call_read_part(c->call, p->index, reply, err,
+                                      sizeof(err));
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
-            sl_redis_call_part_use_eval(c->call, p->index);
+            sl__redis_call_part_use_eval(c->call, p->index);
             if (send_part(r, p, ac, p->asking) == 0)
                 return REPLY_RESENT;
             rc = SL_ESTORE;
@@ -568,7 +550,7 @@ static int part_reply(sl_srv_redis *r, redisAsyncContext *ac, part_rec *p,
             return REPLY_OK;
         }
         if (rc == 0)
-            sl_redis_call_result(c->call, c->each, &c->overall);
+            sl__redis_call_result(c->call, c->each, &c->overall);
         if (rc == 0 || rc == SL_ERANGE || rc == SL_EINVAL) {
             c->done = 1;
             c->rc = rc;
@@ -620,15 +602,15 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
 
 static int send_batch(sl_srv_redis *r, batch_rec *b)
 {
-    sl_redis_call *calls[MAX_BATCH];
+    sl__redis_call *calls[MAX_BATCH];
     char *cmd;
     size_t len;
     int rc;
 
     for (size_t i = 0; i < b->n; i++)
         calls[i] = b->parts[i]->c->call;
-    if (sl_redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
-                              &len) != 0)
+    if (sl__redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
+                               &len) != 0)
         return -1;
     rc = redisAsyncFormattedCommand(r->ac, batch_reply_cb, b, cmd, len);
     free(cmd);
@@ -639,12 +621,6 @@ static int send_batch(sl_srv_redis *r, batch_rec *b)
     return 0;
 }
 
-static int is_noscript(const redisReply *rep)
-{
-    return rep != NULL && rep->type == REDIS_REPLY_ERROR &&
-           strncmp(rep->str, "NOSCRIPT", 8) == 0;
-}
-
 static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     batch_rec *b = priv;
@@ -653,7 +629,8 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 
     if (current) {
         r->in_flight--;
-        if (is_noscript(reply) && !b->eval) {
+        if (sl__redis_reply_kind(reply, NULL) == SL__REDIS_REPLY_NOSCRIPT &&
+            !b->eval) {
             b->eval = 1; /* the server lost the script: once more */
             if (send_batch(r, b) == 0)
                 return;
@@ -661,7 +638,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     }
     for (size_t i = 0; i < b->n; i++) {
         int res = part_reply(r, ac, b->parts[i],
-                             sl_redis_batch_reply(reply, b->n, i), current);
+                             sl__redis_batch_reply(reply, b->n, i), current);
         ok |= res == REPLY_OK;
         failed |= res == REPLY_FAILED;
     }
@@ -789,10 +766,10 @@ static void arm_timeout(sl_srv_redis *r)
 int sl_srv_redis_init(sl_srv_worker *w)
 {
     sl_srv_redis *r = calloc(1, sizeof(*r));
-    sl_redis_endpoint ep;
+    sl__redis_endpoint ep;
     if (r == NULL)
         return -1;
-    sl_redis_store_endpoint(w->server->redis_store, &ep);
+    sl__redis_store_endpoint(w->server->redis_store, &ep);
     if (ep.n_seeds > 0 &&
         (r->cluster = sl_srv_cluster_new(
              &w->loop, &ep, w->server->cfg.redis_timeout_ms)) == NULL) {
@@ -866,7 +843,7 @@ redisAsyncContext *sl_srv_redis_context(sl_srv_worker *w, const char *key)
     if (r == NULL || r->state != UP)
         return NULL;
     return r->cluster ? sl_srv_cluster_link(
-                            r->cluster, sl_redis_key_slot(key, strlen(key)))
+                            r->cluster, sl__redis_key_slot(key, strlen(key)))
                       : r->ac;
 }
 
@@ -912,16 +889,16 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
         snprintf(err, errlen, "out of memory");
         return SL_ENOMEM;
     }
-    int rc = sl_redis_call_new(w->server->redis_store, items, costs, n, now,
-                               flags, w->redis->sha, &c->call, err, errlen);
+    int rc = sl__redis_call_new(w->server->redis_store, items, costs, n, now,
+                                flags, w->redis->sha, &c->call, err, errlen);
     if (rc != 0) {
         free(c->each);
         free(c);
         return rc;
     }
-    c->n_parts = c->parts_left = sl_redis_call_parts(c->call);
+    c->n_parts = c->parts_left = sl__redis_call_parts(c->call);
     if ((c->parts = calloc(c->n_parts, sizeof(part_rec))) == NULL) {
-        sl_redis_call_free(c->call);
+        sl__redis_call_free(c->call);
         free(c->each);
         free(c);
         snprintf(err, errlen, "out of memory");
@@ -933,7 +910,7 @@ static int record(sl_srv_worker *w, const sl_check_item *items,
         size_t cap = op->cap ? 2 * op->cap : 4;
         call_rec **calls = realloc(op->calls, cap * sizeof(*calls));
         if (calls == NULL) {
-            sl_redis_call_free(c->call);
+            sl__redis_call_free(c->call);
             free(c->parts);
             free(c->each);
             free(c);
