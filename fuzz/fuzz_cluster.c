@@ -1,7 +1,8 @@
 /*
  * fuzz_cluster.c - libFuzzer target for what a Redis Cluster node sends
- * that sluice parses (src/redis/slots.c): MOVED and ASK error strings,
- * CLUSTER SLOTS replies, and key names hashed to slots.
+ * that sluice parses (src/redis/slots.c, reply.c): MOVED and ASK error
+ * strings, alone and as error replies to classify, CLUSTER SLOTS replies,
+ * and key names hashed to slots.
  *
  * The first byte picks the parser; the rest is its input.  A CLUSTER
  * SLOTS reply is fed to hiredis's own reader first (as the store and the
@@ -74,9 +75,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (data[0] % 3) {
     case 0: {
         sl__redis_redirect rd;
-        if (sl__redis_redirect_parse(in, len, &rd) == 0 &&
+        int parsed = sl__redis_redirect_parse(in, len, &rd) == 0;
+        if (parsed &&
             (rd.slot < 0 || rd.slot >= SL__REDIS_SLOTS || rd.port < 1 ||
              rd.port > 65535 || strlen(rd.host) >= sizeof(rd.host)))
+            abort();
+        /* The same bytes as an error reply: a redirection exactly when
+         * they parse as one. */
+        redisReply err = {.type = REDIS_REPLY_ERROR, .len = len};
+        if ((err.str = malloc(len + 1)) == NULL)
+            return 0;
+        memcpy(err.str, in, len);
+        err.str[len] = '\0';
+        int kind = sl__redis_reply_kind(&err, &rd);
+        free(err.str);
+        if ((kind == SL__REDIS_REPLY_MOVED || kind == SL__REDIS_REPLY_ASK) !=
+            parsed)
             abort();
         break;
     }
