@@ -42,8 +42,9 @@ typedef struct redis_store {
     int port, db, timeout_ms, use_server_time;
     char tag_delimiter; /* 0: the whole key is the hash tag */
     int64_t extra_ttl_ms;
-    /* redis-cluster://: the seed nodes, and the routing (redis_cluster.c)
-     * made on the first check; n_seeds 0 for a plain store. */
+    /* redis-cluster://: the seed nodes, and the routing
+     * (redis_cluster_sync.c) made on the first check; n_seeds 0 for a
+     * plain store. */
     char **seed_hosts;
     int *seed_ports;
     size_t n_seeds;
