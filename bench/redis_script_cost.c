@@ -1,7 +1,7 @@
 /*
  * redis_script_cost.c - what the Redis store's script costs Redis per
  * decision, alone (one call per EVALSHA) and in batches of B calls per
- * EVALSHA (sl_redis_batch_format, as sluice serve sends them under load):
+ * EVALSHA (sl__redis_batch_format, as sluice serve sends them under load):
  * N calls of cost 1, each on a random key of 100k, token_bucket 100/s
  * burst 100 on Redis's clock (the layout of bench/serve_redis.sh), sent
  * 16 commands deep so that the client is never what Redis waits for.
@@ -18,7 +18,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "sluice.h"
+#include "redis/redis_proto.h"
 
 #define DEPTH 16
 #define MAX_B 256
@@ -84,14 +84,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot connect to port %d\n", port);
         return 1;
     }
-    redisReply *r = must(c, redisCommand(c, "SCRIPT LOAD %s", sl_redis_script()));
+    redisReply *r =
+        must(c, redisCommand(c, "SCRIPT LOAD %s", sl__redis_script));
     snprintf(sha, sizeof(sha), "%s", r->str);
     freeReplyObject(r);
 
     for (int b = 0; b < nb; b++) {
         int B = bs[b];
         long commands = (n + B - 1) / B, sent = 0, got = 0;
-        sl_redis_call *calls[DEPTH][MAX_B];
+        sl__redis_call *calls[DEPTH][MAX_B];
         double cpu0;
 
         freeReplyObject(must(c, redisCommand(c, "FLUSHALL")));
@@ -99,7 +100,7 @@ int main(int argc, char **argv)
         cpu0 = redis_cpu(c);
         while (got < commands) {
             while (sent < commands && sent - got < DEPTH) {
-                sl_redis_call **cs = calls[sent % DEPTH];
+                sl__redis_call **cs = calls[sent % DEPTH];
                 for (int i = 0; i < B; i++) {
                     char key[16];
                     int64_t one = 1;
@@ -107,8 +108,8 @@ int main(int argc, char **argv)
                     int len = snprintf(key, sizeof(key), "k%llu",
                                        (unsigned long long)(seed >> 33) % 100000);
                     sl_check_item it = {lim, key, (size_t)len};
-                    if (sl_redis_call_new(st, &it, &one, 1, 0, 0, sha, &cs[i],
-                                          err, sizeof(err)) != 0) {
+                    if (sl__redis_call_new(st, &it, &one, 1, 0, 0, sha, &cs[i],
+                                           err, sizeof(err)) != 0) {
                         fprintf(stderr, "call: %s\n", err);
                         return 1;
                     }
@@ -116,30 +117,31 @@ int main(int argc, char **argv)
                 if (B == 1) {
                     const char *const *argv_;
                     const size_t *lens;
-                    int ac = sl_redis_call_argv(cs[0], &argv_, &lens);
+                    int ac = sl__redis_call_argv(cs[0], &argv_, &lens);
                     redisAppendCommandArgv(c, ac, (const char **)argv_, lens);
                 } else {
                     char *cmd;
                     size_t len;
-                    if (sl_redis_batch_format(cs, (size_t)B, sha, &cmd, &len))
+                    if (sl__redis_batch_format(cs, (size_t)B, sha, &cmd, &len))
                         return 1;
                     redisAppendFormattedCommand(c, cmd, len);
                     free(cmd);
                 }
                 sent++;
             }
-            sl_redis_call **cs = calls[got % DEPTH];
+            sl__redis_call **cs = calls[got % DEPTH];
             if (redisGetReply(c, (void **)&r) != REDIS_OK)
                 must(c, NULL);
             for (int i = 0; i < B; i++) {
                 sl_decision d;
-                int rc = sl_redis_call_read(cs[i], sl_redis_batch_reply(r, (size_t)B, (size_t)i),
-                                            &d, NULL, err, sizeof(err));
+                int rc = sl__redis_call_read(
+                    cs[i], sl__redis_batch_reply(r, (size_t)B, (size_t)i), &d,
+                    NULL, err, sizeof(err));
                 if (rc != 0) {
                     fprintf(stderr, "read: %d %s\n", rc, err);
                     return 1;
                 }
-                sl_redis_call_free(cs[i]);
+                sl__redis_call_free(cs[i]);
             }
             freeReplyObject(r);
             got++;

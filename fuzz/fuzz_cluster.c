@@ -1,7 +1,8 @@
 /*
  * fuzz_cluster.c - libFuzzer target for what a Redis Cluster node sends
- * that sluice parses (src/store/cluster.c): MOVED and ASK error strings,
- * CLUSTER SLOTS replies, and key names hashed to slots.
+ * that sluice parses (src/redis/slots.c, reply.c): MOVED and ASK error
+ * strings, alone and as error replies to classify, CLUSTER SLOTS replies,
+ * and key names hashed to slots.
  *
  * The first byte picks the parser; the rest is its input.  A CLUSTER
  * SLOTS reply is fed to hiredis's own reader first (as the store and the
@@ -24,7 +25,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "sluice.h"
+#include "redis/redis_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,25 +45,25 @@ static int announces_too_many(const char *in, size_t len)
     return 0;
 }
 
-static void check_map(const void *reply)
+static void check_map(const redisReply *reply)
 {
-    sl_redis_slot_map *m;
-    if (sl_redis_slot_map_new(reply, "default", &m) != 0)
+    sl__redis_slot_map *m;
+    if (sl__redis_slot_map_new(reply, "default", &m) != 0)
         return;
-    size_t n = sl_redis_slot_map_nodes(m);
-    if (n == 0 || n > SL_REDIS_MAX_NODES)
+    size_t n = sl__redis_slot_map_nodes(m);
+    if (n == 0 || n > SL__REDIS_MAX_NODES)
         abort();
-    for (int s = 0; s < SL_REDIS_SLOTS; s++) {
-        int node = sl_redis_slot_map_node(m, s), port;
+    for (int s = 0; s < SL__REDIS_SLOTS; s++) {
+        int node = sl__redis_slot_map_node(m, s), port;
         if (node < -1 || node >= (int)n)
             abort();
         if (node >= 0) {
-            const char *host = sl_redis_slot_map_host(m, (size_t)node, &port);
+            const char *host = sl__redis_slot_map_host(m, (size_t)node, &port);
             if (host == NULL || port < 1 || port > 65535)
                 abort();
         }
     }
-    sl_redis_slot_map_free(m);
+    sl__redis_slot_map_free(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -73,10 +74,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     switch (data[0] % 3) {
     case 0: {
-        sl_redis_redirect rd;
-        if (sl_redis_redirect_parse(in, len, &rd) == 0 &&
-            (rd.slot < 0 || rd.slot >= SL_REDIS_SLOTS || rd.port < 1 ||
+        sl__redis_redirect rd;
+        int parsed = sl__redis_redirect_parse(in, len, &rd) == 0;
+        if (parsed &&
+            (rd.slot < 0 || rd.slot >= SL__REDIS_SLOTS || rd.port < 1 ||
              rd.port > 65535 || strlen(rd.host) >= sizeof(rd.host)))
+            abort();
+        /* The same bytes as an error reply: a redirection exactly when
+         * they parse as one. */
+        redisReply err = {.type = REDIS_REPLY_ERROR, .len = len};
+        if ((err.str = malloc(len + 1)) == NULL)
+            return 0;
+        memcpy(err.str, in, len);
+        err.str[len] = '\0';
+        int kind = sl__redis_reply_kind(&err, &rd);
+        free(err.str);
+        if ((kind == SL__REDIS_REPLY_MOVED || kind == SL__REDIS_REPLY_ASK) !=
+            parsed)
             abort();
         break;
     }
@@ -94,8 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     default: {
-        int slot = sl_redis_key_slot(in, len);
-        if (slot < 0 || slot >= SL_REDIS_SLOTS)
+        int slot = sl__redis_key_slot(in, len);
+        if (slot < 0 || slot >= SL__REDIS_SLOTS)
             abort();
     }
     }

@@ -180,9 +180,10 @@ SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
 typedef struct sl_redis_options {
     /* "redis://[[user]:password@]host[:port][/db]",
      * "unix:/path/to/socket[?db=N]" or, for Redis Cluster,
-     * "redis-cluster://[[user]:password@]host:port[,host:port...]" (seed
-     * nodes; the slot map is read from them); when set it overrides host, port,
-     * unix_path, db, user and password.  NULL: use the fields below. */
+     * "redis-cluster://[[user]:password@]host:port[,host:port...]" (at
+     * most 1024 seed nodes; the slot map is read from them); when set it
+     * overrides host, port, unix_path, db, user and password.  NULL: use
+     * the fields below. */
     const char *url;
     const char *host;      /* NULL: "127.0.0.1" (ignored with unix_path) */
     int port;              /* 0: 6379 */
@@ -217,8 +218,7 @@ typedef struct sl_redis_options {
      * value for the life of the data. */
     char tag_delimiter;
     /* 1: sl_redis_store_new() only checks the options and connects on
-     * the first check (or never, for a store used only to build
-     * asynchronous calls: sl_redis_call_new()).  0: connect at once. */
+     * the first check.  0: connect at once. */
     int lazy_connect;
 } sl_redis_options;
 
@@ -354,185 +354,6 @@ typedef struct sl_store_stats {
 } sl_store_stats;
 
 SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);
-
-/* ---------------------------------------------------------------------
- * Redis from an event loop
- *
- * A program with its own event loop (sluice serve) sends the Redis
- * store's script on its own asynchronous hiredis connections and keeps
- * the library for what is the store's: the arguments of a call and the
- * meaning of its reply.  Nothing here does I/O or blocks.  A call built
- * by sl_redis_call_new() decides exactly as sl_check_costs() on the same
- * store would (same keys, same script, same all-or-nothing).
- * ------------------------------------------------------------------ */
-
-/* The script's text (NUL-terminated, static), for SCRIPT LOAD: its SHA1
- * is what EVALSHA names. */
-SL_EXPORT const char *sl_redis_script(void);
-
-/* Where a Redis store connects, as parsed from its options.  Strings are
- * borrowed from the store (valid until sl_store_free); NULL when unset. */
-typedef struct sl_redis_endpoint {
-    const char *host; /* NULL with unix_path */
-    int port;
-    const char *unix_path;
-    int db;
-    const char *user;
-    const char *password;
-    int timeout_ms;
-    /* A redis-cluster:// store: its seed nodes (host and port are the
-     * first); n_seeds is 0 for a plain store. */
-    size_t n_seeds;
-    const char *const *seed_hosts;
-    const int *seed_ports;
-} sl_redis_endpoint;
-
-/* 0, or SL_EINVAL when store is not a Redis store. */
-SL_EXPORT int sl_redis_store_endpoint(sl_store *store, sl_redis_endpoint *out);
-
-typedef struct sl_redis_call sl_redis_call;
-
-/*
- * Builds the script call that decides (items, costs, n, now, flags) as
- * sl_check_costs() would on the Redis store `store` (made with
- * lazy_connect, say: it is only read here, for its key prefix and
- * options).  sha: the script's SHA1 (40 hex digits, from SCRIPT LOAD) for
- * EVALSHA, or NULL for EVAL with the script's text.  Returns 0 and *out
- * (the caller frees it with sl_redis_call_free()), or the errors of
- * sl_check_costs(), SL_ERANGE for a limit the script cannot decide
- * exactly, with a message in errbuf when not NULL.  The items' keys are
- * copied; the call keeps no pointer into them.
- */
-SL_EXPORT int sl_redis_call_new(sl_store *store, const sl_check_item *items,
-                                const int64_t *costs, size_t n, sl_nanos now,
-                                unsigned flags, const char *sha,
-                                sl_redis_call **out, char *errbuf,
-                                size_t errlen);
-
-/* The command as argc (returned), argv and lengths, for
- * redisAsyncCommandArgv().  Borrowed: valid until the call is freed or
- * sl_redis_call_use_eval() changes it. */
-SL_EXPORT int sl_redis_call_argv(const sl_redis_call *call,
-                                 const char *const **argv, const size_t **lens);
-
-/* Turns the call into EVAL with the script's text: after a NOSCRIPT. */
-SL_EXPORT void sl_redis_call_use_eval(sl_redis_call *call);
-
-/*
- * Decodes the reply to the call.  reply is a hiredis `redisReply *`
- * (borrowed; NULL, as hiredis passes for a lost connection, is
- * SL_ESTORE).  Returns 0 with each[] (may be NULL) and *overall (may be
- * NULL) filled as sl_check_costs() fills them; 1 when the server does not
- * have the script (NOSCRIPT: send the call again after
- * sl_redis_call_use_eval()); or SL_ERANGE, SL_EINVAL (the script refused
- * the input) or SL_ESTORE (any other error reply or an unexpected shape),
- * with a message in errbuf when not NULL.
- */
-SL_EXPORT int sl_redis_call_read(const sl_redis_call *call, const void *reply,
-                                 sl_decision *each, sl_decision *overall,
-                                 char *errbuf, size_t errlen);
-
-SL_EXPORT void sl_redis_call_free(sl_redis_call *call); /* NULL: no-op */
-
-/*
- * A batch: several calls as ONE script call, for a caller with many calls
- * waiting at once (sluice serve under load).  Redis runs the script once
- * and, inside it, decides the calls one after the other in the order
- * given, each exactly as if it had been sent alone: its own items all or
- * nothing, and an error (SL_ERANGE, a key of another type...) ends only
- * that call.  It saves Redis's per-command and per-run work and the
- * caller's per-call I/O; the batch as a whole is atomic too, which no
- * caller needs.  Calls must be of one part each and share a server (a
- * plain store; on a cluster, one slot).
- *
- * sl_redis_batch_format() writes the batch's command in RESP (for
- * redisAsyncFormattedCommand()) to *out, which the caller frees with
- * free(); sha NULL: EVAL with the script's text (after a NOSCRIPT).
- * Returns 0, SL_EINVAL (no calls, a call of several parts, a bad sha) or
- * SL_ENOMEM.  The calls are only read.
- *
- * sl_redis_batch_reply() is call i's reply within the batch's reply
- * (both hiredis `redisReply *`), for sl_redis_call_read() or
- * sl_redis_call_read_part(): its element, or the whole reply when that
- * is not an array of n (an error reply, NOSCRIPT included, or NULL).
- */
-SL_EXPORT int sl_redis_batch_format(sl_redis_call *const *calls, size_t n,
-                                    const char *sha, char **out, size_t *len);
-SL_EXPORT const void *sl_redis_batch_reply(const void *reply, size_t n,
-                                           size_t i);
-
-/* ---------------------------------------------------------------------
- * Redis Cluster (docs/stores.md, "Redis Cluster")
- *
- * A store made with a "redis-cluster://" URL routes each script call to
- * the master that holds its keys' slot.  A call whose items' keys fall in
- * several slots is made of several parts, one script call per slot, each
- * atomic on its own; the request is allowed only if every part allows,
- * and a part that allowed keeps what it consumed even when another part
- * refused.  The functions below give an event loop what it needs to do
- * the routing itself: slots, redirections, the slot map, and the parts.
- * ------------------------------------------------------------------ */
-
-#define SL_REDIS_SLOTS 16384
-#define SL_REDIS_MAX_NODES 1024 /* masters in one slot map */
-
-/* The Cluster slot of a key name: CRC16 (XMODEM) mod 16384 of its hash
- * tag (the bytes between the first '{' and the next '}', if not empty),
- * else of the whole name. */
-SL_EXPORT int sl_redis_key_slot(const void *key, size_t len);
-
-/* A "MOVED slot host:port" or "ASK slot host:port" error reply.  host is
- * "" when the node does not know its address (use the one that answered). */
-typedef struct sl_redis_redirect {
-    int ask; /* 1: ASK (this call only), 0: MOVED (the slot has moved) */
-    int slot;
-    char host[256];
-    int port;
-} sl_redis_redirect;
-
-/* 0 and *out filled, or -1 when (err, len) is not a redirection. */
-SL_EXPORT int sl_redis_redirect_parse(const char *err, size_t len,
-                                      sl_redis_redirect *out);
-
-/* Which master serves each slot, from a CLUSTER SLOTS reply. */
-typedef struct sl_redis_slot_map sl_redis_slot_map;
-
-/* reply: a hiredis `redisReply *` to CLUSTER SLOTS (borrowed);
- * default_host stands for a node that reports its host as "" or "?" (the
- * host the reply came from).  0 and *out (the caller frees it with
- * sl_redis_slot_map_free()), or SL_EINVAL for a malformed reply, one
- * with no slot, or more than SL_REDIS_MAX_NODES masters. */
-SL_EXPORT int sl_redis_slot_map_new(const void *reply, const char *default_host,
-                                    sl_redis_slot_map **out);
-/* The index of the master of slot, or -1 if no node serves it. */
-SL_EXPORT int sl_redis_slot_map_node(const sl_redis_slot_map *map, int slot);
-SL_EXPORT size_t sl_redis_slot_map_nodes(const sl_redis_slot_map *map);
-/* Node i's host (borrowed from the map) and *port. */
-SL_EXPORT const char *sl_redis_slot_map_host(const sl_redis_slot_map *map,
-                                             size_t node, int *port);
-SL_EXPORT void sl_redis_slot_map_free(sl_redis_slot_map *map); /* NULL ok */
-
-/* A call's parts: 1 on a plain store (sl_redis_call_argv() and
- * sl_redis_call_read() are part 0; sl_redis_call_read() refuses a call of
- * several parts with SL_EINVAL), one per slot on a cluster store, in
- * ascending slot order. */
-SL_EXPORT size_t sl_redis_call_parts(const sl_redis_call *call);
-/* Part p's slot (-1 on a plain store) and command, as sl_redis_call_argv(). */
-SL_EXPORT int sl_redis_call_part_slot(const sl_redis_call *call, size_t part);
-SL_EXPORT int sl_redis_call_part_argv(const sl_redis_call *call, size_t part,
-                                      const char *const **argv,
-                                      const size_t **lens);
-SL_EXPORT void sl_redis_call_part_use_eval(sl_redis_call *call, size_t part);
-/* Decodes part p's reply and keeps its items' decisions in the call:
- * returns as sl_redis_call_read().  A MOVED or ASK error reply is
- * SL_ESTORE here: the caller parses it first (sl_redis_redirect_parse). */
-SL_EXPORT int sl_redis_call_read_part(sl_redis_call *call, size_t part,
-                                      const void *reply, char *errbuf,
-                                      size_t errlen);
-/* Once every part has been read with 0: each[] and *overall (either may
- * be NULL) as sl_check_costs() fills them. */
-SL_EXPORT void sl_redis_call_result(const sl_redis_call *call,
-                                    sl_decision *each, sl_decision *overall);
 
 /* ---------------------------------------------------------------------
  * Clocks (for callers; the decision path never reads one)

@@ -170,16 +170,32 @@ struct sl_store {
 int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
                     const int64_t *costs, sl_nanos now);
 
-/* The Redis store's Lua source, all of src/store/redis/ in one string
- * (generated at build time by src/store/redis/embed.cmake). */
-extern const char sl__redis_script[];
+/* Writes a message into a caller's error buffer, unless it is NULL or
+ * empty (error.c). */
+__attribute__((format(printf, 3, 4))) void sl__set_err(char *buf, size_t len,
+                                                       const char *fmt, ...);
 
 /* A whole decimal number of at most 9 digits in [lo, hi] spanning
- * exactly [s, s + n): 0, or -1 (redis.c; URLs and cluster replies). */
-int sl__parse_int(const char *s, size_t n, long lo, long hi, int *out);
+ * exactly [s, s + n): 0, or -1 (Redis URLs and redirections). */
+static inline int sl__parse_int(const char *s, size_t n, long lo, long hi,
+                                int *out)
+{
+    long v = 0;
+    if (n == 0 || n > 9)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
 
 /*
- * Redis Cluster, synchronously (redis_cluster.c): the routing of a
+ * Redis Cluster, synchronously (redis_cluster_sync.c): the routing of a
  * redis-cluster:// store's script calls to the node of their slot, over
  * one connection per node, each a plain Redis store made by
  * sl__redis_node_new() (redis.c) with the cluster store's credentials
@@ -198,7 +214,7 @@ int sl__redis_cluster_refresh(sl__redis_cluster *c, char *err, size_t errlen);
  * following MOVED and ASK: the reply (the caller frees it; an error reply
  * is a reply), or NULL with err set when no node answered. */
 struct redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot,
-                                             int argc, const char **argv,
+                                             int argc, const char *const *argv,
                                              const size_t *lens, char *err,
                                              size_t errlen);
 /* The script's SHA1 once a node has loaded it, else "". */
@@ -210,8 +226,9 @@ int sl__redis_node_new(sl_store *cluster_store, const char *host, int port,
 /* Connects if needed; with asking, ASKING goes first on the connection.
  * The reply, or NULL with err set (the connection is then dropped). */
 struct redisReply *sl__redis_node_command(sl_store *node, int asking, int argc,
-                                          const char **argv, const size_t *lens,
-                                          char *err, size_t errlen);
+                                          const char *const *argv,
+                                          const size_t *lens, char *err,
+                                          size_t errlen);
 const char *sl__redis_node_sha(sl_store *node);
 
 /* Asserts the memory store's invariants (tests): 0 or -1. */

@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 #include "internal.h"
+#include "redis/redis_proto.h"
 #include "redisutil.h"
 
 static tu_redis server;
@@ -472,25 +473,25 @@ static void only_key(redisContext *c, const char *pattern, char *out,
 
 /* Sends a built call on a plain hiredis connection, as an event loop
  * would on its own; follows a NOSCRIPT once.  Returns read()'s code. */
-static int send_call(redisContext *c, sl_redis_call *call, sl_decision *each,
+static int send_call(redisContext *c, sl__redis_call *call, sl_decision *each,
                      sl_decision *overall, int *noscripts)
 {
     for (;;) {
         const char *const *argv;
         const size_t *lens;
         char err[256];
-        int argc = sl_redis_call_argv(call, &argv, &lens);
+        int argc = sl__redis_call_argv(call, &argv, &lens);
         redisReply *r = redisCommandArgv(c, argc, (const char **)argv, lens);
-        int rc = sl_redis_call_read(call, r, each, overall, err, sizeof(err));
+        int rc = sl__redis_call_read(call, r, each, overall, err, sizeof(err));
         freeReplyObject(r);
         if (rc != 1)
             return rc;
         ++*noscripts;
-        sl_redis_call_use_eval(call);
+        sl__redis_call_use_eval(call);
     }
 }
 
-/* sl_redis_call_* (the event-loop interface) decides as the memory store
+/* sl__redis_call_* (the event-loop interface) decides as the memory store
  * on random multi-item traces, EVALSHA and EVAL after a SCRIPT FLUSH. */
 static void test_async_calls_decide_as_memory(void **state)
 {
@@ -510,7 +511,7 @@ static void test_async_calls_decide_as_memory(void **state)
     red = redis_store_opts((sl_redis_options){
         .extra_ttl_ms = 600000, .key_prefix = "a:", .lazy_connect = 1});
     flushall();
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl_redis_script());
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl__redis_script);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     memcpy(sha, r->str, 41);
@@ -522,7 +523,7 @@ static void test_async_calls_decide_as_memory(void **state)
         sl_decision me[4], re[4], mo, ro;
         int64_t costs[4];
         unsigned flags = tu_below(&s, 10) == 0 ? SL_RECORD : 0;
-        sl_redis_call *call;
+        sl__redis_call *call;
         char err[256];
 
         pick_items(&s, pool, POOL, k, items, costs);
@@ -530,12 +531,12 @@ static void test_async_calls_decide_as_memory(void **state)
         if (i == n / 2)
             expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
         expect_eq(sl_check_costs(mem, items, costs, k, t, flags, me, &mo), 0);
-        expect_eq(sl_redis_call_new(red, items, costs, k, t, flags,
-                                    i % 7 == 3 && i != n / 2 ? NULL : sha,
-                                    &call, err, sizeof(err)),
+        expect_eq(sl__redis_call_new(red, items, costs, k, t, flags,
+                                     i % 7 == 3 && i != n / 2 ? NULL : sha,
+                                     &call, err, sizeof(err)),
                   0);
         expect_eq(send_call(c, call, re, &ro, &noscripts), 0);
-        sl_redis_call_free(call);
+        sl__redis_call_free(call);
         for (size_t j = 0; j < k; j++)
             expect_same("async item", i, items[j].key, costs[j], t, &me[j],
                         &re[j]);
@@ -544,7 +545,7 @@ static void test_async_calls_decide_as_memory(void **state)
     expect_eq(noscripts, 1); /* the first EVALSHA after the flush */
     /* Refused before any I/O: not a Redis store, out of the exact bound. */
     {
-        sl_redis_call *call = NULL;
+        sl__redis_call *call = NULL;
         char err[256];
         int64_t one = 1;
         sl_limit_config big = {.algorithm = SL_TOKEN_BUCKET,
@@ -552,11 +553,11 @@ static void test_async_calls_decide_as_memory(void **state)
                                .period = 86400 * SEC};
         sl_limit *bl = tu_limit_cfg(&big);
         sl_check_item it = {bl, "k", 1};
-        expect_eq(sl_redis_call_new(mem, &it, &one, 1, t, 0, NULL, &call, err,
-                                    sizeof(err)),
+        expect_eq(sl__redis_call_new(mem, &it, &one, 1, t, 0, NULL, &call, err,
+                                     sizeof(err)),
                   SL_EINVAL);
-        expect_eq(sl_redis_call_new(red, &it, &one, 1, t, 0, NULL, &call, err,
-                                    sizeof(err)),
+        expect_eq(sl__redis_call_new(red, &it, &one, 1, t, 0, NULL, &call, err,
+                                     sizeof(err)),
                   SL_ERANGE);
         expect_cmp(strstr(err, "out of range"), !=, NULL);
         sl_limit_free(bl);
@@ -568,10 +569,10 @@ static void test_async_calls_decide_as_memory(void **state)
     sl_store_free(red);
 }
 
-/* Sends calls[0..n) as one batch (sl_redis_batch_format), following a
+/* Sends calls[0..n) as one batch (sl__redis_batch_format), following a
  * NOSCRIPT once with the batch again as EVAL; rcs[i] is read()'s code of
  * call i. */
-static void send_batch(redisContext *c, sl_redis_call **calls, size_t n,
+static void send_batch(redisContext *c, sl__redis_call **calls, size_t n,
                        const char *sha, sl_decision (*each)[4],
                        sl_decision *overall, int *rcs, int *noscripts)
 {
@@ -580,15 +581,15 @@ static void send_batch(redisContext *c, sl_redis_call **calls, size_t n,
         char *cmd, err[256];
         size_t len;
         int again = 0;
-        expect_eq(sl_redis_batch_format(calls, n, sha, &cmd, &len), 0);
+        expect_eq(sl__redis_batch_format(calls, n, sha, &cmd, &len), 0);
         if (redisAppendFormattedCommand(c, cmd, len) != REDIS_OK ||
             redisGetReply(c, (void **)&r) != REDIS_OK)
             fail_msg("batch: %s", c->errstr);
         free(cmd);
         for (size_t i = 0; i < n; i++) {
-            rcs[i] = sl_redis_call_read(calls[i], sl_redis_batch_reply(r, n, i),
-                                        each[i], &overall[i], err,
-                                        sizeof(err));
+            rcs[i] =
+                sl__redis_call_read(calls[i], sl__redis_batch_reply(r, n, i),
+                                    each[i], &overall[i], err, sizeof(err));
             again |= rcs[i] == 1;
         }
         freeReplyObject(r);
@@ -599,7 +600,7 @@ static void send_batch(redisContext *c, sl_redis_call **calls, size_t n,
     }
 }
 
-/* Calls sent together in one script call (sl_redis_batch_*) decide as
+/* Calls sent together in one script call (sl__redis_batch_*) decide as
  * the memory store deciding them one by one, in order: multi-item,
  * recorded, repeated keys within a batch; a call on a key holding another
  * type fails alone (SL_ESTORE) and its neighbours decide as if it were
@@ -628,7 +629,7 @@ static void test_batches_decide_as_memory(void **state)
     red = redis_store_opts((sl_redis_options){
         .extra_ttl_ms = 600000, .key_prefix = "b:", .lazy_connect = 1});
     flushall();
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl_redis_script());
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl__redis_script);
     assert_non_null(r);
     memcpy(sha, r->str, 41);
     freeReplyObject(r);
@@ -636,21 +637,21 @@ static void test_batches_decide_as_memory(void **state)
 
     /* The wrong key: made by a call, then replaced by a list. */
     {
-        sl_redis_call *call;
+        sl__redis_call *call;
         sl_decision d[4], o;
-        expect_eq(sl_redis_call_new(red, &wrong, &one, 1, t, 0, sha, &call,
-                                    NULL, 0),
-                  0);
+        expect_eq(
+            sl__redis_call_new(red, &wrong, &one, 1, t, 0, sha, &call, NULL, 0),
+            0);
         expect_eq(send_call(c, call, d, &o, &noscripts), 0);
-        sl_redis_call_free(call);
+        sl__redis_call_free(call);
         only_key(c, "b:*wrong*", name, sizeof(name));
         expect_eq(tu_redis_do(c, "DEL %s", name), 0);
         expect_eq(tu_redis_do(c, "RPUSH %s x", name), 0);
     }
-    expect_eq(sl_redis_batch_format(NULL, 0, sha, &cmd, &len), SL_EINVAL);
+    expect_eq(sl__redis_batch_format(NULL, 0, sha, &cmd, &len), SL_EINVAL);
 
     for (size_t round = 0; round < rounds; round++) {
-        sl_redis_call *calls[MAXB];
+        sl__redis_call *calls[MAXB];
         sl_check_item items[MAXB][4];
         int64_t costs[MAXB][4];
         size_t k[MAXB], m = (size_t)tu_range(&s, 1, MAXB);
@@ -673,15 +674,15 @@ static void test_batches_decide_as_memory(void **state)
                                          flags, me[j], &mo[j]),
                           0);
             }
-            expect_eq(sl_redis_call_new(red, items[j], costs[j], k[j], t,
-                                        flags, sha, &calls[j], NULL, 0),
+            expect_eq(sl__redis_call_new(red, items[j], costs[j], k[j], t,
+                                         flags, sha, &calls[j], NULL, 0),
                       0);
         }
         if (round == rounds / 2)
             expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
         send_batch(c, calls, m, sha, re, ro, rcs, &noscripts);
         for (size_t j = 0; j < m; j++) {
-            sl_redis_call_free(calls[j]);
+            sl__redis_call_free(calls[j]);
             if (is_wrong[j]) {
                 expect_eq(rcs[j], SL_ESTORE);
                 continue;

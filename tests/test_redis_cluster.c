@@ -3,8 +3,7 @@
  * masters and three replicas started by the test (redis-server with
  * cluster-enabled, joined by `redis-cli --cluster create`), then
  *
- *   - key slots, redirections and slot maps against known values and
- *     against the servers' own CLUSTER KEYSLOT;
+ *   - key slots against the servers' own CLUSTER KEYSLOT;
  *   - limits exact across slots: several threads, each with its own
  *     store, on keys spread over all three masters, every algorithm;
  *   - a multi-item call within one slot is all or nothing, and one across
@@ -14,7 +13,8 @@
  *   - a master killed: bounded failures, then decisions again from its
  *     promoted replica.
  *
- * The pure parsers are tested first and need no server.
+ * Cluster URLs are checked first and need no server; the pure parsers
+ * (slots, redirections, slot maps) are tests/test_redis_proto.c's.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "redis/redis_proto.h"
 #include "redisutil.h"
 
 #define MASTERS 3
@@ -38,101 +39,6 @@ static char seed_url[128];
 static int quick;
 
 /* ---- the pure parts ---- */
-
-static void test_key_slot(void **state)
-{
-    (void)state;
-    /* CRC16/XMODEM("123456789") is 0x31C3; Redis's documented examples. */
-    assert_int_equal(sl_redis_key_slot("123456789", 9), 0x31C3);
-    assert_int_equal(sl_redis_key_slot("foo", 3), 12182);
-    assert_int_equal(sl_redis_key_slot("{foo}bar", 8), 12182);
-    assert_int_equal(sl_redis_key_slot("{user1000}.following", 20),
-                     sl_redis_key_slot("{user1000}.followers", 20));
-    /* An empty tag hashes the whole key; only the first '{' opens one. */
-    assert_int_not_equal(sl_redis_key_slot("foo{}{bar}", 10),
-                         sl_redis_key_slot("bar", 3));
-    assert_int_equal(sl_redis_key_slot("foo{{bar}}zap", 13),
-                     sl_redis_key_slot("{bar", 4));
-    assert_int_equal(sl_redis_key_slot("foo{bar}{zap}", 13),
-                     sl_redis_key_slot("bar", 3));
-    assert_int_equal(sl_redis_key_slot("", 0), 0);
-}
-
-static void test_redirect_parse(void **state)
-{
-    sl_redis_redirect rd;
-    (void)state;
-    const char *moved = "MOVED 3999 127.0.0.1:6381";
-    assert_int_equal(sl_redis_redirect_parse(moved, strlen(moved), &rd), 0);
-    assert_int_equal(rd.ask, 0);
-    assert_int_equal(rd.slot, 3999);
-    assert_string_equal(rd.host, "127.0.0.1");
-    assert_int_equal(rd.port, 6381);
-    const char *ask = "ASK 16383 ::1:7000";
-    assert_int_equal(sl_redis_redirect_parse(ask, strlen(ask), &rd), 0);
-    assert_int_equal(rd.ask, 1);
-    assert_int_equal(rd.slot, 16383);
-    assert_string_equal(rd.host, "::1");
-    const char *nohost = "MOVED 1 :7001";
-    assert_int_equal(sl_redis_redirect_parse(nohost, strlen(nohost), &rd), 0);
-    assert_string_equal(rd.host, "");
-    const char *bad[] = {"MOVED",          "MOVED 16384 h:1", "MOVED 1 h:0",
-                         "MOVED 1 h",      "MOVED x h:1",     "ASK 1 h:70000",
-                         "NOSCRIPT x",     "MOVED  1 h:1",    "MOVED 1 h:1x",
-                         "ERR MOVED 1 h:1"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(sl_redis_redirect_parse(bad[i], strlen(bad[i]), &rd),
-                         -1);
-}
-
-/* A reply parsed from RESP text, as hiredis would hand it over. */
-static redisReply *resp(const char *text)
-{
-    redisReader *rd = redisReaderCreate();
-    void *r = NULL;
-    redisReaderFeed(rd, text, strlen(text));
-    assert_int_equal(redisReaderGetReply(rd, &r), REDIS_OK);
-    redisReaderFree(rd);
-    assert_non_null(r);
-    return r;
-}
-
-static void test_slot_map(void **state)
-{
-    sl_redis_slot_map *m;
-    int port;
-    (void)state;
-    redisReply *r =
-        resp("*2\r\n"
-             "*4\r\n:0\r\n:99\r\n*3\r\n$1\r\na\r\n:1\r\n$2\r\nid\r\n"
-             "*2\r\n$1\r\nr\r\n:9\r\n"
-             "*3\r\n:100\r\n:16383\r\n*2\r\n$0\r\n\r\n:2\r\n");
-    assert_int_equal(sl_redis_slot_map_new(r, "seed", &m), 0);
-    freeReplyObject(r);
-    assert_int_equal(sl_redis_slot_map_nodes(m), 2);
-    assert_string_equal(sl_redis_slot_map_host(m, 0, &port), "a");
-    assert_int_equal(port, 1);
-    assert_int_equal(sl_redis_slot_map_node(m, 99), 0);
-    assert_int_equal(sl_redis_slot_map_node(m, 100), 1);
-    assert_string_equal(sl_redis_slot_map_host(m, 1, &port), "seed");
-    assert_int_equal(sl_redis_slot_map_node(m, 16384), -1);
-    sl_redis_slot_map_free(m);
-
-    const char *bad[] = {
-        ":1\r\n",                                          /* not an array */
-        "*0\r\n",                                          /* no slot at all */
-        "*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n", /* end < start */
-        "*1\r\n*3\r\n:0\r\n:16384\r\n*2\r\n$1\r\na\r\n:1\r\n",
-        "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$1\r\na\r\n:0\r\n", /* port 0 */
-        "*1\r\n*2\r\n:0\r\n:1\r\n",                        /* no master */
-        "*1\r\n*3\r\n:0\r\n:1\r\n*1\r\n$1\r\na\r\n",       /* no port */
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        r = resp(bad[i]);
-        assert_int_equal(sl_redis_slot_map_new(r, NULL, &m), SL_EINVAL);
-        freeReplyObject(r);
-    }
-}
 
 static void test_bad_urls(void **state)
 {
@@ -299,7 +205,7 @@ static sl_limit *make_limit(sl_algorithm alg, int64_t limit)
 static int slot_of(const char *key)
 {
     /* The tag is the key (no '}' in the test's keys). */
-    return sl_redis_key_slot(key, strlen(key));
+    return sl__redis_key_slot(key, strlen(key));
 }
 
 static void test_slots_match_the_servers(void **state)
@@ -314,7 +220,7 @@ static void test_slots_match_the_servers(void **state)
         for (size_t j = 0; j < len; j++)
             key[j] = "ab{}cd:xy"[rand_r(&seed) % 9];
         long long want = tu_redis_int(c, "CLUSTER KEYSLOT %b", key, len);
-        assert_int_equal(sl_redis_key_slot(key, len), want);
+        assert_int_equal(sl__redis_key_slot(key, len), want);
     }
     redisFree(c);
 }
@@ -487,7 +393,7 @@ static void test_migration(void **state)
     assert_true(from >= 0);
     for (int n = 0; n < NODES; n++) /* another master */
         if (n != from && master_of(0, slot) >= 0 && to < 0) {
-            for (int sl = 0; sl < SL_REDIS_SLOTS; sl += 64)
+            for (int sl = 0; sl < SL__REDIS_SLOTS; sl += 64)
                 if (master_of(0, sl) == n) {
                     to = n;
                     break;
@@ -597,9 +503,6 @@ static void test_failover(void **state)
 int main(void)
 {
     const struct CMUnitTest pure[] = {
-        cmocka_unit_test(test_key_slot),
-        cmocka_unit_test(test_redirect_parse),
-        cmocka_unit_test(test_slot_map),
         cmocka_unit_test(test_bad_urls),
     };
     const struct CMUnitTest live[] = {

@@ -1,8 +1,12 @@
 /*
  * error.c - names and messages of the SL_E* codes, generated from the one
- * table in sluice.h so that C and the HTTP API share a vocabulary.
+ * table in sluice.h so that C and the HTTP API share a vocabulary; and
+ * the one way the library writes a message into a caller's errbuf.
  */
-#include "sluice.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
 
 const char *sl_strerror(int err)
 {
@@ -30,4 +34,14 @@ const char *sl_err_name(int err)
 #undef SL__ERRNO_NAME
     }
     return "EUNKNOWN";
+}
+
+void sl__set_err(char *buf, size_t len, const char *fmt, ...)
+{
+    if (buf != NULL && len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, len, fmt, ap);
+        va_end(ap);
+    }
 }

@@ -48,8 +48,8 @@ typedef struct link {
 
 struct sd_cluster {
     uv_loop_t *loop;
-    sl_redis_endpoint ep; /* the seeds and credentials, borrowed */
-    sl_redis_slot_map *map;
+    sl__redis_endpoint ep; /* the seeds and credentials, borrowed */
+    sl__redis_slot_map *map;
     link *links;
     size_t n_links;
     int refreshing; /* a CLUSTER SLOTS is in flight */
@@ -59,12 +59,12 @@ struct sd_cluster {
     size_t next_probe;
 };
 
-sd_cluster *sd_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
-                                   uint64_t timeout_ms)
+sd_cluster *sd_cluster_new(uv_loop_t *loop, const sl__redis_endpoint *ep,
+                           uint64_t timeout_ms)
 {
     sd_cluster *cl = calloc(1, sizeof(*cl));
     if (cl == NULL ||
-        (cl->links = calloc(SL_REDIS_MAX_NODES, sizeof(link))) == NULL) {
+        (cl->links = calloc(SL__REDIS_MAX_NODES, sizeof(link))) == NULL) {
         free(cl);
         return NULL;
     }
@@ -132,12 +132,13 @@ redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
                                           int port)
 {
     redisAsyncContext *ac;
+    sl__redis_handshake hs;
     link *l;
 
     for (size_t i = 0; i < cl->n_links; i++)
         if (cl->links[i].port == port && strcmp(cl->links[i].host, host) == 0)
             return cl->links[i].ac;
-    if (cl->closing || cl->n_links == SL_REDIS_MAX_NODES)
+    if (cl->closing || cl->n_links == SL__REDIS_MAX_NODES)
         return NULL;
     ac = redisAsyncConnect(host, port);
     if (ac == NULL || ac->err) {
@@ -162,20 +163,18 @@ redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
     cl->n_links++;
     redisAsyncSetConnectCallback(ac, link_connect_cb);
     redisAsyncSetDisconnectCallback(ac, link_disconnect_cb);
-    if (cl->ep.password != NULL) {
-        /* Pipelined ahead of everything; a refusal shows in the replies
-         * of what follows (NOAUTH), which fail their calls. */
-        const char *auth[3] = {"AUTH",
-                               cl->ep.user ? cl->ep.user : cl->ep.password,
-                               cl->ep.password};
-        redisAsyncCommandArgv(ac, NULL, NULL, cl->ep.user ? 3 : 2, auth, NULL);
-    }
+    /* AUTH, pipelined ahead of everything; a refusal shows in the
+     * replies of what follows (NOAUTH), which fail their calls. */
+    sl__redis_handshake_init(&hs, &cl->ep, 0);
+    for (size_t i = 0; i < hs.n; i++)
+        redisAsyncCommandArgv(ac, NULL, NULL, hs.cmd[i].argc, hs.cmd[i].argv,
+                              hs.cmd[i].lens);
     return ac;
 }
 
 redisAsyncContext *sd_cluster_link(sd_cluster *cl, int slot)
 {
-    int node = cl->map ? sl_redis_slot_map_node(cl->map, slot) : -1;
+    int node = cl->map ? sl__redis_slot_map_node(cl->map, slot) : -1;
     int port;
     const char *host;
 
@@ -183,24 +182,23 @@ redisAsyncContext *sd_cluster_link(sd_cluster *cl, int slot)
         sd_cluster_refresh(cl);
         return NULL;
     }
-    host = sl_redis_slot_map_host(cl->map, (size_t)node, &port);
+    host = sl__redis_slot_map_host(cl->map, (size_t)node, &port);
     return sd_cluster_link_to(cl, host, port);
 }
 
-const char *sd_cluster_host_of(sd_cluster *cl,
-                                   const redisAsyncContext *ac)
+const char *sd_cluster_host_of(sd_cluster *cl, const redisAsyncContext *ac)
 {
     link *l = link_of(cl, ac);
     return l ? l->host : "";
 }
 
 int sd_cluster_set_map(sd_cluster *cl, const redisReply *reply,
-                           const char *host)
+                       const char *host)
 {
-    sl_redis_slot_map *map;
-    if (sl_redis_slot_map_new(reply, host, &map) != 0)
+    sl__redis_slot_map *map;
+    if (sl__redis_slot_map_new(reply, host, &map) != 0)
         return -1;
-    sl_redis_slot_map_free(cl->map);
+    sl__redis_slot_map_free(cl->map);
     cl->map = map;
     return 0;
 }
@@ -273,13 +271,13 @@ const char *sd_cluster_probe_target(sd_cluster *cl, int *port)
 {
     /* Round robin over the seeds and the masters the map knows, so that
      * a seed that died does not keep the breaker open. */
-    size_t mapped = cl->map ? sl_redis_slot_map_nodes(cl->map) : 0;
+    size_t mapped = cl->map ? sl__redis_slot_map_nodes(cl->map) : 0;
     size_t i = cl->next_probe++ % (cl->ep.n_seeds + mapped);
     if (i < cl->ep.n_seeds) {
         *port = cl->ep.seed_ports[i];
         return cl->ep.seed_hosts[i];
     }
-    return sl_redis_slot_map_host(cl->map, i - cl->ep.n_seeds, port);
+    return sl__redis_slot_map_host(cl->map, i - cl->ep.n_seeds, port);
 }
 
 void sd_cluster_timed_out(sd_cluster *cl)
@@ -316,7 +314,7 @@ void sd_cluster_free(sd_cluster *cl)
     if (cl == NULL)
         return;
     sd_cluster_close(cl);
-    sl_redis_slot_map_free(cl->map);
+    sl__redis_slot_map_free(cl->map);
     free(cl->links);
     free(cl);
 }

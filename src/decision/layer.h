@@ -20,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "decision/decision.h"
+#include "redis/redis_proto.h"
 
 struct sd_engine {
     sd_config cfg;
@@ -66,7 +67,7 @@ typedef struct sd_part {
 struct sd_call {
     sd_wait *wait;
     sd_check *check;     /* the front end's; NULL once it cancelled */
-    sl_redis_call *call; /* the script call */
+    sl__redis_call *call; /* the script call */
     sd_part *parts;
     size_t n_parts, parts_left;
     int sent, done;
@@ -96,7 +97,7 @@ typedef struct sd_wait_queue {
     sd_wait *head, *tail;
 } sd_wait_queue;
 
-/* A wait of n calls, one per check, each built (sl_redis_call_new
+/* A wait of n calls, one per check, each built (sl__redis_call_new
  * against store with sha): 0 and *out, or SL_ENOMEM.  A check whose call
  * cannot be built is done at once, its rc and err its answer. */
 int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
@@ -169,7 +170,7 @@ void sd_link_write_now(redisAsyncContext *ac);
 typedef struct sd_cluster sd_cluster;
 
 /* timeout_ms: how long a link may take to connect (--redis-timeout). */
-sd_cluster *sd_cluster_new(uv_loop_t *loop, const sl_redis_endpoint *ep,
+sd_cluster *sd_cluster_new(uv_loop_t *loop, const sl__redis_endpoint *ep,
                            uint64_t timeout_ms);
 void sd_cluster_free(sd_cluster *cl); /* NULL: no-op */
 /* The link to the master of slot by the map (a refresh if unknown). */

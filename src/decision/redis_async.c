@@ -7,7 +7,7 @@
  * master, cluster_links.c); every call of the thread is an EVALSHA
  * pipelined on it, or, while a script call is out, held and sent with
  * the others as one batch (batch.c).  The library builds each call and
- * reads each reply (sl_redis_call_*).  A call that gets no good reply
+ * reads each reply (sl__redis_call_*).  A call that gets no good reply
  * within --redis-timeout of being sent fails ("timeout"; a lost
  * connection or an error reply is "error") and engine.c has the policy
  * decide it.  The breaker (breaker.c) is the connection itself: opened,
@@ -15,8 +15,8 @@
  * I/O; after a backoff a new connection's AUTH, SELECT and SCRIPT LOAD
  * (and CLUSTER SLOTS on a Cluster seed, whose connection is then closed)
  * are the half-open probe.  A Cluster part answered MOVED, ASK or
- * TRYAGAIN is sent again where the answer says, at most MAX_HOPS times,
- * within the same deadline.
+ * TRYAGAIN is sent again where the answer says, at most
+ * SL__REDIS_MAX_HOPS times, within the same deadline.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +25,8 @@
 #include "decision/layer.h"
 
 #define PROBE_MIN_MS 200
-/* Redirections one part of a call follows (MOVED, ASK, TRYAGAIN). */
-#define MAX_HOPS 5
 
-/* Calls sent as one script call (sl_redis_batch_format). */
+/* Calls sent as one script call (sl__redis_batch_format). */
 typedef struct batch_rec {
     size_t n;
     int eval; /* sent again as EVAL, after a NOSCRIPT */
@@ -120,30 +118,26 @@ static void go_down(sd_redis *r, const char *why)
     uv_timer_start(&r->retry, retry_cb, wait, 0);
 }
 
-/* The probe's replies that matter (priv); the others only must not fail. */
-static char probe_script, probe_slots;
+/* Each probe reply's priv: its command's kind (SL__REDIS_CMD_*). */
+static const int probe_kinds[] = {SL__REDIS_CMD_AUTH, SL__REDIS_CMD_SELECT,
+                                  SL__REDIS_CMD_SCRIPT_LOAD,
+                                  SL__REDIS_CMD_CLUSTER_SLOTS};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sd_redis *r = ac->data;
-    redisReply *rep = reply;
+    const redisReply *rep = reply;
+    int kind = *(const int *)priv;
+    char err[256];
     if (r == NULL || ac != r->ac || r->br.state != SD_CONNECTING)
         return;
-    if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "sluice: thread %d: redis: %s\n", r->t->index,
-                rep ? rep->str : (ac->errstr[0] ? ac->errstr : "no reply"));
+    if (sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice: thread %d: %s\n", r->t->index, err);
         go_down(r, "setup refused");
         return;
     }
-    if (priv == &probe_script) {
-        if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
-            go_down(r, "unexpected SCRIPT LOAD reply");
-            return;
-        }
-        memcpy(r->sha, rep->str, 40);
-        r->sha[40] = '\0';
-    }
-    if (priv != (r->cluster ? &probe_slots : &probe_script))
+    if (kind !=
+        (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS : SL__REDIS_CMD_SCRIPT_LOAD))
         return; /* not the last of the probe */
     if (r->cluster != NULL) {
         if (sd_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
@@ -184,9 +178,10 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 
 static void start_connect(sd_redis *r)
 {
-    sl_redis_endpoint ep;
+    sl__redis_endpoint ep;
+    sl__redis_handshake hs;
     sd_engine *e = r->t->e;
-    sl_redis_store_endpoint(e->redis, &ep);
+    sl__redis_store_endpoint(e->redis, &ep);
     if (r->cluster != NULL)
         ep.host = sd_cluster_probe_target(r->cluster, &ep.port);
     redisAsyncContext *ac = ep.unix_path ? redisAsyncConnectUnix(ep.unix_path)
@@ -209,24 +204,14 @@ static void start_connect(sd_redis *r)
     r->in_flight = 0;
     sd_breaker_probing(&r->br);
     /* The probe, pipelined behind the connect. */
-    if (ep.password != NULL) {
-        const char *auth[3] = {"AUTH", ep.user ? ep.user : ep.password,
-                               ep.password};
-        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, ep.user ? 3 : 2, auth,
-                              NULL);
-    }
-    if (ep.db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", ep.db);
-        const char *sel[2] = {"SELECT", db};
-        redisAsyncCommandArgv(ac, setup_reply_cb, NULL, 2, sel, NULL);
-    }
-    const char *load[3] = {"SCRIPT", "LOAD", sl_redis_script()};
-    redisAsyncCommandArgv(ac, setup_reply_cb, &probe_script, 3, load, NULL);
-    if (r->cluster != NULL) {
-        const char *slots[2] = {"CLUSTER", "SLOTS"};
-        redisAsyncCommandArgv(ac, setup_reply_cb, &probe_slots, 2, slots, NULL);
-    }
+    sl__redis_handshake_init(&hs, &ep,
+                             SL__REDIS_WITH_SCRIPT_LOAD |
+                                 (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
+                                             : 0));
+    for (size_t i = 0; i < hs.n; i++)
+        redisAsyncCommandArgv(ac, setup_reply_cb,
+                              (void *)&probe_kinds[hs.cmd[i].kind],
+                              hs.cmd[i].argc, hs.cmd[i].argv, hs.cmd[i].lens);
     uint64_t probe = e->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
                    probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
@@ -251,31 +236,13 @@ static void count_sent(sd_redis *r, size_t calls)
     sd_count(&r->t->stats->calls, calls);
 }
 
-/* Writes "<c><len>\r\n" at o: the header of a RESP array or string. */
-static char *put_header(char *o, char c, size_t len)
-{
-    char digits[24];
-    size_t n = 0;
-    do
-        digits[n++] = (char)('0' + len % 10);
-    while ((len /= 10) > 0);
-    *o++ = c;
-    while (n > 0)
-        *o++ = digits[--n];
-    *o++ = '\r';
-    *o++ = '\n';
-    return o;
-}
-
 /* argv in RESP, into r->cmd, to be handed to hiredis whole: its own
  * formatting (redisAsyncCommandArgv, sdscatfmt per argument) cost more
  * than building the call.  The length, or 0 out of memory. */
 static size_t format_command(sd_redis *r, int argc, const char *const *argv,
                              const size_t *lens)
 {
-    size_t len = 24;
-    for (int i = 0; i < argc; i++)
-        len += lens[i] + 26;
+    size_t len = sl__redis_resp_len(argc, lens);
     if (len > r->cmd_cap) {
         char *grown = realloc(r->cmd, len);
         if (grown == NULL)
@@ -283,15 +250,7 @@ static size_t format_command(sd_redis *r, int argc, const char *const *argv,
         r->cmd = grown;
         r->cmd_cap = len;
     }
-    char *o = put_header(r->cmd, '*', (size_t)argc);
-    for (int i = 0; i < argc; i++) {
-        o = put_header(o, '$', lens[i]);
-        memcpy(o, argv[i], lens[i]);
-        o += lens[i];
-        *o++ = '\r';
-        *o++ = '\n';
-    }
-    return (size_t)(o - r->cmd);
+    return sl__redis_resp_write(r->cmd, argc, argv, lens);
 }
 
 /* Sends one part: on the one connection, or on the link of its slot; to
@@ -302,13 +261,13 @@ static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to,
 {
     const char *const *argv;
     const size_t *lens;
-    int argc = sl_redis_call_part_argv(p->c->call, p->index, &argv, &lens);
+    int argc = sl__redis_call_part_argv(p->c->call, p->index, &argv, &lens);
     redisAsyncContext *ac = to;
     size_t len;
 
     if (ac == NULL)
         ac = r->cluster
-                 ? sd_cluster_link(r->cluster, sl_redis_call_part_slot(
+                 ? sd_cluster_link(r->cluster, sl__redis_call_part_slot(
                                                    p->c->call, p->index))
                  : r->ac;
     p->asking = asking;
@@ -330,14 +289,15 @@ static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to,
 static int follow_redirect(sd_redis *r, redisAsyncContext *ac, sd_part *p,
                            const redisReply *rep)
 {
-    sl_redis_redirect rd = {0};
+    sl__redis_redirect rd = {0};
     redisAsyncContext *to = ac;
+    int kind = sl__redis_reply_kind(rep, &rd);
 
-    if (rep == NULL || rep->type != REDIS_REPLY_ERROR || p->hops >= MAX_HOPS)
+    if ((kind != SL__REDIS_REPLY_MOVED && kind != SL__REDIS_REPLY_ASK &&
+         kind != SL__REDIS_REPLY_TRYAGAIN) ||
+        p->hops >= SL__REDIS_MAX_HOPS)
         return 0;
-    if (strncmp(rep->str, "TRYAGAIN", 8) != 0) {
-        if (sl_redis_redirect_parse(rep->str, rep->len, &rd) != 0)
-            return 0;
+    if (kind != SL__REDIS_REPLY_TRYAGAIN) {
         if (!rd.ask)
             sd_cluster_refresh(r->cluster);
         to = sd_cluster_link_to(
@@ -369,11 +329,11 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
             return REPLY_RESENT;
         rc =
-            sl_redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
+            sl__redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
-            sl_redis_call_part_use_eval(c->call, p->index);
+            sl__redis_call_part_use_eval(c->call, p->index);
             if (send_part(r, p, ac, p->asking) == 0)
                 return REPLY_RESENT;
             rc = SL_ESTORE;
@@ -383,7 +343,7 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
             return REPLY_OK;
         }
         if (rc == 0)
-            sl_redis_call_result(c->call, c->each, &c->overall);
+            sl__redis_call_result(c->call, c->each, &c->overall);
         if (rc == 0 || rc == SL_ERANGE || rc == SL_EINVAL) {
             c->done = 1;
             c->rc = rc;
@@ -434,14 +394,14 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv);
 
 static int send_batch(sd_redis *r, batch_rec *b)
 {
-    sl_redis_call *calls[SD_MAX_BATCH];
+    sl__redis_call *calls[SD_MAX_BATCH];
     char *cmd;
     size_t len;
     int rc;
 
     for (size_t i = 0; i < b->n; i++)
         calls[i] = b->parts[i]->c->call;
-    if (sl_redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
+    if (sl__redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
                               &len) != 0)
         return -1;
     rc = redisAsyncFormattedCommand(r->ac, batch_reply_cb, b, cmd, len);
@@ -453,12 +413,6 @@ static int send_batch(sd_redis *r, batch_rec *b)
     return 0;
 }
 
-static int is_noscript(const redisReply *rep)
-{
-    return rep != NULL && rep->type == REDIS_REPLY_ERROR &&
-           strncmp(rep->str, "NOSCRIPT", 8) == 0;
-}
-
 static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     batch_rec *b = priv;
@@ -467,7 +421,8 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 
     if (current) {
         r->in_flight--;
-        if (is_noscript(reply) && !b->eval) {
+        if (sl__redis_reply_kind(reply, NULL) == SL__REDIS_REPLY_NOSCRIPT &&
+            !b->eval) {
             b->eval = 1; /* the server lost the script: once more */
             if (send_batch(r, b) == 0)
                 return;
@@ -475,7 +430,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     }
     for (size_t i = 0; i < b->n; i++) {
         int res = part_reply(r, ac, b->parts[i],
-                             sl_redis_batch_reply(reply, b->n, i), current);
+                             sl__redis_batch_reply(reply, b->n, i), current);
         ok |= res == REPLY_OK;
         failed |= res == REPLY_FAILED;
     }
@@ -633,10 +588,10 @@ void sd_redis_forget(sd_thread *t, sd_wait *w)
 int sd_redis_start(sd_thread *t)
 {
     sd_redis *r = calloc(1, sizeof(*r));
-    sl_redis_endpoint ep;
+    sl__redis_endpoint ep;
     if (r == NULL)
         return -1;
-    sl_redis_store_endpoint(t->e->redis, &ep);
+    sl__redis_store_endpoint(t->e->redis, &ep);
     if (ep.n_seeds > 0 &&
         (r->cluster = sd_cluster_new(t->loop, &ep,
                                      t->e->cfg.redis_timeout_ms)) == NULL) {
@@ -712,7 +667,7 @@ redisAsyncContext *sd_redis_context(sd_thread *t, const char *key)
     if (r == NULL || r->br.state != SD_UP)
         return NULL;
     return r->cluster ? sd_cluster_link(r->cluster,
-                                        sl_redis_key_slot(key, strlen(key)))
+                                        sl__redis_key_slot(key, strlen(key)))
                       : r->ac;
 }
 

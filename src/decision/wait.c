@@ -14,7 +14,7 @@
 static void free_calls(sd_wait *w)
 {
     for (size_t i = 0; i < w->n_calls; i++) {
-        sl_redis_call_free(w->calls[i].call);
+        sl__redis_call_free(w->calls[i].call);
         free(w->calls[i].parts);
         free(w->calls[i].each);
     }
@@ -29,12 +29,12 @@ static int build_call(sd_call *c, sd_check *check, sl_nanos now,
         snprintf(check->err, sizeof(check->err), "out of memory");
         return SL_ENOMEM;
     }
-    int rc = sl_redis_call_new(store, check->items, check->costs, check->n,
+    int rc = sl__redis_call_new(store, check->items, check->costs, check->n,
                                now, check->flags, sha, &c->call, check->err,
                                sizeof(check->err));
     if (rc != 0)
         return rc;
-    c->n_parts = c->parts_left = sl_redis_call_parts(c->call);
+    c->n_parts = c->parts_left = sl__redis_call_parts(c->call);
     if ((c->parts = calloc(c->n_parts, sizeof(sd_part))) == NULL) {
         snprintf(check->err, sizeof(check->err), "out of memory");
         return SL_ENOMEM;

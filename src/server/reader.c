@@ -66,9 +66,10 @@ static int wanted(const sl_reader *r)
 }
 
 /* Reads until the socket is drained, as an edge-triggered socket must
- * be: a short read means it was, and what comes after brings a new
- * edge. */
-static void read_some(sl_reader *r)
+ * be: a short read means it was, and what comes after brings a new edge
+ * -- except the end of stream, whose edge may have come with the data:
+ * after the peer's shutdown (hup) it is read for at once. */
+static void read_some(sl_reader *r, int hup)
 {
     sl_readers *all = r->all;
     uv_os_fd_t fd;
@@ -86,7 +87,7 @@ static void read_some(sl_reader *r)
             r->eof = 1;
         r->cb(r, n > 0 ? n : n == 0 ? UV_EOF : uv_translate_sys_error(errno),
               all->buf);
-        if (n < (ssize_t)all->len)
+        if (n < 0 || (n < (ssize_t)all->len && !hup))
             return;
     }
     if (wanted(r) && watch(r, EPOLL_CTL_MOD) != 0)
@@ -101,7 +102,8 @@ static void ready_cb(uv_poll_t *h, int status, int events)
     struct epoll_event ev[64];
     int n = epoll_wait(all->epfd, ev, 64, 0);
     for (int i = 0; i < n; i++)
-        read_some(ev[i].data.ptr);
+        read_some(ev[i].data.ptr,
+                  (ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
 }
 
 int sl_reader_start(sl_readers *all, sl_reader *r, uv_tcp_t *tcp,

@@ -10,7 +10,7 @@
 -- call may charge each limit its own).  The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay.
 --
--- A batch (sl_redis_batch_argv): ARGV[1] is 'B', ARGV[2] the number of
+-- A batch (src/redis/batch.c): ARGV[1] is 'B', ARGV[2] the number of
 -- calls, then per call its number of items and its own ARGV as above;
 -- KEYS are the calls' keys one call after the other.  The reply has one
 -- element per call: its reply as above, or its error.  Each call is

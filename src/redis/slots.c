@@ -1,21 +1,20 @@
 /*
- * cluster.c - what a Redis Cluster client must know, as pure functions:
+ * slots.c - what a Redis Cluster client must know, as pure functions:
  * the slot of a key (CRC16 of its hash tag), the redirections a node
  * answers (MOVED, ASK) and the slot map a node describes (CLUSTER SLOTS).
  *
  * Debian 12's hiredis 0.14 has no cluster support (hiredis-cluster is not
  * packaged), so sluice routes by itself (docs/design.md).  These parsers
  * read what a server sent, so they are written for hostile input (fuzzed
- * by fuzz/fuzz_cluster.c) and do no I/O: the synchronous store
- * (redis_cluster.c) and the daemon (src/server/redis_cluster.c) share
- * them.
+ * by fuzz/fuzz_cluster.c) and do no I/O: the library's blocking driver
+ * (src/store/redis_cluster_sync.c) and the daemon's asynchronous one
+ * (src/server/redis_cluster.c) share them.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
-
 #include "internal.h"
+#include "redis/redis_proto.h"
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), as Redis's
  * crc16.c; bit by bit rather than by table, since keys are short and it
@@ -32,7 +31,7 @@ static unsigned crc16(const unsigned char *p, size_t n)
     return crc;
 }
 
-int sl_redis_key_slot(const void *key, size_t len)
+int sl__redis_key_slot(const void *key, size_t len)
 {
     const unsigned char *k = key;
     const unsigned char *open = len ? memchr(k, '{', len) : NULL;
@@ -44,12 +43,12 @@ int sl_redis_key_slot(const void *key, size_t len)
         const unsigned char *close = memchr(k + from, '}', len - from);
         if (close != NULL && close > k + from)
             return (int)(crc16(k + from, (size_t)(close - k) - from) &
-                         (SL_REDIS_SLOTS - 1));
+                         (SL__REDIS_SLOTS - 1));
     }
-    return (int)(crc16(k, len) & (SL_REDIS_SLOTS - 1));
+    return (int)(crc16(k, len) & (SL__REDIS_SLOTS - 1));
 }
 
-int sl_redis_redirect_parse(const char *s, size_t len, sl_redis_redirect *out)
+int sl__redis_redirect_parse(const char *s, size_t len, sl__redis_redirect *out)
 {
     const char *end = s + len, *sp, *colon;
     int slot, port;
@@ -67,7 +66,7 @@ int sl_redis_redirect_parse(const char *s, size_t len, sl_redis_redirect *out)
         return -1;
     }
     if ((sp = memchr(s, ' ', (size_t)(end - s))) == NULL ||
-        sl__parse_int(s, (size_t)(sp - s), 0, SL_REDIS_SLOTS - 1, &slot))
+        sl__parse_int(s, (size_t)(sp - s), 0, SL__REDIS_SLOTS - 1, &slot))
         return -1;
     s = sp + 1;
     for (colon = end; colon > s && colon[-1] != ':'; colon--)
@@ -87,16 +86,16 @@ int sl_redis_redirect_parse(const char *s, size_t len, sl_redis_redirect *out)
 
 enum { NO_NODE = 0xffff };
 
-struct sl_redis_slot_map {
-    uint16_t node_of[SL_REDIS_SLOTS]; /* index into nodes, or NO_NODE */
+struct sl__redis_slot_map {
+    uint16_t node_of[SL__REDIS_SLOTS]; /* index into nodes, or NO_NODE */
     size_t n_nodes;
     struct {
         char *host;
         int port;
-    } nodes[SL_REDIS_MAX_NODES];
+    } nodes[SL__REDIS_MAX_NODES];
 };
 
-void sl_redis_slot_map_free(sl_redis_slot_map *m)
+void sl__redis_slot_map_free(sl__redis_slot_map *m)
 {
     if (m == NULL)
         return;
@@ -107,14 +106,14 @@ void sl_redis_slot_map_free(sl_redis_slot_map *m)
 
 /* The index of (host, port), added if new: >= 0, or -1 (too many nodes,
  * out of memory). */
-static int node_index(sl_redis_slot_map *m, const char *host, size_t host_len,
+static int node_index(sl__redis_slot_map *m, const char *host, size_t host_len,
                       int port)
 {
     for (size_t i = 0; i < m->n_nodes; i++)
         if (m->nodes[i].port == port && strlen(m->nodes[i].host) == host_len &&
             memcmp(m->nodes[i].host, host, host_len) == 0)
             return (int)i;
-    if (m->n_nodes == SL_REDIS_MAX_NODES ||
+    if (m->n_nodes == SL__REDIS_MAX_NODES ||
         (m->nodes[m->n_nodes].host = strndup(host, host_len)) == NULL)
         return -1;
     m->nodes[m->n_nodes].port = port;
@@ -127,11 +126,10 @@ static int is_int(const redisReply *r, long long lo, long long hi)
            r->integer <= hi;
 }
 
-int sl_redis_slot_map_new(const void *reply, const char *default_host,
-                          sl_redis_slot_map **out)
+int sl__redis_slot_map_new(const redisReply *r, const char *default_host,
+                           sl__redis_slot_map **out)
 {
-    const redisReply *r = reply;
-    sl_redis_slot_map *m;
+    sl__redis_slot_map *m;
 
     /* Each entry: [first slot, last slot, master [host, port, id, ...],
      * replicas...].  Only masters serve writes, so replicas are skipped.
@@ -145,8 +143,8 @@ int sl_redis_slot_map_new(const void *reply, const char *default_host,
         const redisReply *e = r->element[i], *master, *host;
         int idx;
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            !is_int(e->element[0], 0, SL_REDIS_SLOTS - 1) ||
-            !is_int(e->element[1], e->element[0]->integer, SL_REDIS_SLOTS - 1))
+            !is_int(e->element[0], 0, SL__REDIS_SLOTS - 1) ||
+            !is_int(e->element[1], e->element[0]->integer, SL__REDIS_SLOTS - 1))
             goto bad;
         master = e->element[2];
         if (master->type != REDIS_REPLY_ARRAY || master->elements < 2 ||
@@ -174,24 +172,24 @@ int sl_redis_slot_map_new(const void *reply, const char *default_host,
     *out = m;
     return 0;
 bad:
-    sl_redis_slot_map_free(m);
+    sl__redis_slot_map_free(m);
     return SL_EINVAL;
 }
 
-int sl_redis_slot_map_node(const sl_redis_slot_map *m, int slot)
+int sl__redis_slot_map_node(const sl__redis_slot_map *m, int slot)
 {
-    if (slot < 0 || slot >= SL_REDIS_SLOTS || m->node_of[slot] == NO_NODE)
+    if (slot < 0 || slot >= SL__REDIS_SLOTS || m->node_of[slot] == NO_NODE)
         return -1;
     return m->node_of[slot];
 }
 
-size_t sl_redis_slot_map_nodes(const sl_redis_slot_map *m)
+size_t sl__redis_slot_map_nodes(const sl__redis_slot_map *m)
 {
     return m->n_nodes;
 }
 
-const char *sl_redis_slot_map_host(const sl_redis_slot_map *m, size_t node,
-                                   int *port)
+const char *sl__redis_slot_map_host(const sl__redis_slot_map *m, size_t node,
+                                    int *port)
 {
     *port = m->nodes[node].port;
     return m->nodes[node].host;

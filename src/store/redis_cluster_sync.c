@@ -1,7 +1,9 @@
 /*
- * redis_cluster.c - the synchronous Redis store on a Redis Cluster: each
+ * redis_cluster_sync.c - the blocking Redis store on a Redis Cluster: each
  * script call goes to the master of its slot, over one connection per
  * node (a plain Redis store, redis.c), made when a slot first needs it.
+ * Named apart from the daemon's src/server/redis_cluster.c, its
+ * asynchronous twin.
  *
  * The slot map is read with CLUSTER SLOTS from the first node that
  * answers (known nodes, then the seeds) before the first call, and again
@@ -11,7 +13,9 @@
  * ASK (a slot being migrated, the key already moved) sends ASKING and the
  * command to the named node, once, leaving the map as it is.  A
  * TRYAGAIN (a multi-key call whose keys are split by a migration) waits a
- * little and tries again.  Every call follows at most MAX_HOPS of these.
+ * little and tries again.  Every call follows at most SL__REDIS_MAX_HOPS
+ * of these.  What a reply is comes from the protocol core
+ * (sl__redis_reply_kind), as in the daemon.
  *
  * A call whose connection broke is not sent again: the node may have run
  * it (the same rule as the plain store, docs/stores.md "Failures").
@@ -24,11 +28,8 @@
 #include <hiredis/hiredis.h>
 
 #include "internal.h"
+#include "redis/redis_proto.h"
 
-/* Redirections followed by one call: a slot moves at most a few times
- * during one reshard, and a client that keeps being redirected has a
- * cluster it cannot follow. */
-#define MAX_HOPS 5
 #define TRYAGAIN_MS 20
 
 typedef struct node_conn {
@@ -42,8 +43,8 @@ struct sl__redis_cluster {
     const char *const *seed_hosts;
     const int *seed_ports;
     size_t n_seeds;
-    sl_redis_slot_map *map; /* NULL: read it before the next call */
-    node_conn *conns;       /* every node connected to, in order */
+    sl__redis_slot_map *map; /* NULL: read it before the next call */
+    node_conn *conns;        /* every node connected to, in order */
     size_t n_conns;
 };
 
@@ -52,7 +53,7 @@ int sl__redis_cluster_new(sl_store *owner, const char *const *hosts,
 {
     sl__redis_cluster *c = calloc(1, sizeof(*c));
     if (c == NULL ||
-        (c->conns = calloc(SL_REDIS_MAX_NODES, sizeof(node_conn))) == NULL) {
+        (c->conns = calloc(SL__REDIS_MAX_NODES, sizeof(node_conn))) == NULL) {
         free(c);
         return SL_ENOMEM;
     }
@@ -72,20 +73,20 @@ void sl__redis_cluster_free(sl__redis_cluster *c)
         sl_store_free(c->conns[i].node);
         free(c->conns[i].host);
     }
-    sl_redis_slot_map_free(c->map);
+    sl__redis_slot_map_free(c->map);
     free(c->conns);
     free(c);
 }
 
 /* The connection to (host, port), made (not connected) if new; NULL when
- * out of memory or past SL_REDIS_MAX_NODES nodes. */
+ * out of memory or past SL__REDIS_MAX_NODES nodes. */
 static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
 {
     node_conn *nc;
     for (size_t i = 0; i < c->n_conns; i++)
         if (c->conns[i].port == port && strcmp(c->conns[i].host, host) == 0)
             return &c->conns[i];
-    if (c->n_conns == SL_REDIS_MAX_NODES)
+    if (c->n_conns == SL__REDIS_MAX_NODES)
         return NULL;
     nc = &c->conns[c->n_conns];
     if ((nc->host = strdup(host)) == NULL)
@@ -101,7 +102,7 @@ static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
 
 static void forget_map(sl__redis_cluster *c)
 {
-    sl_redis_slot_map_free(c->map);
+    sl__redis_slot_map_free(c->map);
     c->map = NULL;
 }
 
@@ -110,7 +111,7 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
                     size_t errlen)
 {
     const char *argv[2] = {"CLUSTER", "SLOTS"};
-    sl_redis_slot_map *map;
+    sl__redis_slot_map *map;
     redisReply *r =
         sl__redis_node_command(nc->node, 0, 2, argv, NULL, err, errlen);
     int rc;
@@ -122,7 +123,7 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
         freeReplyObject(r);
         return -1;
     }
-    rc = sl_redis_slot_map_new(r, nc->host, &map);
+    rc = sl__redis_slot_map_new(r, nc->host, &map);
     freeReplyObject(r);
     if (rc != 0) {
         snprintf(err, errlen,
@@ -166,35 +167,30 @@ static node_conn *master_of(sl__redis_cluster *c, int slot, char *err,
 
     if (c->map == NULL && sl__redis_cluster_refresh(c, err, errlen) != 0)
         return NULL;
-    if ((i = sl_redis_slot_map_node(c->map, slot)) < 0) {
+    if ((i = sl__redis_slot_map_node(c->map, slot)) < 0) {
         snprintf(err, errlen, "redis cluster: no node serves slot %d", slot);
         forget_map(c);
         return NULL;
     }
-    host = sl_redis_slot_map_host(c->map, (size_t)i, &port);
+    host = sl__redis_slot_map_host(c->map, (size_t)i, &port);
     if ((nc = conn_for(c, host, port)) == NULL)
         snprintf(err, errlen, "out of memory");
     return nc;
 }
 
-static int error_is(const redisReply *r, const char *word)
-{
-    size_t n = strlen(word);
-    return r->type == REDIS_REPLY_ERROR && r->len >= n &&
-           memcmp(r->str, word, n) == 0;
-}
-
 redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
-                                      const char **argv, const size_t *lens,
-                                      char *err, size_t errlen)
+                                      const char *const *argv,
+                                      const size_t *lens, char *err,
+                                      size_t errlen)
 {
     node_conn *to = NULL; /* set by a redirection: where the next hop goes */
     int asking = 0;
 
-    for (int hop = 0; hop <= MAX_HOPS; hop++) {
+    for (int hop = 0; hop <= SL__REDIS_MAX_HOPS; hop++) {
         node_conn *nc = to ? to : master_of(c, slot, err, errlen);
-        sl_redis_redirect rd;
+        sl__redis_redirect rd;
         redisReply *r;
+        int kind;
 
         if (nc == NULL)
             return NULL;
@@ -206,8 +202,8 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
             forget_map(c); /* the node may be gone for good: a failover */
             return NULL;
         }
-        if (r->type == REDIS_REPLY_ERROR &&
-            sl_redis_redirect_parse(r->str, r->len, &rd) == 0 &&
+        kind = sl__redis_reply_kind(r, &rd);
+        if ((kind == SL__REDIS_REPLY_MOVED || kind == SL__REDIS_REPLY_ASK) &&
             rd.slot == slot) {
             freeReplyObject(r);
             to = conn_for(c, rd.host[0] ? rd.host : nc->host, rd.port);
@@ -221,19 +217,19 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
                 forget_map(c);
             continue;
         }
-        if (error_is(r, "TRYAGAIN")) {
+        if (kind == SL__REDIS_REPLY_TRYAGAIN) {
             struct timespec ts = {0, TRYAGAIN_MS * 1000000L};
             freeReplyObject(r);
             nanosleep(&ts, NULL);
             continue;
         }
-        if (error_is(r, "CLUSTERDOWN"))
+        if (kind == SL__REDIS_REPLY_CLUSTERDOWN)
             forget_map(c);
         return r;
     }
     snprintf(err, errlen,
-             "redis cluster: more than %d redirections for slot %d", MAX_HOPS,
-             slot);
+             "redis cluster: more than %d redirections for slot %d",
+             SL__REDIS_MAX_HOPS, slot);
     return NULL;
 }
 

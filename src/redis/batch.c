@@ -1,0 +1,96 @@
+/*
+ * batch.c - several calls as one script call (main.lua's 'B' mode), for a
+ * caller with many calls waiting at once.  A batch is made of the calls'
+ * own commands, rearranged: every call's keys go first (a script's keys
+ * must all be named before its other arguments), then 'B', the number of
+ * calls, and per call its number of keys and its other arguments.  So a
+ * call in a batch is the very call that would have been sent alone, and
+ * the script decides it by the same code.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "redis/redis_proto.h"
+
+enum { HEAD_ARGS = 5 }; /* EVALSHA sha numkeys 'B' count */
+
+/* A call's command: EVALSHA sha numkeys key... arg...; its numkeys. */
+typedef struct cmd {
+    int argc;
+    const char *const *argv;
+    const size_t *lens;
+    int keys;
+} cmd;
+
+static int get_cmd(const sl__redis_call *call, cmd *c)
+{
+    if (call == NULL || sl__redis_call_parts(call) != 1)
+        return -1;
+    c->argc = sl__redis_call_part_argv(call, 0, &c->argv, &c->lens);
+    return sl__parse_int(c->argv[2], c->lens[2], 1, SL_MAX_ITEMS, &c->keys);
+}
+
+static void put(const char **argv, size_t *lens, size_t *at, const char *s,
+                size_t len)
+{
+    argv[*at] = s;
+    lens[(*at)++] = len;
+}
+
+int sl__redis_batch_format(sl__redis_call *const *calls, size_t n,
+                           const char *sha, char **out, size_t *out_len)
+{
+    const char *head = sha ? "EVALSHA" : "EVAL";
+    const char *script = sha ? sha : sl__redis_script;
+    char total_keys[24], count[24];
+    size_t args = HEAD_ARGS, keys = 0, k = 0, a;
+    const char **argv;
+    size_t *lens;
+    cmd c;
+
+    if (n == 0 || out == NULL || out_len == NULL ||
+        (sha != NULL && strlen(sha) != SL__REDIS_SHA_LEN))
+        return SL_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        if (get_cmd(calls[i], &c) != 0)
+            return SL_EINVAL;
+        keys += (size_t)c.keys;
+        args += (size_t)c.argc - 2; /* its numkeys, keys and ARGV */
+    }
+    if ((argv = malloc(args * (sizeof(*argv) + sizeof(*lens)))) == NULL)
+        return SL_ENOMEM;
+    lens = (size_t *)(argv + args);
+    snprintf(total_keys, sizeof(total_keys), "%zu", keys);
+    snprintf(count, sizeof(count), "%zu", n);
+    /* The keys go at k, from 3; the other arguments at a, after them. */
+    put(argv, lens, &k, head, strlen(head));
+    put(argv, lens, &k, script, strlen(script));
+    put(argv, lens, &k, total_keys, strlen(total_keys));
+    a = k + keys;
+    put(argv, lens, &a, "B", 1);
+    put(argv, lens, &a, count, strlen(count));
+    for (size_t i = 0; i < n; i++) {
+        get_cmd(calls[i], &c);
+        for (int j = 3; j < 3 + c.keys; j++)
+            put(argv, lens, &k, c.argv[j], c.lens[j]);
+        put(argv, lens, &a, c.argv[2], c.lens[2]);
+        for (int j = 3 + c.keys; j < c.argc; j++)
+            put(argv, lens, &a, c.argv[j], c.lens[j]);
+    }
+    *out_len = sl__redis_resp_len((int)args, lens);
+    if ((*out = malloc(*out_len)) != NULL)
+        sl__redis_resp_write(*out, (int)args, argv, lens);
+    free(argv);
+    return *out != NULL ? 0 : SL_ENOMEM;
+}
+
+const redisReply *sl__redis_batch_reply(const redisReply *reply, size_t n,
+                                        size_t i)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
+        reply->elements == n && i < n)
+        return reply->element[i];
+    return reply; /* an error (NOSCRIPT...), or a shape read will refuse */
+}

@@ -1,0 +1,476 @@
+/*
+ * call.c - one decision as script calls: the arguments of
+ * src/store/redis/main.lua made from items, costs and the store's key
+ * space, and the script's reply read back into decisions.  A call is one
+ * part per Cluster slot of its keys (one in all on a plain store), each
+ * a script call of its own.
+ *
+ * The store's blocking checks and the daemon's asynchronous ones are both
+ * built and read here, so a call decides the same whoever sends it.  The
+ * semantics live in the Lua files, which mirror src/core/ line for line.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "redis/redis_proto.h"
+
+/* The Lua script's numbers are doubles: see docs/stores.md for why these
+ * bounds make every intermediate an integer below 2^53. */
+#define EXACT_BOUND (INT64_C(1) << 52)
+
+enum {
+    ITEM_ARGS = 2,   /* per item, as src/store/redis/main.lua reads them */
+    CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
+    NUM_LEN = 24,    /* an int64 in decimal, NUL included */
+    SPEC_FIELDS = 8, /* algorithm L P B step flags t_num t_den */
+    IDENT_HEX = 16,  /* the limit's identity in a key name */
+    MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS,
+};
+
+/* ---- what the script can decide, and under which key ---- */
+
+static int is_bucket(sl_algorithm alg)
+{
+    return alg == SL_TOKEN_BUCKET || alg == SL_GCRA || alg == SL_LEAKY_BUCKET;
+}
+
+/* SL_ERANGE unless every intermediate of the limit's script stays an
+ * exact double (docs/stores.md, "Exactness"). */
+static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
+{
+    const sl_limit_config *c = &lim->cfg;
+    if (c->period > EXACT_BOUND) {
+        sl__set_err(errbuf, errlen,
+                    "limit out of range for the redis store: period '%lld' "
+                    "ns (at most 2^52)",
+                    (long long)c->period);
+        return SL_ERANGE;
+    }
+    if (is_bucket(c->algorithm) &&
+        (sl__i128)c->burst * lim->t_num > EXACT_BOUND) {
+        sl__set_err(errbuf, errlen,
+                    "limit out of range for the redis store: burst * period "
+                    "/ gcd(period, limit) = %lld * %lld exceeds 2^52",
+                    (long long)c->burst, (long long)lim->t_num);
+        return SL_ERANGE;
+    }
+    return 0;
+}
+
+/* The key of an item: prefix, the limit's identity, then the caller's key
+ * with its hash tag in braces, so that every limit of one client key lands
+ * in one slot (docs/stores.md): "{key}", or with a tag delimiter d,
+ * "{tag}rest" where tag is the key before its first d and rest the d and
+ * what follows.  Names stay distinct: the tag has no d and the rest is
+ * empty or starts with one.  Returns the length written to out, which
+ * has room for the prefix, IDENT_HEX + 3 bytes and the key. */
+static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
+                       char *out)
+{
+    size_t n = strlen(ks->prefix), tag = it->key_len;
+    const char *d;
+    memcpy(out, ks->prefix, n);
+    for (int i = IDENT_HEX - 1; i >= 0; i--)
+        out[n++] = "0123456789abcdef"[(it->limit->ident >> (4 * i)) & 15];
+    out[n++] = ':';
+    out[n++] = '{';
+    if (ks->tag_delimiter != 0 && it->key_len > 0 &&
+        (d = memchr(it->key, ks->tag_delimiter, it->key_len)) != NULL)
+        tag = (size_t)(d - (const char *)it->key);
+    if (tag > 0)
+        memcpy(out + n, it->key, tag);
+    n += tag;
+    out[n++] = '}';
+    if (it->key_len > tag)
+        memcpy(out + n, (const char *)it->key + tag, it->key_len - tag);
+    return n + it->key_len - tag;
+}
+
+/* ---- the arguments of one script call ---- */
+
+/* The arguments of one call, pointing into bufs it owns. */
+typedef struct call_args {
+    int argc;
+    const char *argv[MAX_ARGS];
+    size_t lens[MAX_ARGS];
+    char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
+    int nnums;
+    /* Each item's limit as one argument: the script reads a limit's
+     * fields once per run, not once per item (main.lua's limit_of). */
+    char specs[SL_MAX_ITEMS][SPEC_FIELDS * NUM_LEN];
+    char *keys;                   /* malloc'd: every key name */
+    size_t n;                     /* items */
+    int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
+} call_args;
+
+static void push_arg(call_args *a, const char *s, size_t len)
+{
+    a->argv[a->argc] = s;
+    a->lens[a->argc++] = len;
+}
+
+/* v in decimal at s: its length.  By hand: snprintf cost as much as the
+ * rest of building a call (docs/benchmarks.md, "sluice serve --store
+ * redis"). */
+static size_t put_num(char *s, int64_t v)
+{
+    char digits[NUM_LEN];
+    size_t i = sizeof(digits), len;
+    /* Through unsigned, so INT64_MIN negates without overflow. */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        digits[--i] = '-';
+    len = sizeof(digits) - i;
+    memcpy(s, digits + i, len);
+    return len;
+}
+
+static void push_num(call_args *a, int64_t v)
+{
+    char *s = a->nums[a->nnums++];
+    push_arg(a, s, put_num(s, v));
+}
+
+/* A limit's fields, space-separated (all >= 0: sl_limit_new). */
+static void push_spec(call_args *a, size_t item, const sl_limit *lim)
+{
+    const int64_t f[SPEC_FIELDS] = {lim->cfg.algorithm, lim->cfg.limit,
+                                    lim->cfg.period,    lim->cfg.burst,
+                                    lim->cfg.step,      (int64_t)lim->cfg.flags,
+                                    lim->t_num,         lim->t_den};
+    char *s = a->specs[item];
+    size_t len = 0;
+    for (int i = 0; i < SPEC_FIELDS; i++) {
+        if (i > 0)
+            s[len++] = ' ';
+        len += put_num(s + len, f[i]);
+    }
+    push_arg(a, s, len);
+}
+
+/* The first two arguments: EVALSHA sha, or EVAL and the script's text. */
+static void use_sha(call_args *a, const char *sha)
+{
+    if (sha != NULL) {
+        a->argv[0] = "EVALSHA";
+        a->lens[0] = 7;
+        a->argv[1] = sha;
+        a->lens[1] = SL__REDIS_SHA_LEN;
+    } else {
+        a->argv[0] = "EVAL";
+        a->lens[0] = 4;
+        a->argv[1] = sl__redis_script;
+        a->lens[1] = strlen(sl__redis_script);
+    }
+}
+
+static int build_args(const sl__redis_keyspace *ks, call_args *a,
+                      const sl_check_item *items, const int64_t *costs,
+                      size_t n, sl_nanos now, int record, const char *sha)
+{
+    size_t prefix = strlen(ks->prefix), total = 0, at = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += prefix + IDENT_HEX + 3 + items[i].key_len;
+    if ((a->keys = malloc(total ? total : 1)) == NULL)
+        return SL_ENOMEM;
+    a->nnums = 0;
+    a->n = n;
+    for (size_t i = 0; i < n; i++)
+        a->limits[i] = items[i].limit->cfg.limit;
+    a->argc = 2;
+    use_sha(a, sha);
+    push_num(a, (int64_t)n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = key_name(ks, &items[i], a->keys + at);
+        push_arg(a, a->keys + at, len);
+        at += len;
+    }
+    if (ks->use_server_time) {
+        push_arg(a, "", 0);
+        push_arg(a, "", 0);
+    } else {
+        push_num(a, now / SL_NS_PER_SEC);
+        push_num(a, now % SL_NS_PER_SEC);
+    }
+    push_num(a, ks->extra_ttl_ms);
+    push_num(a, record != 0);
+    for (size_t i = 0; i < n; i++) {
+        push_spec(a, i, items[i].limit);
+        push_num(a, costs[i]);
+    }
+    return 0;
+}
+
+/* ---- calls and their parts ---- */
+
+typedef struct call_part {
+    call_args a;
+    int slot;                     /* -1 on a plain store */
+    size_t item_of[SL_MAX_ITEMS]; /* the call's index of the part's item j */
+} call_part;
+
+struct sl__redis_call {
+    size_t n, n_parts;
+    call_part *parts[SL_MAX_ITEMS];
+    sl_decision each[SL_MAX_ITEMS]; /* filled by each part's reply */
+};
+
+/* Each item's slot; keys that share a hash tag share a slot. */
+static int item_slots(const sl__redis_keyspace *ks, const sl_check_item *items,
+                      size_t n, int *slot)
+{
+    size_t prefix = strlen(ks->prefix);
+    for (size_t i = 0; i < n; i++) {
+        char *name = malloc(prefix + IDENT_HEX + 3 + items[i].key_len);
+        if (name == NULL)
+            return SL_ENOMEM;
+        slot[i] = sl__redis_key_slot(name, key_name(ks, &items[i], name));
+        free(name);
+    }
+    return 0;
+}
+
+/* Validates the items against the script's bounds and builds the call's
+ * parts, in ascending slot order. */
+static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
+                        const sl_check_item *items, const int64_t *costs,
+                        size_t n, sl_nanos now, int record, const char *sha,
+                        char *errbuf, size_t errlen)
+{
+    int slot[SL_MAX_ITEMS], err = 0;
+
+    for (size_t i = 0; i < n && !err; i++) {
+        err = check_bounds(items[i].limit, errbuf, errlen);
+        /* The same limit and key twice: one key, decided twice. */
+        for (size_t j = 0; j < i && !err; j++)
+            if (items[j].limit->ident == items[i].limit->ident &&
+                items[j].key_len == items[i].key_len &&
+                (items[i].key_len == 0 ||
+                 memcmp(items[j].key, items[i].key, items[i].key_len) == 0)) {
+                sl__set_err(errbuf, errlen,
+                            "the same limit and key twice in one call");
+                err = SL_EINVAL;
+            }
+    }
+    if (err)
+        return err;
+    c->n = n;
+    c->n_parts = 0;
+    if (!ks->cluster)
+        memset(slot, 0xff, sizeof(slot)); /* -1: one part */
+    else if ((err = item_slots(ks, items, n, slot)) != 0)
+        return err;
+    for (size_t done = 0; done < n;) {
+        /* The next part: the smallest slot not yet taken. */
+        int next = INT32_MAX;
+        sl_check_item sub[SL_MAX_ITEMS];
+        int64_t sub_costs[SL_MAX_ITEMS];
+        call_part *p;
+        for (size_t i = 0; i < n; i++)
+            if (slot[i] != INT32_MAX && slot[i] < next)
+                next = slot[i];
+        if ((p = malloc(sizeof(*p))) == NULL)
+            return SL_ENOMEM;
+        p->a.keys = NULL;
+        p->a.n = 0;
+        p->slot = next;
+        c->parts[c->n_parts++] = p;
+        for (size_t i = 0; i < n; i++)
+            if (slot[i] == next) {
+                p->item_of[p->a.n] = i;
+                sub[p->a.n] = items[i];
+                sub_costs[p->a.n++] = costs[i];
+                slot[i] = INT32_MAX;
+                done++;
+            }
+        if ((err = build_args(ks, &p->a, sub, sub_costs, p->a.n, now, record,
+                              sha)) != 0)
+            return err;
+    }
+    return 0;
+}
+
+int sl__redis_call_new(sl_store *store, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, const char *sha, sl__redis_call **out,
+                       char *errbuf, size_t errlen)
+{
+    sl__redis_keyspace ks;
+    sl__redis_call *c;
+    int err;
+
+    sl__set_err(errbuf, errlen, "%s", "");
+    if (store == NULL || sl__redis_store_keyspace(store, &ks) != 0 ||
+        out == NULL || (flags & ~SL_RECORD) != 0 ||
+        (sha != NULL && strlen(sha) != SL__REDIS_SHA_LEN)) {
+        sl__set_err(errbuf, errlen, "invalid argument");
+        return SL_EINVAL;
+    }
+    if ((err = sl__check_input(store, items, n, costs, now)) != 0) {
+        sl__set_err(errbuf, errlen, "%s", sl_strerror(err));
+        return err;
+    }
+    if ((c = calloc(1, sizeof(*c))) == NULL) {
+        sl__set_err(errbuf, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    err = prepare_call(&ks, c, items, costs, n, now, (flags & SL_RECORD) != 0,
+                       sha, errbuf, errlen);
+    if (err != 0) {
+        if (err == SL_ENOMEM)
+            sl__set_err(errbuf, errlen, "out of memory");
+        sl__redis_call_free(c);
+        return err;
+    }
+    *out = c;
+    return 0;
+}
+
+void sl__redis_call_free(sl__redis_call *call)
+{
+    for (size_t p = 0; call != NULL && p < call->n_parts; p++) {
+        free(call->parts[p]->a.keys);
+        free(call->parts[p]);
+    }
+    free(call);
+}
+
+size_t sl__redis_call_parts(const sl__redis_call *call)
+{
+    return call->n_parts;
+}
+
+int sl__redis_call_part_slot(const sl__redis_call *call, size_t part)
+{
+    return call->parts[part]->slot;
+}
+
+int sl__redis_call_part_argv(const sl__redis_call *call, size_t part,
+                             const char *const **argv, const size_t **lens)
+{
+    const call_args *a = &call->parts[part]->a;
+    *argv = a->argv;
+    *lens = a->lens;
+    return a->argc;
+}
+
+void sl__redis_call_part_use_sha(sl__redis_call *call, size_t part,
+                                 const char *sha)
+{
+    use_sha(&call->parts[part]->a, sha);
+}
+
+void sl__redis_call_part_use_eval(sl__redis_call *call, size_t part)
+{
+    use_sha(&call->parts[part]->a, NULL);
+}
+
+int sl__redis_call_argv(const sl__redis_call *call, const char *const **argv,
+                        const size_t **lens)
+{
+    return sl__redis_call_part_argv(call, 0, argv, lens);
+}
+
+void sl__redis_call_use_eval(sl__redis_call *call)
+{
+    sl__redis_call_part_use_eval(call, 0);
+}
+
+/* ---- replies ---- */
+
+/* Maps a script's error reply to a code: its first word names it. */
+static int reply_error(const redisReply *r, char *err, size_t errlen)
+{
+    sl__set_err(err, errlen, "redis: %s", r->str);
+    if (strncmp(r->str, "ERANGE ", 7) == 0)
+        return SL_ERANGE;
+    if (strncmp(r->str, "EINVAL ", 7) == 0)
+        return SL_EINVAL;
+    return SL_ESTORE;
+}
+
+/* Reads the script's reply: 5 integers per item, item i's limit being
+ * limits[i]. */
+static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
+                          sl_decision *each, char *err, size_t errlen)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return reply_error(r, err, errlen);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
+        goto bad;
+    for (size_t i = 0; i < 5 * n; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            goto bad;
+    for (size_t i = 0; i < n; i++) {
+        redisReply **e = &r->element[5 * i];
+        each[i].allowed = e[0]->integer != 0;
+        each[i].limit = limits[i];
+        each[i].remaining = e[1]->integer;
+        each[i].reset_after = e[2]->integer;
+        each[i].retry_after = e[3]->integer;
+        each[i].delay = e[4]->integer;
+    }
+    return 0;
+bad:
+    sl__set_err(err, errlen, "redis: unexpected reply");
+    return SL_ESTORE;
+}
+
+int sl__redis_call_read_part(sl__redis_call *call, size_t part,
+                             const redisReply *reply, char *errbuf,
+                             size_t errlen)
+{
+    const call_part *p = call->parts[part];
+    sl_decision got[SL_MAX_ITEMS];
+    int rc;
+
+    sl__set_err(errbuf, errlen, "%s", "");
+    switch (sl__redis_reply_kind(reply, NULL)) {
+    case SL__REDIS_REPLY_NONE:
+        sl__set_err(errbuf, errlen, "redis: no reply");
+        return SL_ESTORE;
+    case SL__REDIS_REPLY_NOSCRIPT:
+        return 1;
+    }
+    if ((rc = read_decisions(reply, p->a.limits, p->a.n, got, errbuf,
+                             errlen)) != 0)
+        return rc;
+    for (size_t j = 0; j < p->a.n; j++)
+        call->each[p->item_of[j]] = got[j];
+    return 0;
+}
+
+void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,
+                           sl_decision *overall)
+{
+    if (overall != NULL)
+        sl_decisions_combine(call->each, call->n, overall);
+    for (size_t i = 0; each != NULL && i < call->n; i++)
+        each[i] = call->each[i];
+}
+
+int sl__redis_call_read(const sl__redis_call *call, const redisReply *reply,
+                        sl_decision *each, sl_decision *overall, char *errbuf,
+                        size_t errlen)
+{
+    /* A one-part call: its reply's decisions are the result. */
+    sl__redis_call *c = (sl__redis_call *)call;
+    int err;
+    if (call->n_parts != 1) {
+        sl__set_err(errbuf, errlen,
+                    "a call of %zu parts (Redis Cluster): read each with "
+                    "sl__redis_call_read_part",
+                    call->n_parts);
+        return SL_EINVAL;
+    }
+    err = sl__redis_call_read_part(c, 0, reply, errbuf, errlen);
+    if (err == 0)
+        sl__redis_call_result(call, each, overall);
+    return err;
+}

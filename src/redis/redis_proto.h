@@ -1,0 +1,277 @@
+/*
+ * redis_proto.h - the Redis store's protocol, written once and without
+ * I/O: the script, what a call sends and what its reply means, batches,
+ * how any reply is classified (NOSCRIPT, MOVED, ASK...), the handshake of
+ * a new connection, RESP, and Redis Cluster's slots and slot map.  Part
+ * of libsluice, never installed (sluice.h is the library's API).
+ *
+ * Two drivers do the I/O around it: the blocking one of the library's
+ * store (src/store/redis.c, redis_cluster_sync.c) and the asynchronous one
+ * of the daemon (src/server/store_redis.c, redis_cluster.c).  Replies are
+ * hiredis's, borrowed: nothing here frees one.
+ */
+#ifndef SL_REDIS_PROTO_H
+#define SL_REDIS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "sluice.h"
+
+/* The script's text: the Lua files of src/store/redis/ in one
+ * NUL-terminated string (generated at build time by embed.cmake there),
+ * what SCRIPT LOAD loads and EVAL sends. */
+extern const char sl__redis_script[];
+
+/* The script's SHA1 in hex, as EVALSHA names it. */
+#define SL__REDIS_SHA_LEN 40
+
+/* ---- the store's side (src/store/redis.c) ---- */
+
+/* Where a Redis store connects, as parsed from its options.  Strings are
+ * borrowed from the store (valid until sl_store_free); NULL when unset. */
+typedef struct sl__redis_endpoint {
+    const char *host; /* NULL with unix_path */
+    int port;
+    const char *unix_path;
+    int db;
+    const char *user;
+    const char *password;
+    int timeout_ms;
+    /* A redis-cluster:// store: its seed nodes (host and port are the
+     * first); n_seeds is 0 for a plain store. */
+    size_t n_seeds;
+    const char *const *seed_hosts;
+    const int *seed_ports;
+} sl__redis_endpoint;
+
+/* 0, or SL_EINVAL when store is not a Redis store. */
+int sl__redis_store_endpoint(sl_store *store, sl__redis_endpoint *out);
+
+/* What a call needs of its store: how keys are named and how the script
+ * is told the time.  prefix is borrowed from the store. */
+typedef struct sl__redis_keyspace {
+    const char *prefix;  /* "sl:" by default; no '{' or '}' */
+    char tag_delimiter;  /* 0: the whole key is the hash tag */
+    int use_server_time; /* the script reads Redis's TIME, not `now` */
+    int64_t extra_ttl_ms;
+    int cluster; /* one part per slot (a redis-cluster:// store) */
+} sl__redis_keyspace;
+
+/* 0, or SL_EINVAL when store is not a Redis store. */
+int sl__redis_store_keyspace(sl_store *store, sl__redis_keyspace *out);
+
+/* ---- replies (reply.c) ---- */
+
+/* Redirections (MOVED, ASK) and TRYAGAINs one command follows before
+ * giving up: a slot moves at most a few times during one reshard, and a
+ * client that keeps being redirected has a cluster it cannot follow. */
+#define SL__REDIS_MAX_HOPS 5
+
+/* A "MOVED slot host:port" or "ASK slot host:port" error reply.  host is
+ * "" when the node does not know its address (use the one that answered). */
+typedef struct sl__redis_redirect {
+    int ask; /* 1: ASK (this command only), 0: MOVED (the slot has moved) */
+    int slot;
+    char host[256];
+    int port;
+} sl__redis_redirect;
+
+/* What a reply is, for a driver deciding what to do next. */
+enum {
+    SL__REDIS_REPLY_OK,          /* not an error: the command's answer */
+    SL__REDIS_REPLY_NONE,        /* NULL: no reply (the connection failed) */
+    SL__REDIS_REPLY_NOSCRIPT,    /* the server lacks the script: EVAL it */
+    SL__REDIS_REPLY_MOVED,       /* go to rd's node, read the map again */
+    SL__REDIS_REPLY_ASK,         /* go to rd's node once, ASKING first */
+    SL__REDIS_REPLY_TRYAGAIN,    /* a migration splits the keys: wait */
+    SL__REDIS_REPLY_CLUSTERDOWN, /* the cluster cannot serve: re-read map */
+    SL__REDIS_REPLY_ERROR,       /* any other error, a malformed redirect too */
+};
+
+/* The kind of r; for MOVED and ASK, *rd is filled (rd may be NULL). */
+int sl__redis_reply_kind(const redisReply *r, sl__redis_redirect *rd);
+
+/* 0 and *out filled, or -1 when (err, len) is not a redirection. */
+int sl__redis_redirect_parse(const char *err, size_t len,
+                             sl__redis_redirect *out);
+
+/* ---- the handshake of a new connection (handshake.c) ---- */
+
+/* The commands a handshake may hold, so that each reply can be checked. */
+enum {
+    SL__REDIS_CMD_AUTH,          /* AUTH [user] password, if a password */
+    SL__REDIS_CMD_SELECT,        /* SELECT db, if db is not 0 */
+    SL__REDIS_CMD_SCRIPT_LOAD,   /* its reply is the script's SHA1 */
+    SL__REDIS_CMD_CLUSTER_SLOTS, /* its reply is the slot map */
+};
+
+/* sl__redis_handshake_init() flags: the optional commands, in this order
+ * after AUTH and SELECT. */
+#define SL__REDIS_WITH_SCRIPT_LOAD 0x1u
+#define SL__REDIS_WITH_CLUSTER_SLOTS 0x2u
+
+/* Commands as argc, argv and lens (for redisCommandArgv and its async
+ * twin), pointing into the struct itself and the endpoint's strings:
+ * valid while both are, and not to be copied. */
+typedef struct sl__redis_handshake {
+    size_t n;
+    struct {
+        int kind; /* SL__REDIS_CMD_* */
+        int argc;
+        const char *argv[3];
+        size_t lens[3];
+    } cmd[4];
+    char db[24]; /* SELECT's argument */
+} sl__redis_handshake;
+
+/* Lists in hs what a new connection to ep sends before anything else, to
+ * be pipelined in order: AUTH, SELECT, then what `with` adds. */
+void sl__redis_handshake_init(sl__redis_handshake *hs,
+                              const sl__redis_endpoint *ep, unsigned with);
+
+/* Checks the reply to a handshake command of that kind: 0, or SL_ESTORE
+ * with a message in err ("redis AUTH: WRONGPASS ...") for no reply, an
+ * error reply or, for SCRIPT LOAD, one that is not a SHA1.  For SCRIPT
+ * LOAD the SHA1 is copied to sha (41 bytes, NUL-terminated) on success
+ * only; sha may be NULL for the other kinds. */
+int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
+                              char *err, size_t errlen);
+
+/* ---- RESP (resp.c) ---- */
+
+/* The length in RESP of a command of argc arguments of lens[i] bytes, so
+ * that a caller can size a buffer it reuses: "*argc\r\n", then
+ * "$len\r\n" and the bytes and "\r\n" per argument. */
+size_t sl__redis_resp_len(int argc, const size_t *lens);
+/* Writes it at out, which has room for sl__redis_resp_len() bytes (no
+ * NUL is added); returns the bytes written. */
+size_t sl__redis_resp_write(char *out, int argc, const char *const *argv,
+                            const size_t *lens);
+
+/* ---- calls (call.c) ----
+ *
+ * A call built by sl__redis_call_new() decides exactly as
+ * sl_check_costs() on the same store would (same keys, same script, same
+ * all-or-nothing).  On a plain store it is one script call; on a cluster
+ * store, one part per slot of its keys, in ascending slot order, each
+ * atomic on its own: the request is allowed only if every part allows,
+ * and a part that allowed keeps what it consumed even when another part
+ * refused (docs/stores.md, "Redis Cluster"). */
+
+typedef struct sl__redis_call sl__redis_call;
+
+/*
+ * Builds the call that decides (items, costs, n, now, flags) as
+ * sl_check_costs() would on the Redis store `store` (only read here, for
+ * its key space: a store made with lazy_connect serves).  sha: the
+ * script's SHA1 (40 hex digits, from SCRIPT LOAD; borrowed until the call
+ * is freed) for EVALSHA, or NULL for EVAL with the script's text.
+ * Returns 0 and *out (the caller frees it with sl__redis_call_free()), or
+ * the errors of sl_check_costs(), SL_EINVAL (not a Redis store, a bad
+ * flag or sha, the same limit and key twice), SL_ERANGE for a limit the
+ * script cannot decide exactly, with a message in errbuf when not NULL.
+ * The items' keys are copied; the call keeps no pointer into them.
+ */
+int sl__redis_call_new(sl_store *store, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, const char *sha, sl__redis_call **out,
+                       char *errbuf, size_t errlen);
+void sl__redis_call_free(sl__redis_call *call); /* NULL: no-op */
+
+/* Part 0's command as argc (returned), argv and lens.  Borrowed: valid
+ * until the call is freed or its script is named again (use_eval). */
+int sl__redis_call_argv(const sl__redis_call *call, const char *const **argv,
+                        const size_t **lens);
+/* Part 0 as EVAL with the script's text: after a NOSCRIPT. */
+void sl__redis_call_use_eval(sl__redis_call *call);
+
+/*
+ * Decodes the reply to a one-part call: 0 with each[] (may be NULL) and
+ * *overall (may be NULL) filled as sl_check_costs() fills them; 1 when
+ * the server does not have the script (NOSCRIPT: send the call again
+ * after sl__redis_call_use_eval()); or SL_ERANGE, SL_EINVAL (the script
+ * refused the input) or SL_ESTORE (no reply, any other error reply or an
+ * unexpected shape), with a message in errbuf when not NULL.  A call of
+ * several parts is SL_EINVAL: read each with sl__redis_call_read_part().
+ */
+int sl__redis_call_read(const sl__redis_call *call, const redisReply *reply,
+                        sl_decision *each, sl_decision *overall, char *errbuf,
+                        size_t errlen);
+
+/* A call's parts: 1 on a plain store, one per slot on a cluster store. */
+size_t sl__redis_call_parts(const sl__redis_call *call);
+/* Part p's slot (-1 on a plain store) and command, as sl__redis_call_argv(). */
+int sl__redis_call_part_slot(const sl__redis_call *call, size_t part);
+int sl__redis_call_part_argv(const sl__redis_call *call, size_t part,
+                             const char *const **argv, const size_t **lens);
+/* Names the script in part p: EVALSHA sha (borrowed as in
+ * sl__redis_call_new), or EVAL with its text when sha is NULL. */
+void sl__redis_call_part_use_sha(sl__redis_call *call, size_t part,
+                                 const char *sha);
+void sl__redis_call_part_use_eval(sl__redis_call *call, size_t part);
+/* Decodes part p's reply and keeps its items' decisions in the call:
+ * returns as sl__redis_call_read().  A MOVED or ASK error reply is
+ * SL_ESTORE here: the caller classifies it first (sl__redis_reply_kind). */
+int sl__redis_call_read_part(sl__redis_call *call, size_t part,
+                             const redisReply *reply, char *errbuf,
+                             size_t errlen);
+/* Once every part has been read with 0: each[] and *overall (either may
+ * be NULL) as sl_check_costs() fills them. */
+void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,
+                           sl_decision *overall);
+
+/* ---- batches (batch.c) ----
+ *
+ * Several calls as ONE script call, for a caller with many calls waiting
+ * at once (sluice serve under load).  Redis runs the script once and,
+ * inside it, decides the calls one after the other in the order given,
+ * each exactly as if it had been sent alone: its own items all or
+ * nothing, and an error (SL_ERANGE, a key of another type...) ends only
+ * that call.  Calls must be of one part each and share a server (a plain
+ * store; on a cluster, one slot). */
+
+/* Writes the batch's command in RESP (for redisAsyncFormattedCommand())
+ * to *out, which the caller frees with free(); sha NULL: EVAL with the
+ * script's text (after a NOSCRIPT).  Returns 0, SL_EINVAL (no calls, a
+ * call of several parts, a bad sha) or SL_ENOMEM.  The calls are only
+ * read. */
+int sl__redis_batch_format(sl__redis_call *const *calls, size_t n,
+                           const char *sha, char **out, size_t *len);
+/* Call i's reply within the batch's reply, for sl__redis_call_read() or
+ * sl__redis_call_read_part(): its element, or the whole reply when that
+ * is not an array of n (an error reply, NOSCRIPT included, or NULL). */
+const redisReply *sl__redis_batch_reply(const redisReply *reply, size_t n,
+                                        size_t i);
+
+/* ---- Redis Cluster (slots.c) ---- */
+
+#define SL__REDIS_SLOTS 16384
+#define SL__REDIS_MAX_NODES 1024 /* masters in one slot map, seeds in a URL */
+
+/* The Cluster slot of a key name: CRC16 (XMODEM) mod 16384 of its hash
+ * tag (the bytes between the first '{' and the next '}', if not empty),
+ * else of the whole name. */
+int sl__redis_key_slot(const void *key, size_t len);
+
+/* Which master serves each slot, from a CLUSTER SLOTS reply. */
+typedef struct sl__redis_slot_map sl__redis_slot_map;
+
+/* reply: the reply to CLUSTER SLOTS; default_host stands for a node that
+ * reports its host as "" or "?" (the host the reply came from).  0 and
+ * *out (the caller frees it with sl__redis_slot_map_free()), or SL_EINVAL
+ * for a malformed reply, one with no slot, or more than
+ * SL__REDIS_MAX_NODES masters. */
+int sl__redis_slot_map_new(const redisReply *reply, const char *default_host,
+                           sl__redis_slot_map **out);
+/* The index of the master of slot, or -1 if no node serves it. */
+int sl__redis_slot_map_node(const sl__redis_slot_map *map, int slot);
+size_t sl__redis_slot_map_nodes(const sl__redis_slot_map *map);
+/* Node i's host (borrowed from the map) and *port. */
+const char *sl__redis_slot_map_host(const sl__redis_slot_map *map, size_t node,
+                                    int *port);
+void sl__redis_slot_map_free(sl__redis_slot_map *map); /* NULL: no-op */
+
+#endif /* SL_REDIS_PROTO_H */
