@@ -45,6 +45,38 @@ void sl_px_config_free(sl_px_config *cfg)
     free(cfg);
 }
 
+void sl_px_config_ref(sl_px_config *cfg)
+{
+    atomic_fetch_add_explicit(&cfg->refs, 1, memory_order_relaxed);
+}
+
+void sl_px_config_unref(sl_px_config *cfg)
+{
+    if (cfg != NULL &&
+        atomic_fetch_sub_explicit(&cfg->refs, 1, memory_order_acq_rel) == 1)
+        sl_px_config_free(cfg);
+}
+
+/* A thread notices a new generation with one atomic load per request and
+ * takes the lock only to adopt it (reload.c publishes). */
+sl_px_config *sl_px_config_of(sl_srv_worker *w)
+{
+    sl_proxy *px = sl_px_of(w);
+    sl_px_worker *pw = sl_px_worker_of(w);
+    uint64_t g = atomic_load_explicit(&px->generation, memory_order_acquire);
+    if (g == pw->generation)
+        return pw->cfg;
+    pthread_mutex_lock(&px->lock);
+    sl_px_config *cfg = px->current;
+    sl_px_config_ref(cfg);
+    pw->generation =
+        atomic_load_explicit(&px->generation, memory_order_relaxed);
+    pthread_mutex_unlock(&px->lock);
+    sl_px_config_unref(pw->cfg);
+    pw->cfg = cfg;
+    return cfg;
+}
+
 const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
                                     size_t len)
 {

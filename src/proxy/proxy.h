@@ -238,6 +238,7 @@ typedef struct sl_px_worker {
     size_t queued;  /* requests held for their delay */
     sl_px_config *cfg;   /* this thread's reference (reload.c) */
     uint64_t generation; /* of cfg */
+    uint64_t pool_generation; /* of the idle upstream connections */
     /* The decision of requests answered at once (the memory store); with
      * Redis each client has its own (client.c). */
     struct sl_px_decision *scratch;
@@ -271,16 +272,18 @@ typedef struct sl_proxy {
 int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
                  sl_px_load_fn load, void *load_ctx);
 
+/* config.c: the thread's current config (adopting one published since);
+ * borrowed until the thread's next call.  Connections keep theirs with
+ * _ref. */
+sl_px_config *sl_px_config_of(sl_srv_worker *w);
+void sl_px_config_ref(sl_px_config *cfg);
+void sl_px_config_unref(sl_px_config *cfg);
+
 /* reload.c */
 /* Publishes the first config, taking it (freed on failure): 0 or -1. */
 int sl_px_reload_init(sl_proxy *px, sl_px_config *cfg);
 void sl_px_reload(void *px);             /* SIGHUP (the front end's reload) */
 void sl_px_reload_release(sl_proxy *px); /* after the threads stopped */
-/* The thread's current config (adopting one published since); borrowed
- * until the thread's next call.  Connections keep theirs with _ref. */
-sl_px_config *sl_px_config_of(sl_srv_worker *w);
-void sl_px_config_ref(sl_px_config *cfg);
-void sl_px_config_unref(sl_px_config *cfg);
 
 sl_proxy *sl_px_of(sl_srv_worker *w);
 /* client.c: a request's decision inputs, kept while it waits. */

@@ -21,18 +21,6 @@
 
 #include "proxy.h"
 
-void sl_px_config_ref(sl_px_config *cfg)
-{
-    atomic_fetch_add_explicit(&cfg->refs, 1, memory_order_relaxed);
-}
-
-void sl_px_config_unref(sl_px_config *cfg)
-{
-    if (cfg != NULL &&
-        atomic_fetch_sub_explicit(&cfg->refs, 1, memory_order_acq_rel) == 1)
-        sl_px_config_free(cfg);
-}
-
 /* Gives each route of cfg its counter slot, adding the new prefixes;
  * under px->lock.  0, or -1 when the slots would run out. */
 static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
@@ -115,26 +103,6 @@ void sl_px_reload(void *ctx)
     atomic_fetch_add_explicit(&px->reloads_ok, 1, memory_order_relaxed);
     fprintf(stderr, "sluice proxy: config reloaded (%zu routes)\n",
             cfg->n_routes);
-}
-
-sl_px_config *sl_px_config_of(sl_srv_worker *w)
-{
-    sl_proxy *px = sl_px_of(w);
-    sl_px_worker *pw = sl_px_worker_of(w);
-    uint64_t g = atomic_load_explicit(&px->generation, memory_order_acquire);
-    if (g == pw->generation)
-        return pw->cfg;
-    pthread_mutex_lock(&px->lock);
-    sl_px_config *cfg = px->current;
-    sl_px_config_ref(cfg);
-    pw->generation =
-        atomic_load_explicit(&px->generation, memory_order_relaxed);
-    pthread_mutex_unlock(&px->lock);
-    sl_px_config_unref(pw->cfg);
-    pw->cfg = cfg;
-    /* Idle upstream connections may lead to the old upstream. */
-    sl_px_upstream_close_idle(w);
-    return cfg;
 }
 
 void sl_px_reload_release(sl_proxy *px)

@@ -354,6 +354,11 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
 {
     const sl_px_config *cfg = sl_px_config_of(w);
     sl_px_worker *pw = sl_px_worker_of(w);
+    if (pw->pool_generation != pw->generation) {
+        /* A new config: idle connections may lead to the old upstream. */
+        sl_px_upstream_close_idle(w);
+        pw->pool_generation = pw->generation;
+    }
     sl_px_up *up = pw->idle;
     if (up != NULL) {
         pool_remove(up);
