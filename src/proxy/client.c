@@ -71,9 +71,8 @@ struct sl_px_client {
     size_t target_off; /* where the path starts in url (absolute-form) */
     sl_px_up *up;
     sd_wait *wait;       /* S_DECIDING: cancelled on close */
-    sl_dec_state *dec;   /* with Redis: this client's decision state */
-    struct sl_px_decision *pd; /* with Redis: its descriptors */
-    uint64_t t_decide;   /* uv_hrtime when the decision began */
+    sl_px_decision *pd;  /* with Redis: this client's decision inputs */
+    sl_px_decision *pd_in_use; /* the request's: pd or the thread's */
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;
@@ -133,7 +132,6 @@ static void free_cb(uv_handle_t *h)
     sl_buf_release(&c->out);
     sl_px_headers_release(&c->headers);
     sl_px_config_unref(c->cfg);
-    sl_dec_state_free(c->dec);
     sl_px_decision_free(c->pd);
     atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
                               memory_order_relaxed);
@@ -154,7 +152,7 @@ static void client_close(sl_px_client *c)
      * before then. */
     if (c->wait != NULL) {
         sd_cancel(c->wait);
-        sl_decide_abandon(c->dec);
+        sl_px_admit_abandon(c->pd_in_use);
         c->wait = NULL;
     }
     c->state = S_LOCAL;
@@ -631,93 +629,64 @@ static void delay_cb(uv_timer_t *t)
 /* "/metrics" of the proxy: the server's series and the proxy's. */
 static void answer_metrics(sl_px_client *c)
 {
-    sl_buf text = {0}, out = {0};
-    sl_px_metrics_render(c->w, &text);
-    if (text.failed) {
-        sl_buf_release(&text);
-        sl_respond_enomem(&out);
-        answer_local(c, &out, 0);
-        return;
-    }
-    sl_buf_printf(&out,
-                  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
-                  "version=0.0.4\r\nContent-Length: %zu\r\nConnection: %s\r\n"
-                  "\r\n",
-                  text.len, c->keep_alive ? "keep-alive" : "close");
-    sl_buf_add(&out, text.data, text.len);
-    sl_buf_release(&text);
-    answer_local(c, &out, c->keep_alive);
+    sl_buf out = {0};
+    int keep = sl_px_metrics_answer(c->w, c->keep_alive, &out);
+    answer_local(c, &out, keep);
 }
 
-/* A request's decision inputs: its normalised path, the descriptors the
- * route's actions make of it and the statuses, which must stay while the
- * decision waits on the store. */
-typedef struct sl_px_decision {
-    char *path;
-    size_t path_cap;
-    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
-    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
-    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
-    char client_addr[64];
-    size_t n;
-} sl_px_decision;
-
-void sl_px_decision_free(sl_px_decision *d)
+/* Acts on the request's verdict (admit.c). */
+static void act(sl_px_client *c, const sl_px_verdict *v)
 {
-    if (d != NULL)
-        free(d->path);
-    free(d);
-}
-
-/* The request's: the thread's on the memory store (answered at once),
- * else the client's own; with room for a path of path_len.  NULL when
- * out of memory. */
-static sl_px_decision *decision_of(sl_px_client *c, size_t path_len)
-{
-    sl_px_decision **d = c->w->server->cfg.redis_url
-                             ? &c->pd
-                             : &sl_px_worker_of(c->w)->scratch;
-    if (*d == NULL && (*d = calloc(1, sizeof(**d))) == NULL)
-        return NULL;
-    if ((*d)->path_cap < path_len) {
-        char *p = realloc((*d)->path, path_len);
-        if (p == NULL)
-            return NULL;
-        (*d)->path = p;
-        (*d)->path_cap = path_len;
+    if (v->decided)
+        sl_rate_headers(&v->res, &c->rate);
+    switch (v->what) {
+    case SL_PX_WAIT:
+        c->state = S_DECIDING;
+        break;
+    case SL_PX_GO:
+        forward(c);
+        break;
+    case SL_PX_HOLD:
+        sl_px_worker_of(c->w)->queued++;
+        c->state = S_QUEUED;
+        uv_timer_start(&c->delay, delay_cb, v->delay_ms, 0);
+        break;
+    case SL_PX_LIMIT: {
+        int keep = can_keep(c);
+        sl_px_answer_429(c->pd_in_use, v, c->parser.method == HTTP_HEAD, keep,
+                         &c->rate, &c->out);
+        answer_local(c, &c->out, keep);
+        break;
     }
-    return *d;
+    case SL_PX_REFUSE:
+        answer_error(c, v->status, v->code, v->msg);
+        break;
+    }
 }
-
-/* The one place a request is decided: descriptors from the route's
- * actions, one sl_decide() call, then (at once, or from decided_cb when
- * it waited on Redis) act(): 429, a queue slot, or forwarding.
- * Everything the descriptors point to (the url, the headers, the
- * decision's path and address) stays as it was while the request
- * waits. */
-static void decide_path(sl_px_client *c, sl_px_decision *pd, size_t path_len);
-static void act(sl_px_client *c, const sl_px_decision *pd,
-                const sl_dec_result *res, int rc, const char *err);
 
 static void decided_cb(void *owner)
 {
     sl_px_client *c = owner;
-    sl_px_decision *pd = decision_of(c, 0);
-    sl_dec_result res = {.status = pd->status};
-    char err[256];
+    sl_px_verdict v;
     c->wait = NULL;
     c->state = S_HEAD;
-    int rc = sl_decide_finish(c->w, c->dec, &res, err, sizeof(err));
-    act(c, pd, &res, rc, err);
+    sl_px_admit_finish(c->w, c->pd_in_use, &v);
+    act(c, &v);
 }
 
+/* The one place a request is decided: its target checked and normalised,
+ * then admitted (admit.c) and acted on, at once or, when the decision
+ * waits on Redis, from decided_cb.  Everything the descriptors point to
+ * (the url, the headers, the decision's path and address) stays as it
+ * was while the request waits. */
 static void decide(sl_px_client *c)
 {
     const sl_px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
-    size_t raw_len;
-    sl_px_decision *pd = decision_of(c, c->url.len + 2);
-    size_t path_len = 0;
+    size_t raw_len, path_len = 0;
+    sl_px_decision *pd = sl_px_decision_get(c->w, &c->pd, c->url.len + 2);
+    sl_px_verdict v;
+    c->pd_in_use = pd;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
          * say so rather than pass a half-working tunnel. */
@@ -739,106 +708,14 @@ static void decide(sl_px_client *c)
                strcmp(cfg->metrics_path, pd->path) == 0) {
         answer_metrics(c);
     } else {
-        decide_path(c, pd, path_len);
+        sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
+                             pd->client_addr, sizeof(pd->client_addr));
+        sl_px_request_view view = {c->parser.method, pd->path, path_len,
+                                   pd->client_addr, &c->headers};
+        sl_px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
+        c->route = pd->route;
+        act(c, &v);
     }
-}
-
-static void decide_path(sl_px_client *c, sl_px_decision *pd, size_t path_len)
-{
-    const sl_px_config *cfg = c->cfg;
-    c->route = sl_px_route_find(cfg, pd->path, path_len);
-    sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
-                         pd->client_addr, sizeof(pd->client_addr));
-    sl_px_request_view view = {c->parser.method, pd->path, path_len,
-                               pd->client_addr, &c->headers};
-    pd->n = 0;
-    if (c->route &&
-        sl_px_descriptors(c->route, &view, pd->ds, pd->entries, &pd->n) != 0) {
-        /* Which of several values would the upstream believe? */
-        answer_error(c, 400, "EHEADERS",
-                     "a header that a rate limit reads was sent more than "
-                     "once");
-        sl_px_count(c->w, c->route, SL_PX_REJECTED);
-        return;
-    }
-    if (pd->n == 0) {
-        forward(c);
-        return;
-    }
-    sl_dec_result res = {.status = pd->status};
-    char err[256];
-    sl_dec_state *st = sl_dec_state_get(c->w, &c->dec);
-    if (st == NULL) {
-        answer_error(c, 503, "ENOMEM", "out of memory");
-        return;
-    }
-    c->t_decide = uv_hrtime();
-    int rc = sl_decide(c->w, st, c->route->domain, strlen(c->route->domain),
-                       pd->ds, pd->n, 1, &res, decided_cb, c, &c->wait, err,
-                       sizeof(err));
-    if (rc == SL_SRV_AGAIN) {
-        c->state = S_DECIDING;
-        return;
-    }
-    act(c, pd, &res, rc, err);
-}
-
-/* Acts on a request's decision (rc 0), or on its error. */
-static void act(sl_px_client *c, const sl_px_decision *pd,
-                const sl_dec_result *res, int rc, const char *err)
-{
-    const sl_px_config *cfg = c->cfg;
-    sl_metrics_latency(c->w, (sl_nanos)(uv_hrtime() - c->t_decide));
-    if (rc != 0) {
-        sl_px_count(c->w, c->route, SL_PX_REJECTED);
-        answer_error(c, sl_decide_status(rc), sl_err_name(rc), err);
-        return;
-    }
-    sl_rate_headers(res, &c->rate);
-    if (res->over) {
-        int keep = can_keep(c);
-        sl_respond_limited(res, c->rate.data, c->rate.len,
-                           c->parser.method == HTTP_HEAD, &c->out, keep);
-        sl_px_count(c->w, c->route, SL_PX_LIMITED);
-        answer_local(c, &c->out, keep);
-        return;
-    }
-    /* leaky_bucket: the request waits its delay, then goes on.  Only
-     * enforced limits delay (a shadow rule never holds a request). */
-    sl_nanos delay = 0;
-    for (size_t i = 0; i < pd->n; i++)
-        if (pd->status[i].rule != NULL && !pd->status[i].shadow &&
-            pd->status[i].d.delay > delay)
-            delay = pd->status[i].d.delay;
-    if (delay <= 0) {
-        forward(c);
-        return;
-    }
-    uint64_t ms = (uint64_t)sl_ms_up(delay);
-    sl_px_worker *pw = sl_px_worker_of(c->w);
-    if (ms > cfg->queue_max_wait_ms || pw->queued >= cfg->queue_max) {
-        int keep = can_keep(c);
-        char msg[160];
-        int len = snprintf(msg, sizeof(msg),
-                           "a wait of %llu ms does not fit (at most %llu ms, "
-                           "%zu requests)",
-                           (unsigned long long)ms,
-                           (unsigned long long)cfg->queue_max_wait_ms,
-                           cfg->queue_max);
-        sl_buf_addstr(&c->rate, "Retry-After: ");
-        sl_buf_add_uint(&c->rate, (unsigned long long)sl_sec_up(delay));
-        sl_buf_addstr(&c->rate, "\r\n");
-        sl_respond_429(&c->out, c->rate.data, c->rate.len, "queue full: ", msg,
-                       (size_t)len, (long long)ms,
-                       c->parser.method == HTTP_HEAD, keep);
-        sl_px_count(c->w, c->route, SL_PX_QUEUE_FULL);
-        answer_local(c, &c->out, keep);
-        return;
-    }
-    pw->queued++;
-    c->state = S_QUEUED;
-    sl_px_count(c->w, c->route, SL_PX_QUEUED);
-    uv_timer_start(&c->delay, delay_cb, ms, 0);
 }
 
 static void up_failed(sl_px_client *c, int status,
@@ -851,48 +728,18 @@ static void up_failed(sl_px_client *c, int status,
                  message);
 }
 
-static void add_content_length(sl_buf *b, uint64_t n)
-{
-    sl_buf_addstr(b, "Content-Length: ");
-    sl_buf_add_uint(b, n);
-    sl_buf_add(b, "\r\n", 2);
-}
-
 static void up_ready(sl_px_client *c, sl_px_up *up)
 {
-    static const char *const drop[] = {"expect", "x-forwarded-for",
-                                       "x-forwarded-proto", NULL};
     c->up = up;
     c->state = S_FORWARD;
     sl_buf head = {0};
-    /* Origin-form, also for a request sent in absolute-form. */
-    sl_buf_addstr(&head, http_method_str(c->parser.method));
-    sl_buf_add(&head, " ", 1);
-    if (c->target_off >= c->url.len || c->url.data[c->target_off] != '/')
-        sl_buf_addstr(&head, "/");
-    sl_buf_add(&head, c->url.data + c->target_off, c->url.len - c->target_off);
-    sl_buf_addstr(&head, " HTTP/1.1\r\n");
-    sl_px_headers_forward(&c->headers, drop, &head);
-    size_t hl;
-    if (sl_px_headers_find(&c->headers, "host", &hl) == NULL) {
-        sl_buf_addstr(&head, "Host: ");
-        sl_buf_addstr(&head, c->cfg->upstream_host);
-        sl_buf_add(&head, "\r\n", 2);
-    }
-    size_t xl;
-    const char *xff = sl_px_headers_find(&c->headers, "x-forwarded-for", &xl);
-    sl_buf_addstr(&head, "X-Forwarded-For: ");
-    if (xff != NULL && xl > 0) {
-        sl_buf_add(&head, xff, xl);
-        sl_buf_addstr(&head, ", ");
-    }
-    sl_buf_addstr(&head, c->peer_text);
-    sl_buf_addstr(&head, "\r\nX-Forwarded-Proto: http\r\n");
-    if (c->req_chunked)
-        sl_buf_addstr(&head, "Transfer-Encoding: chunked\r\n");
-    else if (c->req_length != ULLONG_MAX)
-        add_content_length(&head, c->req_length);
-    sl_buf_addstr(&head, "\r\n");
+    const char *url = c->url.data ? c->url.data : "";
+    sl_px_request_head(&head, c->parser.method, url + c->target_off,
+                       c->url.len - c->target_off, &c->headers,
+                       c->cfg->upstream_host, c->peer_text,
+                       c->req_chunked ? -1
+                       : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
+                                                      : -2);
     if (head.failed || sl_px_upstream_write(up, head.data, head.len) != 0) {
         sl_buf_release(&head);
         if (c->up != NULL)
@@ -930,7 +777,7 @@ static int up_head(sl_px_client *c, int status, const char *reason,
     c->resp_chunked = 0;
     if (no_body) {
         if (p->content_length != ULLONG_MAX && status != 204)
-            add_content_length(&out, p->content_length);
+            sl_px_add_content_length(&out, p->content_length);
     } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
         /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
          * client reads to the close. */
@@ -940,7 +787,7 @@ static int up_head(sl_px_client *c, int status, const char *reason,
         } else
             c->keep_alive = 0;
     } else
-        add_content_length(&out, p->content_length);
+        sl_px_add_content_length(&out, p->content_length);
     sl_buf_addstr(&out, c->keep_alive ? "Connection: keep-alive\r\n\r\n"
                                       : "Connection: close\r\n\r\n");
     int rc = out.failed ? -1 : queue(c, out.data, out.len);

@@ -191,3 +191,46 @@ void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
         sl_buf_add(out, "\r\n", 2);
     }
 }
+
+void sl_px_add_content_length(sl_buf *b, uint64_t n)
+{
+    sl_buf_addstr(b, "Content-Length: ");
+    sl_buf_add_uint(b, n);
+    sl_buf_add(b, "\r\n", 2);
+}
+
+void sl_px_request_head(sl_buf *head, int method, const char *target,
+                        size_t target_len, const sl_px_headers *h,
+                        const char *upstream_host, const char *peer_text,
+                        int64_t length)
+{
+    static const char *const drop[] = {"expect", "x-forwarded-for",
+                                       "x-forwarded-proto", NULL};
+    size_t hl, xl;
+    /* Origin-form, also for a request sent in absolute-form. */
+    sl_buf_addstr(head, http_method_str(method));
+    sl_buf_add(head, " ", 1);
+    if (target_len == 0 || target[0] != '/')
+        sl_buf_addstr(head, "/");
+    sl_buf_add(head, target, target_len);
+    sl_buf_addstr(head, " HTTP/1.1\r\n");
+    sl_px_headers_forward(h, drop, head);
+    if (sl_px_headers_find(h, "host", &hl) == NULL) {
+        sl_buf_addstr(head, "Host: ");
+        sl_buf_addstr(head, upstream_host);
+        sl_buf_add(head, "\r\n", 2);
+    }
+    const char *xff = sl_px_headers_find(h, "x-forwarded-for", &xl);
+    sl_buf_addstr(head, "X-Forwarded-For: ");
+    if (xff != NULL && xl > 0) {
+        sl_buf_add(head, xff, xl);
+        sl_buf_addstr(head, ", ");
+    }
+    sl_buf_addstr(head, peer_text);
+    sl_buf_addstr(head, "\r\nX-Forwarded-Proto: http\r\n");
+    if (length == -1)
+        sl_buf_addstr(head, "Transfer-Encoding: chunked\r\n");
+    else if (length >= 0)
+        sl_px_add_content_length(head, (uint64_t)length);
+    sl_buf_addstr(head, "\r\n");
+}

@@ -169,6 +169,15 @@ size_t sl_px_headers_occurrences(const sl_px_headers *h, const char *name);
  * (NULL-terminated, lower case). */
 void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
                            sl_buf *out);
+void sl_px_add_content_length(sl_buf *b, uint64_t n);
+/* The request's head as the upstream gets it: origin-form target (from
+ * the request's target, origin- or absolute-form), its fields less
+ * Expect and the X-Forwarded-* ones (set anew from peer_text), Host if it
+ * had none, and length: the body's, -1 for chunked, -2 for none. */
+void sl_px_request_head(sl_buf *head, int method, const char *target,
+                        size_t target_len, const sl_px_headers *h,
+                        const char *upstream_host, const char *peer_text,
+                        int64_t length);
 
 /* actions.c: the client's address, as text, believed from X-Forwarded-For
  * only when the peer is a trusted proxy; and a route's descriptors. */
@@ -286,9 +295,6 @@ void sl_px_reload(void *px);             /* SIGHUP (the front end's reload) */
 void sl_px_reload_release(sl_proxy *px); /* after the threads stopped */
 
 sl_proxy *sl_px_of(sl_srv_worker *w);
-/* client.c: a request's decision inputs, kept while it waits. */
-struct sl_px_decision;
-void sl_px_decision_free(struct sl_px_decision *d); /* NULL: no-op */
 sl_px_worker *sl_px_worker_of(sl_srv_worker *w);
 sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route);
 void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o);
@@ -296,6 +302,65 @@ void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
                           int status, uint64_t latency_ns);
 /* The server's /metrics text followed by the proxy's series. */
 void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out);
+/* The whole answer to a GET of the metrics path into out; returns
+ * whether the connection may stay open (0 when out of memory). */
+int sl_px_metrics_answer(sl_srv_worker *w, int keep_alive, sl_buf *out);
+
+/* admit.c: a request's decision inputs, which stay while it waits on the
+ * store: its normalised path, the descriptors its route's actions make of
+ * it, their statuses, and the rules decision's state.  Each client owns
+ * one with Redis; on the memory store the thread's serves every request,
+ * answered at once. */
+typedef struct sl_px_decision {
+    char *path;
+    size_t path_cap;
+    const sl_px_config *cfg;  /* the client's, which outlives the wait */
+    const sl_px_route *route; /* NULL: no route matched */
+    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
+    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
+    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
+    char client_addr[64];
+    size_t n;
+    uint64_t t0; /* uv_hrtime when the decision began */
+    sl_dec_state *dec;
+} sl_px_decision;
+
+/* What becomes of the request. */
+typedef struct sl_px_verdict {
+    enum {
+        SL_PX_GO,     /* forward it */
+        SL_PX_WAIT,   /* the decision waits on the store */
+        SL_PX_HOLD,   /* queue it for delay_ms, then forward it */
+        SL_PX_LIMIT,  /* 429: over a limit, or the queue is full */
+        SL_PX_REFUSE  /* an error answer: status, code, msg */
+    } what;
+    int decided; /* res holds a decision (its rate-limit headers) */
+    sl_dec_result res;
+    sl_nanos delay;
+    uint64_t delay_ms;
+    int status;
+    const char *code;
+    char msg[256];
+} sl_px_verdict;
+
+/* The request's decision inputs, with room for a path of path_len: own
+ * with Redis, else the thread's.  NULL when out of memory. */
+sl_px_decision *sl_px_decision_get(sl_srv_worker *w, sl_px_decision **own,
+                                   size_t path_len);
+void sl_px_decision_free(sl_px_decision *d); /* NULL: no-op */
+/* Decides the request routed by cfg (pd->path holds req's path): the
+ * verdict, SL_PX_WAIT meaning done(owner) comes later (sd_cancel(*wait)
+ * and sl_px_admit_abandon() if the client goes first), after which
+ * sl_px_admit_finish() gives it. */
+int sl_px_admit(sl_srv_worker *w, const sl_px_config *cfg, sl_px_decision *pd,
+                const sl_px_request_view *req, sd_done_fn done, void *owner,
+                sd_wait **wait, sl_px_verdict *v);
+int sl_px_admit_finish(sl_srv_worker *w, sl_px_decision *pd, sl_px_verdict *v);
+void sl_px_admit_abandon(sl_px_decision *pd);
+/* SL_PX_LIMIT's answer into out, its headers (the rate-limit ones
+ * already in rate, Retry-After added) as the client asked. */
+void sl_px_answer_429(const sl_px_decision *pd, const sl_px_verdict *v,
+                      int head, int keep_alive, sl_buf *rate, sl_buf *out);
 
 /* client.c */
 typedef struct sl_px_client sl_px_client;

@@ -146,3 +146,22 @@ void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
         (unsigned long long)atomic_load_explicit(&px->reloads_failed,
                                                  memory_order_relaxed));
 }
+
+int sl_px_metrics_answer(sl_srv_worker *w, int keep_alive, sl_buf *out)
+{
+    sl_buf text = {0};
+    sl_px_metrics_render(w, &text);
+    if (text.failed) {
+        sl_buf_release(&text);
+        sl_respond_enomem(out);
+        return 0;
+    }
+    sl_buf_printf(out,
+                  "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
+                  "version=0.0.4\r\nContent-Length: %zu\r\nConnection: %s\r\n"
+                  "\r\n",
+                  text.len, keep_alive ? "keep-alive" : "close");
+    sl_buf_add(out, text.data, text.len);
+    sl_buf_release(&text);
+    return keep_alive;
+}
