@@ -1,13 +1,13 @@
 /*
- * decide.c - from a request's descriptors to one decision, shared by both
- * HTTP APIs: match every descriptor against the rules, apply lyft's
+ * decide.c - from a request's descriptors to one decision, for every
+ * front end: match every descriptor against the rules, apply lyft's
  * `replaces` across them, then decide every enforced limit of the request
- * in ONE store call (sl_srv_check, which is sl_check_costs or an
- * asynchronous Redis call), so a request consumes from all its limits
- * or from none, each its descriptor's own `hits`.  Shadow-mode limits are
- * decided apart (each on its own call) because they must never veto
- * the real ones; unlimited rules never touch the store; deny rules
- * (requests_per_unit: 0) reject.
+ * in ONE atomic check of the decision layer (sd_decide), so a request
+ * consumes from all its limits or from none, each its descriptor's own
+ * `hits`.  Shadow-mode limits are checks of their own because they must
+ * never veto the real ones; unlimited rules never touch the store; deny
+ * rules (requests_per_unit: 0) reject.  What a waiting request needs
+ * when its checks come back is kept in its sl_dec_state.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -60,10 +60,10 @@ typedef struct sl_srv_config {
     int max_connections;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t max_adhoc_limits;
-    /* --store redis://...: NULL for the memory store (store_redis.c). */
+    /* --store redis://...: NULL for the memory store (src/decision/). */
     const char *redis_url;
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
-    int redis_failure;         /* SL_SRV_FAIL_OPEN, _CLOSED, _LOCAL */
+    int redis_failure;         /* SD_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
