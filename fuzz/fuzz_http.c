@@ -42,8 +42,8 @@ static const char rules_text[] =
     "    shadow_mode: true\n"
     "    rate_limit: {unit: hour, requests_per_unit: 1}\n";
 
-static sl_server srv;
-static sl_srv_worker worker;
+static sv_server srv;
+static sv_worker worker;
 
 static void setup(void)
 {
@@ -56,21 +56,21 @@ static void setup(void)
     if (sd_engine_new(&dc, &srv.engine, err, sizeof(err)) != 0)
         abort();
     srv.store = sd_engine_memory(srv.engine);
-    if ((srv.current = sl_srv_rules_new(rules)) == NULL)
+    if ((srv.current = sv_rules_new(rules)) == NULL)
         abort();
     atomic_fetch_add(&srv.current->refs, 1);
     /* The caps of `sluice serve` by default (src/settings/table.c). */
-    srv.cfg = (sl_srv_config){.max_body_bytes = 65536,
-                              .max_descriptors = SL_SRV_MAX_DESCRIPTORS,
-                              .max_entries = 16};
+    srv.cfg = (sv_config){.max_body_bytes = 65536,
+                          .max_descriptors = SV_MAX_DESCRIPTORS,
+                          .max_entries = 16};
     srv.workers = &worker;
     srv.n_workers = 1;
     pthread_mutex_init(&srv.reload_lock, NULL);
     worker.server = &srv;
     worker.rules = srv.current;
     worker.now_stale = 1;
-    if ((worker.dec = sd_thread_new(srv.engine, NULL, 0,
-                                    &worker.stats.store)) == NULL)
+    if ((worker.dec =
+             sd_thread_new(srv.engine, NULL, 0, &worker.stats.store)) == NULL)
         abort();
     pthread_mutex_init(&worker.series_lock, NULL);
 }
@@ -79,9 +79,9 @@ static void setup(void)
  * header "name: value" (as conn.c keeps them: names starting "Sluice-"
  * and others alike, so the handler sees unknown ones too). */
 enum { MAX_FUZZ_HEADERS = 200 };
-static sl_http_header headers[MAX_FUZZ_HEADERS];
+static sv_http_header headers[MAX_FUZZ_HEADERS];
 
-static void split_auth(sl_http_request *req)
+static void split_auth(sv_http_request *req)
 {
     const char *p = req->body, *end = req->body + req->body_len;
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -94,7 +94,7 @@ static void split_auth(sl_http_request *req)
         const char *colon = memchr(p, ':', (size_t)(line_end - p));
         if (colon != NULL)
             headers[req->n_headers++] =
-                (sl_http_header){p, (size_t)(colon - p), colon + 1,
+                (sv_http_header){p, (size_t)(colon - p), colon + 1,
                                  (size_t)(line_end - colon - 1)};
         p = line_end + 1;
     }
@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     const char *path = paths[data[0] % 5];
-    sl_http_request req = {
+    sv_http_request req = {
         .method = data[0] % 5 < 2 ? 3 /* HTTP_POST */ : 1 /* HTTP_GET */,
         .path = path,
         .path_len = strlen(path),
@@ -122,14 +122,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     if (data[0] % 5 == 4)
         split_auth(&req);
-    sl_buf out = {0};
+    sv_buf out = {0};
     int keep_alive = 1;
     worker.now_stale = 1;
-    static sl_srv_req rq;
+    static sv_req rq;
     /* The memory store answers at once: never "again". */
-    if (sl_route(&worker, &req, &rq, &out, &keep_alive) != 0)
+    if (sv_route(&worker, &req, &rq, &out, &keep_alive) != 0)
         __builtin_trap();
-    sl_srv_req_reset(&rq);
+    sv_req_reset(&rq);
     if (out.data == NULL || strncmp(out.data, "HTTP/1.1 ", 9) != 0 ||
         out.data[9] == '5') /* no input may make a 5xx: the store is big */
         __builtin_trap();
@@ -144,6 +144,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (cl == NULL || strtoull(cl + 16, NULL, 10) != body_len) {
         __builtin_trap();
     }
-    sl_buf_release(&out);
+    sv_buf_release(&out);
     return 0;
 }

@@ -23,17 +23,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_path(const char *url, size_t len)
 {
     size_t off, path_len, n, n2;
-    if (sl_px_request_target(url, len, &off, &path_len) != 0)
+    if (px_request_target(url, len, &off, &path_len) != 0)
         return;
     if (off > len || path_len > len - off)
         __builtin_trap();
     char *out = malloc(path_len + 2), *again = malloc(path_len + 2);
-    if (out && again &&
-        sl_px_normalize_path(url + off, path_len, out, &n) == 0) {
+    if (out && again && px_normalize_path(url + off, path_len, out, &n) == 0) {
         if (n > path_len + 1 || out[0] != '/' || out[n] != '\0' ||
             strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../"))
             __builtin_trap();
-        if (sl_px_normalize_path(out, n, again, &n2) != 0 || n2 != n ||
+        if (px_normalize_path(out, n, again, &n2) != 0 || n2 != n ||
             memcmp(out, again, n) != 0)
             __builtin_trap();
     }
@@ -43,14 +42,14 @@ static void check_path(const char *url, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static sl_px_config cfg; /* large: routes are inline */
+    static px_config cfg; /* large: routes are inline */
     const char *p = (const char *)data, *end = p + size;
     const char *nl = memchr(p, '\n', size);
     size_t url_len = nl ? (size_t)(nl - p) : size;
     check_path(p, url_len);
     p += nl ? url_len + 1 : url_len;
 
-    sl_px_headers h = {0};
+    px_headers h = {0};
     int bad = 0;
     while (p < end && !bad) {
         const char *line_end = memchr(p, '\n', (size_t)(end - p));
@@ -60,38 +59,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *name_end = colon ? colon : line_end;
         /* Names and values in two pieces each, as across two reads. */
         size_t nl1 = (size_t)(name_end - p) / 2;
-        bad = sl_px_headers_field(&h, p, nl1, 8192) ||
-              sl_px_headers_field(&h, p + nl1, (size_t)(name_end - p) - nl1,
-                                  8192);
+        bad = px_headers_field(&h, p, nl1, 8192) ||
+              px_headers_field(&h, p + nl1, (size_t)(name_end - p) - nl1, 8192);
         if (!bad && colon) {
             size_t vl = (size_t)(line_end - colon - 1), half = vl / 2;
-            bad = sl_px_headers_value(&h, colon + 1, half, 8192) ||
-                  sl_px_headers_value(&h, colon + 1 + half, vl - half, 8192);
+            bad = px_headers_value(&h, colon + 1, half, 8192) ||
+                  px_headers_value(&h, colon + 1 + half, vl - half, 8192);
         }
         p = line_end < end ? line_end + 1 : end;
     }
 
-    sl_buf out = {0};
+    sv_buf out = {0};
     static const char *const drop[] = {"expect", NULL};
-    sl_px_headers_forward(&h, drop, &out);
-    sl_buf_release(&out);
+    px_headers_forward(&h, drop, &out);
+    sv_buf_release(&out);
 
     if (cfg.n_trusted == 0) {
-        cfg.trusted[0] = (sl_px_cidr){AF_INET, {127, 0, 0, 0}, 8};
-        cfg.trusted[1] = (sl_px_cidr){AF_INET6, {0xfd}, 8};
+        cfg.trusted[0] = (px_cidr){AF_INET, {127, 0, 0, 0}, 8};
+        cfg.trusted[1] = (px_cidr){AF_INET6, {0xfd}, 8};
         cfg.n_trusted = 2;
-        sl_px_route *r = &cfg.routes[0];
+        px_route *r = &cfg.routes[0];
         r->prefix = "/";
         r->prefix_len = 1;
         r->domain = "d";
-        r->descriptors[0].actions[0] = (sl_px_action){
-            .kind = SL_PX_REMOTE_ADDRESS, .key = "remote_address"};
-        r->descriptors[0].actions[1] = (sl_px_action){
-            .kind = SL_PX_REQUEST_HEADER, .key = "api_key",
-            .header = "x-api-key"};
+        r->descriptors[0].actions[0] =
+            (px_action){.kind = PX_REMOTE_ADDRESS, .key = "remote_address"};
+        r->descriptors[0].actions[1] = (px_action){
+            .kind = PX_REQUEST_HEADER, .key = "api_key", .header = "x-api-key"};
         r->descriptors[0].n = 2;
         r->descriptors[1].actions[0] =
-            (sl_px_action){.kind = SL_PX_PATH, .key = "path", .segments = 2};
+            (px_action){.kind = PX_PATH, .key = "path", .segments = 2};
         r->descriptors[1].n = 1;
         r->n_descriptors = 2;
         cfg.n_routes = 1;
@@ -101,16 +98,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in->sin_family = AF_INET;
     in->sin_addr.s_addr = htonl(0x7f000001);
     char addr[64];
-    sl_px_client_address(&cfg, &peer, "127.0.0.1", &h, addr, sizeof(addr));
+    px_client_address(&cfg, &peer, "127.0.0.1", &h, addr, sizeof(addr));
     if (memchr(addr, '\0', sizeof(addr)) == NULL)
         __builtin_trap();
-    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
-    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
+    sv_dec_descriptor ds[PX_MAX_DESCRIPTORS];
+    sl_rules_entry entries[PX_MAX_DESCRIPTORS * PX_MAX_ACTIONS];
     size_t n = 0;
-    sl_px_request_view view = {HTTP_GET, "/a/b/c", 6, addr, &h};
-    if (sl_px_descriptors(&cfg.routes[0], &view, ds, entries, &n) == 0 &&
+    px_request_view view = {HTTP_GET, "/a/b/c", 6, addr, &h};
+    if (px_descriptors(&cfg.routes[0], &view, ds, entries, &n) == 0 &&
         n > cfg.routes[0].n_descriptors)
         __builtin_trap();
-    sl_px_headers_release(&h);
+    px_headers_release(&h);
     return 0;
 }

@@ -15,7 +15,6 @@
 #include "redisutil.h"
 #include "testutil.h"
 
-
 /* ---- breaker.c ---- */
 
 static void test_breaker_opens_after_threshold(void **state)
@@ -45,8 +44,8 @@ static void test_breaker_backoff_doubles_to_max(void **state)
     for (int i = 0; i < 10; i++) {
         assert_int_equal(sd_breaker_open(&b), expect);
         assert_int_equal(b.state, SD_DOWN);
-        expect = expect * 2 > SD_BACKOFF_MAX_MS ? SD_BACKOFF_MAX_MS
-                                                : expect * 2;
+        expect =
+            expect * 2 > SD_BACKOFF_MAX_MS ? SD_BACKOFF_MAX_MS : expect * 2;
     }
     assert_int_equal(sd_breaker_open(&b), SD_BACKOFF_MAX_MS);
     sd_breaker_close(&b); /* a probe that worked starts over */
@@ -241,9 +240,8 @@ static void test_decide_memory_is_at_once_and_exact(void **state)
     for (int i = 0; i < 4; i++) {
         sd_check c = {.items = &it, .costs = &cost, .n = 1};
         sd_wait *w = NULL;
-        assert_int_equal(sd_decide(t, &c, 1, SL_NS_PER_SEC, count_done, NULL,
-                                   &w),
-                         0);
+        assert_int_equal(
+            sd_decide(t, &c, 1, SL_NS_PER_SEC, count_done, NULL, &w), 0);
         assert_null(w);
         assert_int_equal(c.rc, 0);
         assert_int_equal(c.overall.allowed, i < 3);
@@ -373,9 +371,9 @@ static void test_redis_waits_batches_and_decides_exactly(void **state)
      * are held while it is out and go as one batch. */
     for (int i = 0; i < N; i++) {
         c[i] = (sd_check){.items = &it, .costs = &cost, .n = 1};
-        assert_int_equal(sd_decide(f.t, &c[i], 1, SL_NS_PER_SEC, count_done,
-                                   &c[i], &w[i]),
-                         SD_AGAIN);
+        assert_int_equal(
+            sd_decide(f.t, &c[i], 1, SL_NS_PER_SEC, count_done, &c[i], &w[i]),
+            SD_AGAIN);
     }
     sd_flush(f.t);
     int want = N;
@@ -390,9 +388,8 @@ static void test_redis_waits_batches_and_decides_exactly(void **state)
     assert_int_equal(allowed, 5);
     assert_int_equal(f.stats.calls, N);
     assert_int_equal(f.stats.commands, 2);
-    assert_int_equal(f.stats.failures[SD_FAIL_TIMEOUT] +
-                         f.stats.failures[SD_FAIL_ERROR],
-                     0);
+    assert_int_equal(
+        f.stats.failures[SD_FAIL_TIMEOUT] + f.stats.failures[SD_FAIL_ERROR], 0);
     fixture_down(&f);
 }
 

@@ -11,12 +11,12 @@
 #include "server/respond.h"
 #include "testutil.h"
 
-/* s (len bytes) as sl_buf_add_json_string writes it and as jansson
+/* s (len bytes) as sv_buf_add_json_string writes it and as jansson
  * dumps it must be the same text. */
 static void expect_as_jansson(const char *s, size_t len)
 {
-    sl_buf b = {0};
-    sl_buf_add_json_string(&b, s, len);
+    sv_buf b = {0};
+    sv_buf_add_json_string(&b, s, len);
     json_t *j = json_stringn(s, len);
     assert_non_null(j);
     char *want = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -25,7 +25,7 @@ static void expect_as_jansson(const char *s, size_t len)
     assert_string_equal(b.data, want);
     free(want);
     json_decref(j);
-    sl_buf_release(&b);
+    sv_buf_release(&b);
 }
 
 static void json_string_every_ascii_byte(void **state)
@@ -52,25 +52,25 @@ static void json_string_utf8_and_runs(void **state)
         expect_as_jansson(cases[i], strlen(cases[i]));
 }
 
-/* v as sl_buf_add_int writes it and as printf does must be the same. */
+/* v as sv_buf_add_int writes it and as printf does must be the same. */
 static void expect_int(long long v)
 {
     char want[32];
     snprintf(want, sizeof(want), "%lld", v);
-    sl_buf b = {0};
-    sl_buf_add_int(&b, v);
+    sv_buf b = {0};
+    sv_buf_add_int(&b, v);
     assert_string_equal(b.data, want);
-    sl_buf_release(&b);
+    sv_buf_release(&b);
 }
 
 static void expect_uint(unsigned long long v)
 {
     char want[32];
     snprintf(want, sizeof(want), "%llu", v);
-    sl_buf b = {0};
-    sl_buf_add_uint(&b, v);
+    sv_buf b = {0};
+    sv_buf_add_uint(&b, v);
     assert_string_equal(b.data, want);
-    sl_buf_release(&b);
+    sv_buf_release(&b);
 }
 
 static void add_int_as_printf(void **state)
@@ -113,25 +113,25 @@ static void rate_headers_quote_the_label(void **state)
                             "d",
                     .action = SL_RULE_LIMIT,
                     .period = 60 * SL_NS_PER_SEC};
-    sl_buf sf = {0};
-    sl_buf_add_sf_string(&sf, sl_rule_label(&rule));
+    sv_buf sf = {0};
+    sv_buf_add_sf_string(&sf, sv_rule_label(&rule));
     assert_string_equal(sf.data, "\"a \\\"b\\\" \\\\cd\"");
-    sl_srv_rule_text text = {.sf = sf.data, .sf_len = sf.len};
-    sl_dec_status st = {
+    sv_rule_text text = {.sf = sf.data, .sf_len = sf.len};
+    sv_dec_status st = {
         .rule = &rule,
         .text = &text,
         .d = {.limit = 5, .remaining = 2, .reset_after = 1500 * SL_NS_PER_MS}};
-    sl_dec_result res = {.closest = &st, .status = &st};
-    sl_buf b = {0};
-    sl_rate_headers(&res, &b);
+    sv_dec_result res = {.closest = &st, .status = &st};
+    sv_buf b = {0};
+    sv_rate_headers(&res, &b);
     assert_string_equal(b.data,
                         "X-RateLimit-Limit: 5\r\n"
                         "X-RateLimit-Remaining: 2\r\n"
                         "X-RateLimit-Reset: 2\r\n"
                         "RateLimit-Policy: \"a \\\"b\\\" \\\\cd\";q=5;w=60\r\n"
                         "RateLimit: \"a \\\"b\\\" \\\\cd\";r=2;t=2\r\n");
-    sl_buf_release(&b);
-    sl_buf_release(&sf);
+    sv_buf_release(&b);
+    sv_buf_release(&sf);
 }
 
 /* The 429 is written with its body's length counted beforehand: the
@@ -156,19 +156,19 @@ static void limited_body_length_is_counted(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sl_rule rule = {.domain = "d", .path = "d.k", .name = ""};
-        sl_srv_rule_text text = {.json = (char *)cases[i].json,
+        sv_rule_text text = {.json = (char *)cases[i].json,
                                  .json_len = cases[i].json
                                                  ? strlen(cases[i].json)
                                                  : 0};
-        sl_dec_status st = {.rule = &rule,
+        sv_dec_status st = {.rule = &rule,
                             .text = &text,
                             .d = {.retry_after = cases[i].retry_after}};
-        sl_dec_result res = {.over = 1,
+        sv_dec_result res = {.over = 1,
                              .closest = cases[i].json ? &st : NULL,
                              .status = &st};
         static const char rate[] = "Retry-After: 1\r\n";
-        sl_buf out = {0};
-        sl_respond_limited(&res, rate, sizeof(rate) - 1, 0, &out, 1);
+        sv_buf out = {0};
+        sv_respond_limited(&res, rate, sizeof(rate) - 1, 0, &out, 1);
         char want[512];
         snprintf(want, sizeof(want),
                  "HTTP/1.1 429 Too Many Requests\r\n"
@@ -178,7 +178,7 @@ static void limited_body_length_is_counted(void **state)
                  "%s\r\n%s",
                  strlen(cases[i].body), rate, cases[i].body);
         assert_string_equal(out.data, want);
-        sl_buf_release(&out);
+        sv_buf_release(&out);
     }
 }
 

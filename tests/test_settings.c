@@ -13,9 +13,9 @@
 /* One command's settings, read from args (NULL-terminated, after the
  * command's name); err holds the message. */
 typedef struct reading {
-    sl_srv_config srv;
-    sl_px_config *px;
-    sl_settings s;
+    sv_config srv;
+    px_config *px;
+    st_settings s;
     char err[700];
     int rc;
 } reading;
@@ -30,19 +30,19 @@ static reading *read_args(unsigned command, const char *const *args)
         argv[argc] = (char *)args[argc - 1];
         argc++;
     }
-    if (command == SL_SET_PROXY)
-        assert_non_null(r->px = sl_px_config_new());
-    r->rc = sl_settings_init(&r->s, command, &r->srv, r->px, r->err,
+    if (command == ST_SET_PROXY)
+        assert_non_null(r->px = px_config_new());
+    r->rc = st_settings_init(&r->s, command, &r->srv, r->px, r->err,
                              sizeof(r->err));
     assert_int_equal(r->rc, 0);
-    r->rc = sl_settings_args(&r->s, argc, argv, r->err, sizeof(r->err));
+    r->rc = st_settings_args(&r->s, argc, argv, r->err, sizeof(r->err));
     return r;
 }
 
 static void reading_free(reading *r)
 {
-    sl_settings_release(&r->s);
-    sl_px_config_free(r->px);
+    st_settings_release(&r->s);
+    px_config_free(r->px);
     free(r);
 }
 
@@ -167,49 +167,49 @@ static const struct {
     const char *err;
 } bad_flags[] = {
     /* Out of bounds. */
-    {SL_SET_SERVE, {"--threads", "2000"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--threads", "2000"}, ST_SET_EUSAGE,
      "--threads: at most 1024: '2000'"},
-    {SL_SET_SERVE, {"--threads=-1"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--threads=-1"}, ST_SET_EUSAGE,
      "--threads: bad value: '-1'"},
-    {SL_SET_SERVE, {"--nodes", "0"}, SL_SET_EUSAGE, "--nodes: bad value: '0'"},
-    {SL_SET_PROXY, {"--max-header-bytes", "63"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--nodes", "0"}, ST_SET_EUSAGE, "--nodes: bad value: '0'"},
+    {ST_SET_PROXY, {"--max-header-bytes", "63"}, ST_SET_EUSAGE,
      "--max-header-bytes: bad value: '63'"},
-    {SL_SET_SERVE, {"--max-descriptors", "65"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--max-descriptors", "65"}, ST_SET_EUSAGE,
      "--max-descriptors: at most 64: '65'"},
-    {SL_SET_SERVE, {"--store-bytes", "1099511627777"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--store-bytes", "1099511627777"}, ST_SET_EUSAGE,
      "--store-bytes: bad value: '1099511627777'"},
     /* Bad units, addresses and words. */
-    {SL_SET_SERVE, {"--idle-timeout", "5x"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--idle-timeout", "5x"}, ST_SET_EUSAGE,
      "--idle-timeout: bad duration: '5x'"},
-    {SL_SET_SERVE, {"--read-timeout", "999us"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--read-timeout", "999us"}, ST_SET_EUSAGE,
      "--read-timeout: bad duration: '999us'"},
-    {SL_SET_SERVE, {"--listen", "nowhere"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--listen", "nowhere"}, ST_SET_EUSAGE,
      "--listen: expected HOST:PORT: 'nowhere'"},
-    {SL_SET_PROXY, {"--listen", "127.0.0.1:65536"}, SL_SET_EUSAGE,
+    {ST_SET_PROXY, {"--listen", "127.0.0.1:65536"}, ST_SET_EUSAGE,
      "--listen: expected HOST:PORT: '127.0.0.1:65536'"},
-    {SL_SET_PROXY, {"--redis-failure", "sometimes"}, SL_SET_EUSAGE,
+    {ST_SET_PROXY, {"--redis-failure", "sometimes"}, ST_SET_EUSAGE,
      "--redis-failure: expected local, fail_open or fail_closed: "
      "'sometimes'"},
-    {SL_SET_SERVE, {"--redis-hash-tag", "slot"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--redis-hash-tag", "slot"}, ST_SET_EUSAGE,
      "--redis-hash-tag: expected key or domain: 'slot'"},
-    {SL_SET_SERVE, {"--store", "redis"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--store", "redis"}, ST_SET_EUSAGE,
      "--store: unknown store: 'redis' (memory, redis://..., unix:... or "
      "redis-cluster://...)"},
-    {SL_SET_PROXY, {"--upstream", "ftp://h"}, SL_SET_EUSAGE,
+    {ST_SET_PROXY, {"--upstream", "ftp://h"}, ST_SET_EUSAGE,
      "--upstream: expected http://HOST:PORT: 'ftp://h'"},
     /* Unknown flags (--upstream is the proxy's alone), a missing value, an
      * argument left over; and --help, which is no error. */
-    {SL_SET_SERVE, {"--colour", "red"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"--colour", "red"}, ST_SET_EUSAGE,
      "unknown flag: '--colour'"},
-    {SL_SET_PROXY, {"--colour=red"}, SL_SET_EUSAGE,
+    {ST_SET_PROXY, {"--colour=red"}, ST_SET_EUSAGE,
      "unknown flag: '--colour'"},
-    {SL_SET_SERVE, {"-x"}, SL_SET_EUSAGE, "unknown flag: '-x'"},
-    {SL_SET_SERVE, {"--upstream", "http://h:1"}, SL_SET_EUSAGE,
+    {ST_SET_SERVE, {"-x"}, ST_SET_EUSAGE, "unknown flag: '-x'"},
+    {ST_SET_SERVE, {"--upstream", "http://h:1"}, ST_SET_EUSAGE,
      "unknown flag: '--upstream'"},
-    {SL_SET_SERVE, {"--threads"}, SL_SET_EUSAGE, "missing value: '--threads'"},
-    {SL_SET_SERVE, {"--help=yes"}, SL_SET_EUSAGE, "--help: takes no value"},
-    {SL_SET_SERVE, {"--rules", "r.yaml", "stray"}, SL_SET_EUSAGE, ""},
-    {SL_SET_PROXY, {"--help"}, SL_SET_HELP_ASKED, ""},
+    {ST_SET_SERVE, {"--threads"}, ST_SET_EUSAGE, "missing value: '--threads'"},
+    {ST_SET_SERVE, {"--help=yes"}, ST_SET_EUSAGE, "--help: takes no value"},
+    {ST_SET_SERVE, {"--rules", "r.yaml", "stray"}, ST_SET_EUSAGE, ""},
+    {ST_SET_PROXY, {"--help"}, ST_SET_HELP_ASKED, ""},
 };
 /* clang-format on */
 
@@ -228,7 +228,7 @@ static void flags_refused_with_their_message(void **state)
 static void flags_set_their_fields(void **state)
 {
     (void)state;
-    reading *r = read_args(SL_SET_SERVE,
+    reading *r = read_args(ST_SET_SERVE,
                            (const char *[]){"--listen", "[::1]:0", "--nodes",
                                             "auto", "--thr", "3",
                                             "--redis-failure", "fail_closed",
@@ -246,7 +246,7 @@ static void flags_set_their_fields(void **state)
 static void defaults(void **state)
 {
     (void)state;
-    reading *r = read_args(SL_SET_PROXY, (const char *[]){NULL});
+    reading *r = read_args(ST_SET_PROXY, (const char *[]){NULL});
     expect_eq(r->rc, 0);
     assert_null(r->srv.rules_path);
     assert_string_equal(r->srv.listen_host, "127.0.0.1");
@@ -285,41 +285,41 @@ static const struct {
 } bad_files[] = {
     /* Unknown keys: a flag's spelling, the proxy's keys in serve's file,
      * the table's dotted names, keys of a nested mapping. */
-    {SL_SET_SERVE, "threads: 1\ncolour: red\n", "2:1: unknown key: 'colour'"},
-    {SL_SET_SERVE, "max-body-bytes: 10\n",
+    {ST_SET_SERVE, "threads: 1\ncolour: red\n", "2:1: unknown key: 'colour'"},
+    {ST_SET_SERVE, "max-body-bytes: 10\n",
      "1:1: unknown key: 'max-body-bytes'"},
-    {SL_SET_SERVE, "upstream_pool: 3\n", "1:1: unknown key: 'upstream_pool'"},
-    {SL_SET_SERVE, "config: other.yaml\n", "1:1: unknown key: 'config'"},
-    {SL_SET_PROXY, "timeouts.connect: 1s\n",
+    {ST_SET_SERVE, "upstream_pool: 3\n", "1:1: unknown key: 'upstream_pool'"},
+    {ST_SET_SERVE, "config: other.yaml\n", "1:1: unknown key: 'config'"},
+    {ST_SET_PROXY, "timeouts.connect: 1s\n",
      "1:1: unknown key: 'timeouts.connect'"},
-    {SL_SET_PROXY, "timeouts: {colour: 1s}\n",
+    {ST_SET_PROXY, "timeouts: {colour: 1s}\n",
      "1:12: timeouts: unknown key: 'colour'"},
-    {SL_SET_PROXY, "queue: {connect: 1s}\n",
+    {ST_SET_PROXY, "queue: {connect: 1s}\n",
      "1:9: queue: unknown key: 'connect'"},
     /* Bad values, in serve's wording for its settings... */
-    {SL_SET_SERVE, "threads: many\n", "1:10: threads: bad value: 'many'"},
-    {SL_SET_PROXY, "idle_timeout: soon\n",
+    {ST_SET_SERVE, "threads: many\n", "1:10: threads: bad value: 'many'"},
+    {ST_SET_PROXY, "idle_timeout: soon\n",
      "1:15: idle_timeout: bad duration: 'soon'"},
-    {SL_SET_SERVE, "listen: nowhere\n",
+    {ST_SET_SERVE, "listen: nowhere\n",
      "1:9: listen: expected HOST:PORT: 'nowhere'"},
-    {SL_SET_SERVE, "threads: [1, 2]\n",
+    {ST_SET_SERVE, "threads: [1, 2]\n",
      "1:10: threads: expected a single value"},
     /* ... and in the proxy file's for the proxy's own. */
-    {SL_SET_PROXY, "queue: {max_requests: 1000001}\n",
+    {ST_SET_PROXY, "queue: {max_requests: 1000001}\n",
      "1:23: max_requests: expected an integer in 0..1000000: '1000001'"},
-    {SL_SET_PROXY, "timeouts: {connect: 999us}\n",
+    {ST_SET_PROXY, "timeouts: {connect: 999us}\n",
      "1:21: connect: bad duration (at least 1ms): '999us'"},
-    {SL_SET_PROXY, "timeouts: 1s\n", "1:11: timeouts: expected a mapping"},
-    {SL_SET_PROXY, "upstream_pool: [1]\n",
+    {ST_SET_PROXY, "timeouts: 1s\n", "1:11: timeouts: expected a mapping"},
+    {ST_SET_PROXY, "upstream_pool: [1]\n",
      "1:16: upstream_pool: expected a scalar"},
-    {SL_SET_PROXY, "rate_limit_headers: \"true\"\n",
+    {ST_SET_PROXY, "rate_limit_headers: \"true\"\n",
      "1:21: rate_limit_headers: expected true or false: 'true'"},
-    {SL_SET_PROXY, "metrics_path: metrics\n",
+    {ST_SET_PROXY, "metrics_path: metrics\n",
      "1:15: metrics_path: must start with '/' (or be empty): 'metrics'"},
-    {SL_SET_PROXY, "upstream: http://h/p\n",
+    {ST_SET_PROXY, "upstream: http://h/p\n",
      "1:11: upstream: a path is not supported, only http://HOST:PORT: "
      "'http://h/p'"},
-    {SL_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
+    {ST_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
 };
 
 static void files_refused_with_their_message(void **state)
@@ -330,7 +330,7 @@ static void files_refused_with_their_message(void **state)
         const char *args[] = {"--config", path, NULL};
         reading *r = read_args(bad_files[i].command, args);
         snprintf(want, sizeof(want), "%s:%s", path, bad_files[i].err);
-        if (r->rc != SL_SET_EFILE || strcmp(r->err, want) != 0)
+        if (r->rc != ST_SET_EFILE || strcmp(r->err, want) != 0)
             fail_msg("expected '%s', got %d '%s'", want, r->rc, r->err);
         reading_free(r);
         unlink(path);
@@ -345,7 +345,7 @@ static void file_then_flags(void **state)
                              "127.0.0.1:9\nqueue: {max_wait: 2s}\n"
                              "rate_limit_headers: off\n");
     reading *r =
-        read_args(SL_SET_PROXY,
+        read_args(ST_SET_PROXY,
                   (const char *[]){"--threads", "3", "--config", path, NULL});
     expect_eq(r->rc, 0);
     assert_string_equal(r->s.config, path);
@@ -366,10 +366,10 @@ static void file_then_flags(void **state)
 static void table_is_consistent(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *a = &sl_settings_table[i];
-        for (size_t j = i + 1; j < sl_settings_count; j++) {
-            const sl_setting *b = &sl_settings_table[j];
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *a = &st_settings_table[i];
+        for (size_t j = i + 1; j < st_settings_count; j++) {
+            const st_setting *b = &st_settings_table[j];
             if (!(a->commands & b->commands))
                 continue;
             if (a->flag && b->flag && strcmp(a->flag, b->flag) == 0)

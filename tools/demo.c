@@ -102,7 +102,7 @@ static void print_decision(const char *label, int64_t cost,
     printf("\n");
 }
 
-int sl_cmd_demo(int argc, char **argv)
+int cmd_demo(int argc, char **argv)
 {
     sl_store *store = sl_memory_store_new(NULL);
     int rc = 0;

@@ -1,8 +1,8 @@
 /*
  * proxy.c - `sluice proxy`: its settings, read from the flags and the
  * config file through the settings table (src/settings/) into an
- * sl_srv_config (the server's, shared with `sluice serve`) and an
- * sl_px_config (the proxy's own), then the reverse proxy of src/proxy/
+ * sv_config (the server's, shared with `sluice serve`) and an
+ * px_config (the proxy's own), then the reverse proxy of src/proxy/
  * (docs/proxy.md).
  */
 #include <stdio.h>
@@ -18,7 +18,7 @@ static void usage(FILE *to)
           "\n"
           "A rate-limiting HTTP/1.1 reverse proxy (docs/proxy.md).\n",
           to);
-    sl_settings_help(SL_SET_PROXY, to);
+    st_settings_help(ST_SET_PROXY, to);
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
 }
 
@@ -30,26 +30,25 @@ typedef struct command_line {
 
 /* Reads the config file and the flags over it into srv and a new proxy
  * config; settings holds srv's strings (release it in any case).  0 with
- * *out, or an sl_settings_args result with err. */
-static int load(const command_line *cl, sl_settings *settings,
-                sl_srv_config *srv, sl_px_config **out, char *err,
-                size_t errlen)
+ * *out, or an st_settings_args result with err. */
+static int load(const command_line *cl, st_settings *settings, sv_config *srv,
+                px_config **out, char *err, size_t errlen)
 {
-    sl_px_config *cfg = sl_px_config_new();
-    int rc = SL_SET_EFILE;
-    *settings = (sl_settings){0};
+    px_config *cfg = px_config_new();
+    int rc = ST_SET_EFILE;
+    *settings = (st_settings){0};
     if (cfg == NULL)
         snprintf(err, errlen, "out of memory");
-    else if ((rc = sl_settings_init(settings, SL_SET_PROXY, srv, cfg, err,
+    else if ((rc = st_settings_init(settings, ST_SET_PROXY, srv, cfg, err,
                                     errlen)) == 0 &&
-             (rc = sl_settings_args(settings, cl->argc, cl->argv, err,
+             (rc = st_settings_args(settings, cl->argc, cl->argv, err,
                                     errlen)) == 0 &&
              cfg->upstream == NULL) {
         snprintf(err, errlen, "no upstream (--upstream or `upstream:`)");
-        rc = SL_SET_EFILE;
+        rc = ST_SET_EFILE;
     }
     if (rc != 0) {
-        sl_px_config_free(cfg);
+        px_config_free(cfg);
         return rc;
     }
     *out = cfg;
@@ -59,32 +58,32 @@ static int load(const command_line *cl, sl_settings *settings,
 /* SIGHUP: the file again, and the flags over it.  Its server settings
  * are checked (a bad one fails the reload) but not applied: the threads,
  * listener and store are made once, at start. */
-static int reload(void *ctx, sl_px_config **out, char *err, size_t errlen)
+static int reload(void *ctx, px_config **out, char *err, size_t errlen)
 {
-    sl_srv_config unused;
-    sl_settings settings;
+    sv_config unused;
+    st_settings settings;
     int rc = load(ctx, &settings, &unused, out, err, errlen);
-    sl_settings_release(&settings);
+    st_settings_release(&settings);
     return rc == 0 ? 0 : -1;
 }
 
-int sl_cmd_proxy(int argc, char **argv)
+int cmd_proxy(int argc, char **argv)
 {
     command_line cl = {argc, argv};
-    sl_srv_config scfg;
-    sl_settings settings;
-    sl_px_config *pcfg = NULL;
+    sv_config scfg;
+    st_settings settings;
+    px_config *pcfg = NULL;
     char err[700];
     int rc = load(&cl, &settings, &scfg, &pcfg, err, sizeof(err));
     if (rc == 0 && scfg.rules_path == NULL)
-        rc = SL_SET_EUSAGE; /* err is "" */
-    int status = sl_settings_outcome(rc, err, "sluice proxy", usage);
+        rc = ST_SET_EUSAGE; /* err is "" */
+    int status = st_settings_outcome(rc, err, "sluice proxy", usage);
     if (status < 0) {
         status =
-            sl_proxy_run(&scfg, pcfg, settings.config ? reload : NULL, &cl);
+            px_proxy_run(&scfg, pcfg, settings.config ? reload : NULL, &cl);
         pcfg = NULL; /* the run took it */
     }
-    sl_px_config_free(pcfg);
-    sl_settings_release(&settings);
+    px_config_free(pcfg);
+    st_settings_release(&settings);
     return status;
 }

@@ -238,7 +238,7 @@ static int replay_stream(sl_store *store, const sl_limit *limit)
     return rc;
 }
 
-int sl_cmd_replay(int argc, char **argv)
+int cmd_replay(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"algorithm", required_argument, NULL, 'a'},

@@ -12,13 +12,11 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *what;
 } commands[] = {
-    {"demo", sl_cmd_demo,
-     "walk through every algorithm on the seed's examples"},
-    {"serve", sl_cmd_serve, "serve rate-limit decisions over HTTP"},
-    {"proxy", sl_cmd_proxy, "rate-limit as a reverse proxy in front of HTTP"},
-    {"replay", sl_cmd_replay, "decide a trace of requests read on stdin"},
-    {"validate", sl_cmd_validate,
-     "check rules files without starting anything"},
+    {"demo", cmd_demo, "walk through every algorithm on the seed's examples"},
+    {"serve", cmd_serve, "serve rate-limit decisions over HTTP"},
+    {"proxy", cmd_proxy, "rate-limit as a reverse proxy in front of HTTP"},
+    {"replay", cmd_replay, "decide a trace of requests read on stdin"},
+    {"validate", cmd_validate, "check rules files without starting anything"},
 };
 
 static void usage(FILE *to)

@@ -78,7 +78,7 @@ static void print_rule(const sl_rule *r)
     printf("\n");
 }
 
-int sl_cmd_validate(int argc, char **argv)
+int cmd_validate(int argc, char **argv)
 {
     const char *path = NULL;
     int list = 0;

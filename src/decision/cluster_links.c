@@ -55,7 +55,7 @@ struct sd_cluster {
     int refreshing; /* a CLUSTER SLOTS is in flight */
     uint64_t last_refresh_ms;
     uint64_t timeout_ms; /* a link connecting longer has failed */
-    int closing; /* no refresh and no new link while links close */
+    int closing;         /* no refresh and no new link while links close */
     size_t next_probe;
 };
 
@@ -129,7 +129,7 @@ void sd_cluster_write_now(sd_cluster *cl)
 }
 
 redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
-                                          int port)
+                                      int port)
 {
     redisAsyncContext *ac;
     sl__redis_handshake hs;

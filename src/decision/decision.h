@@ -37,9 +37,9 @@ enum { SD_FAIL_TIMEOUT, SD_FAIL_ERROR, SD_FAIL_BREAKER };
 #define SD_AGAIN 1
 
 typedef struct sd_config {
-    size_t store_bytes;   /* memory store cap; 0: the library's default */
-    const char *redis_url; /* NULL: the memory store decides */
-    int redis_tag_domain; /* one Cluster slot per domain */
+    size_t store_bytes;        /* memory store cap; 0: the library's default */
+    const char *redis_url;     /* NULL: the memory store decides */
+    int redis_tag_domain;      /* one Cluster slot per domain */
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */
     int redis_breaker;         /* consecutive failures that open it */
@@ -69,12 +69,12 @@ typedef struct sd_check {
     const sl_check_item *items;
     const int64_t *costs;
     size_t n;
-    unsigned flags;                /* 0 or SL_RECORD */
+    unsigned flags;                 /* 0 or SL_RECORD */
     const sl_rule_failure *failure; /* per item; NULL: all the default */
     sl_decision *each;              /* n results, or NULL */
     /* Results. */
     sl_decision overall;
-    int rc;        /* 0, or an SL_E* code with err set */
+    int rc; /* 0, or an SL_E* code with err set */
     char err[160];
 } sd_check;
 

@@ -66,7 +66,7 @@ typedef struct sd_part {
 /* A check as sent to Redis. */
 struct sd_call {
     sd_wait *wait;
-    sd_check *check;     /* the front end's; NULL once it cancelled */
+    sd_check *check;      /* the front end's; NULL once it cancelled */
     sl__redis_call *call; /* the script call */
     sd_part *parts;
     size_t n_parts, parts_left;
@@ -85,8 +85,8 @@ struct sd_wait {
     void (*round_done)(sd_wait *w); /* engine.c's, when every call is done */
     sd_call *calls;
     size_t n_calls;
-    size_t awaiting; /* calls still without a result */
-    int refs;        /* the owner, plus one per hiredis callback to come */
+    size_t awaiting;   /* calls still without a result */
+    int refs;          /* the owner, plus one per hiredis callback to come */
     uint64_t deadline; /* loop ms */
     sd_wait *prev, *next;
     int queued;
@@ -221,14 +221,13 @@ redisAsyncContext *sd_redis_context(sd_thread *t, const char *key);
 /* ---- policy.c, local.c ---- */
 
 /* Decides check as Redis could not, for reason, into its results. */
-void sd_policy_decide(sd_thread *t, sd_check *check, sl_nanos now,
-                      int reason);
+void sd_policy_decide(sd_thread *t, sd_check *check, sl_nanos now, int reason);
 /* The items on the memory store with their limits divided by the nodes:
  * as sl_check_costs(), with a message in err on error. */
 int sd_local_check(sd_thread *t, const sl_check_item *items,
-                   const int64_t *costs, size_t n, sl_nanos now,
-                   unsigned flags, sl_decision *each, sl_decision *overall,
-                   char *err, size_t errlen);
+                   const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                   sl_decision *each, sl_decision *overall, char *err,
+                   size_t errlen);
 void sd_local_release(sd_thread *t);
 
 /* ---- nodes.c ---- */

@@ -72,9 +72,9 @@ static const sl_limit *divided(sd_thread *t, const sl_limit *lim)
 }
 
 int sd_local_check(sd_thread *t, const sl_check_item *items,
-                   const int64_t *costs, size_t n, sl_nanos now,
-                   unsigned flags, sl_decision *each, sl_decision *overall,
-                   char *err, size_t errlen)
+                   const int64_t *costs, size_t n, sl_nanos now, unsigned flags,
+                   sl_decision *each, sl_decision *overall, char *err,
+                   size_t errlen)
 {
     sl_check_item local[SL_MAX_ITEMS];
     for (size_t i = 0; i < n; i++) {

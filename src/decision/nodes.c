@@ -57,8 +57,8 @@ static void beat_cb(uv_timer_t *t)
     if (ac == NULL)
         return; /* down: the last count stands */
     snprintf(ttl, sizeof(ttl), "%d", NODE_TTL_MS);
-    const char *argv[6] = {"EVAL", beat_script, "1", NODES_KEY, th->e->node_id,
-                           ttl};
+    const char *argv[6] = {"EVAL",    beat_script,    "1",
+                           NODES_KEY, th->e->node_id, ttl};
     redisAsyncCommandArgv(ac, beat_reply_cb, th->e, 6, argv, NULL);
 }
 

@@ -54,9 +54,9 @@ void sd_policy_decide(sd_thread *t, sd_check *c, sl_nanos now, int reason)
             local_costs[n_local++] = c->costs[i];
         }
     if (n_local > 0) {
-        c->rc = sd_local_check(t, local, local_costs, n_local, now, c->flags,
-                               local_each, &local_overall, c->err,
-                               sizeof(c->err));
+        c->rc =
+            sd_local_check(t, local, local_costs, n_local, now, c->flags,
+                           local_each, &local_overall, c->err, sizeof(c->err));
         if (c->rc != 0)
             return;
     }

@@ -204,10 +204,10 @@ static void start_connect(sd_redis *r)
     r->in_flight = 0;
     sd_breaker_probing(&r->br);
     /* The probe, pipelined behind the connect. */
-    sl__redis_handshake_init(&hs, &ep,
-                             SL__REDIS_WITH_SCRIPT_LOAD |
-                                 (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
-                                             : 0));
+    sl__redis_handshake_init(
+        &hs, &ep,
+        SL__REDIS_WITH_SCRIPT_LOAD |
+            (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS : 0));
     for (size_t i = 0; i < hs.n; i++)
         redisAsyncCommandArgv(ac, setup_reply_cb,
                               (void *)&probe_kinds[hs.cmd[i].kind],
@@ -256,8 +256,7 @@ static size_t format_command(sd_redis *r, int argc, const char *const *argv,
 /* Sends one part: on the one connection, or on the link of its slot; to
  * `to` after a redirection (with ASKING first after an ASK).  0, or -1
  * when it cannot be sent now (then its callback never comes). */
-static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to,
-                     int asking)
+static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to, int asking)
 {
     const char *const *argv;
     const size_t *lens;
@@ -266,10 +265,9 @@ static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to,
     size_t len;
 
     if (ac == NULL)
-        ac = r->cluster
-                 ? sd_cluster_link(r->cluster, sl__redis_call_part_slot(
-                                                   p->c->call, p->index))
-                 : r->ac;
+        ac = r->cluster ? sd_cluster_link(r->cluster, sl__redis_call_part_slot(
+                                                          p->c->call, p->index))
+                        : r->ac;
     p->asking = asking;
     if (ac == NULL ||
         (asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
@@ -302,8 +300,7 @@ static int follow_redirect(sd_redis *r, redisAsyncContext *ac, sd_part *p,
             sd_cluster_refresh(r->cluster);
         to = sd_cluster_link_to(
             r->cluster,
-            rd.host[0] ? rd.host : sd_cluster_host_of(r->cluster, ac),
-            rd.port);
+            rd.host[0] ? rd.host : sd_cluster_host_of(r->cluster, ac), rd.port);
     }
     p->hops++;
     return to != NULL && send_part(r, p, to, rd.ask) == 0;
@@ -328,8 +325,8 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
         int rc;
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
             return REPLY_RESENT;
-        rc =
-            sl__redis_call_read_part(c->call, p->index, reply, err, sizeof(err));
+        rc = sl__redis_call_read_part(c->call, p->index, reply, err,
+                                      sizeof(err));
         if (rc == 1 && current) {
             /* The server lost the script (SCRIPT FLUSH): once more as
              * EVAL, within the same deadline. */
@@ -377,9 +374,9 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sd_part *p = priv;
     sd_redis *r = p->c->wait->t->redis;
-    int current = r->br.state == SD_UP &&
-                  (r->cluster != NULL ? sd_cluster_owns(r->cluster, ac)
-                                      : r->ac == ac);
+    int current =
+        r->br.state == SD_UP &&
+        (r->cluster != NULL ? sd_cluster_owns(r->cluster, ac) : r->ac == ac);
 
     if (r->cluster != NULL && r->br.state != SD_STOPPED)
         sd_cluster_replied(r->cluster, ac);
@@ -402,7 +399,7 @@ static int send_batch(sd_redis *r, batch_rec *b)
     for (size_t i = 0; i < b->n; i++)
         calls[i] = b->parts[i]->c->call;
     if (sl__redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
-                              &len) != 0)
+                               &len) != 0)
         return -1;
     rc = redisAsyncFormattedCommand(r->ac, batch_reply_cb, b, cmd, len);
     free(cmd);
@@ -435,7 +432,10 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         failed |= res == REPLY_FAILED;
     }
     free(b);
-    settle(r, current, ok ? REPLY_OK : failed ? REPLY_FAILED : REPLY_LATE,
+    settle(r, current,
+           ok       ? REPLY_OK
+           : failed ? REPLY_FAILED
+                    : REPLY_LATE,
            reply != NULL);
     if (current)
         send_held(r);

@@ -30,8 +30,8 @@ static int build_call(sd_call *c, sd_check *check, sl_nanos now,
         return SL_ENOMEM;
     }
     int rc = sl__redis_call_new(store, check->items, check->costs, check->n,
-                               now, check->flags, sha, &c->call, check->err,
-                               sizeof(check->err));
+                                now, check->flags, sha, &c->call, check->err,
+                                sizeof(check->err));
     if (rc != 0)
         return rc;
     c->n_parts = c->parts_left = sl__redis_call_parts(c->call);

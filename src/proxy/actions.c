@@ -15,7 +15,7 @@
 
 #include "proxy.h"
 
-static int in_cidr(const sl_px_cidr *c, int family, const unsigned char *addr)
+static int in_cidr(const px_cidr *c, int family, const unsigned char *addr)
 {
     if (c->family != family)
         return 0;
@@ -28,8 +28,7 @@ static int in_cidr(const sl_px_cidr *c, int family, const unsigned char *addr)
     return (c->addr[full] & mask) == (addr[full] & mask);
 }
 
-static int trusted(const sl_px_config *cfg, int family,
-                   const unsigned char *addr)
+static int trusted(const px_config *cfg, int family, const unsigned char *addr)
 {
     for (size_t i = 0; i < cfg->n_trusted; i++)
         if (in_cidr(&cfg->trusted[i], family, addr))
@@ -55,23 +54,22 @@ static int parse_addr(const char *s, size_t len, int *family,
     return 0;
 }
 
-void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
-                     size_t outlen)
+void px_peer_text(const struct sockaddr_storage *peer, char *out, size_t outlen)
 {
-    const void *addr = peer->ss_family == AF_INET6
-                           ? (const void *)&((const struct sockaddr_in6 *)peer)
-                                 ->sin6_addr
-                           : (const void *)&((const struct sockaddr_in *)peer)
-                                 ->sin_addr;
+    const void *addr =
+        peer->ss_family == AF_INET6
+            ? (const void *)&((const struct sockaddr_in6 *)peer)->sin6_addr
+            : (const void *)&((const struct sockaddr_in *)peer)->sin_addr;
     if (inet_ntop(peer->ss_family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
-                  (socklen_t)outlen) == NULL && outlen > 0)
+                  (socklen_t)outlen) == NULL &&
+        outlen > 0)
         out[0] = '\0';
 }
 
-void sl_px_client_address(const sl_px_config *cfg,
-                          const struct sockaddr_storage *peer,
-                          const char *peer_text, const sl_px_headers *h,
-                          char *out, size_t outlen)
+void px_client_address(const px_config *cfg,
+                       const struct sockaddr_storage *peer,
+                       const char *peer_text, const px_headers *h, char *out,
+                       size_t outlen)
 {
     int hops = 0;
     int family = peer->ss_family;
@@ -81,7 +79,7 @@ void sl_px_client_address(const sl_px_config *cfg,
     else if (family == AF_INET6)
         memcpy(addr, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
     size_t xl = 0;
-    const char *xff = sl_px_headers_find(h, "x-forwarded-for", &xl);
+    const char *xff = px_headers_find(h, "x-forwarded-for", &xl);
     if (xff != NULL && trusted(cfg, family, addr)) {
         size_t end = xl;
         while (end > 0) {
@@ -109,7 +107,8 @@ void sl_px_client_address(const sl_px_config *cfg,
     if (hops == 0 && pl < outlen) /* the peer, formatted once per connection */
         memcpy(out, peer_text, pl + 1);
     else if (inet_ntop(family == AF_INET6 ? AF_INET6 : AF_INET, addr, out,
-                       (socklen_t)outlen) == NULL && outlen > 0)
+                       (socklen_t)outlen) == NULL &&
+             outlen > 0)
         out[0] = '\0';
 }
 
@@ -127,43 +126,43 @@ static size_t path_prefix(const char *path, size_t len, int segments)
     return i;
 }
 
-int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
-                      sl_dec_descriptor *ds, sl_rules_entry *entries,
-                      size_t *n_out)
+int px_descriptors(const px_route *route, const px_request_view *req,
+                   sv_dec_descriptor *ds, sl_rules_entry *entries,
+                   size_t *n_out)
 {
     size_t n = 0, ne = 0;
     for (size_t i = 0; i < route->n_descriptors; i++) {
-        const sl_px_descriptor *d = &route->descriptors[i];
+        const px_descriptor *d = &route->descriptors[i];
         size_t first = ne;
         int skip = 0;
         for (size_t j = 0; j < d->n && !skip; j++) {
-            const sl_px_action *a = &d->actions[j];
+            const px_action *a = &d->actions[j];
             sl_rules_entry *e = &entries[ne];
             e->key = a->key;
             e->key_len = strlen(a->key);
             switch (a->kind) {
-            case SL_PX_REMOTE_ADDRESS:
+            case PX_REMOTE_ADDRESS:
                 e->value = req->client_addr;
                 e->value_len = strlen(req->client_addr);
                 break;
-            case SL_PX_REQUEST_HEADER:
-                e->value = sl_px_headers_find(req->headers, a->header,
-                                              &e->value_len);
+            case PX_REQUEST_HEADER:
+                e->value =
+                    px_headers_find(req->headers, a->header, &e->value_len);
                 skip = e->value == NULL;
-                if (!skip && sl_px_headers_occurrences(req->headers,
-                                                       a->header) > 1)
+                if (!skip &&
+                    px_headers_occurrences(req->headers, a->header) > 1)
                     return -1;
                 break;
-            case SL_PX_PATH:
+            case PX_PATH:
                 e->value = req->path;
-                e->value_len = path_prefix(req->path, req->path_len,
-                                           a->segments);
+                e->value_len =
+                    path_prefix(req->path, req->path_len, a->segments);
                 break;
-            case SL_PX_METHOD:
+            case PX_METHOD:
                 e->value = http_method_str((enum http_method)req->method);
                 e->value_len = strlen(e->value);
                 break;
-            case SL_PX_GENERIC_KEY:
+            case PX_GENERIC_KEY:
                 e->value = a->value;
                 e->value_len = strlen(a->value);
                 break;
@@ -174,14 +173,14 @@ int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
             ne = first;
             continue;
         }
-        ds[n++] = (sl_dec_descriptor){entries + first, ne - first, -1};
+        ds[n++] = (sv_dec_descriptor){entries + first, ne - first, -1};
     }
     *n_out = n;
     return 0;
 }
 
-int sl_px_request_target(const char *url, size_t len, size_t *off,
-                         size_t *path_len)
+int px_request_target(const char *url, size_t len, size_t *off,
+                      size_t *path_len)
 {
     if (len > 0 && url[0] == '/') {
         *off = 0;
@@ -209,8 +208,7 @@ static int hex(int c)
     return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
 }
 
-int sl_px_normalize_path(const char *path, size_t len, char *out,
-                         size_t *out_len)
+int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
 {
     /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
      * others stay encoded, with upper-case digits.  Into `small` unless

@@ -11,20 +11,19 @@
 
 #include "proxy.h"
 
-void sl_px_decision_free(sl_px_decision *d)
+void px_decision_free(px_decision *d)
 {
     if (d == NULL)
         return;
     free(d->path);
-    sl_dec_state_free(d->dec);
+    sv_dec_state_free(d->dec);
     free(d);
 }
 
-sl_px_decision *sl_px_decision_get(sl_srv_worker *w, sl_px_decision **own,
-                                   size_t path_len)
+px_decision *px_decision_get(sv_worker *w, px_decision **own, size_t path_len)
 {
-    sl_px_decision **d =
-        w->server->cfg.redis_url ? own : &sl_px_worker_of(w)->scratch;
+    px_decision **d =
+        w->server->cfg.redis_url ? own : &px_worker_of(w)->scratch;
     if (*d == NULL && (*d = calloc(1, sizeof(**d))) == NULL)
         return NULL;
     if ((*d)->path_cap < path_len) {
@@ -37,10 +36,9 @@ sl_px_decision *sl_px_decision_get(sl_srv_worker *w, sl_px_decision **own,
     return *d;
 }
 
-static int refuse(sl_px_verdict *v, int status, const char *code,
-                  const char *msg)
+static int refuse(px_verdict *v, int status, const char *code, const char *msg)
 {
-    v->what = SL_PX_REFUSE;
+    v->what = PX_REFUSE;
     v->status = status;
     v->code = code;
     snprintf(v->msg, sizeof(v->msg), "%s", msg);
@@ -48,20 +46,20 @@ static int refuse(sl_px_verdict *v, int status, const char *code,
 }
 
 /* The verdict of a decided request (rc 0), or of its error. */
-static int verdict(sl_srv_worker *w, sl_px_decision *pd, int rc,
-                   const char *err, sl_px_verdict *v)
+static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
+                   px_verdict *v)
 {
-    const sl_px_config *cfg = pd->cfg;
-    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - pd->t0));
+    const px_config *cfg = pd->cfg;
+    sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - pd->t0));
     if (rc != 0) {
-        sl_px_count(w, pd->route, SL_PX_REJECTED);
-        return refuse(v, sl_decide_status(rc), sl_err_name(rc), err);
+        px_count(w, pd->route, PX_REJECTED);
+        return refuse(v, sv_decide_status(rc), sl_err_name(rc), err);
     }
     v->decided = 1;
     v->delay = 0;
     if (v->res.over) {
-        sl_px_count(w, pd->route, SL_PX_LIMITED);
-        v->what = SL_PX_LIMIT;
+        px_count(w, pd->route, PX_LIMITED);
+        v->what = PX_LIMIT;
         return v->what;
     }
     /* leaky_bucket: the request waits its delay, then goes on.  Only
@@ -70,90 +68,90 @@ static int verdict(sl_srv_worker *w, sl_px_decision *pd, int rc,
         if (pd->status[i].rule != NULL && !pd->status[i].shadow &&
             pd->status[i].d.delay > v->delay)
             v->delay = pd->status[i].d.delay;
-    v->what = SL_PX_GO;
+    v->what = PX_GO;
     if (v->delay <= 0)
         return v->what;
-    v->delay_ms = (uint64_t)sl_ms_up(v->delay);
+    v->delay_ms = (uint64_t)sv_ms_up(v->delay);
     if (v->delay_ms > cfg->queue_max_wait_ms ||
-        sl_px_worker_of(w)->queued >= cfg->queue_max) {
-        sl_px_count(w, pd->route, SL_PX_QUEUE_FULL);
-        v->what = SL_PX_LIMIT; /* the queue is full */
+        px_worker_of(w)->queued >= cfg->queue_max) {
+        px_count(w, pd->route, PX_QUEUE_FULL);
+        v->what = PX_LIMIT; /* the queue is full */
         return v->what;
     }
-    sl_px_count(w, pd->route, SL_PX_QUEUED);
-    v->what = SL_PX_HOLD;
+    px_count(w, pd->route, PX_QUEUED);
+    v->what = PX_HOLD;
     return v->what;
 }
 
-int sl_px_admit(sl_srv_worker *w, const sl_px_config *cfg, sl_px_decision *pd,
-                const sl_px_request_view *req, sd_done_fn done, void *owner,
-                sd_wait **wait, sl_px_verdict *v)
+int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
+             const px_request_view *req, sd_done_fn done, void *owner,
+             sd_wait **wait, px_verdict *v)
 {
     char err[256];
     pd->cfg = cfg;
-    pd->route = sl_px_route_find(cfg, req->path, req->path_len);
+    pd->route = px_route_find(cfg, req->path, req->path_len);
     pd->n = 0;
     v->decided = 0;
-    v->res = (sl_dec_result){.status = pd->status};
+    v->res = (sv_dec_result){.status = pd->status};
     if (pd->route &&
-        sl_px_descriptors(pd->route, req, pd->ds, pd->entries, &pd->n) != 0) {
+        px_descriptors(pd->route, req, pd->ds, pd->entries, &pd->n) != 0) {
         /* Which of several values would the upstream believe? */
-        sl_px_count(w, pd->route, SL_PX_REJECTED);
+        px_count(w, pd->route, PX_REJECTED);
         return refuse(v, 400, "EHEADERS",
                       "a header that a rate limit reads was sent more than "
                       "once");
     }
     if (pd->n == 0) {
-        v->what = SL_PX_GO;
+        v->what = PX_GO;
         return v->what;
     }
-    sl_dec_state *st = sl_dec_state_get(w, &pd->dec);
+    sv_dec_state *st = sv_dec_state_get(w, &pd->dec);
     if (st == NULL)
         return refuse(v, 503, "ENOMEM", "out of memory");
     pd->t0 = uv_hrtime();
-    int rc = sl_decide(w, st, pd->route->domain, strlen(pd->route->domain),
-                       pd->ds, pd->n, 1, &v->res, done, owner, wait, err,
-                       sizeof(err));
-    if (rc == SL_SRV_AGAIN) {
-        v->what = SL_PX_WAIT;
+    int rc =
+        sv_decide(w, st, pd->route->domain, strlen(pd->route->domain), pd->ds,
+                  pd->n, 1, &v->res, done, owner, wait, err, sizeof(err));
+    if (rc == SV_AGAIN) {
+        v->what = PX_WAIT;
         return v->what;
     }
     return verdict(w, pd, rc, err, v);
 }
 
-int sl_px_admit_finish(sl_srv_worker *w, sl_px_decision *pd, sl_px_verdict *v)
+int px_admit_finish(sv_worker *w, px_decision *pd, px_verdict *v)
 {
     char err[256];
-    v->res = (sl_dec_result){.status = pd->status};
-    int rc = sl_decide_finish(w, pd->dec, &v->res, err, sizeof(err));
+    v->res = (sv_dec_result){.status = pd->status};
+    int rc = sv_decide_finish(w, pd->dec, &v->res, err, sizeof(err));
     return verdict(w, pd, rc, err, v);
 }
 
-void sl_px_admit_abandon(sl_px_decision *pd)
+void px_admit_abandon(px_decision *pd)
 {
     if (pd != NULL)
-        sl_decide_abandon(pd->dec);
+        sv_decide_abandon(pd->dec);
 }
 
-void sl_px_answer_429(const sl_px_decision *pd, const sl_px_verdict *v,
-                      int head, int keep_alive, sl_buf *rate, sl_buf *out)
+void px_answer_429(const px_decision *pd, const px_verdict *v, int head,
+                   int keep_alive, sv_buf *rate, sv_buf *out)
 {
-    const sl_px_config *cfg = pd->cfg;
+    const px_config *cfg = pd->cfg;
     char msg[160];
     if (v->res.over) {
-        sl_respond_limited(&v->res, rate->data, rate->len, head, out,
+        sv_respond_limited(&v->res, rate->data, rate->len, head, out,
                            keep_alive);
         return;
     }
-    int len = snprintf(msg, sizeof(msg),
-                       "a wait of %llu ms does not fit (at most %llu ms, "
-                       "%zu requests)",
-                       (unsigned long long)v->delay_ms,
-                       (unsigned long long)cfg->queue_max_wait_ms,
-                       cfg->queue_max);
-    sl_buf_addstr(rate, "Retry-After: ");
-    sl_buf_add_uint(rate, (unsigned long long)sl_sec_up(v->delay));
-    sl_buf_addstr(rate, "\r\n");
-    sl_respond_429(out, rate->data, rate->len, "queue full: ", msg,
-                   (size_t)len, (long long)v->delay_ms, head, keep_alive);
+    int len =
+        snprintf(msg, sizeof(msg),
+                 "a wait of %llu ms does not fit (at most %llu ms, "
+                 "%zu requests)",
+                 (unsigned long long)v->delay_ms,
+                 (unsigned long long)cfg->queue_max_wait_ms, cfg->queue_max);
+    sv_buf_addstr(rate, "Retry-After: ");
+    sv_buf_add_uint(rate, (unsigned long long)sv_sec_up(v->delay));
+    sv_buf_addstr(rate, "\r\n");
+    sv_respond_429(out, rate->data, rate->len, "queue full: ", msg, (size_t)len,
+                   (long long)v->delay_ms, head, keep_alive);
 }

@@ -4,15 +4,15 @@
  * to the upstream.
  *
  * The parser is paused at every request head: the head is decided (the
- * one call to sl_decide is in decide()), held for a leaky_bucket delay on
+ * one call to sv_decide is in decide()), held for a leaky_bucket delay on
  * a libuv timer if it must wait, and only once an upstream connection is
  * ready is the parser resumed, so the body flows straight from one socket
  * to the other.  It is paused again when the request is complete, and
  * the next pipelined request waits until the response has been sent:
  * responses come out in request order by construction.  Bytes read while
  * paused are kept in `rest`; reading stops only when that passes
- * SL_PX_MAX_PENDING.  Flow control both ways: a side with more than
- * SL_PX_MAX_PENDING bytes queued for its socket stops the other side's
+ * PX_MAX_PENDING.  Flow control both ways: a side with more than
+ * PX_MAX_PENDING bytes queued for its socket stops the other side's
  * reads.
  *
  * Requests answered by the proxy itself (429, 502, 504, errors) are
@@ -20,18 +20,18 @@
  * connection goes on; any other body closes the connection after the
  * answer (can_keep()).
  *
- * Waiting on Redis (--store redis, src/decision/): when sl_decide()
- * returns SL_SRV_AGAIN the request goes to S_DECIDING with its parser
+ * Waiting on Redis (--store redis, src/decision/): when sv_decide()
+ * returns SV_AGAIN the request goes to S_DECIDING with its parser
  * still paused at the head, so nothing of it is forwarded and its body
  * stays unread (kept in `rest` up to the cap, as while queued); its
- * descriptors wait in the client's sl_px_decision.  When the wait ends
+ * descriptors wait in the client's px_decision.  When the wait ends
  * -- replies in, or the timeout and the failure policy -- decided_cb
  * finishes the decision and acts on it.  A client that closes or resets
  * meanwhile is gone, as nginx treats it (499): its wait is cancelled and
  * nothing is forwarded.
  *
  * Clients are read first come, first served (src/server/reader.c);
- * writes go through sl_send.
+ * writes go through sv_send.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,35 +51,35 @@ enum state {
 
 enum pause_reason { P_NONE, P_HEAD, P_DONE };
 
-struct sl_px_client {
+struct px_client {
     uv_tcp_t tcp;      /* first: a handle pointer is a client pointer */
-    sl_deadline timer; /* read timeout of a request, idle timeout between */
+    sv_deadline timer; /* read timeout of a request, idle timeout between */
     uv_timer_t delay;  /* the queue */
-    sl_srv_worker *w;
-    sl_px_config *cfg; /* a reference: what this request is routed by */
+    sv_worker *w;
+    px_config *cfg; /* a reference: what this request is routed by */
     http_parser parser;
     enum state state;
     enum pause_reason paused_at;
-    sl_buf url;
-    sl_px_headers headers;
-    sl_buf rest; /* read but not parsed while the parser is paused */
-    sl_buf rate; /* rate-limit header lines for the response */
-    sl_buf out;  /* response bytes not yet handed to a write */
+    sv_buf url;
+    px_headers headers;
+    sv_buf rest; /* read but not parsed while the parser is paused */
+    sv_buf rate; /* rate-limit header lines for the response */
+    sv_buf out;  /* response bytes not yet handed to a write */
     struct sockaddr_storage peer;
     char peer_text[INET6_ADDRSTRLEN]; /* peer as text, made at accept */
-    const sl_px_route *route;
+    const px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
-    sl_px_up *up;
-    sd_wait *wait;       /* S_DECIDING: cancelled on close */
-    sl_px_decision *pd;  /* with Redis: this client's decision inputs */
-    sl_px_decision *pd_in_use; /* the request's: pd or the thread's */
-    uint64_t req_length; /* Content-Length, or ULLONG_MAX */
-    uint64_t t_forward;  /* uv_hrtime when the head went upstream */
+    px_up *up;
+    sd_wait *wait;          /* S_DECIDING: cancelled on close */
+    px_decision *pd;        /* with Redis: this client's decision inputs */
+    px_decision *pd_in_use; /* the request's: pd or the thread's */
+    uint64_t req_length;    /* Content-Length, or ULLONG_MAX */
+    uint64_t t_forward;     /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
     int header_error; /* 431: our header callbacks refused */
-    sl_reader reader; /* reading, and whether the client sent all */
+    sv_reader reader; /* reading, and whether the client sent all */
     int flow_paused;  /* stopped reading: the upstream is behind */
     int closing;      /* close once the writes are done */
     int lingering;    /* ...after reading and dropping what still comes */
@@ -87,37 +87,37 @@ struct sl_px_client {
     int driving, again; /* in parse(); resume() asked meanwhile */
     int handles_open;
     size_t writes, pending;
-    sl_px_client *prev, *next;
+    px_client *prev, *next;
 };
 
-/* What the upstream connection tells this client (sl_px_up_events). */
-static void up_ready(sl_px_client *c, sl_px_up *up);
-static void up_failed(sl_px_client *c, int status, const char *message);
-static int up_method(const sl_px_client *c);
-static int up_head(sl_px_client *c, int status, const char *reason,
-                   size_t reason_len, const sl_px_headers *h, http_parser *p);
-static int up_body(sl_px_client *c, const char *at, size_t len);
-static void up_done(sl_px_client *c, int reusable);
-static void up_broken(sl_px_client *c);
-static void up_drained(sl_px_client *c);
-static size_t up_pending(const sl_px_client *c);
+/* What the upstream connection tells this client (px_up_events). */
+static void up_ready(px_client *c, px_up *up);
+static void up_failed(px_client *c, int status, const char *message);
+static int up_method(const px_client *c);
+static int up_head(px_client *c, int status, const char *reason,
+                   size_t reason_len, const px_headers *h, http_parser *p);
+static int up_body(px_client *c, const char *at, size_t len);
+static void up_done(px_client *c, int reusable);
+static void up_broken(px_client *c);
+static void up_drained(px_client *c);
+static size_t up_pending(const px_client *c);
 
-static const sl_px_up_events up_events = {
-    up_ready, up_failed, up_method,  up_head,   up_body,
+static const px_up_events up_events = {
+    up_ready, up_failed, up_method,  up_head,    up_body,
     up_done,  up_broken, up_drained, up_pending,
 };
 
-static void read_cb(sl_reader *r, ssize_t nread, const char *data);
-static void resume(sl_px_client *c);
+static void read_cb(sv_reader *r, ssize_t nread, const char *data);
+static void resume(px_client *c);
 static void timer_cb(uv_timer_t *t);
-static void set_reading(sl_px_client *c, int on);
+static void set_reading(px_client *c, int on);
 
 static void free_cb(uv_handle_t *h)
 {
-    sl_px_client *c = h->data;
+    px_client *c = h->data;
     if (--c->handles_open > 0)
         return;
-    sl_px_worker *pw = sl_px_worker_of(c->w);
+    px_worker *pw = px_worker_of(c->w);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -125,34 +125,34 @@ static void free_cb(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     if (pw->clients == NULL && c->w->stopping)
-        sl_readers_close(&c->w->readers);
-    sl_buf_release(&c->url);
-    sl_buf_release(&c->rest);
-    sl_buf_release(&c->rate);
-    sl_buf_release(&c->out);
-    sl_px_headers_release(&c->headers);
-    sl_px_config_unref(c->cfg);
-    sl_px_decision_free(c->pd);
+        sv_readers_close(&c->w->readers);
+    sv_buf_release(&c->url);
+    sv_buf_release(&c->rest);
+    sv_buf_release(&c->rate);
+    sv_buf_release(&c->out);
+    px_headers_release(&c->headers);
+    px_config_unref(c->cfg);
+    px_decision_free(c->pd);
     atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
                               memory_order_relaxed);
     free(c);
 }
 
-static void client_close(sl_px_client *c)
+static void client_close(px_client *c)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     if (c->up != NULL) {
-        sl_px_upstream_abort(c->up);
+        px_upstream_abort(c->up);
         c->up = NULL;
     }
     if (c->state == S_QUEUED)
-        sl_px_worker_of(c->w)->queued--;
+        px_worker_of(c->w)->queued--;
     /* Cancelled now, not when the handles are freed: the wait may end
      * before then. */
     if (c->wait != NULL) {
         sd_cancel(c->wait);
-        sl_px_admit_abandon(c->pd_in_use);
+        px_admit_abandon(c->pd_in_use);
         c->wait = NULL;
     }
     c->state = S_LOCAL;
@@ -169,8 +169,8 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 }
 
 /* The answer is out and a request body is still coming: send FIN, drop
- * what arrives until the client closes or SL_PX_LINGER_MS passes. */
-static void linger(sl_px_client *c)
+ * what arrives until the client closes or PX_LINGER_MS passes. */
+static void linger(px_client *c)
 {
     if (c->reader.eof ||
         uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) {
@@ -178,12 +178,12 @@ static void linger(sl_px_client *c)
         return;
     }
     c->state = S_LOCAL;
-    sl_deadline_set(&c->timer, SL_PX_LINGER_MS);
+    sv_deadline_set(&c->timer, PX_LINGER_MS);
     set_reading(c, 1);
 }
 
 /* With the writes done: close, or linger first. */
-static void finish(sl_px_client *c)
+static void finish(px_client *c)
 {
     if (c->lingering)
         linger(c);
@@ -191,16 +191,16 @@ static void finish(sl_px_client *c)
         client_close(c);
 }
 
-static void set_reading(sl_px_client *c, int on)
+static void set_reading(px_client *c, int on)
 {
-    if (sl_reader_set(&c->reader, on) != 0)
+    if (sv_reader_set(&c->reader, on) != 0)
         client_close(c);
 }
 
 static void write_cb(uv_write_t *req, int status)
 {
-    sl_send_req *wr = (sl_send_req *)req;
-    sl_px_client *c = wr->owner;
+    sv_send_req *wr = (sv_send_req *)req;
+    px_client *c = wr->owner;
     c->writes--;
     c->pending -= wr->len;
     free(wr);
@@ -214,17 +214,17 @@ static void write_cb(uv_write_t *req, int status)
         finish(c);
         return;
     }
-    if (c->up != NULL && c->pending < SL_PX_MAX_PENDING / 2)
-        sl_px_upstream_pause(c->up, 0);
+    if (c->up != NULL && c->pending < PX_MAX_PENDING / 2)
+        px_upstream_pause(c->up, 0);
 }
 
 /* Output is gathered in c->out and sent by flush() in one write: a
  * response head goes out with the first piece of its body. */
-static int queue(sl_px_client *c, const char *data, size_t len)
+static int queue(px_client *c, const char *data, size_t len)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    sl_buf_add(&c->out, data, len);
+    sv_buf_add(&c->out, data, len);
     if (c->out.failed) {
         client_close(c);
         return -1;
@@ -232,21 +232,21 @@ static int queue(sl_px_client *c, const char *data, size_t len)
     return 0;
 }
 
-/* One sl_send (send.c) of what is gathered.  The buffer is kept for the
+/* One sv_send (send.c) of what is gathered.  The buffer is kept for the
  * next response unless a streamed body made it large. */
-static int flush(sl_px_client *c)
+static int flush(px_client *c)
 {
     size_t left;
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    if (sl_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len,
-                c->writes > 0, c, write_cb, &left) != 0) {
+    if (sv_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len, c->writes > 0,
+                c, write_cb, &left) != 0) {
         client_close(c);
         return -1;
     }
     c->out.len = 0;
-    if (c->out.cap > SL_PX_KEEP_OUT)
-        sl_buf_release(&c->out);
+    if (c->out.cap > PX_KEEP_OUT)
+        sv_buf_release(&c->out);
     if (left > 0) {
         c->writes++;
         c->pending += left;
@@ -254,26 +254,26 @@ static int flush(sl_px_client *c)
     return 0;
 }
 
-static int send_bytes(sl_px_client *c, const char *data, size_t len)
+static int send_bytes(px_client *c, const char *data, size_t len)
 {
     return queue(c, data, len) == 0 ? flush(c) : -1;
 }
 
-static int send_buf(sl_px_client *c, sl_buf *b)
+static int send_buf(px_client *c, sv_buf *b)
 {
     int rc = b->failed ? -1 : send_bytes(c, b->data, b->len);
     if (b->failed)
         client_close(c);
-    sl_buf_release(b);
+    sv_buf_release(b);
     return rc;
 }
 
-static size_t up_pending(const sl_px_client *c)
+static size_t up_pending(const px_client *c)
 {
     return c->pending;
 }
 
-static int up_method(const sl_px_client *c)
+static int up_method(const px_client *c)
 {
     return c->parser.method;
 }
@@ -282,24 +282,24 @@ static int up_method(const sl_px_client *c)
  * body not yet read is skipped when it is small and of known length (and
  * the client is not waiting for a 100 Continue it will not get);
  * otherwise the connection closes after the answer. */
-static int can_keep(const sl_px_client *c)
+static int can_keep(const px_client *c)
 {
     if (!c->keep_alive)
         return 0;
     if (!c->req_body || c->req_done)
         return 1;
     return !c->expect_continue && c->req_length != ULLONG_MAX &&
-           c->req_length <= SL_PX_DISCARD_MAX;
+           c->req_length <= PX_DISCARD_MAX;
 }
 
 /* A request answered here: `out` holds the whole response, whose
  * Connection field said keep_alive (from can_keep()); or it is c->out,
  * where the response was written directly (after anything queued). */
-static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
+static void answer_local(px_client *c, sv_buf *out, int keep_alive)
 {
     int had_up = c->up != NULL;
     if (c->up != NULL) {
-        sl_px_upstream_abort(c->up);
+        px_upstream_abort(c->up);
         c->up = NULL;
     }
     if (out == &c->out) {
@@ -322,22 +322,22 @@ static void answer_local(sl_px_client *c, sl_buf *out, int keep_alive)
     }
     c->state = c->req_done ? S_HEAD : S_LOCAL;
     if (c->state == S_LOCAL) /* the rest of the body, skipped */
-        sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+        sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     resume(c);
 }
 
-static void answer_error(sl_px_client *c, int status, const char *code,
+static void answer_error(px_client *c, int status, const char *code,
                          const char *message)
 {
-    sl_buf out = {0};
+    sv_buf out = {0};
     int keep = can_keep(c);
-    sl_respond_error(&out, status, code, message, keep);
+    sv_respond_error(&out, status, code, message, keep);
     answer_local(c, &out, keep);
 }
 
 static void timer_cb(uv_timer_t *t)
 {
-    sl_px_client *c = t->data;
+    px_client *c = t->data;
     if (c->lingering) {
         client_close(c);
     } else if (c->state == S_HEAD && c->in_message) {
@@ -353,31 +353,31 @@ static void timer_cb(uv_timer_t *t)
 
 static int on_message_begin(http_parser *p)
 {
-    sl_px_client *c = p->data;
+    px_client *c = p->data;
     /* Each request is routed by the config current when it begins. */
-    sl_px_config *cfg = sl_px_config_of(c->w);
+    px_config *cfg = px_config_of(c->w);
     if (cfg != c->cfg) {
-        sl_px_config_ref(cfg);
-        sl_px_config_unref(c->cfg);
+        px_config_ref(cfg);
+        px_config_unref(c->cfg);
         c->cfg = cfg;
     }
     c->in_message = 1;
     c->url.len = 0;
     c->url.failed = 0;
-    sl_px_headers_reset(&c->headers);
+    px_headers_reset(&c->headers);
     c->header_error = 0;
     c->req_done = c->req_body = c->req_chunked = 0;
     c->expect_continue = 0;
     c->route = NULL;
     c->rate.len = 0;
-    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
-    sl_px_client *c = p->data;
-    sl_buf_add(&c->url, at, len);
+    px_client *c = p->data;
+    sv_buf_add(&c->url, at, len);
     if (c->url.len > c->w->server->cfg.max_header_bytes || c->url.failed) {
         c->header_error = 431;
         return -1;
@@ -387,9 +387,9 @@ static int on_url(http_parser *p, const char *at, size_t len)
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    sl_px_client *c = p->data;
-    if (sl_px_headers_field(&c->headers, at, len,
-                            c->w->server->cfg.max_header_bytes - c->url.len)) {
+    px_client *c = p->data;
+    if (px_headers_field(&c->headers, at, len,
+                         c->w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
         return -1;
     }
@@ -398,9 +398,9 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
-    sl_px_client *c = p->data;
-    if (sl_px_headers_value(&c->headers, at, len,
-                            c->w->server->cfg.max_header_bytes - c->url.len)) {
+    px_client *c = p->data;
+    if (px_headers_value(&c->headers, at, len,
+                         c->w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
         return -1;
     }
@@ -409,18 +409,18 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 
 static int on_headers_complete(http_parser *p)
 {
-    sl_px_client *c = p->data;
+    px_client *c = p->data;
     c->req_chunked = (p->flags & F_CHUNKED) != 0;
     c->req_length = p->content_length;
     c->req_body = c->req_chunked ||
                   (p->content_length != ULLONG_MAX && p->content_length > 0);
     c->keep_alive = http_should_keep_alive(p) && !c->w->stopping;
     size_t el;
-    const char *e = sl_px_headers_find(&c->headers, "expect", &el);
+    const char *e = px_headers_find(&c->headers, "expect", &el);
     c->expect_continue = e != NULL && el == 12 &&
                          strncasecmp(e, "100-continue", 12) == 0 &&
                          p->http_major == 1 && p->http_minor >= 1;
-    sl_deadline_clear(&c->timer);
+    sv_deadline_clear(&c->timer);
     c->paused_at = P_HEAD;
     http_parser_pause(p, 1);
     return 0;
@@ -428,24 +428,24 @@ static int on_headers_complete(http_parser *p)
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
-    sl_px_client *c = p->data;
+    px_client *c = p->data;
     if (c->state != S_FORWARD || c->up == NULL)
         return 0; /* a local answer's body is skipped */
     char size[24];
     int rc = 0;
     if (c->req_chunked) {
         int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-        rc = sl_px_upstream_write(c->up, size, (size_t)n);
+        rc = px_upstream_write(c->up, size, (size_t)n);
     }
     if (rc == 0)
-        rc = sl_px_upstream_write(c->up, at, len);
+        rc = px_upstream_write(c->up, at, len);
     if (rc == 0 && c->req_chunked)
-        rc = sl_px_upstream_write(c->up, "\r\n", 2);
+        rc = px_upstream_write(c->up, "\r\n", 2);
     if (rc != 0) {
         client_close(c);
         return -1;
     }
-    if (sl_px_upstream_pending(c->up) > SL_PX_MAX_PENDING) {
+    if (px_upstream_pending(c->up) > PX_MAX_PENDING) {
         c->flow_paused = 1;
         set_reading(c, 0);
     }
@@ -454,23 +454,23 @@ static int on_body(http_parser *p, const char *at, size_t len)
 
 static int on_message_complete(http_parser *p)
 {
-    sl_px_client *c = p->data;
+    px_client *c = p->data;
     c->in_message = 0;
     c->req_done = 1;
     if (c->state == S_FORWARD && c->up != NULL) {
-        if (c->req_chunked && sl_px_upstream_write(c->up, "0\r\n\r\n", 5)) {
+        if (c->req_chunked && px_upstream_write(c->up, "0\r\n\r\n", 5)) {
             client_close(c);
             return -1;
         }
-        sl_px_upstream_request_sent(c->up);
+        px_upstream_request_sent(c->up);
         /* From here the upstream's response timeout runs, not ours. */
-        sl_deadline_clear(&c->timer);
+        sv_deadline_clear(&c->timer);
         /* The next pipelined request waits for this response. */
         c->paused_at = P_DONE;
         http_parser_pause(p, 1);
     } else if (c->state == S_LOCAL) {
         c->state = S_HEAD;
-        sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+        sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     }
     return 0;
 }
@@ -485,10 +485,10 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
-static void decide(sl_px_client *c);
+static void decide(px_client *c);
 
 /* Feeds bytes to the parser and acts on why it stopped. */
-static void parse(sl_px_client *c, const char *data, size_t len)
+static void parse(px_client *c, const char *data, size_t len)
 {
     size_t done = http_parser_execute(&c->parser, &settings, data, len);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -496,14 +496,14 @@ static void parse(sl_px_client *c, const char *data, size_t len)
         return;
     if (e == HPE_PAUSED) {
         if (done < len) /* an empty append would allocate */
-            sl_buf_add(&c->rest, data + done, len - done);
+            sv_buf_add(&c->rest, data + done, len - done);
         if (c->rest.failed) {
             client_close(c);
             return;
         }
         /* Reading goes on into `rest` while a request is decided or
          * answered (no epoll change per request), up to a cap. */
-        if (c->rest.len > SL_PX_MAX_PENDING)
+        if (c->rest.len > PX_MAX_PENDING)
             set_reading(c, 0);
         enum pause_reason why = c->paused_at;
         c->paused_at = P_NONE;
@@ -513,21 +513,21 @@ static void parse(sl_px_client *c, const char *data, size_t len)
     }
     if (e != HPE_OK || done != len) {
         int status = c->header_error ? c->header_error : 400;
-        sl_buf out = {0};
+        sv_buf out = {0};
         if (status == 431)
-            sl_respond_error(&out, 431, "EHEADERS",
+            sv_respond_error(&out, 431, "EHEADERS",
                              "request line and headers exceed the cap "
                              "(--max-header-bytes)",
                              0);
         else
-            sl_respond_error(&out, 400, "EHTTP", http_errno_description(e), 0);
+            sv_respond_error(&out, 400, "EHTTP", http_errno_description(e), 0);
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
             client_close(c); /* a body broke after the head went on */
-            sl_buf_release(&out);
+            sv_buf_release(&out);
             return;
         }
-        sl_px_count(c->w, c->route, SL_PX_REJECTED);
+        px_count(c->w, c->route, PX_REJECTED);
         c->req_done = 1;
         answer_local(c, &out, 0);
     }
@@ -537,7 +537,7 @@ static void parse(sl_px_client *c, const char *data, size_t len)
  * inside a parse (an answer given at once, a pooled upstream ready at
  * once) it only asks the outer call to go round again: pipelined
  * requests answered locally must not recurse once per request. */
-static void resume(sl_px_client *c)
+static void resume(px_client *c)
 {
     if (c->driving) {
         c->again = 1;
@@ -549,22 +549,21 @@ static void resume(sl_px_client *c)
         if (uv_is_closing((uv_handle_t *)&c->tcp) || c->closing)
             break;
         http_parser_pause(&c->parser, 0);
-        sl_buf kept = c->rest;
-        c->rest = (sl_buf){0};
+        sv_buf kept = c->rest;
+        c->rest = (sv_buf){0};
         if (kept.len > 0)
             parse(c, kept.data, kept.len);
-        sl_buf_release(&kept);
+        sv_buf_release(&kept);
     } while (c->again);
     c->driving = 0;
     if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
-        !c->flow_paused && c->rest.len <= SL_PX_MAX_PENDING)
+        !c->flow_paused && c->rest.len <= PX_MAX_PENDING)
         set_reading(c, 1);
 }
 
-static void read_cb(sl_reader *r, ssize_t nread, const char *data)
+static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 {
-    sl_px_client *c =
-        (sl_px_client *)((char *)r - offsetof(sl_px_client, reader));
+    px_client *c = (px_client *)((char *)r - offsetof(px_client, reader));
     if (c->lingering) { /* the answer is out: drop what comes, until EOF */
         if (nread < 0)
             client_close(c);
@@ -586,12 +585,12 @@ static void read_cb(sl_reader *r, ssize_t nread, const char *data)
         return;
     }
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
-        sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+        sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
-        sl_buf_add(&c->rest, data, (size_t)nread);
+        sv_buf_add(&c->rest, data, (size_t)nread);
         if (c->rest.failed)
             client_close(c);
-        else if (c->rest.len > SL_PX_MAX_PENDING)
+        else if (c->rest.len > PX_MAX_PENDING)
             set_reading(c, 0);
         return;
     }
@@ -604,7 +603,7 @@ static void read_cb(sl_reader *r, ssize_t nread, const char *data)
         resume(c);
 }
 
-static void up_drained(sl_px_client *c)
+static void up_drained(px_client *c)
 {
     if (c->flow_paused) {
         c->flow_paused = 0;
@@ -613,52 +612,52 @@ static void up_drained(sl_px_client *c)
     }
 }
 
-static void forward(sl_px_client *c)
+static void forward(px_client *c)
 {
     c->state = S_CONNECTING;
-    sl_px_upstream_open(c->w, c, &up_events);
+    px_upstream_open(c->w, c, &up_events);
 }
 
 static void delay_cb(uv_timer_t *t)
 {
-    sl_px_client *c = t->data;
-    sl_px_worker_of(c->w)->queued--;
+    px_client *c = t->data;
+    px_worker_of(c->w)->queued--;
     forward(c);
 }
 
 /* "/metrics" of the proxy: the server's series and the proxy's. */
-static void answer_metrics(sl_px_client *c)
+static void answer_metrics(px_client *c)
 {
-    sl_buf out = {0};
-    int keep = sl_px_metrics_answer(c->w, c->keep_alive, &out);
+    sv_buf out = {0};
+    int keep = px_metrics_answer(c->w, c->keep_alive, &out);
     answer_local(c, &out, keep);
 }
 
 /* Acts on the request's verdict (admit.c). */
-static void act(sl_px_client *c, const sl_px_verdict *v)
+static void act(px_client *c, const px_verdict *v)
 {
     if (v->decided)
-        sl_rate_headers(&v->res, &c->rate);
+        sv_rate_headers(&v->res, &c->rate);
     switch (v->what) {
-    case SL_PX_WAIT:
+    case PX_WAIT:
         c->state = S_DECIDING;
         break;
-    case SL_PX_GO:
+    case PX_GO:
         forward(c);
         break;
-    case SL_PX_HOLD:
-        sl_px_worker_of(c->w)->queued++;
+    case PX_HOLD:
+        px_worker_of(c->w)->queued++;
         c->state = S_QUEUED;
         uv_timer_start(&c->delay, delay_cb, v->delay_ms, 0);
         break;
-    case SL_PX_LIMIT: {
+    case PX_LIMIT: {
         int keep = can_keep(c);
-        sl_px_answer_429(c->pd_in_use, v, c->parser.method == HTTP_HEAD, keep,
-                         &c->rate, &c->out);
+        px_answer_429(c->pd_in_use, v, c->parser.method == HTTP_HEAD, keep,
+                      &c->rate, &c->out);
         answer_local(c, &c->out, keep);
         break;
     }
-    case SL_PX_REFUSE:
+    case PX_REFUSE:
         answer_error(c, v->status, v->code, v->msg);
         break;
     }
@@ -666,11 +665,11 @@ static void act(sl_px_client *c, const sl_px_verdict *v)
 
 static void decided_cb(void *owner)
 {
-    sl_px_client *c = owner;
-    sl_px_verdict v;
+    px_client *c = owner;
+    px_verdict v;
     c->wait = NULL;
     c->state = S_HEAD;
-    sl_px_admit_finish(c->w, c->pd_in_use, &v);
+    px_admit_finish(c->w, c->pd_in_use, &v);
     act(c, &v);
 }
 
@@ -679,125 +678,123 @@ static void decided_cb(void *owner)
  * waits on Redis, from decided_cb.  Everything the descriptors point to
  * (the url, the headers, the decision's path and address) stays as it
  * was while the request waits. */
-static void decide(sl_px_client *c)
+static void decide(px_client *c)
 {
-    const sl_px_config *cfg = c->cfg;
+    const px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
     size_t raw_len, path_len = 0;
-    sl_px_decision *pd = sl_px_decision_get(c->w, &c->pd, c->url.len + 2);
-    sl_px_verdict v;
+    px_decision *pd = px_decision_get(c->w, &c->pd, c->url.len + 2);
+    px_verdict v;
     c->pd_in_use = pd;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
          * say so rather than pass a half-working tunnel. */
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
-        sl_px_count(c->w, NULL, SL_PX_REJECTED);
+        px_count(c->w, NULL, PX_REJECTED);
     } else if (pd == NULL) {
         answer_error(c, 503, "ENOMEM", "out of memory");
-    } else if (sl_px_request_target(url, c->url.len, &c->target_off,
-                                    &raw_len) != 0 ||
-               sl_px_normalize_path(url + c->target_off, raw_len, pd->path,
-                                    &path_len) != 0) {
+    } else if (px_request_target(url, c->url.len, &c->target_off, &raw_len) !=
+                   0 ||
+               px_normalize_path(url + c->target_off, raw_len, pd->path,
+                                 &path_len) != 0) {
         answer_error(c, 400, "EHTTP",
                      "bad request target (bad encoding or '..' above the "
                      "root)");
-        sl_px_count(c->w, NULL, SL_PX_REJECTED);
+        px_count(c->w, NULL, PX_REJECTED);
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
                c->parser.method == HTTP_GET &&
                strcmp(cfg->metrics_path, pd->path) == 0) {
         answer_metrics(c);
     } else {
-        sl_px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
-                             pd->client_addr, sizeof(pd->client_addr));
-        sl_px_request_view view = {c->parser.method, pd->path, path_len,
-                                   pd->client_addr, &c->headers};
-        sl_px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
+        px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
+                          pd->client_addr, sizeof(pd->client_addr));
+        px_request_view view = {c->parser.method, pd->path, path_len,
+                                pd->client_addr, &c->headers};
+        px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
         act(c, &v);
     }
 }
 
-static void up_failed(sl_px_client *c, int status,
-                                  const char *message)
+static void up_failed(px_client *c, int status, const char *message)
 {
     c->up = NULL;
-    sl_px_count(c->w, c->route,
-                status == 504 ? SL_PX_GATEWAY_TIMEOUT : SL_PX_BAD_GATEWAY);
+    px_count(c->w, c->route,
+             status == 504 ? PX_GATEWAY_TIMEOUT : PX_BAD_GATEWAY);
     answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
                  message);
 }
 
-static void up_ready(sl_px_client *c, sl_px_up *up)
+static void up_ready(px_client *c, px_up *up)
 {
     c->up = up;
     c->state = S_FORWARD;
-    sl_buf head = {0};
+    sv_buf head = {0};
     const char *url = c->url.data ? c->url.data : "";
-    sl_px_request_head(&head, c->parser.method, url + c->target_off,
-                       c->url.len - c->target_off, &c->headers,
-                       c->cfg->upstream_host, c->peer_text,
-                       c->req_chunked ? -1
-                       : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
-                                                      : -2);
-    if (head.failed || sl_px_upstream_write(up, head.data, head.len) != 0) {
-        sl_buf_release(&head);
+    px_request_head(&head, c->parser.method, url + c->target_off,
+                    c->url.len - c->target_off, &c->headers,
+                    c->cfg->upstream_host, c->peer_text,
+                    c->req_chunked                ? -1
+                    : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
+                                                  : -2);
+    if (head.failed || px_upstream_write(up, head.data, head.len) != 0) {
+        sv_buf_release(&head);
         if (c->up != NULL)
             up_failed(c, 502, "upstream write failed");
         return;
     }
-    sl_buf_release(&head);
+    sv_buf_release(&head);
     c->t_forward = uv_hrtime();
-    sl_px_count(c->w, c->route, SL_PX_FORWARDED);
+    px_count(c->w, c->route, PX_FORWARDED);
     if (c->expect_continue && c->req_body &&
         send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
         return;
-    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     resume(c);
 }
 
-static int up_head(sl_px_client *c, int status, const char *reason,
-                               size_t reason_len, const sl_px_headers *h,
-                               http_parser *p)
+static int up_head(px_client *c, int status, const char *reason,
+                   size_t reason_len, const px_headers *h, http_parser *p)
 {
-    sl_px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
+    px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
     int no_body = c->parser.method == HTTP_HEAD || status == 204 ||
                   status == 304 || status / 100 == 1;
     if (c->w->stopping)
         c->keep_alive = 0;
-    sl_buf out = {0};
-    sl_buf_addstr(&out, "HTTP/1.1 ");
-    sl_buf_add_int(&out, status);
-    sl_buf_add(&out, " ", 1);
-    sl_buf_add(&out, reason, reason_len);
-    sl_buf_addstr(&out, "\r\n");
-    sl_px_headers_forward(h, NULL, &out);
+    sv_buf out = {0};
+    sv_buf_addstr(&out, "HTTP/1.1 ");
+    sv_buf_add_int(&out, status);
+    sv_buf_add(&out, " ", 1);
+    sv_buf_add(&out, reason, reason_len);
+    sv_buf_addstr(&out, "\r\n");
+    px_headers_forward(h, NULL, &out);
     if (c->cfg->rate_limit_headers)
-        sl_buf_add(&out, c->rate.data, c->rate.len);
+        sv_buf_add(&out, c->rate.data, c->rate.len);
     c->resp_chunked = 0;
     if (no_body) {
         if (p->content_length != ULLONG_MAX && status != 204)
-            sl_px_add_content_length(&out, p->content_length);
+            px_add_content_length(&out, p->content_length);
     } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
         /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
          * client reads to the close. */
         if (c->parser.http_major == 1 && c->parser.http_minor >= 1) {
             c->resp_chunked = 1;
-            sl_buf_addstr(&out, "Transfer-Encoding: chunked\r\n");
+            sv_buf_addstr(&out, "Transfer-Encoding: chunked\r\n");
         } else
             c->keep_alive = 0;
     } else
-        sl_px_add_content_length(&out, p->content_length);
-    sl_buf_addstr(&out, c->keep_alive ? "Connection: keep-alive\r\n\r\n"
+        px_add_content_length(&out, p->content_length);
+    sv_buf_addstr(&out, c->keep_alive ? "Connection: keep-alive\r\n\r\n"
                                       : "Connection: close\r\n\r\n");
     int rc = out.failed ? -1 : queue(c, out.data, out.len);
     if (out.failed)
         client_close(c);
-    sl_buf_release(&out);
+    sv_buf_release(&out);
     return rc;
 }
 
-static int up_body(sl_px_client *c, const char *at, size_t len)
+static int up_body(px_client *c, const char *at, size_t len)
 {
     char size[24];
     if (c->resp_chunked) {
@@ -810,7 +807,7 @@ static int up_body(sl_px_client *c, const char *at, size_t len)
     return flush(c);
 }
 
-static void up_done(sl_px_client *c, int reusable)
+static void up_done(px_client *c, int reusable)
 {
     (void)reusable;
     c->up = NULL;
@@ -824,28 +821,28 @@ static void up_done(sl_px_client *c, int reusable)
         return;
     }
     c->state = S_HEAD;
-    sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+    sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     resume(c);
 }
 
-static void up_broken(sl_px_client *c)
+static void up_broken(px_client *c)
 {
     c->up = NULL;
     client_close(c);
 }
 
-void sl_px_client_accept(sl_srv_worker *w)
+void px_client_accept(sv_worker *w)
 {
-    sl_server *srv = w->server;
-    sl_px_worker *pw = sl_px_worker_of(w);
-    sl_px_client *c = calloc(1, sizeof(*c));
+    sv_server *srv = w->server;
+    px_worker *pw = px_worker_of(w);
+    px_client *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return;
     c->w = w;
-    c->cfg = sl_px_config_of(w);
-    sl_px_config_ref(c->cfg);
+    c->cfg = px_config_of(w);
+    px_config_ref(c->cfg);
     uv_tcp_init(&w->loop, &c->tcp);
-    sl_deadline_init(&w->loop, &c->timer, timer_cb);
+    sv_deadline_init(&w->loop, &c->timer, timer_cb);
     uv_timer_init(&w->loop, &c->delay);
     c->tcp.data = c->timer.timer.data = c->delay.data = c;
     c->handles_open = 3;
@@ -862,25 +859,25 @@ void sl_px_client_accept(sl_srv_worker *w)
         client_close(c);
         return;
     }
-    sl_px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
+    px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    if (sl_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
+    sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
+    if (sv_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
         client_close(c);
 }
 
-void sl_px_close_idle(sl_srv_worker *w)
+void px_close_idle(sv_worker *w)
 {
-    for (sl_px_client *c = sl_px_worker_of(w)->clients, *next; c; c = next) {
+    for (px_client *c = px_worker_of(w)->clients, *next; c; c = next) {
         next = c->next;
         if (c->state == S_HEAD && !c->in_message && c->writes == 0)
             client_close(c);
         else
             c->keep_alive = 0;
     }
-    if (sl_px_worker_of(w)->clients == NULL)
-        sl_readers_close(&w->readers);
-    sl_px_upstream_close_idle(w);
+    if (px_worker_of(w)->clients == NULL)
+        sv_readers_close(&w->readers);
+    px_upstream_close_idle(w);
 }

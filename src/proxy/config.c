@@ -18,13 +18,13 @@
 #include "rules/rules_internal.h"
 #include "settings/value.h"
 
-sl_px_config *sl_px_config_new(void)
+px_config *px_config_new(void)
 {
     /* Large (the routes are inline): on the heap. */
-    return calloc(1, sizeof(sl_px_config));
+    return calloc(1, sizeof(px_config));
 }
 
-void sl_px_config_free(sl_px_config *cfg)
+void px_config_free(px_config *cfg)
 {
     if (cfg == NULL)
         return;
@@ -32,7 +32,7 @@ void sl_px_config_free(sl_px_config *cfg)
     free(cfg->upstream_host);
     free(cfg->metrics_path);
     for (size_t i = 0; i < cfg->n_routes; i++) {
-        sl_px_route *r = &cfg->routes[i];
+        px_route *r = &cfg->routes[i];
         free(r->prefix);
         free(r->domain);
         for (size_t j = 0; j < r->n_descriptors; j++)
@@ -45,44 +45,44 @@ void sl_px_config_free(sl_px_config *cfg)
     free(cfg);
 }
 
-void sl_px_config_ref(sl_px_config *cfg)
+void px_config_ref(px_config *cfg)
 {
     atomic_fetch_add_explicit(&cfg->refs, 1, memory_order_relaxed);
 }
 
-void sl_px_config_unref(sl_px_config *cfg)
+void px_config_unref(px_config *cfg)
 {
     if (cfg != NULL &&
         atomic_fetch_sub_explicit(&cfg->refs, 1, memory_order_acq_rel) == 1)
-        sl_px_config_free(cfg);
+        px_config_free(cfg);
 }
 
 /* A thread notices a new generation with one atomic load per request and
  * takes the lock only to adopt it (reload.c publishes). */
-sl_px_config *sl_px_config_of(sl_srv_worker *w)
+px_config *px_config_of(sv_worker *w)
 {
-    sl_proxy *px = sl_px_of(w);
-    sl_px_worker *pw = sl_px_worker_of(w);
+    px_proxy *px = px_of(w);
+    px_worker *pw = px_worker_of(w);
     uint64_t g = atomic_load_explicit(&px->generation, memory_order_acquire);
     if (g == pw->generation)
         return pw->cfg;
     pthread_mutex_lock(&px->lock);
-    sl_px_config *cfg = px->current;
-    sl_px_config_ref(cfg);
+    px_config *cfg = px->current;
+    px_config_ref(cfg);
     pw->generation =
         atomic_load_explicit(&px->generation, memory_order_relaxed);
     pthread_mutex_unlock(&px->lock);
-    sl_px_config_unref(pw->cfg);
+    px_config_unref(pw->cfg);
     pw->cfg = cfg;
     return cfg;
 }
 
-const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
-                                    size_t len)
+const px_route *px_route_find(const px_config *cfg, const char *path,
+                              size_t len)
 {
-    const sl_px_route *best = NULL;
+    const px_route *best = NULL;
     for (size_t i = 0; i < cfg->n_routes; i++) {
-        const sl_px_route *r = &cfg->routes[i];
+        const px_route *r = &cfg->routes[i];
         if (r->prefix_len <= len &&
             memcmp(r->prefix, path, r->prefix_len) == 0 &&
             (best == NULL || r->prefix_len > best->prefix_len))
@@ -91,8 +91,7 @@ const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
     return best;
 }
 
-int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
-                       size_t errlen)
+int px_set_upstream(px_config *cfg, const char *url, char *err, size_t errlen)
 {
     const char *p = url;
     if (strncmp(p, "http://", 7) != 0) {
@@ -183,7 +182,7 @@ static int segments(loader *L, const sl__ynode *n, int *out)
     return 0;
 }
 
-static int cidr(loader *L, const sl__ynode *n, sl_px_cidr *out)
+static int cidr(loader *L, const sl__ynode *n, px_cidr *out)
 {
     char addr[64];
     if (want(L, n, SL__Y_SCALAR, "trusted_proxies"))
@@ -219,18 +218,18 @@ bad:
 
 static const struct {
     const char *name;
-    sl_px_action_kind kind;
+    px_action_kind kind;
     const char *default_key; /* NULL: `key` is required */
 } action_kinds[] = {
-    {"remote_address", SL_PX_REMOTE_ADDRESS, "remote_address"},
-    {"request_header", SL_PX_REQUEST_HEADER, NULL},
-    {"path", SL_PX_PATH, "path"},
-    {"method", SL_PX_METHOD, "method"},
-    {"generic_key", SL_PX_GENERIC_KEY, "generic_key"},
+    {"remote_address", PX_REMOTE_ADDRESS, "remote_address"},
+    {"request_header", PX_REQUEST_HEADER, NULL},
+    {"path", PX_PATH, "path"},
+    {"method", PX_METHOD, "method"},
+    {"generic_key", PX_GENERIC_KEY, "generic_key"},
 };
 
 /* One action: {KIND: {options}}; `KIND:` alone means no options. */
-static int action(loader *L, const sl__ynode *n, sl_px_action *a)
+static int action(loader *L, const sl__ynode *n, px_action *a)
 {
     if (want(L, n, SL__Y_MAP, "action"))
         return -1;
@@ -255,24 +254,22 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
         int rc;
         if (strcmp(ok->text, "key") == 0)
             rc = str(L, ov, "key", &a->key);
-        else if (strcmp(ok->text, "name") == 0 &&
-                 a->kind == SL_PX_REQUEST_HEADER)
+        else if (strcmp(ok->text, "name") == 0 && a->kind == PX_REQUEST_HEADER)
             rc = str(L, ov, "name", &a->header);
-        else if (strcmp(ok->text, "value") == 0 && a->kind == SL_PX_GENERIC_KEY)
+        else if (strcmp(ok->text, "value") == 0 && a->kind == PX_GENERIC_KEY)
             rc = str(L, ov, "value", &a->value);
-        else if (strcmp(ok->text, "segments") == 0 && a->kind == SL_PX_PATH)
+        else if (strcmp(ok->text, "segments") == 0 && a->kind == PX_PATH)
             rc = segments(L, ov, &a->segments);
         else
             rc = FAIL(L, ok, "%s: unknown option: '%.64s'", k->text, ok->text);
         if (rc)
             return -1;
     }
-    if (a->kind == SL_PX_REQUEST_HEADER &&
-        (a->header == NULL || a->key == NULL))
+    if (a->kind == PX_REQUEST_HEADER && (a->header == NULL || a->key == NULL))
         return FAIL(L, n,
                     "request_header: needs `name` (the header) and "
                     "`key` (the descriptor key)");
-    if (a->kind == SL_PX_GENERIC_KEY && a->value == NULL)
+    if (a->kind == PX_GENERIC_KEY && a->value == NULL)
         return FAIL(L, n, "generic_key: needs `value`");
     if (a->key == NULL &&
         (a->key = strdup(action_kinds[i].default_key)) == NULL)
@@ -280,7 +277,7 @@ static int action(loader *L, const sl__ynode *n, sl_px_action *a)
     return 0;
 }
 
-static int route(loader *L, const sl__ynode *n, sl_px_route *r)
+static int route(loader *L, const sl__ynode *n, px_route *r)
 {
     const sl__ynode *descs = NULL;
     if (want(L, n, SL__Y_MAP, "route"))
@@ -305,17 +302,16 @@ static int route(loader *L, const sl__ynode *n, sl_px_route *r)
     if (r->prefix == NULL || r->domain == NULL)
         return FAIL(L, n, "route: needs `prefix` and `domain`");
     r->prefix_len = strlen(r->prefix);
-    if (descs != NULL && descs->n > SL_PX_MAX_DESCRIPTORS)
-        return FAIL(L, descs, "descriptors: more than %d",
-                    SL_PX_MAX_DESCRIPTORS);
+    if (descs != NULL && descs->n > PX_MAX_DESCRIPTORS)
+        return FAIL(L, descs, "descriptors: more than %d", PX_MAX_DESCRIPTORS);
     for (size_t i = 0; descs && i < descs->n; i++) {
         const sl__ynode *d = descs->kids[i];
         if (want(L, d, SL__Y_SEQ, "descriptor (a sequence of actions)"))
             return -1;
-        if (d->n == 0 || d->n > SL_PX_MAX_ACTIONS)
+        if (d->n == 0 || d->n > PX_MAX_ACTIONS)
             return FAIL(L, d, "descriptor: expected 1..%d actions",
-                        SL_PX_MAX_ACTIONS);
-        sl_px_descriptor *pd = &r->descriptors[r->n_descriptors++];
+                        PX_MAX_ACTIONS);
+        px_descriptor *pd = &r->descriptors[r->n_descriptors++];
         /* Counted before it is read: a failed action's strings are
          * freed with the config. */
         for (size_t j = 0; j < d->n; j++)
@@ -325,14 +321,14 @@ static int route(loader *L, const sl__ynode *n, sl_px_route *r)
     return 0;
 }
 
-int sl_px_read_trusted(sl_px_config *cfg, const char *file, const sl__ynode *v,
-                       char *err, size_t errlen)
+int px_read_trusted(px_config *cfg, const char *file, const sl__ynode *v,
+                    char *err, size_t errlen)
 {
     loader L = {file, err, errlen};
     if (want(&L, v, SL__Y_SEQ, "trusted_proxies"))
         return -1;
-    if (v->n > SL_PX_MAX_TRUSTED)
-        return FAIL(&L, v, "trusted_proxies: more than %d", SL_PX_MAX_TRUSTED);
+    if (v->n > PX_MAX_TRUSTED)
+        return FAIL(&L, v, "trusted_proxies: more than %d", PX_MAX_TRUSTED);
     cfg->n_trusted = 0;
     for (size_t i = 0; i < v->n; i++)
         if (cidr(&L, v->kids[i], &cfg->trusted[cfg->n_trusted++]))
@@ -340,14 +336,14 @@ int sl_px_read_trusted(sl_px_config *cfg, const char *file, const sl__ynode *v,
     return 0;
 }
 
-int sl_px_read_routes(sl_px_config *cfg, const char *file, const sl__ynode *v,
-                      char *err, size_t errlen)
+int px_read_routes(px_config *cfg, const char *file, const sl__ynode *v,
+                   char *err, size_t errlen)
 {
     loader L = {file, err, errlen};
     if (want(&L, v, SL__Y_SEQ, "routes"))
         return -1;
-    if (v->n > SL_PX_MAX_ROUTES)
-        return FAIL(&L, v, "routes: more than %d", SL_PX_MAX_ROUTES);
+    if (v->n > PX_MAX_ROUTES)
+        return FAIL(&L, v, "routes: more than %d", PX_MAX_ROUTES);
     for (size_t i = 0; i < v->n; i++) {
         if (route(&L, v->kids[i], &cfg->routes[cfg->n_routes++]))
             return -1;

@@ -3,17 +3,17 @@
  *
  * The proxy is a front end of the server's process (src/server/): the
  * same threads, SO_REUSEPORT listeners, rules reload, metrics and
- * sl_decide(), with its own connections.  Layout: config.c (the YAML
+ * sv_decide(), with its own connections.  Layout: config.c (the YAML
  * proxy config), actions.c (a request to descriptors, the client
  * address), headers.c (collected header fields, hop-by-hop filtering),
  * client.c (one client connection: parsing, deciding, queueing,
  * streaming), upstream.c (the pool of upstream connections and the
  * response side), stats.c (per-route counters and /metrics), reload.c
  * (the config's hot reload: generations shared by the threads), start.c
- * (start-up: the front end handed to sl_server_run).
+ * (start-up: the front end handed to sv_server_run).
  */
-#ifndef SL_PROXY_H
-#define SL_PROXY_H
+#ifndef PX_PROXY_H
+#define PX_PROXY_H
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -29,382 +29,377 @@
 
 /* Fixed caps of the config itself (its settings' defaults and bounds are
  * in the settings table, src/settings/table.c). */
-#define SL_PX_MAX_ROUTES 256
-#define SL_PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
-#define SL_PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
-#define SL_PX_MAX_TRUSTED 64
+#define PX_MAX_ROUTES 256
+#define PX_MAX_DESCRIPTORS 16 /* descriptor lists per route */
+#define PX_MAX_ACTIONS 8      /* actions (entries) per descriptor */
+#define PX_MAX_TRUSTED 64
 /* Distinct route prefixes counted since start: a route's counters live
  * on across reloads, so a reload that would pass this fails. */
-#define SL_PX_MAX_SLOTS (4 * SL_PX_MAX_ROUTES)
+#define PX_MAX_SLOTS (4 * PX_MAX_ROUTES)
 /* The largest unread request body skipped, rather than the connection
  * closed, after the proxy answered the request itself (429, 502 ...). */
-#define SL_PX_DISCARD_MAX (64 * 1024)
+#define PX_DISCARD_MAX (64 * 1024)
 /* A larger one: after the answer is written, the proxy shuts its side
  * down and reads and drops what the client still sends for at most this
  * long, then closes (nginx's lingering close).  Closing at once, with
  * unread bytes in the socket, would send a reset that can destroy the
  * answer before the client has read it. */
-#define SL_PX_LINGER_MS 2000
+#define PX_LINGER_MS 2000
 /* Header fields of one message, counted as well as --max-header-bytes. */
-#define SL_PX_MAX_HEADERS 100
+#define PX_MAX_HEADERS 100
 /* Bytes queued for one socket before the other side stops being read:
  * a body streams through without ever being held whole. */
-#define SL_PX_MAX_PENDING (256 * 1024)
+#define PX_MAX_PENDING (256 * 1024)
 /* An output buffer larger than this is freed once sent, not kept. */
-#define SL_PX_KEEP_OUT (16 * 1024)
+#define PX_KEEP_OUT (16 * 1024)
 
-typedef enum sl_px_action_kind {
-    SL_PX_REMOTE_ADDRESS,
-    SL_PX_REQUEST_HEADER,
-    SL_PX_PATH,
-    SL_PX_METHOD,
-    SL_PX_GENERIC_KEY
-} sl_px_action_kind;
+typedef enum px_action_kind {
+    PX_REMOTE_ADDRESS,
+    PX_REQUEST_HEADER,
+    PX_PATH,
+    PX_METHOD,
+    PX_GENERIC_KEY
+} px_action_kind;
 
 /* One descriptor entry made from the request (Envoy's rate limit
  * actions).  Strings are owned by the config. */
-typedef struct sl_px_action {
-    sl_px_action_kind kind;
+typedef struct px_action {
+    px_action_kind kind;
     char *key;    /* the entry's key */
     char *header; /* request_header: the field name */
     char *value;  /* generic_key: the fixed value */
     int segments; /* path: 0 the whole path, else its first N segments */
-} sl_px_action;
+} px_action;
 
 /* A descriptor is made only when every action has a value (a
  * request_header action whose header is absent drops it, as Envoy
  * does). */
-typedef struct sl_px_descriptor {
-    sl_px_action actions[SL_PX_MAX_ACTIONS];
+typedef struct px_descriptor {
+    px_action actions[PX_MAX_ACTIONS];
     size_t n;
-} sl_px_descriptor;
+} px_descriptor;
 
-typedef struct sl_px_route {
+typedef struct px_route {
     char *prefix; /* path prefix; the longest matching route wins */
     size_t prefix_len;
     char *domain;
-    sl_px_descriptor descriptors[SL_PX_MAX_DESCRIPTORS];
+    px_descriptor descriptors[PX_MAX_DESCRIPTORS];
     size_t n_descriptors;
     size_t slot; /* its counters (stats.c); set when published */
-} sl_px_route;
+} px_route;
 
-typedef struct sl_px_cidr {
+typedef struct px_cidr {
     int family; /* AF_INET or AF_INET6 */
     unsigned char addr[16];
     int bits;
-} sl_px_cidr;
+} px_cidr;
 
-typedef struct sl_px_config {
-    char *upstream; /* as written: http://HOST:PORT */
+typedef struct px_config {
+    char *upstream;      /* as written: http://HOST:PORT */
     char *upstream_host; /* HOST:PORT, the Host of requests without one */
     struct sockaddr_storage upstream_addr;
     uint64_t connect_timeout_ms, response_timeout_ms;
-    size_t queue_max;         /* requests held for their delay, per thread */
+    size_t queue_max;           /* requests held for their delay, per thread */
     uint64_t queue_max_wait_ms; /* longest delay held; longer gets 429 */
-    size_t pool_max;          /* idle upstream connections kept per thread */
-    int rate_limit_headers;   /* add X-RateLimit-* etc. to responses */
-    char *metrics_path;       /* "" when /metrics is not served */
-    sl_px_cidr trusted[SL_PX_MAX_TRUSTED];
+    size_t pool_max;            /* idle upstream connections kept per thread */
+    int rate_limit_headers;     /* add X-RateLimit-* etc. to responses */
+    char *metrics_path;         /* "" when /metrics is not served */
+    px_cidr trusted[PX_MAX_TRUSTED];
     size_t n_trusted;
-    sl_px_route routes[SL_PX_MAX_ROUTES];
+    px_route routes[PX_MAX_ROUTES];
     size_t n_routes;
     /* Once published (reload.c): the threads and connections holding
      * it; immutable until the last lets go and frees it. */
     atomic_int refs;
-} sl_px_config;
+} px_config;
 
 /* config.c.  A zeroed config, or NULL: the settings (src/settings/) give
  * it its defaults and read the config file into it.  The caller frees it
- * with sl_px_config_free until it is published. */
-sl_px_config *sl_px_config_new(void);
-void sl_px_config_free(sl_px_config *cfg);
+ * with px_config_free until it is published. */
+px_config *px_config_new(void);
+void px_config_free(px_config *cfg);
 /* upstream: http://HOST:PORT, HOST resolved once.  0, or -1 with what is
  * wrong in err ("bad host: 'URL'"). */
-int sl_px_set_upstream(sl_px_config *cfg, const char *url, char *err,
-                       size_t errlen);
+int px_set_upstream(px_config *cfg, const char *url, char *err, size_t errlen);
 /* The config file's `trusted_proxies` and `routes`, from the YAML tree
  * (src/rules/rules_internal.h): 0, or -1 with "FILE:LINE:COL: message" in
  * err. */
 struct sl__ynode;
-int sl_px_read_trusted(sl_px_config *cfg, const char *file,
-                       const struct sl__ynode *v, char *err, size_t errlen);
-int sl_px_read_routes(sl_px_config *cfg, const char *file,
-                      const struct sl__ynode *v, char *err, size_t errlen);
-const sl_px_route *sl_px_route_find(const sl_px_config *cfg, const char *path,
-                                    size_t len);
+int px_read_trusted(px_config *cfg, const char *file, const struct sl__ynode *v,
+                    char *err, size_t errlen);
+int px_read_routes(px_config *cfg, const char *file, const struct sl__ynode *v,
+                   char *err, size_t errlen);
+const px_route *px_route_find(const px_config *cfg, const char *path,
+                              size_t len);
 
 /* headers.c: the header fields of one message, collected while parsing
  * (names and values may arrive in pieces). */
-typedef struct sl_px_field {
+typedef struct px_field {
     size_t name_off, name_len, value_off, value_len;
-} sl_px_field;
+} px_field;
 
-typedef struct sl_px_headers {
-    sl_buf bytes;  /* names and values */
-    sl_buf fields; /* sl_px_field records */
+typedef struct px_headers {
+    sv_buf bytes;  /* names and values */
+    sv_buf fields; /* px_field records */
     int in_value;
     size_t total; /* bytes counted against the cap */
-} sl_px_headers;
+} px_headers;
 
-void sl_px_headers_reset(sl_px_headers *h);
-void sl_px_headers_release(sl_px_headers *h);
-/* 0, or -1 when over max_bytes or SL_PX_MAX_HEADERS. */
-int sl_px_headers_field(sl_px_headers *h, const char *at, size_t len,
-                        size_t max_bytes);
-int sl_px_headers_value(sl_px_headers *h, const char *at, size_t len,
-                        size_t max_bytes);
-size_t sl_px_headers_count(const sl_px_headers *h);
+void px_headers_reset(px_headers *h);
+void px_headers_release(px_headers *h);
+/* 0, or -1 when over max_bytes or PX_MAX_HEADERS. */
+int px_headers_field(px_headers *h, const char *at, size_t len,
+                     size_t max_bytes);
+int px_headers_value(px_headers *h, const char *at, size_t len,
+                     size_t max_bytes);
+size_t px_headers_count(const px_headers *h);
 /* Field i's name and value (valid until the next add). */
-void sl_px_headers_get(const sl_px_headers *h, size_t i, const char **name,
-                       size_t *name_len, const char **value, size_t *value_len);
+void px_headers_get(const px_headers *h, size_t i, const char **name,
+                    size_t *name_len, const char **value, size_t *value_len);
 /* The first field named `name` (case-insensitive), or NULL. */
-const char *sl_px_headers_find(const sl_px_headers *h, const char *name,
-                               size_t *value_len);
+const char *px_headers_find(const px_headers *h, const char *name,
+                            size_t *value_len);
 /* How many fields are named `name` (case-insensitive). */
-size_t sl_px_headers_occurrences(const sl_px_headers *h, const char *name);
+size_t px_headers_occurrences(const px_headers *h, const char *name);
 /* Appends the end-to-end fields as "Name: value\r\n": drops the hop-by-hop
  * ones (RFC 9110, 7.6.1: Connection and the fields it names, Keep-Alive,
  * Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade), the framing
  * (Content-Length; the caller writes its own) and those in `drop`
  * (NULL-terminated, lower case). */
-void sl_px_headers_forward(const sl_px_headers *h, const char *const *drop,
-                           sl_buf *out);
-void sl_px_add_content_length(sl_buf *b, uint64_t n);
+void px_headers_forward(const px_headers *h, const char *const *drop,
+                        sv_buf *out);
+void px_add_content_length(sv_buf *b, uint64_t n);
 /* The request's head as the upstream gets it: origin-form target (from
  * the request's target, origin- or absolute-form), its fields less
  * Expect and the X-Forwarded-* ones (set anew from peer_text), Host if it
  * had none, and length: the body's, -1 for chunked, -2 for none. */
-void sl_px_request_head(sl_buf *head, int method, const char *target,
-                        size_t target_len, const sl_px_headers *h,
-                        const char *upstream_host, const char *peer_text,
-                        int64_t length);
+void px_request_head(sv_buf *head, int method, const char *target,
+                     size_t target_len, const px_headers *h,
+                     const char *upstream_host, const char *peer_text,
+                     int64_t length);
 
 /* actions.c: the client's address, as text, believed from X-Forwarded-For
  * only when the peer is a trusted proxy; and a route's descriptors. */
-void sl_px_client_address(const sl_px_config *cfg,
-                          const struct sockaddr_storage *peer,
-                          const char *peer_text, const sl_px_headers *h,
-                          char *out, size_t outlen);
+void px_client_address(const px_config *cfg,
+                       const struct sockaddr_storage *peer,
+                       const char *peer_text, const px_headers *h, char *out,
+                       size_t outlen);
 /* The request target's path: its offset in url and its length without
  * the query, for origin-form ("/p?q") and absolute-form
  * ("http://h/p?q"; an empty path there).  0, or -1 for a target that is
  * neither. */
-int sl_px_request_target(const char *url, size_t len, size_t *off,
-                         size_t *path_len);
+int px_request_target(const char *url, size_t len, size_t *off,
+                      size_t *path_len);
 /* The path as routes and the path action see it: unreserved characters
  * percent-decoded, empty and "." segments dropped, ".." resolved, a
  * trailing '/' kept.  out has room for len + 2 bytes; 0 with *out_len
  * set (NUL-terminated), or -1 for bad percent-encoding or a ".." above
  * the root. */
-int sl_px_normalize_path(const char *path, size_t len, char *out,
-                         size_t *out_len);
+int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len);
 /* The peer's address as text ("" if it has none). */
-void sl_px_peer_text(const struct sockaddr_storage *peer, char *out,
-                     size_t outlen);
-typedef struct sl_px_request_view {
+void px_peer_text(const struct sockaddr_storage *peer, char *out,
+                  size_t outlen);
+typedef struct px_request_view {
     int method;
     const char *path; /* without the query */
     size_t path_len;
     const char *client_addr;
-    const sl_px_headers *headers;
-} sl_px_request_view;
-/* Fills ds (room for SL_PX_MAX_DESCRIPTORS) and their entries (room for
- * SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS), pointing into the route and
+    const px_headers *headers;
+} px_request_view;
+/* Fills ds (room for PX_MAX_DESCRIPTORS) and their entries (room for
+ * PX_MAX_DESCRIPTORS * PX_MAX_ACTIONS), pointing into the route and
  * the request, and *n_out.  0, or -1 when a header an action reads was
  * sent more than once. */
-int sl_px_descriptors(const sl_px_route *route, const sl_px_request_view *req,
-                      sl_dec_descriptor *ds, sl_rules_entry *entries,
-                      size_t *n_out);
+int px_descriptors(const px_route *route, const px_request_view *req,
+                   sv_dec_descriptor *ds, sl_rules_entry *entries,
+                   size_t *n_out);
 
 /* stats.c: per-thread, per-route counters (relaxed atomics written by
  * their thread only, summed at scrape time). */
-typedef enum sl_px_outcome {
-    SL_PX_FORWARDED, /* reached the upstream */
-    SL_PX_QUEUED,    /* held for a leaky_bucket delay first (also counted
-                        as forwarded or failed later) */
-    SL_PX_LIMITED,   /* 429: over a limit */
-    SL_PX_QUEUE_FULL, /* 429: the delay did not fit the queue */
-    SL_PX_BAD_GATEWAY,     /* 502: upstream refused or broke */
-    SL_PX_GATEWAY_TIMEOUT, /* 504: upstream connect or response timeout */
-    SL_PX_REJECTED,        /* 4xx/5xx of the proxy itself: bad request,
+typedef enum px_outcome {
+    PX_FORWARDED,       /* reached the upstream */
+    PX_QUEUED,          /* held for a leaky_bucket delay first (also counted
+                              as forwarded or failed later) */
+    PX_LIMITED,         /* 429: over a limit */
+    PX_QUEUE_FULL,      /* 429: the delay did not fit the queue */
+    PX_BAD_GATEWAY,     /* 502: upstream refused or broke */
+    PX_GATEWAY_TIMEOUT, /* 504: upstream connect or response timeout */
+    PX_REJECTED,        /* 4xx/5xx of the proxy itself: bad request,
                               upgrade, decision error */
-    SL_PX_N_OUTCOMES
-} sl_px_outcome;
+    PX_N_OUTCOMES
+} px_outcome;
 
-#define SL_PX_LATENCY_BUCKETS 12
-typedef struct sl_px_route_stats {
-    _Alignas(64) atomic_uint_fast64_t outcomes[SL_PX_N_OUTCOMES];
+#define PX_LATENCY_BUCKETS 12
+typedef struct px_route_stats {
+    _Alignas(64) atomic_uint_fast64_t outcomes[PX_N_OUTCOMES];
     atomic_uint_fast64_t status_class[6]; /* upstream's 1xx..5xx; [0] other */
-    atomic_uint_fast64_t latency[SL_PX_LATENCY_BUCKETS];
+    atomic_uint_fast64_t latency[PX_LATENCY_BUCKETS];
     atomic_uint_fast64_t latency_count, latency_sum_ns;
-} sl_px_route_stats;
+} px_route_stats;
 
 /* The proxy's state for one worker thread. */
-typedef struct sl_px_worker {
-    void *clients;  /* open client connections (client.c) */
-    void *idle;     /* idle upstream connections (upstream.c) */
+typedef struct px_worker {
+    void *clients; /* open client connections (client.c) */
+    void *idle;    /* idle upstream connections (upstream.c) */
     size_t n_idle;
-    size_t queued;  /* requests held for their delay */
-    sl_px_config *cfg;   /* this thread's reference (reload.c) */
-    uint64_t generation; /* of cfg */
+    size_t queued;            /* requests held for their delay */
+    px_config *cfg;           /* this thread's reference (reload.c) */
+    uint64_t generation;      /* of cfg */
     uint64_t pool_generation; /* of the idle upstream connections */
     /* The decision of requests answered at once (the memory store); with
      * Redis each client has its own (client.c). */
-    struct sl_px_decision *scratch;
-} sl_px_worker;
+    struct px_decision *scratch;
+} px_worker;
 
 /* Makes the config again for a reload (tools/proxy.c: the file, then the
  * flags over it): 0 with *out, or -1 with a message in err. */
-typedef int (*sl_px_load_fn)(void *ctx, sl_px_config **out, char *err,
-                             size_t errlen);
+typedef int (*px_load_fn)(void *ctx, px_config **out, char *err, size_t errlen);
 
-typedef struct sl_proxy {
+typedef struct px_proxy {
     int n_workers;
-    sl_px_worker *workers;
-    /* [worker * (SL_PX_MAX_SLOTS + 1) + slot]; slot 0: no route. */
-    sl_px_route_stats *stats;
+    px_worker *workers;
+    /* [worker * (PX_MAX_SLOTS + 1) + slot]; slot 0: no route. */
+    px_route_stats *stats;
     /* reload.c.  lock guards current and the writing of slot_names;
      * generation and n_slots are read without it. */
     pthread_mutex_t lock;
-    sl_px_config *current; /* what the threads adopt; one reference */
+    px_config *current; /* what the threads adopt; one reference */
     atomic_uint_fast64_t generation;
-    char *slot_names[SL_PX_MAX_SLOTS + 1]; /* [0] "_none_": no route */
+    char *slot_names[PX_MAX_SLOTS + 1]; /* [0] "_none_": no route */
     atomic_size_t n_slots;
     atomic_uint_fast64_t reloads_ok, reloads_failed;
-    sl_px_load_fn load; /* NULL: nothing to reload (no config file) */
+    px_load_fn load; /* NULL: nothing to reload (no config file) */
     void *load_ctx;
-} sl_proxy;
+} px_proxy;
 
 /* start.c: runs until SIGTERM or SIGINT; returns the exit status.  It
  * takes cfg (published, freed at the end); server_cfg and load_ctx are
  * borrowed for the whole run. */
-int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
-                 sl_px_load_fn load, void *load_ctx);
+int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
+                 void *load_ctx);
 
 /* config.c: the thread's current config (adopting one published since);
  * borrowed until the thread's next call.  Connections keep theirs with
  * _ref. */
-sl_px_config *sl_px_config_of(sl_srv_worker *w);
-void sl_px_config_ref(sl_px_config *cfg);
-void sl_px_config_unref(sl_px_config *cfg);
+px_config *px_config_of(sv_worker *w);
+void px_config_ref(px_config *cfg);
+void px_config_unref(px_config *cfg);
 
 /* reload.c */
 /* Publishes the first config, taking it (freed on failure): 0 or -1. */
-int sl_px_reload_init(sl_proxy *px, sl_px_config *cfg);
-void sl_px_reload(void *px);             /* SIGHUP (the front end's reload) */
-void sl_px_reload_release(sl_proxy *px); /* after the threads stopped */
+int px_reload_init(px_proxy *px, px_config *cfg);
+void px_reload(void *px);             /* SIGHUP (the front end's reload) */
+void px_reload_release(px_proxy *px); /* after the threads stopped */
 
-sl_proxy *sl_px_of(sl_srv_worker *w);
-sl_px_worker *sl_px_worker_of(sl_srv_worker *w);
-sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route);
-void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o);
-void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
-                          int status, uint64_t latency_ns);
+px_proxy *px_of(sv_worker *w);
+px_worker *px_worker_of(sv_worker *w);
+px_route_stats *px_stats(sv_worker *w, const px_route *route);
+void px_count(sv_worker *w, const px_route *route, px_outcome o);
+void px_count_response(sv_worker *w, const px_route *route, int status,
+                       uint64_t latency_ns);
 /* The server's /metrics text followed by the proxy's series. */
-void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out);
+void px_metrics_render(sv_worker *w, sv_buf *out);
 /* The whole answer to a GET of the metrics path into out; returns
  * whether the connection may stay open (0 when out of memory). */
-int sl_px_metrics_answer(sl_srv_worker *w, int keep_alive, sl_buf *out);
+int px_metrics_answer(sv_worker *w, int keep_alive, sv_buf *out);
 
 /* admit.c: a request's decision inputs, which stay while it waits on the
  * store: its normalised path, the descriptors its route's actions make of
  * it, their statuses, and the rules decision's state.  Each client owns
  * one with Redis; on the memory store the thread's serves every request,
  * answered at once. */
-typedef struct sl_px_decision {
+typedef struct px_decision {
     char *path;
     size_t path_cap;
-    const sl_px_config *cfg;  /* the client's, which outlives the wait */
-    const sl_px_route *route; /* NULL: no route matched */
-    sl_dec_descriptor ds[SL_PX_MAX_DESCRIPTORS];
-    sl_rules_entry entries[SL_PX_MAX_DESCRIPTORS * SL_PX_MAX_ACTIONS];
-    sl_dec_status status[SL_PX_MAX_DESCRIPTORS];
+    const px_config *cfg;  /* the client's, which outlives the wait */
+    const px_route *route; /* NULL: no route matched */
+    sv_dec_descriptor ds[PX_MAX_DESCRIPTORS];
+    sl_rules_entry entries[PX_MAX_DESCRIPTORS * PX_MAX_ACTIONS];
+    sv_dec_status status[PX_MAX_DESCRIPTORS];
     char client_addr[64];
     size_t n;
     uint64_t t0; /* uv_hrtime when the decision began */
-    sl_dec_state *dec;
-} sl_px_decision;
+    sv_dec_state *dec;
+} px_decision;
 
 /* What becomes of the request. */
-typedef struct sl_px_verdict {
+typedef struct px_verdict {
     enum {
-        SL_PX_GO,     /* forward it */
-        SL_PX_WAIT,   /* the decision waits on the store */
-        SL_PX_HOLD,   /* queue it for delay_ms, then forward it */
-        SL_PX_LIMIT,  /* 429: over a limit, or the queue is full */
-        SL_PX_REFUSE  /* an error answer: status, code, msg */
+        PX_GO,    /* forward it */
+        PX_WAIT,  /* the decision waits on the store */
+        PX_HOLD,  /* queue it for delay_ms, then forward it */
+        PX_LIMIT, /* 429: over a limit, or the queue is full */
+        PX_REFUSE /* an error answer: status, code, msg */
     } what;
     int decided; /* res holds a decision (its rate-limit headers) */
-    sl_dec_result res;
+    sv_dec_result res;
     sl_nanos delay;
     uint64_t delay_ms;
     int status;
     const char *code;
     char msg[256];
-} sl_px_verdict;
+} px_verdict;
 
 /* The request's decision inputs, with room for a path of path_len: own
  * with Redis, else the thread's.  NULL when out of memory. */
-sl_px_decision *sl_px_decision_get(sl_srv_worker *w, sl_px_decision **own,
-                                   size_t path_len);
-void sl_px_decision_free(sl_px_decision *d); /* NULL: no-op */
+px_decision *px_decision_get(sv_worker *w, px_decision **own, size_t path_len);
+void px_decision_free(px_decision *d); /* NULL: no-op */
 /* Decides the request routed by cfg (pd->path holds req's path): the
- * verdict, SL_PX_WAIT meaning done(owner) comes later (sd_cancel(*wait)
- * and sl_px_admit_abandon() if the client goes first), after which
- * sl_px_admit_finish() gives it. */
-int sl_px_admit(sl_srv_worker *w, const sl_px_config *cfg, sl_px_decision *pd,
-                const sl_px_request_view *req, sd_done_fn done, void *owner,
-                sd_wait **wait, sl_px_verdict *v);
-int sl_px_admit_finish(sl_srv_worker *w, sl_px_decision *pd, sl_px_verdict *v);
-void sl_px_admit_abandon(sl_px_decision *pd);
-/* SL_PX_LIMIT's answer into out, its headers (the rate-limit ones
+ * verdict, PX_WAIT meaning done(owner) comes later (sd_cancel(*wait)
+ * and px_admit_abandon() if the client goes first), after which
+ * px_admit_finish() gives it. */
+int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
+             const px_request_view *req, sd_done_fn done, void *owner,
+             sd_wait **wait, px_verdict *v);
+int px_admit_finish(sv_worker *w, px_decision *pd, px_verdict *v);
+void px_admit_abandon(px_decision *pd);
+/* PX_LIMIT's answer into out, its headers (the rate-limit ones
  * already in rate, Retry-After added) as the client asked. */
-void sl_px_answer_429(const sl_px_decision *pd, const sl_px_verdict *v,
-                      int head, int keep_alive, sl_buf *rate, sl_buf *out);
+void px_answer_429(const px_decision *pd, const px_verdict *v, int head,
+                   int keep_alive, sv_buf *rate, sv_buf *out);
 
 /* client.c */
-typedef struct sl_px_client sl_px_client;
-void sl_px_client_accept(sl_srv_worker *w);
-void sl_px_close_idle(sl_srv_worker *w);
+typedef struct px_client px_client;
+void px_client_accept(sv_worker *w);
+void px_close_idle(sv_worker *w);
 
 /* What an upstream connection tells the client it serves, and asks of
  * it (client.c's; the upstream never calls the client by name). */
-typedef struct sl_px_up sl_px_up;
-typedef struct sl_px_up_events {
+typedef struct px_up px_up;
+typedef struct px_up_events {
     /* Connected: exactly one of ready and failed (502 or 504) comes per
-     * open, maybe before sl_px_upstream_open() returns. */
-    void (*ready)(sl_px_client *c, sl_px_up *up);
-    void (*failed)(sl_px_client *c, int status, const char *message);
-    int (*method)(const sl_px_client *c);
+     * open, maybe before px_upstream_open() returns. */
+    void (*ready)(px_client *c, px_up *up);
+    void (*failed)(px_client *c, int status, const char *message);
+    int (*method)(const px_client *c);
     /* The response's head: status line and fields; body framing decided
      * there.  0, or -1 when the client is gone. */
-    int (*head)(sl_px_client *c, int status, const char *reason,
-                size_t reason_len, const sl_px_headers *h, http_parser *p);
-    int (*body)(sl_px_client *c, const char *at, size_t len);
+    int (*head)(px_client *c, int status, const char *reason, size_t reason_len,
+                const px_headers *h, http_parser *p);
+    int (*body)(px_client *c, const char *at, size_t len);
     /* The response ended; reusable: the upstream connection may go back
      * to the pool.  The client lets go of up. */
-    void (*done)(sl_px_client *c, int reusable);
+    void (*done)(px_client *c, int reusable);
     /* The upstream broke after the response began: close the client. */
-    void (*broken)(sl_px_client *c);
-    /* The upstream's queue fell below half of SL_PX_MAX_PENDING. */
-    void (*drained)(sl_px_client *c);
+    void (*broken)(px_client *c);
+    /* The upstream's queue fell below half of PX_MAX_PENDING. */
+    void (*drained)(px_client *c);
     /* Flow control from the response side: the client's pending bytes. */
-    size_t (*pending)(const sl_px_client *c);
-} sl_px_up_events;
+    size_t (*pending)(const px_client *c);
+} px_up_events;
 
-/* upstream.c: the response side.  sl_px_upstream_open() hands the client
+/* upstream.c: the response side.  px_upstream_open() hands the client
  * an upstream connection, from the pool or new, and tells it by ev. */
-void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
-                         const sl_px_up_events *ev);
+void px_upstream_open(sv_worker *w, px_client *c, const px_up_events *ev);
 /* Queues bytes towards the upstream; 0 or -1 when the write failed. */
-int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len);
+int px_upstream_write(px_up *up, const void *data, size_t len);
 /* The request has been sent whole: start the response timeout. */
-void sl_px_upstream_request_sent(sl_px_up *up);
+void px_upstream_request_sent(px_up *up);
 /* Flow control: stop or resume reading the upstream. */
-void sl_px_upstream_pause(sl_px_up *up, int paused);
-size_t sl_px_upstream_pending(const sl_px_up *up);
+void px_upstream_pause(px_up *up, int paused);
+size_t px_upstream_pending(const px_up *up);
 /* The client went away: the connection cannot be reused. */
-void sl_px_upstream_abort(sl_px_up *up);
-void sl_px_upstream_close_idle(sl_srv_worker *w);
+void px_upstream_abort(px_up *up);
+void px_upstream_close_idle(sv_worker *w);
 
 #endif

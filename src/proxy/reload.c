@@ -23,8 +23,7 @@
 
 /* Gives each route of cfg its counter slot, adding the new prefixes;
  * under px->lock.  0, or -1 when the slots would run out. */
-static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
-                        size_t errlen)
+static int assign_slots(px_proxy *px, px_config *cfg, char *err, size_t errlen)
 {
     size_t n = atomic_load_explicit(&px->n_slots, memory_order_relaxed);
     size_t added = 0;
@@ -34,7 +33,7 @@ static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
                strcmp(px->slot_names[s], cfg->routes[i].prefix))
             s++;
         if (s == n + added) {
-            if (s > SL_PX_MAX_SLOTS ||
+            if (s > PX_MAX_SLOTS ||
                 (px->slot_names[s] = strdup(cfg->routes[i].prefix)) == NULL) {
                 /* Undo: the slots past n were never visible. */
                 for (size_t j = n; j < s; j++) {
@@ -43,7 +42,7 @@ static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
                 }
                 snprintf(err, errlen,
                          "more than %d distinct route prefixes since start",
-                         SL_PX_MAX_SLOTS);
+                         PX_MAX_SLOTS);
                 return -1;
             }
             added++;
@@ -56,7 +55,7 @@ static int assign_slots(sl_proxy *px, sl_px_config *cfg, char *err,
 }
 
 /* Makes cfg the current config (taking it); 0, or -1 with err. */
-static int publish(sl_proxy *px, sl_px_config *cfg, char *err, size_t errlen)
+static int publish(px_proxy *px, px_config *cfg, char *err, size_t errlen)
 {
     pthread_mutex_lock(&px->lock);
     if (assign_slots(px, cfg, err, errlen) != 0) {
@@ -64,38 +63,38 @@ static int publish(sl_proxy *px, sl_px_config *cfg, char *err, size_t errlen)
         return -1;
     }
     atomic_store_explicit(&cfg->refs, 1, memory_order_relaxed);
-    sl_px_config *old = px->current;
+    px_config *old = px->current;
     px->current = cfg;
     atomic_fetch_add_explicit(&px->generation, 1, memory_order_release);
     pthread_mutex_unlock(&px->lock);
-    sl_px_config_unref(old);
+    px_config_unref(old);
     return 0;
 }
 
-int sl_px_reload_init(sl_proxy *px, sl_px_config *cfg)
+int px_reload_init(px_proxy *px, px_config *cfg)
 {
     char err[128];
     pthread_mutex_init(&px->lock, NULL);
     px->slot_names[0] = strdup("_none_");
     atomic_store_explicit(&px->n_slots, 1, memory_order_relaxed);
     if (px->slot_names[0] == NULL || publish(px, cfg, err, sizeof(err)) != 0) {
-        sl_px_config_free(cfg);
+        px_config_free(cfg);
         return -1;
     }
     return 0;
 }
 
-void sl_px_reload(void *ctx)
+void px_reload(void *ctx)
 {
-    sl_proxy *px = ctx;
-    sl_px_config *cfg = NULL;
+    px_proxy *px = ctx;
+    px_config *cfg = NULL;
     char err[600];
     if (px->load == NULL)
         return;
     if (px->load(px->load_ctx, &cfg, err, sizeof(err)) != 0 ||
         publish(px, cfg, err, sizeof(err)) != 0) {
         if (cfg != NULL)
-            sl_px_config_free(cfg);
+            px_config_free(cfg);
         atomic_fetch_add_explicit(&px->reloads_failed, 1, memory_order_relaxed);
         fprintf(stderr, "sluice proxy: config reload failed: %s\n", err);
         return;
@@ -105,12 +104,12 @@ void sl_px_reload(void *ctx)
             cfg->n_routes);
 }
 
-void sl_px_reload_release(sl_proxy *px)
+void px_reload_release(px_proxy *px)
 {
     for (int i = 0; px->workers != NULL && i < px->n_workers; i++)
-        sl_px_config_unref(px->workers[i].cfg);
-    sl_px_config_unref(px->current);
-    for (size_t i = 0; i <= SL_PX_MAX_SLOTS; i++)
+        px_config_unref(px->workers[i].cfg);
+    px_config_unref(px->current);
+    for (size_t i = 0; i <= PX_MAX_SLOTS; i++)
         free(px->slot_names[i]);
     pthread_mutex_destroy(&px->lock);
 }

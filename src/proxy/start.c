@@ -1,6 +1,6 @@
 /*
  * start.c - starts `sluice proxy`: the proxy's per-thread state and
- * counters, handed to the server's process machinery (sl_server_run) as
+ * counters, handed to the server's process machinery (sv_server_run) as
  * its front end, so threads, listeners, rules reload, metrics and drain
  * are the server's own.
  */
@@ -10,10 +10,10 @@
 
 #include "proxy.h"
 
-int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
-                 sl_px_load_fn load, void *load_ctx)
+int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
+                 void *load_ctx)
 {
-    sl_srv_config scfg = *server_cfg;
+    sv_config scfg = *server_cfg;
     if (scfg.threads <= 0) {
         /* Resolved here: the per-thread state is sized before start. */
         uv_cpu_info_t *info;
@@ -23,14 +23,14 @@ int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
         scfg.threads = n > 0 ? n : 1;
     }
     /* Static: large (the slot names), and one proxy per process. */
-    static sl_proxy px;
+    static px_proxy px;
     px.n_workers = scfg.threads;
     px.load = load;
     px.load_ctx = load_ctx;
     fprintf(stderr, "sluice: proxying to %s (%zu routes)\n", cfg->upstream,
             cfg->n_routes);
-    size_t n_stats = (size_t)scfg.threads * (SL_PX_MAX_SLOTS + 1);
-    int published = sl_px_reload_init(&px, cfg) == 0;
+    size_t n_stats = (size_t)scfg.threads * (PX_MAX_SLOTS + 1);
+    int published = px_reload_init(&px, cfg) == 0;
     px.workers = calloc((size_t)scfg.threads, sizeof(*px.workers));
     px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
     int status = 1;
@@ -38,14 +38,14 @@ int sl_proxy_run(const sl_srv_config *server_cfg, sl_px_config *cfg,
         fprintf(stderr, "sluice proxy: out of memory\n");
     } else {
         memset(px.stats, 0, n_stats * sizeof(*px.stats));
-        const sl_srv_frontend frontend = {sl_px_client_accept, sl_px_close_idle,
-                                          sl_px_reload, &px};
+        const sv_frontend frontend = {px_client_accept, px_close_idle,
+                                      px_reload, &px};
         scfg.frontend = &frontend;
-        status = sl_server_run(&scfg);
+        status = sv_server_run(&scfg);
     }
-    sl_px_reload_release(&px);
+    px_reload_release(&px);
     for (int i = 0; px.workers != NULL && i < px.n_workers; i++)
-        sl_px_decision_free(px.workers[i].scratch);
+        px_decision_free(px.workers[i].scratch);
     free(px.workers);
     free(px.stats);
     return status;

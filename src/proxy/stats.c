@@ -12,46 +12,46 @@
 
 #include "proxy.h"
 
-static const char *const outcome_names[SL_PX_N_OUTCOMES] = {
-    "forwarded", "queued",      "limited", "queue_full",
+static const char *const outcome_names[PX_N_OUTCOMES] = {
+    "forwarded",   "queued",          "limited", "queue_full",
     "bad_gateway", "gateway_timeout", "rejected"};
 
 /* Upper bounds of the latency buckets, ns; the last is +Inf. */
-static const sl_nanos latency_le[SL_PX_LATENCY_BUCKETS - 1] = {
-    1000000,   2500000,   5000000,   10000000,  25000000,  50000000,
+static const sl_nanos latency_le[PX_LATENCY_BUCKETS - 1] = {
+    1000000,   2500000,   5000000,   10000000,   25000000,  50000000,
     100000000, 250000000, 500000000, 1000000000, 5000000000};
 
-sl_proxy *sl_px_of(sl_srv_worker *w)
+px_proxy *px_of(sv_worker *w)
 {
     return w->server->cfg.frontend->ctx;
 }
 
-sl_px_worker *sl_px_worker_of(sl_srv_worker *w)
+px_worker *px_worker_of(sv_worker *w)
 {
-    return &sl_px_of(w)->workers[w->index];
+    return &px_of(w)->workers[w->index];
 }
 
-sl_px_route_stats *sl_px_stats(sl_srv_worker *w, const sl_px_route *route)
+px_route_stats *px_stats(sv_worker *w, const px_route *route)
 {
-    sl_proxy *px = sl_px_of(w);
-    return &px->stats[(size_t)w->index * (SL_PX_MAX_SLOTS + 1) +
+    px_proxy *px = px_of(w);
+    return &px->stats[(size_t)w->index * (PX_MAX_SLOTS + 1) +
                       (route ? route->slot : 0)];
 }
 
-void sl_px_count(sl_srv_worker *w, const sl_px_route *route, sl_px_outcome o)
+void px_count(sv_worker *w, const px_route *route, px_outcome o)
 {
-    atomic_fetch_add_explicit(&sl_px_stats(w, route)->outcomes[o], 1,
+    atomic_fetch_add_explicit(&px_stats(w, route)->outcomes[o], 1,
                               memory_order_relaxed);
 }
 
-void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
-                          int status, uint64_t latency_ns)
+void px_count_response(sv_worker *w, const px_route *route, int status,
+                       uint64_t latency_ns)
 {
-    sl_px_route_stats *s = sl_px_stats(w, route);
+    px_route_stats *s = px_stats(w, route);
     int cls = status >= 100 && status < 600 ? status / 100 : 0;
     atomic_fetch_add_explicit(&s->status_class[cls], 1, memory_order_relaxed);
     size_t i = 0;
-    while (i < SL_PX_LATENCY_BUCKETS - 1 && (sl_nanos)latency_ns > latency_le[i])
+    while (i < PX_LATENCY_BUCKETS - 1 && (sl_nanos)latency_ns > latency_le[i])
         i++;
     atomic_fetch_add_explicit(&s->latency[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->latency_count, 1, memory_order_relaxed);
@@ -59,12 +59,12 @@ void sl_px_count_response(sl_srv_worker *w, const sl_px_route *route,
                               memory_order_relaxed);
 }
 
-static uint64_t sum(sl_proxy *px, size_t slot, size_t offset)
+static uint64_t sum(px_proxy *px, size_t slot, size_t offset)
 {
     uint64_t total = 0;
     for (int t = 0; t < px->n_workers; t++) {
         const char *base =
-            (const char *)&px->stats[(size_t)t * (SL_PX_MAX_SLOTS + 1) + slot];
+            (const char *)&px->stats[(size_t)t * (PX_MAX_SLOTS + 1) + slot];
         total +=
             atomic_load_explicit((const atomic_uint_fast64_t *)(base + offset),
                                  memory_order_relaxed);
@@ -72,69 +72,70 @@ static uint64_t sum(sl_proxy *px, size_t slot, size_t offset)
     return total;
 }
 
-#define AT(field) offsetof(sl_px_route_stats, field)
+#define AT(field) offsetof(px_route_stats, field)
 
-void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
+void px_metrics_render(sv_worker *w, sv_buf *out)
 {
-    sl_proxy *px = sl_px_of(w);
+    px_proxy *px = px_of(w);
     /* Acquire: the names of the slots counted are written. */
     size_t n = atomic_load_explicit(&px->n_slots, memory_order_acquire);
-    sl_metrics_render(w->server, out);
-    sl_buf_addstr(out, "# HELP sluice_proxy_requests_total Requests by route "
+    sv_metrics_render(w->server, out);
+    sv_buf_addstr(out, "# HELP sluice_proxy_requests_total Requests by route "
                        "and outcome.\n"
                        "# TYPE sluice_proxy_requests_total counter\n");
     /* Route prefixes start with '/' and hold no '"' or '\' worth escaping
      * beyond what the loader accepts; "_none_" is the unrouted. */
     for (size_t r = 0; r < n; r++) {
         const char *name = px->slot_names[r];
-        for (int o = 0; o < SL_PX_N_OUTCOMES; o++)
-            sl_buf_printf(out,
+        for (int o = 0; o < PX_N_OUTCOMES; o++)
+            sv_buf_printf(out,
                           "sluice_proxy_requests_total{route=\"%s\","
                           "outcome=\"%s\"} %llu\n",
                           name, outcome_names[o],
                           (unsigned long long)sum(px, r, AT(outcomes[o])));
     }
-    sl_buf_addstr(out, "# HELP sluice_proxy_upstream_responses_total Upstream "
-                       "responses by route and status class.\n"
-                       "# TYPE sluice_proxy_upstream_responses_total counter\n");
+    sv_buf_addstr(out,
+                  "# HELP sluice_proxy_upstream_responses_total Upstream "
+                  "responses by route and status class.\n"
+                  "# TYPE sluice_proxy_upstream_responses_total counter\n");
     for (size_t r = 0; r < n; r++) {
         const char *name = px->slot_names[r];
         for (int c = 1; c <= 5; c++)
-            sl_buf_printf(out,
+            sv_buf_printf(out,
                           "sluice_proxy_upstream_responses_total{route=\"%s\","
                           "class=\"%dxx\"} %llu\n",
                           name, c,
                           (unsigned long long)sum(px, r, AT(status_class[c])));
     }
-    sl_buf_addstr(out, "# HELP sluice_proxy_upstream_latency_seconds Request "
+    sv_buf_addstr(out, "# HELP sluice_proxy_upstream_latency_seconds Request "
                        "forwarded to response head.\n"
                        "# TYPE sluice_proxy_upstream_latency_seconds "
                        "histogram\n");
     for (size_t r = 0; r < n; r++) {
         const char *name = px->slot_names[r];
         uint64_t cum = 0;
-        for (int b = 0; b < SL_PX_LATENCY_BUCKETS; b++) {
+        for (int b = 0; b < PX_LATENCY_BUCKETS; b++) {
             cum += sum(px, r, AT(latency[b]));
-            if (b < SL_PX_LATENCY_BUCKETS - 1)
-                sl_buf_printf(out,
+            if (b < PX_LATENCY_BUCKETS - 1)
+                sv_buf_printf(out,
                               "sluice_proxy_upstream_latency_seconds_bucket{"
                               "route=\"%s\",le=\"%g\"} %llu\n",
                               name, (double)latency_le[b] / 1e9,
                               (unsigned long long)cum);
             else
-                sl_buf_printf(out,
+                sv_buf_printf(out,
                               "sluice_proxy_upstream_latency_seconds_bucket{"
                               "route=\"%s\",le=\"+Inf\"} %llu\n",
                               name, (unsigned long long)cum);
         }
-        sl_buf_printf(out,
+        sv_buf_printf(out,
                       "sluice_proxy_upstream_latency_seconds_sum{route=\"%s\"} "
                       "%.6f\nsluice_proxy_upstream_latency_seconds_count{"
                       "route=\"%s\"} %llu\n",
                       name, (double)sum(px, r, AT(latency_sum_ns)) / 1e9, name,
                       (unsigned long long)sum(px, r, AT(latency_count)));
     }
-    sl_buf_printf(
+    sv_buf_printf(
         out,
         "# HELP sluice_proxy_config_reloads_total Proxy config reloads "
         "(SIGHUP) by result.\n"
@@ -147,21 +148,21 @@ void sl_px_metrics_render(sl_srv_worker *w, sl_buf *out)
                                                  memory_order_relaxed));
 }
 
-int sl_px_metrics_answer(sl_srv_worker *w, int keep_alive, sl_buf *out)
+int px_metrics_answer(sv_worker *w, int keep_alive, sv_buf *out)
 {
-    sl_buf text = {0};
-    sl_px_metrics_render(w, &text);
+    sv_buf text = {0};
+    px_metrics_render(w, &text);
     if (text.failed) {
-        sl_buf_release(&text);
-        sl_respond_enomem(out);
+        sv_buf_release(&text);
+        sv_respond_enomem(out);
         return 0;
     }
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
                   "version=0.0.4\r\nContent-Length: %zu\r\nConnection: %s\r\n"
                   "\r\n",
                   text.len, keep_alive ? "keep-alive" : "close");
-    sl_buf_add(out, text.data, text.len);
-    sl_buf_release(&text);
+    sv_buf_add(out, text.data, text.len);
+    sv_buf_release(&text);
     return keep_alive;
 }

@@ -21,33 +21,33 @@
 #include "proxy.h"
 
 /* Largest response head accepted from the upstream. */
-#define SL_PX_MAX_RESPONSE_HEAD (64 * 1024)
+#define PX_MAX_RESPONSE_HEAD (64 * 1024)
 
-struct sl_px_up {
+struct px_up {
     uv_tcp_t tcp; /* first: a handle pointer is an upstream pointer */
-    sl_deadline timer;
+    sv_deadline timer;
     uv_connect_t connect_req;
-    sl_srv_worker *w;
-    sl_px_client *client; /* NULL when idle or failed */
-    const sl_px_up_events *ev; /* the client's */
+    sv_worker *w;
+    px_client *client;      /* NULL when idle or failed */
+    const px_up_events *ev; /* the client's */
     http_parser parser;
-    sl_px_headers headers;
-    sl_buf reason;
+    px_headers headers;
+    sv_buf reason;
     int connected, req_sent, head_seen, keep_alive, informational;
     int in_pool, reading, message_done;
     int handles_open;
     size_t pending;
-    uint64_t generation;   /* of the config it was opened by (reload.c) */
-    sl_px_up *prev, *next; /* the idle pool */
+    uint64_t generation; /* of the config it was opened by (reload.c) */
+    px_up *prev, *next;  /* the idle pool */
 };
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
-static void pool_remove(sl_px_up *up)
+static void pool_remove(px_up *up)
 {
     if (!up->in_pool)
         return;
-    sl_px_worker *pw = sl_px_worker_of(up->w);
+    px_worker *pw = px_worker_of(up->w);
     if (up->prev)
         up->prev->next = up->next;
     else
@@ -61,15 +61,15 @@ static void pool_remove(sl_px_up *up)
 
 static void free_cb(uv_handle_t *h)
 {
-    sl_px_up *up = h->data;
+    px_up *up = h->data;
     if (--up->handles_open > 0)
         return;
-    sl_px_headers_release(&up->headers);
-    sl_buf_release(&up->reason);
+    px_headers_release(&up->headers);
+    sv_buf_release(&up->reason);
     free(up);
 }
 
-static void up_close(sl_px_up *up)
+static void up_close(px_up *up)
 {
     if (uv_is_closing((uv_handle_t *)&up->tcp))
         return;
@@ -80,9 +80,9 @@ static void up_close(sl_px_up *up)
 }
 
 /* The request failed before a response began: the client answers. */
-static void fail(sl_px_up *up, int status, const char *message)
+static void fail(px_up *up, int status, const char *message)
 {
-    sl_px_client *c = up->client;
+    px_client *c = up->client;
     up_close(up);
     if (c != NULL)
         up->ev->failed(c, status, message);
@@ -90,9 +90,9 @@ static void fail(sl_px_up *up, int status, const char *message)
 
 /* The upstream broke: 502 before the response head, else the client's
  * response is cut off. */
-static void broken(sl_px_up *up, const char *message)
+static void broken(px_up *up, const char *message)
 {
-    sl_px_client *c = up->client;
+    px_client *c = up->client;
     if (c != NULL && !up->head_seen) {
         fail(up, 502, message);
         return;
@@ -107,11 +107,11 @@ static void broken(sl_px_up *up, const char *message)
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
-    sl_srv_worker *w = ((sl_px_up *)h)->w;
+    sv_worker *w = ((px_up *)h)->w;
     *buf = uv_buf_init(w->read_buf, sizeof(w->read_buf));
 }
 
-void sl_px_upstream_pause(sl_px_up *up, int paused)
+void px_upstream_pause(px_up *up, int paused)
 {
     if (uv_is_closing((uv_handle_t *)&up->tcp) || up->reading == !paused)
         return;
@@ -122,14 +122,14 @@ void sl_px_upstream_pause(sl_px_up *up, int paused)
         uv_read_start((uv_stream_t *)&up->tcp, alloc_cb, read_cb);
 }
 
-size_t sl_px_upstream_pending(const sl_px_up *up)
+size_t px_upstream_pending(const px_up *up)
 {
     return up->pending;
 }
 
 static void timer_cb(uv_timer_t *t)
 {
-    sl_px_up *up = t->data;
+    px_up *up = t->data;
     if (!up->connected)
         fail(up, 504, "upstream connect timeout");
     else if (!up->head_seen)
@@ -140,8 +140,8 @@ static void timer_cb(uv_timer_t *t)
 
 static int on_message_begin(http_parser *p)
 {
-    sl_px_up *up = p->data;
-    sl_px_headers_reset(&up->headers);
+    px_up *up = p->data;
+    px_headers_reset(&up->headers);
     up->reason.len = 0;
     up->reason.failed = 0;
     return 0;
@@ -149,30 +149,30 @@ static int on_message_begin(http_parser *p)
 
 static int on_status(http_parser *p, const char *at, size_t len)
 {
-    sl_px_up *up = p->data;
-    sl_buf_add(&up->reason, at, len);
+    px_up *up = p->data;
+    sv_buf_add(&up->reason, at, len);
     return up->reason.len > 256 || up->reason.failed ? -1 : 0;
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    sl_px_up *up = p->data;
+    px_up *up = p->data;
     if (up->head_seen)
         return 0; /* trailers are not passed on */
-    return sl_px_headers_field(&up->headers, at, len, SL_PX_MAX_RESPONSE_HEAD);
+    return px_headers_field(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
-    sl_px_up *up = p->data;
+    px_up *up = p->data;
     if (up->head_seen)
         return 0;
-    return sl_px_headers_value(&up->headers, at, len, SL_PX_MAX_RESPONSE_HEAD);
+    return px_headers_value(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
 }
 
 static int on_headers_complete(http_parser *p)
 {
-    sl_px_up *up = p->data;
+    px_up *up = p->data;
     if (up->client == NULL)
         return -1;
     if (p->status_code / 100 == 1) {
@@ -186,26 +186,25 @@ static int on_headers_complete(http_parser *p)
     up->head_seen = 1;
     up->keep_alive = http_should_keep_alive(p);
     if (up->ev->head(up->client, p->status_code,
-                                   up->reason.data ? up->reason.data : "",
-                                   up->reason.len, &up->headers, p) != 0)
+                     up->reason.data ? up->reason.data : "", up->reason.len,
+                     &up->headers, p) != 0)
         return -1;
     return up->ev->method(up->client) == HTTP_HEAD ? 1 : 0;
 }
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
-    sl_px_up *up = p->data;
-    if (up->client == NULL ||
-        up->ev->body(up->client, at, len) != 0)
+    px_up *up = p->data;
+    if (up->client == NULL || up->ev->body(up->client, at, len) != 0)
         return -1;
-    if (up->ev->pending(up->client) > SL_PX_MAX_PENDING)
-        sl_px_upstream_pause(up, 1);
+    if (up->ev->pending(up->client) > PX_MAX_PENDING)
+        px_upstream_pause(up, 1);
     return 0;
 }
 
 static int on_message_complete(http_parser *p)
 {
-    sl_px_up *up = p->data;
+    px_up *up = p->data;
     if (up->informational) {
         up->informational = 0;
         return 0;
@@ -227,17 +226,17 @@ static const http_parser_settings settings = {
 
 /* The response is complete: the client goes on, the connection back to
  * the pool when both sides allow it. */
-static void finish(sl_px_up *up, int extra_bytes)
+static void finish(px_up *up, int extra_bytes)
 {
-    sl_px_client *c = up->client;
-    const sl_px_config *cfg = sl_px_config_of(up->w);
-    sl_px_worker *pw = sl_px_worker_of(up->w);
+    px_client *c = up->client;
+    const px_config *cfg = px_config_of(up->w);
+    px_worker *pw = px_worker_of(up->w);
     /* One opened by an older config may lead to an older upstream. */
     int reusable = up->keep_alive && up->req_sent && !extra_bytes &&
                    !up->w->stopping && pw->n_idle < cfg->pool_max &&
                    up->generation == pw->generation;
     up->client = NULL;
-    sl_deadline_clear(&up->timer);
+    sv_deadline_clear(&up->timer);
     if (reusable) {
         http_parser_init(&up->parser, HTTP_RESPONSE);
         up->parser.data = up;
@@ -249,7 +248,7 @@ static void finish(sl_px_up *up, int extra_bytes)
             up->next->prev = up;
         pw->idle = up;
         pw->n_idle++;
-        sl_px_upstream_pause(up, 0);
+        px_upstream_pause(up, 0);
     } else {
         up_close(up);
     }
@@ -258,7 +257,7 @@ static void finish(sl_px_up *up, int extra_bytes)
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    sl_px_up *up = (sl_px_up *)s;
+    px_up *up = (px_up *)s;
     if (up->client == NULL) {
         /* Idle in the pool: a close (or stray bytes) ends it. */
         if (nread != 0)
@@ -269,8 +268,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (up->req_sent)
-        sl_deadline_set(&up->timer,
-                        sl_px_config_of(up->w)->response_timeout_ms);
+        sv_deadline_set(&up->timer, px_config_of(up->w)->response_timeout_ms);
     size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
     /* At EOF, a length of 0 ends a body read to the close. */
     done = http_parser_execute(&up->parser, &settings,
@@ -291,8 +289,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void write_cb(uv_write_t *req, int status)
 {
-    sl_send_req *wr = (sl_send_req *)req;
-    sl_px_up *up = wr->owner;
+    sv_send_req *wr = (sv_send_req *)req;
+    px_up *up = wr->owner;
     up->pending -= wr->len;
     free(wr);
     if (uv_is_closing((uv_handle_t *)&up->tcp))
@@ -301,38 +299,37 @@ static void write_cb(uv_write_t *req, int status)
         broken(up, "upstream write failed");
         return;
     }
-    if (up->client != NULL && up->pending < SL_PX_MAX_PENDING / 2)
+    if (up->client != NULL && up->pending < PX_MAX_PENDING / 2)
         up->ev->drained(up->client);
 }
 
-/* One sl_send (send.c); bytes queued before are still in up->pending. */
-int sl_px_upstream_write(sl_px_up *up, const void *data, size_t len)
+/* One sv_send (send.c); bytes queued before are still in up->pending. */
+int px_upstream_write(px_up *up, const void *data, size_t len)
 {
     size_t left;
     if (uv_is_closing((uv_handle_t *)&up->tcp) ||
-        sl_send((uv_stream_t *)&up->tcp, data, len, up->pending > 0, up,
+        sv_send((uv_stream_t *)&up->tcp, data, len, up->pending > 0, up,
                 write_cb, &left) != 0)
         return -1;
     up->pending += left;
     return 0;
 }
 
-void sl_px_upstream_request_sent(sl_px_up *up)
+void px_upstream_request_sent(px_up *up)
 {
     up->req_sent = 1;
     if (!up->head_seen)
-        sl_deadline_set(&up->timer,
-                        sl_px_config_of(up->w)->response_timeout_ms);
+        sv_deadline_set(&up->timer, px_config_of(up->w)->response_timeout_ms);
 }
 
-void sl_px_upstream_abort(sl_px_up *up)
+void px_upstream_abort(px_up *up)
 {
     up_close(up);
 }
 
 static void connect_cb(uv_connect_t *req, int status)
 {
-    sl_px_up *up = req->data;
+    px_up *up = req->data;
     if (status == UV_ECANCELED || uv_is_closing((uv_handle_t *)&up->tcp))
         return;
     if (status < 0) {
@@ -343,23 +340,22 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     up->connected = 1;
-    sl_deadline_clear(&up->timer);
+    sv_deadline_clear(&up->timer);
     uv_tcp_nodelay(&up->tcp, 1);
-    sl_px_upstream_pause(up, 0);
+    px_upstream_pause(up, 0);
     up->ev->ready(up->client, up);
 }
 
-void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
-                         const sl_px_up_events *ev)
+void px_upstream_open(sv_worker *w, px_client *c, const px_up_events *ev)
 {
-    const sl_px_config *cfg = sl_px_config_of(w);
-    sl_px_worker *pw = sl_px_worker_of(w);
+    const px_config *cfg = px_config_of(w);
+    px_worker *pw = px_worker_of(w);
     if (pw->pool_generation != pw->generation) {
         /* A new config: idle connections may lead to the old upstream. */
-        sl_px_upstream_close_idle(w);
+        px_upstream_close_idle(w);
         pw->pool_generation = pw->generation;
     }
-    sl_px_up *up = pw->idle;
+    px_up *up = pw->idle;
     if (up != NULL) {
         pool_remove(up);
         up->client = c;
@@ -377,12 +373,12 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
     up->ev = ev;
     up->generation = pw->generation;
     uv_tcp_init(&w->loop, &up->tcp);
-    sl_deadline_init(&w->loop, &up->timer, timer_cb);
+    sv_deadline_init(&w->loop, &up->timer, timer_cb);
     up->tcp.data = up->timer.timer.data = up->connect_req.data = up;
     up->handles_open = 2;
     http_parser_init(&up->parser, HTTP_RESPONSE);
     up->parser.data = up;
-    sl_deadline_set(&up->timer, cfg->connect_timeout_ms);
+    sv_deadline_set(&up->timer, cfg->connect_timeout_ms);
     int rc = uv_tcp_connect(&up->connect_req, &up->tcp,
                             (const struct sockaddr *)&cfg->upstream_addr,
                             connect_cb);
@@ -394,9 +390,9 @@ void sl_px_upstream_open(sl_srv_worker *w, sl_px_client *c,
     }
 }
 
-void sl_px_upstream_close_idle(sl_srv_worker *w)
+void px_upstream_close_idle(sv_worker *w)
 {
-    sl_px_worker *pw = sl_px_worker_of(w);
+    px_worker *pw = px_worker_of(w);
     while (pw->idle != NULL)
         up_close(pw->idle);
 }

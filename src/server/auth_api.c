@@ -41,7 +41,7 @@ static int auth_param(void *ctx, const char *name, const char *val, size_t vlen)
         q->domain = val;
         q->domain_len = vlen;
     } else if (strcmp(name, "hits") == 0 && !q->have_hits) {
-        if (sl_parse_count(val, vlen, &q->hits) != 0) {
+        if (sv_parse_count(val, vlen, &q->hits) != 0) {
             snprintf(q->msg, sizeof(q->msg),
                      "hits: expected a non-negative integer");
             return -1;
@@ -59,7 +59,7 @@ static int auth_param(void *ctx, const char *name, const char *val, size_t vlen)
 
 /* The header's descriptor name: what follows "Sluice-Descriptor", or
  * NULL for another Sluice-* header. */
-static const char *descriptor_suffix(const sl_http_header *h, size_t *len)
+static const char *descriptor_suffix(const sv_http_header *h, size_t *len)
 {
     size_t n = sizeof(DESCRIPTOR_HEADER) - 1;
     if (h->name_len < n || strncasecmp(h->name, DESCRIPTOR_HEADER, n) != 0 ||
@@ -75,24 +75,24 @@ static const char *descriptor_suffix(const sl_http_header *h, size_t *len)
  * max_descriptors, entries for n_headers; ds[i].entries points into it,
  * each descriptor's entries contiguous (filled in a second pass).
  */
-static int group_headers(sl_srv_worker *w, const sl_http_request *req,
-                         sl_dec_descriptor *ds, size_t *n_out,
-                         sl_rules_entry *entries, sl_api_err *e)
+static int group_headers(sv_worker *w, const sv_http_request *req,
+                         sv_dec_descriptor *ds, size_t *n_out,
+                         sl_rules_entry *entries, sv_api_err *e)
 {
-    const sl_srv_config *cfg = &w->server->cfg;
-    const char *names[SL_SRV_MAX_DESCRIPTORS];
-    size_t name_lens[SL_SRV_MAX_DESCRIPTORS], counts[SL_SRV_MAX_DESCRIPTORS];
+    const sv_config *cfg = &w->server->cfg;
+    const char *names[SV_MAX_DESCRIPTORS];
+    size_t name_lens[SV_MAX_DESCRIPTORS], counts[SV_MAX_DESCRIPTORS];
     size_t n = 0, max_desc = cfg->max_descriptors;
-    if (max_desc > SL_SRV_MAX_DESCRIPTORS)
-        max_desc = SL_SRV_MAX_DESCRIPTORS;
+    if (max_desc > SV_MAX_DESCRIPTORS)
+        max_desc = SV_MAX_DESCRIPTORS;
 
     /* First pass: which descriptor each header belongs to, and counts. */
     for (size_t i = 0; i < req->n_headers; i++) {
-        const sl_http_header *h = &req->headers[i];
+        const sv_http_header *h = &req->headers[i];
         size_t sl = 0;
         const char *suffix = descriptor_suffix(h, &sl);
         if (suffix == NULL)
-            return sl_api_fail(e, 400, "EINVAL", "%.*s: unknown header",
+            return sv_api_fail(e, 400, "EINVAL", "%.*s: unknown header",
                                (int)(h->name_len > 64 ? 64 : h->name_len),
                                h->name);
         size_t d = 0;
@@ -101,7 +101,7 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
             d++;
         if (d == n) {
             if (n == max_desc)
-                return sl_api_fail(e, 400, "ETOOMANY",
+                return sv_api_fail(e, 400, "ETOOMANY",
                                    "more than %zu descriptors "
                                    "(--max-descriptors)",
                                    max_desc);
@@ -110,31 +110,31 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
             counts[n++] = 0;
         }
         if (++counts[d] > cfg->max_entries)
-            return sl_api_fail(e, 400, "ETOOMANY",
+            return sv_api_fail(e, 400, "ETOOMANY",
                                "%.*s: more than %zu entries (--max-entries)",
                                (int)(h->name_len > 64 ? 64 : h->name_len),
                                h->name, cfg->max_entries);
     }
     if (n == 0)
-        return sl_api_fail(e, 400, "EMISSING",
+        return sv_api_fail(e, 400, "EMISSING",
                            "no Sluice-Descriptor header: each names one "
                            "descriptor entry as key=value");
     size_t off = 0;
     for (size_t d = 0; d < n; d++) {
-        ds[d] = (sl_dec_descriptor){entries + off, 0, -1};
+        ds[d] = (sv_dec_descriptor){entries + off, 0, -1};
         off += counts[d];
     }
 
     /* Second pass: each header's entry, in order, into its descriptor. */
     for (size_t i = 0; i < req->n_headers; i++) {
-        const sl_http_header *h = &req->headers[i];
+        const sv_http_header *h = &req->headers[i];
         size_t sl = 0, d = 0;
         const char *suffix = descriptor_suffix(h, &sl);
         while (name_lens[d] != sl || strncasecmp(names[d], suffix, sl) != 0)
             d++;
         const char *eq = memchr(h->value, '=', h->value_len);
         if (eq == NULL || eq == h->value)
-            return sl_api_fail(e, 400, "EMISSING",
+            return sv_api_fail(e, 400, "EMISSING",
                                "%.*s: expected key=value with a non-empty key",
                                (int)(h->name_len > 64 ? 64 : h->name_len),
                                h->name);
@@ -156,7 +156,7 @@ static int group_headers(sl_srv_worker *w, const sl_http_request *req,
  * (domain points into it), the descriptors and their entries. */
 typedef struct auth_state {
     auth_query q;
-    sl_dec_descriptor ds[SL_SRV_MAX_DESCRIPTORS];
+    sv_dec_descriptor ds[SV_MAX_DESCRIPTORS];
     size_t n;
     sl_rules_entry *entries;
     char dec[]; /* the query, percent-decoded */
@@ -170,13 +170,13 @@ static void auth_state_free(void *p)
     free(a);
 }
 
-/* Parses and decides: 0, SL_SRV_AGAIN, or -1 with the error in e. */
-static int auth_decide(sl_srv_worker *w, const sl_http_request *req,
-                       sl_srv_req *rq, sl_api_err *e)
+/* Parses and decides: 0, SV_AGAIN, or -1 with the error in e. */
+static int auth_decide(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                       sv_api_err *e)
 {
     auth_state *a = malloc(sizeof(*a) + req->query_len + 1);
     if (a == NULL)
-        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+        return sv_api_fail(e, 503, "ENOMEM", "out of memory");
     rq->api = a;
     rq->api_free = auth_state_free;
     a->q = (auth_query){.hits = 1};
@@ -184,67 +184,67 @@ static int auth_decide(sl_srv_worker *w, const sl_http_request *req,
     a->entries =
         malloc((req->n_headers ? req->n_headers : 1) * sizeof(*a->entries));
     if (a->entries == NULL)
-        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
-    if (sl_query_parse(req->query, req->query_len, a->dec, auth_param, &a->q,
+        return sv_api_fail(e, 503, "ENOMEM", "out of memory");
+    if (sv_query_parse(req->query, req->query_len, a->dec, auth_param, &a->q,
                        a->q.msg, sizeof(a->q.msg)) != 0)
-        return sl_api_fail(e, 400, "EINVAL", "%s", a->q.msg);
+        return sv_api_fail(e, 400, "EINVAL", "%s", a->q.msg);
     if (a->q.domain == NULL || a->q.domain_len == 0)
-        return sl_api_fail(e, 400, "EMISSING",
+        return sv_api_fail(e, 400, "EMISSING",
                            "domain: missing; give it in the query "
                            "(/v1/auth?domain=D)");
     if (group_headers(w, req, a->ds, &a->n, a->entries, e) != 0)
         return -1;
-    rq->res.status = calloc(a->n, sizeof(sl_dec_status));
-    sl_dec_state *st = sl_dec_state_get(w, &rq->dec);
+    rq->res.status = calloc(a->n, sizeof(sv_dec_status));
+    sv_dec_state *st = sv_dec_state_get(w, &rq->dec);
     if (rq->res.status == NULL || st == NULL)
-        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+        return sv_api_fail(e, 503, "ENOMEM", "out of memory");
     /* hits=0 asks without consuming, as in POST /v1/check. */
-    int rc = sl_decide(w, st, a->q.domain, a->q.domain_len, a->ds, a->n,
+    int rc = sv_decide(w, st, a->q.domain, a->q.domain_len, a->ds, a->n,
                        a->q.hits, &rq->res, rq->resume, rq->owner, &rq->wait,
                        e->msg, sizeof(e->msg));
-    if (rc == SL_SRV_AGAIN)
+    if (rc == SV_AGAIN)
         return rc;
     if (rc != 0) {
-        e->status = sl_decide_status(rc);
+        e->status = sv_decide_status(rc);
         e->code = sl_err_name(rc);
         return -1;
     }
     return 0;
 }
 
-int sl_api_auth(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
-                sl_buf *out, int keep_alive)
+int sv_api_auth(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                sv_buf *out, int keep_alive)
 {
-    sl_api_err e = {0};
+    sv_api_err e = {0};
     if (rq->step == 0) {
         rq->t0 = uv_hrtime();
-        if (auth_decide(w, req, rq, &e) == SL_SRV_AGAIN) {
+        if (auth_decide(w, req, rq, &e) == SV_AGAIN) {
             rq->step = 1;
-            return SL_SRV_AGAIN;
+            return SV_AGAIN;
         }
     } else {
-        int rc = sl_decide_finish(w, rq->dec, &rq->res, e.msg, sizeof(e.msg));
+        int rc = sv_decide_finish(w, rq->dec, &rq->res, e.msg, sizeof(e.msg));
         if (rc != 0) {
-            e.status = sl_decide_status(rc);
+            e.status = sv_decide_status(rc);
             e.code = sl_err_name(rc);
         }
     }
     if (e.status != 0) {
-        sl_respond_api_err(w, &e, out, keep_alive);
+        sv_respond_api_err(w, &e, out, keep_alive);
         return 0;
     }
-    const sl_dec_result *res = &rq->res;
-    sl_buf headers = {0};
-    sl_rate_headers(res, &headers);
+    const sv_dec_result *res = &rq->res;
+    sv_buf headers = {0};
+    sv_rate_headers(res, &headers);
     if (!res->over) {
-        sl_respond_empty(out, 204, headers.data, keep_alive);
+        sv_respond_empty(out, 204, headers.data, keep_alive);
     } else {
-        sl_respond_limited(res, headers.data, headers.len,
+        sv_respond_limited(res, headers.data, headers.len,
                            req->method == HTTP_HEAD, out, keep_alive);
     }
     if (headers.failed)
         out->failed = 1;
-    sl_buf_release(&headers);
-    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - rq->t0));
+    sv_buf_release(&headers);
+    sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - rq->t0));
     return 0;
 }

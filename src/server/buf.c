@@ -1,11 +1,11 @@
 /*
- * buf.c - sl_buf, the growable byte buffer responses are built in (git's
+ * buf.c - sv_buf, the growable byte buffer responses are built in (git's
  * strbuf).  The data is always NUL-terminated after len bytes, so it can
  * be handed to printf-style code, but len is what counts: bodies may hold
  * NUL bytes.  Out of memory drops the append and sets `failed`.
  *
  * The decision answers, written once per request, are formatted with
- * sl_buf_add_int and sl_buf_add_json_string rather than printf and a
+ * sv_buf_add_int and sv_buf_add_json_string rather than printf and a
  * jansson tree: building, dumping and freeing the tree cost more than
  * deciding (docs/benchmarks.md, "sluice serve vs nginx limit_req").
  */
@@ -17,7 +17,7 @@
 
 #include "server/buf.h"
 
-int sl_buf_reserve(sl_buf *b, size_t len)
+int sv_buf_reserve(sv_buf *b, size_t len)
 {
     if (b->len + len + 1 <= b->cap)
         return 0;
@@ -34,7 +34,7 @@ int sl_buf_reserve(sl_buf *b, size_t len)
     return 0;
 }
 
-void sl_buf_printf(sl_buf *b, const char *fmt, ...)
+void sv_buf_printf(sv_buf *b, const char *fmt, ...)
 {
     char small[256];
     va_list ap;
@@ -44,7 +44,7 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     if (n < 0)
         return;
     if ((size_t)n < sizeof(small)) {
-        sl_buf_add(b, small, (size_t)n);
+        sv_buf_add(b, small, (size_t)n);
         return;
     }
     char *big = malloc((size_t)n + 1);
@@ -55,11 +55,11 @@ void sl_buf_printf(sl_buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    sl_buf_add(b, big, (size_t)n);
+    sv_buf_add(b, big, (size_t)n);
     free(big);
 }
 
-size_t sl_digits(unsigned long long u)
+size_t sv_digits(unsigned long long u)
 {
     size_t n = 1;
     for (; u >= 10; u /= 10)
@@ -70,7 +70,7 @@ size_t sl_digits(unsigned long long u)
 /* u in decimal, after a '-' if neg: its length counted first, then
  * written in place two digits a step from the end, with no temporary to
  * copy from (a 429 writes eleven numbers). */
-static void add_digits(sl_buf *b, int neg, unsigned long long u)
+static void add_digits(sv_buf *b, int neg, unsigned long long u)
 {
     static const char pairs[] = "00010203040506070809"
                                 "10111213141516171819"
@@ -82,8 +82,8 @@ static void add_digits(sl_buf *b, int neg, unsigned long long u)
                                 "70717273747576777879"
                                 "80818283848586878889"
                                 "90919293949596979899";
-    size_t n = sl_digits(u) + (neg != 0);
-    if (b->cap - b->len <= n && sl_buf_reserve(b, n) != 0)
+    size_t n = sv_digits(u) + (neg != 0);
+    if (b->cap - b->len <= n && sv_buf_reserve(b, n) != 0)
         return;
     char *p = b->data + b->len + n;
     *p = '\0';
@@ -102,14 +102,14 @@ static void add_digits(sl_buf *b, int neg, unsigned long long u)
         *--p = '-';
 }
 
-void sl_buf_add_int(sl_buf *b, long long v)
+void sv_buf_add_int(sv_buf *b, long long v)
 {
     /* Through unsigned, so LLONG_MIN negates without overflow. */
     add_digits(b, v < 0,
                v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
 }
 
-void sl_buf_add_uint(sl_buf *b, unsigned long long v)
+void sv_buf_add_uint(sv_buf *b, unsigned long long v)
 {
     add_digits(b, 0, v);
 }
@@ -118,14 +118,14 @@ void sl_buf_add_uint(sl_buf *b, unsigned long long v)
  * the control characters escaped, \b \f \n \r \t by name and the rest as
  * \u00XX; everything else, UTF-8 included, as it is.  The strings given
  * here come from the rules, whose loader accepts only valid UTF-8. */
-void sl_buf_add_json_string(sl_buf *b, const char *s, size_t len)
+void sv_buf_add_json_string(sv_buf *b, const char *s, size_t len)
 {
-    sl_buf_add(b, "\"", 1);
-    sl_buf_add_json_chars(b, s, len);
-    sl_buf_add(b, "\"", 1);
+    sv_buf_add(b, "\"", 1);
+    sv_buf_add_json_chars(b, s, len);
+    sv_buf_add(b, "\"", 1);
 }
 
-void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len)
+void sv_buf_add_json_chars(sv_buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t run = 0; /* bytes of s[run..i) still to copy as they are */
@@ -133,7 +133,7 @@ void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len)
         unsigned char ch = (unsigned char)s[i];
         if (ch >= 0x20 && ch != '"' && ch != '\\')
             continue;
-        sl_buf_add(b, s + run, i - run);
+        sv_buf_add(b, s + run, i - run);
         run = i + 1;
         char esc[6] = {'\\', (char)ch};
         size_t n = 2;
@@ -162,31 +162,31 @@ void sl_buf_add_json_chars(sl_buf *b, const char *s, size_t len)
             esc[5] = hex[ch & 15];
             n = 6;
         }
-        sl_buf_add(b, esc, n);
+        sv_buf_add(b, esc, n);
     }
-    sl_buf_add(b, s + run, len - run);
+    sv_buf_add(b, s + run, len - run);
 }
 
-void sl_buf_add_sf_string(sl_buf *out, const char *s)
+void sv_buf_add_sf_string(sv_buf *out, const char *s)
 {
-    sl_buf_add(out, "\"", 1);
+    sv_buf_add(out, "\"", 1);
     for (;;) {
         size_t i = 0; /* s[0..i) go out as they are, in one append */
         while (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\')
             i++;
-        sl_buf_add(out, s, i);
+        sv_buf_add(out, s, i);
         if (s[i] == '\0')
             break;
         if (s[i] == '"' || s[i] == '\\') {
             char esc[2] = {'\\', s[i]};
-            sl_buf_add(out, esc, 2);
+            sv_buf_add(out, esc, 2);
         }
         s += i + 1;
     }
-    sl_buf_add(out, "\"", 1);
+    sv_buf_add(out, "\"", 1);
 }
 
-void sl_buf_release(sl_buf *b)
+void sv_buf_release(sv_buf *b)
 {
     free(b->data);
     b->data = NULL;
@@ -194,7 +194,7 @@ void sl_buf_release(sl_buf *b)
     b->failed = 0;
 }
 
-int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
+int sv_buf_read_file(sv_buf *b, const char *path, size_t max_bytes, char *err,
                      size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -206,7 +206,7 @@ int sl_buf_read_file(sl_buf *b, const char *path, size_t max_bytes, char *err,
     size_t n, start = b->len;
     while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0 &&
            b->len - start <= max_bytes)
-        sl_buf_add(b, chunk, n);
+        sv_buf_add(b, chunk, n);
     int bad = ferror(f) || b->failed;
     fclose(f);
     if (bad || b->len - start > max_bytes) {

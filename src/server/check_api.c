@@ -11,13 +11,13 @@
 
 #include "server/api.h"
 
-static void add_string(sl_buf *b, const char *s)
+static void add_string(sv_buf *b, const char *s)
 {
-    sl_buf_add_json_string(b, s, strlen(s));
+    sv_buf_add_json_string(b, s, strlen(s));
 }
 
 /* The rule of st; its name is escaped once per rules set (text). */
-static void limit_json(sl_buf *b, const sl_dec_status *st)
+static void limit_json(sv_buf *b, const sv_dec_status *st)
 {
     const sl_rule *r = st->rule;
     const char *alg = "none";
@@ -27,60 +27,60 @@ static void limit_json(sl_buf *b, const sl_dec_status *st)
         alg = "unlimited";
     else
         alg = "deny";
-    sl_buf_addstr(b, "{\"name\":\"");
-    sl_buf_add(b, st->text->json, st->text->json_len);
-    sl_buf_addstr(b, "\",\"requests\":");
-    sl_buf_add_int(b, (long long)r->requests_per_unit);
-    sl_buf_addstr(b, ",\"period_ms\":");
-    sl_buf_add_int(b, (long long)(r->period / SL_NS_PER_MS));
-    sl_buf_addstr(b, ",\"algorithm\":");
+    sv_buf_addstr(b, "{\"name\":\"");
+    sv_buf_add(b, st->text->json, st->text->json_len);
+    sv_buf_addstr(b, "\",\"requests\":");
+    sv_buf_add_int(b, (long long)r->requests_per_unit);
+    sv_buf_addstr(b, ",\"period_ms\":");
+    sv_buf_add_int(b, (long long)(r->period / SL_NS_PER_MS));
+    sv_buf_addstr(b, ",\"algorithm\":");
     add_string(b, alg);
-    sl_buf_addstr(b, ",\"unit\":");
+    sv_buf_addstr(b, ",\"unit\":");
     if (r->unit)
         add_string(b, r->unit);
     else
-        sl_buf_addstr(b, "null");
-    sl_buf_addstr(b, "}");
+        sv_buf_addstr(b, "null");
+    sv_buf_addstr(b, "}");
 }
 
-int sl_api_check(sl_srv_worker *w, const sl_http_request *req,
-                 sl_srv_req *rq, sl_buf *out, int keep_alive)
+int sv_api_check(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                 sv_buf *out, int keep_alive)
 {
     if (rq->step == 0)
         rq->t0 = uv_hrtime();
-    int rc = sl_decide_request(w, req, rq, "hits", "hits", 0, out, keep_alive);
+    int rc = sv_decide_request(w, req, rq, "hits", "hits", 0, out, keep_alive);
     if (rc != 0)
-        return rc == SL_SRV_AGAIN ? rc : 0;
-    const sl_dec_result *res = &rq->res;
-    sl_buf *b = &w->answer;
+        return rc == SV_AGAIN ? rc : 0;
+    const sv_dec_result *res = &rq->res;
+    sv_buf *b = &w->answer;
     b->len = 0;
     b->failed = 0;
-    sl_buf_addstr(b, res->over ? "{\"overall\":\"OVER_LIMIT\",\"descriptors\":["
-                              : "{\"overall\":\"OK\",\"descriptors\":[");
+    sv_buf_addstr(b, res->over ? "{\"overall\":\"OVER_LIMIT\",\"descriptors\":["
+                               : "{\"overall\":\"OK\",\"descriptors\":[");
     for (size_t i = 0; i < rq->pr.n; i++) {
-        const sl_dec_status *st = &res->status[i];
+        const sv_dec_status *st = &res->status[i];
         if (i > 0)
-            sl_buf_addstr(b, ",");
-        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\",\"limit\":"
+            sv_buf_addstr(b, ",");
+        sv_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\",\"limit\":"
                                   : "{\"code\":\"OK\",\"limit\":");
         if (st->rule == NULL) {
-            sl_buf_addstr(b, "null");
+            sv_buf_addstr(b, "null");
         } else {
             limit_json(b, st);
             if (st->rule->action != SL_RULE_UNLIMITED) {
-                sl_buf_addstr(b, ",\"remaining\":");
-                sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
-                sl_buf_addstr(b, ",\"reset_after_ms\":");
-                sl_buf_add_int(b, sl_ms_up(st->d.reset_after));
-                sl_buf_addstr(b, ",\"retry_after_ms\":");
-                sl_buf_add_int(b, sl_ms_up(st->d.retry_after));
+                sv_buf_addstr(b, ",\"remaining\":");
+                sv_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
+                sv_buf_addstr(b, ",\"reset_after_ms\":");
+                sv_buf_add_int(b, sv_ms_up(st->d.reset_after));
+                sv_buf_addstr(b, ",\"retry_after_ms\":");
+                sv_buf_add_int(b, sv_ms_up(st->d.retry_after));
                 if (st->shadow)
-                    sl_buf_addstr(b, ",\"shadow_mode\":true");
+                    sv_buf_addstr(b, ",\"shadow_mode\":true");
             }
         }
-        sl_buf_addstr(b, "}");
+        sv_buf_addstr(b, "}");
     }
-    sl_buf_addstr(b, "]}");
-    sl_respond_decision(w, res, out, keep_alive, rq->t0);
+    sv_buf_addstr(b, "]}");
+    sv_respond_decision(w, res, out, keep_alive, rq->t0);
     return 0;
 }

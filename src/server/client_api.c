@@ -46,13 +46,13 @@ typedef struct adhoc_limit {
  * limit matches its (interval, requests, algorithm), and an entry is
  * never removed before the server stops, so a limit pointer taken under
  * the lock stays valid without it (limits are immutable). */
-struct sl_srv_adhoc {
+struct sv_adhoc {
     pthread_mutex_t lock;
     adhoc_limit *buckets[ADHOC_BUCKETS];
     size_t n;
 };
 
-int sl_adhoc_init(sl_server *s)
+int sv_adhoc_init(sv_server *s)
 {
     s->adhoc = calloc(1, sizeof(*s->adhoc));
     if (s->adhoc == NULL)
@@ -61,7 +61,7 @@ int sl_adhoc_init(sl_server *s)
     return 0;
 }
 
-void sl_adhoc_release(sl_server *s)
+void sv_adhoc_release(sv_server *s)
 {
     if (s->adhoc == NULL)
         return;
@@ -86,21 +86,21 @@ typedef struct limit_ref {
 } limit_ref;
 
 /* Sets one named parameter; shared by the query and the JSON body. */
-static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
-                   const char *val, size_t vlen, sl_api_err *e)
+static int ref_set(sv_worker *w, limit_ref *ref, const char *name,
+                   const char *val, size_t vlen, sv_api_err *e)
 {
     size_t max_entries = w->server->cfg.max_entries;
     if (max_entries > SL_RULES_MAX_DEPTH)
         max_entries = SL_RULES_MAX_DEPTH;
     if (strcmp(name, "key") == 0) {
         if (ref->n_entries == max_entries)
-            return sl_api_fail(
+            return sv_api_fail(
                 e, 400, "ETOOMANY",
                 "key: more than %zu entries (--max-entries, at most "
                 "%d)",
                 max_entries, SL_RULES_MAX_DEPTH);
         if (vlen == 0)
-            return sl_api_fail(e, 400, "EMISSING", "key: must not be empty");
+            return sv_api_fail(e, 400, "EMISSING", "key: must not be empty");
         ref->entries[ref->n_entries++] =
             (sl_rules_entry){.key = val, .key_len = vlen, .value = ""};
         return 0;
@@ -109,7 +109,7 @@ static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
         sl_rules_entry *last =
             ref->n_entries ? &ref->entries[ref->n_entries - 1] : NULL;
         if (last == NULL || last->value_len != 0)
-            return sl_api_fail(e, 400, "EINVAL",
+            return sv_api_fail(e, 400, "EINVAL",
                                "value: must follow its key (key=K&value=V)");
         last->value = val;
         last->value_len = vlen;
@@ -128,18 +128,18 @@ static int ref_set(sl_srv_worker *w, limit_ref *ref, const char *name,
             continue;
         const char **p = (const char **)((char *)ref + fields[i].sptr);
         if (*p != NULL)
-            return sl_api_fail(e, 400, "EINVAL", "%s: given twice", name);
+            return sv_api_fail(e, 400, "EINVAL", "%s: given twice", name);
         *p = val;
         *(size_t *)((char *)ref + fields[i].lptr) = vlen;
         return 0;
     }
-    return sl_api_fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
+    return sv_api_fail(e, 400, "EINVAL", "%.64s: unknown parameter", name);
 }
 
 typedef struct query_ctx {
-    sl_srv_worker *w;
+    sv_worker *w;
     limit_ref *ref;
-    sl_api_err *e;
+    sv_api_err *e;
 } query_ctx;
 
 static int query_param(void *ctx, const char *name, const char *val,
@@ -151,25 +151,25 @@ static int query_param(void *ctx, const char *name, const char *val,
 
 /* Parses a query string into ref; decoded bytes go to dec (query_len + 1
  * bytes), and ref points into it. */
-static int parse_query(sl_srv_worker *w, const char *q, size_t len, char *dec,
-                       limit_ref *ref, sl_api_err *e)
+static int parse_query(sv_worker *w, const char *q, size_t len, char *dec,
+                       limit_ref *ref, sv_api_err *e)
 {
     query_ctx qc = {w, ref, e};
     char msg[128];
-    if (sl_query_parse(q, len, dec, query_param, &qc, msg, sizeof(msg)) == 0)
+    if (sv_query_parse(q, len, dec, query_param, &qc, msg, sizeof(msg)) == 0)
         return 0;
     if (e->status == 0) /* the query itself, not one of its parameters */
-        sl_api_fail(e, 400, "EINVAL", "%s", msg);
+        sv_api_fail(e, 400, "EINVAL", "%s", msg);
     return -1;
 }
 
 /* Parses the JSON body of an increment into ref; strings stay owned by
  * root.  Integers (requests, hits) are printed into numbuf. */
-static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
-                      char numbuf[2][24], sl_api_err *e)
+static int parse_body(sv_worker *w, json_t *root, limit_ref *ref,
+                      char numbuf[2][24], sv_api_err *e)
 {
     if (!json_is_object(root))
-        return sl_api_fail(e, 400, "ETYPE", "request: expected a JSON object");
+        return sv_api_fail(e, 400, "ETYPE", "request: expected a JSON object");
     const char *k;
     json_t *v;
     int ni = 0;
@@ -177,7 +177,7 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
     {
         if (strcmp(k, "entries") == 0) {
             if (!json_is_array(v) || json_array_size(v) == 0)
-                return sl_api_fail(e, 400, "ETYPE",
+                return sv_api_fail(e, 400, "ETYPE",
                                    "entries: expected a non-empty array");
             size_t i;
             json_t *en;
@@ -186,7 +186,7 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
                 json_t *ek = json_object_get(en, "key");
                 json_t *ev = json_object_get(en, "value");
                 if (!json_is_string(ek) || (ev && !json_is_string(ev)))
-                    return sl_api_fail(
+                    return sv_api_fail(
                         e, 400, "ETYPE",
                         "entries[%zu]: expected {\"key\": string, "
                         "\"value\": string}",
@@ -202,7 +202,7 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
             continue;
         }
         if (strcmp(k, "key") == 0 || strcmp(k, "value") == 0)
-            return sl_api_fail(e, 400, "EINVAL",
+            return sv_api_fail(e, 400, "EINVAL",
                                "%s: use \"entries\" in a body", k);
         if (json_is_integer(v) &&
             (strcmp(k, "requests") == 0 || strcmp(k, "hits") == 0)) {
@@ -214,7 +214,7 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
             continue;
         }
         if (strcmp(k, "at_ms") == 0)
-            return sl_api_fail(
+            return sv_api_fail(
                 e, 400, "EINVAL",
                 "at_ms: not supported; an increment is recorded at "
                 "the server's now");
@@ -222,7 +222,7 @@ static int parse_body(sl_srv_worker *w, json_t *root, limit_ref *ref,
             /* Unknown names are reported as unknown, not as a type. */
             if (ref_set(w, ref, k, "", 0, e) != 0)
                 return -1;
-            return sl_api_fail(e, 400, "ETYPE", "%s: expected a string", k);
+            return sv_api_fail(e, 400, "ETYPE", "%s: expected a string", k);
         }
         if (ref_set(w, ref, k, json_string_value(v), json_string_length(v),
                     e) != 0)
@@ -254,40 +254,40 @@ static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
 
 /* The cached limit of (id, interval, requests, algorithm), made on first
  * use.  0, or -1 with e set (bad parameters, cap reached, no memory). */
-static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
-                     sl_api_err *e)
+static int adhoc_get(sv_server *s, const limit_ref *ref, const sl_limit **out,
+                     sv_api_err *e)
 {
     sl_nanos interval;
     int64_t requests;
     sl_algorithm alg = SL_STEPPED_WINDOW;
     if (ref->interval == NULL)
-        return sl_api_fail(e, 400, "EMISSING",
+        return sv_api_fail(e, 400, "EMISSING",
                            "interval: missing (with requests)");
     if (ref->requests == NULL)
-        return sl_api_fail(e, 400, "EMISSING",
+        return sv_api_fail(e, 400, "EMISSING",
                            "requests: missing (with interval)");
     int rc = sl_duration_parse(ref->interval, ref->interval_len, &interval);
     if (rc != 0 || interval <= 0)
-        return sl_api_fail(
+        return sv_api_fail(
             e, 400, "EINVAL",
             "interval: expected a positive duration like 60s: '%.*s'",
             (int)(ref->interval_len < 64 ? ref->interval_len : 64),
             ref->interval);
-    if (sl_parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
+    if (sv_parse_count(ref->requests, ref->requests_len, &requests) != 0 ||
         requests < 1)
-        return sl_api_fail(
+        return sv_api_fail(
             e, 400, "EINVAL",
             "requests: expected an integer from 1 to 2^40: '%.*s'",
             (int)(ref->requests_len < 64 ? ref->requests_len : 64),
             ref->requests);
     if (ref->algorithm != NULL &&
         sl_algorithm_parse(ref->algorithm, ref->algorithm_len, &alg) != 0)
-        return sl_api_fail(
+        return sv_api_fail(
             e, 400, "EINVAL", "algorithm: unknown: '%.*s'",
             (int)(ref->algorithm_len < 64 ? ref->algorithm_len : 64),
             ref->algorithm);
     uint64_t h = hash_adhoc(ref->id, ref->id_len, interval, requests, alg);
-    struct sl_srv_adhoc *t = s->adhoc;
+    struct sv_adhoc *t = s->adhoc;
     pthread_mutex_lock(&t->lock);
     adhoc_limit **b = &t->buckets[h % ADHOC_BUCKETS], *a;
     for (a = *b; a != NULL; a = a->next)
@@ -302,7 +302,7 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
     }
     if (t->n >= s->cfg.max_adhoc_limits) {
         pthread_mutex_unlock(&t->lock);
-        return sl_api_fail(e, 429, "ETOOMANY",
+        return sv_api_fail(e, 429, "ETOOMANY",
                            "id: %zu ad hoc limits are cached already "
                            "(--max-adhoc-limits)",
                            s->cfg.max_adhoc_limits);
@@ -316,14 +316,14 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
     rc = sl_limit_new(&cfg, &lim, err, sizeof(err));
     if (rc != 0) {
         pthread_mutex_unlock(&t->lock);
-        return sl_api_fail(e, rc == SL_ENOMEM ? 503 : 400, sl_err_name(rc),
+        return sv_api_fail(e, rc == SL_ENOMEM ? 503 : 400, sl_err_name(rc),
                            "interval/requests/algorithm: %s", err);
     }
     a = malloc(sizeof(*a) + ref->id_len);
     if (a == NULL) {
         pthread_mutex_unlock(&t->lock);
         sl_limit_free(lim);
-        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+        return sv_api_fail(e, 503, "ENOMEM", "out of memory");
     }
     *a = (adhoc_limit){.next = *b,
                        .hash = h,
@@ -342,33 +342,33 @@ static int adhoc_get(sl_server *s, const limit_ref *ref, const sl_limit **out,
 
 /* Resolves what ref names to store items.  0, or -1 with e set; release
  * res->keys either way. */
-static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
-                   sl_api_err *e)
+static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
+                   sv_api_err *e)
 {
     const sl_rules *rules = w->rules->rules;
     memset(res, 0, sizeof(*res));
     if (ref->id != NULL && ref->id_len == 0)
-        return sl_api_fail(e, 400, "EMISSING", "id: must not be empty");
+        return sv_api_fail(e, 400, "EMISSING", "id: must not be empty");
     if (ref->id != NULL && ref->id_len > ID_MAX_BYTES)
-        return sl_api_fail(e, 400, "EKEYLEN", "id: longer than %d bytes",
+        return sv_api_fail(e, 400, "EKEYLEN", "id: longer than %d bytes",
                            ID_MAX_BYTES);
     if (ref->domain != NULL && ref->domain_len == 0)
-        return sl_api_fail(e, 400, "EMISSING", "domain: must not be empty");
+        return sv_api_fail(e, 400, "EMISSING", "domain: must not be empty");
     int adhoc = ref->interval || ref->requests || ref->algorithm;
     if (ref->id == NULL && adhoc)
-        return sl_api_fail(
+        return sv_api_fail(
             e, 400, "EMISSING",
             "id: required with interval, requests and algorithm");
     if (ref->id == NULL && ref->domain == NULL)
-        return sl_api_fail(e, 400, "EMISSING", "id or domain: one is required");
+        return sv_api_fail(e, 400, "EMISSING", "id or domain: one is required");
     if (ref->id != NULL && ref->n_entries > 0)
-        return sl_api_fail(
+        return sv_api_fail(
             e, 400, "EINVAL",
             "id: name a limit by id or by domain and key, not both");
 
     if (ref->id != NULL && adhoc) {
         if (ref->domain != NULL)
-            return sl_api_fail(
+            return sv_api_fail(
                 e, 400, "EINVAL",
                 "domain: an ad hoc limit (interval, requests) has "
                 "no domain");
@@ -401,7 +401,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
             else {
                 res->keys = malloc(ref->id_len + 4);
                 if (res->keys == NULL)
-                    return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+                    return sv_api_fail(e, 503, "ENOMEM", "out of memory");
                 memcpy(res->keys, "\001id:", 4);
                 memcpy(res->keys + 4, ref->id, ref->id_len);
                 res->items[0] =
@@ -410,7 +410,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
             }
             return 0;
         }
-        return sl_api_fail(
+        return sv_api_fail(
             e, 404, "ENOLIMIT",
             "id: no rule named '%.*s'; give interval and requests "
             "for an ad hoc limit",
@@ -418,7 +418,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
     }
 
     if (ref->n_entries == 0)
-        return sl_api_fail(e, 400, "EMISSING",
+        return sv_api_fail(e, 400, "EMISSING",
                            "key: at least one entry is required "
                            "with domain");
     /* As decide.c: each entry may add a decimal length and a separator. */
@@ -427,14 +427,14 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
         len += ref->entries[j].key_len + ref->entries[j].value_len + 48;
     res->keys = malloc(len);
     if (res->keys == NULL)
-        return sl_api_fail(e, 503, "ENOMEM", "out of memory");
+        return sv_api_fail(e, 503, "ENOMEM", "out of memory");
     sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
     size_t nm = 0;
     int rc = sl_rules_match(rules, ref->domain, ref->domain_len, ref->entries,
                             ref->n_entries, 0, m, SL_RULES_MAX_LIMITS_PER_NODE,
                             &nm, res->keys, len);
     if (rc != 0)
-        return sl_api_fail(e, 400, sl_err_name(rc), "key: %s", sl_strerror(rc));
+        return sv_api_fail(e, 400, sl_err_name(rc), "key: %s", sl_strerror(rc));
     sl_rules_drop_replaced(m, &nm);
     int matched = 0;
     for (size_t i = 0; i < nm; i++) {
@@ -451,7 +451,7 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
                 (sl_check_item){r->limit, m[i].key, m[i].key_len};
     }
     if (!matched)
-        return sl_api_fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
+        return sv_api_fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
     res->unlimited = res->n == 0 && !res->deny;
     return 0;
 }
@@ -459,15 +459,15 @@ static int resolve(sl_srv_worker *w, const limit_ref *ref, resolved *res,
 /* What a request keeps across its rounds on the store. */
 typedef struct client_state {
     enum { RECORD, RECORDED, QUERY, QUERIED, ASKED } phase;
-    sl_srv_rules *rules; /* held: the resolved limits may be its */
-    json_t *root;        /* an increment's body: ref points into it */
+    sv_rules *rules; /* held: the resolved limits may be its */
+    json_t *root;    /* an increment's body: ref points into it */
     char numbuf[2][24];
     limit_ref ref;
     resolved res;
     int64_t hits;
     int counted, over;
-    sl_nanos now;     /* of the delay's answer */
-    size_t n_checks;  /* the round's */
+    sl_nanos now;    /* of the delay's answer */
+    size_t n_checks; /* the round's */
     sd_check checks[SL_MAX_ITEMS];
     int64_t costs[SL_MAX_ITEMS];
     sl_decision each[SL_MAX_ITEMS];
@@ -483,14 +483,13 @@ static void client_state_free(void *p)
     client_state *cs = p;
     if (cs == NULL)
         return;
-    sl_srv_rules_release(cs->rules);
+    sv_rules_release(cs->rules);
     json_decref(cs->root);
     free(cs->res.keys);
     free(cs);
 }
 
-static client_state *client_state_new(sl_srv_worker *w, sl_srv_req *rq,
-                                      size_t dec_len)
+static client_state *client_state_new(sv_worker *w, sv_req *rq, size_t dec_len)
 {
     client_state *cs = malloc(sizeof(*cs) + dec_len);
     if (cs == NULL)
@@ -503,22 +502,22 @@ static client_state *client_state_new(sl_srv_worker *w, sl_srv_req *rq,
     return cs;
 }
 
-/* Decides the round's checks: 0, or SL_SRV_AGAIN. */
-static int round_trip(sl_srv_worker *w, sl_srv_req *rq, client_state *cs)
+/* Decides the round's checks: 0, or SV_AGAIN. */
+static int round_trip(sv_worker *w, sv_req *rq, client_state *cs)
 {
     if (cs->n_checks == 0)
         return 0;
-    return sd_decide(w->dec, cs->checks, cs->n_checks, sl_srv_now(w),
-                     rq->resume, rq->owner, &rq->wait);
+    return sd_decide(w->dec, cs->checks, cs->n_checks, sv_now(w), rq->resume,
+                     rq->owner, &rq->wait);
 }
 
 /* The first failed check of the round: -1 with e set, else 0. */
-static int round_failed(const client_state *cs, sl_api_err *e)
+static int round_failed(const client_state *cs, sv_api_err *e)
 {
     for (size_t i = 0; i < cs->n_checks; i++) {
         int rc = cs->checks[i].rc;
         if (rc != 0)
-            return sl_api_fail(e, sl_decide_status(rc), sl_err_name(rc),
+            return sv_api_fail(e, sv_decide_status(rc), sl_err_name(rc),
                                "store: %s", sl_strerror(rc));
     }
     return 0;
@@ -544,10 +543,9 @@ static sd_check item_check(const sl_check_item *it, const int64_t *cost)
  * remaining 0, which is what the client would see after sending.  Over
  * several items the longest wait and the least remaining speak.
  *
- * Returns 0 when every round is done, SL_SRV_AGAIN, or -1 with e set.
+ * Returns 0 when every round is done, SV_AGAIN, or -1 with e set.
  */
-static int run_rounds(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
-                      sl_api_err *e)
+static int run_rounds(sv_worker *w, sv_req *rq, client_state *cs, sv_api_err *e)
 {
     for (;;) {
         switch (cs->phase) {
@@ -564,25 +562,25 @@ static int run_rounds(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
                                            .each = cs->each};
                 cs->n_checks = 1;
             }
-            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
-                return SL_SRV_AGAIN;
+            if (round_trip(w, rq, cs) == SV_AGAIN)
+                return SV_AGAIN;
             break;
         case RECORDED:
             if (round_failed(cs, e) != 0)
                 return -1;
             cs->counted = cs->n_checks > 0;
-            cs->over = cs->res.deny ||
-                       (cs->counted && !cs->checks[0].overall.allowed);
+            cs->over =
+                cs->res.deny || (cs->counted && !cs->checks[0].overall.allowed);
             cs->phase = QUERY;
             break;
         case QUERY:
-            cs->now = sl_srv_now(w);
+            cs->now = sv_now(w);
             for (size_t i = 0; i < cs->res.n; i++)
                 cs->checks[i] = item_check(&cs->res.items[i], &cost_zero);
             cs->n_checks = cs->res.n;
             cs->phase = QUERIED;
-            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
-                return SL_SRV_AGAIN;
+            if (round_trip(w, rq, cs) == SV_AGAIN)
+                return SV_AGAIN;
             break;
         case QUERIED: {
             size_t k = 0;
@@ -598,8 +596,8 @@ static int run_rounds(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
                     item_check(&cs->res.items[cs->asked[j]], &cost_one);
             cs->n_checks = k;
             cs->phase = ASKED;
-            if (round_trip(w, rq, cs) == SL_SRV_AGAIN)
-                return SL_SRV_AGAIN;
+            if (round_trip(w, rq, cs) == SV_AGAIN)
+                return SV_AGAIN;
             break;
         }
         case ASKED:
@@ -632,10 +630,10 @@ static void delay_json(const client_state *cs, json_t *body)
             period = sl_limit_get_config(res->items[i].limit)->period;
         }
     }
-    json_object_set_new(body, "delay_ms", json_integer(sl_ms_up(delay)));
+    json_object_set_new(body, "delay_ms", json_integer(sv_ms_up(delay)));
     json_object_set_new(body, "next_free_ms",
                         delay < 0 ? json_null()
-                                  : json_integer(sl_ms_up(cs->now + delay)));
+                                  : json_integer(sv_ms_up(cs->now + delay)));
     if (res->unlimited) {
         json_object_set_new(body, "remaining", json_null());
         json_object_set_new(body, "limit", json_null());
@@ -648,47 +646,47 @@ static void delay_json(const client_state *cs, json_t *body)
 }
 
 /* Runs the rounds and answers: the request's first step made cs. */
-static int client_answer(sl_srv_worker *w, sl_srv_req *rq, client_state *cs,
-                         int increment, sl_buf *out, int keep_alive)
+static int client_answer(sv_worker *w, sv_req *rq, client_state *cs,
+                         int increment, sv_buf *out, int keep_alive)
 {
-    sl_api_err e = {0};
+    sv_api_err e = {0};
     int rc = run_rounds(w, rq, cs, &e);
-    if (rc == SL_SRV_AGAIN) {
+    if (rc == SV_AGAIN) {
         rq->step = 1;
         return rc;
     }
     if (rc != 0) {
-        sl_respond_api_err(w, &e, out, keep_alive);
+        sv_respond_api_err(w, &e, out, keep_alive);
         return 0;
     }
     json_t *body = increment ? json_pack("{s:b,s:b}", "counted", cs->counted,
                                          "over_limit", cs->over)
                              : json_object();
     if (body == NULL) {
-        sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+        sv_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
         return 0;
     }
     delay_json(cs, body);
-    sl_respond_json(out, 200, NULL, body, keep_alive);
+    sv_respond_json(out, 200, NULL, body, keep_alive);
     json_decref(body);
     return 0;
 }
 
-int sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
-                 sl_buf *out, int keep_alive)
+int sv_api_delay(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                 sv_buf *out, int keep_alive)
 {
     client_state *cs = rq->api;
-    sl_api_err e = {0};
+    sv_api_err e = {0};
     if (rq->step > 0)
         return client_answer(w, rq, cs, 0, out, keep_alive);
     if ((cs = client_state_new(w, rq, req->query_len + 1)) == NULL) {
-        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
+        sv_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
     if (parse_query(w, req->query, req->query_len, cs->dec, &cs->ref, &e) != 0)
         goto fail;
     if (cs->ref.hits != NULL) {
-        sl_api_fail(
+        sv_api_fail(
             &e, 400, "EINVAL",
             "hits: not a parameter of /v1/delay (it answers for one request)");
         goto fail;
@@ -698,7 +696,7 @@ int sl_api_delay(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
     cs->phase = QUERY;
     return client_answer(w, rq, cs, 0, out, keep_alive);
 fail:
-    sl_respond_api_err(w, &e, out, keep_alive);
+    sv_respond_api_err(w, &e, out, keep_alive);
     return 0;
 }
 
@@ -710,22 +708,22 @@ fail:
  * Several matched limits are recorded in one check.  A deny rule records
  * nothing ("counted": false).
  */
-int sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
-                     sl_srv_req *rq, sl_buf *out, int keep_alive)
+int sv_api_increment(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                     sv_buf *out, int keep_alive)
 {
     client_state *cs = rq->api;
-    sl_api_err e = {0};
+    sv_api_err e = {0};
     json_error_t je;
     if (rq->step > 0)
         return client_answer(w, rq, cs, 1, out, keep_alive);
     if ((cs = client_state_new(w, rq, 0)) == NULL) {
-        sl_api_fail(&e, 503, "ENOMEM", "out of memory");
+        sv_api_fail(&e, 503, "ENOMEM", "out of memory");
         goto fail;
     }
     cs->root =
         json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
     if (cs->root == NULL) {
-        sl_api_fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
+        sv_api_fail(&e, 400, "EJSON", "malformed JSON: %s (line %d, column %d)",
                     je.text, je.line, je.column);
         goto fail;
     }
@@ -733,8 +731,8 @@ int sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
         goto fail;
     cs->hits = 1;
     if (cs->ref.hits != NULL &&
-        sl_parse_count(cs->ref.hits, cs->ref.hits_len, &cs->hits) != 0) {
-        sl_api_fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
+        sv_parse_count(cs->ref.hits, cs->ref.hits_len, &cs->hits) != 0) {
+        sv_api_fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
         goto fail;
     }
     if (resolve(w, &cs->ref, &cs->res, &e) != 0)
@@ -742,6 +740,6 @@ int sl_api_increment(sl_srv_worker *w, const sl_http_request *req,
     cs->phase = RECORD;
     return client_answer(w, rq, cs, 1, out, keep_alive);
 fail:
-    sl_respond_api_err(w, &e, out, keep_alive);
+    sv_respond_api_err(w, &e, out, keep_alive);
     return 0;
 }

@@ -3,9 +3,9 @@
  * timeouts, writes.  Requests are decided synchronously as each message
  * completes, so pipelined responses come out in request order by
  * construction; all responses produced by one read are sent in one write
- * (sl_send: at once when the socket takes it, send.c says why).
+ * (sv_send: at once when the socket takes it, send.c says why).
  *
- * Reads land in the thread's one read buffer (sl_srv_worker.read_buf):
+ * Reads land in the thread's one read buffer (sv_worker.read_buf):
  * http-parser copies what must outlive the read (the URL and the body)
  * into the connection's own buffers before the next read can happen.
  *
@@ -15,8 +15,8 @@
  * only moves the connection's deadline (deadline.c).
  *
  * Waiting on the store (--store redis, src/decision/): a handler whose
- * decision waits on Redis returns SL_SRV_AGAIN with its state in the
- * connection's sl_srv_req; the parser is paused, the bytes after the
+ * decision waits on Redis returns SV_AGAIN with its state in the
+ * connection's sv_req; the parser is paused, the bytes after the
  * request are copied from the thread's read buffer into the
  * connection's `stash`, and when the wait ends the handler is called
  * again (dispatch), then parsing resumes on the stash.  So
@@ -44,18 +44,18 @@
 #include "server/router.h"
 #include "server/send.h"
 
-typedef struct sl_conn sl_conn;
-struct sl_conn {
+typedef struct sv_conn sv_conn;
+struct sv_conn {
     uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
-    sl_deadline timer;
-    sl_srv_worker *w;
+    sv_deadline timer;
+    sv_worker *w;
     http_parser parser;
-    sl_buf url, body, out;
+    sv_buf url, body, out;
     /* The Sluice-* headers: their bytes, their offsets into hbytes (which
      * may move while it grows), and their views once the message is
      * complete. */
-    sl_buf hbytes, hrecs, hviews;
-    sl_buf field;    /* the name of the header being read */
+    sv_buf hbytes, hrecs, hviews;
+    sv_buf field;    /* the name of the header being read */
     int in_value;    /* the last header callback was a value */
     int keep_header; /* the header being read is a Sluice-* one */
     size_t header_bytes;
@@ -65,14 +65,14 @@ struct sl_conn {
     int err_status;      /* a cap our callbacks refused: 413, 431 */
     int closing;         /* no more requests; close after the writes */
     int paused;          /* reading stopped until the client reads */
-    sl_reader reader;
-    int handles_open;    /* close callbacks still to come */
-    size_t writes;       /* writes in flight */
-    sl_srv_req rq;       /* the request's state across waits */
-    int waiting;         /* rq waits: parser paused */
-    sl_buf stash;        /* bytes read after the waiting request */
-    int ended;           /* the client's end (or an error) came meanwhile */
-    sl_conn *prev, *next;
+    sv_reader reader;
+    int handles_open; /* close callbacks still to come */
+    size_t writes;    /* writes in flight */
+    sv_req rq;        /* the request's state across waits */
+    int waiting;      /* rq waits: parser paused */
+    sv_buf stash;     /* bytes read after the waiting request */
+    int ended;        /* the client's end (or an error) came meanwhile */
+    sv_conn *prev, *next;
 };
 
 /* Bytes read ahead of a waiting request before reading stops. */
@@ -84,56 +84,56 @@ typedef struct kept_header {
 
 static void conn_free_cb(uv_handle_t *h)
 {
-    sl_conn *c = h->data;
+    sv_conn *c = h->data;
     if (--c->handles_open > 0)
         return;
-    sl_srv_worker *w = c->w;
+    sv_worker *w = c->w;
     if (c->prev)
         c->prev->next = c->next;
     else
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    sl_buf_release(&c->url);
-    sl_buf_release(&c->body);
-    sl_buf_release(&c->out);
-    sl_buf_release(&c->hbytes);
-    sl_buf_release(&c->hrecs);
-    sl_buf_release(&c->hviews);
-    sl_buf_release(&c->field);
-    sl_buf_release(&c->stash);
+    sv_buf_release(&c->url);
+    sv_buf_release(&c->body);
+    sv_buf_release(&c->out);
+    sv_buf_release(&c->hbytes);
+    sv_buf_release(&c->hrecs);
+    sv_buf_release(&c->hviews);
+    sv_buf_release(&c->field);
+    sv_buf_release(&c->stash);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
     if (w->conns == NULL && w->stopping)
-        sl_readers_close(&w->readers);
+        sv_readers_close(&w->readers);
 }
 
-static void conn_close(sl_conn *c)
+static void conn_close(sv_conn *c)
 {
     if (c->handles_open != 2 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     /* Given up now, not when the handles are freed: the wait could end
      * before then. */
-    sl_srv_req_close(&c->rq);
+    sv_req_close(&c->rq);
     uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
     uv_close((uv_handle_t *)&c->timer.timer, conn_free_cb);
 }
 
-static void set_reading(sl_conn *c, int on)
+static void set_reading(sv_conn *c, int on)
 {
-    if (sl_reader_set(&c->reader, on) != 0)
+    if (sv_reader_set(&c->reader, on) != 0)
         conn_close(c);
 }
 
 /* With nothing left to write: done with the connection? */
-static int finished(sl_conn *c)
+static int finished(sv_conn *c)
 {
     return c->closing || (c->w->stopping && !c->in_message);
 }
 
 static void write_cb(uv_write_t *req, int status)
 {
-    sl_conn *c = ((sl_send_req *)req)->owner;
+    sv_conn *c = ((sv_send_req *)req)->owner;
     free(req);
     c->writes--;
     if (status < 0 || (c->writes == 0 && finished(c))) {
@@ -142,13 +142,13 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (c->paused && !c->waiting &&
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-            SL_SRV_MAX_PENDING_OUTPUT / 2) {
+            SV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         set_reading(c, 1);
     }
 }
 
-static void flush(sl_conn *c)
+static void flush(sv_conn *c)
 {
     size_t left;
     if (c->out.len == 0) {
@@ -156,8 +156,8 @@ static void flush(sl_conn *c)
             conn_close(c);
         return;
     }
-    if (sl_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len,
-                c->writes > 0, c, write_cb, &left) != 0) {
+    if (sv_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len, c->writes > 0,
+                c, write_cb, &left) != 0) {
         conn_close(c);
         return;
     }
@@ -169,7 +169,7 @@ static void flush(sl_conn *c)
     }
     c->writes++;
     if (!c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
-                           SL_SRV_MAX_PENDING_OUTPUT) {
+                           SV_MAX_PENDING_OUTPUT) {
         c->paused = 1;
         set_reading(c, 0);
     }
@@ -177,9 +177,9 @@ static void flush(sl_conn *c)
 
 static void timer_cb(uv_timer_t *t)
 {
-    sl_conn *c = t->data;
+    sv_conn *c = t->data;
     if (c->in_message) {
-        sl_respond_error(&c->out, 408, "ETIMEOUT",
+        sv_respond_error(&c->out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
         c->closing = 1;
         set_reading(c, 0);
@@ -191,7 +191,7 @@ static void timer_cb(uv_timer_t *t)
 
 static int on_message_begin(http_parser *p)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     c->in_message = 1;
     c->url.len = c->body.len = c->hbytes.len = c->hrecs.len = 0;
     c->url.failed = c->body.failed = c->hbytes.failed = c->hrecs.failed = 0;
@@ -200,11 +200,11 @@ static int on_message_begin(http_parser *p)
     c->in_value = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
-    sl_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
 
-static int count_header(sl_conn *c, size_t len)
+static int count_header(sv_conn *c, size_t len)
 {
     c->header_bytes += len;
     if (c->header_bytes > c->w->server->cfg.max_header_bytes) {
@@ -216,10 +216,10 @@ static int count_header(sl_conn *c, size_t len)
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     if (count_header(c, len))
         return -1;
-    sl_buf_add(&c->url, at, len);
+    sv_buf_add(&c->url, at, len);
     return 0;
 }
 
@@ -229,12 +229,12 @@ static int on_url(http_parser *p, const char *at, size_t len)
  * sends the body after its own timeout, as RFC 9110 allows). */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     if (c->in_value) {
         c->field.len = 0;
         c->in_value = 0;
     }
-    sl_buf_add(&c->field, at, len);
+    sv_buf_add(&c->field, at, len);
     c->field_is_expect = len == 6 && strncasecmp(at, "expect", 6) == 0;
     return count_header(c, len);
 }
@@ -243,7 +243,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     if (c->field_is_expect && len == 12 &&
         strncasecmp(at, "100-continue", 12) == 0)
         c->expect_continue = 1;
@@ -254,22 +254,22 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
                                      sizeof(KEPT_PREFIX) - 1) == 0;
         if (c->keep_header) {
             kept_header k = {c->hbytes.len, c->field.len, 0, 0};
-            sl_buf_add(&c->hbytes, c->field.data, c->field.len);
+            sv_buf_add(&c->hbytes, c->field.data, c->field.len);
             k.value_off = c->hbytes.len;
-            sl_buf_add(&c->hrecs, &k, sizeof(k));
+            sv_buf_add(&c->hrecs, &k, sizeof(k));
         }
     }
     if (c->keep_header && !c->hrecs.failed) {
         kept_header *k = (kept_header *)(c->hrecs.data + c->hrecs.len) - 1;
         k->value_len += len;
-        sl_buf_add(&c->hbytes, at, len);
+        sv_buf_add(&c->hbytes, at, len);
     }
     return count_header(c, len);
 }
 
 static int on_headers_complete(http_parser *p)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     if (p->content_length != ULLONG_MAX &&
         p->content_length > c->w->server->cfg.max_body_bytes) {
         c->err_status = 413;
@@ -278,7 +278,7 @@ static int on_headers_complete(http_parser *p)
     if (c->expect_continue && p->http_major == 1 && p->http_minor >= 1) {
         /* Let a client that waits for it send the body now, rather than
          * after its own timeout.  Responses already queued go first. */
-        sl_buf_addstr(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        sv_buf_addstr(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         flush(c);
     }
     return 0;
@@ -286,12 +286,12 @@ static int on_headers_complete(http_parser *p)
 
 static int on_body(http_parser *p, const char *at, size_t len)
 {
-    sl_conn *c = p->data;
+    sv_conn *c = p->data;
     if (c->body.len + len > c->w->server->cfg.max_body_bytes) {
         c->err_status = 413;
         return -1;
     }
-    sl_buf_add(&c->body, at, len);
+    sv_buf_add(&c->body, at, len);
     return 0;
 }
 
@@ -299,10 +299,10 @@ static void resume_cb(void *owner);
 
 /* Runs the complete request (again, after a wait); returns 1 when it
  * waits on the store. */
-static int dispatch(sl_conn *c)
+static int dispatch(sv_conn *c)
 {
     http_parser *p = &c->parser;
-    sl_http_request req = {
+    sv_http_request req = {
         .method = p->method,
         .path = c->url.data ? c->url.data : "",
         .path_len = c->url.len,
@@ -313,12 +313,12 @@ static int dispatch(sl_conn *c)
     c->hviews.len = 0;
     for (size_t i = 0; i < c->hrecs.len / sizeof(kept_header); i++) {
         const kept_header *k = (const kept_header *)c->hrecs.data + i;
-        sl_http_header h = {c->hbytes.data + k->name_off, k->name_len,
+        sv_http_header h = {c->hbytes.data + k->name_off, k->name_len,
                             c->hbytes.data + k->value_off, k->value_len};
-        sl_buf_add(&c->hviews, &h, sizeof(h));
+        sv_buf_add(&c->hviews, &h, sizeof(h));
     }
-    req.headers = (const sl_http_header *)c->hviews.data;
-    req.n_headers = c->hviews.len / sizeof(sl_http_header);
+    req.headers = (const sv_http_header *)c->hviews.data;
+    req.n_headers = c->hviews.len / sizeof(sv_http_header);
     const char *q = memchr(req.path, '?', req.path_len);
     req.query = "";
     if (q != NULL) {
@@ -332,13 +332,12 @@ static int dispatch(sl_conn *c)
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->out.failed = 1; /* the request itself was not kept whole */
     else {
-        if (sl_route(c->w, &req, &c->rq, &c->out, &keep_alive) ==
-            SL_SRV_AGAIN) {
+        if (sv_route(c->w, &req, &c->rq, &c->out, &keep_alive) == SV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;
         }
-        sl_srv_req_reset(&c->rq);
+        sv_req_reset(&c->rq);
     }
     if (c->out.failed) {
         /* Out of memory somewhere in this response: replace what was
@@ -347,13 +346,13 @@ static int dispatch(sl_conn *c)
         c->out.len = mark;
         if (c->out.data != NULL)
             c->out.data[mark] = '\0';
-        sl_respond_enomem(&c->out);
+        sv_respond_enomem(&c->out);
         c->out.len = c->out.failed ? mark : c->out.len;
         c->out.failed = 0;
         keep_alive = 0;
     }
     c->in_message = 0;
-    sl_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+    sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
     if (!keep_alive) {
         c->closing = 1;
         http_parser_pause(p, 1);
@@ -378,7 +377,7 @@ static const http_parser_settings settings = {
 };
 
 /* Parses n bytes; when a request goes waiting, the rest is stashed. */
-static void parse(sl_conn *c, const char *data, size_t n)
+static void parse(sv_conn *c, const char *data, size_t n)
 {
     size_t done = http_parser_execute(&c->parser, &settings, data, n);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
@@ -388,9 +387,9 @@ static void parse(sl_conn *c, const char *data, size_t n)
         size_t rest = n - done;
         if (rest > 0) {
             /* The stash may be what is being parsed: move, then add. */
-            sl_buf tail = {0};
-            sl_buf_add(&tail, data + done, rest);
-            sl_buf_release(&c->stash);
+            sv_buf tail = {0};
+            sv_buf_add(&tail, data + done, rest);
+            sv_buf_release(&c->stash);
             c->stash = tail;
             if (tail.failed)
                 c->closing = 1;
@@ -401,16 +400,16 @@ static void parse(sl_conn *c, const char *data, size_t n)
             set_reading(c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         if (c->err_status == 413)
-            sl_respond_error(&c->out, 413, "ETOOLARGE",
+            sv_respond_error(&c->out, 413, "ETOOLARGE",
                              "request body exceeds the cap (--max-body-bytes)",
                              0);
         else if (c->err_status == 431)
-            sl_respond_error(&c->out, 431, "EHEADERS",
+            sv_respond_error(&c->out, 431, "EHEADERS",
                              "request line and headers exceed the cap "
                              "(--max-header-bytes)",
                              0);
         else
-            sl_respond_error(&c->out, 400, "EHTTP", http_errno_description(e),
+            sv_respond_error(&c->out, 400, "EHTTP", http_errno_description(e),
                              0);
         c->closing = 1;
     }
@@ -418,14 +417,14 @@ static void parse(sl_conn *c, const char *data, size_t n)
         set_reading(c, 0);
 }
 
-static void read_cb(sl_reader *r, ssize_t nread, const char *data)
+static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 {
-    sl_conn *c = (sl_conn *)((char *)r - offsetof(sl_conn, reader));
+    sv_conn *c = (sv_conn *)((char *)r - offsetof(sv_conn, reader));
     if (c->waiting && !c->closing) {
         /* Kept for after the answer.  An end of stream or an error
          * waits too: the waiting request is answered first. */
         if (nread > 0)
-            sl_buf_add(&c->stash, data, (size_t)nread);
+            sv_buf_add(&c->stash, data, (size_t)nread);
         c->ended |= nread < 0;
         if (c->stash.failed)
             c->closing = 1;
@@ -450,16 +449,16 @@ static void read_cb(sl_reader *r, ssize_t nread, const char *data)
  * what the client sent after it. */
 static void resume_cb(void *owner)
 {
-    sl_conn *c = owner;
+    sv_conn *c = owner;
     c->rq.wait = NULL; /* it ended */
     c->waiting = 0;
     http_parser_pause(&c->parser, 0);
     if (dispatch(c) == 0 && !c->closing) {
         if (c->stash.len > 0) {
-            sl_buf stash = c->stash;
-            c->stash = (sl_buf){0};
+            sv_buf stash = c->stash;
+            c->stash = (sv_buf){0};
             parse(c, stash.data, stash.len);
-            sl_buf_release(&stash);
+            sv_buf_release(&stash);
         }
         if (!c->waiting && !c->closing && c->ended)
             c->closing = 1; /* the client is done: so is the connection */
@@ -469,15 +468,15 @@ static void resume_cb(void *owner)
     flush(c);
 }
 
-void sl_conn_accept(sl_srv_worker *w)
+void sv_conn_accept(sv_worker *w)
 {
-    sl_server *srv = w->server;
-    sl_conn *c = calloc(1, sizeof(*c));
+    sv_server *srv = w->server;
+    sv_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return;
     c->w = w;
     uv_tcp_init(&w->loop, &c->tcp);
-    sl_deadline_init(&w->loop, &c->timer, timer_cb);
+    sv_deadline_init(&w->loop, &c->timer, timer_cb);
     c->tcp.data = c->timer.timer.data = c;
     c->rq.resume = resume_cb;
     c->rq.owner = c;
@@ -498,20 +497,20 @@ void sl_conn_accept(sl_srv_worker *w)
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    sl_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    if (sl_reader_start(&w->readers, &c->reader, &c->tcp, read_cb) != 0)
+    sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
+    if (sv_reader_start(&w->readers, &c->reader, &c->tcp, read_cb) != 0)
         conn_close(c);
 }
 
 /* On stop: idle connections close now; one in the middle of a request or
  * with a response still being written finishes it, then closes. */
-void sl_conn_close_idle(sl_srv_worker *w)
+void sv_conn_close_idle(sv_worker *w)
 {
-    for (sl_conn *c = w->conns, *next; c != NULL; c = next) {
+    for (sv_conn *c = w->conns, *next; c != NULL; c = next) {
         next = c->next;
         if (!c->in_message && c->writes == 0 && !c->waiting)
             conn_close(c);
     }
     if (w->conns == NULL)
-        sl_readers_close(&w->readers);
+        sv_readers_close(&w->readers);
 }

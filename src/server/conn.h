@@ -1,13 +1,13 @@
 /*
  * conn.h - one HTTP/1.1 connection of the decision API.
  */
-#ifndef SL_SRV_CONN_H
-#define SL_SRV_CONN_H
+#ifndef SV_CONN_H
+#define SV_CONN_H
 
 #include "server/worker.h"
 
 /* conn.c */
-void sl_conn_accept(sl_srv_worker *w);
-void sl_conn_close_idle(sl_srv_worker *w); /* on stop */
+void sv_conn_accept(sv_worker *w);
+void sv_conn_close_idle(sv_worker *w); /* on stop */
 
 #endif

@@ -11,7 +11,7 @@
 
 static void fire(uv_timer_t *t)
 {
-    sl_deadline *d = (sl_deadline *)t;
+    sv_deadline *d = (sv_deadline *)t;
     if (d->at == 0)
         return;
     uint64_t now = uv_now(t->loop);
@@ -24,14 +24,14 @@ static void fire(uv_timer_t *t)
     d->expired(t);
 }
 
-void sl_deadline_init(uv_loop_t *loop, sl_deadline *d, uv_timer_cb expired)
+void sv_deadline_init(uv_loop_t *loop, sv_deadline *d, uv_timer_cb expired)
 {
     uv_timer_init(loop, &d->timer);
     d->at = d->due = 0;
     d->expired = expired;
 }
 
-void sl_deadline_set(sl_deadline *d, uint64_t timeout_ms)
+void sv_deadline_set(sv_deadline *d, uint64_t timeout_ms)
 {
     d->at = uv_now(d->timer.loop) + timeout_ms;
     if (!uv_is_active((uv_handle_t *)&d->timer) || d->at < d->due) {
@@ -40,7 +40,7 @@ void sl_deadline_set(sl_deadline *d, uint64_t timeout_ms)
     }
 }
 
-void sl_deadline_clear(sl_deadline *d)
+void sv_deadline_clear(sv_deadline *d)
 {
     d->at = 0;
 }

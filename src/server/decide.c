@@ -7,7 +7,7 @@
  * `hits`.  Shadow-mode limits are checks of their own because they must
  * never veto the real ones; unlimited rules never touch the store; deny
  * rules (requests_per_unit: 0) reject.  What a waiting request needs
- * when its checks come back is kept in its sl_dec_state.
+ * when its checks come back is kept in its sv_dec_state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +16,18 @@
 #include "server/decide.h"
 #include "server/metrics.h"
 
-int sl_decide_status(int rc)
+int sv_decide_status(int rc)
 {
     return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;
 }
 
-struct sl_dec_state {
+struct sv_dec_state {
     /* The request, borrowed from the front end until it is decided. */
-    const sl_dec_descriptor *ds;
+    const sv_dec_descriptor *ds;
     size_t n;
     int64_t hits;
-    sl_srv_rules *rules; /* matched against */
-    int referenced;      /* rules is held by a reference while waiting */
+    sv_rules *rules; /* matched against */
+    int referenced;  /* rules is held by a reference while waiting */
     sl_rule_match *m;
     size_t nm, cap_m;
     /* Per match: its item in items[] (an enforced limit) or its check in
@@ -48,20 +48,20 @@ struct sl_dec_state {
     struct shadow_item {
         sl_check_item item;
         int64_t cost;
-    } *shadow;
+    } * shadow;
     size_t cap_shadow;
     int has_items;
 };
 
-sl_dec_state *sl_dec_state_get(sl_srv_worker *w, sl_dec_state **own)
+sv_dec_state *sv_dec_state_get(sv_worker *w, sv_dec_state **own)
 {
-    sl_dec_state **st = w->server->cfg.redis_url ? own : &w->dec_scratch;
+    sv_dec_state **st = w->server->cfg.redis_url ? own : &w->dec_scratch;
     if (*st == NULL)
         *st = calloc(1, sizeof(**st));
     return *st;
 }
 
-void sl_dec_state_free(sl_dec_state *st)
+void sv_dec_state_free(sv_dec_state *st)
 {
     if (st == NULL)
         return;
@@ -95,7 +95,7 @@ static int grow(void *p, size_t *cap, size_t n, size_t size)
  * colon before the bytes: KEY_FIELD bytes of framing at most. */
 #define KEY_FIELD 24
 
-static size_t key_room(size_t domain_len, const sl_dec_descriptor *d)
+static size_t key_room(size_t domain_len, const sv_dec_descriptor *d)
 {
     size_t len = domain_len + KEY_FIELD;
     for (size_t j = 0; j < d->n_entries; j++)
@@ -104,7 +104,7 @@ static size_t key_room(size_t domain_len, const sl_dec_descriptor *d)
 }
 
 /* Matches every descriptor, applies lyft's `replaces`: 0 or SL_E*. */
-static int match(sl_dec_state *st, const sl_rules *rules, const char *domain,
+static int match(sv_dec_state *st, const sl_rules *rules, const char *domain,
                  size_t domain_len, char *err, size_t errlen)
 {
     size_t keys_len = 1, off = 0;
@@ -118,12 +118,12 @@ static int match(sl_dec_state *st, const sl_rules *rules, const char *domain,
     }
     st->nm = st->unmatched = 0;
     for (size_t i = 0; i < st->n; i++) {
-        const sl_dec_descriptor *d = &st->ds[i];
+        const sv_dec_descriptor *d = &st->ds[i];
         size_t len = key_room(domain_len, d), k = 0;
-        int rc = sl_rules_match(rules, domain, domain_len, d->entries,
-                                d->n_entries, i, st->m + st->nm,
-                                SL_RULES_MAX_LIMITS_PER_NODE, &k,
-                                st->keys + off, len);
+        int rc =
+            sl_rules_match(rules, domain, domain_len, d->entries, d->n_entries,
+                           i, st->m + st->nm, SL_RULES_MAX_LIMITS_PER_NODE, &k,
+                           st->keys + off, len);
         if (rc != 0) {
             snprintf(err, errlen, "descriptors[%zu]: %s", i, sl_strerror(rc));
             return rc;
@@ -141,7 +141,7 @@ static int match(sl_dec_state *st, const sl_rules *rules, const char *domain,
     return 0;
 }
 
-static int64_t hits_of(const sl_dec_state *st, const sl_rule_match *m)
+static int64_t hits_of(const sv_dec_state *st, const sl_rule_match *m)
 {
     int64_t h = st->ds[m->descriptor].hits;
     return h >= 0 ? h : st->hits;
@@ -151,7 +151,7 @@ static int64_t hits_of(const sl_dec_state *st, const sl_rule_match *m)
  * limit alone, because it must never veto the real ones.  Unlimited
  * rules never touch the store; a deny rule makes the others queries (a
  * denied request consumes nothing).  0 or SL_E*. */
-static int build_checks(sl_dec_state *st, char *err, size_t errlen)
+static int build_checks(sv_dec_state *st, char *err, size_t errlen)
 {
     size_t n_shadow = 0;
     st->n_items = 0;
@@ -178,7 +178,8 @@ static int build_checks(sl_dec_state *st, char *err, size_t errlen)
         st->slot[i] = k;
         st->failure[k] = r->store_failure;
         st->costs[k] = hits_of(st, &st->m[i]);
-        st->items[k] = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
+        st->items[k] =
+            (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
     }
     for (size_t k = 0; st->deny && k < st->n_items; k++)
         st->costs[k] = 0;
@@ -213,9 +214,9 @@ static int build_checks(sl_dec_state *st, char *err, size_t errlen)
     return 0;
 }
 
-int sl_decide(sl_srv_worker *w, sl_dec_state *st, const char *domain,
-              size_t domain_len, const sl_dec_descriptor *ds, size_t n,
-              int64_t hits, sl_dec_result *res, sd_done_fn done, void *owner,
+int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
+              size_t domain_len, const sv_dec_descriptor *ds, size_t n,
+              int64_t hits, sv_dec_result *res, sd_done_fn done, void *owner,
               sd_wait **wait, char *err, size_t errlen)
 {
     st->ds = ds;
@@ -228,29 +229,29 @@ int sl_decide(sl_srv_worker *w, sl_dec_state *st, const char *domain,
     if (rc != 0)
         return rc;
     if (st->n_checks > 0 &&
-        sd_decide(w->dec, st->checks, st->n_checks, sl_srv_now(w), done, owner,
+        sd_decide(w->dec, st->checks, st->n_checks, sv_now(w), done, owner,
                   wait) == SD_AGAIN) {
         /* The matches name rules of this set: it stays until answered. */
         atomic_fetch_add_explicit(&st->rules->refs, 1, memory_order_relaxed);
         st->referenced = 1;
-        return SL_SRV_AGAIN;
+        return SV_AGAIN;
     }
-    return sl_decide_finish(w, st, res, err, errlen);
+    return sv_decide_finish(w, st, res, err, errlen);
 }
 
-void sl_decide_abandon(sl_dec_state *st)
+void sv_decide_abandon(sv_dec_state *st)
 {
     if (st == NULL)
         return;
     if (st->referenced)
-        sl_srv_rules_release(st->rules);
+        sv_rules_release(st->rules);
     st->referenced = 0;
     st->rules = NULL;
 }
 
 /* Orders statuses: over the limit first, then limited before unlimited,
  * then least remaining.  Returns nonzero when a is closer than b. */
-static int closer(const sl_dec_status *a, const sl_dec_status *b)
+static int closer(const sv_dec_status *a, const sv_dec_status *b)
 {
     if (b->rule == NULL)
         return a->rule != NULL;
@@ -266,12 +267,12 @@ static int closer(const sl_dec_status *a, const sl_dec_status *b)
 }
 
 /* A match's status: its decision, whether it refused, and its metrics. */
-static sl_dec_status status_of(sl_srv_worker *w, const sl_dec_state *st,
+static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
                                const sl_rule_match *m, size_t slot, int over)
 {
     const sl_rule *r = m->rule;
-    const sl_dec_descriptor *dd = &st->ds[m->descriptor];
-    sl_dec_status s = {.rule = r,
+    const sv_dec_descriptor *dd = &st->ds[m->descriptor];
+    sv_dec_status s = {.rule = r,
                        .text = &st->rules->text[r->index],
                        .shadow = r->shadow_mode};
     int shadow_pass = 0;
@@ -291,24 +292,24 @@ static sl_dec_status status_of(sl_srv_worker *w, const sl_dec_state *st,
             s.d = st->each[slot];
             s.over = !s.d.allowed;
             /* A refused request consumed from no item. */
-            near = over ? 0 : sl_metrics_near_hits(&s.d, h);
+            near = over ? 0 : sv_metrics_near_hits(&s.d, h);
         } else {
             const sd_check *c = &st->checks[slot];
             /* A shadow limit that could not be decided lets it pass. */
             s.d = c->rc == 0 ? c->overall : (sl_decision){.allowed = 1};
-            near = sl_metrics_near_hits(&s.d, h);
+            near = sv_metrics_near_hits(&s.d, h);
             shadow_pass = !s.d.allowed;
             s.d.allowed = 1;
             s.d.retry_after = 0;
         }
         break;
     }
-    sl_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
+    sv_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
                     near);
     return s;
 }
 
-int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
+int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
                      char *err, size_t errlen)
 {
     int rc = 0;
@@ -322,11 +323,11 @@ int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
         atomic_fetch_add_explicit(&w->stats.unmatched, st->unmatched,
                                   memory_order_relaxed);
     for (size_t i = 0; i < st->n; i++)
-        res->status[i] = (sl_dec_status){0};
+        res->status[i] = (sv_dec_status){0};
     res->closest = NULL;
     for (size_t i = 0; i < st->nm; i++) {
-        sl_dec_status s = status_of(w, st, &st->m[i], st->slot[i], res->over);
-        sl_dec_status *slot = &res->status[st->m[i].descriptor];
+        sv_dec_status s = status_of(w, st, &st->m[i], st->slot[i], res->over);
+        sv_dec_status *slot = &res->status[st->m[i].descriptor];
         if (closer(&s, slot))
             *slot = s;
     }
@@ -339,7 +340,6 @@ int sl_decide_finish(sl_srv_worker *w, sl_dec_state *st, sl_dec_result *res,
                                         : &w->stats.checks_ok,
                               1, memory_order_relaxed);
 out:
-    sl_decide_abandon(st);
+    sv_decide_abandon(st);
     return rc;
 }
-

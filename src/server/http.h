@@ -1,21 +1,21 @@
 /*
  * http.h - one HTTP request as a connection hands it to a handler.
  */
-#ifndef SL_SRV_HTTP_H
-#define SL_SRV_HTTP_H
+#ifndef SV_HTTP_H
+#define SV_HTTP_H
 
 #include <stddef.h>
 
 /* A request header, (pointer, length) each.  Only headers whose name
  * starts with "Sluice-" are kept (conn.c): the others cost nothing. */
-typedef struct sl_http_header {
+typedef struct sv_http_header {
     const char *name;
     size_t name_len;
     const char *value;
     size_t value_len;
-} sl_http_header;
+} sv_http_header;
 
-typedef struct sl_http_request {
+typedef struct sv_http_request {
     int method; /* enum http_method */
     const char *path;
     size_t path_len;
@@ -23,8 +23,8 @@ typedef struct sl_http_request {
     size_t query_len;
     const char *body;
     size_t body_len;
-    const sl_http_header *headers; /* the Sluice-* headers, in order */
+    const sv_http_header *headers; /* the Sluice-* headers, in order */
     size_t n_headers;
-} sl_http_request;
+} sv_http_request;
 
 #endif

@@ -13,7 +13,7 @@
 #include "server/api.h"
 
 /* A proto3 JSON Duration: seconds with 0, 3, 6 or 9 fractional digits. */
-static void add_duration(sl_buf *b, sl_nanos ns)
+static void add_duration(sv_buf *b, sl_nanos ns)
 {
     char buf[48];
     if (ns < 0)
@@ -28,12 +28,12 @@ static void add_duration(sl_buf *b, sl_nanos ns)
         snprintf(buf, sizeof(buf), "%lld.%06llds", s, frac / 1000);
     else
         snprintf(buf, sizeof(buf), "%lld.%09llds", s, frac);
-    sl_buf_add_json_string(b, buf, strlen(buf));
+    sv_buf_add_json_string(b, buf, strlen(buf));
 }
 
 /* rls.proto's RateLimit.Unit: SECOND ... YEAR; UNKNOWN for a `period`
  * that is no calendar unit, or a unit_multiplier the enum cannot say. */
-static void add_unit(sl_buf *b, const sl_rule *r)
+static void add_unit(sv_buf *b, const sl_rule *r)
 {
     char buf[16] = "UNKNOWN";
     if (r->unit != NULL && r->unit_multiplier == 1) {
@@ -42,44 +42,46 @@ static void add_unit(sl_buf *b, const sl_rule *r)
             buf[i] = (char)toupper((unsigned char)r->unit[i]);
         buf[i] = '\0';
     }
-    sl_buf_add_json_string(b, buf, strlen(buf));
+    sv_buf_add_json_string(b, buf, strlen(buf));
 }
 
-int sl_api_lyft(sl_srv_worker *w, const sl_http_request *req,
-                sl_srv_req *rq, sl_buf *out, int keep_alive)
+int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                sv_buf *out, int keep_alive)
 {
     if (rq->step == 0)
         rq->t0 = uv_hrtime();
-    int rc = sl_decide_request(w, req, rq, "hitsAddend", NULL, 1, out, keep_alive);
+    int rc =
+        sv_decide_request(w, req, rq, "hitsAddend", NULL, 1, out, keep_alive);
     if (rc != 0)
-        return rc == SL_SRV_AGAIN ? rc : 0;
-    const sl_dec_result *res = &rq->res;
-    sl_buf *b = &w->answer;
+        return rc == SV_AGAIN ? rc : 0;
+    const sv_dec_result *res = &rq->res;
+    sv_buf *b = &w->answer;
     b->len = 0;
     b->failed = 0;
-    sl_buf_addstr(b, res->over ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
-                              : "{\"overallCode\":\"OK\",\"statuses\":[");
+    sv_buf_addstr(b, res->over
+                         ? "{\"overallCode\":\"OVER_LIMIT\",\"statuses\":["
+                         : "{\"overallCode\":\"OK\",\"statuses\":[");
     for (size_t i = 0; i < rq->pr.n; i++) {
-        const sl_dec_status *st = &res->status[i];
+        const sv_dec_status *st = &res->status[i];
         if (i > 0)
-            sl_buf_addstr(b, ",");
-        sl_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\""
+            sv_buf_addstr(b, ",");
+        sv_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\""
                                   : "{\"code\":\"OK\"");
         if (st->rule != NULL && st->rule->action != SL_RULE_UNLIMITED) {
-            sl_buf_addstr(b, ",\"currentLimit\":{\"name\":");
-            sl_buf_add_json_string(b, st->rule->name, strlen(st->rule->name));
-            sl_buf_addstr(b, ",\"requestsPerUnit\":");
-            sl_buf_add_int(b, (long long)st->rule->requests_per_unit);
-            sl_buf_addstr(b, ",\"unit\":");
+            sv_buf_addstr(b, ",\"currentLimit\":{\"name\":");
+            sv_buf_add_json_string(b, st->rule->name, strlen(st->rule->name));
+            sv_buf_addstr(b, ",\"requestsPerUnit\":");
+            sv_buf_add_int(b, (long long)st->rule->requests_per_unit);
+            sv_buf_addstr(b, ",\"unit\":");
             add_unit(b, st->rule);
-            sl_buf_addstr(b, "},\"limitRemaining\":");
-            sl_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
-            sl_buf_addstr(b, ",\"durationUntilReset\":");
+            sv_buf_addstr(b, "},\"limitRemaining\":");
+            sv_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
+            sv_buf_addstr(b, ",\"durationUntilReset\":");
             add_duration(b, st->d.reset_after);
         }
-        sl_buf_addstr(b, "}");
+        sv_buf_addstr(b, "}");
     }
-    sl_buf_addstr(b, "]}");
-    sl_respond_decision(w, res, out, keep_alive, rq->t0);
+    sv_buf_addstr(b, "]}");
+    sv_respond_decision(w, res, out, keep_alive, rq->t0);
     return 0;
 }

@@ -7,7 +7,7 @@
  * mutex that only the scraper ever contends for.  A scrape sums all
  * threads.  Series are keyed by (domain, rule label, descriptor); the
  * descriptor's values are part of the key only for detailed_metric rules
- * (as in lyft), and SL_SRV_MAX_SERIES bounds the map per thread.  A
+ * (as in lyft), and SV_MAX_SERIES bounds the map per thread.  A
  * rule without detailed_metric has one series, which its thread finds by
  * name once per rules set and then by the rule's index.
  */
@@ -19,15 +19,15 @@
 
 #define SERIES_BUCKETS 1024
 
-struct sl_srv_series {
-    sl_srv_series *next;
+struct sv_series {
+    sv_series *next;
     uint64_t hash;
     char *domain, *rule, *descriptor; /* owned; descriptor "" if none */
     uint64_t hits, within, over, shadow, near;
 };
 
 /* Upper bounds of the latency buckets, ns; the last is +Inf. */
-static const sl_nanos latency_le[SL_SRV_LATENCY_BUCKETS - 1] = {
+static const sl_nanos latency_le[SV_LATENCY_BUCKETS - 1] = {
     1000,   2500,   5000,    10000,    25000,    50000,
     100000, 250000, 1000000, 10000000, 100000000};
 
@@ -50,7 +50,7 @@ static char *dup_n(const char *s, size_t n)
     return p;
 }
 
-static void count(sl_srv_series *s, int allowed, int shadow_pass,
+static void count(sv_series *s, int allowed, int shadow_pass,
                   uint64_t near_hits)
 {
     s->hits++;
@@ -65,10 +65,10 @@ static void count(sl_srv_series *s, int allowed, int shadow_pass,
 
 /* The slot of rule's series in w->rule_series, for a rule of the
  * thread's current set without detailed_metric; NULL otherwise (then the
- * series is looked up by name).  sl_metrics_rules_changed() empties the
+ * series is looked up by name).  sv_metrics_rules_changed() empties the
  * cache when the thread adopts another set: an index means nothing in
  * another set. */
-static sl_srv_series **cached(sl_srv_worker *w, const sl_rule *rule)
+static sv_series **cached(sv_worker *w, const sl_rule *rule)
 {
     const sl_rules *rules = w->rules ? w->rules->rules : NULL;
     if (rule->detailed_metric || rules == NULL ||
@@ -81,33 +81,33 @@ static sl_srv_series **cached(sl_srv_worker *w, const sl_rule *rule)
     return &w->rule_series[rule->index];
 }
 
-void sl_metrics_rules_changed(sl_srv_worker *w)
+void sv_metrics_rules_changed(sv_worker *w)
 {
     free(w->rule_series);
     w->rule_series = NULL;
 }
 
-void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
+void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits)
 {
-    sl_srv_series **slot = cached(w, rule);
+    sv_series **slot = cached(w, rule);
     if (slot != NULL && *slot != NULL) {
         pthread_mutex_lock(&w->series_lock);
         count(*slot, allowed, shadow_pass, near_hits);
         pthread_mutex_unlock(&w->series_lock);
         return;
     }
-    sl_buf desc = {0};
+    sv_buf desc = {0};
     if (rule->detailed_metric)
         for (size_t i = 0; i < n_entries; i++) {
             if (i > 0)
-                sl_buf_add(&desc, ".", 1);
-            sl_buf_add(&desc, entries[i].key, entries[i].key_len);
-            sl_buf_add(&desc, "_", 1);
-            sl_buf_add(&desc, entries[i].value, entries[i].value_len);
+                sv_buf_add(&desc, ".", 1);
+            sv_buf_add(&desc, entries[i].key, entries[i].key_len);
+            sv_buf_add(&desc, "_", 1);
+            sv_buf_add(&desc, entries[i].value, entries[i].value_len);
         }
-    const char *label = sl_rule_label(rule);
+    const char *label = sv_rule_label(rule);
     const char *d = desc.data ? desc.data : "";
     uint64_t h =
         fnv(fnv(fnv(0xcbf29ce484222325ULL, rule->domain, strlen(rule->domain)),
@@ -119,12 +119,12 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         if (w->series == NULL)
             goto out;
     }
-    sl_srv_series **b = &w->series[h % SERIES_BUCKETS], *s;
+    sv_series **b = &w->series[h % SERIES_BUCKETS], *s;
     for (s = *b; s != NULL; s = s->next)
         if (s->hash == h && strcmp(s->domain, rule->domain) == 0 &&
             strcmp(s->rule, label) == 0 && strcmp(s->descriptor, d) == 0)
             break;
-    if (s == NULL && w->n_series >= SL_SRV_MAX_SERIES) {
+    if (s == NULL && w->n_series >= SV_MAX_SERIES) {
         label = "_overflow_";
         d = "";
         h = 0;
@@ -160,7 +160,7 @@ void sl_metrics_rule(sl_srv_worker *w, const sl_rule *rule,
         *slot = s;
 out:
     pthread_mutex_unlock(&w->series_lock);
-    sl_buf_release(&desc);
+    sv_buf_release(&desc);
 }
 
 /*
@@ -173,7 +173,7 @@ out:
  * under the limit; the library consumes none of it).  U = L - remaining,
  * which is negative for a bucket filled past L (burst > L): not near.
  */
-uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits)
+uint64_t sv_metrics_near_hits(const sl_decision *d, int64_t hits)
 {
     if (!d->allowed || hits <= 0 || d->limit <= 0)
         return 0;
@@ -184,10 +184,10 @@ uint64_t sl_metrics_near_hits(const sl_decision *d, int64_t hits)
     return (uint64_t)(used - threshold < hits ? used - threshold : hits);
 }
 
-void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
+void sv_metrics_latency(sv_worker *w, sl_nanos ns)
 {
     size_t i = 0;
-    while (i < SL_SRV_LATENCY_BUCKETS - 1 && ns > latency_le[i])
+    while (i < SV_LATENCY_BUCKETS - 1 && ns > latency_le[i])
         i++;
     atomic_fetch_add_explicit(&w->stats.latency[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w->stats.latency_count, 1, memory_order_relaxed);
@@ -195,13 +195,13 @@ void sl_metrics_latency(sl_srv_worker *w, sl_nanos ns)
                               memory_order_relaxed);
 }
 
-void sl_metrics_release(sl_srv_worker *w)
+void sv_metrics_release(sv_worker *w)
 {
-    sl_metrics_rules_changed(w);
+    sv_metrics_rules_changed(w);
     if (w->series == NULL)
         return;
     for (size_t i = 0; i < SERIES_BUCKETS; i++)
-        for (sl_srv_series *s = w->series[i], *next; s != NULL; s = next) {
+        for (sv_series *s = w->series[i], *next; s != NULL; s = next) {
             next = s->next;
             free(s->domain);
             free(s->rule);
@@ -221,22 +221,22 @@ void sl_metrics_release(sl_srv_worker *w)
         sum_;                                                                  \
     })
 
-static void label_value(sl_buf *out, const char *v)
+static void label_value(sv_buf *out, const char *v)
 {
     for (; *v; v++) {
         if (*v == '\\' || *v == '"')
-            sl_buf_add(out, "\\", 1);
+            sv_buf_add(out, "\\", 1);
         if (*v == '\n')
-            sl_buf_add(out, "\\n", 2);
+            sv_buf_add(out, "\\n", 2);
         else
-            sl_buf_add(out, v, 1);
+            sv_buf_add(out, v, 1);
     }
 }
 
 static int series_cmp(const void *a, const void *b)
 {
-    const sl_srv_series *x = *(sl_srv_series *const *)a;
-    const sl_srv_series *y = *(sl_srv_series *const *)b;
+    const sv_series *x = *(sv_series *const *)a;
+    const sv_series *y = *(sv_series *const *)b;
     int c = strcmp(x->domain, y->domain);
     if (c == 0)
         c = strcmp(x->rule, y->rule);
@@ -247,20 +247,20 @@ static int series_cmp(const void *a, const void *b)
 
 /* The per-rule series of every thread, merged: copies are taken under
  * each thread's lock, then sorted and summed. */
-static void render_series(sl_server *s, sl_buf *out)
+static void render_series(sv_server *s, sv_buf *out)
 {
     size_t n = 0, cap = 64;
-    sl_srv_series **all = malloc(cap * sizeof(*all));
+    sv_series **all = malloc(cap * sizeof(*all));
     if (all == NULL) {
         out->failed = 1;
         return;
     }
     for (int i = 0; i < s->n_workers; i++) {
-        sl_srv_worker *w = &s->workers[i];
+        sv_worker *w = &s->workers[i];
         pthread_mutex_lock(&w->series_lock);
         for (size_t b = 0; w->series && b < SERIES_BUCKETS; b++)
-            for (sl_srv_series *x = w->series[b]; x; x = x->next) {
-                sl_srv_series **grown = all, *c = NULL;
+            for (sv_series *x = w->series[b]; x; x = x->next) {
+                sv_series **grown = all, *c = NULL;
                 if (n == cap) {
                     grown = realloc(all, cap * 2 * sizeof(*all));
                     if (grown != NULL) {
@@ -297,36 +297,36 @@ static void render_series(sl_server *s, sl_buf *out)
         size_t off;
     } fields[] = {
         {"sluice_rule_hits_total", "decisions that matched the rule",
-         offsetof(sl_srv_series, hits)},
+         offsetof(sv_series, hits)},
         {"sluice_rule_within_limit_total", "matches within the limit",
-         offsetof(sl_srv_series, within)},
+         offsetof(sv_series, within)},
         {"sluice_rule_over_limit_total", "matches over the limit",
-         offsetof(sl_srv_series, over)},
+         offsetof(sv_series, over)},
         {"sluice_rule_near_limit_total",
          "hits allowed with more than 80% of the limit used (lyft's "
          "near_limit)",
-         offsetof(sl_srv_series, near)},
+         offsetof(sv_series, near)},
         {"sluice_rule_shadow_mode_total",
          "shadow_mode matches that would have been over the limit",
-         offsetof(sl_srv_series, shadow)},
+         offsetof(sv_series, shadow)},
     };
     for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
-        sl_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", fields[f].name,
+        sv_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", fields[f].name,
                       fields[f].help, fields[f].name);
         for (size_t i = 0; i < n;) {
             uint64_t v = 0;
             size_t j = i;
             for (; j < n && series_cmp(&all[i], &all[j]) == 0; j++)
                 v += *(uint64_t *)((char *)all[j] + fields[f].off);
-            sl_buf_printf(out, "%s{domain=\"", fields[f].name);
+            sv_buf_printf(out, "%s{domain=\"", fields[f].name);
             label_value(out, all[i]->domain);
-            sl_buf_addstr(out, "\",rule=\"");
+            sv_buf_addstr(out, "\",rule=\"");
             label_value(out, all[i]->rule);
             if (all[i]->descriptor[0]) {
-                sl_buf_addstr(out, "\",descriptor=\"");
+                sv_buf_addstr(out, "\",descriptor=\"");
                 label_value(out, all[i]->descriptor);
             }
-            sl_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
+            sv_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
             i = j;
         }
     }
@@ -340,14 +340,14 @@ static void render_series(sl_server *s, sl_buf *out)
 }
 
 /* --store redis: the connection's state and what failures cost. */
-static void render_store(sl_server *s, sl_buf *out)
+static void render_store(sv_server *s, sv_buf *out)
 {
     static const char *const policies[] = {"local", "fail_open", "fail_closed"};
     uint64_t up = 0;
     for (int i = 0; i < s->n_workers; i++)
         up += (uint64_t)atomic_load_explicit(&s->workers[i].stats.store.up,
                                              memory_order_relaxed);
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_store_up 1 when every thread's Redis "
                   "connection is usable (its breaker closed)\n"
                   "# TYPE sluice_store_up gauge\n"
@@ -357,23 +357,23 @@ static void render_store(sl_server *s, sl_buf *out)
                   "# TYPE sluice_store_threads_up gauge\n"
                   "sluice_store_threads_up %llu\n",
                   up == (uint64_t)s->n_workers, (unsigned long long)up);
-    sl_buf_addstr(out, "# HELP sluice_store_failures_total store calls that "
+    sv_buf_addstr(out, "# HELP sluice_store_failures_total store calls that "
                        "failed, by reason\n"
                        "# TYPE sluice_store_failures_total counter\n");
     for (int r = 0; r < SD_N_REASONS; r++)
-        sl_buf_printf(out, "sluice_store_failures_total{reason=\"%s\"} %llu\n",
+        sv_buf_printf(out, "sluice_store_failures_total{reason=\"%s\"} %llu\n",
                       sd_reason_name(r),
                       (unsigned long long)SUM(store.failures[r]));
-    sl_buf_addstr(out,
+    sv_buf_addstr(out,
                   "# HELP sluice_store_fallback_decisions_total calls decided "
                   "by the failure policy instead of Redis\n"
                   "# TYPE sluice_store_fallback_decisions_total counter\n");
     for (int p = 0; p < SD_N_POLICIES; p++)
-        sl_buf_printf(out,
+        sv_buf_printf(out,
                       "sluice_store_fallback_decisions_total{policy=\"%s\"} "
                       "%llu\n",
                       policies[p], (unsigned long long)SUM(store.fallbacks[p]));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_store_breaker_transitions_total circuit "
                   "breaker state changes, summed over threads\n"
                   "# TYPE sluice_store_breaker_transitions_total counter\n"
@@ -382,7 +382,7 @@ static void render_store(sl_server *s, sl_buf *out)
                   "%llu\n",
                   (unsigned long long)SUM(store.breaker_opened),
                   (unsigned long long)SUM(store.breaker_closed));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_store_commands_total script calls sent to "
                   "Redis (one EVALSHA decides one call or a batch)\n"
                   "# TYPE sluice_store_commands_total counter\n"
@@ -393,7 +393,7 @@ static void render_store(sl_server *s, sl_buf *out)
                   "sluice_store_calls_total %llu\n",
                   (unsigned long long)SUM(store.commands),
                   (unsigned long long)SUM(store.calls));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_nodes_live nodes sharing the Redis, the "
                   "local policy's divisor (--nodes, or counted live)\n"
                   "# TYPE sluice_nodes_live gauge\n"
@@ -401,51 +401,51 @@ static void render_store(sl_server *s, sl_buf *out)
                   sd_engine_nodes(s->engine));
 }
 
-void sl_metrics_render(sl_server *s, sl_buf *out)
+void sv_metrics_render(sv_server *s, sv_buf *out)
 {
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_checks_total requests decided, by result\n"
                   "# TYPE sluice_checks_total counter\n"
                   "sluice_checks_total{result=\"ok\"} %llu\n"
                   "sluice_checks_total{result=\"over_limit\"} %llu\n",
                   (unsigned long long)SUM(checks_ok),
                   (unsigned long long)SUM(checks_over));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_unmatched_descriptors_total descriptors of "
                   "an unknown domain or matching no rule (allowed)\n"
                   "# TYPE sluice_unmatched_descriptors_total counter\n"
                   "sluice_unmatched_descriptors_total %llu\n",
                   (unsigned long long)SUM(unmatched));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_bad_requests_total check requests refused "
                   "with a 4xx for their body\n"
                   "# TYPE sluice_bad_requests_total counter\n"
                   "sluice_bad_requests_total %llu\n",
                   (unsigned long long)SUM(bad_requests));
     render_series(s, out);
-    sl_buf_addstr(out, "# HELP sluice_decision_duration_seconds time from "
+    sv_buf_addstr(out, "# HELP sluice_decision_duration_seconds time from "
                        "request body to response\n"
                        "# TYPE sluice_decision_duration_seconds histogram\n");
     uint64_t cum = 0;
-    for (int b = 0; b < SL_SRV_LATENCY_BUCKETS; b++) {
+    for (int b = 0; b < SV_LATENCY_BUCKETS; b++) {
         cum += SUM(latency[b]);
-        if (b < SL_SRV_LATENCY_BUCKETS - 1)
-            sl_buf_printf(out,
+        if (b < SV_LATENCY_BUCKETS - 1)
+            sv_buf_printf(out,
                           "sluice_decision_duration_seconds_bucket{le=\"%g\"} "
                           "%llu\n",
                           (double)latency_le[b] / 1e9, (unsigned long long)cum);
         else
-            sl_buf_printf(out,
+            sv_buf_printf(out,
                           "sluice_decision_duration_seconds_bucket{le=\"+Inf\"}"
                           " %llu\n",
                           (unsigned long long)cum);
     }
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "sluice_decision_duration_seconds_sum %.9f\n"
                   "sluice_decision_duration_seconds_count %llu\n",
                   (double)SUM(latency_sum_ns) / 1e9,
                   (unsigned long long)SUM(latency_count));
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_rules_reloads_total rules reloads, by result\n"
                   "# TYPE sluice_rules_reloads_total counter\n"
                   "sluice_rules_reloads_total{result=\"ok\"} %llu\n"
@@ -454,7 +454,7 @@ void sl_metrics_render(sl_server *s, sl_buf *out)
                   (unsigned long long)atomic_load(&s->reloads_failed));
     sl_store_stats st;
     sl_store_get_stats(s->store, &st);
-    sl_buf_printf(out,
+    sv_buf_printf(out,
                   "# HELP sluice_open_connections open client connections\n"
                   "# TYPE sluice_open_connections gauge\n"
                   "sluice_open_connections %d\n"
@@ -470,7 +470,7 @@ void sl_metrics_render(sl_server *s, sl_buf *out)
         render_store(s, out);
 }
 
-const char *sl_metrics_store_status(sl_server *s)
+const char *sv_metrics_store_status(sv_server *s)
 {
     int up = 0;
     if (!sd_engine_uses_redis(s->engine))

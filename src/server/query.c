@@ -9,7 +9,7 @@
 #include "server/query.h"
 #include "sluice.h"
 
-int sl_parse_count(const char *s, size_t len, int64_t *out)
+int sv_parse_count(const char *s, size_t len, int64_t *out)
 {
     int64_t v = 0;
     if (len == 0 || len > 15)
@@ -58,7 +58,7 @@ static long url_decode(const char *src, size_t len, char *dst)
     return (long)o;
 }
 
-int sl_query_parse(const char *q, size_t len, char *dec, sl_query_cb cb,
+int sv_query_parse(const char *q, size_t len, char *dec, sv_query_cb cb,
                    void *ctx, char *err, size_t errlen)
 {
     size_t pos = 0, o = 0;

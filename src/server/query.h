@@ -1,8 +1,8 @@
 /*
  * query.h - query strings: their parameters, percent-decoded.
  */
-#ifndef SL_SRV_QUERY_H
-#define SL_SRV_QUERY_H
+#ifndef SV_QUERY_H
+#define SV_QUERY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,11 +11,11 @@
  * for len + 1 bytes), handed one by one to cb (NUL-terminated name; value
  * as (pointer, length), also NUL-terminated).  0; -1 with a message in err
  * for bad encoding or a name over 31 bytes; or cb's non-zero return. */
-typedef int (*sl_query_cb)(void *ctx, const char *name, const char *value,
+typedef int (*sv_query_cb)(void *ctx, const char *name, const char *value,
                            size_t value_len);
-int sl_query_parse(const char *q, size_t len, char *dec, sl_query_cb cb,
+int sv_query_parse(const char *q, size_t len, char *dec, sv_query_cb cb,
                    void *ctx, char *err, size_t errlen);
 /* A decimal integer in 0..SL_MAX_COUNT: 0, or -1. */
-int sl_parse_count(const char *s, size_t len, int64_t *out);
+int sv_parse_count(const char *s, size_t len, int64_t *out);
 
 #endif

@@ -20,7 +20,7 @@
 
 static void ready_cb(uv_poll_t *h, int status, int events);
 
-void sl_readers_init(sl_readers *all, uv_loop_t *loop, char *buf, size_t len)
+void sv_readers_init(sv_readers *all, uv_loop_t *loop, char *buf, size_t len)
 {
     all->loop = loop;
     all->epfd = -1;
@@ -28,7 +28,7 @@ void sl_readers_init(sl_readers *all, uv_loop_t *loop, char *buf, size_t len)
     all->len = len;
 }
 
-void sl_readers_close(sl_readers *all)
+void sv_readers_close(sv_readers *all)
 {
     if (all->epfd >= 0 && !uv_is_closing((uv_handle_t *)&all->poll)) {
         uv_close((uv_handle_t *)&all->poll, NULL);
@@ -39,9 +39,9 @@ void sl_readers_close(sl_readers *all)
 /* Puts the socket in the epoll (EPOLL_CTL_ADD), or asks it again
  * (EPOLL_CTL_MOD), which queues it if there is something to read now:
  * an edge that came while reading was off is not lost. */
-static int watch(sl_reader *r, int op)
+static int watch(sv_reader *r, int op)
 {
-    sl_readers *all = r->all;
+    sv_readers *all = r->all;
     uv_os_fd_t fd;
     if (all->epfd < 0) {
         int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -60,7 +60,7 @@ static int watch(sl_reader *r, int op)
     return epoll_ctl(all->epfd, op, fd, &ev);
 }
 
-static int wanted(const sl_reader *r)
+static int wanted(const sv_reader *r)
 {
     return r->reading && !r->eof && !uv_is_closing((uv_handle_t *)r->tcp);
 }
@@ -69,9 +69,9 @@ static int wanted(const sl_reader *r)
  * be: a short read means it was, and what comes after brings a new edge
  * -- except the end of stream, whose edge may have come with the data:
  * after the peer's shutdown (hup) it is read for at once. */
-static void read_some(sl_reader *r, int hup)
+static void read_some(sv_reader *r, int hup)
 {
-    sl_readers *all = r->all;
+    sv_readers *all = r->all;
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)r->tcp, &fd) != 0)
         return;
@@ -85,7 +85,10 @@ static void read_some(sl_reader *r, int hup)
             return;
         if (n == 0)
             r->eof = 1;
-        r->cb(r, n > 0 ? n : n == 0 ? UV_EOF : uv_translate_sys_error(errno),
+        r->cb(r,
+              n > 0    ? n
+              : n == 0 ? UV_EOF
+                       : uv_translate_sys_error(errno),
               all->buf);
         if (n < 0 || (n < (ssize_t)all->len && !hup))
             return;
@@ -98,7 +101,7 @@ static void ready_cb(uv_poll_t *h, int status, int events)
 {
     (void)status;
     (void)events;
-    sl_readers *all = (sl_readers *)((char *)h - offsetof(sl_readers, poll));
+    sv_readers *all = (sv_readers *)((char *)h - offsetof(sv_readers, poll));
     struct epoll_event ev[64];
     int n = epoll_wait(all->epfd, ev, 64, 0);
     for (int i = 0; i < n; i++)
@@ -106,14 +109,13 @@ static void ready_cb(uv_poll_t *h, int status, int events)
                   (ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
 }
 
-int sl_reader_start(sl_readers *all, sl_reader *r, uv_tcp_t *tcp,
-                    sl_read_cb cb)
+int sv_reader_start(sv_readers *all, sv_reader *r, uv_tcp_t *tcp, sv_read_cb cb)
 {
-    *r = (sl_reader){.all = all, .tcp = tcp, .cb = cb, .reading = 1};
+    *r = (sv_reader){.all = all, .tcp = tcp, .cb = cb, .reading = 1};
     return watch(r, EPOLL_CTL_ADD);
 }
 
-int sl_reader_set(sl_reader *r, int on)
+int sv_reader_set(sv_reader *r, int on)
 {
     if (uv_is_closing((uv_handle_t *)r->tcp) || on == r->reading ||
         (on && r->eof))

@@ -21,7 +21,7 @@ static int bad(int *status, const char **code, const char *c)
 
 /* hits: absent means `dflt`; otherwise a non-negative integer (proto3
  * JSON also writes integers as strings). */
-int sl_parse_hits(json_t *v, int64_t dflt, int64_t *out)
+int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out)
 {
     if (v == NULL || json_is_null(v)) {
         *out = dflt;
@@ -44,11 +44,11 @@ int sl_parse_hits(json_t *v, int64_t dflt, int64_t *out)
     return 0;
 }
 
-int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
-                         sl_dec_descriptor **out, size_t *n_out, int *status,
+int sv_parse_descriptors(sv_worker *w, json_t *arr, const char *hits_key,
+                         sv_dec_descriptor **out, size_t *n_out, int *status,
                          const char **code, char *msg, size_t msglen)
 {
-    const sl_srv_config *cfg = &w->server->cfg;
+    const sv_config *cfg = &w->server->cfg;
     if (arr == NULL)
         return (snprintf(msg, msglen, "descriptors: missing"),
                 bad(status, code, "EMISSING"));
@@ -65,7 +65,7 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
                          "(--max-descriptors)",
                          n, cfg->max_descriptors),
                 bad(status, code, "ETOOMANY"));
-    sl_dec_descriptor *ds = calloc(n, sizeof(*ds));
+    sv_dec_descriptor *ds = calloc(n, sizeof(*ds));
     if (ds == NULL) {
         *status = 503;
         *code = "ENOMEM";
@@ -81,7 +81,7 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
             goto fail;
         }
         if (hits_key != NULL &&
-            sl_parse_hits(json_object_get(d, hits_key), -1, &ds[i].hits) != 0) {
+            sv_parse_hits(json_object_get(d, hits_key), -1, &ds[i].hits) != 0) {
             (snprintf(msg, msglen,
                       "descriptors[%zu].hits: expected a non-negative integer",
                       i),
@@ -139,13 +139,13 @@ int sl_parse_descriptors(sl_srv_worker *w, json_t *arr, const char *hits_key,
     *n_out = n;
     return 0;
 fail:
-    sl_free_descriptors(ds, n);
+    sv_free_descriptors(ds, n);
     return -1;
 }
 
-static int parse_request(sl_srv_worker *w, const sl_http_request *req,
+static int parse_request(sv_worker *w, const sv_http_request *req,
                          const char *hits_key, const char *desc_hits_key,
-                         sl_parsed_request *pr, int *status, const char **code,
+                         sv_parsed_request *pr, int *status, const char **code,
                          char *msg, size_t msglen)
 {
     json_error_t je;
@@ -172,20 +172,20 @@ static int parse_request(sl_srv_worker *w, const sl_http_request *req,
     }
     pr->domain = json_string_value(d);
     pr->domain_len = json_string_length(d);
-    if (sl_parse_hits(json_object_get(pr->root, hits_key), 1, &pr->hits)) {
+    if (sv_parse_hits(json_object_get(pr->root, hits_key), 1, &pr->hits)) {
         snprintf(msg, msglen, "%s: expected a non-negative integer", hits_key);
         return bad(status, code, "ETYPE");
     }
-    if (sl_parse_descriptors(w, json_object_get(pr->root, "descriptors"),
+    if (sv_parse_descriptors(w, json_object_get(pr->root, "descriptors"),
                              desc_hits_key, &pr->ds, &pr->n, status, code, msg,
                              msglen) != 0)
         return -1;
     return 0;
 }
 
-int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
+int sv_parse_request(sv_worker *w, const sv_http_request *req,
                      const char *hits_key, const char *desc_hits_key,
-                     sl_parsed_request *pr, int *status, const char **code,
+                     sv_parsed_request *pr, int *status, const char **code,
                      char *msg, size_t msglen)
 {
     int rc = parse_request(w, req, hits_key, desc_hits_key, pr, status, code,
@@ -196,61 +196,60 @@ int sl_parse_request(sl_srv_worker *w, const sl_http_request *req,
     return rc;
 }
 
-void sl_parsed_request_release(sl_parsed_request *pr)
+void sv_parsed_request_release(sv_parsed_request *pr)
 {
-    sl_free_descriptors(pr->ds, pr->n);
+    sv_free_descriptors(pr->ds, pr->n);
     json_decref(pr->root);
     memset(pr, 0, sizeof(*pr));
 }
 
-int sl_decide_request(sl_srv_worker *w, const sl_http_request *req,
-                      sl_srv_req *rq, const char *hits_key,
-                      const char *desc_hits_key, int64_t zero_hits_as,
-                      sl_buf *out, int keep_alive)
+int sv_decide_request(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                      const char *hits_key, const char *desc_hits_key,
+                      int64_t zero_hits_as, sv_buf *out, int keep_alive)
 {
-    sl_parsed_request *pr = &rq->pr;
-    sl_dec_result *res = &rq->res;
+    sv_parsed_request *pr = &rq->pr;
+    sv_dec_result *res = &rq->res;
     int status, rc;
     const char *code;
     char msg[256];
 
     if (rq->step == 0) {
-        if (sl_parse_request(w, req, hits_key, desc_hits_key, pr, &status,
+        if (sv_parse_request(w, req, hits_key, desc_hits_key, pr, &status,
                              &code, msg, sizeof(msg)) != 0) {
-            sl_respond_error(out, status, code, msg, keep_alive);
+            sv_respond_error(out, status, code, msg, keep_alive);
             return -1;
         }
         if (pr->hits == 0)
             pr->hits = zero_hits_as;
-        res->status = calloc(pr->n, sizeof(sl_dec_status));
-        sl_dec_state *st = sl_dec_state_get(w, &rq->dec);
+        res->status = calloc(pr->n, sizeof(sv_dec_status));
+        sv_dec_state *st = sv_dec_state_get(w, &rq->dec);
         if (res->status == NULL || st == NULL) {
-            sl_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
+            sv_respond_error(out, 503, "ENOMEM", "out of memory", keep_alive);
             return -1;
         }
-        rc = sl_decide(w, st, pr->domain, pr->domain_len, pr->ds, pr->n,
+        rc = sv_decide(w, st, pr->domain, pr->domain_len, pr->ds, pr->n,
                        pr->hits, res, rq->resume, rq->owner, &rq->wait, msg,
                        sizeof(msg));
-        if (rc == SL_SRV_AGAIN) {
+        if (rc == SV_AGAIN) {
             rq->step = 1;
-            return SL_SRV_AGAIN;
+            return SV_AGAIN;
         }
     } else {
-        rc = sl_decide_finish(w, rq->dec, res, msg, sizeof(msg));
+        rc = sv_decide_finish(w, rq->dec, res, msg, sizeof(msg));
     }
     if (rc != 0) {
-        sl_respond_error(out, sl_decide_status(rc), sl_err_name(rc), msg,
+        sv_respond_error(out, sv_decide_status(rc), sl_err_name(rc), msg,
                          keep_alive);
         return -1;
     }
     return 0;
 }
 
-void sl_srv_req_reset(sl_srv_req *rq)
+void sv_req_reset(sv_req *rq)
 {
-    sl_parsed_request_release(&rq->pr);
+    sv_parsed_request_release(&rq->pr);
     free(rq->res.status);
-    rq->res = (sl_dec_result){0};
+    rq->res = (sv_dec_result){0};
     if (rq->api_free != NULL)
         rq->api_free(rq->api);
     rq->api = NULL;
@@ -259,37 +258,37 @@ void sl_srv_req_reset(sl_srv_req *rq)
     rq->step = 0;
 }
 
-void sl_srv_req_close(sl_srv_req *rq)
+void sv_req_close(sv_req *rq)
 {
     if (rq->wait != NULL) {
         sd_cancel(rq->wait);
-        sl_decide_abandon(rq->dec);
+        sv_decide_abandon(rq->dec);
     }
-    sl_srv_req_reset(rq);
-    sl_dec_state_free(rq->dec);
+    sv_req_reset(rq);
+    sv_dec_state_free(rq->dec);
     rq->dec = NULL;
 }
 
-void sl_respond_decision(sl_srv_worker *w, const sl_dec_result *res,
-                         sl_buf *out, int keep_alive, uint64_t t0)
+void sv_respond_decision(sv_worker *w, const sv_dec_result *res, sv_buf *out,
+                         int keep_alive, uint64_t t0)
 {
-    const sl_buf *body = &w->answer;
+    const sv_buf *body = &w->answer;
     if (body->failed) {
         out->failed = 1; /* conn.c answers 503 ENOMEM instead */
         return;
     }
     /* A trailing newline, counted in Content-Length, so curl output
      * ends a line. */
-    sl_respond_head(out, res->over ? 429 : 200, "application/json",
+    sv_respond_head(out, res->over ? 429 : 200, "application/json",
                     body->len + 1, keep_alive);
-    sl_rate_headers(res, out);
-    sl_buf_add(out, "\r\n", 2);
-    sl_buf_add(out, body->data, body->len);
-    sl_buf_add(out, "\n", 1);
-    sl_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
+    sv_rate_headers(res, out);
+    sv_buf_add(out, "\r\n", 2);
+    sv_buf_add(out, body->data, body->len);
+    sv_buf_add(out, "\n", 1);
+    sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
 }
 
-void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
+void sv_free_descriptors(sv_dec_descriptor *ds, size_t n)
 {
     if (ds == NULL)
         return;
@@ -297,4 +296,3 @@ void sl_free_descriptors(sl_dec_descriptor *ds, size_t n)
         free(ds[i].entries);
     free(ds);
 }
-

@@ -16,30 +16,32 @@
 #include "server/respond.h"
 #include "server/router.h"
 
-static void get_readyz(sl_srv_worker *w, sl_buf *out, int keep_alive)
+static void get_readyz(sv_worker *w, sv_buf *out, int keep_alive)
 {
     json_t *body;
     if (w->rules != NULL && w->rules->rules != NULL) {
         /* A node that decides under its failure policy stays ready;
          * the body says whether Redis is decided on. */
-        body = json_pack("{s:s,s:s,s:s,s:s}", "status", "ready",
-                         "rules_version", sl_rules_version(w->rules->rules),
-                         "store", sd_engine_uses_redis(w->server->engine) ? "redis" : "memory",
-                         "store_status", sl_metrics_store_status(w->server));
+        body = json_pack(
+            "{s:s,s:s,s:s,s:s}", "status", "ready", "rules_version",
+            sl_rules_version(w->rules->rules), "store",
+            sd_engine_uses_redis(w->server->engine) ? "redis" : "memory",
+            "store_status", sv_metrics_store_status(w->server));
         if (sd_engine_uses_redis(w->server->engine))
-            json_object_set_new(body, "nodes_live",
-                                json_integer(sd_engine_nodes(w->server->engine)));
-        sl_respond_json(out, 200, NULL, body, keep_alive);
+            json_object_set_new(
+                body, "nodes_live",
+                json_integer(sd_engine_nodes(w->server->engine)));
+        sv_respond_json(out, 200, NULL, body, keep_alive);
     } else {
         body = json_pack("{s:s}", "status", "no rules loaded");
-        sl_respond_json(out, 503, NULL, body, keep_alive);
+        sv_respond_json(out, 503, NULL, body, keep_alive);
     }
     json_decref(body);
 }
 
-static void get_rules(sl_srv_worker *w, sl_buf *out, int keep_alive)
+static void get_rules(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    sl_server *s = w->server;
+    sv_server *s = w->server;
     const sl_rules *r = w->rules->rules;
     json_t *domains = json_array();
     for (size_t i = 0; i < sl_rules_domain_count(r); i++)
@@ -65,29 +67,29 @@ static void get_rules(sl_srv_worker *w, sl_buf *out, int keep_alive)
         "reloads_failed",
         (json_int_t)atomic_load_explicit(&s->reloads_failed,
                                          memory_order_relaxed));
-    sl_respond_json(out, 200, NULL, body, keep_alive);
+    sv_respond_json(out, 200, NULL, body, keep_alive);
     json_decref(body);
 }
 
-static void get_metrics(sl_srv_worker *w, sl_buf *out, int keep_alive)
+static void get_metrics(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    sl_buf text = {0};
-    sl_metrics_render(w->server, &text);
+    sv_buf text = {0};
+    sv_metrics_render(w->server, &text);
     if (text.failed) {
-        sl_buf_release(&text);
+        sv_buf_release(&text);
         out->failed = 1;
         return;
     }
-    sl_respond_body(out, 200, "text/plain; version=0.0.4", NULL,
+    sv_respond_body(out, 200, "text/plain; version=0.0.4", NULL,
                     text.data ? text.data : "", text.len, keep_alive);
-    sl_buf_release(&text);
+    sv_buf_release(&text);
 }
 
-static void get_healthz(sl_srv_worker *w, sl_buf *out, int keep_alive)
+static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
 {
     (void)w;
     json_t *body = json_pack("{s:s}", "status", "ok");
-    sl_respond_json(out, 200, NULL, body, keep_alive);
+    sv_respond_json(out, 200, NULL, body, keep_alive);
     json_decref(body);
 }
 
@@ -97,11 +99,10 @@ static void get_healthz(sl_srv_worker *w, sl_buf *out, int keep_alive)
 typedef struct route {
     const char *path;
     int method; /* enum http_method, or ANY_METHOD */
-    void (*get)(sl_srv_worker *, sl_buf *, int);
+    void (*get)(sv_worker *, sv_buf *, int);
     /* Handlers that need the request (a body or a query string) and
-     * may wait on the store (SL_SRV_AGAIN). */
-    int (*post)(sl_srv_worker *, const sl_http_request *, sl_srv_req *,
-                sl_buf *, int);
+     * may wait on the store (SV_AGAIN). */
+    int (*post)(sv_worker *, const sv_http_request *, sv_req *, sv_buf *, int);
 } route;
 
 static const route routes[] = {
@@ -109,17 +110,17 @@ static const route routes[] = {
     {"/readyz", HTTP_GET, get_readyz, NULL},
     {"/v1/rules", HTTP_GET, get_rules, NULL},
     {"/metrics", HTTP_GET, get_metrics, NULL},
-    {"/v1/check", HTTP_POST, NULL, sl_api_check},
-    {"/json", HTTP_POST, NULL, sl_api_lyft},
-    {"/v1/increment", HTTP_POST, NULL, sl_api_increment},
-    {"/v1/delay", HTTP_GET, NULL, sl_api_delay},
+    {"/v1/check", HTTP_POST, NULL, sv_api_check},
+    {"/json", HTTP_POST, NULL, sv_api_lyft},
+    {"/v1/increment", HTTP_POST, NULL, sv_api_increment},
+    {"/v1/delay", HTTP_GET, NULL, sv_api_delay},
     /* Gateways differ: nginx's auth_request sends GET, others forward
      * the client's method. */
-    {"/v1/auth", ANY_METHOD, NULL, sl_api_auth},
+    {"/v1/auth", ANY_METHOD, NULL, sv_api_auth},
 };
 
-int sl_route(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
-             sl_buf *out, int *keep_alive)
+int sv_route(sv_worker *w, const sv_http_request *req, sv_req *rq, sv_buf *out,
+             int *keep_alive)
 {
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const route *r = &routes[i];
@@ -134,7 +135,7 @@ int sl_route(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
                      http_method_str(r->method));
             json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code",
                                      "EMETHOD", "message", msg);
-            sl_respond_json(out, 405, headers, body, *keep_alive);
+            sv_respond_json(out, 405, headers, body, *keep_alive);
             json_decref(body);
             return 0;
         }
@@ -143,6 +144,6 @@ int sl_route(sl_srv_worker *w, const sl_http_request *req, sl_srv_req *rq,
         r->get(w, out, *keep_alive);
         return 0;
     }
-    sl_respond_error(out, 404, "ENOTFOUND", "no such route", *keep_alive);
+    sv_respond_error(out, 404, "ENOTFOUND", "no such route", *keep_alive);
     return 0;
 }

@@ -28,12 +28,12 @@ static uv_timer_t watch_timer;
 static int watching;
 static uint64_t watch_sig;
 
-static sl_srv_rules *load(const char *path, char *err, size_t errlen)
+static sv_rules *load(const char *path, char *err, size_t errlen)
 {
     sl_rules *rules;
     if (sl_rules_load(path, NULL, &rules, err, errlen) != 0)
         return NULL;
-    sl_srv_rules *r = sl_srv_rules_new(rules);
+    sv_rules *r = sv_rules_new(rules);
     if (r == NULL)
         snprintf(err, errlen, "%s: out of memory", path);
     return r;
@@ -83,7 +83,7 @@ static uint64_t signature(const char *path)
     return h;
 }
 
-int sl_reload_init(sl_server *s)
+int sv_reload_init(sv_server *s)
 {
     char err[512];
     watch_sig = signature(s->cfg.rules_path);
@@ -95,10 +95,10 @@ int sl_reload_init(sl_server *s)
     return 0;
 }
 
-void sl_reload_now(sl_server *s)
+void sv_reload_now(sv_server *s)
 {
     char err[512];
-    sl_srv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
+    sv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
     if (r == NULL) {
         fprintf(stderr, "sluice: rules reload failed: %s\n", err);
         pthread_mutex_lock(&s->reload_lock);
@@ -108,11 +108,11 @@ void sl_reload_now(sl_server *s)
         return;
     }
     pthread_mutex_lock(&s->reload_lock);
-    sl_srv_rules *old = s->current;
+    sv_rules *old = s->current;
     s->current = r;
     s->last_error[0] = '\0';
     pthread_mutex_unlock(&s->reload_lock);
-    sl_srv_rules_release(old);
+    sv_rules_release(old);
     atomic_fetch_add(&s->reloads_ok, 1);
     fprintf(stderr, "sluice: rules reloaded: version %s\n",
             sl_rules_version(r->rules));
@@ -120,32 +120,32 @@ void sl_reload_now(sl_server *s)
         uv_async_send(&s->workers[i].wake);
 }
 
-void sl_reload_adopt(sl_srv_worker *w)
+void sv_reload_adopt(sv_worker *w)
 {
-    sl_server *s = w->server;
+    sv_server *s = w->server;
     pthread_mutex_lock(&s->reload_lock);
-    sl_srv_rules *r = s->current, *old = w->rules;
+    sv_rules *r = s->current, *old = w->rules;
     if (r != old)
         atomic_fetch_add(&r->refs, 1);
     pthread_mutex_unlock(&s->reload_lock);
     if (r != old) {
         w->rules = r;
-        sl_metrics_rules_changed(w);
-        sl_srv_rules_release(old);
+        sv_metrics_rules_changed(w);
+        sv_rules_release(old);
     }
 }
 
 static void watch_cb(uv_timer_t *t)
 {
-    sl_server *s = t->data;
+    sv_server *s = t->data;
     uint64_t sig = signature(s->cfg.rules_path);
     if (sig != watch_sig) {
         watch_sig = sig;
-        sl_reload_now(s);
+        sv_reload_now(s);
     }
 }
 
-void sl_reload_start_watch(sl_server *s, uv_loop_t *loop)
+void sv_reload_start_watch(sv_server *s, uv_loop_t *loop)
 {
     uv_timer_init(loop, &watch_timer);
     watch_timer.data = s;
@@ -158,7 +158,7 @@ static void closed_cb(uv_handle_t *h)
     (void)h;
 }
 
-void sl_reload_stop_watch(void)
+void sv_reload_stop_watch(void)
 {
     if (watching) {
         uv_close((uv_handle_t *)&watch_timer, closed_cb);
@@ -166,8 +166,8 @@ void sl_reload_stop_watch(void)
     }
 }
 
-void sl_reload_release(sl_server *s)
+void sv_reload_release(sv_server *s)
 {
-    sl_srv_rules_release(s->current);
+    sv_rules_release(s->current);
     s->current = NULL;
 }

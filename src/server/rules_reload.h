@@ -1,17 +1,17 @@
 /*
  * rules_reload.h - the rules file loaded, watched and swapped under traffic.
  */
-#ifndef SL_SRV_RULES_RELOAD_H
-#define SL_SRV_RULES_RELOAD_H
+#ifndef SV_RULES_RELOAD_H
+#define SV_RULES_RELOAD_H
 
 #include "server/worker.h"
 
 /* rules_reload.c */
-int sl_reload_init(sl_server *s); /* first load; 0 or -1 */
-void sl_reload_now(sl_server *s); /* SIGHUP, file change */
-void sl_reload_start_watch(sl_server *s, uv_loop_t *loop);
-void sl_reload_stop_watch(void);
-void sl_reload_adopt(sl_srv_worker *w); /* on the worker: take current */
-void sl_reload_release(sl_server *s);
+int sv_reload_init(sv_server *s); /* first load; 0 or -1 */
+void sv_reload_now(sv_server *s); /* SIGHUP, file change */
+void sv_reload_start_watch(sv_server *s, uv_loop_t *loop);
+void sv_reload_stop_watch(void);
+void sv_reload_adopt(sv_worker *w); /* on the worker: take current */
+void sv_reload_release(sv_server *s);
 
 #endif

@@ -10,12 +10,12 @@
 #include "server/buf.h"
 #include "server/rules_set.h"
 
-const char *sl_rule_label(const sl_rule *r)
+const char *sv_rule_label(const sl_rule *r)
 {
     return r->name[0] != '\0' ? r->name : r->path;
 }
 
-static void free_set(sl_srv_rules *r)
+static void free_set(sv_rules *r)
 {
     size_t n = sl_rules_rule_count(r->rules);
     for (size_t i = 0; r->text != NULL && i < n; i++) {
@@ -34,20 +34,20 @@ static char *shrink(char *data, size_t len)
     return p ? p : data;
 }
 
-/* sl_srv_rule_text of every rule: 0, or -1 out of memory. */
-static int make_text(sl_srv_rules *r)
+/* sv_rule_text of every rule: 0, or -1 out of memory. */
+static int make_text(sv_rules *r)
 {
     size_t n = sl_rules_rule_count(r->rules);
     r->text = calloc(n ? n : 1, sizeof(*r->text));
     if (r->text == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        sl_srv_rule_text *t = &r->text[i];
-        const char *label = sl_rule_label(sl_rules_rule(r->rules, i));
-        sl_buf json = {0}, sf = {0};
-        sl_buf_add(&json, "", 0); /* "" stays a string, not NULL */
-        sl_buf_add_json_chars(&json, label, strlen(label));
-        sl_buf_add_sf_string(&sf, label);
+        sv_rule_text *t = &r->text[i];
+        const char *label = sv_rule_label(sl_rules_rule(r->rules, i));
+        sv_buf json = {0}, sf = {0};
+        sv_buf_add(&json, "", 0); /* "" stays a string, not NULL */
+        sv_buf_add_json_chars(&json, label, strlen(label));
+        sv_buf_add_sf_string(&sf, label);
         t->json = shrink(json.data, json.len);
         t->json_len = json.len;
         t->sf = shrink(sf.data, sf.len);
@@ -58,9 +58,9 @@ static int make_text(sl_srv_rules *r)
     return 0;
 }
 
-sl_srv_rules *sl_srv_rules_new(sl_rules *rules)
+sv_rules *sv_rules_new(sl_rules *rules)
 {
-    sl_srv_rules *r = calloc(1, sizeof(*r));
+    sv_rules *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         sl_rules_free(rules);
         return NULL;
@@ -74,7 +74,7 @@ sl_srv_rules *sl_srv_rules_new(sl_rules *rules)
     return r;
 }
 
-void sl_srv_rules_release(sl_srv_rules *r)
+void sv_rules_release(sv_rules *r)
 {
     if (r != NULL && atomic_fetch_sub(&r->refs, 1) == 1)
         free_set(r);

@@ -2,8 +2,8 @@
  * rules_set.h - a loaded rules set as the daemon's threads share it: the rules,
  * what answers write of each rule, and the references that keep it.
  */
-#ifndef SL_SRV_RULES_SET_H
-#define SL_SRV_RULES_SET_H
+#ifndef SV_RULES_SET_H
+#define SV_RULES_SET_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -11,30 +11,30 @@
 #include "sluice_rules.h"
 
 /* What answers write of one rule, made once when its set is loaded so
- * that no request formats it: its label (sl_rule_label()) as JSON string
+ * that no request formats it: its label (sv_rule_label()) as JSON string
  * characters (no quotes), for the 429's message, and as a Structured
  * Field String (quoted), for the RateLimit fields. */
-typedef struct sl_srv_rule_text {
+typedef struct sv_rule_text {
     char *json;
     size_t json_len;
     char *sf;
     size_t sf_len;
-} sl_srv_rule_text;
+} sv_rule_text;
 
 /* A loaded rules set shared by the threads.  refs counts the threads
  * (and the reloader) holding it; the last release frees it. */
-typedef struct sl_srv_rules {
+typedef struct sv_rules {
     sl_rules *rules;
-    sl_srv_rule_text *text; /* [rule->index] */
+    sv_rule_text *text; /* [rule->index] */
     atomic_int refs;
-} sl_srv_rules;
+} sv_rules;
 
 /* A set of one reference around rules (which it owns from here, freed
  * on failure too), its text made: NULL when out of memory. */
-sl_srv_rules *sl_srv_rules_new(sl_rules *rules);
-void sl_srv_rules_release(sl_srv_rules *r);
+sv_rules *sv_rules_new(sl_rules *rules);
+void sv_rules_release(sv_rules *r);
 
 /* The rule's name, or its path when unnamed. */
-const char *sl_rule_label(const sl_rule *r);
+const char *sv_rule_label(const sl_rule *r);
 
 #endif

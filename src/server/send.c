@@ -12,7 +12,7 @@
 
 #include "server/send.h"
 
-int sl_send(uv_stream_t *s, const void *data, size_t len, int queued,
+int sv_send(uv_stream_t *s, const void *data, size_t len, int queued,
             void *owner, uv_write_cb cb, size_t *left)
 {
     size_t sent = 0;
@@ -28,7 +28,7 @@ int sl_send(uv_stream_t *s, const void *data, size_t len, int queued,
         if (sent == len)
             return 0;
     }
-    sl_send_req *wr = malloc(sizeof(*wr) + (len - sent));
+    sv_send_req *wr = malloc(sizeof(*wr) + (len - sent));
     if (wr == NULL)
         return -1;
     wr->owner = owner;

@@ -23,7 +23,7 @@
 
 static void tick_cb(uv_prepare_t *h)
 {
-    ((sl_srv_worker *)h->data)->now_stale = 1;
+    ((sv_worker *)h->data)->now_stale = 1;
 }
 
 static void noop_close_cb(uv_handle_t *h)
@@ -33,8 +33,8 @@ static void noop_close_cb(uv_handle_t *h)
 
 static void wake_cb(uv_async_t *a)
 {
-    sl_srv_worker *w = a->data;
-    sl_reload_adopt(w);
+    sv_worker *w = a->data;
+    sv_reload_adopt(w);
     if (w->stopping == 1) {
         w->stopping = 2;
         uv_close((uv_handle_t *)&w->listener, noop_close_cb);
@@ -43,32 +43,32 @@ static void wake_cb(uv_async_t *a)
         if (w->server->cfg.frontend)
             w->server->cfg.frontend->close_idle(w);
         else
-            sl_conn_close_idle(w);
+            sv_conn_close_idle(w);
         sd_thread_stop(w->dec);
     }
 }
 
 static void connection_cb(uv_stream_t *server, int status)
 {
-    sl_srv_worker *w = server->data;
+    sv_worker *w = server->data;
     if (status != 0)
         return;
     if (w->server->cfg.frontend)
         w->server->cfg.frontend->accept(w);
     else
-        sl_conn_accept(w);
+        sv_conn_accept(w);
 }
 
 static void *worker_main(void *arg)
 {
-    sl_srv_worker *w = arg;
+    sv_worker *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
     return NULL;
 }
 
 /* A listening socket on the configured address with SO_REUSEPORT.  port
  * 0 is resolved by the first socket; the others bind to what it got. */
-static int open_listener(const sl_srv_config *cfg, int port, int *bound)
+static int open_listener(const sv_config *cfg, int port, int *bound)
 {
     struct sockaddr_storage ss;
     int fam;
@@ -103,9 +103,9 @@ static int open_listener(const sl_srv_config *cfg, int port, int *bound)
     return fd;
 }
 
-static sl_server *the_server;
+static sv_server *the_server;
 
-static void stop_all(sl_server *s)
+static void stop_all(sv_server *s)
 {
     for (int i = 0; i < s->n_workers; i++) {
         s->workers[i].stopping = 1;
@@ -116,8 +116,8 @@ static void stop_all(sl_server *s)
 static void signal_cb(uv_signal_t *h, int signum)
 {
     if (signum == SIGHUP) {
-        const sl_srv_frontend *fe = the_server->cfg.frontend;
-        sl_reload_now(the_server);
+        const sv_frontend *fe = the_server->cfg.frontend;
+        sv_reload_now(the_server);
         if (fe != NULL && fe->reload != NULL)
             fe->reload(fe->ctx);
         return;
@@ -125,7 +125,7 @@ static void signal_cb(uv_signal_t *h, int signum)
     fprintf(stderr, "sluice: %s: draining and exiting\n",
             signum == SIGTERM ? "SIGTERM" : "SIGINT");
     stop_all(the_server);
-    sl_reload_stop_watch();
+    sv_reload_stop_watch();
     uv_stop(h->loop);
 }
 
@@ -138,9 +138,9 @@ static int cpu_count(void)
     return n > 0 ? n : 1;
 }
 
-int sl_server_run(const sl_srv_config *cfg)
+int sv_server_run(const sv_config *cfg)
 {
-    sl_server *s = calloc(1, sizeof(*s));
+    sv_server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return 1;
     the_server = s;
@@ -162,7 +162,7 @@ int sl_server_run(const sl_srv_config *cfg)
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
-    if (sl_adhoc_init(s) != 0 || sl_reload_init(s) != 0)
+    if (sv_adhoc_init(s) != 0 || sv_reload_init(s) != 0)
         goto out;
     s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
@@ -175,7 +175,7 @@ int sl_server_run(const sl_srv_config *cfg)
     for (int i = 0; i < locks; i++)
         pthread_mutex_init(&s->workers[i].series_lock, NULL);
     for (int i = 0; i < s->n_workers; i++) {
-        sl_srv_worker *w = &s->workers[i];
+        sv_worker *w = &s->workers[i];
         w->server = s;
         w->index = i;
         w->now_stale = 1;
@@ -183,7 +183,7 @@ int sl_server_run(const sl_srv_config *cfg)
         if (fd < 0)
             goto stop;
         uv_loop_init(&w->loop);
-        sl_readers_init(&w->readers, &w->loop, w->read_buf,
+        sv_readers_init(&w->readers, &w->loop, w->read_buf,
                         sizeof(w->read_buf));
         uv_tcp_init(&w->loop, &w->listener);
         uv_tcp_open(&w->listener, fd);
@@ -195,9 +195,9 @@ int sl_server_run(const sl_srv_config *cfg)
         w->tick.data = w;
         uv_prepare_start(&w->tick, tick_cb);
         uv_unref((uv_handle_t *)&w->tick);
-        sl_reload_adopt(w);
-        if ((w->dec = sd_thread_new(s->engine, &w->loop, i,
-                                    &w->stats.store)) == NULL)
+        sv_reload_adopt(w);
+        if ((w->dec = sd_thread_new(s->engine, &w->loop, i, &w->stats.store)) ==
+            NULL)
             goto stop;
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;
@@ -215,7 +215,7 @@ int sl_server_run(const sl_srv_config *cfg)
         uv_signal_init(&main_loop, &sigs[i]);
         uv_signal_start(&sigs[i], signal_cb, signums[i]);
     }
-    sl_reload_start_watch(s, &main_loop);
+    sv_reload_start_watch(s, &main_loop);
     uv_run(&main_loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 3; i++)
         uv_close((uv_handle_t *)&sigs[i], noop_close_cb);
@@ -233,20 +233,20 @@ stop:
     for (int i = 0; i < started; i++)
         pthread_join(s->workers[i].thread, NULL);
     for (int i = 0; i < started; i++) {
-        sl_srv_worker *w = &s->workers[i];
+        sv_worker *w = &s->workers[i];
         uv_loop_close(&w->loop);
-        sl_srv_rules_release(w->rules);
-        sl_metrics_release(w);
+        sv_rules_release(w->rules);
+        sv_metrics_release(w);
         sd_thread_free(w->dec);
-        sl_dec_state_free(w->dec_scratch);
-        sl_buf_release(&w->answer);
+        sv_dec_state_free(w->dec_scratch);
+        sv_buf_release(&w->answer);
     }
     for (int i = 0; i < locks; i++)
         pthread_mutex_destroy(&s->workers[i].series_lock);
 out:
     free(s->workers);
-    sl_reload_release(s);
-    sl_adhoc_release(s);
+    sv_reload_release(s);
+    sv_adhoc_release(s);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

@@ -1,10 +1,10 @@
 /*
  * worker.h - the daemon's process as its files share it: the settings, the
- * caps on untrusted input, the process (sl_server) and its event-loop
- * threads (sl_srv_worker), their counters and clock.  server.c runs them.
+ * caps on untrusted input, the process (sv_server) and its event-loop
+ * threads (sv_worker), their counters and clock.  server.c runs them.
  */
-#ifndef SL_SRV_WORKER_H
-#define SL_SRV_WORKER_H
+#ifndef SV_WORKER_H
+#define SV_WORKER_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,32 +21,32 @@
 /* The caps on untrusted input have flags, whose defaults and bounds are
  * in the settings table (src/settings/table.c; docs/server.md, "Flags").
  * Exceeding one is a defined 4xx.  --max-descriptors is at most this. */
-#define SL_SRV_MAX_DESCRIPTORS SL_MAX_ITEMS
+#define SV_MAX_DESCRIPTORS SL_MAX_ITEMS
 /* Output queued on one connection before we stop reading its pipelined
  * requests until the client reads: bounds memory per connection. */
-#define SL_SRV_MAX_PENDING_OUTPUT (1024 * 1024)
+#define SV_MAX_PENDING_OUTPUT (1024 * 1024)
 /* Distinct metric series (domain, rule, descriptor) kept per thread;
  * detailed_metric could otherwise grow the map without bound.  Further
  * series are summed into one with rule="_overflow_". */
-#define SL_SRV_MAX_SERIES 10000
+#define SV_MAX_SERIES 10000
 
-typedef struct sl_srv_worker sl_srv_worker;
-typedef struct sl_server sl_server;
+typedef struct sv_worker sv_worker;
+typedef struct sv_server sv_server;
 
-/* What an accepted connection becomes.  NULL in sl_srv_config means the
+/* What an accepted connection becomes.  NULL in sv_config means the
  * decision API of conn.c; `sluice proxy` passes its own (src/proxy/), and
  * so shares the threads, listeners, rules reload and drain. */
-typedef struct sl_srv_frontend {
-    void (*accept)(sl_srv_worker *w);     /* the listener is readable */
-    void (*close_idle)(sl_srv_worker *w); /* on stop: close what is idle */
+typedef struct sv_frontend {
+    void (*accept)(sv_worker *w);     /* the listener is readable */
+    void (*close_idle)(sv_worker *w); /* on stop: close what is idle */
     /* SIGHUP, after the rules, on the main thread: reload the front
      * end's own config (NULL: it has none to reload). */
     void (*reload)(void *ctx);
     void *ctx; /* the front end's own state */
-} sl_srv_frontend;
+} sv_frontend;
 
-typedef struct sl_srv_config {
-    const sl_srv_frontend *frontend; /* NULL: conn.c */
+typedef struct sv_config {
+    const sv_frontend *frontend; /* NULL: conn.c */
     const char *rules_path;
     const char *listen_host; /* numeric IPv4 or IPv6 address */
     int listen_port;         /* 0: the kernel picks; printed on start */
@@ -67,80 +67,79 @@ typedef struct sl_srv_config {
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
-} sl_srv_config;
+} sv_config;
 
 /* Per-thread counters, written only by their thread with relaxed atomics
  * and summed at scrape time; aligned so threads never share a line. */
-#define SL_SRV_LATENCY_BUCKETS 12
-typedef struct sl_srv_stats {
+#define SV_LATENCY_BUCKETS 12
+typedef struct sv_stats {
     _Alignas(64) atomic_uint_fast64_t checks_ok;
     atomic_uint_fast64_t checks_over;
     atomic_uint_fast64_t unmatched; /* unknown domain or no rule */
     atomic_uint_fast64_t bad_requests;
     atomic_uint_fast64_t latency_count;
     atomic_uint_fast64_t latency_sum_ns;
-    atomic_uint_fast64_t latency[SL_SRV_LATENCY_BUCKETS];
+    atomic_uint_fast64_t latency[SV_LATENCY_BUCKETS];
     sd_stats store; /* the decision layer's (--store redis) */
-} sl_srv_stats;
+} sv_stats;
 
-typedef struct sl_srv_series sl_srv_series;
+typedef struct sv_series sv_series;
 
 /* One event-loop thread. */
-struct sl_srv_worker {
-    sl_server *server;
+struct sv_worker {
+    sv_server *server;
     int index;
     uv_loop_t loop;
     uv_tcp_t listener;
     uv_async_t wake;   /* reload swap or stop, from the main thread */
     uv_prepare_t tick; /* marks the cached clock stale each iteration */
     pthread_t thread;
-    sl_srv_rules *rules; /* this thread's reference; only it reads it */
+    sv_rules *rules;     /* this thread's reference; only it reads it */
     atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
     sl_nanos now;             /* wall clock ns, sampled once per iteration */
     void *conns;              /* intrusive list of open connections (conn.c) */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
-    sl_readers readers;       /* the proxy's clients (reader.c) */
+    sv_readers readers;       /* the proxy's clients (reader.c) */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
-    sl_buf answer;
-    sl_srv_stats stats;
+    sv_buf answer;
+    sv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
-    sl_srv_series **series;      /* hash buckets */
+    sv_series **series;          /* hash buckets */
     size_t n_series;
     /* The series of each rule of `rules` without detailed_metric, by
      * rule->index, once found (metrics.c); only this thread reads it. */
-    sl_srv_series **rule_series;
+    sv_series **rule_series;
     sd_thread *dec; /* this thread's side of the decision layer */
     /* The rules decision of requests answered at once (the memory
      * store): one per thread; with Redis each connection has its own. */
-    struct sl_dec_state *dec_scratch;
+    struct sv_dec_state *dec_scratch;
 };
 
-struct sl_server {
-    sl_srv_config cfg;
+struct sv_server {
+    sv_config cfg;
     sd_engine *engine; /* the stores */
     sl_store *store;   /* the memory store (the engine's) */
-    sl_srv_worker *workers;
+    sv_worker *workers;
     int n_workers;
     atomic_int open_conns;
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
-    sl_srv_rules *current; /* what workers are told to use */
-    char last_error[512];  /* "" when the last reload succeeded */
+    sv_rules *current;    /* what workers are told to use */
+    char last_error[512]; /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
-    struct sl_srv_adhoc *adhoc; /* client_api.c: ad hoc limits */
+    struct sv_adhoc *adhoc; /* client_api.c: ad hoc limits */
 };
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
-int sl_server_run(const sl_srv_config *cfg);
-
+int sv_server_run(const sv_config *cfg);
 
 /* The clock is read at most once per loop iteration: a prepare handle
  * (run just before the loop polls, server.c) marks the sample stale, and
  * the first decision after the poll reads it once. */
-static inline sl_nanos sl_srv_now(sl_srv_worker *w)
+static inline sl_nanos sv_now(sv_worker *w)
 {
     if (w->now_stale) {
         w->now = sd_engine_clock(w->server->engine);

@@ -43,12 +43,12 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-    return SL_SET_EFILE;
+    return ST_SET_EFILE;
 }
 
 /* A copy of a[0..alen) followed by b[0..blen), freed with s; NULL when
  * memory ran out. */
-static char *keep(sl_settings *s, const char *a, size_t alen, const char *b,
+static char *keep(st_settings *s, const char *a, size_t alen, const char *b,
                   size_t blen)
 {
     if (s->n_kept == s->cap_kept) {
@@ -70,18 +70,18 @@ static char *keep(sl_settings *s, const char *a, size_t alen, const char *b,
 }
 
 /* Whether row speaks the proxy file's wording (above). */
-static int proxy_wording(const sl_setting *row)
+static int proxy_wording(const st_setting *row)
 {
-    return !(row->commands & SL_SET_SERVE);
+    return !(row->commands & ST_SET_SERVE);
 }
 
-static void *field(const sl_settings *s, const sl_setting *row)
+static void *field(const st_settings *s, const st_setting *row)
 {
-    char *base = row->target == SL_SET_SRV ? (char *)s->srv : (char *)s->px;
+    char *base = row->target == ST_SET_SRV ? (char *)s->srv : (char *)s->px;
     return base + row->offset;
 }
 
-static int set_number(const sl_setting *row, const source *from,
+static int set_number(const st_setting *row, const source *from,
                       const char *text, size_t len, void *to, char *err,
                       size_t errlen)
 {
@@ -100,14 +100,14 @@ static int set_number(const sl_setting *row, const source *from,
                     row->max, text);
     if (rc != 0)
         return fail(err, errlen, "%s: bad value: '%s'", from->where, text);
-    if (row->kind == SL_SET_INT)
+    if (row->kind == ST_SET_INT)
         *(int *)to = (int)v;
     else
         *(size_t *)to = (size_t)v;
     return 0;
 }
 
-static int set_listen(sl_settings *s, const source *from, const char *text,
+static int set_listen(st_settings *s, const source *from, const char *text,
                       size_t len, char *err, size_t errlen)
 {
     char host[256];
@@ -121,7 +121,7 @@ static int set_listen(sl_settings *s, const source *from, const char *text,
     return 0;
 }
 
-static int set_store(sl_settings *s, const source *from, const char *text,
+static int set_store(st_settings *s, const source *from, const char *text,
                      size_t len, char *err, size_t errlen)
 {
     if (strcmp(text, "memory") == 0) {
@@ -148,18 +148,18 @@ static int set_store(sl_settings *s, const source *from, const char *text,
                 from->where, text);
 }
 
-static int set_upstream(sl_settings *s, const source *from, const char *text,
+static int set_upstream(st_settings *s, const source *from, const char *text,
                         char *err, size_t errlen)
 {
     char why[400];
-    if (sl_px_set_upstream(s->px, text, why, sizeof(why)) != 0)
+    if (px_set_upstream(s->px, text, why, sizeof(why)) != 0)
         return fail(err, errlen, "%s: %s", from->where, why);
     return 0;
 }
 
 /* Where the config file holds a relative path, it means one from the
  * file's directory, whatever the directory the command runs in. */
-static int set_path(sl_settings *s, const sl_setting *row, const source *from,
+static int set_path(st_settings *s, const st_setting *row, const source *from,
                     const char *text, size_t len, char *err, size_t errlen)
 {
     const char *slash = from->file ? strrchr(from->file, '/') : NULL;
@@ -171,7 +171,7 @@ static int set_path(sl_settings *s, const sl_setting *row, const source *from,
     return 0;
 }
 
-static int set_url_path(sl_settings *s, const sl_setting *row,
+static int set_url_path(st_settings *s, const st_setting *row,
                         const source *from, const char *text, size_t len,
                         char *err, size_t errlen)
 {
@@ -189,20 +189,20 @@ static int set_url_path(sl_settings *s, const sl_setting *row,
 }
 
 /* Sets row's setting from text[0..len), a NUL at text[len]: 0, or
- * SL_SET_EFILE with "WHERE: what is wrong: 'text'" in err. */
-static int set(sl_settings *s, const sl_setting *row, const source *from,
+ * ST_SET_EFILE with "WHERE: what is wrong: 'text'" in err. */
+static int set(st_settings *s, const st_setting *row, const source *from,
                const char *text, size_t len, char *err, size_t errlen)
 {
     char words[96];
     sl_nanos ns;
     int i;
     switch (row->kind) {
-    case SL_SET_PATH:
+    case ST_SET_PATH:
         return set_path(s, row, from, text, len, err, errlen);
-    case SL_SET_INT:
-    case SL_SET_SIZE:
+    case ST_SET_INT:
+    case ST_SET_SIZE:
         return set_number(row, from, text, len, field(s, row), err, errlen);
-    case SL_SET_MS:
+    case ST_SET_MS:
         if (sl__value_duration(text, len, SL_NS_PER_MS, &ns) == 0) {
             *(uint64_t *)field(s, row) = (uint64_t)(ns / SL_NS_PER_MS);
             return 0;
@@ -211,12 +211,12 @@ static int set(sl_settings *s, const sl_setting *row, const source *from,
             return fail(err, errlen, "%s: bad duration (at least 1ms): '%.64s'",
                         from->where, text);
         return fail(err, errlen, "%s: bad duration: '%s'", from->where, text);
-    case SL_SET_BOOL:
+    case ST_SET_BOOL:
         if (sl__value_bool(text, len, from->plain, field(s, row)) == 0)
             return 0;
         return fail(err, errlen, "%s: expected true or false: '%.64s'",
                     from->where, text);
-    case SL_SET_ENUM:
+    case ST_SET_ENUM:
         if ((i = sl__value_enum(text, len, row->names, 0)) >= 0) {
             *(int *)field(s, row) = i;
             return 0;
@@ -224,38 +224,38 @@ static int set(sl_settings *s, const sl_setting *row, const source *from,
         sl__value_enum_list(row->names, words, sizeof(words));
         return fail(err, errlen, "%s: expected %s: '%s'", from->where, words,
                     text);
-    case SL_SET_LISTEN:
+    case ST_SET_LISTEN:
         return set_listen(s, from, text, len, err, errlen);
-    case SL_SET_STORE:
+    case ST_SET_STORE:
         return set_store(s, from, text, len, err, errlen);
-    case SL_SET_UPSTREAM:
+    case ST_SET_UPSTREAM:
         return set_upstream(s, from, text, err, errlen);
-    case SL_SET_URL_PATH:
+    case ST_SET_URL_PATH:
         return set_url_path(s, row, from, text, len, err, errlen);
-    case SL_SET_SECTION:
-    case SL_SET_CONFIG:
-    case SL_SET_HELP:
+    case ST_SET_SECTION:
+    case ST_SET_CONFIG:
+    case ST_SET_HELP:
         break; /* their readers handle them: no text sets them */
     }
     return fail(err, errlen, "%s: not a value", from->where);
 }
 
-int sl_settings_init(sl_settings *s, unsigned command, sl_srv_config *srv,
-                     sl_px_config *px, char *err, size_t errlen)
+int st_settings_init(st_settings *s, unsigned command, sv_config *srv,
+                     px_config *px, char *err, size_t errlen)
 {
     const source from = {.where = "default", .plain = 1};
-    *s = (sl_settings){.command = command, .srv = srv, .px = px};
-    *srv = (sl_srv_config){0};
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *row = &sl_settings_table[i];
+    *s = (st_settings){.command = command, .srv = srv, .px = px};
+    *srv = (sv_config){0};
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
         if ((row->commands & command) && row->def != NULL &&
             set(s, row, &from, row->def, strlen(row->def), err, errlen) != 0)
-            return SL_SET_EFILE;
+            return ST_SET_EFILE;
     }
     return 0;
 }
 
-void sl_settings_release(sl_settings *s)
+void st_settings_release(st_settings *s)
 {
     for (size_t i = 0; i < s->n_kept; i++)
         free(s->kept[i]);
@@ -265,10 +265,10 @@ void sl_settings_release(sl_settings *s)
 }
 
 /* The command's row of a config key, or NULL. */
-static const sl_setting *find_key(unsigned command, const char *key, size_t len)
+static const st_setting *find_key(unsigned command, const char *key, size_t len)
 {
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *row = &sl_settings_table[i];
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
         if (row->key != NULL && (row->commands & command) &&
             strlen(row->key) == len && memcmp(row->key, key, len) == 0)
             return row;
@@ -279,8 +279,8 @@ static const sl_setting *find_key(unsigned command, const char *key, size_t len)
 /* Whether key is a mapping of nested keys of the command ("timeouts"). */
 static int is_group(unsigned command, const char *key, size_t len)
 {
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *row = &sl_settings_table[i];
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
         if (row->key != NULL && (row->commands & command) &&
             strncmp(row->key, key, len) == 0 && row->key[len] == '.')
             return 1;
@@ -288,11 +288,11 @@ static int is_group(unsigned command, const char *key, size_t len)
     return 0;
 }
 
-static int read_key(sl_settings *s, const char *path, const char *group,
+static int read_key(st_settings *s, const char *path, const char *group,
                     const sl__ynode *k, const sl__ynode *v, char *err,
                     size_t errlen);
 
-static int read_group(sl_settings *s, const char *path, const sl__ynode *k,
+static int read_group(st_settings *s, const char *path, const sl__ynode *k,
                       const sl__ynode *v, char *err, size_t errlen)
 {
     if (v->kind != SL__Y_MAP)
@@ -301,17 +301,17 @@ static int read_group(sl_settings *s, const char *path, const sl__ynode *k,
     for (size_t i = 0; i + 1 < v->n; i += 2)
         if (read_key(s, path, k->text, v->kids[i], v->kids[i + 1], err,
                      errlen) != 0)
-            return SL_SET_EFILE;
+            return ST_SET_EFILE;
     return 0;
 }
 
 /* One key of the file, or of its mapping `group`, with its value. */
-static int read_key(sl_settings *s, const char *path, const char *group,
+static int read_key(st_settings *s, const char *path, const char *group,
                     const sl__ynode *k, const sl__ynode *v, char *err,
                     size_t errlen)
 {
     char key[64], where[600];
-    const sl_setting *row = NULL;
+    const st_setting *row = NULL;
     int n = snprintf(key, sizeof(key), "%s%s%s", group ? group : "",
                      group ? "." : "", k->text);
     /* The table's '.' is the file's nesting, never a key's own. */
@@ -327,8 +327,8 @@ static int read_key(sl_settings *s, const char *path, const char *group,
     if (row == NULL)
         return fail(err, errlen, "%s:%u:%u: unknown key: '%.64s'", path,
                     k->line, k->col, k->text);
-    if (row->kind == SL_SET_SECTION)
-        return row->section(s->px, path, v, err, errlen) ? SL_SET_EFILE : 0;
+    if (row->kind == ST_SET_SECTION)
+        return row->section(s->px, path, v, err, errlen) ? ST_SET_EFILE : 0;
     snprintf(where, sizeof(where), "%s:%u:%u: %s", path, v->line, v->col,
              k->text);
     if (v->kind != SL__Y_SCALAR && proxy_wording(row))
@@ -339,25 +339,25 @@ static int read_key(sl_settings *s, const char *path, const char *group,
     return set(s, row, &from, v->text, v->len, err, errlen);
 }
 
-/* The YAML config file at path: 0, or SL_SET_EFILE with
+/* The YAML config file at path: 0, or ST_SET_EFILE with
  * "FILE:LINE:COL: message" in err. */
-static int read_file(sl_settings *s, const char *path, char *err, size_t errlen)
+static int read_file(st_settings *s, const char *path, char *err, size_t errlen)
 {
-    int proxy = s->command == SL_SET_PROXY;
-    sl_buf text = {0};
+    int proxy = s->command == ST_SET_PROXY;
+    sv_buf text = {0};
     sl__ynode *root = NULL;
-    if (sl_buf_read_file(&text, path,
+    if (sv_buf_read_file(&text, path,
                          proxy ? PROXY_FILE_BYTES : SERVE_FILE_BYTES, err,
                          errlen) != 0) {
-        sl_buf_release(&text);
-        return SL_SET_EFILE;
+        sv_buf_release(&text);
+        return ST_SET_EFILE;
     }
     int rc = sl__yaml_parse(path, text.data ? text.data : "", text.len,
                             proxy ? PROXY_FILE_DEPTH : SERVE_FILE_DEPTH, &root,
                             err, errlen);
-    sl_buf_release(&text);
+    sv_buf_release(&text);
     if (rc != 0)
-        return SL_SET_EFILE;
+        return ST_SET_EFILE;
     /* An empty file (root NULL) sets nothing. */
     if (root != NULL && root->kind != SL__Y_MAP)
         rc = fail(err, errlen, "%s:%u:%u: expected a mapping of settings", path,
@@ -370,53 +370,53 @@ static int read_file(sl_settings *s, const char *path, char *err, size_t errlen)
 }
 
 /* Acts on one answer of getopt_long. */
-static int apply_flag(sl_settings *s, int c, char **argv, char *err,
+static int apply_flag(st_settings *s, int c, char **argv, char *err,
                       size_t errlen)
 {
     char where[48];
     if (c == ':') {
         fail(err, errlen, "missing value: '--%s'",
-             sl_settings_table[optopt - FLAG_VAL(0)].flag);
-        return SL_SET_EUSAGE;
+             st_settings_table[optopt - FLAG_VAL(0)].flag);
+        return ST_SET_EUSAGE;
     }
     if (c == '?') {
         const char *arg = argv[optind - 1];
         if (optopt >= FLAG_VAL(0)) /* --help=x */
             fail(err, errlen, "--%s: takes no value",
-                 sl_settings_table[optopt - FLAG_VAL(0)].flag);
+                 st_settings_table[optopt - FLAG_VAL(0)].flag);
         else if (optopt != 0)
             fail(err, errlen, "unknown flag: '-%c'", optopt);
         else
             fail(err, errlen, "unknown flag: '%.*s'", (int)strcspn(arg, "="),
                  arg);
-        return SL_SET_EUSAGE;
+        return ST_SET_EUSAGE;
     }
-    const sl_setting *row = &sl_settings_table[c - FLAG_VAL(0)];
-    if (row->kind == SL_SET_HELP)
-        return SL_SET_HELP_ASKED;
-    if (row->kind == SL_SET_CONFIG)
+    const st_setting *row = &st_settings_table[c - FLAG_VAL(0)];
+    if (row->kind == ST_SET_HELP)
+        return ST_SET_HELP_ASKED;
+    if (row->kind == ST_SET_CONFIG)
         return 0;
     snprintf(where, sizeof(where), "--%s", row->flag);
     const source from = {.where = where, .plain = 1};
     if (set(s, row, &from, optarg, strlen(optarg), err, errlen))
-        return SL_SET_EUSAGE;
+        return ST_SET_EUSAGE;
     return 0;
 }
 
-int sl_settings_args(sl_settings *s, int argc, char **argv, char *err,
+int st_settings_args(st_settings *s, int argc, char **argv, char *err,
                      size_t errlen)
 {
-    struct option *opts = calloc(sl_settings_count + 1, sizeof(*opts));
+    struct option *opts = calloc(st_settings_count + 1, sizeof(*opts));
     size_t n = 0;
     int c, rc = 0;
     if (opts == NULL)
         return fail(err, errlen, "out of memory");
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *row = &sl_settings_table[i];
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
         if (row->flag != NULL && (row->commands & s->command))
             opts[n++] = (struct option){
                 row->flag,
-                row->kind == SL_SET_HELP ? no_argument : required_argument,
+                row->kind == ST_SET_HELP ? no_argument : required_argument,
                 NULL, FLAG_VAL(i)};
     }
     if (errlen > 0)
@@ -428,7 +428,7 @@ int sl_settings_args(sl_settings *s, int argc, char **argv, char *err,
     optind = 0;
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
         if (c >= FLAG_VAL(0) &&
-            sl_settings_table[c - FLAG_VAL(0)].kind == SL_SET_CONFIG)
+            st_settings_table[c - FLAG_VAL(0)].kind == ST_SET_CONFIG)
             s->config = optarg;
     if (s->config != NULL)
         rc = read_file(s, s->config, err, errlen);
@@ -436,15 +436,15 @@ int sl_settings_args(sl_settings *s, int argc, char **argv, char *err,
     while (rc == 0 && (c = getopt_long(argc, argv, ":", opts, NULL)) != -1)
         rc = apply_flag(s, c, argv, err, errlen);
     if (rc == 0 && optind != argc)
-        rc = SL_SET_EUSAGE; /* an argument that is no flag's */
+        rc = ST_SET_EUSAGE; /* an argument that is no flag's */
     free(opts);
     return rc;
 }
 
-void sl_settings_help(unsigned command, FILE *out)
+void st_settings_help(unsigned command, FILE *out)
 {
-    for (size_t i = 0; i < sl_settings_count; i++) {
-        const sl_setting *row = &sl_settings_table[i];
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
         char head[48];
         if (row->flag == NULL || row->help == NULL ||
             !(row->commands & command))
@@ -462,18 +462,18 @@ void sl_settings_help(unsigned command, FILE *out)
     }
 }
 
-int sl_settings_outcome(int rc, const char *err, const char *prog,
+int st_settings_outcome(int rc, const char *err, const char *prog,
                         void (*usage)(FILE *to))
 {
     if (rc == 0)
         return -1;
-    if (rc == SL_SET_HELP_ASKED) {
+    if (rc == ST_SET_HELP_ASKED) {
         usage(stdout);
         return 0;
     }
     if (err[0] != '\0')
         fprintf(stderr, "%s: %s\n", prog, err);
-    if (rc == SL_SET_EUSAGE)
+    if (rc == ST_SET_EUSAGE)
         usage(stderr);
     return 2;
 }

@@ -11,130 +11,128 @@
 
 #include "settings.h"
 
-#define SERVE SL_SET_SERVE
-#define PROXY SL_SET_PROXY
-#define BOTH (SL_SET_SERVE | SL_SET_PROXY)
-#define SRV(field)                                                             \
-    .target = SL_SET_SRV, .offset = offsetof(sl_srv_config, field)
-#define PX(field) .target = SL_SET_PX, .offset = offsetof(sl_px_config, field)
+#define SERVE ST_SET_SERVE
+#define PROXY ST_SET_PROXY
+#define BOTH (ST_SET_SERVE | ST_SET_PROXY)
+#define SRV(field) .target = ST_SET_SRV, .offset = offsetof(sv_config, field)
+#define PX(field) .target = ST_SET_PX, .offset = offsetof(px_config, field)
 
 /* An ENUM row stores the index of its word. */
-_Static_assert(SD_FAIL_LOCAL == 0 && SD_FAIL_OPEN == 1 &&
-                   SD_FAIL_CLOSED == 2,
+_Static_assert(SD_FAIL_LOCAL == 0 && SD_FAIL_OPEN == 1 && SD_FAIL_CLOSED == 2,
                "--redis-failure's values in sl__failure_names' order");
 static const char *const hash_tags[] = {"key", "domain", NULL};
 
 /* A row is one record, its fields read across. */
 /* clang-format off */
-const sl_setting sl_settings_table[] = {
+const st_setting st_settings_table[] = {
     {.flag = "rules", .key = "rules", .arg = "PATH", .commands = BOTH,
-     .kind = SL_SET_PATH, SRV(rules_path),
+     .kind = ST_SET_PATH, SRV(rules_path),
      .help = "rules file or directory (required, here or\n"
              "in the config file)"},
-    {.flag = "config", .arg = "FILE", .commands = SERVE, .kind = SL_SET_CONFIG,
+    {.flag = "config", .arg = "FILE", .commands = SERVE, .kind = ST_SET_CONFIG,
      .help = "YAML settings: the flags' names with '_'\n"
              "(max_body_bytes: 4096); flags override it"},
-    {.flag = "config", .arg = "FILE", .commands = PROXY, .kind = SL_SET_CONFIG,
+    {.flag = "config", .arg = "FILE", .commands = PROXY, .kind = ST_SET_CONFIG,
      .help = "YAML proxy config: routes and their descriptor\n"
              "actions, upstream, timeouts, queue, trusted\n"
              "proxies, and any flag below with '_' for '-';\n"
              "flags override it"},
     {.flag = "upstream", .key = "upstream", .arg = "URL", .commands = PROXY,
-     .kind = SL_SET_UPSTREAM, .help = "where requests go: http://HOST:PORT"},
+     .kind = ST_SET_UPSTREAM, .help = "where requests go: http://HOST:PORT"},
     {.flag = "listen", .key = "listen", .arg = "HOST:PORT", .commands = BOTH,
-     .kind = SL_SET_LISTEN, .def = "127.0.0.1:8080",
+     .kind = ST_SET_LISTEN, .def = "127.0.0.1:8080",
      .help = "address to listen on (127.0.0.1:8080);\n"
              "port 0 picks a free port, printed on stderr"},
     {.flag = "threads", .key = "threads", .arg = "N", .commands = BOTH,
-     .kind = SL_SET_INT, SRV(threads), .max = 1024, .def = "0",
+     .kind = ST_SET_INT, SRV(threads), .max = 1024, .def = "0",
      .help = "event-loop threads (0: one per core)"},
     {.flag = "store", .key = "store", .arg = "STORE", .commands = BOTH,
-     .kind = SL_SET_STORE, .def = "memory",
+     .kind = ST_SET_STORE, .def = "memory",
      .help = "where counters live: memory (the default),\n"
              "redis://[[user]:pass@]host[:port][/db] or\n"
              "unix:/path/redis.sock[?db=N] or\n"
              "redis-cluster://host:port[,host:port...]"},
     {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D",
-     .commands = BOTH, .kind = SL_SET_MS, SRV(redis_timeout_ms), .def = "5ms",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms), .def = "5ms",
      .help = "wait on Redis per call, then fail (5ms)"},
     {.flag = "redis-failure", .key = "redis_failure", .arg = "P",
-     .commands = BOTH, .kind = SL_SET_ENUM, SRV(redis_failure),
+     .commands = BOTH, .kind = ST_SET_ENUM, SRV(redis_failure),
      .names = sl__failure_names, .def = "local",
      .help = "when Redis cannot decide: local (default;\n"
              "the embedded store, limits divided by\n"
              "--nodes), fail_open, fail_closed (503)"},
     {.flag = "redis-breaker", .key = "redis_breaker", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_INT, SRV(redis_breaker), .min = 1,
+     .commands = BOTH, .kind = ST_SET_INT, SRV(redis_breaker), .min = 1,
      .max = 10000, .def = "3",
      .help = "consecutive failures that open the circuit\n"
              "breaker (3)"},
     {.flag = "redis-hash-tag", .key = "redis_hash_tag", .arg = "T",
-     .commands = BOTH, .kind = SL_SET_ENUM, SRV(redis_tag_domain),
+     .commands = BOTH, .kind = ST_SET_ENUM, SRV(redis_tag_domain),
      .names = hash_tags, .def = "key",
      .help = "Redis Cluster: keys sharing a slot, so a\n"
              "request decided atomically: key (default;\n"
              "each descriptor's) or domain (all of it)"},
     {.flag = "nodes", .key = "nodes", .arg = "N|auto", .commands = BOTH,
-     .kind = SL_SET_INT, SRV(nodes), .min = 1, .max = 10000, .zero = "auto",
+     .kind = ST_SET_INT, SRV(nodes), .min = 1, .max = 10000, .zero = "auto",
      .def = "1",
      .help = "sluice serve nodes sharing the Redis: the\n"
              "local policy's divisor (1); auto counts the\n"
              "live ones through Redis"},
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
-     .kind = SL_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
+     .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},
     {.flag = "max-body-bytes", .key = "max_body_bytes", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_SIZE, SRV(max_body_bytes), .min = 1,
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_body_bytes), .min = 1,
      .max = SL_MAX_COUNT, .def = "65536",
      .help = "largest request body (65536)"},
     {.flag = "max-header-bytes", .key = "max_header_bytes", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_SIZE, SRV(max_header_bytes), .min = 64,
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_header_bytes), .min = 64,
      .max = SL_MAX_COUNT, .def = "8192",
      .help = "largest request line plus headers (8192)"},
     {.flag = "max-descriptors", .key = "max_descriptors", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_SIZE, SRV(max_descriptors), .min = 1,
-     .max = SL_SRV_MAX_DESCRIPTORS, .def = "64",
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_descriptors), .min = 1,
+     .max = SV_MAX_DESCRIPTORS, .def = "64",
      .help = "descriptors per request (64)"},
     {.flag = "max-entries", .key = "max_entries", .arg = "N", .commands = BOTH,
-     .kind = SL_SET_SIZE, SRV(max_entries), .min = 1,
+     .kind = ST_SET_SIZE, SRV(max_entries), .min = 1,
      .max = SL_RULES_MAX_DEPTH * 64, .def = "16",
      .help = "entries per descriptor (16)"},
     {.flag = "idle-timeout", .key = "idle_timeout", .arg = "D",
-     .commands = BOTH, .kind = SL_SET_MS, SRV(idle_timeout_ms), .def = "60s",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(idle_timeout_ms), .def = "60s",
      .help = "close idle keep-alive connections (60s)"},
     {.flag = "read-timeout", .key = "read_timeout", .arg = "D",
-     .commands = BOTH, .kind = SL_SET_MS, SRV(read_timeout_ms), .def = "10s",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(read_timeout_ms), .def = "10s",
      .help = "a request must arrive within (10s)"},
     {.flag = "max-connections", .key = "max_connections", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_INT, SRV(max_connections), .min = 1,
+     .commands = BOTH, .kind = ST_SET_INT, SRV(max_connections), .min = 1,
      .max = 1000000, .def = "10000",
      .help = "open connections; more are closed (10000)"},
     {.flag = "max-adhoc-limits", .key = "max_adhoc_limits", .arg = "N",
-     .commands = BOTH, .kind = SL_SET_SIZE, SRV(max_adhoc_limits),
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_adhoc_limits),
      .max = SL_MAX_COUNT, .def = "10000",
      .help = "ad hoc limits of /v1/delay and /v1/increment\n"
              "cached at once (10000)"},
-    {.key = "upstream_pool", .commands = PROXY, .kind = SL_SET_SIZE,
+    {.key = "upstream_pool", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(pool_max), .max = 100000, .def = "64"},
-    {.key = "timeouts.connect", .commands = PROXY, .kind = SL_SET_MS,
+    {.key = "timeouts.connect", .commands = PROXY, .kind = ST_SET_MS,
      PX(connect_timeout_ms), .def = "1s"},
-    {.key = "timeouts.response", .commands = PROXY, .kind = SL_SET_MS,
+    {.key = "timeouts.response", .commands = PROXY, .kind = ST_SET_MS,
      PX(response_timeout_ms), .def = "30s"},
-    {.key = "queue.max_requests", .commands = PROXY, .kind = SL_SET_SIZE,
+    {.key = "queue.max_requests", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(queue_max), .max = 1000000, .def = "1000"},
-    {.key = "queue.max_wait", .commands = PROXY, .kind = SL_SET_MS,
+    {.key = "queue.max_wait", .commands = PROXY, .kind = ST_SET_MS,
      PX(queue_max_wait_ms), .def = "5s"},
-    {.key = "rate_limit_headers", .commands = PROXY, .kind = SL_SET_BOOL,
+    {.key = "rate_limit_headers", .commands = PROXY, .kind = ST_SET_BOOL,
      PX(rate_limit_headers), .def = "true"},
-    {.key = "metrics_path", .commands = PROXY, .kind = SL_SET_URL_PATH,
+    {.key = "metrics_path", .commands = PROXY, .kind = ST_SET_URL_PATH,
      PX(metrics_path), .def = "/sluice/metrics"},
-    {.key = "trusted_proxies", .commands = PROXY, .kind = SL_SET_SECTION,
-     .section = sl_px_read_trusted},
-    {.key = "routes", .commands = PROXY, .kind = SL_SET_SECTION,
-     .section = sl_px_read_routes},
-    {.flag = "help", .commands = BOTH, .kind = SL_SET_HELP},
+    {.key = "trusted_proxies", .commands = PROXY, .kind = ST_SET_SECTION,
+     .section = px_read_trusted},
+    {.key = "routes", .commands = PROXY, .kind = ST_SET_SECTION,
+     .section = px_read_routes},
+    {.flag = "help", .commands = BOTH, .kind = ST_SET_HELP},
 };
 /* clang-format on */
 
-const size_t sl_settings_count =
-    sizeof(sl_settings_table) / sizeof(sl_settings_table[0]);
+const size_t st_settings_count =
+    sizeof(st_settings_table) / sizeof(st_settings_table[0]);
