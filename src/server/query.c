@@ -7,21 +7,14 @@
 #include <string.h>
 
 #include "server/query.h"
-#include "sluice.h"
+#include "settings/value.h"
 
 int sv_parse_count(const char *s, size_t len, int64_t *out)
 {
-    int64_t v = 0;
-    if (len == 0 || len > 15)
+    uint64_t u;
+    if (sl__value_uint(s, len, 0, SL_MAX_COUNT, &u) != 0)
         return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v > SL_MAX_COUNT)
-        return -1;
-    *out = v;
+    *out = (int64_t)u;
     return 0;
 }
 
