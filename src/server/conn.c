@@ -23,8 +23,8 @@
  * pipelined responses stay in request order, and one connection waits on
  * at most one request.  Reading goes on into the stash while the request
  * waits, up to STASH_MAX bytes: stopping and restarting it for every
- * request cost three epoll_ctl calls each (libuv re-registers the socket
- * lazily), more than the rest of the request's system calls.
+ * request would cost system calls (epoll_ctl) that the request itself
+ * does not need.
  *
  * Headers: only Expect and the Sluice-* headers (GET /v1/auth's
  * descriptors) matter, so only those are kept; every header still counts

@@ -4,8 +4,7 @@
  * only writes a number, and clearing it only writes a zero.  When the
  * timer fires early (the deadline moved or was cleared) it re-arms itself
  * for what is left, or stays quiet.  uv_timer_start and uv_timer_stop
- * each rebalance the loop's timer heap, which cost the proxy a few
- * hundred instructions a time, several times per request.
+ * each rebalance the loop's timer heap, several times per request.
  */
 #include "server/deadline.h"
 
