@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/redis_proto.h"
+#include "store/redis_store.h"
 
 #define DEPTH 16
 #define MAX_B 256
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
     sl_limit_config cfg = {.algorithm = SL_TOKEN_BUCKET, .limit = 100,
                            .period = SL_NS_PER_SEC, .burst = 100};
     sl_store *st;
+    sl__redis_keyspace ks;
     sl_limit *lim;
     redisContext *c;
     char url[64], err[256], sha[41];
@@ -80,6 +82,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    sl__redis_store_keyspace(st, &ks);
     if ((c = redisConnect("127.0.0.1", port)) == NULL || c->err) {
         fprintf(stderr, "cannot connect to port %d\n", port);
         return 1;
@@ -108,8 +111,8 @@ int main(int argc, char **argv)
                     int len = snprintf(key, sizeof(key), "k%llu",
                                        (unsigned long long)(seed >> 33) % 100000);
                     sl_check_item it = {lim, key, (size_t)len};
-                    if (sl__redis_call_new(st, &it, &one, 1, 0, 0, sha, &cs[i],
-                                           err, sizeof(err)) != 0) {
+                    if (sl__redis_call_new(&ks, &it, &one, 1, 0, 0, sha,
+                                           &cs[i], err, sizeof(err)) != 0) {
                         fprintf(stderr, "call: %s\n", err);
                         return 1;
                     }

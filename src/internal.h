@@ -166,8 +166,9 @@ struct sl_store {
     size_t max_key_len;
 };
 
-/* The input checks of every decision call (store.c): 0 or SL_E*. */
-int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
+/* The input checks of every decision call, on a store or a Redis call
+ * whose keys may be max_key_len bytes long (decision.c): 0 or SL_E*. */
+int sl__check_input(size_t max_key_len, const sl_check_item *items, size_t n,
                     const int64_t *costs, sl_nanos now);
 
 /* Writes a message into a caller's error buffer, unless it is NULL or
@@ -193,43 +194,6 @@ static inline int sl__parse_int(const char *s, size_t n, long lo, long hi,
     *out = (int)v;
     return 0;
 }
-
-/*
- * Redis Cluster, synchronously (redis_cluster_sync.c): the routing of a
- * redis-cluster:// store's script calls to the node of their slot, over
- * one connection per node, each a plain Redis store made by
- * sl__redis_node_new() (redis.c) with the cluster store's credentials
- * and timeout.  Not thread-safe: the owning store's lock covers it.
- */
-typedef struct sl__redis_cluster sl__redis_cluster;
-
-/* No I/O: 0 or SL_ENOMEM.  hosts and ports are borrowed from the owner
- * store, which outlives the cluster. */
-int sl__redis_cluster_new(sl_store *owner, const char *const *hosts,
-                          const int *ports, size_t n, sl__redis_cluster **out);
-void sl__redis_cluster_free(sl__redis_cluster *c); /* NULL: no-op */
-/* Reads the slot map from the first node that answers: 0 or SL_ESTORE. */
-int sl__redis_cluster_refresh(sl__redis_cluster *c, char *err, size_t errlen);
-/* Runs a command whose keys all hash to slot on the slot's master,
- * following MOVED and ASK: the reply (the caller frees it; an error reply
- * is a reply), or NULL with err set when no node answered. */
-struct redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot,
-                                             int argc, const char *const *argv,
-                                             const size_t *lens, char *err,
-                                             size_t errlen);
-/* The script's SHA1 once a node has loaded it, else "". */
-const char *sl__redis_cluster_sha(const sl__redis_cluster *c);
-
-/* A plain Redis store on one node of a cluster store (redis.c). */
-int sl__redis_node_new(sl_store *cluster_store, const char *host, int port,
-                       sl_store **out);
-/* Connects if needed; with asking, ASKING goes first on the connection.
- * The reply, or NULL with err set (the connection is then dropped). */
-struct redisReply *sl__redis_node_command(sl_store *node, int asking, int argc,
-                                          const char *const *argv,
-                                          const size_t *lens, char *err,
-                                          size_t errlen);
-const char *sl__redis_node_sha(sl_store *node);
 
 /* Asserts the memory store's invariants (tests): 0 or -1. */
 int sl__memory_check(sl_store *store);

@@ -15,6 +15,7 @@
 
 #include "internal.h"
 #include "redis/redis_proto.h"
+#include "store/redis_store.h"
 #include "redisutil.h"
 
 static tu_redis server;
@@ -500,6 +501,7 @@ static void test_async_calls_decide_as_memory(void **state)
     sl_limit *lims[NPICK];
     sl_check_item pool[POOL];
     sl_store *mem = tu_store(), *red;
+    sl__redis_keyspace ks;
     redisContext *c = admin();
     uint64_t s = 99;
     sl_nanos t = INT64_C(1750000000) * SEC + 987654321;
@@ -510,6 +512,7 @@ static void test_async_calls_decide_as_memory(void **state)
 
     red = redis_store_opts((sl_redis_options){
         .extra_ttl_ms = 600000, .key_prefix = "a:", .lazy_connect = 1});
+    expect_eq(sl__redis_store_keyspace(red, &ks), 0);
     flushall();
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl__redis_script);
     assert_non_null(r);
@@ -531,7 +534,7 @@ static void test_async_calls_decide_as_memory(void **state)
         if (i == n / 2)
             expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
         expect_eq(sl_check_costs(mem, items, costs, k, t, flags, me, &mo), 0);
-        expect_eq(sl__redis_call_new(red, items, costs, k, t, flags,
+        expect_eq(sl__redis_call_new(&ks, items, costs, k, t, flags,
                                      i % 7 == 3 && i != n / 2 ? NULL : sha,
                                      &call, err, sizeof(err)),
                   0);
@@ -543,7 +546,8 @@ static void test_async_calls_decide_as_memory(void **state)
         expect_same("async overall", i, "", costs[0], t, &mo, &ro);
     }
     expect_eq(noscripts, 1); /* the first EVALSHA after the flush */
-    /* Refused before any I/O: not a Redis store, out of the exact bound. */
+    /* Refused before any I/O: no key space (not a Redis store), out of
+     * the exact bound. */
     {
         sl__redis_call *call = NULL;
         char err[256];
@@ -553,10 +557,12 @@ static void test_async_calls_decide_as_memory(void **state)
                                .period = 86400 * SEC};
         sl_limit *bl = tu_limit_cfg(&big);
         sl_check_item it = {bl, "k", 1};
-        expect_eq(sl__redis_call_new(mem, &it, &one, 1, t, 0, NULL, &call, err,
-                                     sizeof(err)),
+        sl__redis_keyspace none;
+        expect_eq(sl__redis_store_keyspace(mem, &none), SL_EINVAL);
+        expect_eq(sl__redis_call_new(NULL, &it, &one, 1, t, 0, NULL, &call,
+                                     err, sizeof(err)),
                   SL_EINVAL);
-        expect_eq(sl__redis_call_new(red, &it, &one, 1, t, 0, NULL, &call, err,
+        expect_eq(sl__redis_call_new(&ks, &it, &one, 1, t, 0, NULL, &call, err,
                                      sizeof(err)),
                   SL_ERANGE);
         expect_cmp(strstr(err, "out of range"), !=, NULL);
@@ -614,6 +620,7 @@ static void test_batches_decide_as_memory(void **state)
     sl_limit *lims[NPICK];
     sl_check_item pool[POOL];
     sl_store *mem = tu_store(), *red;
+    sl__redis_keyspace ks;
     redisContext *c = admin();
     uint64_t s = 7;
     sl_nanos t = INT64_C(1760000000) * SEC + 123456789;
@@ -628,6 +635,7 @@ static void test_batches_decide_as_memory(void **state)
 
     red = redis_store_opts((sl_redis_options){
         .extra_ttl_ms = 600000, .key_prefix = "b:", .lazy_connect = 1});
+    expect_eq(sl__redis_store_keyspace(red, &ks), 0);
     flushall();
     redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sl__redis_script);
     assert_non_null(r);
@@ -640,7 +648,7 @@ static void test_batches_decide_as_memory(void **state)
         sl__redis_call *call;
         sl_decision d[4], o;
         expect_eq(
-            sl__redis_call_new(red, &wrong, &one, 1, t, 0, sha, &call, NULL, 0),
+            sl__redis_call_new(&ks, &wrong, &one, 1, t, 0, sha, &call, NULL, 0),
             0);
         expect_eq(send_call(c, call, d, &o, &noscripts), 0);
         sl__redis_call_free(call);
@@ -674,7 +682,7 @@ static void test_batches_decide_as_memory(void **state)
                                          flags, me[j], &mo[j]),
                           0);
             }
-            expect_eq(sl__redis_call_new(red, items[j], costs[j], k[j], t,
+            expect_eq(sl__redis_call_new(&ks, items[j], costs[j], k[j], t,
                                          flags, sha, &calls[j], NULL, 0),
                       0);
         }

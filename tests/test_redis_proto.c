@@ -19,6 +19,7 @@
 
 #include "internal.h"
 #include "redis/redis_proto.h"
+#include "store/redis_store.h"
 
 #define SHA "0123456789abcdef0123456789abcdef01234567"
 #define SHA_39 "0123456789abcdef0123456789abcdef0123456"
@@ -50,6 +51,14 @@ static sl_store *lazy_store(sl_redis_options o)
     if (sl_redis_store_new(&o, &st, err, sizeof(err)) != 0)
         fail_msg("sl_redis_store_new: %s", err);
     return st;
+}
+
+/* The key space calls are built with, as a driver fetches it once. */
+static sl__redis_keyspace keyspace_of(sl_store *st)
+{
+    sl__redis_keyspace ks;
+    assert_int_equal(sl__redis_store_keyspace(st, &ks), 0);
+    return ks;
 }
 
 /* ---- replies ---- */
@@ -277,7 +286,9 @@ static void test_call_arguments(void **state)
     sl_store *st = lazy_store((sl_redis_options){.url = "redis://127.0.0.1:1",
                                                  .key_prefix = "t:",
                                                  .tag_delimiter = '/',
-                                                 .extra_ttl_ms = 7});
+                                                 .extra_ttl_ms = 7,
+                                                 .max_key_len = 11});
+    sl__redis_keyspace ks = keyspace_of(st);
     sl_limit *lim = tu_limit(SL_TOKEN_BUCKET, 10, SEC, 0);
     sl_check_item it = {lim, "tenant/user", 11};
     int64_t cost = 3;
@@ -287,8 +298,8 @@ static void test_call_arguments(void **state)
     char err[256];
     (void)state;
 
-    expect_eq(sl__redis_call_new(st, &it, &cost, 1, 5 * SEC + 6, SL_RECORD, SHA,
-                                 &c, err, sizeof(err)),
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 5 * SEC + 6, SL_RECORD,
+                                 SHA, &c, err, sizeof(err)),
               0);
     expect_eq(sl__redis_call_parts(c), 1);
     expect_eq(sl__redis_call_part_slot(c, 0), -1);
@@ -310,23 +321,25 @@ static void test_call_arguments(void **state)
     sl__redis_call_free(c);
 
     /* Refused before anything is built. */
-    expect_eq(sl__redis_call_new(st, &it, &cost, 1, 0, 0, "short", &c, err,
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, "short", &c, err,
                                  sizeof(err)),
               SL_EINVAL);
-    expect_eq(sl__redis_call_new(st, &it, &cost, 1, 0, 0x8, NULL, &c, err,
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0x8, NULL, &c, err,
                                  sizeof(err)),
               SL_EINVAL);
+    expect_eq(sl__redis_call_new(NULL, &it, &cost, 1, 0, 0, NULL, &c, err,
+                                 sizeof(err)),
+              SL_EINVAL);
+    sl_check_item longer = {lim, "tenant/users", 12};
+    expect_eq(sl__redis_call_new(&ks, &longer, &cost, 1, 0, 0, NULL, &c, err,
+                                 sizeof(err)),
+              SL_EKEYLEN);
     sl_check_item twice[2] = {it, it};
     int64_t costs[2] = {1, 1};
-    expect_eq(sl__redis_call_new(st, twice, costs, 2, 0, 0, NULL, &c, err,
+    expect_eq(sl__redis_call_new(&ks, twice, costs, 2, 0, 0, NULL, &c, err,
                                  sizeof(err)),
               SL_EINVAL);
     assert_string_equal(err, "the same limit and key twice in one call");
-    sl_store *mem = tu_store();
-    expect_eq(sl__redis_call_new(mem, &it, &cost, 1, 0, 0, NULL, &c, err,
-                                 sizeof(err)),
-              SL_EINVAL);
-    sl_store_free(mem);
     sl_limit_free(lim);
     sl_store_free(st);
 }
@@ -345,6 +358,7 @@ static int read_reply(sl__redis_call *c, const char *text, sl_decision *d,
 static void test_call_replies(void **state)
 {
     sl_store *st = lazy_store((sl_redis_options){.url = "redis://h:1"});
+    sl__redis_keyspace ks = keyspace_of(st);
     sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
     sl_check_item it = {lim, "k", 1};
     int64_t cost = 1;
@@ -353,9 +367,9 @@ static void test_call_replies(void **state)
     char err[256];
     (void)state;
 
-    expect_eq(
-        sl__redis_call_new(st, &it, &cost, 1, 0, 0, NULL, &c, err, sizeof(err)),
-        0);
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &c, err,
+                                 sizeof(err)),
+              0);
     expect_eq(read_reply(c, "*5\r\n:1\r\n:9\r\n:100\r\n:0\r\n:4\r\n", &d, err),
               0);
     expect_eq(d.allowed, 1);
@@ -391,6 +405,7 @@ static void test_call_parts_on_a_cluster(void **state)
 {
     sl_store *st = lazy_store((sl_redis_options){
         .url = "redis-cluster://127.0.0.1:7000", .tag_delimiter = '/'});
+    sl__redis_keyspace ks = keyspace_of(st);
     sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
     /* Slots 15495, 3300, 7365; "a/x" is tagged "a": a's slot. */
     sl_check_item items[4] = {
@@ -403,7 +418,7 @@ static void test_call_parts_on_a_cluster(void **state)
     char err[256], text[128];
     (void)state;
 
-    expect_eq(sl__redis_call_new(st, items, costs, 4, 0, 0, NULL, &c, err,
+    expect_eq(sl__redis_call_new(&ks, items, costs, 4, 0, 0, NULL, &c, err,
                                  sizeof(err)),
               0);
     expect_eq(sl__redis_call_parts(c), 3);
@@ -439,6 +454,7 @@ static void test_call_parts_on_a_cluster(void **state)
 static void test_batch_format(void **state)
 {
     sl_store *st = lazy_store((sl_redis_options){.url = "redis://h:1"});
+    sl__redis_keyspace ks = keyspace_of(st);
     sl_limit *lim = tu_limit(SL_GCRA, 10, SEC, 0);
     sl_check_item two[2] = {{lim, "x", 1}, {lim, "y", 1}}, one = {lim, "z", 1};
     int64_t costs[2] = {1, 2};
@@ -451,9 +467,9 @@ static void test_batch_format(void **state)
     (void)state;
 
     expect_eq(
-        sl__redis_call_new(st, two, costs, 2, SEC, 0, SHA, &calls[0], NULL, 0),
+        sl__redis_call_new(&ks, two, costs, 2, SEC, 0, SHA, &calls[0], NULL, 0),
         0);
-    expect_eq(sl__redis_call_new(st, &one, costs, 1, SEC, SL_RECORD, SHA,
+    expect_eq(sl__redis_call_new(&ks, &one, costs, 1, SEC, SL_RECORD, SHA,
                                  &calls[1], NULL, 0),
               0);
     for (int i = 0; i < 2; i++)
@@ -540,6 +556,7 @@ static void test_endpoint_and_keyspace(void **state)
     expect_eq(sl__redis_store_keyspace(st, &ks), 0);
     assert_string_equal(ks.prefix, "sl:");
     expect_eq(ks.cluster, 0);
+    expect_eq(ks.max_key_len, 4096);
 
     expect_eq(sl__redis_store_endpoint(cl, &ep), 0);
     expect_eq(ep.n_seeds, 2);

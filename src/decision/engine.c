@@ -45,6 +45,7 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
             sd_engine_free(e);
             return -1;
         }
+        sl__redis_store_keyspace(e->redis, &e->redis_keyspace);
     }
     *out = e;
     return 0;
@@ -163,7 +164,8 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
         return 0;
     }
     sd_wait *w;
-    int rc = sd_wait_new(t, checks, n, now, t->e->redis, sd_redis_sha(t), &w);
+    int rc = sd_wait_new(t, checks, n, now, &t->e->redis_keyspace,
+                         sd_redis_sha(t), &w);
     if (rc != 0) {
         for (size_t i = 0; i < n; i++) {
             checks[i].rc = rc;

@@ -21,11 +21,14 @@
 
 #include "decision/decision.h"
 #include "redis/redis_proto.h"
+#include "store/redis_store.h"
 
 struct sd_engine {
     sd_config cfg;
     sl_store *memory;      /* the store, or Redis's local fallback */
-    sl_store *redis;       /* builds Redis calls, never connects; or NULL */
+    sl_store *redis;       /* parsed only, never connects; or NULL */
+    /* redis's key space, fetched once: every call is built with it. */
+    sl__redis_keyspace redis_keyspace;
     sl_nanos wall_offset;  /* realtime - uv_hrtime, as the server's clock */
     atomic_int nodes_live; /* --nodes auto: the last count, at least 1 */
     char node_id[128];
@@ -98,10 +101,10 @@ typedef struct sd_wait_queue {
 } sd_wait_queue;
 
 /* A wait of n calls, one per check, each built (sl__redis_call_new
- * against store with sha): 0 and *out, or SL_ENOMEM.  A check whose call
- * cannot be built is done at once, its rc and err its answer. */
+ * with ks and sha): 0 and *out, or SL_ENOMEM.  A check whose call cannot
+ * be built is done at once, its rc and err its answer. */
 int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
-                sl_store *store, const char *sha, sd_wait **out);
+                const sl__redis_keyspace *ks, const char *sha, sd_wait **out);
 void sd_wait_unref(sd_wait *w);
 void sd_call_fail(sd_call *c, int reason);
 /* Appends w due at deadline (every wait has the same timeout, so the

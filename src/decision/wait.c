@@ -23,14 +23,14 @@ static void free_calls(sd_wait *w)
 
 /* 0, or an SL_E* code with the message in check->err. */
 static int build_call(sd_call *c, sd_check *check, sl_nanos now,
-                      sl_store *store, const char *sha)
+                      const sl__redis_keyspace *ks, const char *sha)
 {
     if ((c->each = calloc(check->n, sizeof(sl_decision))) == NULL) {
         snprintf(check->err, sizeof(check->err), "out of memory");
         return SL_ENOMEM;
     }
-    int rc = sl__redis_call_new(store, check->items, check->costs, check->n,
-                                now, check->flags, sha, &c->call, check->err,
+    int rc = sl__redis_call_new(ks, check->items, check->costs, check->n, now,
+                                check->flags, sha, &c->call, check->err,
                                 sizeof(check->err));
     if (rc != 0)
         return rc;
@@ -45,7 +45,7 @@ static int build_call(sd_call *c, sd_check *check, sl_nanos now,
 }
 
 int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
-                sl_store *store, const char *sha, sd_wait **out)
+                const sl__redis_keyspace *ks, const char *sha, sd_wait **out)
 {
     sd_wait *w = calloc(1, sizeof(*w));
     if (w == NULL || (w->calls = calloc(n, sizeof(sd_call))) == NULL) {
@@ -59,7 +59,7 @@ int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
         sd_call *c = &w->calls[i];
         c->wait = w;
         c->check = &checks[i];
-        c->rc = build_call(c, &checks[i], now, store, sha);
+        c->rc = build_call(c, &checks[i], now, ks, sha);
         c->done = c->rc != 0; /* not sent: its error is its answer */
     }
     *out = w;

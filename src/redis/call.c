@@ -296,23 +296,21 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
     return 0;
 }
 
-int sl__redis_call_new(sl_store *store, const sl_check_item *items,
-                       const int64_t *costs, size_t n, sl_nanos now,
-                       unsigned flags, const char *sha, sl__redis_call **out,
-                       char *errbuf, size_t errlen)
+int sl__redis_call_new(const sl__redis_keyspace *ks,
+                       const sl_check_item *items, const int64_t *costs,
+                       size_t n, sl_nanos now, unsigned flags, const char *sha,
+                       sl__redis_call **out, char *errbuf, size_t errlen)
 {
-    sl__redis_keyspace ks;
     sl__redis_call *c;
     int err;
 
     sl__set_err(errbuf, errlen, "%s", "");
-    if (store == NULL || sl__redis_store_keyspace(store, &ks) != 0 ||
-        out == NULL || (flags & ~SL_RECORD) != 0 ||
+    if (ks == NULL || out == NULL || (flags & ~SL_RECORD) != 0 ||
         (sha != NULL && strlen(sha) != SL__REDIS_SHA_LEN)) {
         sl__set_err(errbuf, errlen, "invalid argument");
         return SL_EINVAL;
     }
-    if ((err = sl__check_input(store, items, n, costs, now)) != 0) {
+    if ((err = sl__check_input(ks->max_key_len, items, n, costs, now)) != 0) {
         sl__set_err(errbuf, errlen, "%s", sl_strerror(err));
         return err;
     }
@@ -320,7 +318,7 @@ int sl__redis_call_new(sl_store *store, const sl_check_item *items,
         sl__set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
     }
-    err = prepare_call(&ks, c, items, costs, n, now, (flags & SL_RECORD) != 0,
+    err = prepare_call(ks, c, items, costs, n, now, (flags & SL_RECORD) != 0,
                        sha, errbuf, errlen);
     if (err != 0) {
         if (err == SL_ENOMEM)

@@ -6,8 +6,10 @@
  * of libsluice, never installed (sluice.h is the library's API).
  *
  * Two drivers do the I/O around it: the blocking one of the library's
- * store (src/store/redis.c, redis_cluster_sync.c) and the asynchronous one
- * of the daemon (src/server/store_redis.c, redis_cluster.c).  Replies are
+ * store (src/store/: redis.c, redis_conn.c, redis_cluster_sync.c) and the
+ * asynchronous one of the daemon (src/decision/redis_async.c,
+ * cluster_links.c).  Nothing here calls either: what the core needs of a
+ * store it is given as data (an endpoint, a key space).  Replies are
  * hiredis's, borrowed: nothing here frees one.
  */
 #ifndef SL_REDIS_PROTO_H
@@ -28,10 +30,11 @@ extern const char sl__redis_script[];
 /* The script's SHA1 in hex, as EVALSHA names it. */
 #define SL__REDIS_SHA_LEN 40
 
-/* ---- the store's side (src/store/redis.c) ---- */
+/* ---- what the core takes of a store (src/store/redis_store.h) ---- */
 
 /* Where a Redis store connects, as parsed from its options.  Strings are
- * borrowed from the store (valid until sl_store_free); NULL when unset. */
+ * borrowed from whoever filled it (a store's: valid until sl_store_free);
+ * NULL when unset. */
 typedef struct sl__redis_endpoint {
     const char *host; /* NULL with unix_path */
     int port;
@@ -47,21 +50,17 @@ typedef struct sl__redis_endpoint {
     const int *seed_ports;
 } sl__redis_endpoint;
 
-/* 0, or SL_EINVAL when store is not a Redis store. */
-int sl__redis_store_endpoint(sl_store *store, sl__redis_endpoint *out);
-
-/* What a call needs of its store: how keys are named and how the script
- * is told the time.  prefix is borrowed from the store. */
+/* What a call needs of its store: how keys are named, how long they may
+ * be and how the script is told the time.  prefix is borrowed from the
+ * store. */
 typedef struct sl__redis_keyspace {
     const char *prefix;  /* "sl:" by default; no '{' or '}' */
     char tag_delimiter;  /* 0: the whole key is the hash tag */
     int use_server_time; /* the script reads Redis's TIME, not `now` */
     int64_t extra_ttl_ms;
-    int cluster; /* one part per slot (a redis-cluster:// store) */
+    int cluster;        /* one part per slot (a redis-cluster:// store) */
+    size_t max_key_len; /* a longer key is SL_EKEYLEN */
 } sl__redis_keyspace;
-
-/* 0, or SL_EINVAL when store is not a Redis store. */
-int sl__redis_store_keyspace(sl_store *store, sl__redis_keyspace *out);
 
 /* ---- replies (reply.c) ---- */
 
@@ -165,20 +164,20 @@ typedef struct sl__redis_call sl__redis_call;
 
 /*
  * Builds the call that decides (items, costs, n, now, flags) as
- * sl_check_costs() would on the Redis store `store` (only read here, for
- * its key space: a store made with lazy_connect serves).  sha: the
+ * sl_check_costs() would on the Redis store whose key space is ks (from
+ * sl__redis_store_keyspace(); only read, and not kept).  sha: the
  * script's SHA1 (40 hex digits, from SCRIPT LOAD; borrowed until the call
  * is freed) for EVALSHA, or NULL for EVAL with the script's text.
  * Returns 0 and *out (the caller frees it with sl__redis_call_free()), or
- * the errors of sl_check_costs(), SL_EINVAL (not a Redis store, a bad
- * flag or sha, the same limit and key twice), SL_ERANGE for a limit the
- * script cannot decide exactly, with a message in errbuf when not NULL.
- * The items' keys are copied; the call keeps no pointer into them.
+ * the errors of sl_check_costs(), SL_EINVAL (ks NULL, a bad flag or sha,
+ * the same limit and key twice), SL_ERANGE for a limit the script cannot
+ * decide exactly, with a message in errbuf when not NULL.  The items'
+ * keys are copied; the call keeps no pointer into them.
  */
-int sl__redis_call_new(sl_store *store, const sl_check_item *items,
-                       const int64_t *costs, size_t n, sl_nanos now,
-                       unsigned flags, const char *sha, sl__redis_call **out,
-                       char *errbuf, size_t errlen);
+int sl__redis_call_new(const sl__redis_keyspace *ks,
+                       const sl_check_item *items, const int64_t *costs,
+                       size_t n, sl_nanos now, unsigned flags, const char *sha,
+                       sl__redis_call **out, char *errbuf, size_t errlen);
 void sl__redis_call_free(sl__redis_call *call); /* NULL: no-op */
 
 /* Part 0's command as argc (returned), argv and lens.  Borrowed: valid
@@ -223,7 +222,7 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
 void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,
                            sl_decision *overall);
 
-/* ---- batches (batch.c) ----
+/* ---- batches (redis_batch.c) ----
  *
  * Several calls as ONE script call, for a caller with many calls waiting
  * at once (sluice serve under load).  Redis runs the script once and,

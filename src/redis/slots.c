@@ -8,7 +8,7 @@
  * read what a server sent, so they are written for hostile input (fuzzed
  * by fuzz/fuzz_cluster.c) and do no I/O: the library's blocking driver
  * (src/store/redis_cluster_sync.c) and the daemon's asynchronous one
- * (src/server/redis_cluster.c) share them.
+ * (src/decision/cluster_links.c) share them.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,8 @@
 /*
  * redis_cluster_sync.c - the blocking Redis store on a Redis Cluster: each
  * script call goes to the master of its slot, over one connection per
- * node (a plain Redis store, redis.c), made when a slot first needs it.
- * Named apart from the daemon's src/server/redis_cluster.c, its
- * asynchronous twin.
+ * node (redis_conn.c), made when a slot first needs it.  The daemon's
+ * asynchronous twin is src/decision/cluster_links.c.
  *
  * The slot map is read with CLUSTER SLOTS from the first node that
  * answers (known nodes, then the seeds) before the first call, and again
@@ -25,31 +24,25 @@
 #include <string.h>
 #include <time.h>
 
-#include <hiredis/hiredis.h>
-
 #include "internal.h"
-#include "redis/redis_proto.h"
+#include "store/redis_store.h"
 
 #define TRYAGAIN_MS 20
 
 typedef struct node_conn {
     char *host;
     int port;
-    sl_store *node;
+    sl__redis_conn *conn;
 } node_conn;
 
 struct sl__redis_cluster {
-    sl_store *owner;
-    const char *const *seed_hosts;
-    const int *seed_ports;
-    size_t n_seeds;
+    sl__redis_endpoint ep;   /* the seeds, credentials and timeout */
     sl__redis_slot_map *map; /* NULL: read it before the next call */
     node_conn *conns;        /* every node connected to, in order */
     size_t n_conns;
 };
 
-int sl__redis_cluster_new(sl_store *owner, const char *const *hosts,
-                          const int *ports, size_t n, sl__redis_cluster **out)
+int sl__redis_cluster_new(const sl__redis_endpoint *ep, sl__redis_cluster **out)
 {
     sl__redis_cluster *c = calloc(1, sizeof(*c));
     if (c == NULL ||
@@ -57,10 +50,7 @@ int sl__redis_cluster_new(sl_store *owner, const char *const *hosts,
         free(c);
         return SL_ENOMEM;
     }
-    c->owner = owner;
-    c->seed_hosts = hosts;
-    c->seed_ports = ports;
-    c->n_seeds = n;
+    c->ep = *ep;
     *out = c;
     return 0;
 }
@@ -70,7 +60,7 @@ void sl__redis_cluster_free(sl__redis_cluster *c)
     if (c == NULL)
         return;
     for (size_t i = 0; i < c->n_conns; i++) {
-        sl_store_free(c->conns[i].node);
+        sl__redis_conn_free(c->conns[i].conn);
         free(c->conns[i].host);
     }
     sl__redis_slot_map_free(c->map);
@@ -83,6 +73,7 @@ void sl__redis_cluster_free(sl__redis_cluster *c)
 static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
 {
     node_conn *nc;
+    sl__redis_endpoint ep;
     for (size_t i = 0; i < c->n_conns; i++)
         if (c->conns[i].port == port && strcmp(c->conns[i].host, host) == 0)
             return &c->conns[i];
@@ -91,7 +82,13 @@ static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
     nc = &c->conns[c->n_conns];
     if ((nc->host = strdup(host)) == NULL)
         return NULL;
-    if (sl__redis_node_new(c->owner, host, port, &nc->node) != 0) {
+    /* The store's credentials and timeout; a cluster has only db 0. */
+    ep = (sl__redis_endpoint){.host = nc->host,
+                              .port = port,
+                              .user = c->ep.user,
+                              .password = c->ep.password,
+                              .timeout_ms = c->ep.timeout_ms};
+    if (sl__redis_conn_new(&ep, &nc->conn) != 0) {
         free(nc->host);
         return NULL;
     }
@@ -113,7 +110,7 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     sl__redis_slot_map *map;
     redisReply *r =
-        sl__redis_node_command(nc->node, 0, 2, argv, NULL, err, errlen);
+        sl__redis_conn_command(nc->conn, 0, 2, argv, NULL, err, errlen);
     int rc;
     if (r == NULL)
         return -1;
@@ -144,8 +141,8 @@ int sl__redis_cluster_refresh(sl__redis_cluster *c, char *err, size_t errlen)
     for (size_t i = 0; i < known; i++)
         if (read_map(c, &c->conns[i], err, errlen) == 0)
             return 0;
-    for (size_t i = 0; i < c->n_seeds; i++) {
-        node_conn *nc = conn_for(c, c->seed_hosts[i], c->seed_ports[i]);
+    for (size_t i = 0; i < c->ep.n_seeds; i++) {
+        node_conn *nc = conn_for(c, c->ep.seed_hosts[i], c->ep.seed_ports[i]);
         if (nc == NULL) {
             snprintf(err, errlen, "out of memory");
             return SL_ENOMEM;
@@ -194,7 +191,7 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
 
         if (nc == NULL)
             return NULL;
-        r = sl__redis_node_command(nc->node, asking, argc, argv, lens, err,
+        r = sl__redis_conn_command(nc->conn, asking, argc, argv, lens, err,
                                    errlen);
         to = NULL;
         asking = 0;
@@ -236,7 +233,7 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
 const char *sl__redis_cluster_sha(const sl__redis_cluster *c)
 {
     for (size_t i = 0; i < c->n_conns; i++)
-        if (sl__redis_node_sha(c->conns[i].node)[0] != '\0')
-            return sl__redis_node_sha(c->conns[i].node);
+        if (sl__redis_conn_sha(c->conns[i].conn)[0] != '\0')
+            return sl__redis_conn_sha(c->conns[i].conn);
     return "";
 }

@@ -7,23 +7,13 @@
 
 #include "internal.h"
 
-int sl__check_input(sl_store *store, const sl_check_item *items, size_t n,
-                    const int64_t *costs, sl_nanos now)
+/* sl__check_input (decision.c) for a store, which may be NULL. */
+static int check_input(sl_store *store, const sl_check_item *items, size_t n,
+                       const int64_t *costs, sl_nanos now)
 {
-    if (store == NULL || items == NULL || costs == NULL || n == 0 ||
-        n > SL_MAX_ITEMS || now < 0 || now > SL_MAX_TIME)
+    if (store == NULL)
         return SL_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (costs[i] < 0 || costs[i] > SL_MAX_COUNT)
-            return SL_ECOST;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].limit == NULL ||
-            (items[i].key == NULL && items[i].key_len != 0))
-            return SL_EINVAL;
-        if (items[i].key_len > store->max_key_len)
-            return SL_EKEYLEN;
-    }
-    return 0;
+    return sl__check_input(store->max_key_len, items, n, costs, now);
 }
 
 int sl_check(sl_store *store, const sl_limit *limit, const void *key,
@@ -31,7 +21,7 @@ int sl_check(sl_store *store, const sl_limit *limit, const void *key,
 {
     sl_check_item item = {limit, key, key_len};
     sl_decision d;
-    int err = sl__check_input(store, &item, 1, &cost, now);
+    int err = check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && out == NULL)
         err = SL_EINVAL;
@@ -47,7 +37,7 @@ int sl_check_costs(sl_store *store, const sl_check_item *items,
                    sl_decision *each, sl_decision *overall)
 {
     sl_decision local[SL_MAX_ITEMS];
-    int err = sl__check_input(store, items, n, costs, now);
+    int err = check_input(store, items, n, costs, now);
 
     if (err == 0 && (overall == NULL || (flags & ~SL_RECORD) != 0))
         err = SL_EINVAL;
@@ -79,7 +69,7 @@ int sl_check_batch(sl_store *store, const sl_limit *limit, const sl_key *keys,
                    size_t n, int64_t cost, sl_nanos now, sl_decision *out)
 {
     sl_check_item item = {limit, NULL, 0};
-    int err = sl__check_input(store, &item, 1, &cost, now);
+    int err = check_input(store, &item, 1, &cost, now);
 
     if (err == 0 && ((keys == NULL || out == NULL) && n > 0))
         err = SL_EINVAL;

@@ -6,12 +6,12 @@
 -- the second (both empty: read the server's TIME), the extra TTL in ms, 1
 -- to record (SL_RECORD: every item's cost is consumed, fitting or not),
 -- then ITEM_ARGS values per item: its limit, "algorithm L P B step flags
--- t_num t_den" in one string (redis.c), and its cost (per item, so that a
+-- t_num t_den" in one string (call.c), and its cost (per item, so that a
 -- call may charge each limit its own).  The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay.
 --
--- A batch (src/redis/batch.c): ARGV[1] is 'B', ARGV[2] the number of
--- calls, then per call its number of items and its own ARGV as above;
+-- A batch (src/redis/redis_batch.c): ARGV[1] is 'B', ARGV[2] the number
+-- of calls, then per call its number of items and its own ARGV as above;
 -- KEYS are the calls' keys one call after the other.  The reply has one
 -- element per call: its reply as above, or its error.  Each call is
 -- decided exactly as if it had been sent alone, in order: a call's error

@@ -9,7 +9,7 @@
 -- exact only up to 2^53, and wall-clock ns (about 1.8e18) are not.  So an
 -- absolute time is never one number: it is a pair (s, n), 0 <= n < 1e9,
 -- each part exact, and the algorithms do their arithmetic on differences
--- from now, which the limits' bounds (redis.c, docs/stores.md) keep below
+-- from now, which the limits' bounds (call.c, docs/stores.md) keep below
 -- 2^53.  Products that could pass 2^53 go through muldivmod().
 -- Library functions as locals: looking a global up on every use costs
 -- more than these assignments once per run.

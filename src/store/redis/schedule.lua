@@ -2,8 +2,8 @@
 -- leaky_bucket (src/core/schedule.h, the same formulas): one point in time
 -- S = whole ns + frac / t_den, kept as the string "s n frac" (S's seconds,
 -- its ns within the second, the numerator).  Amounts of time are in ticks
--- of 1 / t_den ns, in which T = t_num.  redis.c admits only limits with
--- B * t_num <= 2^52, so every tick count below is exact.
+-- of 1 / t_den ns, in which T = t_num.  src/redis/call.c admits only
+-- limits with B * t_num <= 2^52, so every tick count below is exact.
 
 -- (S - now)+ in ticks, at most B * t_num (a request stamped before the
 -- last admission is judged as if it came then).

@@ -1,11 +1,11 @@
 /*
- * batch.c - several calls as one script call (main.lua's 'B' mode), for a
- * caller with many calls waiting at once.  A batch is made of the calls'
- * own commands, rearranged: every call's keys go first (a script's keys
- * must all be named before its other arguments), then 'B', the number of
- * calls, and per call its number of keys and its other arguments.  So a
- * call in a batch is the very call that would have been sent alone, and
- * the script decides it by the same code.
+ * redis_batch.c - several calls as one script call (main.lua's 'B'
+ * mode), for a caller with many calls waiting at once.  A batch is made
+ * of the calls' own commands, rearranged: every call's keys go first (a
+ * script's keys must all be named before its other arguments), then 'B',
+ * the number of calls, and per call its number of keys and its other
+ * arguments.  So a call in a batch is the very call that would have been
+ * sent alone, and the script decides it by the same code.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,270 @@
+/*
+ * redis_config.c - a Redis store's options (sl_redis_options, its URL
+ * included: redis://, unix:, redis-cluster://) checked and copied, and
+ * what the protocol core takes of them: the endpoint and the key space.
+ * Parsing only, no I/O, so that it is the same for a store made with
+ * lazy_connect (the daemon's) and tests/test_redis_proto.c can check it
+ * without a server.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "store/redis_store.h"
+
+static char *dup_str(const char *s)
+{
+    return s == NULL ? NULL : strdup(s);
+}
+
+/* "unix:/path[?db=N]" (also "unix:///path"). */
+static int parse_unix_url(sl__redis_config *cfg, const char *p, char *err,
+                          size_t errlen, const char *url)
+{
+    const char *q = strchr(p, '?');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+
+    if (strncmp(p, "//", 2) == 0) {
+        p += 2;
+        n -= 2;
+    }
+    if (n == 0 || p[0] != '/') {
+        sl__set_err(err, errlen,
+                    "invalid redis url: socket path must be absolute: '%s'",
+                    url);
+        return SL_EINVAL;
+    }
+    if (q != NULL &&
+        (strncmp(q, "?db=", 4) != 0 ||
+         sl__parse_int(q + 4, strlen(q + 4), 0, 1 << 20, &cfg->db))) {
+        sl__set_err(err, errlen,
+                    "invalid redis url: bad query (only ?db=N): '%s'", url);
+        return SL_EINVAL;
+    }
+    cfg->unix_path = strndup(p, n);
+    return cfg->unix_path ? 0 : SL_ENOMEM;
+}
+
+/* "[[user]:password@]": sets user and password; returns what follows. */
+static const char *parse_userinfo(sl__redis_config *cfg, const char *p,
+                                  const char *end, int *err)
+{
+    const char *at = memchr(p, '@', (size_t)(end - p));
+    *err = 0;
+    if (at == NULL)
+        return p;
+    const char *c = memchr(p, ':', (size_t)(at - p));
+    if (c != NULL) {
+        if (c > p && (cfg->user = strndup(p, (size_t)(c - p))) == NULL)
+            *err = SL_ENOMEM;
+        else if ((cfg->password = strndup(c + 1, (size_t)(at - c - 1))) == NULL)
+            *err = SL_ENOMEM;
+    } else if (at > p && (cfg->user = strndup(p, (size_t)(at - p))) == NULL) {
+        *err = SL_ENOMEM;
+    }
+    return at + 1;
+}
+
+/* "host[:port]" or "[ipv6][:port]" spanning [host, end): *out (NULL when
+ * empty) and *port (left as it is when absent). */
+static int parse_host_port(const char *host, const char *end, char **out,
+                           int *port, char *err, size_t errlen, const char *url)
+{
+    const char *host_end, *colon;
+
+    *out = NULL;
+    if (*host == '[') { /* [ipv6]:port */
+        const char *close = memchr(host, ']', (size_t)(end - host));
+        if (close == NULL) {
+            sl__set_err(err, errlen, "invalid redis url: unclosed '[': '%s'",
+                        url);
+            return SL_EINVAL;
+        }
+        *out = strndup(host + 1, (size_t)(close - host - 1));
+        host_end = close + 1;
+        colon = host_end < end && *host_end == ':' ? host_end : NULL;
+    } else {
+        colon = memchr(host, ':', (size_t)(end - host));
+        host_end = colon ? colon : end;
+        if (host_end > host)
+            *out = strndup(host, (size_t)(host_end - host));
+    }
+    if (host_end > host && *out == NULL)
+        return SL_ENOMEM;
+    if ((colon == NULL && host_end != end) ||
+        (colon != NULL &&
+         sl__parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, port))) {
+        sl__set_err(err, errlen, "invalid redis url: bad port: '%s'", url);
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+/* "redis://[[user]:password@]host[:port][/db]". */
+static int parse_tcp_url(sl__redis_config *cfg, const char *p, char *err,
+                         size_t errlen, const char *url)
+{
+    const char *end = p + strcspn(p, "/");
+    int rc;
+    const char *host = parse_userinfo(cfg, p, end, &rc);
+
+    if (rc != 0 || (rc = parse_host_port(host, end, &cfg->host, &cfg->port, err,
+                                         errlen, url)) != 0)
+        return rc;
+    if (*end == '/' && end[1] != '\0' &&
+        sl__parse_int(end + 1, strlen(end + 1), 0, 1 << 20, &cfg->db)) {
+        sl__set_err(err, errlen, "invalid redis url: bad db number: '%s'", url);
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+/* "redis-cluster://[[user]:password@]host:port[,host:port...]": the
+ * seed nodes, each with its port (a cluster has no default one).  No /db:
+ * a cluster has only database 0. */
+static int parse_cluster_url(sl__redis_config *cfg, const char *p, char *err,
+                             size_t errlen, const char *url)
+{
+    const char *end = p + strlen(p);
+    size_t n = 1;
+    int rc;
+
+    if (memchr(p, '/', (size_t)(end - p)) != NULL) {
+        sl__set_err(err, errlen,
+                    "invalid redis url: a cluster has no database number: '%s'",
+                    url);
+        return SL_EINVAL;
+    }
+    p = parse_userinfo(cfg, p, end, &rc);
+    if (rc != 0)
+        return rc;
+    for (const char *c = p; *c; c++)
+        n += *c == ',';
+    if (n > SL__REDIS_MAX_NODES) {
+        sl__set_err(err, errlen, "invalid redis url: more than %d nodes: '%s'",
+                    SL__REDIS_MAX_NODES, url);
+        return SL_EINVAL;
+    }
+    if ((cfg->seed_hosts = calloc(n, sizeof(char *))) == NULL ||
+        (cfg->seed_ports = calloc(n, sizeof(int))) == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *seed_end = p + strcspn(p, ",");
+        cfg->n_seeds++;
+        if ((rc = parse_host_port(p, seed_end, &cfg->seed_hosts[i],
+                                  &cfg->seed_ports[i], err, errlen, url)) != 0)
+            return rc;
+        if (cfg->seed_hosts[i] == NULL || cfg->seed_ports[i] == 0) {
+            sl__set_err(err, errlen,
+                        "invalid redis url: each cluster node needs host:port: "
+                        "'%s'",
+                        url);
+            return SL_EINVAL;
+        }
+        p = seed_end + 1;
+    }
+    /* The first seed is also the endpoint a plain caller would use. */
+    cfg->port = cfg->seed_ports[0];
+    return (cfg->host = strdup(cfg->seed_hosts[0])) ? 0 : SL_ENOMEM;
+}
+
+static int parse_url(sl__redis_config *cfg, const char *url, char *err,
+                     size_t errlen)
+{
+    if (strncmp(url, "redis://", 8) == 0)
+        return parse_tcp_url(cfg, url + 8, err, errlen, url);
+    if (strncmp(url, "unix:", 5) == 0)
+        return parse_unix_url(cfg, url + 5, err, errlen, url);
+    if (strncmp(url, "redis-cluster://", 16) == 0)
+        return parse_cluster_url(cfg, url + 16, err, errlen, url);
+    sl__set_err(err, errlen,
+                "invalid redis url: expected redis://host:port[/db], "
+                "unix:/path or redis-cluster://host:port[,host:port...]: '%s'",
+                url);
+    return SL_EINVAL;
+}
+
+int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
+                          char *err, size_t errlen)
+{
+    const char *prefix = o->key_prefix ? o->key_prefix : "sl:";
+    int rc;
+
+    cfg->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 1000;
+    cfg->use_server_time = o->use_server_time != 0;
+    cfg->extra_ttl_ms = o->extra_ttl_ms;
+    cfg->max_key_len = o->max_key_len ? o->max_key_len : 4096;
+    if (o->extra_ttl_ms < 0 || o->extra_ttl_ms > (INT64_C(1) << 40)) {
+        sl__set_err(err, errlen, "extra_ttl_ms out of range: '%lld'",
+                    (long long)o->extra_ttl_ms);
+        return SL_EINVAL;
+    }
+    if (o->tag_delimiter == '{' || o->tag_delimiter == '}') {
+        sl__set_err(err, errlen, "tag delimiter may not be '{' or '}'");
+        return SL_EINVAL;
+    }
+    cfg->tag_delimiter = o->tag_delimiter;
+    if (strpbrk(prefix, "{}") != NULL) {
+        sl__set_err(
+            err, errlen,
+            "key prefix may not contain '{' or '}' (the hash tag): '%s'",
+            prefix);
+        return SL_EINVAL;
+    }
+    if ((cfg->prefix = strdup(prefix)) == NULL)
+        return SL_ENOMEM;
+    if (o->url != NULL) {
+        if ((rc = parse_url(cfg, o->url, err, errlen)) != 0)
+            return rc;
+    } else {
+        if (o->port < 0 || o->port > 65535 || o->db < 0) {
+            sl__set_err(err, errlen, "port or db out of range: '%d', '%d'",
+                        o->port, o->db);
+            return SL_EINVAL;
+        }
+        cfg->port = o->port;
+        cfg->db = o->db;
+        if ((o->host && !(cfg->host = dup_str(o->host))) ||
+            (o->unix_path && !(cfg->unix_path = dup_str(o->unix_path))) ||
+            (o->user && !(cfg->user = dup_str(o->user))) ||
+            (o->password && !(cfg->password = dup_str(o->password))))
+            return SL_ENOMEM;
+    }
+    if (cfg->host == NULL && cfg->unix_path == NULL &&
+        (cfg->host = strdup("127.0.0.1")) == NULL)
+        return SL_ENOMEM;
+    if (cfg->port == 0)
+        cfg->port = 6379;
+    return 0;
+}
+
+void sl__redis_config_release(sl__redis_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_seeds; i++)
+        free(cfg->seed_hosts[i]);
+    free(cfg->seed_hosts);
+    free(cfg->seed_ports);
+    free(cfg->host);
+    free(cfg->unix_path);
+    free(cfg->user);
+    free(cfg->password);
+    free(cfg->prefix);
+}
+
+void sl__redis_config_endpoint(const sl__redis_config *cfg,
+                               sl__redis_endpoint *out)
+{
+    *out = (sl__redis_endpoint){
+        cfg->host,       cfg->port,    cfg->unix_path,
+        cfg->db,         cfg->user,    cfg->password,
+        cfg->timeout_ms, cfg->n_seeds, (const char *const *)cfg->seed_hosts,
+        cfg->seed_ports};
+}
+
+void sl__redis_config_keyspace(const sl__redis_config *cfg,
+                               sl__redis_keyspace *out)
+{
+    *out = (sl__redis_keyspace){cfg->prefix,          cfg->tag_delimiter,
+                                cfg->use_server_time, cfg->extra_ttl_ms,
+                                cfg->n_seeds > 0,     cfg->max_key_len};
+}

@@ -1,0 +1,200 @@
+/*
+ * redis_conn.c - one blocking connection to one Redis server (hiredis,
+ * synchronous): connect, the protocol core's handshake one command at a
+ * time, commands (after ASKING, for a cluster's ASK), and the script's
+ * SHA1 that the handshake loaded.  The plain store has one; a cluster
+ * store has one per node it has talked to (redis_cluster_sync.c).
+ *
+ * Any failure drops the connection, so that the next command makes it
+ * again: a restarted server is picked up without recreating the store.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "internal.h"
+#include "store/redis_store.h"
+
+struct sl__redis_conn {
+    sl__redis_endpoint ep;
+    redisContext *ctx; /* NULL: connect before the next command */
+    /* The script's SHA1, "" before the first SCRIPT LOAD: it outlives the
+     * connection, as a server that lost the script answers NOSCRIPT. */
+    char sha[SL__REDIS_SHA_LEN + 1];
+};
+
+/*
+ * Writing to a connection the server has closed raises SIGPIPE, which
+ * would kill the caller's process; a library may not change the signal's
+ * disposition for the whole process.  So SIGPIPE is blocked in this thread
+ * around each exchange, and one it raised is consumed before unblocking
+ * (the technique libcurl and OpenSSL's s_client use).
+ */
+typedef struct pipe_guard {
+    sigset_t old;
+    int was_pending;
+} pipe_guard;
+
+static void pipe_guard_on(pipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void pipe_guard_off(pipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+int sl__redis_conn_new(const sl__redis_endpoint *ep, sl__redis_conn **out)
+{
+    sl__redis_conn *conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
+        return SL_ENOMEM;
+    conn->ep = *ep;
+    *out = conn;
+    return 0;
+}
+
+static void drop(sl__redis_conn *conn)
+{
+    if (conn->ctx != NULL) {
+        redisFree(conn->ctx);
+        conn->ctx = NULL;
+    }
+}
+
+void sl__redis_conn_free(sl__redis_conn *conn)
+{
+    if (conn == NULL)
+        return;
+    drop(conn);
+    free(conn);
+}
+
+const char *sl__redis_conn_sha(const sl__redis_conn *conn)
+{
+    return conn->sha;
+}
+
+/* NULL, the connection dropped and err set, when the exchange failed. */
+static redisReply *failed(sl__redis_conn *conn, char *err, size_t errlen)
+{
+    sl__set_err(err, errlen, "redis: %s",
+                conn->ctx->errstr[0] ? conn->ctx->errstr : "connection lost");
+    drop(conn);
+    return NULL;
+}
+
+/* One command on the connection. */
+static redisReply *command(sl__redis_conn *conn, int argc,
+                           const char *const *argv, const size_t *lens,
+                           char *err, size_t errlen)
+{
+    pipe_guard g;
+    redisReply *r;
+
+    pipe_guard_on(&g);
+    /* hiredis 0.14 takes argv without const; it only reads it. */
+    r = redisCommandArgv(conn->ctx, argc, (const char **)argv, lens);
+    pipe_guard_off(&g);
+    return r != NULL ? r : failed(conn, err, errlen);
+}
+
+/* ASKING and the command, pipelined: the target of an ASK serves the
+ * command only right after ASKING on the same connection. */
+static redisReply *command_asking(sl__redis_conn *conn, int argc,
+                                  const char *const *argv, const size_t *lens,
+                                  char *err, size_t errlen)
+{
+    pipe_guard g;
+    void *asked = NULL, *r = NULL;
+    int ok;
+
+    pipe_guard_on(&g);
+    ok = redisAppendCommand(conn->ctx, "ASKING") == REDIS_OK &&
+         redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) ==
+             REDIS_OK &&
+         redisGetReply(conn->ctx, &asked) == REDIS_OK &&
+         redisGetReply(conn->ctx, &r) == REDIS_OK;
+    pipe_guard_off(&g);
+    if (asked != NULL)
+        freeReplyObject(asked);
+    if (!ok) {
+        if (r != NULL)
+            freeReplyObject(r);
+        return failed(conn, err, errlen);
+    }
+    return r;
+}
+
+int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
+{
+    const sl__redis_endpoint *ep = &conn->ep;
+    struct timeval tv = {ep->timeout_ms / 1000, (ep->timeout_ms % 1000) * 1000};
+    sl__redis_handshake hs;
+
+    if (conn->ctx != NULL)
+        return 0;
+    conn->ctx = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, tv)
+                              : redisConnectWithTimeout(ep->host, ep->port, tv);
+    if (conn->ctx == NULL || conn->ctx->err) {
+        const char *why = conn->ctx ? conn->ctx->errstr : "out of memory";
+        if (ep->unix_path)
+            sl__set_err(err, errlen, "redis: cannot connect to '%s': %s",
+                        ep->unix_path, why);
+        else
+            sl__set_err(err, errlen, "redis: cannot connect to '%s:%d': %s",
+                        ep->host, ep->port, why);
+        drop(conn);
+        return SL_ESTORE;
+    }
+    if (redisSetTimeout(conn->ctx, tv) != REDIS_OK) {
+        sl__set_err(err, errlen, "redis: cannot set timeout");
+        drop(conn);
+        return SL_ESTORE;
+    }
+    /* The script is loaded once, for its SHA1; later, after a restart or
+     * SCRIPT FLUSH, the NOSCRIPT path sends it again. */
+    sl__redis_handshake_init(&hs, ep,
+                             conn->sha[0] ? 0 : SL__REDIS_WITH_SCRIPT_LOAD);
+    for (size_t i = 0; i < hs.n; i++) {
+        redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
+                                hs.cmd[i].lens, err, errlen);
+        int rc = r == NULL ? SL_ESTORE
+                           : sl__redis_handshake_check(hs.cmd[i].kind, r,
+                                                       conn->sha, err, errlen);
+        if (r != NULL)
+            freeReplyObject(r);
+        if (rc != 0) {
+            drop(conn);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+redisReply *sl__redis_conn_command(sl__redis_conn *conn, int asking, int argc,
+                                   const char *const *argv, const size_t *lens,
+                                   char *err, size_t errlen)
+{
+    if (sl__redis_conn_connect(conn, err, errlen) != 0)
+        return NULL;
+    return asking ? command_asking(conn, argc, argv, lens, err, errlen)
+                  : command(conn, argc, argv, lens, err, errlen);
+}
