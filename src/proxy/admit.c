@@ -152,6 +152,7 @@ void px_answer_429(const px_decision *pd, const px_verdict *v, int head,
     sv_buf_addstr(rate, "Retry-After: ");
     sv_buf_add_uint(rate, (unsigned long long)sv_sec_up(v->delay));
     sv_buf_addstr(rate, "\r\n");
-    sv_respond_429(out, rate->data, rate->len, "queue full: ", msg, (size_t)len,
-                   (long long)v->delay_ms, head, keep_alive);
+    static const char why[] = "queue full: ";
+    sv_respond_429(out, rate->data, rate->len, why, sizeof(why) - 1, msg,
+                   (size_t)len, (long long)v->delay_ms, head, keep_alive);
 }

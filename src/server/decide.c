@@ -147,6 +147,18 @@ static int64_t hits_of(const sv_dec_state *st, const sl_rule_match *m)
     return h >= 0 ? h : st->hits;
 }
 
+static void check_init(sd_check *c, const sl_check_item *items,
+                       const int64_t *costs, size_t n,
+                       const sl_rule_failure *failure, sl_decision *each)
+{
+    c->items = items;
+    c->costs = costs;
+    c->n = n;
+    c->flags = 0;
+    c->failure = failure;
+    c->each = each;
+}
+
 /* The checks: every enforced limit in one, all or nothing; each shadow
  * limit alone, because it must never veto the real ones.  Unlimited
  * rules never touch the store; a deny rule makes the others queries (a
@@ -190,12 +202,11 @@ static int build_checks(sv_dec_state *st, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return SL_ENOMEM;
     }
+    /* Field by field: a compound literal would clear each check's error
+     * text, which only an error writes. */
     if (st->has_items)
-        st->checks[0] = (sd_check){.items = st->items,
-                                   .costs = st->costs,
-                                   .n = st->n_items,
-                                   .failure = st->failure,
-                                   .each = st->each};
+        check_init(&st->checks[0], st->items, st->costs, st->n_items,
+                   st->failure, st->each);
     size_t c = (size_t)st->has_items, j = 0;
     for (size_t i = 0; i < st->nm; i++) {
         const sl_rule *r = st->m[i].rule;
@@ -204,10 +215,8 @@ static int build_checks(sv_dec_state *st, char *err, size_t errlen)
         struct shadow_item *sh = &st->shadow[j];
         sh->item = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
         sh->cost = hits_of(st, &st->m[i]);
-        st->checks[c] = (sd_check){.items = &sh->item,
-                                   .costs = &sh->cost,
-                                   .n = 1,
-                                   .failure = &r->store_failure};
+        check_init(&st->checks[c], &sh->item, &sh->cost, 1, &r->store_failure,
+                   NULL);
         st->slot[i] = c++;
         j++;
     }

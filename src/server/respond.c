@@ -203,8 +203,9 @@ void sv_rate_headers(const sv_dec_result *res, sv_buf *out)
  * it is the one made most.  Its message is why (static text) then detail
  * (JSON string characters); retry_ms < 0 is null. */
 void sv_respond_429(sv_buf *out, const char *rate_headers, size_t rate_len,
-                    const char *why, const char *detail, size_t detail_len,
-                    long long retry_ms, int head, int keep_alive)
+                    const char *why, size_t why_len, const char *detail,
+                    size_t detail_len, long long retry_ms, int head,
+                    int keep_alive)
 {
     static const char pre[] = "{\"error\":{\"code\":\"rate_limited\","
                               "\"message\":\"";
@@ -214,7 +215,6 @@ void sv_respond_429(sv_buf *out, const char *rate_headers, size_t rate_len,
         sv_respond_empty(out, 429, rate_headers, keep_alive);
         return;
     }
-    size_t why_len = strlen(why);
     size_t ms_len =
         retry_ms >= 0 ? sv_digits((unsigned long long)retry_ms) : 4; /* null */
     sv_respond_head(out, 429, "application/json",
@@ -239,9 +239,9 @@ void sv_respond_429(sv_buf *out, const char *rate_headers, size_t rate_len,
 void sv_respond_limited(const sv_dec_result *res, const char *rate_headers,
                         size_t rate_len, int head, sv_buf *out, int keep_alive)
 {
+    static const char why[] = "rate limit exceeded: ";
     const sv_dec_status *c = res->closest;
-    sv_respond_429(out, rate_headers, rate_len,
-                   "rate limit exceeded: ", c ? c->text->json : "denied",
-                   c ? c->text->json_len : 6,
+    sv_respond_429(out, rate_headers, rate_len, why, sizeof(why) - 1,
+                   c ? c->text->json : "denied", c ? c->text->json_len : 6,
                    c ? sv_ms_up(c->d.retry_after) : -1, head, keep_alive);
 }

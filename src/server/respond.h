@@ -54,8 +54,9 @@ void sv_rate_headers(const sv_dec_result *res, sv_buf *out);
  * no body for a HEAD; rate_headers from sv_rate_headers().
  * sv_respond_limited() says which rule refused it. */
 void sv_respond_429(sv_buf *out, const char *rate_headers, size_t rate_len,
-                    const char *why, const char *detail, size_t detail_len,
-                    long long retry_ms, int head, int keep_alive);
+                    const char *why, size_t why_len, const char *detail,
+                    size_t detail_len, long long retry_ms, int head,
+                    int keep_alive);
 void sv_respond_limited(const sv_dec_result *res, const char *rate_headers,
                         size_t rate_len, int head, sv_buf *out, int keep_alive);
 
