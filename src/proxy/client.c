@@ -31,7 +31,7 @@
  * nothing is forwarded.
  *
  * Clients are read first come, first served (src/server/reader.c);
- * writes go through sv_send.
+ * writes go through the outbox (send.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ struct px_client {
     px_headers headers;
     sv_buf rest; /* read but not parsed while the parser is paused */
     sv_buf rate; /* rate-limit header lines for the response */
-    sv_buf out;  /* response bytes not yet handed to a write */
+    sv_outbox ob; /* the responses (send.c) */
     struct sockaddr_storage peer;
     char peer_text[INET6_ADDRSTRLEN]; /* peer as text, made at accept */
     const px_route *route;
@@ -86,7 +86,6 @@ struct px_client {
     uv_shutdown_t shutdown;
     int driving, again; /* in parse(); resume() asked meanwhile */
     int handles_open;
-    size_t writes, pending;
     px_client *prev, *next;
 };
 
@@ -129,7 +128,7 @@ static void free_cb(uv_handle_t *h)
     sv_buf_release(&c->url);
     sv_buf_release(&c->rest);
     sv_buf_release(&c->rate);
-    sv_buf_release(&c->out);
+    sv_buf_release(&c->ob.out);
     px_headers_release(&c->headers);
     px_config_unref(c->cfg);
     px_decision_free(c->pd);
@@ -199,33 +198,30 @@ static void set_reading(px_client *c, int on)
 
 static void write_cb(uv_write_t *req, int status)
 {
-    sv_send_req *wr = (sv_send_req *)req;
-    px_client *c = wr->owner;
-    c->writes--;
-    c->pending -= wr->len;
-    free(wr);
+    px_client *c = ((sv_send_req *)req)->owner;
+    sv_outbox_written(&c->ob, req);
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     if (status < 0) {
         client_close(c);
         return;
     }
-    if (c->closing && c->writes == 0) {
+    if (c->closing && c->ob.writes == 0) {
         finish(c);
         return;
     }
-    if (c->up != NULL && c->pending < PX_MAX_PENDING / 2)
+    if (c->up != NULL && c->ob.pending < PX_MAX_PENDING / 2)
         px_upstream_pause(c->up, 0);
 }
 
-/* Output is gathered in c->out and sent by flush() in one write: a
+/* Output is gathered in c->ob.out and sent by flush() in one write: a
  * response head goes out with the first piece of its body. */
 static int queue(px_client *c, const char *data, size_t len)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    sv_buf_add(&c->out, data, len);
-    if (c->out.failed) {
+    sv_buf_add(&c->ob.out, data, len);
+    if (c->ob.out.failed) {
         client_close(c);
         return -1;
     }
@@ -236,20 +232,12 @@ static int queue(px_client *c, const char *data, size_t len)
  * next response unless a streamed body made it large. */
 static int flush(px_client *c)
 {
-    size_t left;
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return -1;
-    if (sv_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len, c->writes > 0,
-                c, write_cb, &left) != 0) {
+    if (sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c, write_cb,
+                        PX_KEEP_OUT) != 0) {
         client_close(c);
         return -1;
-    }
-    c->out.len = 0;
-    if (c->out.cap > PX_KEEP_OUT)
-        sv_buf_release(&c->out);
-    if (left > 0) {
-        c->writes++;
-        c->pending += left;
     }
     return 0;
 }
@@ -270,7 +258,7 @@ static int send_buf(px_client *c, sv_buf *b)
 
 static size_t up_pending(const px_client *c)
 {
-    return c->pending;
+    return c->ob.pending;
 }
 
 static int up_method(const px_client *c)
@@ -293,7 +281,7 @@ static int can_keep(const px_client *c)
 }
 
 /* A request answered here: `out` holds the whole response, whose
- * Connection field said keep_alive (from can_keep()); or it is c->out,
+ * Connection field said keep_alive (from can_keep()); or it is c->ob.out,
  * where the response was written directly (after anything queued). */
 static void answer_local(px_client *c, sv_buf *out, int keep_alive)
 {
@@ -302,8 +290,8 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
         px_upstream_abort(c->up);
         c->up = NULL;
     }
-    if (out == &c->out) {
-        if (c->out.failed) {
+    if (out == &c->ob.out) {
+        if (c->ob.out.failed) {
             client_close(c);
             return;
         }
@@ -316,7 +304,7 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
         /* A body still on its way: linger rather than reset it. */
         c->lingering = c->req_body && !c->req_done;
         set_reading(c, 0);
-        if (c->writes == 0)
+        if (c->ob.writes == 0)
             finish(c);
         return;
     }
@@ -578,7 +566,7 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
              * in hand, then close. */
             c->keep_alive = 0;
             set_reading(c, 0);
-        } else if (c->state == S_HEAD && !c->in_message && c->writes > 0)
+        } else if (c->state == S_HEAD && !c->in_message && c->ob.writes > 0)
             c->closing = 1; /* send what is queued, then close */
         else
             client_close(c);
@@ -653,8 +641,8 @@ static void act(px_client *c, const px_verdict *v)
     case PX_LIMIT: {
         int keep = can_keep(c);
         px_answer_429(c->pd_in_use, v, c->parser.method == HTTP_HEAD, keep,
-                      &c->rate, &c->out);
-        answer_local(c, &c->out, keep);
+                      &c->rate, &c->ob.out);
+        answer_local(c, &c->ob.out, keep);
         break;
     }
     case PX_REFUSE:
@@ -816,7 +804,7 @@ static void up_done(px_client *c, int reusable)
     if (!c->keep_alive || !c->req_done || c->w->stopping) {
         c->closing = 1;
         set_reading(c, 0);
-        if (c->writes == 0)
+        if (c->ob.writes == 0)
             client_close(c);
         return;
     }
@@ -872,7 +860,7 @@ void px_close_idle(sv_worker *w)
 {
     for (px_client *c = px_worker_of(w)->clients, *next; c; c = next) {
         next = c->next;
-        if (c->state == S_HEAD && !c->in_message && c->writes == 0)
+        if (c->state == S_HEAD && !c->in_message && c->ob.writes == 0)
             client_close(c);
         else
             c->keep_alive = 0;

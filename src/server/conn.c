@@ -50,7 +50,8 @@ struct sv_conn {
     sv_deadline timer;
     sv_worker *w;
     http_parser parser;
-    sv_buf url, body, out;
+    sv_buf url, body;
+    sv_outbox ob; /* the responses */
     /* The Sluice-* headers: their bytes, their offsets into hbytes (which
      * may move while it grows), and their views once the message is
      * complete. */
@@ -67,7 +68,6 @@ struct sv_conn {
     int paused;          /* reading stopped until the client reads */
     sv_reader reader;
     int handles_open; /* close callbacks still to come */
-    size_t writes;    /* writes in flight */
     sv_req rq;        /* the request's state across waits */
     int waiting;      /* rq waits: parser paused */
     sv_buf stash;     /* bytes read after the waiting request */
@@ -96,7 +96,7 @@ static void conn_free_cb(uv_handle_t *h)
         c->next->prev = c->prev;
     sv_buf_release(&c->url);
     sv_buf_release(&c->body);
-    sv_buf_release(&c->out);
+    sv_buf_release(&c->ob.out);
     sv_buf_release(&c->hbytes);
     sv_buf_release(&c->hrecs);
     sv_buf_release(&c->hviews);
@@ -134,15 +134,13 @@ static int finished(sv_conn *c)
 static void write_cb(uv_write_t *req, int status)
 {
     sv_conn *c = ((sv_send_req *)req)->owner;
-    free(req);
-    c->writes--;
-    if (status < 0 || (c->writes == 0 && finished(c))) {
+    sv_outbox_written(&c->ob, req);
+    if (status < 0 || (c->ob.writes == 0 && finished(c))) {
         conn_close(c);
         return;
     }
     if (c->paused && !c->waiting &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <
-            SV_MAX_PENDING_OUTPUT / 2) {
+        c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         set_reading(c, 1);
     }
@@ -150,26 +148,23 @@ static void write_cb(uv_write_t *req, int status)
 
 static void flush(sv_conn *c)
 {
-    size_t left;
-    if (c->out.len == 0) {
-        if (c->closing && c->writes == 0)
+    if (c->ob.out.len == 0) {
+        if (c->closing && c->ob.writes == 0)
             conn_close(c);
         return;
     }
-    if (sv_send((uv_stream_t *)&c->tcp, c->out.data, c->out.len, c->writes > 0,
-                c, write_cb, &left) != 0) {
+    /* The buffer is kept for the next response. */
+    if (sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c, write_cb,
+                        SIZE_MAX) != 0) {
         conn_close(c);
         return;
     }
-    c->out.len = 0; /* the buffer is kept for the next response */
-    if (left == 0) {
+    if (c->ob.writes == 0) {
         if (finished(c))
             conn_close(c);
         return;
     }
-    c->writes++;
-    if (!c->closing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
-                           SV_MAX_PENDING_OUTPUT) {
+    if (!c->closing && c->ob.pending > SV_MAX_PENDING_OUTPUT) {
         c->paused = 1;
         set_reading(c, 0);
     }
@@ -179,7 +174,7 @@ static void timer_cb(uv_timer_t *t)
 {
     sv_conn *c = t->data;
     if (c->in_message) {
-        sv_respond_error(&c->out, 408, "ETIMEOUT",
+        sv_respond_error(&c->ob.out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
         c->closing = 1;
         set_reading(c, 0);
@@ -278,7 +273,7 @@ static int on_headers_complete(http_parser *p)
     if (c->expect_continue && p->http_major == 1 && p->http_minor >= 1) {
         /* Let a client that waits for it send the body now, rather than
          * after its own timeout.  Responses already queued go first. */
-        sv_buf_addstr(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        sv_buf_addstr(&c->ob.out, "HTTP/1.1 100 Continue\r\n\r\n");
         flush(c);
     }
     return 0;
@@ -327,28 +322,28 @@ static int dispatch(sv_conn *c)
         req.path_len = (size_t)(q - req.path);
     }
     int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
-    size_t mark = c->out.len; /* earlier pipelined responses stay */
+    size_t mark = c->ob.out.len; /* earlier pipelined responses stay */
     if (c->url.failed || c->body.failed || c->hbytes.failed ||
         c->hrecs.failed || c->hviews.failed || c->field.failed)
-        c->out.failed = 1; /* the request itself was not kept whole */
+        c->ob.out.failed = 1; /* the request itself was not kept whole */
     else {
-        if (sv_route(c->w, &req, &c->rq, &c->out, &keep_alive) == SV_AGAIN) {
+        if (sv_route(c->w, &req, &c->rq, &c->ob.out, &keep_alive) == SV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;
         }
         sv_req_reset(&c->rq);
     }
-    if (c->out.failed) {
+    if (c->ob.out.failed) {
         /* Out of memory somewhere in this response: replace what was
          * built of it with a static 503 ENOMEM and close; if even that
          * cannot be appended, send what came before and close. */
-        c->out.len = mark;
-        if (c->out.data != NULL)
-            c->out.data[mark] = '\0';
-        sv_respond_enomem(&c->out);
-        c->out.len = c->out.failed ? mark : c->out.len;
-        c->out.failed = 0;
+        c->ob.out.len = mark;
+        if (c->ob.out.data != NULL)
+            c->ob.out.data[mark] = '\0';
+        sv_respond_enomem(&c->ob.out);
+        c->ob.out.len = c->ob.out.failed ? mark : c->ob.out.len;
+        c->ob.out.failed = 0;
         keep_alive = 0;
     }
     c->in_message = 0;
@@ -400,16 +395,16 @@ static void parse(sv_conn *c, const char *data, size_t n)
             set_reading(c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         if (c->err_status == 413)
-            sv_respond_error(&c->out, 413, "ETOOLARGE",
+            sv_respond_error(&c->ob.out, 413, "ETOOLARGE",
                              "request body exceeds the cap (--max-body-bytes)",
                              0);
         else if (c->err_status == 431)
-            sv_respond_error(&c->out, 431, "EHEADERS",
+            sv_respond_error(&c->ob.out, 431, "EHEADERS",
                              "request line and headers exceed the cap "
                              "(--max-header-bytes)",
                              0);
         else
-            sv_respond_error(&c->out, 400, "EHTTP", http_errno_description(e),
+            sv_respond_error(&c->ob.out, 400, "EHTTP", http_errno_description(e),
                              0);
         c->closing = 1;
     }
@@ -508,7 +503,7 @@ void sv_conn_close_idle(sv_worker *w)
 {
     for (sv_conn *c = w->conns, *next; c != NULL; c = next) {
         next = c->next;
-        if (!c->in_message && c->writes == 0 && !c->waiting)
+        if (!c->in_message && c->ob.writes == 0 && !c->waiting)
             conn_close(c);
     }
     if (w->conns == NULL)

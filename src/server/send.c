@@ -42,3 +42,28 @@ int sv_send(uv_stream_t *s, const void *data, size_t len, int queued,
     *left = wr->len;
     return 0;
 }
+
+int sv_outbox_flush(sv_outbox *o, uv_stream_t *s, void *owner, uv_write_cb cb,
+                    size_t keep_cap)
+{
+    size_t left;
+    if (sv_send(s, o->out.data, o->out.len, o->writes > 0, owner, cb,
+                &left) != 0)
+        return -1;
+    o->out.len = 0;
+    if (o->out.cap > keep_cap)
+        sv_buf_release(&o->out);
+    if (left > 0) {
+        o->writes++;
+        o->pending += left;
+    }
+    return 0;
+}
+
+void sv_outbox_written(sv_outbox *o, uv_write_t *req)
+{
+    sv_send_req *wr = (sv_send_req *)req;
+    o->writes--;
+    o->pending -= wr->len;
+    free(wr);
+}
