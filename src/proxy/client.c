@@ -746,35 +746,13 @@ static int up_head(px_client *c, int status, const char *reason,
                    size_t reason_len, const px_headers *h, http_parser *p)
 {
     px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
-    int no_body = c->parser.method == HTTP_HEAD || status == 204 ||
-                  status == 304 || status / 100 == 1;
     if (c->w->stopping)
         c->keep_alive = 0;
     sv_buf out = {0};
-    sv_buf_addstr(&out, "HTTP/1.1 ");
-    sv_buf_add_int(&out, status);
-    sv_buf_add(&out, " ", 1);
-    sv_buf_add(&out, reason, reason_len);
-    sv_buf_addstr(&out, "\r\n");
-    px_headers_forward(h, NULL, &out);
-    if (c->cfg->rate_limit_headers)
-        sv_buf_add(&out, c->rate.data, c->rate.len);
-    c->resp_chunked = 0;
-    if (no_body) {
-        if (p->content_length != ULLONG_MAX && status != 204)
-            px_add_content_length(&out, p->content_length);
-    } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
-        /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
-         * client reads to the close. */
-        if (c->parser.http_major == 1 && c->parser.http_minor >= 1) {
-            c->resp_chunked = 1;
-            sv_buf_addstr(&out, "Transfer-Encoding: chunked\r\n");
-        } else
-            c->keep_alive = 0;
-    } else
-        px_add_content_length(&out, p->content_length);
-    sv_buf_addstr(&out, c->keep_alive ? "Connection: keep-alive\r\n\r\n"
-                                      : "Connection: close\r\n\r\n");
+    c->resp_chunked = px_response_head(
+        &out, status, reason, reason_len, h, p, c->parser.method == HTTP_HEAD,
+        c->parser.http_major == 1 && c->parser.http_minor >= 1,
+        c->cfg->rate_limit_headers ? &c->rate : NULL, &c->keep_alive);
     int rc = out.failed ? -1 : queue(c, out.data, out.len);
     if (out.failed)
         client_close(c);

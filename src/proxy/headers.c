@@ -236,3 +236,37 @@ void px_request_head(sv_buf *head, int method, const char *target,
         px_add_content_length(head, (uint64_t)length);
     sv_buf_addstr(head, "\r\n");
 }
+
+int px_response_head(sv_buf *out, int status, const char *reason,
+                     size_t reason_len, const px_headers *h,
+                     const http_parser *p, int head_request, int http11,
+                     const sv_buf *rate, int *keep_alive)
+{
+    int no_body = head_request || status == 204 || status == 304 ||
+                  status / 100 == 1;
+    int chunked = 0;
+    sv_buf_addstr(out, "HTTP/1.1 ");
+    sv_buf_add_int(out, status);
+    sv_buf_add(out, " ", 1);
+    sv_buf_add(out, reason, reason_len);
+    sv_buf_addstr(out, "\r\n");
+    px_headers_forward(h, NULL, out);
+    if (rate != NULL)
+        sv_buf_add(out, rate->data, rate->len);
+    if (no_body) {
+        if (p->content_length != ULLONG_MAX && status != 204)
+            px_add_content_length(out, p->content_length);
+    } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
+        /* Unknown length: chunks for an HTTP/1.1 client; an HTTP/1.0
+         * client reads to the close. */
+        if (http11) {
+            chunked = 1;
+            sv_buf_addstr(out, "Transfer-Encoding: chunked\r\n");
+        } else
+            *keep_alive = 0;
+    } else
+        px_add_content_length(out, p->content_length);
+    sv_buf_addstr(out, *keep_alive ? "Connection: keep-alive\r\n\r\n"
+                                   : "Connection: close\r\n\r\n");
+    return chunked;
+}

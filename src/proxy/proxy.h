@@ -177,6 +177,15 @@ void px_request_head(sv_buf *head, int method, const char *target,
                      size_t target_len, const px_headers *h,
                      const char *upstream_host, const char *peer_text,
                      int64_t length);
+/* The upstream's response head (p parsed it) as the client gets it: its
+ * fields, the rate-limit ones when rate is not NULL, the framing for the
+ * client (HTTP/1.1 or not), and Connection as *keep_alive says, which it
+ * clears when the client must read to the close.  Returns 1 when the body
+ * goes in chunks. */
+int px_response_head(sv_buf *out, int status, const char *reason,
+                     size_t reason_len, const px_headers *h,
+                     const http_parser *p, int head_request, int http11,
+                     const sv_buf *rate, int *keep_alive);
 
 /* actions.c: the client's address, as text, believed from X-Forwarded-For
  * only when the peer is a trusted proxy; and a route's descriptors. */
