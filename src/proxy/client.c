@@ -62,8 +62,8 @@ struct px_client {
     enum pause_reason paused_at;
     sv_buf url;
     px_headers headers;
-    sv_buf rest; /* read but not parsed while the parser is paused */
-    sv_buf rate; /* rate-limit header lines for the response */
+    sv_buf rest;  /* read but not parsed while the parser is paused */
+    sv_buf rate;  /* rate-limit header lines for the response */
     sv_outbox ob; /* the responses (send.c) */
     struct sockaddr_storage peer;
     char peer_text[INET6_ADDRSTRLEN]; /* peer as text, made at accept */
@@ -483,15 +483,15 @@ static void parse(px_client *c, const char *data, size_t len)
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     if (e == HPE_PAUSED) {
-        if (done < len) /* an empty append would allocate */
-            sv_buf_add(&c->rest, data + done, len - done);
-        if (c->rest.failed) {
+        /* Reading goes on into `rest` while a request is decided or
+         * answered (no epoll change per request), up to a cap. */
+        int kept =
+            sv_reader_keep(&c->rest, data + done, len - done, PX_MAX_PENDING);
+        if (kept < 0) {
             client_close(c);
             return;
         }
-        /* Reading goes on into `rest` while a request is decided or
-         * answered (no epoll change per request), up to a cap. */
-        if (c->rest.len > PX_MAX_PENDING)
+        if (kept > 0)
             set_reading(c, 0);
         enum pause_reason why = c->paused_at;
         c->paused_at = P_NONE;
@@ -500,15 +500,8 @@ static void parse(px_client *c, const char *data, size_t len)
         return;
     }
     if (e != HPE_OK || done != len) {
-        int status = c->header_error ? c->header_error : 400;
         sv_buf out = {0};
-        if (status == 431)
-            sv_respond_error(&out, 431, "EHEADERS",
-                             "request line and headers exceed the cap "
-                             "(--max-header-bytes)",
-                             0);
-        else
-            sv_respond_error(&out, 400, "EHTTP", http_errno_description(e), 0);
+        sv_respond_unreadable(&out, c->header_error, http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
             client_close(c); /* a body broke after the head went on */
@@ -575,10 +568,11 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
         sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
-        sv_buf_add(&c->rest, data, (size_t)nread);
-        if (c->rest.failed)
+        int kept =
+            sv_reader_keep(&c->rest, data, (size_t)nread, PX_MAX_PENDING);
+        if (kept < 0)
             client_close(c);
-        else if (c->rest.len > PX_MAX_PENDING)
+        else if (kept > 0)
             set_reading(c, 0);
         return;
     }

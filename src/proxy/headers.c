@@ -242,8 +242,8 @@ int px_response_head(sv_buf *out, int status, const char *reason,
                      const http_parser *p, int head_request, int http11,
                      const sv_buf *rate, int *keep_alive)
 {
-    int no_body = head_request || status == 204 || status == 304 ||
-                  status / 100 == 1;
+    int no_body =
+        head_request || status == 204 || status == 304 || status / 100 == 1;
     int chunked = 0;
     sv_buf_addstr(out, "HTTP/1.1 ");
     sv_buf_add_int(out, status);

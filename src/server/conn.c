@@ -139,8 +139,7 @@ static void write_cb(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->paused && !c->waiting &&
-        c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
+    if (c->paused && !c->waiting && c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         set_reading(c, 1);
     }
@@ -379,33 +378,17 @@ static void parse(sv_conn *c, const char *data, size_t n)
     if (c->closing) {
         /* Paused after a response that closes: ignore what follows. */
     } else if (c->waiting) {
-        size_t rest = n - done;
-        if (rest > 0) {
-            /* The stash may be what is being parsed: move, then add. */
-            sv_buf tail = {0};
-            sv_buf_add(&tail, data + done, rest);
-            sv_buf_release(&c->stash);
-            c->stash = tail;
-            if (tail.failed)
-                c->closing = 1;
-        } else {
-            c->stash.len = 0;
-        }
-        if (c->stash.len >= STASH_MAX)
+        /* What follows the waiting request (resume_cb took the stash
+         * out before parsing it, so it holds nothing now). */
+        int kept =
+            sv_reader_keep(&c->stash, data + done, n - done, STASH_MAX - 1);
+        if (kept < 0)
+            c->closing = 1;
+        else if (kept > 0)
             set_reading(c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
-        if (c->err_status == 413)
-            sv_respond_error(&c->ob.out, 413, "ETOOLARGE",
-                             "request body exceeds the cap (--max-body-bytes)",
-                             0);
-        else if (c->err_status == 431)
-            sv_respond_error(&c->ob.out, 431, "EHEADERS",
-                             "request line and headers exceed the cap "
-                             "(--max-header-bytes)",
-                             0);
-        else
-            sv_respond_error(&c->ob.out, 400, "EHTTP", http_errno_description(e),
-                             0);
+        sv_respond_unreadable(&c->ob.out, c->err_status,
+                              http_errno_description(e));
         c->closing = 1;
     }
     if (c->closing)
@@ -418,12 +401,13 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
     if (c->waiting && !c->closing) {
         /* Kept for after the answer.  An end of stream or an error
          * waits too: the waiting request is answered first. */
-        if (nread > 0)
-            sv_buf_add(&c->stash, data, (size_t)nread);
+        int kept = nread > 0 ? sv_reader_keep(&c->stash, data, (size_t)nread,
+                                              STASH_MAX - 1)
+                             : 0;
         c->ended |= nread < 0;
-        if (c->stash.failed)
+        if (kept < 0)
             c->closing = 1;
-        if (nread < 0 || c->stash.len >= STASH_MAX || c->closing)
+        if (nread < 0 || kept != 0)
             set_reading(c, 0);
         return;
     }

@@ -123,3 +123,12 @@ int sv_reader_set(sv_reader *r, int on)
     r->reading = on;
     return on ? watch(r, EPOLL_CTL_MOD) : 0;
 }
+
+int sv_reader_keep(sv_buf *stash, const char *data, size_t len, size_t cap)
+{
+    if (len > 0) /* an empty append would allocate */
+        sv_buf_add(stash, data, len);
+    if (stash->failed)
+        return -1;
+    return stash->len > cap;
+}

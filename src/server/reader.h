@@ -9,6 +9,8 @@
 
 #include <uv.h>
 
+#include "server/buf.h"
+
 /* One thread's: its sockets in an edge-triggered epoll of its own, in
  * the loop as one uv_poll; and the buffer every read lands in. */
 typedef struct sv_readers {
@@ -44,5 +46,11 @@ int sv_reader_start(sv_readers *all, sv_reader *r, uv_tcp_t *tcp,
 /* Reads wanted or not: 0, or -1 (the owner closes the socket).  Turned
  * on, what came meanwhile is read at the next poll. */
 int sv_reader_set(sv_reader *r, int on);
+
+/* Bytes read while the connection's parser is paused (a request waits on
+ * the store, or its answer), kept to parse when it resumes: appended to
+ * stash.  Returns 0; 1 when the stash holds more than cap bytes (stop
+ * reading until it is parsed); -1 when memory ran out (close). */
+int sv_reader_keep(sv_buf *stash, const char *data, size_t len, size_t cap);
 
 #endif

@@ -127,6 +127,21 @@ void sv_respond_error(sv_buf *out, int status, const char *code,
     json_decref(body);
 }
 
+void sv_respond_unreadable(sv_buf *out, int cap_status,
+                           const char *parser_error)
+{
+    if (cap_status == 413)
+        sv_respond_error(out, 413, "ETOOLARGE",
+                         "request body exceeds the cap (--max-body-bytes)", 0);
+    else if (cap_status == 431)
+        sv_respond_error(out, 431, "EHEADERS",
+                         "request line and headers exceed the cap "
+                         "(--max-header-bytes)",
+                         0);
+    else
+        sv_respond_error(out, 400, "EHTTP", parser_error, 0);
+}
+
 int sv_respond_enomem(sv_buf *out)
 {
     static const char text[] =

@@ -11,6 +11,11 @@
 #include "server/buf.h"
 #include "server/decide.h"
 
+/* The answer to a request that could not be read, closing the
+ * connection: 413 or 431 when a cap refused it (cap_status), else 400
+ * with the parser's description. */
+void sv_respond_unreadable(sv_buf *out, int cap_status,
+                           const char *parser_error);
 /* 503 {"error": {"code": "ENOMEM"}} from static text, closing the
  * connection; 0, or -1 when even that could not be appended. */
 int sv_respond_enomem(sv_buf *out);

@@ -47,8 +47,8 @@ int sv_outbox_flush(sv_outbox *o, uv_stream_t *s, void *owner, uv_write_cb cb,
                     size_t keep_cap)
 {
     size_t left;
-    if (sv_send(s, o->out.data, o->out.len, o->writes > 0, owner, cb,
-                &left) != 0)
+    if (sv_send(s, o->out.data, o->out.len, o->writes > 0, owner, cb, &left) !=
+        0)
         return -1;
     o->out.len = 0;
     if (o->out.cap > keep_cap)
