@@ -1,37 +1,17 @@
 /*
  * client.c - one client connection of the proxy: http-parser in
- * HTTP_REQUEST mode, the decision, the queue, and the request streamed
- * to the upstream.
- *
- * The parser is paused at every request head: the head is decided (the
- * one call to sv_decide is in decide()), held for a leaky_bucket delay on
- * a libuv timer if it must wait, and only once an upstream connection is
- * ready is the parser resumed, so the body flows straight from one socket
- * to the other.  It is paused again when the request is complete, and
- * the next pipelined request waits until the response has been sent:
- * responses come out in request order by construction.  Bytes read while
- * paused are kept in `rest`; reading stops only when that passes
- * PX_MAX_PENDING.  Flow control both ways: a side with more than
- * PX_MAX_PENDING bytes queued for its socket stops the other side's
- * reads.
- *
- * Requests answered by the proxy itself (429, 502, 504, errors) are
- * "local": a small body of known length is read and dropped and the
- * connection goes on; any other body closes the connection after the
- * answer (can_keep()).
- *
- * Waiting on Redis (--store redis, src/decision/): when sv_decide()
- * returns SV_AGAIN the request goes to S_DECIDING with its parser
- * still paused at the head, so nothing of it is forwarded and its body
- * stays unread (kept in `rest` up to the cap, as while queued); its
- * descriptors wait in the client's px_decision.  When the wait ends
- * -- replies in, or the timeout and the failure policy -- decided_cb
- * finishes the decision and acts on it.  A client that closes or resets
- * meanwhile is gone, as nginx treats it (499): its wait is cancelled and
- * nothing is forwarded.
- *
- * Clients are read first come, first served (src/server/reader.c);
- * writes go through the outbox (send.c).
+ * HTTP_REQUEST mode, paused at every request head until admit.c's verdict
+ * is acted on (forward, hold in the queue, 429, error), then resumed so
+ * the body streams straight to the upstream.  Paused again when the
+ * request is complete: the next pipelined request waits for the response,
+ * so responses come out in order.  Bytes read while paused wait in `rest`
+ * (reading stops past PX_MAX_PENDING); a side with more than that queued
+ * stops the other side's reads.  Answers of the proxy's own ("local")
+ * read and drop a small body of known length and go on; any other body
+ * closes the connection after the answer (can_keep()).  A decision that
+ * waits on Redis leaves the request in S_DECIDING, nothing forwarded;
+ * a client that goes meanwhile (nginx's 499) has its wait cancelled.
+ * Reading: src/server/reader.c; writing: the outbox (send.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,23 +67,6 @@ struct px_client {
     int driving, again; /* in parse(); resume() asked meanwhile */
     int handles_open;
     px_client *prev, *next;
-};
-
-/* What the upstream connection tells this client (px_up_events). */
-static void up_ready(px_client *c, px_up *up);
-static void up_failed(px_client *c, int status, const char *message);
-static int up_method(const px_client *c);
-static int up_head(px_client *c, int status, const char *reason,
-                   size_t reason_len, const px_headers *h, http_parser *p);
-static int up_body(px_client *c, const char *at, size_t len);
-static void up_done(px_client *c, int reusable);
-static void up_broken(px_client *c);
-static void up_drained(px_client *c);
-static size_t up_pending(const px_client *c);
-
-static const px_up_events up_events = {
-    up_ready, up_failed, up_method,  up_head,    up_body,
-    up_done,  up_broken, up_drained, up_pending,
 };
 
 static void read_cb(sv_reader *r, ssize_t nread, const char *data);
@@ -594,6 +557,104 @@ static void up_drained(px_client *c)
     }
 }
 
+static void up_failed(px_client *c, int status, const char *message)
+{
+    c->up = NULL;
+    px_count(c->w, c->route,
+             status == 504 ? PX_GATEWAY_TIMEOUT : PX_BAD_GATEWAY);
+    answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
+                 message);
+}
+
+static void up_ready(px_client *c, px_up *up)
+{
+    c->up = up;
+    c->state = S_FORWARD;
+    sv_buf head = {0};
+    const char *url = c->url.data ? c->url.data : "";
+    px_request_head(&head, c->parser.method, url + c->target_off,
+                    c->url.len - c->target_off, &c->headers,
+                    c->cfg->upstream_host, c->peer_text,
+                    c->req_chunked                ? -1
+                    : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
+                                                  : -2);
+    if (head.failed || px_upstream_write(up, head.data, head.len) != 0) {
+        sv_buf_release(&head);
+        if (c->up != NULL)
+            up_failed(c, 502, "upstream write failed");
+        return;
+    }
+    sv_buf_release(&head);
+    c->t_forward = uv_hrtime();
+    px_count(c->w, c->route, PX_FORWARDED);
+    if (c->expect_continue && c->req_body &&
+        send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
+        return;
+    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    resume(c);
+}
+
+static int up_head(px_client *c, int status, const char *reason,
+                   size_t reason_len, const px_headers *h, http_parser *p)
+{
+    px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
+    if (c->w->stopping)
+        c->keep_alive = 0;
+    sv_buf out = {0};
+    c->resp_chunked = px_response_head(
+        &out, status, reason, reason_len, h, p, c->parser.method == HTTP_HEAD,
+        c->parser.http_major == 1 && c->parser.http_minor >= 1,
+        c->cfg->rate_limit_headers ? &c->rate : NULL, &c->keep_alive);
+    int rc = out.failed ? -1 : queue(c, out.data, out.len);
+    if (out.failed)
+        client_close(c);
+    sv_buf_release(&out);
+    return rc;
+}
+
+static int up_body(px_client *c, const char *at, size_t len)
+{
+    char size[24];
+    if (c->resp_chunked) {
+        int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+        if (queue(c, size, (size_t)n) != 0)
+            return -1;
+    }
+    if (queue(c, at, len) != 0 || (c->resp_chunked && queue(c, "\r\n", 2) != 0))
+        return -1;
+    return flush(c);
+}
+
+static void up_done(px_client *c, int reusable)
+{
+    (void)reusable;
+    c->up = NULL;
+    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || flush(c) != 0)
+        return;
+    if (!c->keep_alive || !c->req_done || c->w->stopping) {
+        c->closing = 1;
+        set_reading(c, 0);
+        if (c->ob.writes == 0)
+            client_close(c);
+        return;
+    }
+    c->state = S_HEAD;
+    sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+    resume(c);
+}
+
+static void up_broken(px_client *c)
+{
+    c->up = NULL;
+    client_close(c);
+}
+
+/* What the upstream connection tells this client. */
+static const px_up_events up_events = {
+    up_ready, up_failed, up_method,  up_head,    up_body,
+    up_done,  up_broken, up_drained, up_pending,
+};
+
 static void forward(px_client *c)
 {
     c->state = S_CONNECTING;
@@ -697,98 +758,6 @@ static void decide(px_client *c)
         c->route = pd->route;
         act(c, &v);
     }
-}
-
-static void up_failed(px_client *c, int status, const char *message)
-{
-    c->up = NULL;
-    px_count(c->w, c->route,
-             status == 504 ? PX_GATEWAY_TIMEOUT : PX_BAD_GATEWAY);
-    answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
-                 message);
-}
-
-static void up_ready(px_client *c, px_up *up)
-{
-    c->up = up;
-    c->state = S_FORWARD;
-    sv_buf head = {0};
-    const char *url = c->url.data ? c->url.data : "";
-    px_request_head(&head, c->parser.method, url + c->target_off,
-                    c->url.len - c->target_off, &c->headers,
-                    c->cfg->upstream_host, c->peer_text,
-                    c->req_chunked                ? -1
-                    : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
-                                                  : -2);
-    if (head.failed || px_upstream_write(up, head.data, head.len) != 0) {
-        sv_buf_release(&head);
-        if (c->up != NULL)
-            up_failed(c, 502, "upstream write failed");
-        return;
-    }
-    sv_buf_release(&head);
-    c->t_forward = uv_hrtime();
-    px_count(c->w, c->route, PX_FORWARDED);
-    if (c->expect_continue && c->req_body &&
-        send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
-        return;
-    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
-    resume(c);
-}
-
-static int up_head(px_client *c, int status, const char *reason,
-                   size_t reason_len, const px_headers *h, http_parser *p)
-{
-    px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
-    if (c->w->stopping)
-        c->keep_alive = 0;
-    sv_buf out = {0};
-    c->resp_chunked = px_response_head(
-        &out, status, reason, reason_len, h, p, c->parser.method == HTTP_HEAD,
-        c->parser.http_major == 1 && c->parser.http_minor >= 1,
-        c->cfg->rate_limit_headers ? &c->rate : NULL, &c->keep_alive);
-    int rc = out.failed ? -1 : queue(c, out.data, out.len);
-    if (out.failed)
-        client_close(c);
-    sv_buf_release(&out);
-    return rc;
-}
-
-static int up_body(px_client *c, const char *at, size_t len)
-{
-    char size[24];
-    if (c->resp_chunked) {
-        int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-        if (queue(c, size, (size_t)n) != 0)
-            return -1;
-    }
-    if (queue(c, at, len) != 0 || (c->resp_chunked && queue(c, "\r\n", 2) != 0))
-        return -1;
-    return flush(c);
-}
-
-static void up_done(px_client *c, int reusable)
-{
-    (void)reusable;
-    c->up = NULL;
-    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || flush(c) != 0)
-        return;
-    if (!c->keep_alive || !c->req_done || c->w->stopping) {
-        c->closing = 1;
-        set_reading(c, 0);
-        if (c->ob.writes == 0)
-            client_close(c);
-        return;
-    }
-    c->state = S_HEAD;
-    sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
-    resume(c);
-}
-
-static void up_broken(px_client *c)
-{
-    c->up = NULL;
-    client_close(c);
 }
 
 void px_client_accept(sv_worker *w)
