@@ -8,7 +8,7 @@
 
 #include "testutil.h"
 #include "settings/settings.h"
-#include "settings/value.h"
+#include "core/value.h"
 
 /* One command's settings, read from args (NULL-terminated, after the
  * command's name); err holds the message. */

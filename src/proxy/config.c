@@ -16,7 +16,7 @@
 
 #include "proxy.h"
 #include "rules/rules_internal.h"
-#include "settings/value.h"
+#include "core/value.h"
 
 px_config *px_config_new(void)
 {

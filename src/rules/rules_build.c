@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "rules_internal.h"
-#include "settings/value.h"
+#include "core/value.h"
 
 const char *const sl__failure_names[] = {"local", "fail_open", "fail_closed",
                                          NULL};

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "server/query.h"
-#include "settings/value.h"
+#include "core/value.h"
 
 int sv_parse_count(const char *s, size_t len, int64_t *out)
 {

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "settings.h"
-#include "value.h"
+#include "core/value.h"
 
 /* --config's caps; the proxy's file holds the routes as well. */
 #define SERVE_FILE_BYTES (64 * 1024)

@@ -1,14 +1,14 @@
 /*
  * value.c - the validators of setting values (value.h): each kind of
- * value is read here and nowhere else.  Part of libsluice, not of the
- * settings table's library, because the rules loader reads its counts,
- * durations, booleans and enumerations with them too.
+ * value is read here and nowhere else: by the settings table
+ * (src/settings/), the rules loader (its counts, durations, booleans and
+ * enumerations) and the daemon's query strings.
  */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "value.h"
+#include "core/value.h"
 
 int sl__value_uint(const char *text, size_t len, uint64_t min, uint64_t max,
                    uint64_t *out)
