@@ -133,8 +133,7 @@ static inline int tu_redis_start(tu_redis *r)
                 return 0;
         }
         if (waitpid(r->pid, NULL, WNOHANG) == r->pid) {
-            fprintf(stderr, "redis-server exited; see %s/redis.log\n",
-                    r->dir);
+            fprintf(stderr, "redis-server exited; see %s/redis.log\n", r->dir);
             r->pid = 0;
             return -1;
         }
@@ -197,6 +196,32 @@ static inline int tu_redis_do(redisContext *c, const char *fmt, ...)
     if (rep)
         freeReplyObject(rep);
     return ok ? 0 : -1;
+}
+
+/* The one server of a test program that needs one, started and stopped
+ * by cmocka's group fixtures below. */
+static inline tu_redis *tu_server(void)
+{
+    static tu_redis server;
+    return &server;
+}
+
+static inline int tu_redis_group_setup(void **state)
+{
+    (void)state;
+    if (tu_redis_start(tu_server()) != 0) {
+        fprintf(stderr, "cannot start redis-server (scripts/deps.sh "
+                        "installs it)\n");
+        return -1;
+    }
+    return 0;
+}
+
+static inline int tu_redis_group_teardown(void **state)
+{
+    (void)state;
+    tu_redis_cleanup(tu_server());
+    return 0;
 }
 
 #endif /* SL_REDISUTIL_H */

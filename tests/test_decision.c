@@ -296,8 +296,6 @@ static void test_decide_breaker_open_uses_the_policy_at_once(void **state)
     sd_engine_free(e);
 }
 
-static tu_redis server;
-
 /* Runs the loop until cond() or about 5 s. */
 static void run_until(uv_loop_t *loop, int (*cond)(void *), void *arg)
 {
@@ -330,7 +328,7 @@ typedef struct fixture {
 
 static void fixture_up(fixture *f, int failure, uint64_t timeout_ms)
 {
-    sd_config cfg = {.redis_url = server.url,
+    sd_config cfg = {.redis_url = tu_server()->url,
                      .redis_timeout_ms = timeout_ms,
                      .redis_failure = failure,
                      .redis_breaker = 1000,
@@ -426,30 +424,17 @@ static void test_redis_timeout_is_decided_by_the_policy(void **state)
     int64_t cost = 1;
     sd_check c = {.items = &it, .costs = &cost, .n = 1};
     sd_wait *w;
-    kill(server.pid, SIGSTOP); /* Redis hangs: no reply comes */
+    kill(tu_server()->pid, SIGSTOP); /* Redis hangs: no reply comes */
     assert_int_equal(sd_decide(f.t, &c, 1, 0, count_done, &c, &w), SD_AGAIN);
     sd_flush(f.t);
     int want = 1;
     run_until(&f.loop, done_reaches, &want);
-    kill(server.pid, SIGCONT);
+    kill(tu_server()->pid, SIGCONT);
     assert_int_equal(c.rc, SL_ESTORE);
     assert_non_null(strstr(c.err, "timeout"));
     assert_int_equal(f.stats.failures[SD_FAIL_TIMEOUT], 1);
     assert_int_equal(f.stats.fallbacks[SD_FAIL_CLOSED], 1);
     fixture_down(&f);
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    return tu_redis_start(&server);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tu_redis_cleanup(&server);
-    return 0;
 }
 
 int main(void)
@@ -469,5 +454,6 @@ int main(void)
         cmocka_unit_test(test_redis_cancelled_wait_never_calls_back),
         cmocka_unit_test(test_redis_timeout_is_decided_by_the_policy),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tu_redis_group_setup,
+                                  tu_redis_group_teardown);
 }

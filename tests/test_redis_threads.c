@@ -12,7 +12,6 @@
 
 enum { THREADS = 4, LIMIT = 500, PER_THREAD = 300 };
 
-static tu_redis server;
 static sl_store *shared;
 static sl_limit *limit;
 
@@ -37,13 +36,12 @@ static void test_threads_share_one_store_exactly(void **state)
     char err[256] = "";
     (void)state;
 
-    o.url = server.url;
+    o.url = tu_server()->url;
     if (sl_redis_store_new(&o, &shared, err, sizeof(err)) != 0)
         fail_msg("sl_redis_store_new: %s", err);
     limit = tu_limit(SL_FIXED_WINDOW, LIMIT, HOUR, 0);
     for (int i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, worker, &allowed[i]),
-                         0);
+        assert_int_equal(pthread_create(&th[i], NULL, worker, &allowed[i]), 0);
     for (int i = 0; i < THREADS; i++) {
         void *rc;
         pthread_join(th[i], &rc);
@@ -55,23 +53,11 @@ static void test_threads_share_one_store_exactly(void **state)
     sl_store_free(shared);
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    return tu_redis_start(&server);
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tu_redis_cleanup(&server);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_share_one_store_exactly),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tu_redis_group_setup,
+                                  tu_redis_group_teardown);
 }

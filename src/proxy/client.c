@@ -50,11 +50,10 @@ struct px_client {
     const px_route *route;
     size_t target_off; /* where the path starts in url (absolute-form) */
     px_up *up;
-    sd_wait *wait;          /* S_DECIDING: cancelled on close */
-    px_decision *pd;        /* with Redis: this client's decision inputs */
-    px_decision *pd_in_use; /* the request's: pd or the thread's */
-    uint64_t req_length;    /* Content-Length, or ULLONG_MAX */
-    uint64_t t_forward;     /* uv_hrtime when the head went upstream */
+    sd_wait *wait;       /* S_DECIDING: cancelled on close */
+    px_decision *pd;     /* with Redis: this client's decision inputs */
+    uint64_t req_length; /* Content-Length, or ULLONG_MAX */
+    uint64_t t_forward;  /* uv_hrtime when the head went upstream */
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
@@ -114,7 +113,7 @@ static void client_close(px_client *c)
      * before then. */
     if (c->wait != NULL) {
         sd_cancel(c->wait);
-        px_admit_abandon(c->pd_in_use);
+        px_admit_abandon(c->pd); /* only Redis waits: the client's own */
         c->wait = NULL;
     }
     c->state = S_LOCAL;
@@ -677,7 +676,7 @@ static void answer_metrics(px_client *c)
 }
 
 /* Acts on the request's verdict (admit.c). */
-static void act(px_client *c, const px_verdict *v)
+static void act(px_client *c, const px_decision *pd, const px_verdict *v)
 {
     if (v->decided)
         sv_rate_headers(&v->res, &c->rate);
@@ -695,8 +694,8 @@ static void act(px_client *c, const px_verdict *v)
         break;
     case PX_LIMIT: {
         int keep = can_keep(c);
-        px_answer_429(c->pd_in_use, v, c->parser.method == HTTP_HEAD, keep,
-                      &c->rate, &c->ob.out);
+        px_answer_429(pd, v, c->parser.method == HTTP_HEAD, keep, &c->rate,
+                      &c->ob.out);
         answer_local(c, &c->ob.out, keep);
         break;
     }
@@ -712,8 +711,8 @@ static void decided_cb(void *owner)
     px_verdict v;
     c->wait = NULL;
     c->state = S_HEAD;
-    px_admit_finish(c->w, c->pd_in_use, &v);
-    act(c, &v);
+    px_admit_finish(c->w, c->pd, &v); /* only Redis waits: the client's own */
+    act(c, c->pd, &v);
 }
 
 /* The one place a request is decided: its target checked and normalised,
@@ -728,7 +727,6 @@ static void decide(px_client *c)
     size_t raw_len, path_len = 0;
     px_decision *pd = px_decision_get(c->w, &c->pd, c->url.len + 2);
     px_verdict v;
-    c->pd_in_use = pd;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
          * say so rather than pass a half-working tunnel. */
@@ -756,7 +754,7 @@ static void decide(px_client *c)
                                 pd->client_addr, &c->headers};
         px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
-        act(c, &v);
+        act(c, pd, &v);
     }
 }
 

@@ -194,7 +194,7 @@ void px_headers_forward(const px_headers *h, const char *const *drop,
     }
 }
 
-void px_add_content_length(sv_buf *b, uint64_t n)
+static void px_add_content_length(sv_buf *b, uint64_t n)
 {
     sv_buf_addstr(b, "Content-Length: ");
     sv_buf_add_uint(b, n);

@@ -168,7 +168,6 @@ size_t px_headers_occurrences(const px_headers *h, const char *name);
  * (NULL-terminated, lower case). */
 void px_headers_forward(const px_headers *h, const char *const *drop,
                         sv_buf *out);
-void px_add_content_length(sv_buf *b, uint64_t n);
 /* The request's head as the upstream gets it: origin-form target (from
  * the request's target, origin- or absolute-form), its fields less
  * Expect and the X-Forwarded-* ones (set anew from peer_text), Host if it

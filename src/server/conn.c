@@ -380,8 +380,7 @@ static void parse(sv_conn *c, const char *data, size_t n)
     } else if (c->waiting) {
         /* What follows the waiting request (resume_cb took the stash
          * out before parsing it, so it holds nothing now). */
-        int kept =
-            sv_reader_keep(&c->stash, data + done, n - done, STASH_MAX - 1);
+        int kept = sv_reader_keep(&c->stash, data + done, n - done, STASH_MAX);
         if (kept < 0)
             c->closing = 1;
         else if (kept > 0)
@@ -402,7 +401,7 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
         /* Kept for after the answer.  An end of stream or an error
          * waits too: the waiting request is answered first. */
         int kept = nread > 0 ? sv_reader_keep(&c->stash, data, (size_t)nread,
-                                              STASH_MAX - 1)
+                                              STASH_MAX)
                              : 0;
         c->ended |= nread < 0;
         if (kept < 0)

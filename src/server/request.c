@@ -21,7 +21,7 @@ static int bad(int *status, const char **code, const char *c)
 
 /* hits: absent means `dflt`; otherwise a non-negative integer (proto3
  * JSON also writes integers as strings). */
-int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out)
+static int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out)
 {
     if (v == NULL || json_is_null(v)) {
         *out = dflt;
@@ -44,9 +44,19 @@ int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out)
     return 0;
 }
 
-int sv_parse_descriptors(sv_worker *w, json_t *arr, const char *hits_key,
-                         sv_dec_descriptor **out, size_t *n_out, int *status,
-                         const char **code, char *msg, size_t msglen)
+static void sv_free_descriptors(sv_dec_descriptor *ds, size_t n)
+{
+    if (ds == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(ds[i].entries);
+    free(ds);
+}
+
+static int sv_parse_descriptors(sv_worker *w, json_t *arr, const char *hits_key,
+                                sv_dec_descriptor **out, size_t *n_out,
+                                int *status, const char **code, char *msg,
+                                size_t msglen)
 {
     const sv_config *cfg = &w->server->cfg;
     if (arr == NULL)
@@ -183,10 +193,10 @@ static int parse_request(sv_worker *w, const sv_http_request *req,
     return 0;
 }
 
-int sv_parse_request(sv_worker *w, const sv_http_request *req,
-                     const char *hits_key, const char *desc_hits_key,
-                     sv_parsed_request *pr, int *status, const char **code,
-                     char *msg, size_t msglen)
+static int sv_parse_request(sv_worker *w, const sv_http_request *req,
+                            const char *hits_key, const char *desc_hits_key,
+                            sv_parsed_request *pr, int *status,
+                            const char **code, char *msg, size_t msglen)
 {
     int rc = parse_request(w, req, hits_key, desc_hits_key, pr, status, code,
                            msg, msglen);
@@ -196,7 +206,7 @@ int sv_parse_request(sv_worker *w, const sv_http_request *req,
     return rc;
 }
 
-void sv_parsed_request_release(sv_parsed_request *pr)
+static void sv_parsed_request_release(sv_parsed_request *pr)
 {
     sv_free_descriptors(pr->ds, pr->n);
     json_decref(pr->root);
@@ -286,13 +296,4 @@ void sv_respond_decision(sv_worker *w, const sv_dec_result *res, sv_buf *out,
     sv_buf_add(out, body->data, body->len);
     sv_buf_add(out, "\n", 1);
     sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - t0));
-}
-
-void sv_free_descriptors(sv_dec_descriptor *ds, size_t n)
-{
-    if (ds == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(ds[i].entries);
-    free(ds);
 }

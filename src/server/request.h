@@ -10,14 +10,6 @@
 #include "server/decide.h"
 #include "server/http.h"
 
-/* Parses one request's JSON descriptors (both APIs share the shape). */
-int sv_parse_descriptors(sv_worker *w, json_t *arr, const char *hits_key,
-                         sv_dec_descriptor **out, size_t *n_out, int *status,
-                         const char **code, char *msg, size_t msglen);
-void sv_free_descriptors(sv_dec_descriptor *ds, size_t n);
-/* A non-negative integer or numeric string; absent means dflt. */
-int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out);
-
 /* The common request shape of both APIs: domain, descriptors, hits. */
 typedef struct sv_parsed_request {
     json_t *root; /* owns the strings below */
@@ -28,13 +20,6 @@ typedef struct sv_parsed_request {
     size_t n;
 } sv_parsed_request;
 
-/* 0, or -1 with the HTTP status, error code and message set.  Release
- * pr either way. */
-int sv_parse_request(sv_worker *w, const sv_http_request *req,
-                     const char *hits_key, const char *desc_hits_key,
-                     sv_parsed_request *pr, int *status, const char **code,
-                     char *msg, size_t msglen);
-void sv_parsed_request_release(sv_parsed_request *pr);
 /* A request's state across waits on the store (nginx's "again"): owned
  * by its connection, reset once the request is answered.  A handler
  * that returns SV_AGAIN has set `wait` and keeps what it needs here;
