@@ -234,8 +234,8 @@ static void flags_set_their_fields(void **state)
                                             "--redis-failure", "fail_closed",
                                             "--store", "redis://h:1/2", NULL});
     expect_eq(r->rc, 0);
-    assert_string_equal(r->srv.listen_host, "::1");
-    expect_eq(r->srv.listen_port, 0);
+    assert_string_equal(r->srv.listen.host, "::1");
+    expect_eq(r->srv.listen.port, 0);
     expect_eq(r->srv.nodes, SD_NODES_AUTO);
     expect_eq(r->srv.threads, 3); /* getopt_long: a unique prefix */
     expect_eq(r->srv.redis_failure, SD_FAIL_CLOSED);
@@ -249,8 +249,8 @@ static void defaults(void **state)
     reading *r = read_args(ST_SET_PROXY, (const char *[]){NULL});
     expect_eq(r->rc, 0);
     assert_null(r->srv.rules_path);
-    assert_string_equal(r->srv.listen_host, "127.0.0.1");
-    expect_eq(r->srv.listen_port, 8080);
+    assert_string_equal(r->srv.listen.host, "127.0.0.1");
+    expect_eq(r->srv.listen.port, 8080);
     expect_eq(r->srv.threads, 0);
     assert_null(r->srv.redis_url);
     expect_eq(r->srv.max_body_bytes, 65536);
@@ -350,7 +350,7 @@ static void file_then_flags(void **state)
     expect_eq(r->rc, 0);
     assert_string_equal(r->s.config, path);
     expect_eq(r->srv.threads, 3); /* the flag, wherever it stands */
-    expect_eq(r->srv.listen_port, 9);
+    expect_eq(r->srv.listen.port, 9);
     expect_eq(r->px->queue_max_wait_ms, 2000);
     expect_eq(r->px->rate_limit_headers, 0);
     /* A relative rules path is the file's directory's. */

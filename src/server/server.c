@@ -38,6 +38,10 @@ static void wake_cb(uv_async_t *a)
     if (w->stopping == 1) {
         w->stopping = 2;
         uv_close((uv_handle_t *)&w->listener, noop_close_cb);
+        for (int d = 0; d < w->server->cfg.n_doors; d++) {
+            uv_close((uv_handle_t *)&w->doors[d].tcp, noop_close_cb);
+            w->doors[d].door->close_idle(&w->doors[d]);
+        }
         uv_close((uv_handle_t *)&w->tick, noop_close_cb);
         uv_close((uv_handle_t *)&w->wake, noop_close_cb);
         if (w->server->cfg.frontend)
@@ -59,6 +63,13 @@ static void connection_cb(uv_stream_t *server, int status)
         sv_conn_accept(w);
 }
 
+static void door_cb(uv_stream_t *server, int status)
+{
+    sv_listener *l = (sv_listener *)server;
+    if (status == 0)
+        l->door->accept(l);
+}
+
 static void *worker_main(void *arg)
 {
     sv_worker *w = arg;
@@ -68,18 +79,17 @@ static void *worker_main(void *arg)
 
 /* A listening socket on the configured address with SO_REUSEPORT.  port
  * 0 is resolved by the first socket; the others bind to what it got. */
-static int open_listener(const sv_config *cfg, int port, int *bound)
+static int open_listener(const sv_addr *addr, int port, int *bound)
 {
     struct sockaddr_storage ss;
     int fam;
     memset(&ss, 0, sizeof(ss));
-    if (uv_ip4_addr(cfg->listen_host, port, (struct sockaddr_in *)&ss) == 0)
+    if (uv_ip4_addr(addr->host, port, (struct sockaddr_in *)&ss) == 0)
         fam = AF_INET;
-    else if (uv_ip6_addr(cfg->listen_host, port, (struct sockaddr_in6 *)&ss) ==
-             0)
+    else if (uv_ip6_addr(addr->host, port, (struct sockaddr_in6 *)&ss) == 0)
         fam = AF_INET6;
     else {
-        fprintf(stderr, "sluice: bad listen address: '%s'\n", cfg->listen_host);
+        fprintf(stderr, "sluice: bad listen address: '%s'\n", addr->host);
         return -1;
     }
     int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -90,8 +100,8 @@ static int open_listener(const sv_config *cfg, int port, int *bound)
              fam == AF_INET ? sizeof(struct sockaddr_in)
                             : sizeof(struct sockaddr_in6)) ||
         listen(fd, 511)) {
-        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n",
-                cfg->listen_host, port, strerror(errno));
+        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n", addr->host,
+                port, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
@@ -104,6 +114,30 @@ static int open_listener(const sv_config *cfg, int port, int *bound)
 }
 
 static sv_server *the_server;
+
+/* Opens this thread's sockets of the HTTP listener and the doors (fds[0]
+ * and fds[1 + d]); the first thread resolves each port 0.  0, or -1 with
+ * none left open. */
+static int open_listeners(const sv_config *cfg, int ports[], int fds[])
+{
+    for (int i = 0; i <= cfg->n_doors; i++) {
+        const sv_addr *a = i == 0 ? &cfg->listen : &cfg->doors[i - 1].addr;
+        if ((fds[i] = open_listener(a, ports[i], &ports[i])) < 0) {
+            while (i-- > 0)
+                close(fds[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void listen_fd(uv_loop_t *loop, uv_tcp_t *tcp, int fd,
+                      uv_connection_cb cb)
+{
+    uv_tcp_init(loop, tcp);
+    uv_tcp_open(tcp, fd);
+    uv_listen((uv_stream_t *)tcp, 511, cb);
+}
 
 static void stop_all(sv_server *s)
 {
@@ -124,6 +158,7 @@ static void signal_cb(uv_signal_t *h, int signum)
     }
     fprintf(stderr, "sluice: %s: draining and exiting\n",
             signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    atomic_store(&the_server->draining, 1);
     stop_all(the_server);
     sv_reload_stop_watch();
     uv_stop(h->loop);
@@ -171,7 +206,11 @@ int sv_server_run(const sv_config *cfg)
 
     /* Every thread's lock exists before any thread starts: a thread
      * rendering /metrics takes all of them. */
-    int port = cfg->listen_port, started = 0, locks = s->n_workers;
+    int started = 0, locks = s->n_workers;
+    int ports[1 + SV_MAX_DOORS], fds[1 + SV_MAX_DOORS];
+    ports[0] = cfg->listen.port;
+    for (int d = 0; d < cfg->n_doors; d++)
+        ports[1 + d] = cfg->doors[d].addr.port;
     for (int i = 0; i < locks; i++)
         pthread_mutex_init(&s->workers[i].series_lock, NULL);
     for (int i = 0; i < s->n_workers; i++) {
@@ -179,16 +218,18 @@ int sv_server_run(const sv_config *cfg)
         w->server = s;
         w->index = i;
         w->now_stale = 1;
-        int fd = open_listener(cfg, port, &port);
-        if (fd < 0)
+        if (open_listeners(cfg, ports, fds) != 0)
             goto stop;
         uv_loop_init(&w->loop);
         sv_readers_init(&w->readers, &w->loop, w->read_buf,
                         sizeof(w->read_buf));
-        uv_tcp_init(&w->loop, &w->listener);
-        uv_tcp_open(&w->listener, fd);
         w->listener.data = w;
-        uv_listen((uv_stream_t *)&w->listener, 511, connection_cb);
+        listen_fd(&w->loop, &w->listener, fds[0], connection_cb);
+        for (int d = 0; d < cfg->n_doors; d++) {
+            w->doors[d].w = w;
+            w->doors[d].door = &s->cfg.doors[d];
+            listen_fd(&w->loop, &w->doors[d].tcp, fds[1 + d], door_cb);
+        }
         uv_async_init(&w->loop, &w->wake, wake_cb);
         w->wake.data = w;
         uv_prepare_init(&w->loop, &w->tick);
@@ -204,7 +245,10 @@ int sv_server_run(const sv_config *cfg)
     }
     /* Tests and supervisors read the bound address from this line. */
     fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
-            cfg->listen_host, port, s->n_workers);
+            cfg->listen.host, ports[0], s->n_workers);
+    for (int d = 0; d < cfg->n_doors; d++)
+        fprintf(stderr, "sluice: %s listening on %s:%d\n", cfg->doors[d].name,
+                cfg->doors[d].addr.host, ports[1 + d]);
     fflush(stderr);
 
     uv_loop_t main_loop;

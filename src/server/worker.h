@@ -45,12 +45,42 @@ typedef struct sv_frontend {
     void *ctx; /* the front end's own state */
 } sv_frontend;
 
+/* A listening address. */
+typedef struct sv_addr {
+    const char *host; /* numeric IPv4 or IPv6 address; NULL: not listening */
+    int port;         /* 0: the kernel picks; printed on start */
+} sv_addr;
+
+typedef struct sv_listener sv_listener;
+
+/* A protocol served on a listener of its own beside the HTTP one (the
+ * Redis protocol, gRPC), deciding against the same rules and store; the
+ * command that runs the server says which (tools/serve.c). */
+typedef struct sv_door {
+    const char *name; /* "resp": in the start message */
+    sv_addr addr;
+    void (*accept)(sv_listener *l);     /* l is readable */
+    void (*close_idle)(sv_listener *l); /* on stop: close what is idle */
+} sv_door;
+
+#define SV_MAX_DOORS 4
+
+/* A door on one thread: its listening socket and its connections. */
+struct sv_listener {
+    uv_tcp_t tcp; /* first: the handle's pointer is the listener's */
+    sv_worker *w;
+    const sv_door *door;
+    void *conns; /* the protocol's own list of open connections */
+};
+
 typedef struct sv_config {
     const sv_frontend *frontend; /* NULL: conn.c */
     const char *rules_path;
-    const char *listen_host; /* numeric IPv4 or IPv6 address */
-    int listen_port;         /* 0: the kernel picks; printed on start */
-    int threads;             /* 0: one per core */
+    sv_addr listen;      /* the HTTP listener (or the proxy's) */
+    sv_addr resp_listen; /* --resp-listen; host NULL: off */
+    sv_door doors[SV_MAX_DOORS];
+    int n_doors;
+    int threads; /* 0: one per core */
     size_t max_body_bytes;
     size_t max_header_bytes;
     size_t max_descriptors;
@@ -91,6 +121,7 @@ struct sv_worker {
     int index;
     uv_loop_t loop;
     uv_tcp_t listener;
+    sv_listener doors[SV_MAX_DOORS]; /* cfg.doors' on this thread */
     uv_async_t wake;   /* reload swap or stop, from the main thread */
     uv_prepare_t tick; /* marks the cached clock stale each iteration */
     pthread_t thread;
@@ -125,6 +156,7 @@ struct sv_server {
     sv_worker *workers;
     int n_workers;
     atomic_int open_conns;
+    atomic_int draining; /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
     sv_rules *current;    /* what workers are told to use */

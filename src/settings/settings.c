@@ -107,17 +107,18 @@ static int set_number(const st_setting *row, const source *from,
     return 0;
 }
 
-static int set_listen(st_settings *s, const source *from, const char *text,
-                      size_t len, char *err, size_t errlen)
+static int set_listen(st_settings *s, const st_setting *row, const source *from,
+                      const char *text, size_t len, char *err, size_t errlen)
 {
     char host[256];
     int port;
     if (sl__value_hostport(text, len, -1, host, sizeof(host), &port) != 0)
         return fail(err, errlen, "%s: expected HOST:PORT: '%s'", from->where,
                     text);
-    if ((s->srv->listen_host = keep(s, host, strlen(host), "", 0)) == NULL)
+    sv_addr *to = field(s, row);
+    if ((to->host = keep(s, host, strlen(host), "", 0)) == NULL)
         return fail(err, errlen, "out of memory");
-    s->srv->listen_port = port;
+    to->port = port;
     return 0;
 }
 
@@ -225,7 +226,7 @@ static int set(st_settings *s, const st_setting *row, const source *from,
         return fail(err, errlen, "%s: expected %s: '%s'", from->where, words,
                     text);
     case ST_SET_LISTEN:
-        return set_listen(s, from, text, len, err, errlen);
+        return set_listen(s, row, from, text, len, err, errlen);
     case ST_SET_STORE:
         return set_store(s, from, text, len, err, errlen);
     case ST_SET_UPSTREAM:

@@ -27,7 +27,7 @@ typedef enum st_set_kind {
     ST_SET_MS,       /* a duration of at least 1ms into uint64_t ms */
     ST_SET_BOOL,     /* a YAML boolean into an int */
     ST_SET_ENUM,     /* one of `names`, its index into an int */
-    ST_SET_LISTEN,   /* HOST:PORT into listen_host and listen_port */
+    ST_SET_LISTEN,   /* HOST:PORT into an sv_addr */
     ST_SET_STORE,    /* memory, or a Redis URL into redis_url */
     ST_SET_UPSTREAM, /* http://HOST:PORT, resolved (px_set_upstream) */
     ST_SET_URL_PATH, /* "" or a path from '/', into an owned char * */

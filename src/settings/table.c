@@ -40,7 +40,7 @@ const st_setting st_settings_table[] = {
     {.flag = "upstream", .key = "upstream", .arg = "URL", .commands = PROXY,
      .kind = ST_SET_UPSTREAM, .help = "where requests go: http://HOST:PORT"},
     {.flag = "listen", .key = "listen", .arg = "HOST:PORT", .commands = BOTH,
-     .kind = ST_SET_LISTEN, .def = "127.0.0.1:8080",
+     .kind = ST_SET_LISTEN, SRV(listen), .def = "127.0.0.1:8080",
      .help = "address to listen on (127.0.0.1:8080);\n"
              "port 0 picks a free port, printed on stderr"},
     {.flag = "threads", .key = "threads", .arg = "N", .commands = BOTH,
