@@ -7,18 +7,36 @@ set -euo pipefail
 # libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
 # and bench/redis_bytes_per_key.sh;
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
-# runs examples/nginx/ in front of a test upstream.
+# runs examples/nginx/ in front of a test upstream; nodejs, npm: the tests
+# that drive sluice with real Node clients (tests/*/package.json).
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
       libhiredis-dev redis-server redis-tools
-      libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx)
+      libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx
+      nodejs npm)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)
+# The Node clients the tests use, at the versions their package-lock.json
+# pins, into tests/DIR/node_modules (once).
+node_clients() {
+  local root lock
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  for lock in "$root"/tests/*/package-lock.json; do
+    [ -e "$lock" ] || continue
+    [ -d "$(dirname "$lock")/node_modules" ] && continue
+    npm ci --prefix "$(dirname "$lock")" --no-audit --no-fund --loglevel=error >&2
+  done
+}
 missing=()
 for p in "${PKGS[@]}"; do
+  # A node from elsewhere (nodesource) serves as well as Debian's.
+  case "$p" in nodejs|npm) command -v "${p/nodejs/node}" >/dev/null && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  node_clients
+  exit 0
+fi
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 echo "installing: ${missing[*]}" >&2
@@ -37,4 +55,5 @@ $SUDO apt-get update -qq
 status=0
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
 [ "$added_policy" = 1 ] && $SUDO rm -f "$policy"
+[ "$status" = 0 ] && node_clients
 exit "$status"

@@ -52,11 +52,9 @@ void rp_session_release(rp_session *s)
 void rp_count(rp_session *s, int error)
 {
     sv_stats *st = &s->w->stats;
-    atomic_fetch_add_explicit(&st->door_requests[s->door], 1,
-                              memory_order_relaxed);
-    if (error)
-        atomic_fetch_add_explicit(&st->door_errors[s->door], 1,
-                                  memory_order_relaxed);
+    atomic_fetch_add_explicit(error ? &st->door_errors[s->door]
+                                    : &st->door_ok[s->door],
+                              1, memory_order_relaxed);
 }
 
 static int is(const rp_str *a, const char *word)

@@ -18,6 +18,12 @@
  *
  * Timeouts: a command must arrive whole within --read-timeout of its
  * first byte; an idle connection closes after --idle-timeout.
+ *
+ * A protocol error is answered, then the connection closes as nginx's
+ * lingering close does: what the client still sends is read and dropped
+ * until it stops (or LINGER_MS pass), because closing with unread bytes
+ * makes the kernel send a reset, which can destroy the error reply
+ * before the client reads it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,8 @@
 
 /* Bytes read ahead of a waiting command before reading stops. */
 #define IN_AHEAD_MAX (64 * 1024)
+/* The longest a connection lingers after a protocol error. */
+#define LINGER_MS 2000
 
 typedef struct rp_conn rp_conn;
 struct rp_conn {
@@ -47,6 +55,7 @@ struct rp_conn {
     int closing;     /* no more commands; close after the writes */
     int paused;      /* reading stopped until the client reads */
     int ended;       /* the client's end came while a command waited */
+    int linger;      /* closing after a protocol error: reads dropped */
     int handles_open;
     rp_conn *prev, *next;
 };
@@ -93,12 +102,26 @@ static int finished(rp_conn *c)
     return c->closing || (c->w->stopping && !c->s.waiting && !c->partial);
 }
 
+/* Everything is written and the connection is finished: it closes, at
+ * once or once the client stops sending (linger). */
+static void written_all(rp_conn *c)
+{
+    if (c->linger)
+        sv_deadline_set(&c->timer, LINGER_MS);
+    else
+        conn_close(c);
+}
+
 static void write_cb(uv_write_t *req, int status)
 {
     rp_conn *c = ((sv_send_req *)req)->owner;
     sv_outbox_written(&c->ob, req);
-    if (status < 0 || (c->ob.writes == 0 && finished(c))) {
+    if (status < 0) {
         conn_close(c);
+        return;
+    }
+    if (c->ob.writes == 0 && finished(c)) {
+        written_all(c);
         return;
     }
     if (c->paused && !c->s.waiting &&
@@ -125,7 +148,7 @@ static void flush(rp_conn *c)
     }
     if (c->ob.writes == 0) {
         if (finished(c))
-            conn_close(c);
+            written_all(c);
         return;
     }
     if (!c->closing && !c->paused && c->ob.pending > SV_MAX_PENDING_OUTPUT) {
@@ -157,7 +180,7 @@ static size_t run_commands(rp_conn *c, char *buf, size_t len)
             /* As Redis: the error, then the connection closes. */
             rp_add_error(&c->ob.out, c->parser.err);
             rp_count(&c->s, 1);
-            c->closing = 1;
+            c->closing = c->linger = 1;
             break;
         }
         size_t argc = c->parser.n_args;
@@ -210,8 +233,11 @@ static void run_in(rp_conn *c)
 static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 {
     rp_conn *c = (rp_conn *)((char *)r - offsetof(rp_conn, reader));
-    if (c->closing)
+    if (c->closing) {
+        if (c->linger && nread < 0)
+            conn_close(c); /* the client stopped: the error was read */
         return;
+    }
     if (nread < 0) {
         if (c->s.waiting) {
             c->ended = 1; /* the waiting command is answered first */
@@ -237,7 +263,7 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
         size_t used = run_commands(c, buf, (size_t)nread);
         keep_rest(c, buf, (size_t)nread, used);
     }
-    if (c->closing)
+    if (c->closing && !c->linger)
         set_reading(c, 0);
     flush(c);
     sd_flush(c->w->dec);

@@ -111,9 +111,9 @@ typedef struct sv_stats {
     atomic_uint_fast64_t latency_sum_ns;
     atomic_uint_fast64_t latency[SV_LATENCY_BUCKETS];
     sd_stats store; /* the decision layer's (--store redis) */
-    /* Each door's commands (or calls) answered, and those that were
-     * errors: sluice_protocol_requests_total{protocol} (metrics.c). */
-    atomic_uint_fast64_t door_requests[SV_MAX_DOORS];
+    /* Each door's commands (or calls) answered, and those answered
+     * with an error: sluice_protocol_requests_total (metrics.c). */
+    atomic_uint_fast64_t door_ok[SV_MAX_DOORS];
     atomic_uint_fast64_t door_errors[SV_MAX_DOORS];
 } sv_stats;
 
