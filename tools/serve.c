@@ -34,8 +34,8 @@ int cmd_serve(int argc, char **argv)
         rc = ST_SET_EUSAGE; /* err is "" */
     int status = st_settings_outcome(rc, err, "sluice serve", usage);
     if (status < 0 && cfg.resp_listen.host != NULL)
-        cfg.doors[cfg.n_doors++] = (sv_door){"resp", cfg.resp_listen,
-                                             rp_accept, rp_close_idle};
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"resp", cfg.resp_listen, rp_accept, rp_close_idle};
     if (status < 0)
         status = sv_server_run(&cfg);
     st_settings_release(&settings);

@@ -92,7 +92,8 @@ static int unknown_subcommand(rp_session *s, sv_buf *out, const rp_str *argv,
 static int cmd_ping(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
 {
     if (argc > 2)
-        return error(s, out, "ERR wrong number of arguments for 'ping' command");
+        return error(s, out,
+                     "ERR wrong number of arguments for 'ping' command");
     if (argc == 2)
         rp_add_bulk(out, argv[1].p, argv[1].len);
     else
@@ -178,8 +179,9 @@ static int cmd_hello(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
 {
     /* RESP2 only: a client asking for 3 is told so, and stays on 2. */
     if (argc >= 2 && !is(&argv[1], "2"))
-        return error(s, out, "NOPROTO sorry, this protocol version is not "
-                             "supported");
+        return error(s, out,
+                     "NOPROTO sorry, this protocol version is not "
+                     "supported");
     rp_add_array(out, 14);
     rp_add_bulk(out, "server", 6);
     rp_add_bulk(out, "sluice", 6);
@@ -206,21 +208,21 @@ static int cmd_info(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
     (void)argv;
     (void)argc;
     char text[512];
-    int n = snprintf(text, sizeof(text),
-                     "# Server\r\n"
-                     "redis_version:7.0.0\r\n"
-                     "sluice_version:%s\r\n"
-                     "redis_mode:standalone\r\n"
-                     "# Clients\r\n"
-                     "connected_clients:%d\r\n"
-                     "# Persistence\r\n"
-                     "loading:0\r\n"
-                     "# Replication\r\n"
-                     "role:master\r\n"
-                     "connected_slaves:0\r\n",
-                     SL_VERSION,
-                     atomic_load_explicit(&s->w->server->open_conns,
-                                          memory_order_relaxed));
+    int n = snprintf(
+        text, sizeof(text),
+        "# Server\r\n"
+        "redis_version:7.0.0\r\n"
+        "sluice_version:%s\r\n"
+        "redis_mode:standalone\r\n"
+        "# Clients\r\n"
+        "connected_clients:%d\r\n"
+        "# Persistence\r\n"
+        "loading:0\r\n"
+        "# Replication\r\n"
+        "role:master\r\n"
+        "connected_slaves:0\r\n",
+        SL_VERSION,
+        atomic_load_explicit(&s->w->server->open_conns, memory_order_relaxed));
     rp_add_bulk(out, text, (size_t)n);
     rp_count(s, 0);
     return RP_REPLIED;
@@ -268,8 +270,8 @@ static const command *lookup(const rp_str *name)
  * commands that name a key. */
 static void command_info(const command *c, sv_buf *out)
 {
-    int keyed = strcmp(c->name, "cl.throttle") == 0 ||
-                strcmp(c->name, "gcra") == 0;
+    int keyed =
+        strcmp(c->name, "cl.throttle") == 0 || strcmp(c->name, "gcra") == 0;
     rp_add_array(out, 10);
     rp_add_bulk(out, c->name, strlen(c->name));
     rp_add_int(out, c->arity);

@@ -49,13 +49,13 @@ struct rp_conn {
     sv_reader reader;
     sv_outbox ob;
     rp_parser parser;
-    sv_buf in;       /* a command cut by a read; what follows a wait */
-    int partial;     /* `in` starts with a command not yet whole */
+    sv_buf in;   /* a command cut by a read; what follows a wait */
+    int partial; /* `in` starts with a command not yet whole */
     rp_session s;
-    int closing;     /* no more commands; close after the writes */
-    int paused;      /* reading stopped until the client reads */
-    int ended;       /* the client's end came while a command waited */
-    int linger;      /* closing after a protocol error: reads dropped */
+    int closing; /* no more commands; close after the writes */
+    int paused;  /* reading stopped until the client reads */
+    int ended;   /* the client's end came while a command waited */
+    int linger;  /* closing after a protocol error: reads dropped */
     int handles_open;
     rp_conn *prev, *next;
 };
@@ -140,9 +140,8 @@ static void flush(rp_conn *c)
         c->ob.out.failed = 0;
         c->closing = 1;
     }
-    if (c->ob.out.len > 0 &&
-        sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c, write_cb,
-                        64 * 1024) != 0) {
+    if (c->ob.out.len > 0 && sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c,
+                                             write_cb, 64 * 1024) != 0) {
         conn_close(c);
         return;
     }
@@ -185,8 +184,8 @@ static size_t run_commands(rp_conn *c, char *buf, size_t len)
         }
         size_t argc = c->parser.n_args;
         for (size_t i = 0; i < argc; i++)
-            argv[i] = (rp_str){cmd + c->parser.args[i].off,
-                               c->parser.args[i].len};
+            argv[i] =
+                (rp_str){cmd + c->parser.args[i].off, c->parser.args[i].len};
         off += c->parser.pos;
         rp_parser_next(&c->parser);
         if (argc == 0)

@@ -58,8 +58,7 @@ int rp_throttle_run(rp_session *s, rp_throttle_kind kind, rp_str *argv,
         return RP_REPLIED;
     }
     /* The connection's limit, unless this command names another. */
-    if (s->limit == NULL ||
-        memcmp(&s->th.cfg, &th.cfg, sizeof(th.cfg)) != 0) {
+    if (s->limit == NULL || memcmp(&s->th.cfg, &th.cfg, sizeof(th.cfg)) != 0) {
         sl_limit_free(s->limit);
         s->limit = NULL;
         int rc = sl_limit_new(&th.cfg, &s->limit, err, sizeof(err));
@@ -231,9 +230,9 @@ int rp_check_run(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
     if (read_descriptors(s, argv, argc, &why) != 0)
         return usage(s, out, why);
     s->res = (sv_dec_result){.status = s->status};
-    int rc = sv_decide(s->w, st, argv[1].p, argv[1].len, s->ds, s->n_ds, hits,
-                       &s->res, s->resume, s->owner, &s->wait, err,
-                       sizeof(err));
+    int rc =
+        sv_decide(s->w, st, argv[1].p, argv[1].len, s->ds, s->n_ds, hits,
+                  &s->res, s->resume, s->owner, &s->wait, err, sizeof(err));
     if (rc == SV_AGAIN) {
         s->waiting = RP_WAIT_RULES + 1;
         return SV_AGAIN;

@@ -113,9 +113,8 @@ static int split_inline(rp_parser *p, char *buf, size_t n)
         for (;;) {
             if (i == n) {
                 if (quote)
-                    return fail(p,
-                                "ERR Protocol error: unbalanced quotes in "
-                                "request");
+                    return fail(p, "ERR Protocol error: unbalanced quotes in "
+                                   "request");
                 break;
             }
             char ch = buf[i];
@@ -124,9 +123,8 @@ static int split_inline(rp_parser *p, char *buf, size_t n)
             if (quote && ch == quote) {
                 i++;
                 if (i < n && buf[i] != ' ' && buf[i] != '\t')
-                    return fail(p,
-                                "ERR Protocol error: unbalanced quotes in "
-                                "request");
+                    return fail(p, "ERR Protocol error: unbalanced quotes in "
+                                   "request");
                 break;
             }
             if (quote == '"' && ch == '\\' && i + 1 < n) {

@@ -13,10 +13,10 @@
 
 /* The caps (docs/resp.md, "Limits").  A command that exceeds one is a
  * protocol error: the error reply, then the connection closes. */
-#define RP_MAX_ARGS 1024              /* arguments of one command */
-#define RP_MAX_BULK (64 * 1024)       /* bytes of one argument */
-#define RP_MAX_INLINE (64 * 1024)     /* bytes of one inline line */
-#define RP_MAX_COMMAND (256 * 1024)   /* bytes of one whole command */
+#define RP_MAX_ARGS 1024            /* arguments of one command */
+#define RP_MAX_BULK (64 * 1024)     /* bytes of one argument */
+#define RP_MAX_INLINE (64 * 1024)   /* bytes of one inline line */
+#define RP_MAX_COMMAND (256 * 1024) /* bytes of one whole command */
 
 enum { RP_DONE, RP_MORE, RP_ERROR };
 
@@ -32,11 +32,11 @@ typedef struct rp_arg {
  * as offsets from the command's start.
  */
 typedef struct rp_parser {
-    size_t pos;     /* bytes of the command examined */
-    int64_t argc;   /* multibulk: the count; -1: not known yet */
-    int64_t bulk;   /* the next argument's length; -1: its header unread */
-    int is_inline;  /* an inline command */
-    rp_arg *args;   /* argc of them once RP_DONE; owned, kept for reuse */
+    size_t pos;    /* bytes of the command examined */
+    int64_t argc;  /* multibulk: the count; -1: not known yet */
+    int64_t bulk;  /* the next argument's length; -1: its header unread */
+    int is_inline; /* an inline command */
+    rp_arg *args;  /* argc of them once RP_DONE; owned, kept for reuse */
     size_t n_args, cap_args;
     const char *err; /* RP_ERROR: the reply's text (static) */
 } rp_parser;

@@ -31,7 +31,7 @@
 #define GCRA_LIMIT_ID UINT64_C(0x67637261)
 
 #define CELL_USAGE                                                             \
-    "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> "    \
+    "Cell error: Usage: cl.throttle <key> <max_burst> <count per period> "     \
     "<period> [<quantity>]"
 
 /* The error reply's text: msg, then the first 64 bytes of arg if any. */
@@ -76,8 +76,8 @@ static int read_i64(const rp_str *a, int64_t *out)
 /* redis-cell: every argument an i64 (a negative one is refused here,
  * where redis-cell would compute with it); T = period s / count,
  * truncated to whole ns as its f64 division does. */
-static int read_cell(const rp_str *argv, size_t argc, rp_throttle *t,
-                     char *err, size_t errlen)
+static int read_cell(const rp_str *argv, size_t argc, rp_throttle *t, char *err,
+                     size_t errlen)
 {
     int64_t v[4] = {0, 0, 0, 1};
     static const char *const names[] = {"max_burst", "count per period",
@@ -86,31 +86,29 @@ static int read_cell(const rp_str *argv, size_t argc, rp_throttle *t,
         return fail(err, errlen, CELL_USAGE, NULL);
     for (size_t i = 0; i + 2 < argc; i++) {
         if (read_i64(&argv[i + 2], &v[i]) != 0)
-            return fail(err, errlen,
-                        "Cell error: Couldn't parse as integer: ",
+            return fail(err, errlen, "Cell error: Couldn't parse as integer: ",
                         &argv[i + 2]);
         if (v[i] < 0) {
             char msg[64];
-            snprintf(msg, sizeof(msg), "Cell error: %s must not be negative: ",
-                     names[i]);
+            snprintf(msg, sizeof(msg),
+                     "Cell error: %s must not be negative: ", names[i]);
             return fail(err, errlen, msg, &argv[i + 2]);
         }
     }
     int64_t max_burst = v[0], count = v[1], period = v[2];
     if (period > SL_MAX_TIME / SL_NS_PER_SEC)
-        return fail(err, errlen, "Cell error: period too large: ",
-                    &argv[4]);
+        return fail(err, errlen, "Cell error: period too large: ", &argv[4]);
     double ns = (double)(period * SL_NS_PER_SEC);
     sl_nanos interval = count == 0 ? 0 : (sl_nanos)(ns / (double)count);
     if (interval == 0)
         return fail(err, errlen, "Cell error: Zero rates are not supported",
                     NULL);
-    if (max_burst >= SL_MAX_COUNT)
-        return fail(err, errlen, "Cell error: max_burst too large: ",
-                    &argv[2]);
+    /* sluice's bounds: 2^40 units, and B*T (the longest the schedule
+     * runs ahead) within 2^62 ns. */
+    if (max_burst >= SL_MAX_COUNT || max_burst + 1 > SL_MAX_TIME / interval)
+        return fail(err, errlen, "Cell error: max_burst too large: ", &argv[2]);
     if (v[3] > SL_MAX_COUNT)
-        return fail(err, errlen, "Cell error: quantity too large: ",
-                    &argv[5]);
+        return fail(err, errlen, "Cell error: quantity too large: ", &argv[5]);
     t->cfg = (sl_limit_config){.algorithm = SL_GCRA,
                                .limit = 1,
                                .period = interval,
@@ -129,8 +127,7 @@ static int read_long(const rp_str *a, int64_t min, int64_t *out, char *err,
     if (*out < min) {
         if (min == 0)
             return fail(err, errlen,
-                        "ERR value is out of range, must be positive",
-                        NULL);
+                        "ERR value is out of range, must be positive", NULL);
         return fail(err, errlen,
                     "ERR value is out of range, value must between 1 and "
                     "9223372036854775807",
@@ -161,23 +158,21 @@ static int read_double(const rp_str *a, double *out)
 
 /* Redis's GCRA: T = period * 1e6 / tokens_per_period, rounded to whole
  * microseconds, at least one. */
-static int read_gcra(const rp_str *argv, size_t argc, rp_throttle *t,
-                     char *err, size_t errlen)
+static int read_gcra(const rp_str *argv, size_t argc, rp_throttle *t, char *err,
+                     size_t errlen)
 {
     int64_t max_burst, per_period, tokens = 1;
     double period;
     if (argc < 5 || argc > 7)
         return fail(err, errlen,
-                    "ERR wrong number of arguments for 'gcra' command",
-                    NULL);
+                    "ERR wrong number of arguments for 'gcra' command", NULL);
     if (read_long(&argv[2], 0, &max_burst, err, errlen) != 0 ||
         read_long(&argv[3], 1, &per_period, err, errlen) != 0)
         return -1;
     if (read_double(&argv[4], &period) != 0)
         return fail(err, errlen, "ERR value is not a valid float", NULL);
     if (!(period > 0) || period >= 1e12)
-        return fail(err, errlen, "ERR period must be > 0 and < 1e12",
-                    NULL);
+        return fail(err, errlen, "ERR period must be > 0 and < 1e12", NULL);
     if (argc >= 6) {
         if (argv[5].len != 6 || strncasecmp(argv[5].p, "tokens", 6) != 0)
             return fail(err, errlen, "ERR syntax error", NULL);
@@ -259,9 +254,8 @@ void rp_throttle_reply(const rp_throttle *t, const sl_decision *d, sv_buf *out)
                                                  : cell_seconds(d->retry_after);
         reset = cell_seconds(ttl);
     } else {
-        retry = d->allowed || d->retry_after < 0
-                    ? -1
-                    : ceil_seconds(d->retry_after);
+        retry = d->allowed || d->retry_after < 0 ? -1
+                                                 : ceil_seconds(d->retry_after);
         reset = ceil_seconds(ttl);
     }
     rp_add_array(out, 5);

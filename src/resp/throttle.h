@@ -38,7 +38,6 @@ int rp_throttle_read(rp_throttle_kind kind, const rp_str *argv, size_t argc,
 /* The command's reply to decision d of t: [limited, limit, remaining,
  * retry_after, reset_after], times in seconds rounded up as its command
  * rounds them (docs/resp.md). */
-void rp_throttle_reply(const rp_throttle *t, const sl_decision *d,
-                       sv_buf *out);
+void rp_throttle_reply(const rp_throttle *t, const sl_decision *d, sv_buf *out);
 
 #endif

@@ -416,8 +416,7 @@ static void render_doors(sv_server *s, sv_buf *out)
                       "result=\"ok\"} %llu\n"
                       "sluice_protocol_requests_total{protocol=\"%s\","
                       "result=\"error\"} %llu\n",
-                      s->cfg.doors[d].name,
-                      (unsigned long long)SUM(door_ok[d]),
+                      s->cfg.doors[d].name, (unsigned long long)SUM(door_ok[d]),
                       s->cfg.doors[d].name,
                       (unsigned long long)SUM(door_errors[d]));
 }
