@@ -30,8 +30,8 @@ with open(rules, "w") as f:
 class Node(harness.Node):
     """sluice serve with --resp-listen on a free port, read from its log."""
 
-    def __init__(self, name, *flags):
-        super().__init__(SLUICE, tmp, name, rules, "--threads", "2",
+    def __init__(self, name, *flags, rules_path=rules):
+        super().__init__(SLUICE, tmp, name, rules_path, "--threads", "2",
                          "--resp-listen", "127.0.0.1:0", *flags)
         m = None
         for _ in range(200):
@@ -181,14 +181,17 @@ try:
     s = socket.create_connection(("127.0.0.1", node.resp), 5)
     blob = b"*2\r\n$4\r\nECHO\r\n$60000\r\n" + b"z" * 60000 + b"\r\n"
     s.setblocking(False)
-    sent = 0
+    sent, pending = 0, b""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
+        pending = pending or blob
         try:
-            sent += s.send(blob)
+            n = s.send(pending)
         except BlockingIOError:
             time.sleep(0.05)
             continue
+        sent += n
+        pending = pending[n:]
     rss = int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % node.p.pid).read()).group(1))
     check("a client that never reads holds a bounded amount (%d MB sent, sluice at %d MB)"
           % (sent >> 20, rss >> 10), rss < 200 * 1024, rss)
@@ -293,7 +296,22 @@ try:
     check("Redis paused: the failure policy answers within the timeout",
           got.startswith(b"*5\r\n:0\r\n"), got)
     check("the node still answers after a client left mid-wait", n1.cli("PING") == "PONG")
-    harness.check_exit([node, n1, n2])
+    # ---- every redis-cli example of docs/resp.md and README.md ----
+    docs = Node("docs", rules_path=os.path.join(SRC, "examples", "rules"))
+    for doc in ("docs/resp.md", "README.md"):
+        text = open(os.path.join(SRC, doc)).read()
+        blocks = re.findall(r'<!-- resp-test: expect (.*?) -->\s*```sh\n(.*?)```', text, re.S)
+        marked = sum(b.count("redis-cli -p") for _, b in blocks)
+        check("%s: every redis-cli example is tested" % doc,
+              marked == text.count("redis-cli -p") and (blocks or doc == "README.md"),
+              "%d of %d" % (marked, text.count("redis-cli -p")))
+        for want, cmd in blocks:
+            cmd = cmd.replace("-p 6380", "-p %d" % docs.resp)
+            p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=20)
+            out = " ".join(p.stdout.split())
+            check("%s example: %s" % (doc, cmd.strip()), want in out, out)
+
+    harness.check_exit([node, n1, n2, docs])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)
