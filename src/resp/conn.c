@@ -203,7 +203,8 @@ static void keep_rest(rp_conn *c, const char *buf, size_t len, size_t used)
 {
     size_t rest = len - used;
     if (buf == c->in.data) {
-        memmove(c->in.data, c->in.data + used, rest);
+        if (used > 0 && rest > 0)
+            memmove(c->in.data, c->in.data + used, rest);
         c->in.len = rest;
     } else if (rest > 0) {
         sv_buf_add(&c->in, buf + used, rest);
