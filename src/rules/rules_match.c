@@ -4,8 +4,10 @@
  *
  * The decision path of the server: no allocation, no locks (the rules are
  * immutable), work proportional to the descriptor's entries times the
- * descriptors configured at each level.
+ * descriptors configured at each level (a glob value adds time linear in
+ * its pattern and the request's value).
  */
+#define _GNU_SOURCE /* memmem, memrchr */
 #include <string.h>
 
 #include "rules_internal.h"
@@ -16,11 +18,56 @@ static int eq(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 /*
+ * Whether the value v matches the glob pattern p, where each '*' stands
+ * for any run of bytes (none included) and every other byte for itself.
+ * The stars cut p into segments: the first must start v, the last must
+ * end it, and each one between is found at its leftmost place after the
+ * one before.  Leftmost is never wrong: whatever a later place leaves to
+ * match, an earlier one leaves more of.  So there is no backtracking, and
+ * with memmem (glibc's two-way search) the time is linear in p and v:
+ * an attacker's long value costs one pass, not a product of lengths.
+ */
+static int glob_match(const char *p, size_t plen, const char *v, size_t vlen)
+{
+    if (v == NULL)
+        v = ""; /* (NULL, 0): no arithmetic on a null pointer */
+    const char *first = memchr(p, '*', plen), *last = memrchr(p, '*', plen);
+    size_t head = (size_t)(first - p), tail = plen - (size_t)(last - p) - 1;
+    if (head + tail > vlen || (head > 0 && memcmp(p, v, head) != 0) ||
+        (tail > 0 && memcmp(last + 1, v + vlen - tail, tail) != 0))
+        return 0;
+    const char *at = v + head, *end = v + vlen - tail;
+    for (const char *seg = first + 1; seg < last;) {
+        const char *star = memchr(seg, '*', (size_t)(last - seg) + 1);
+        size_t n = (size_t)(star - seg);
+        if (n > 0) {
+            const char *found = memmem(at, (size_t)(end - at), seg, n);
+            if (found == NULL)
+                return 0;
+            at = found + n;
+        }
+        seg = star + 1;
+    }
+    return 1;
+}
+
+/* A prefix or glob node's value against the request's. */
+static int wild_match(const sl__rnode *n, const sl_rules_entry *e)
+{
+    if (n->match == SL__V_GLOB)
+        return glob_match(n->value, n->value_len, e->value, e->value_len);
+    return e->value_len >= n->value_len &&
+           (n->value_len == 0 || memcmp(n->value, e->value, n->value_len) == 0);
+}
+
+/*
  * lyft's order at one level: the exact key and value, then the first
- * wildcard (in file order) whose prefix starts the value, then the key
- * alone.  lyft compares "key_value" strings, so a key containing '_'
- * could match a neighbour's prefix; here key and value are compared
- * apart, which is what its configs mean.
+ * wildcard (in file order) that matches the value, then the key alone.
+ * Prefixes (lyft's) and globs (ours) are wildcards alike, so an exact
+ * value is never matched by a glob it also fits.  lyft compares
+ * "key_value" strings, so a key containing '_' could match a neighbour's
+ * prefix; here key and value are compared apart, which is what its
+ * configs mean.
  */
 static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
 {
@@ -32,13 +79,11 @@ static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
         if (n->value == NULL) {
             if (bare == NULL)
                 bare = n;
-        } else if (n->wildcard) {
-            if (wild == NULL && e->value_len >= n->value_len &&
-                (n->value_len == 0 ||
-                 memcmp(n->value, e->value, n->value_len) == 0))
-                wild = n;
-        } else if (eq(n->value, n->value_len, e->value, e->value_len)) {
-            return n;
+        } else if (n->match == SL__V_EXACT) {
+            if (eq(n->value, n->value_len, e->value, e->value_len))
+                return n;
+        } else if (wild == NULL && wild_match(n, e)) {
+            wild = n;
         }
     }
     return wild != NULL ? wild : bare;
