@@ -1,8 +1,9 @@
 /*
  * test_rules_match.c - which rules apply to a request descriptor: lyft's
- * order (exact, wildcard, key only), the last-entry rule, nested
- * descriptors, counter keys per distinct value, several limits per node,
- * unknown domains, and `replaces` across a request's descriptors.
+ * order (exact, wildcard, key only), globs (a '*' anywhere), the
+ * last-entry rule, nested descriptors, counter keys per distinct value,
+ * several limits per node, unknown domains, and `replaces` across a
+ * request's descriptors.
  */
 #include "testutil.h"
 #include "sluice_rules.h"
@@ -296,6 +297,55 @@ static void test_glob_value_with_nul_and_long_value(void **state)
                      SL_EKEYLEN); /* matched: its key does not fit res.key */
     free(big);
     sl_rules_free(r);
+}
+
+/* The reference: a glob by dynamic programming over every split, slow
+ * and plainly right. */
+static int glob_reference(const char *p, const char *v)
+{
+    size_t pl = strlen(p), vl = strlen(v);
+    unsigned char ok[16][16] = {{0}}; /* ok[i][j]: p[i..] matches v[j..] */
+    assert_true(pl < 16 && vl < 16);
+    ok[pl][vl] = 1;
+    for (size_t i = pl; i-- > 0;)
+        for (size_t j = vl + 1; j-- > 0;)
+            ok[i][j] = p[i] == '*' ? ok[i + 1][j] || (j < vl && ok[i][j + 1])
+                                   : j < vl && p[i] == v[j] && ok[i + 1][j + 1];
+    return ok[0][0];
+}
+
+static void test_glob_against_a_reference(void **state)
+{
+    /* Random patterns over {a, b, *} and values over {a, b}: the linear
+     * matcher agrees with the reference on every pair (exact values and
+     * prefixes are globs too, of no star and one trailing star). */
+    uint64_t seed = 13;
+    (void)state;
+    for (int t = 0; t < 400; t++) {
+        char pat[12], text[256];
+        size_t pl = (size_t)tu_range(&seed, 1, sizeof(pat) - 1);
+        for (size_t i = 0; i < pl; i++)
+            pat[i] = "ab*"[tu_below(&seed, 3)];
+        pat[pl] = '\0';
+        snprintf(text, sizeof(text),
+                 "domain: d\ndescriptors:\n  - {key: k, value: '%s', "
+                 "rate_limit: {unit: second, requests_per_unit: 1}}\n",
+                 pat);
+        sl_rules *r = rules_of(text);
+        for (int u = 0; u < 40; u++) {
+            char desc[32] = "k=", *v = desc + 2;
+            size_t vl = (size_t)tu_below(&seed, 12);
+            for (size_t i = 0; i < vl; i++)
+                v[i] = "ab"[tu_below(&seed, 2)];
+            v[vl] = '\0';
+            result res;
+            if (match(r, "d", desc, &res) != (size_t)glob_reference(pat, v))
+                fail_msg("pattern '%s', value '%s': matched %zu, reference "
+                         "%d",
+                         pat, v, res.n, glob_reference(pat, v));
+        }
+        sl_rules_free(r);
+    }
 }
 
 static void test_glob_counts_each_value_apart(void **state)
@@ -669,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_glob_and_prefix_in_file_order),
         cmocka_unit_test(test_glob_value_with_nul_and_long_value),
         cmocka_unit_test(test_glob_counts_each_value_apart),
+        cmocka_unit_test(test_glob_against_a_reference),
         cmocka_unit_test(test_nested_descriptors),
         cmocka_unit_test(test_limit_applies_only_at_last_entry),
         cmocka_unit_test(test_no_backtracking_from_exact_to_key_only),
