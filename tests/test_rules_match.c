@@ -521,6 +521,49 @@ static void test_unknown_domain_matches_nothing(void **state)
     sl_rules_free(r);
 }
 
+static void test_domain_find(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    (void)state;
+    expect_eq(sl_rules_domain_find(r, "messaging", 9), 0);
+    assert_string_equal(sl_rules_domain_name(r, 0), "messaging");
+    /* (pointer, length): a longer buffer's prefix is the name. */
+    expect_eq(sl_rules_domain_find(r, "messagingX", 9), 0);
+    expect_eq(sl_rules_domain_find(r, "messagingX", 10), SL_RULES_NO_DOMAIN);
+    expect_eq(sl_rules_domain_find(r, "messag", 6), SL_RULES_NO_DOMAIN);
+    expect_eq(sl_rules_domain_find(r, "", 0), SL_RULES_NO_DOMAIN);
+    sl_rules_free(r);
+}
+
+static void test_counter_key_without_a_match(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    result res;
+    req q;
+    char key[64];
+    size_t len = 0;
+    (void)state;
+    /* The key a match gets, and the same bytes for a caller that counts
+     * a descriptor no rule matches (a request's limit override). */
+    expect_eq(match(r, "messaging", "to_number=2061111111", &res), 1);
+    parse_req(&q, "to_number=2061111111");
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, sizeof(key), &len),
+        0);
+    expect_eq(len, res.m[0].key_len);
+    assert_memory_equal(key, res.m[0].key, len);
+    parse_req(&q, "nothing=x");
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, sizeof(key), &len),
+        0);
+    assert_memory_equal(key, "9:messaging,7:nothing=1:x", len);
+    expect_eq(len, 25);
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, 24, &len),
+        SL_EKEYLEN);
+    sl_rules_free(r);
+}
+
 static void test_entries_are_not_nul_terminated(void **state)
 {
     sl_rules *r = rules_of(example2);
@@ -728,6 +771,8 @@ int main(void)
         cmocka_unit_test(test_counter_key_is_unambiguous),
         cmocka_unit_test(test_key_buffer_too_small),
         cmocka_unit_test(test_unknown_domain_matches_nothing),
+        cmocka_unit_test(test_domain_find),
+        cmocka_unit_test(test_counter_key_without_a_match),
         cmocka_unit_test(test_entries_are_not_nul_terminated),
         cmocka_unit_test(test_several_limits_per_node),
         cmocka_unit_test(test_shadow_mode_and_unlimited_flags),

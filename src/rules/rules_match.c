@@ -89,8 +89,7 @@ static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
     return wild != NULL ? wild : bare;
 }
 
-static const sl__rdomain *find_domain(const sl_rules *rules, const char *name,
-                                      size_t len)
+size_t sl_rules_domain_find(const sl_rules *rules, const char *name, size_t len)
 {
     size_t lo = 0, hi = rules->n_domains;
     while (lo < hi) {
@@ -101,13 +100,13 @@ static const sl__rdomain *find_domain(const sl_rules *rules, const char *name,
         if (c == 0)
             c = (d->name_len > len) - (d->name_len < len);
         if (c == 0)
-            return d;
+            return mid;
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return SL_RULES_NO_DOMAIN;
 }
 
 /* Appends "len:bytes" to the key; 0 or -1 when it does not fit. */
@@ -138,22 +137,41 @@ static int put(char *buf, size_t cap, size_t *len, char sep, const char *s,
     return 0;
 }
 
+int sl_rules_counter_key(const char *domain, size_t domain_len,
+                         const sl_rules_entry *entries, size_t n_entries,
+                         char *keybuf, size_t keybuf_len, size_t *key_len)
+{
+    /* "len:domain" then ",len:key=len:value" per entry: unambiguous
+     * whatever bytes keys and values hold. */
+    size_t klen = 0;
+    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+        return SL_EKEYLEN;
+    for (size_t i = 0; i < n_entries; i++)
+        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
+                entries[i].key_len) != 0 ||
+            put(keybuf, keybuf_len, &klen, '=', entries[i].value,
+                entries[i].value_len) != 0)
+            return SL_EKEYLEN;
+    *key_len = klen;
+    return 0;
+}
+
 int sl_rules_match(const sl_rules *rules, const char *domain,
                    size_t domain_len, const sl_rules_entry *entries,
                    size_t n_entries, size_t descriptor, sl_rule_match *out,
                    size_t max_out, size_t *n_out, char *keybuf,
                    size_t keybuf_len)
 {
-    const sl__rdomain *d;
     const sl__rnode *level, *hit = NULL;
-    size_t klen = 0;
+    size_t klen = 0, d;
 
     *n_out = 0;
     if (n_entries == 0 || max_out < SL_RULES_MAX_LIMITS_PER_NODE)
         return SL_EINVAL;
-    if ((d = find_domain(rules, domain, domain_len)) == NULL)
+    if ((d = sl_rules_domain_find(rules, domain, domain_len)) ==
+        SL_RULES_NO_DOMAIN)
         return 0;
-    level = &d->root;
+    level = &rules->domains[d].root;
     for (size_t i = 0; i < n_entries; i++) {
         const sl__rnode *n = find(level, &entries[i]);
         if (n == NULL)
@@ -167,16 +185,9 @@ int sl_rules_match(const sl_rules *rules, const char *domain,
     if (hit->n_rules == 0)
         return 0;
 
-    /* The counter key is "len:domain" then ",len:key=len:value" per
-     * entry: unambiguous whatever bytes keys and values hold. */
-    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+    if (sl_rules_counter_key(domain, domain_len, entries, n_entries, keybuf,
+                             keybuf_len, &klen) != 0)
         return SL_EKEYLEN;
-    for (size_t i = 0; i < n_entries; i++)
-        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
-                entries[i].key_len) != 0 ||
-            put(keybuf, keybuf_len, &klen, '=', entries[i].value,
-                entries[i].value_len) != 0)
-            return SL_EKEYLEN;
 
     for (size_t i = 0; i < hit->n_rules; i++) {
         out[i].rule = &hit->rules[i];
