@@ -347,7 +347,22 @@ call POST /v1/check "$(desc user nearly)"
 [ "$(nl)" = $((n0 + 1)) ] && pass "metrics: near_limit not counted over the limit" || bad "metrics: near_limit over" "$n0 -> $(nl)"
 call POST /v1/check "$(desc user nearly2 5)"
 [ "$(nl)" = $((n0 + 2)) ] && pass "metrics: near_limit counts hits past the threshold" || bad "metrics: near_limit hits" "$n0 -> $(nl)"
-[ "$(metric sluice_unmatched_descriptors_total)" -ge 2 ] && pass "metrics: unmatched" || bad "metrics: unmatched" ""
+# Descriptors that matched nothing, by domain: a known domain apart,
+# every unknown one under "_unknown_" (the client names it).
+um() { metric "sluice_unmatched_descriptors_total{domain=\"$1\"}"; }
+u_test=$(um test); u_unknown=$(um _unknown_)
+[ -n "$u_test" ] && [ -n "$u_unknown" ] && pass "metrics: unmatched by domain" || bad "metrics: unmatched by domain" "'$u_test' '$u_unknown'"
+call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "nomatch", "value": "m"}]}, {"entries": [{"key": "user", "value": "m"}]}]}'
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "m"}, {"key": "deeper", "value": "m"}]}]}'
+[ "$(um test)" = $((u_test + 2)) ] && [ "$(um _unknown_)" = "$u_unknown" ] &&
+  pass "metrics: unmatched descriptors of a known domain" || bad "metrics: unmatched known" "$u_test -> $(um test)"
+call POST /v1/check '{"domain": "nosuch1", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}, {"entries": [{"key": "c", "value": "d"}]}]}'
+call POST /json '{"domain": "nosuch2", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
+[ "$(um _unknown_)" = $((u_unknown + 3)) ] && [ "$(um test)" = $((u_test + 2)) ] &&
+  pass "metrics: unknown domains under _unknown_" || bad "metrics: unmatched unknown" "$u_unknown -> $(um _unknown_)"
+curl -s -m 5 "http://127.0.0.1:$PORT/metrics" | grep -q 'domain="nosuch' &&
+  bad "metrics: no series per unknown domain" "$(curl -s "http://127.0.0.1:$PORT/metrics" | grep nosuch)" ||
+  pass "metrics: no series per unknown domain"
 [ "$(metric sluice_decision_duration_seconds_count)" -ge 10 ] && pass "metrics: latency" || bad "metrics: latency" ""
 [ -n "$(metric sluice_open_connections)" ] && pass "metrics: open connections" || bad "metrics: connections" ""
 

@@ -473,8 +473,7 @@ int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
     }
     res->over = st->deny || (st->has_items && !st->checks[0].overall.allowed);
     if (st->unmatched > 0)
-        atomic_fetch_add_explicit(&w->stats.unmatched, st->unmatched,
-                                  memory_order_relaxed);
+        sv_metrics_unmatched(w, st->rules->rules, st->domain, st->unmatched);
     for (size_t i = 0; i < st->n; i++)
         res->status[i] = (sv_dec_status){0};
     res->closest = NULL;
