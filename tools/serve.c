@@ -5,6 +5,9 @@
  */
 #include <stdio.h>
 
+#include <string.h>
+
+#include "admin/admin.h"
 #include "commands.h"
 #include "resp/resp.h"
 #include "server/worker.h"
@@ -21,6 +24,28 @@ static void usage(FILE *to)
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
 }
 
+/* The admin API's door, on the control thread: 0, or -1 with err (a
+ * listener off loopback without a token, an unreadable token). */
+static int admin_door(sv_config *cfg, char *err, size_t errlen)
+{
+    const char *host = cfg->admin_listen.host;
+    if (host == NULL)
+        return ad_token_load(NULL, err, errlen);
+    if (cfg->admin_token_file == NULL && strncmp(host, "127.", 4) != 0 &&
+        strcmp(host, "::1") != 0) {
+        snprintf(err, errlen,
+                 "--admin-listen %s is not a loopback address: give "
+                 "--admin-token-file",
+                 host);
+        return -1;
+    }
+    if (ad_token_load(cfg->admin_token_file, err, errlen) != 0)
+        return -1;
+    cfg->doors[cfg->n_doors++] = (sv_door){"admin", cfg->admin_listen, 1,
+                                           ad_accept, ad_close_idle};
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     sv_config cfg;
@@ -35,7 +60,13 @@ int cmd_serve(int argc, char **argv)
     int status = st_settings_outcome(rc, err, "sluice serve", usage);
     if (status < 0 && cfg.resp_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
-            (sv_door){"resp", cfg.resp_listen, rp_accept, rp_close_idle};
+            (sv_door){"resp", cfg.resp_listen, 0, rp_accept, rp_close_idle};
+    if (status < 0 && admin_door(&cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sluice serve: %s\n", err);
+        status = 2;
+    }
+    /* The control thread keeps the runtime limits (overrides) in step. */
+    cfg.control = 1;
     if (status < 0)
         status = sv_server_run(&cfg);
     st_settings_release(&settings);

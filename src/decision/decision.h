@@ -118,6 +118,18 @@ void sd_cancel(sd_wait *wait);
  * the loop next polls; from outside any request (it may end waits). */
 void sd_flush(sd_thread *t);
 
+/* A command of a front end's own (not a decision) on the engine's Redis,
+ * sent on the thread's connection to the server of key's slot: 0 with
+ * cb(reply, priv) called once later, from the loop (reply NULL when the
+ * connection failed first; an error reply is a reply); or -1, cb never
+ * called, when Redis is not usable now (the memory store, or down).  No
+ * timeout of its own: a caller that cannot wait sets its own. */
+struct redisReply;
+typedef void (*sd_reply_fn)(const struct redisReply *reply, void *priv);
+int sd_redis_command(sd_thread *t, const char *key, int argc,
+                     const char **argv, const size_t *lens, sd_reply_fn cb,
+                     void *priv);
+
 /* The metric label of a failure reason (SD_FAIL_TIMEOUT...). */
 const char *sd_reason_name(int reason);
 

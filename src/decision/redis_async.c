@@ -671,6 +671,37 @@ redisAsyncContext *sd_redis_context(sd_thread *t, const char *key)
                       : r->ac;
 }
 
+/* A front end's own command in flight: its callback and argument. */
+typedef struct own_command {
+    sd_reply_fn cb;
+    void *priv;
+} own_command;
+
+static void own_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    own_command *oc = priv;
+    (void)ac;
+    oc->cb(reply, oc->priv);
+    free(oc);
+}
+
+int sd_redis_command(sd_thread *t, const char *key, int argc,
+                     const char **argv, const size_t *lens, sd_reply_fn cb,
+                     void *priv)
+{
+    redisAsyncContext *ac = sd_redis_context(t, key);
+    own_command *oc;
+    if (ac == NULL || (oc = malloc(sizeof(*oc))) == NULL)
+        return -1;
+    *oc = (own_command){cb, priv};
+    if (redisAsyncCommandArgv(ac, own_reply_cb, oc, argc, argv, lens) !=
+        REDIS_OK) {
+        free(oc);
+        return -1;
+    }
+    return 0;
+}
+
 void sd_redis_stop(sd_thread *t)
 {
     sd_redis *r = t->redis;

@@ -26,10 +26,15 @@
  * request would cost system calls (epoll_ctl) that the request itself
  * does not need.
  *
- * Headers: only Expect and the Sluice-* headers (GET /v1/auth's
- * descriptors) matter, so only those are kept; every header still counts
+ * Headers: only Expect, the Sluice-* headers (GET /v1/auth's
+ * descriptors) and the admin API's Authorization, If-Match and
+ * If-None-Match matter, so only those are kept; every header still counts
  * towards --max-header-bytes.
+ *
+ * The same connection serves every HTTP listener: the routes it answers
+ * by are the listener's (serve's decision API, or the admin API).
  */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +54,9 @@ struct sv_conn {
     uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
     sv_deadline timer;
     sv_worker *w;
+    const sv_routes *routes;
+    char peer[INET6_ADDRSTRLEN]; /* when routes->peer */
+    int peer_loopback;
     http_parser parser;
     sv_buf url, body;
     sv_outbox ob; /* the responses */
@@ -235,6 +243,22 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 
 #define KEPT_PREFIX "sluice-"
 
+/* The header whose name is in c->field is one a handler reads. */
+static int kept_name(const sv_conn *c)
+{
+    static const char *const names[] = {"authorization", "if-match",
+                                        "if-none-match"};
+    const char *f = c->field.data;
+    size_t len = c->field.len;
+    if (len >= sizeof(KEPT_PREFIX) - 1 &&
+        strncasecmp(f, KEPT_PREFIX, sizeof(KEPT_PREFIX) - 1) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (len == strlen(names[i]) && strncasecmp(f, names[i], len) == 0)
+            return 1;
+    return 0;
+}
+
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     sv_conn *c = p->data;
@@ -243,9 +267,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         c->expect_continue = 1;
     if (!c->in_value) { /* the first piece of this value */
         c->in_value = 1;
-        c->keep_header = c->field.len >= sizeof(KEPT_PREFIX) - 1 &&
-                         strncasecmp(c->field.data, KEPT_PREFIX,
-                                     sizeof(KEPT_PREFIX) - 1) == 0;
+        c->keep_header = kept_name(c);
         if (c->keep_header) {
             kept_header k = {c->hbytes.len, c->field.len, 0, 0};
             sv_buf_add(&c->hbytes, c->field.data, c->field.len);
@@ -313,6 +335,8 @@ static int dispatch(sv_conn *c)
     }
     req.headers = (const sv_http_header *)c->hviews.data;
     req.n_headers = c->hviews.len / sizeof(sv_http_header);
+    req.peer = c->peer;
+    req.peer_loopback = c->peer_loopback;
     const char *q = memchr(req.path, '?', req.path_len);
     req.query = "";
     if (q != NULL) {
@@ -326,7 +350,8 @@ static int dispatch(sv_conn *c)
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->ob.out.failed = 1; /* the request itself was not kept whole */
     else {
-        if (sv_route(c->w, &req, &c->rq, &c->ob.out, &keep_alive) == SV_AGAIN) {
+        if (sv_route(c->routes, c->w, &req, &c->rq, &c->ob.out,
+                     &keep_alive) == SV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;
@@ -446,13 +471,33 @@ static void resume_cb(void *owner)
     flush(c);
 }
 
-void sv_conn_accept(sv_worker *w)
+/* The client's address, for routes that read it. */
+static void read_peer(sv_conn *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, c->peer, sizeof(c->peer));
+        c->peer_loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, c->peer, sizeof(c->peer));
+        c->peer_loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+    }
+}
+
+void sv_conn_accept(sv_worker *w, uv_stream_t *listener,
+                    const sv_routes *routes)
 {
     sv_server *srv = w->server;
     sv_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return;
     c->w = w;
+    c->routes = routes;
     uv_tcp_init(&w->loop, &c->tcp);
     sv_deadline_init(&w->loop, &c->timer, timer_cb);
     c->tcp.data = c->timer.timer.data = c;
@@ -465,7 +510,7 @@ void sv_conn_accept(sv_worker *w)
     w->conns = c;
     int open =
         atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
-    if (uv_accept((uv_stream_t *)&w->listener, (uv_stream_t *)&c->tcp) != 0 ||
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 ||
         open >= srv->cfg.max_connections) {
         /* Over --max-connections: accepted, then closed at once, so the
          * client sees a prompt close rather than a hang in the backlog. */
@@ -473,6 +518,8 @@ void sv_conn_accept(sv_worker *w)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (routes->peer)
+        read_peer(c);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);

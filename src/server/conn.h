@@ -4,10 +4,11 @@
 #ifndef SV_CONN_H
 #define SV_CONN_H
 
-#include "server/worker.h"
+#include "server/router.h"
 
-/* conn.c */
-void sv_conn_accept(sv_worker *w);
+/* conn.c: a connection accepted from listener, answered by routes. */
+void sv_conn_accept(sv_worker *w, uv_stream_t *listener,
+                    const sv_routes *routes);
 void sv_conn_close_idle(sv_worker *w); /* on stop */
 
 #endif

@@ -235,9 +235,10 @@ static int override(sv_dec_state *st, const sl_rules *rules, size_t i,
 }
 
 /* Matches every descriptor, applies lyft's `replaces`: 0 or SL_E*. */
-static int match(sv_dec_state *st, const sl_rules *rules, const char *domain,
+static int match(sv_dec_state *st, const sv_rules *set, const char *domain,
                  size_t domain_len, char *err, size_t errlen)
 {
+    const sl_rules *rules = set->rules;
     size_t keys_len = 1, off = 0, n_ov = 0;
     for (size_t i = 0; i < st->n; i++) {
         keys_len += key_room(domain_len, &st->ds[i]);
@@ -263,6 +264,9 @@ static int match(sv_dec_state *st, const sl_rules *rules, const char *domain,
             sl_rules_match(rules, domain, domain_len, d->entries, d->n_entries,
                            i, st->m + st->nm, SL_RULES_MAX_LIMITS_PER_NODE, &k,
                            st->keys + off, len);
+        for (size_t j = 0; rc == 0 && j < k; j++) /* runtime limits */
+            st->m[st->nm + j].rule =
+                sv_rules_in_force(set, st->m[st->nm + j].rule);
         if (rc == 0 && d->limit != NULL && st->domain != SL_RULES_NO_DOMAIN)
             rc = override(st, rules, i, st->m + st->nm, &k, st->keys + off, len,
                           domain, domain_len, err, errlen);
@@ -374,7 +378,7 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
     st->n = n;
     st->hits = hits;
     st->rules = w->rules;
-    int rc = match(st, w->rules->rules, domain, domain_len, err, errlen);
+    int rc = match(st, w->rules, domain, domain_len, err, errlen);
     if (rc == 0)
         rc = build_checks(st, err, errlen);
     if (rc != 0)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/limits.h"
 #include "server/metrics.h"
 
 #define SERIES_BUCKETS 1024
@@ -87,8 +88,13 @@ static void count(sv_series *s, int allowed, int shadow_pass,
 static sv_series **cached(sv_worker *w, const sl_rule *rule)
 {
     const sl_rules *rules = w->rules ? w->rules->rules : NULL;
+    const sl_rule *loaded;
+    /* A rule in force under an override is a copy of the loaded one
+     * (rules_set.h), sharing its strings: its series is the rule's. */
     if (rule->detailed_metric || rules == NULL ||
-        sl_rules_rule(rules, rule->index) != rule)
+        rule->index >= sl_rules_rule_count(rules) ||
+        ((loaded = sl_rules_rule(rules, rule->index)) != rule &&
+         loaded->path != rule->path))
         return NULL;
     if (w->rule_series == NULL &&
         (w->rule_series = calloc(sl_rules_rule_count(rules),
@@ -645,6 +651,7 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
     render_doors(s, out);
+    sv_limits_metrics(s, out);
 }
 
 const char *sv_metrics_store_status(sv_server *s)

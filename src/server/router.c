@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <http_parser.h>
 
 #include "server/api.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/respond.h"
 #include "server/router.h"
@@ -46,17 +48,8 @@ static void get_rules(sv_worker *w, sv_buf *out, int keep_alive)
     json_t *domains = json_array();
     for (size_t i = 0; i < sl_rules_domain_count(r); i++)
         json_array_append_new(domains, json_string(sl_rules_domain_name(r, i)));
-    json_t *rules = json_array();
-    for (size_t i = 0; i < sl_rules_rule_count(r); i++) {
-        const sl_rule *rule = sl_rules_rule(r, i);
-        json_array_append_new(
-            rules,
-            json_pack("{s:s,s:s,s:s,s:I,s:I,s:b}", "domain", rule->domain,
-                      "path", rule->path, "name", rule->name,
-                      "requests_per_unit", (json_int_t)rule->requests_per_unit,
-                      "period_ms", (json_int_t)(rule->period / SL_NS_PER_MS),
-                      "shadow_mode", rule->shadow_mode));
-    }
+    /* Each rule with its limit in force and as loaded (limits.h). */
+    json_t *rules = sv_limits_rules(w);
     pthread_mutex_lock(&s->reload_lock);
     json_t *err = s->last_error[0] ? json_string(s->last_error) : json_null();
     pthread_mutex_unlock(&s->reload_lock);
@@ -93,19 +86,7 @@ static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
     json_decref(body);
 }
 
-/* A route's method, when any method is accepted. */
-#define ANY_METHOD (-1)
-
-typedef struct route {
-    const char *path;
-    int method; /* enum http_method, or ANY_METHOD */
-    void (*get)(sv_worker *, sv_buf *, int);
-    /* Handlers that need the request (a body or a query string) and
-     * may wait on the store (SV_AGAIN). */
-    int (*post)(sv_worker *, const sv_http_request *, sv_req *, sv_buf *, int);
-} route;
-
-static const route routes[] = {
+static const sv_route_entry public_routes[] = {
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
     {"/v1/rules", HTTP_GET, get_rules, NULL},
@@ -116,18 +97,39 @@ static const route routes[] = {
     {"/v1/delay", HTTP_GET, NULL, sv_api_delay},
     /* Gateways differ: nginx's auth_request sends GET, others forward
      * the client's method. */
-    {"/v1/auth", ANY_METHOD, NULL, sv_api_auth},
+    {"/v1/auth", SV_ANY_METHOD, NULL, sv_api_auth},
 };
 
-int sv_route(sv_worker *w, const sv_http_request *req, sv_req *rq, sv_buf *out,
-             int *keep_alive)
+const sv_routes sv_public_routes = {
+    public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0};
+
+const sv_http_header *sv_http_header_find(const sv_http_request *req,
+                                          const char *name)
 {
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        const route *r = &routes[i];
-        if (strlen(r->path) != req->path_len ||
-            memcmp(r->path, req->path, req->path_len) != 0)
+    size_t len = strlen(name);
+    for (size_t i = 0; i < req->n_headers; i++)
+        if (req->headers[i].name_len == len &&
+            strncasecmp(req->headers[i].name, name, len) == 0)
+            return &req->headers[i];
+    return NULL;
+}
+
+static int path_matches(const char *path, const sv_http_request *req)
+{
+    size_t len = strlen(path);
+    if (len > 0 && path[len - 1] == '/') /* a prefix */
+        return req->path_len >= len && memcmp(path, req->path, len) == 0;
+    return len == req->path_len && memcmp(path, req->path, len) == 0;
+}
+
+int sv_route(const sv_routes *routes, sv_worker *w, const sv_http_request *req,
+             sv_req *rq, sv_buf *out, int *keep_alive)
+{
+    for (size_t i = 0; i < routes->n; i++) {
+        const sv_route_entry *r = &routes->entries[i];
+        if (!path_matches(r->path, req))
             continue;
-        if (r->method != ANY_METHOD && req->method != r->method) {
+        if (r->method != SV_ANY_METHOD && req->method != r->method) {
             char headers[64], msg[96];
             snprintf(headers, sizeof(headers), "Allow: %s\r\n",
                      http_method_str(r->method));

@@ -3,7 +3,8 @@
  *
  * The main thread loads a new set (on SIGHUP, or when the once-a-second
  * stat poll of the rules path sees a change) and publishes it as
- * `current` under reload_lock; it then wakes every worker, which takes a
+ * `current` under reload_lock, with the runtime limits applied
+ * (limits.c); it then wakes every worker, which takes a
  * reference to the new set and drops its old one between two requests.
  * A set is freed when its last holder lets go, so no thread ever decides
  * against freed rules and no request or connection is dropped.  Counters
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/rules_reload.h"
 
@@ -87,12 +89,13 @@ int sv_reload_init(sv_server *s)
 {
     char err[512];
     watch_sig = signature(s->cfg.rules_path);
-    s->current = load(s->cfg.rules_path, err, sizeof(err));
-    if (s->current == NULL) {
+    sv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
+    if (r == NULL) {
         fprintf(stderr, "sluice: %s\n", err);
         return -1;
     }
-    return 0;
+    sv_limits_loaded(s, r); /* in force with the runtime limits */
+    return s->current != NULL ? 0 : -1;
 }
 
 void sv_reload_now(sv_server *s)
@@ -108,16 +111,13 @@ void sv_reload_now(sv_server *s)
         return;
     }
     pthread_mutex_lock(&s->reload_lock);
-    sv_rules *old = s->current;
-    s->current = r;
     s->last_error[0] = '\0';
     pthread_mutex_unlock(&s->reload_lock);
-    sv_rules_release(old);
-    atomic_fetch_add(&s->reloads_ok, 1);
     fprintf(stderr, "sluice: rules reloaded: version %s\n",
             sl_rules_version(r->rules));
-    for (int i = 0; i < s->n_workers; i++)
-        uv_async_send(&s->workers[i].wake);
+    /* Published with the runtime limits applied; every thread woken. */
+    sv_limits_loaded(s, r);
+    atomic_fetch_add(&s->reloads_ok, 1);
 }
 
 void sv_reload_adopt(sv_worker *w)

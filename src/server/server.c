@@ -18,6 +18,7 @@
 #include "server/api.h"
 #include "server/conn.h"
 #include "server/decide.h"
+#include "server/limits.h"
 #include "server/metrics.h"
 #include "server/rules_reload.h"
 
@@ -37,8 +38,13 @@ static void wake_cb(uv_async_t *a)
     sv_reload_adopt(w);
     if (w->stopping == 1) {
         w->stopping = 2;
-        uv_close((uv_handle_t *)&w->listener, noop_close_cb);
+        if (!w->control)
+            uv_close((uv_handle_t *)&w->listener, noop_close_cb);
+        else
+            sv_limits_stop(w);
         for (int d = 0; d < w->server->cfg.n_doors; d++) {
+            if (w->doors[d].w == NULL)
+                continue;
             uv_close((uv_handle_t *)&w->doors[d].tcp, noop_close_cb);
             w->doors[d].door->close_idle(&w->doors[d]);
         }
@@ -60,7 +66,7 @@ static void connection_cb(uv_stream_t *server, int status)
     if (w->server->cfg.frontend)
         w->server->cfg.frontend->accept(w);
     else
-        sv_conn_accept(w);
+        sv_conn_accept(w, server, &sv_public_routes);
 }
 
 static void door_cb(uv_stream_t *server, int status)
@@ -115,16 +121,27 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
 
 static sv_server *the_server;
 
+/* Whether listener i (0 the HTTP one, 1 + d door d) is served by a
+ * thread that is the control one or not. */
+static int serves(const sv_config *cfg, int i, int control)
+{
+    return i == 0 ? !control : cfg->doors[i - 1].control == control;
+}
+
 /* Opens this thread's sockets of the HTTP listener and the doors (fds[0]
- * and fds[1 + d]); the first thread resolves each port 0.  0, or -1 with
- * none left open. */
-static int open_listeners(const sv_config *cfg, int ports[], int fds[])
+ * and fds[1 + d], -1 for those it does not serve); the first thread
+ * resolves each port 0.  0, or -1 with none left open. */
+static int open_listeners(const sv_config *cfg, int control, int ports[],
+                          int fds[])
 {
     for (int i = 0; i <= cfg->n_doors; i++) {
         const sv_addr *a = i == 0 ? &cfg->listen : &cfg->doors[i - 1].addr;
-        if ((fds[i] = open_listener(a, ports[i], &ports[i])) < 0) {
+        fds[i] = -1;
+        if (serves(cfg, i, control) &&
+            (fds[i] = open_listener(a, ports[i], &ports[i])) < 0) {
             while (i-- > 0)
-                close(fds[i]);
+                if (fds[i] >= 0)
+                    close(fds[i]);
             return -1;
         }
     }
@@ -197,9 +214,11 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
-    if (sv_adhoc_init(s) != 0 || sv_reload_init(s) != 0)
+    if (sv_adhoc_init(s) != 0 || sv_limits_init(s) != 0 ||
+        sv_reload_init(s) != 0)
         goto out;
-    s->n_workers = cfg->threads > 0 ? cfg->threads : cpu_count();
+    s->n_public = cfg->threads > 0 ? cfg->threads : cpu_count();
+    s->n_workers = s->n_public + (cfg->control != 0);
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
     if (s->workers == NULL)
         goto out;
@@ -218,14 +237,18 @@ int sv_server_run(const sv_config *cfg)
         w->server = s;
         w->index = i;
         w->now_stale = 1;
-        if (open_listeners(cfg, ports, fds) != 0)
+        w->control = i == s->n_public;
+        if (open_listeners(cfg, w->control, ports, fds) != 0)
             goto stop;
         uv_loop_init(&w->loop);
         sv_readers_init(&w->readers, &w->loop, w->read_buf,
                         sizeof(w->read_buf));
         w->listener.data = w;
-        listen_fd(&w->loop, &w->listener, fds[0], connection_cb);
+        if (fds[0] >= 0)
+            listen_fd(&w->loop, &w->listener, fds[0], connection_cb);
         for (int d = 0; d < cfg->n_doors; d++) {
+            if (fds[1 + d] < 0)
+                continue;
             w->doors[d].w = w;
             w->doors[d].door = &s->cfg.doors[d];
             listen_fd(&w->loop, &w->doors[d].tcp, fds[1 + d], door_cb);
@@ -238,14 +261,15 @@ int sv_server_run(const sv_config *cfg)
         uv_unref((uv_handle_t *)&w->tick);
         sv_reload_adopt(w);
         if ((w->dec = sd_thread_new(s->engine, &w->loop, i, &w->stats.store)) ==
-            NULL)
+                NULL ||
+            (w->control && sv_limits_start(w) != 0))
             goto stop;
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;
     }
     /* Tests and supervisors read the bound address from this line. */
     fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
-            cfg->listen.host, ports[0], s->n_workers);
+            cfg->listen.host, ports[0], s->n_public);
     for (int d = 0; d < cfg->n_doors; d++)
         fprintf(stderr, "sluice: %s listening on %s:%d\n", cfg->doors[d].name,
                 cfg->doors[d].addr.host, ports[1 + d]);
@@ -290,6 +314,7 @@ stop:
 out:
     free(s->workers);
     sv_reload_release(s);
+    sv_limits_release(s);
     sv_adhoc_release(s);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);

@@ -59,6 +59,7 @@ typedef struct sv_listener sv_listener;
 typedef struct sv_door {
     const char *name; /* "resp": in the start message */
     sv_addr addr;
+    int control; /* served by the control thread alone (the admin API) */
     void (*accept)(sv_listener *l);     /* l is readable */
     void (*close_idle)(sv_listener *l); /* on stop: close what is idle */
 } sv_door;
@@ -68,7 +69,7 @@ typedef struct sv_door {
 /* A door on one thread: its listening socket and its connections. */
 struct sv_listener {
     uv_tcp_t tcp; /* first: the handle's pointer is the listener's */
-    sv_worker *w;
+    sv_worker *w; /* NULL: the door is not served on this thread */
     const sv_door *door;
     void *conns; /* the protocol's own list of open connections */
 };
@@ -78,8 +79,14 @@ typedef struct sv_config {
     const char *rules_path;
     sv_addr listen;      /* the HTTP listener (or the proxy's) */
     sv_addr resp_listen; /* --resp-listen; host NULL: off */
+    sv_addr admin_listen; /* --admin-listen; host NULL: off */
+    const char *admin_token_file;
     sv_door doors[SV_MAX_DOORS];
     int n_doors;
+    /* Run a control thread beside the threads that serve clients: it
+     * serves the control doors and keeps the runtime limits (limits.c)
+     * in step, off the request path. */
+    int control;
     int threads; /* 0: one per core */
     size_t max_body_bytes;
     size_t max_header_bytes;
@@ -126,6 +133,7 @@ typedef struct sv_unmatched sv_unmatched;
 struct sv_worker {
     sv_server *server;
     int index;
+    int control; /* the control thread: no client-facing listener */
     uv_loop_t loop;
     uv_tcp_t listener;
     sv_listener doors[SV_MAX_DOORS]; /* cfg.doors' on this thread */
@@ -166,8 +174,10 @@ struct sv_server {
     sv_config cfg;
     sd_engine *engine; /* the stores */
     sl_store *store;   /* the memory store (the engine's) */
-    sv_worker *workers;
-    int n_workers;
+    sv_worker *workers; /* the client-facing ones, then the control one */
+    int n_workers;      /* all of them */
+    int n_public;       /* those with the client-facing listeners */
+    struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
     atomic_int draining; /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
@@ -188,7 +198,7 @@ static inline int sv_worker_quiet(const sv_worker *w)
     if (w->conns != NULL)
         return 0;
     for (int d = 0; d < w->server->cfg.n_doors; d++)
-        if (w->doors[d].conns != NULL)
+        if (w->doors[d].w != NULL && w->doors[d].conns != NULL)
             return 0;
     return 1;
 }

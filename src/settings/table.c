@@ -47,6 +47,14 @@ const st_setting st_settings_table[] = {
      .commands = SERVE, .kind = ST_SET_LISTEN, SRV(resp_listen),
      .help = "also answer the Redis protocol there: CL.THROTTLE,\n"
              "GCRA, SLUICE.CHECK (docs/resp.md); off by default"},
+    {.flag = "admin-listen", .key = "admin_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(admin_listen),
+     .help = "the admin API there (docs/admin.md): the\n"
+             "limits in force, overrides; off by default"},
+    {.flag = "admin-token-file", .key = "admin_token_file", .arg = "PATH",
+     .commands = SERVE, .kind = ST_SET_PATH, SRV(admin_token_file),
+     .help = "the admin API's bearer token (its first line);\n"
+             "needed for writes and off loopback"},
     {.flag = "threads", .key = "threads", .arg = "N", .commands = BOTH,
      .kind = ST_SET_INT, SRV(threads), .max = 1024, .def = "0",
      .help = "event-loop threads (0: one per core)"},

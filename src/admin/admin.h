@@ -1,0 +1,23 @@
+/*
+ * admin.h - `sluice serve --admin-listen`: the admin API, a door of serve
+ * served by its control thread (worker.h), never by a client-facing
+ * listener: the runtime limits (src/server/limits.h) read and changed by
+ * operators and tools, with a bearer token (docs/admin.md).
+ */
+#ifndef AD_ADMIN_H
+#define AD_ADMIN_H
+
+#include "server/worker.h"
+
+/* Reads the token file (its first line; at least AD_TOKEN_MIN bytes) and
+ * keeps the token for the API: 0, or -1 with a message in err.  path
+ * NULL: no token, which only a loopback listener may go without, and then
+ * only for reads. */
+#define AD_TOKEN_MIN 16
+int ad_token_load(const char *path, char *err, size_t errlen);
+
+/* The door's. */
+void ad_accept(sv_listener *l);
+void ad_close_idle(sv_listener *l);
+
+#endif

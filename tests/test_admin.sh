@@ -1,0 +1,204 @@
+#!/bin/bash
+# Integration test of the admin API and the runtime limits (docs/admin.md):
+# overrides set through `sluice serve --admin-listen` change a rule's limit
+# without resetting its counters (every algorithm: 80 used of 100 leaves
+# 70 of 150), with a bearer token, If-Match, expiry, a reload that makes
+# an override stale, the change log and /metrics; then two daemons sharing
+# one real redis-server apply an override set on one of them within 2 s
+# and count it exactly across both, and keep their last table while Redis
+# is down.  `sluice limits` drives the same API.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
+import json, os, re, subprocess, sys, tempfile, time
+import urllib.error, urllib.parse, urllib.request
+
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
+import harness
+from harness import check
+
+SLUICE = sys.argv[1]
+tmp = tempfile.mkdtemp()
+TOKEN = "t0ken-for-the-admin-api-0123456789"
+token_file = os.path.join(tmp, "token")
+open(token_file, "w").write(TOKEN + "\n")
+rules = harness.rules_file(tmp, 100)  # domain "test": a rule per algorithm
+
+
+class Node(harness.Node):
+    def __init__(self, name, *flags):
+        super().__init__(SLUICE, tmp, name, rules, "--threads", "2",
+                         "--admin-listen", "127.0.0.1:0",
+                         "--admin-token-file", token_file, *flags)
+        m = None
+        for _ in range(200):
+            m = re.search(r"admin listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
+            if m:
+                break
+            time.sleep(0.025)
+        self.admin = int(m.group(1))
+
+    def api(self, method, path, body=None, token=TOKEN, headers=None):
+        """(status, JSON body or None, headers) of an admin API call."""
+        h = dict(headers or {})
+        if token:
+            h["Authorization"] = "Bearer " + token
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.admin, path),
+                                     data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                raw, st, hd = r.read(), r.status, r.headers
+        except urllib.error.HTTPError as e:
+            raw, st, hd = e.read(), e.code, e.headers
+        return st, (json.loads(raw) if raw else None), hd
+
+    def put(self, rule, body, **kw):
+        return self.api("PUT", "/admin/v1/overrides/" + urllib.parse.quote(rule, safe=""),
+                        body, **kw)
+
+    def delete(self, rule, **kw):
+        return self.api("DELETE", "/admin/v1/overrides/" + urllib.parse.quote(rule, safe=""),
+                        **kw)
+
+    def remaining(self, alg, hits=0):
+        st, body, hdrs, _ = self.check(alg, "client-1", hits)
+        return st, body["descriptors"][0].get("remaining"), hdrs
+
+    def in_force(self, rule_id):
+        st, rules_body = self.get("/v1/rules")
+        for r in json.loads(rules_body)["rules"]:
+            if r["id"] == rule_id:
+                return r
+        return None
+
+
+try:
+    node = Node("a")
+    st, body, _ = node.api("GET", "/admin/v1/limits", token=None)
+    ids = [r["id"] for r in body["limits"]] if st == 200 else []
+    check("loopback reads need no token; every rule has an id",
+          st == 200 and set(harness.ALGS) <= {i.split(".")[-1] for i in ids}, (st, body))
+    rid = {a: next(i for i in ids if i.endswith("." + a)) for a in harness.ALGS}
+
+    # ---- authentication ----
+    st, body, hd = node.put(rid["gcra"], {"requests_per_unit": 150}, token=None)
+    check("a write without a token: 401 EAUTH", st == 401 and body["error"]["code"] == "EAUTH"
+          and "Bearer" in hd.get("WWW-Authenticate", ""), (st, body))
+    st, body, _ = node.put(rid["gcra"], {"requests_per_unit": 150}, token="wrong" * 8)
+    check("a wrong token: 401, nothing changed",
+          st == 401 and node.in_force(rid["gcra"])["requests_per_unit"] == 100, (st, body))
+    check("the public listener has no admin API", node.get("/admin/v1/limits")[0] == 404)
+
+    # ---- 80 of 100 used: 70 left under 150, none under 60, 20 back at 100 ----
+    for alg in harness.ALGS:
+        node.check(alg, "client-1", 80)
+        st, left, _ = node.remaining(alg)
+        check("%s: 80 of 100 used: 20 left" % alg, left == 20, (st, left))
+        st, body, hd = node.put(rid[alg], {"requests_per_unit": 150, "reason": "sale"})
+        check("%s: override to 150: 201 with an ETag" % alg,
+              st == 201 and re.match(r'^"\d+"$', hd.get("ETag", "")), (st, body))
+        st, left, hdrs = node.remaining(alg)
+        check("%s: 70 of 150 left, no credit minted or lost" % alg, left == 70, (st, left))
+        check("%s: X-RateLimit-Limit shows the effective 150" % alg,
+              hdrs.get("X-RateLimit-Limit") == "150", dict(hdrs))
+        etag = hd["ETag"]
+        st, body, _ = node.put(rid[alg], {"requests_per_unit": 60})
+        check("%s: a write without If-Match over an override: 428" % alg, st == 428, (st, body))
+        st, body, _ = node.put(rid[alg], {"requests_per_unit": 60}, headers={"If-Match": '"999999"'})
+        check("%s: a stale If-Match: 412, nothing changed" % alg,
+              st == 412 and node.remaining(alg)[1] == 70, (st, body))
+        st, body, hd = node.put(rid[alg], {"requests_per_unit": 60}, headers={"If-Match": etag})
+        st2, left, _ = node.remaining(alg)
+        check("%s: down to 60: 0 left, not negative" % alg, st == 200 and left == 0, (st, left))
+        st = node.check(alg, "client-1", 1)[0]
+        check("%s: and the next request is limited" % alg, st == 429, st)
+        st, body, _ = node.delete(rid[alg], headers={"If-Match": hd["ETag"]})
+        check("%s: delete with If-Match: 204; 20 of 100 left again" % alg,
+              st == 204 and node.remaining(alg)[1] == 20, (st, node.remaining(alg)))
+
+    # ---- bad input ----
+    for body_, want in [({"requests_per_unit": -1}, "requests_per_unit"),
+                        ({"requests_per_unit": "x"}, "requests_per_unit"),
+                        ({}, "requests_per_unit: missing"),
+                        ({"requests_per_unit": 5, "ttl": "forever"}, "ttl"),
+                        ({"requests_per_unit": 5, "ttl": "31d"}, "ttl"),
+                        ({"requests_per_unit": 5, "colour": "red"}, "colour")]:
+        st, body, _ = node.put(rid["gcra"], body_)
+        check("bad body %s: 400 naming it" % json.dumps(body_),
+              st == 400 and want in body["error"]["message"], (st, body))
+    st, body, _ = node.put("no.such.rule", {"requests_per_unit": 5})
+    check("an unknown rule: 404", st == 404 and body["error"]["code"] == "ENOTFOUND", (st, body))
+    st, body, _ = node.api("PUT", "/admin/v1/overrides/", {"requests_per_unit": 5})
+    check("no rule id: 400", st == 400, (st, body))
+
+    # ---- expiry, the log, /metrics ----
+    st, body, hd = node.put(rid["token_bucket"], {"requests_per_unit": 300, "ttl": "2s"})
+    m = node.get("/metrics")[1]
+    check("/metrics: the effective limit and its source",
+          re.search(r'sluice_limit_requests_per_unit\{domain="test",rule="[^"]*token_bucket",'
+                    r'limit="effective",source="manual"\} 300', m), m[-800:])
+    check("an override with a ttl applies", node.in_force(rid["token_bucket"])["requests_per_unit"] == 300)
+    ok = harness.wait_until(lambda: node.in_force(rid["token_bucket"])["source"] == "rules", 5)
+    check("it expires on its own: the rule is back", ok, node.in_force(rid["token_bucket"]))
+    st, body, _ = node.api("GET", "/admin/v1/events?after=0")
+    actions = [e["action"] for e in body["events"]]
+    check("the change log has every change in order, with its reason",
+          actions.count("set") >= 2 * len(harness.ALGS) and "delete" in actions
+          and any(e.get("reason") == "sale" for e in body["events"]), actions)
+
+    # ---- a reload that changes a rule's numbers makes its override stale ----
+    st, body, _ = node.put(rid["fixed_window"], {"requests_per_unit": 500})
+    text = open(rules).read().replace("fixed_window, unit: hour, requests_per_unit: 100",
+                                      "fixed_window, unit: hour, requests_per_unit: 110")
+    open(rules, "w").write(text)
+    os.kill(node.p.pid, 1)  # SIGHUP
+    ok = harness.wait_until(lambda: node.in_force(rid["fixed_window"])["requests_per_unit"] == 110, 5)
+    st, body, _ = node.api("GET", "/admin/v1/overrides")
+    states = {o["rule"]: o["state"] for o in body["overrides"]}
+    check("after the rule's numbers changed, its override is stale and the new base stands",
+          ok and states.get(rid["fixed_window"]) == "stale", (states, node.in_force(rid["fixed_window"])))
+
+    # ---- brute force is limited ----
+    codes = [node.api("GET", "/admin/v1/overrides", token="bad-%d" % i)[0] for i in range(15)]
+    check("failed tokens are limited: 401s, then 429", codes[0] == 401 and codes[-1] == 429, codes)
+
+    # ---- a listener off loopback needs a token ----
+    p = subprocess.run([SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
+                        "--admin-listen", "0.0.0.0:0"], capture_output=True, text=True, timeout=10)
+    check("--admin-listen off loopback without a token is refused",
+          p.returncode == 2 and "--admin-token-file" in p.stderr, (p.returncode, p.stderr))
+
+    # ---- two nodes sharing a real Redis ----
+    redis = harness.Redis()
+    redis.start()
+    store = "redis://127.0.0.1:%d" % redis.port
+    n1 = Node("r1", "--store", store, "--redis-timeout", "200ms")
+    n2 = Node("r2", "--store", store, "--redis-timeout", "200ms")
+    alg = "sliding_window"
+    st, body, hd = n1.put(rid[alg], {"requests_per_unit": 40, "reason": "incident"})
+    check("--store redis: an override set on one node: 201", st == 201, (st, body))
+    t0 = time.monotonic()
+    ok = harness.wait_until(lambda: n2.in_force(rid[alg])["requests_per_unit"] == 40, 3)
+    check("the other node applies it within 2 s (%.2f s)" % (time.monotonic() - t0),
+          ok and time.monotonic() - t0 <= 2.0)
+    allowed = 0
+    for i in range(60):
+        st = (n1 if i % 2 else n2).check(alg, "shared", 1)[0]
+        allowed += st == 200
+    check("counted exactly across both nodes: 40 of 60 allowed", allowed == 40, allowed)
+    st, body, _ = n2.put(rid[alg], {"requests_per_unit": 50}, headers={"If-Match": '"1"'})
+    check("If-Match is checked against the shared table", st in (200, 412), (st, body))
+    os.kill(redis.proc.pid, 19)  # SIGSTOP
+    st, body, _ = n1.put(rid["gcra"], {"requests_per_unit": 7})
+    check("Redis paused: a write answers 503 ESTORE", st == 503 and body["error"]["code"] == "ESTORE",
+          (st, body))
+    check("and the nodes keep their last table",
+          n1.in_force(rid[alg])["requests_per_unit"] in (40, 50)
+          and n2.in_force(rid[alg])["requests_per_unit"] in (40, 50))
+    os.kill(redis.proc.pid, 18)  # SIGCONT
+    harness.check_exit([node, n1, n2])
+finally:
+    harness.kill_all()
+sys.exit(harness.failed)
+PY
