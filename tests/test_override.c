@@ -1,11 +1,30 @@
 /*
  * test_override.c - a limit's numbers changed at runtime
- * (sl_limit_override) without resetting its counters: the errors of
- * sl_limit_override, and the example of docs/algorithms.md ("Changing a
- * limit's numbers") for every algorithm: a key that used 80 of 100 has 20
- * left under 100, 70 under 150 and 0 (not less) under 60.
+ * (sl_limit_override) without resetting its counters, on the memory
+ * store and on a real redis-server the test starts (tests/redisutil.h):
+ *
+ *   - sl_limit_override's errors and the numbers it fills in;
+ *   - the example of docs/algorithms.md ("Changing a limit's numbers"),
+ *     every algorithm, both stores: a key that used 80 of 100 has 20 left
+ *     under 100, 70 under 150, 0 (not less) under 60; for the buckets also
+ *     after time has passed and with a T that is not whole;
+ *   - seeded random traces whose limit changes (up, down, burst only, to
+ *     0, back to the base) at random times, every algorithm, both stores:
+ *     the buckets agree decision by decision with a model of units used
+ *     written here (x = units used * P, decaying at the L it was last
+ *     written under, rounded up to a tick and clamped to the new B * P
+ *     at each change); no minted credit, checked from what was admitted
+ *     (the invariant of each algorithm: check_no_minting);
+ *   - retry_after after a change is the smallest wait and remaining is
+ *     exact, by replaying each request's history into a fresh key;
+ *   - the memory and Redis stores agree decision by decision under
+ *     changes, with recorded requests and multi-item calls mixed in.
+ *
+ * SL_TEST_QUICK=1 (the sanitizer runs) shortens the traces.
  */
 #include "testutil.h"
+
+#include "redisutil.h"
 
 /* sl_limit_override must fail with `code` and a message holding `want`. */
 static void expect_override_fails(const sl_limit *base, int64_t limit,
@@ -162,7 +181,64 @@ static void test_base_freed_first(void **state)
     sl_store_free(st);
 }
 
+/* ==== stores ==== */
+
+/* A Redis store on the test's server; extra TTL so that state outlives
+ * the gap between the traces' manual clock and real time. */
+static sl_store *redis_store(void)
+{
+    sl_redis_options o = {
+        .url = tu_server()->url, .extra_ttl_ms = 600000, .key_prefix = "o:"};
+    sl_store *st = NULL;
+    char err[256] = "";
+    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("sl_redis_store_new: %s (%s)", sl_err_name(rc), err);
+    return st;
+}
+
+static void flushall(void)
+{
+    redisContext *c = tu_redis_admin(tu_server());
+    assert_non_null(c);
+    tu_redis_do(c, "FLUSHALL");
+    redisFree(c);
+}
+
+enum { MEMORY, REDIS, NSTORES };
+static const char *const store_names[NSTORES] = {"memory", "redis"};
+
+static sl_store *store_new(int which)
+{
+    if (which == MEMORY)
+        return tu_store();
+    flushall();
+    return redis_store();
+}
+
+static sl_decision check_at(sl_store *st, const sl_limit *lim, const char *key,
+                            int64_t cost, sl_nanos now, unsigned flags)
+{
+    sl_check_item item = {lim, key, strlen(key)};
+    sl_decision d, all;
+    int rc;
+    memset(&d, 0x5a, sizeof(d));
+    rc = sl_check_costs(st, &item, &cost, 1, now, flags, &d, &all);
+    if (rc != 0) {
+        char err[256];
+        sl_store_last_error(st, err, sizeof(err));
+        fail_msg("check (key '%s', cost %lld, now %lld, limit %lld): %s (%s)",
+                 key, (long long)cost, (long long)now,
+                 (long long)sl_limit_get_config(lim)->limit, sl_err_name(rc),
+                 err);
+    }
+    return d;
+}
+
 /* ==== the example ==== */
+
+/* Wall-clock-sized: the Redis script keeps such times as (s, ns) pairs. */
+static const sl_nanos T0 = INT64_C(1700000000) * SEC + 300 * MS;
 
 static sl_limit *example_base(sl_algorithm alg)
 {
@@ -172,75 +248,139 @@ static sl_limit *example_base(sl_algorithm alg)
     return tu_limit_cfg(&c);
 }
 
-/* 80 used of 100: 20 left under 100, 70 under 150, 0 under 60, and under
- * each the next unit passes exactly when its numbers say. */
-static void example_on(sl_store *st, sl_algorithm alg)
+/* 80 used of 100: 20 left under 100, 70 under 150, and 70 more pass
+ * under 150 and then nothing; back at 100, 0 left. */
+static void example_up(sl_store *st, sl_algorithm alg, const char *where)
 {
-    sl_limit *base = example_base(alg);
-    sl_limit *up = override(base, 150, 0), *down = override(base, 60, 0);
-    const sl_nanos t = 1000 * SEC + 300 * MS;
+    sl_limit *base = example_base(alg), *up = override(base, 150, 0);
     const char *name = sl_algorithm_name(alg);
     sl_decision d;
 
-    d = tu_check(st, base, "k", 80, t);
-    expect_eq_at(d.allowed, 1, "%s", name);
-    expect_eq_at(d.remaining, 20, "%s", name);
-    expect_eq_at(tu_check(st, base, "k", 0, t).remaining, 20, "%s", name);
-    d = tu_check(st, up, "k", 0, t);
-    expect_eq_at(d.remaining, 70, "%s", name);
-    expect_eq_at(d.limit, 150, "%s", name);
-    /* 70 more pass under 150, and then nothing: 150 in all. */
-    d = tu_check(st, up, "k", 70, t);
-    expect_eq_at(d.allowed, 1, "%s", name);
-    expect_eq_at(d.remaining, 0, "%s", name);
-    expect_eq_at(tu_check(st, up, "k", 1, t).allowed, 0, "%s", name);
-    /* Back to 100: 150 used is more than 100, so 0 left. */
-    expect_eq_at(tu_check(st, base, "k", 0, t).remaining, 0, "%s", name);
+    d = check_at(st, base, "k", 80, T0, 0);
+    expect_eq_at(d.allowed, 1, "%s %s", where, name);
+    expect_eq_at(d.remaining, 20, "%s %s", where, name);
+    expect_eq_at(check_at(st, base, "k", 0, T0, 0).remaining, 20, "%s %s",
+                 where, name);
+    d = check_at(st, up, "k", 0, T0, 0);
+    expect_eq_at(d.remaining, 70, "%s %s", where, name);
+    expect_eq_at(d.limit, 150, "%s %s", where, name);
+    expect_eq_at(check_at(st, up, "k", 71, T0, 0).allowed, 0, "%s %s", where,
+                 name);
+    d = check_at(st, up, "k", 70, T0, 0);
+    expect_eq_at(d.allowed, 1, "%s %s", where, name);
+    expect_eq_at(d.remaining, 0, "%s %s", where, name);
+    expect_eq_at(check_at(st, up, "k", 1, T0, 0).allowed, 0, "%s %s", where,
+                 name);
+    d = check_at(st, base, "k", 0, T0, 0);
+    expect_eq_at(d.remaining, 0, "%s %s", where, name);
+    expect_eq_at(d.limit, 100, "%s %s", where, name);
     sl_limit_free(up);
-    sl_limit_free(down);
     sl_limit_free(base);
 }
 
-/* The same, going down: 80 used is 0 left of 60, never less, and the
- * buckets refill from empty at the new rate (T = 1/60 s). */
-static void example_down(sl_store *st, sl_algorithm alg)
+/* 80 used of 100 is 0 left of 60, never less: the buckets refill from
+ * empty at the new rate (one unit after ceil(1e9 / 60) ns); the windows
+ * count the 80 until they leave the window. */
+static void example_down(sl_store *st, sl_algorithm alg, const char *where)
 {
     sl_limit *base = example_base(alg), *down = override(base, 60, 0);
-    const sl_nanos t = 1000 * SEC + 300 * MS;
     const char *name = sl_algorithm_name(alg);
     sl_decision d;
 
-    tu_check(st, base, "k2", 80, t);
-    d = tu_check(st, down, "k2", 0, t);
-    expect_eq_at(d.allowed, 1, "%s", name);
-    expect_eq_at(d.remaining, 0, "%s", name);
-    expect_eq_at(d.limit, 60, "%s", name);
-    d = tu_check(st, down, "k2", 1, t);
-    expect_eq_at(d.allowed, 0, "%s", name);
+    check_at(st, base, "k2", 80, T0, 0);
+    d = check_at(st, down, "k2", 0, T0, 0);
+    expect_eq_at(d.allowed, 1, "%s %s", where, name);
+    expect_eq_at(d.remaining, 0, "%s %s", where, name);
+    expect_eq_at(d.limit, 60, "%s %s", where, name);
+    d = check_at(st, down, "k2", 1, T0, 0);
+    expect_eq_at(d.allowed, 0, "%s %s", where, name);
     if (is_bucket(alg)) {
-        /* Empty under 60 per s: one unit after ceil(1e9 / 60) ns. */
-        expect_eq_at(d.retry_after, 16666667, "%s", name);
-        expect_eq_at(tu_check(st, down, "k2", 1, t + 16666666).allowed, 0, "%s",
-                     name);
-        expect_eq_at(tu_check(st, down, "k2", 1, t + 16666667).allowed, 1, "%s",
-                     name);
-    } else if (alg == SL_FIXED_WINDOW || alg == SL_SLIDING_LOG) {
-        /* The 80 leave with the window (t is 300 ms into it). */
+        expect_eq_at(d.retry_after, 16666667, "%s %s", where, name);
+        expect_eq_at(check_at(st, down, "k2", 1, T0 + 16666666, 0).allowed, 0,
+                     "%s %s", where, name);
+        expect_eq_at(check_at(st, down, "k2", 1, T0 + 16666667, 0).allowed, 1,
+                     "%s %s", where, name);
+    } else if (alg == SL_FIXED_WINDOW || alg == SL_STEPPED_WINDOW) {
+        /* Fixed: the window ends 700 ms on; stepped: the 80 are in the
+         * step of 300 ms and leave 1 s later. */
         expect_eq_at(d.retry_after, alg == SL_FIXED_WINDOW ? 700 * MS : SEC,
-                     "%s", name);
+                     "%s %s", where, name);
+    } else if (alg == SL_SLIDING_LOG) {
+        expect_eq_at(d.retry_after, SEC, "%s %s", where, name);
     }
     sl_limit_free(down);
     sl_limit_free(base);
 }
 
-static void test_example_memory(void **state)
+/* The buckets keep the units used, not the time: 80 used at T0 is 70 at
+ * T0 + 100 ms under 100 per s, so 80 left of 150; 3 used of 3 per s (T
+ * not whole) is 1.5 at T0 + 500 ms, so under 7 per s (burst scaled to 7)
+ * 5 left, and a cost of 6 fits once 1.5 - 1 = 0.5 units have gone at 7
+ * per s: after ceil(1e9 / 14) ns. */
+static void example_elapsed(sl_store *st, sl_algorithm alg, const char *where)
+{
+    sl_limit *base = example_base(alg), *up = override(base, 150, 0);
+    sl_limit *three = tu_limit(alg, 3, SEC, 0), *seven = override(three, 7, 0);
+    const char *name = sl_algorithm_name(alg);
+    sl_decision d;
+
+    check_at(st, base, "k3", 80, T0, 0);
+    expect_eq_at(check_at(st, up, "k3", 0, T0 + 100 * MS, 0).remaining, 80,
+                 "%s %s", where, name);
+    check_at(st, three, "k4", 3, T0, 0);
+    d = check_at(st, seven, "k4", 6, T0 + 500 * MS, 0);
+    expect_eq_at(d.allowed, 0, "%s %s", where, name);
+    expect_eq_at(d.remaining, 5, "%s %s", where, name);
+    expect_eq_at(d.retry_after, 71428572, "%s %s", where, name);
+    expect_eq_at(
+        check_at(st, seven, "k4", 6, T0 + 500 * MS + 71428571, 0).allowed, 0,
+        "%s %s", where, name);
+    expect_eq_at(
+        check_at(st, seven, "k4", 6, T0 + 500 * MS + 71428572, 0).allowed, 1,
+        "%s %s", where, name);
+    sl_limit_free(seven);
+    sl_limit_free(three);
+    sl_limit_free(up);
+    sl_limit_free(base);
+}
+
+/* L = 0 denies every cost and answers queries with 0 left; lifted, the
+ * key has what it had: the windows their counts, the buckets their
+ * state, which kept to its own numbers meanwhile. */
+static void example_zero(sl_store *st, sl_algorithm alg, const char *where)
+{
+    sl_limit *base = example_base(alg), *zero = override(base, 0, 0);
+    const char *name = sl_algorithm_name(alg);
+    sl_decision d;
+
+    check_at(st, base, "k5", 80, T0, 0);
+    d = check_at(st, zero, "k5", 1, T0, 0);
+    expect_eq_at(d.allowed, 0, "%s %s", where, name);
+    expect_eq_at(d.retry_after, -1, "%s %s", where, name);
+    expect_eq_at(d.limit, 0, "%s %s", where, name);
+    d = check_at(st, zero, "k5", 0, T0 + 50 * MS, 0);
+    expect_eq_at(d.allowed, 1, "%s %s", where, name);
+    expect_eq_at(d.remaining, 0, "%s %s", where, name);
+    /* 50 ms at 100 per s: 5 units back for the buckets. */
+    expect_eq_at(check_at(st, base, "k5", 0, T0 + 50 * MS, 0).remaining,
+                 is_bucket(alg) ? 25 : 20, "%s %s", where, name);
+    sl_limit_free(zero);
+    sl_limit_free(base);
+}
+
+static void test_example(void **state)
 {
     (void)state;
-    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
-        sl_store *st = tu_store();
-        example_on(st, (sl_algorithm)a);
-        example_down(st, (sl_algorithm)a);
-        sl_store_free(st);
+    for (int w = 0; w < NSTORES; w++) {
+        for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+            sl_store *st = store_new(w);
+            example_up(st, (sl_algorithm)a, store_names[w]);
+            example_down(st, (sl_algorithm)a, store_names[w]);
+            example_zero(st, (sl_algorithm)a, store_names[w]);
+            if (is_bucket((sl_algorithm)a))
+                example_elapsed(st, (sl_algorithm)a, store_names[w]);
+            sl_store_free(st);
+        }
     }
 }
 
@@ -250,7 +390,8 @@ int main(void)
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_override_numbers),
         cmocka_unit_test(test_base_freed_first),
-        cmocka_unit_test(test_example_memory),
+        cmocka_unit_test(test_example),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tu_redis_group_setup,
+                                  tu_redis_group_teardown);
 }
