@@ -129,6 +129,40 @@ SL_EXPORT int sl_limit_new(const sl_limit_config *cfg, sl_limit **out,
 SL_EXPORT void sl_limit_free(sl_limit *limit); /* NULL is a no-op */
 /* The configuration as normalised (burst and step filled in). */
 SL_EXPORT const sl_limit_config *sl_limit_get_config(const sl_limit *limit);
+/*
+ * A limit with base's state identity and other numbers: checks with it
+ * and with base read and write the same counters (sl_check...), and each
+ * reads what the other wrote as "units used", so that changing a limit's
+ * numbers neither resets nor mints credit (docs/algorithms.md, "Changing
+ * a limit's numbers"): a key that used 80 of 100 has 70 left under 150,
+ * and 0 (not less) under 60.  The period, algorithm, step, flags and id
+ * stay base's.  A key's numbers change at its first check under the new
+ * limit; until then its state keeps to the numbers it was written under.
+ *
+ * limit: the new L, 0 to 2^40 (2^31 - 1 for token_bucket, gcra and
+ * leaky_bucket).  0 denies every request with a cost (retry_after -1) and
+ * answers queries with remaining 0: the windows and logs keep counting
+ * what is recorded (SL_RECORD) or logged (SL_LOG_REJECTED); the buckets
+ * leave their state untouched, to resume when the limit is raised.
+ * burst: the new B for token_bucket, gcra and leaky_bucket, or 0 for
+ * base's B scaled by limit / L_base (rounded up, at least 1; 0 when limit
+ * is 0, which then requires burst 0); the other algorithms take 0 or
+ * limit.  base may itself be an override: the result shares the same
+ * state, and a burst of 0 scales base's own numbers.
+ *
+ * Errors as sl_limit_new() (SL_ERANGE for a limit or burst out of range,
+ * SL_EINVAL for a burst on a window), plus SL_EINVAL when base is a
+ * token_bucket, gcra or leaky_bucket whose L is over 2^31 - 1 (its state
+ * has no room to record which L wrote it) and for base or out NULL.  The
+ * caller frees *out with sl_limit_free(); base may be freed first.
+ * sl_limit_get_config() of the result gives its own numbers.
+ */
+SL_EXPORT int sl_limit_override(const sl_limit *base, int64_t limit,
+                                int64_t burst, sl_limit **out, char *err,
+                                size_t errlen);
+/* The configuration whose state the limit shares: base's (normalised) for
+ * a limit made by sl_limit_override(), the limit's own otherwise. */
+SL_EXPORT const sl_limit_config *sl_limit_base_config(const sl_limit *limit);
 /* The stepped_window step chosen for a period when none is given. */
 SL_EXPORT sl_nanos sl_default_step(sl_nanos period);
 

@@ -82,6 +82,8 @@ extern const sl__algo sl__fixed_window;
 extern const sl__algo sl__sliding_log;
 extern const sl__algo sl__sliding_window;
 extern const sl__algo sl__stepped_window;
+/* A schedule overridden to L = 0 (schedule.c). */
+extern const sl__algo sl__sched_stopped;
 
 /*
  * A limit, normalised.  The emission interval T = P / L is kept as the
@@ -91,11 +93,32 @@ extern const sl__algo sl__stepped_window;
 struct sl_limit {
     sl_limit_config cfg; /* burst and step filled in */
     const sl__algo *algo;
-    uint64_t ident; /* hash of the parameters and id */
+    uint64_t ident; /* hash of the base's parameters and id */
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;
     int64_t steps; /* stepped_window: P / step */
+    /* The schedules' state tag (schedule.h): tag_bits is what this
+     * limit writes above a state's fraction, 0 under the base's numbers,
+     * else L << 32.  own_span is t_den for a limit that takes a state
+     * whose w[1] is below it as its own (a base), 0 for an override,
+     * which adopts every state it reads (sl__sched_adopt). */
+    uint64_t tag_bits;
+    uint64_t own_span;
+    /* The bits of w[1] that hold a schedule's fraction, whatever numbers
+     * it was written under: SL__FRAC_MASK, or all of them for a limit
+     * too large to override (whose states are never tagged). */
+    uint64_t frac_mask;
+    /* The configuration whose state this limit shares: its own, or for
+     * an override (sl_limit_override) its base's, whose identity it has. */
+    sl_limit_config base;
+    int override; /* cfg's numbers differ from base's */
 };
+
+/* The schedules record the L a state was written under in the 31 bits
+ * above a 32-bit fraction (schedule.h), so only limits whose L fits are
+ * overridden. */
+#define SL__TAG_MAX_LIMIT ((INT64_C(1) << 31) - 1)
+#define SL__FRAC_MASK UINT64_C(0xffffffff)
 
 /* Saturating int64 addition: a clock near the end of time stays there. */
 static inline int64_t sl__sat_add(int64_t a, int64_t b)
@@ -118,6 +141,17 @@ static inline int64_t sl__ceil_div128(sl__i128 n, sl__i128 d)
     }
     sl__i128 q = (n + d - 1) / d;
     return q > INT64_MAX ? INT64_MAX : (int64_t)q;
+}
+
+/* Greatest common divisor of a >= 1 and b >= 0. */
+static inline int64_t sl__gcd64(int64_t a, int64_t b)
+{
+    while (b != 0) {
+        int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
 }
 
 /* A 128-bit intermediate as int64, saturating. */

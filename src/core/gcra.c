@@ -12,12 +12,16 @@
  */
 #include "schedule.h"
 
-static int gcra_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                      sl_decision *d, sl_nanos *expires)
+static int gcra_check(const sl_limit *lim, sl__state *stored,
+                      const sl__call *call, sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
     sl__mode mode = call->mode;
+    /* Decided on a copy, written back unless peeking: a state written
+     * under other numbers is converted (schedule.h), and a PEEK must not
+     * keep even that. */
+    sl__state cur = sl__sched_read(lim, stored, now), *st = &cur;
     sl__i128 tolerance = (sl__i128)lim->cfg.burst * lim->t_num;
     sl__i128 tat_ahead = sl__sched_ahead(lim, st, now);
     sl__i128 new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;
@@ -36,7 +40,9 @@ static int gcra_check(const sl_limit *lim, sl__state *st, const sl__call *call,
         d->retry_after = cost > lim->cfg.burst
                              ? -1
                              : sl__sched_wait(lim, new_ahead, tolerance);
-    *expires = sl__sched_expires(st);
+    if (mode != SL__PEEK)
+        *stored = cur;
+    *expires = sl__sched_expires(lim, stored);
     return 0;
 }
 

@@ -13,12 +13,16 @@
  */
 #include "schedule.h"
 
-static int lb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                    sl_decision *d, sl_nanos *expires)
+static int lb_check(const sl_limit *lim, sl__state *stored,
+                    const sl__call *call, sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
     sl__mode mode = call->mode;
+    /* Decided on a copy, written back unless peeking: a state written
+     * under other numbers is converted (schedule.h), and a PEEK must not
+     * keep even that. */
+    sl__state cur = sl__sched_read(lim, stored, now), *st = &cur;
     int64_t burst = lim->cfg.burst;
     sl__i128 queued = sl__sched_ahead(lim, st, now); /* level * T */
     sl__i128 room = (sl__i128)(burst - cost) * lim->t_num;
@@ -38,7 +42,9 @@ static int lb_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     sl__sched_report(lim, queued, d);
     if (!d->allowed)
         d->retry_after = cost > burst ? -1 : sl__sched_wait(lim, queued, room);
-    *expires = sl__sched_expires(st);
+    if (mode != SL__PEEK)
+        *stored = cur;
+    *expires = sl__sched_expires(lim, stored);
     return 0;
 }
 

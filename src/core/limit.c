@@ -56,16 +56,6 @@ sl_nanos sl_default_step(sl_nanos period)
     return 3600 * SL_NS_PER_SEC;
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b != 0) {
-        int64_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return a;
-}
-
 __attribute__((format(printf, 4, 5))) static int
 fail(char *errbuf, size_t errlen, int err, const char *fmt, ...)
 {
@@ -81,6 +71,19 @@ fail(char *errbuf, size_t errlen, int err, const char *fmt, ...)
 static int is_bucket(sl_algorithm alg)
 {
     return alg == SL_TOKEN_BUCKET || alg == SL_GCRA || alg == SL_LEAKY_BUCKET;
+}
+
+/* The schedules' state tags (schedule.h): a base writes tag 0 and takes
+ * every w[1] below t_den as its own; an override writes its L and adopts
+ * whatever it reads.  Only limits whose base L fits the tag have one. */
+static void set_tags(sl_limit *lim)
+{
+    int tagged =
+        is_bucket(lim->cfg.algorithm) && lim->base.limit <= SL__TAG_MAX_LIMIT;
+    lim->frac_mask = tagged ? SL__FRAC_MASK : UINT64_MAX;
+    lim->tag_bits =
+        tagged && lim->override ? (uint64_t)lim->cfg.limit << 32 : 0;
+    lim->own_span = lim->override ? 0 : (uint64_t)lim->t_den;
 }
 
 int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
@@ -127,7 +130,7 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
         if (c.step == 0) {
             /* A period the table's step does not divide gets the largest
              * step that divides both, so the window is whole steps. */
-            c.step = gcd64(c.period, sl_default_step(c.period));
+            c.step = sl__gcd64(c.period, sl_default_step(c.period));
         } else if (c.step < 1 || c.step > c.period || c.period % c.step != 0) {
             return fail(errbuf, errlen, SL_EINVAL,
                         "step must divide the period: step '%lld' ns, "
@@ -150,10 +153,12 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
         return fail(errbuf, errlen, SL_ENOMEM, "out of memory");
     lim->cfg = c;
     lim->algo = algos[c.algorithm];
-    g = gcd64(c.period, c.limit);
+    g = sl__gcd64(c.period, c.limit);
     lim->t_num = c.period / g;
     lim->t_den = c.limit / g;
     lim->steps = steps;
+    lim->base = c;
+    set_tags(lim);
     {
         int64_t words[7] = {
             (int64_t)c.algorithm, c.limit,      c.period, c.burst, c.step,
@@ -168,6 +173,82 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
     return 0;
 }
 
+int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
+                      sl_limit **out, char *err, size_t errlen)
+{
+    const sl_limit_config *root;
+    sl_limit_config c;
+    sl_limit *lim;
+    int rc, bucket;
+
+    if (base == NULL || out == NULL)
+        return fail(err, errlen, SL_EINVAL, "no base limit to override");
+    root = &base->base;
+    bucket = is_bucket(root->algorithm);
+    if (limit < 0 || limit > SL_MAX_COUNT)
+        return fail(err, errlen, SL_ERANGE,
+                    "limit out of range: '%lld' (0 to 2^40)", (long long)limit);
+    if (burst < 0 || burst > SL_MAX_COUNT)
+        return fail(err, errlen, SL_ERANGE,
+                    "burst out of range: '%lld' (0 to 2^40)", (long long)burst);
+    if (!bucket && burst != 0 && burst != limit)
+        return fail(err, errlen, SL_EINVAL,
+                    "burst applies only to token_bucket, gcra and "
+                    "leaky_bucket: '%lld'",
+                    (long long)burst);
+    if (bucket && root->limit > SL__TAG_MAX_LIMIT)
+        return fail(err, errlen, SL_EINVAL,
+                    "a %s limit over 2^31 - 1 cannot be overridden: '%lld' "
+                    "(its state records the limit it was written under in "
+                    "31 bits)",
+                    algos[root->algorithm]->name, (long long)root->limit);
+    if (bucket && limit > SL__TAG_MAX_LIMIT)
+        return fail(err, errlen, SL_ERANGE,
+                    "limit out of range for an override of %s: '%lld' (0 to "
+                    "2^31 - 1)",
+                    algos[root->algorithm]->name, (long long)limit);
+    if (bucket && limit == 0 && burst != 0)
+        return fail(err, errlen, SL_EINVAL,
+                    "burst must be 0 with limit 0: '%lld'", (long long)burst);
+    if (bucket && burst == 0 && limit > 0) {
+        /* base's burst scaled by limit / L_base, rounded up. */
+        const sl_limit_config *b = &base->cfg;
+        sl__i128 scaled =
+            ((sl__i128)b->burst * limit + b->limit - 1) / b->limit;
+        if (scaled > SL_MAX_COUNT)
+            return fail(err, errlen, SL_ERANGE,
+                        "burst out of range: the base's %lld scaled by %lld / "
+                        "%lld exceeds 2^40",
+                        (long long)b->burst, (long long)limit,
+                        (long long)b->limit);
+        burst = (int64_t)scaled;
+    }
+
+    c = *root;
+    c.limit = limit;
+    c.burst = bucket ? burst : limit;
+    if (limit > 0) {
+        if ((rc = sl_limit_new(&c, &lim, err, errlen)) != 0)
+            return rc;
+    } else {
+        /* L = 0 stops the key (sl__sched_stopped; the windows compare
+         * their counts with 0).  T is infinite: t_den 0 marks it. */
+        if ((lim = calloc(1, sizeof(*lim))) == NULL)
+            return fail(err, errlen, SL_ENOMEM, "out of memory");
+        lim->cfg = c;
+        lim->algo = bucket ? &sl__sched_stopped : algos[c.algorithm];
+        lim->t_num = 1;
+        lim->t_den = 0;
+        lim->steps = base->steps;
+    }
+    lim->ident = base->ident;
+    lim->base = *root;
+    lim->override = c.limit != root->limit || c.burst != root->burst;
+    set_tags(lim);
+    *out = lim;
+    return 0;
+}
+
 void sl_limit_free(sl_limit *limit)
 {
     free(limit);
@@ -176,4 +257,9 @@ void sl_limit_free(sl_limit *limit)
 const sl_limit_config *sl_limit_get_config(const sl_limit *limit)
 {
     return &limit->cfg;
+}
+
+const sl_limit_config *sl_limit_base_config(const sl_limit *limit)
+{
+    return &limit->base;
 }

@@ -13,11 +13,53 @@
  * every comparison is exact integer arithmetic.
  *
  * The all-zero state is S = 0: full (empty queue) for every now >= 0.
+ *
+ * S counts time in units of the T it was written under, so a limit whose
+ * numbers change (sl_limit_override) must know which T that was: the
+ * high bits of w[1] say it.  For a limit whose L fits 31 bits, w[1] is
+ * tag << 32 | fraction, tag 0 when the state was written under the base's
+ * numbers (L and B) and otherwise the L it was written under (t_den <= L
+ * < 2^31, so the fraction fits its 32 bits).  A state written under other
+ * numbers is converted when read (sl__sched_adopt, schedule.c), keeping
+ * the units it has used.  A base limit writes tag 0, exactly the layout
+ * it always had, and takes any w[1] below t_den as its own: one compare
+ * more on its path.  Limits with L >= 2^31 cannot be overridden and keep
+ * a plain fraction in w[1].
  */
 #ifndef SL_SCHEDULE_H
 #define SL_SCHEDULE_H
 
 #include "internal.h"
+
+/* Takes a state written under other numbers (an override's, or the
+ * base's when lim is an override) into lim's at now; schedule.c. */
+void sl__sched_convert(const sl_limit *lim, sl__state *st, sl_nanos now);
+
+/* Makes st one of lim's own states, converting it if it is not: every
+ * check starts here.  A base limit's own states have w[1] < t_den; an
+ * override (own_span 0) always converts, which also empties a bucket
+ * that a smaller burst no longer holds. */
+static inline void sl__sched_adopt(const sl_limit *lim, sl__state *st,
+                                   sl_nanos now)
+{
+    if (__builtin_expect((uint64_t)st->w[1] >= lim->own_span, 0))
+        sl__sched_convert(lim, st, now);
+}
+
+/* A copy of a stored state, made one of lim's own. */
+static inline sl__state sl__sched_read(const sl_limit *lim,
+                                       const sl__state *stored, sl_nanos now)
+{
+    sl__state st = *stored;
+    sl__sched_adopt(lim, &st, now);
+    return st;
+}
+
+/* The fraction of one of lim's own states. */
+static inline int64_t sl__sched_frac(const sl_limit *lim, const sl__state *st)
+{
+    return st->w[1] - (int64_t)lim->tag_bits;
+}
 
 /* (S - now)+ in ticks: how far the schedule runs ahead of now, at most
  * B * T.  More is only seen by a request stamped before the last one
@@ -30,7 +72,7 @@ static inline sl__i128 sl__sched_ahead(const sl_limit *lim, const sl__state *st,
     sl__i128 ahead, most = (sl__i128)lim->cfg.burst * lim->t_num;
     if (st->w[0] < now)
         return 0; /* w[1] < t_den, so S < w[0] + 1 <= now */
-    ahead = (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1];
+    ahead = (sl__i128)(st->w[0] - now) * lim->t_den + sl__sched_frac(lim, st);
     return ahead < most ? ahead : most;
 }
 
@@ -52,19 +94,21 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
         frac = (int64_t)(add % lim->t_den);
     }
 
-    if (st->w[0] < now || (st->w[0] == now && st->w[1] == 0)) {
+    int64_t f = sl__sched_frac(lim, st);
+    if (st->w[0] < now || (st->w[0] == now && f == 0)) {
         st->w[0] = now;
-        st->w[1] = 0;
+        f = 0;
     }
-    st->w[1] += frac;
-    if (st->w[1] >= lim->t_den) {
-        st->w[1] -= lim->t_den;
+    f += frac;
+    if (f >= lim->t_den) {
+        f -= lim->t_den;
         whole++;
     }
+    st->w[1] = f + (int64_t)lim->tag_bits;
     /* The end of time saturates: S stays at INT64_MAX. */
     if (__builtin_add_overflow(st->w[0], whole, &st->w[0])) {
         st->w[0] = INT64_MAX;
-        st->w[1] = 0;
+        st->w[1] = (int64_t)lim->tag_bits;
     }
 }
 
@@ -78,17 +122,20 @@ static inline sl__i128 sl__sched_record(const sl_limit *lim, sl__state *st,
     sl__i128 most = (sl__i128)lim->cfg.burst * lim->t_num;
     sl__sched_push(lim, st, now, cost);
     if (st->w[0] >= now &&
-        (sl__i128)(st->w[0] - now) * lim->t_den + st->w[1] > most) {
+        (sl__i128)(st->w[0] - now) * lim->t_den + sl__sched_frac(lim, st) >
+            most) {
         st->w[0] = now + (int64_t)(most / lim->t_den);
-        st->w[1] = (int64_t)(most % lim->t_den);
+        st->w[1] = (int64_t)(most % lim->t_den) + (int64_t)lim->tag_bits;
     }
     return sl__sched_ahead(lim, st, now);
 }
 
-/* When S is passed, the state is initial again. */
-static inline sl_nanos sl__sched_expires(const sl__state *st)
+/* When S is passed, the state is initial again, whatever numbers it was
+ * written under. */
+static inline sl_nanos sl__sched_expires(const sl_limit *lim,
+                                         const sl__state *st)
 {
-    return sl__sat_add(st->w[0], st->w[1] > 0);
+    return sl__sat_add(st->w[0], ((uint64_t)st->w[1] & lim->frac_mask) != 0);
 }
 
 /* The whole units left (B minus the schedule's lead in units, rounded

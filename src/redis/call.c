@@ -23,7 +23,9 @@ enum {
     ITEM_ARGS = 2,   /* per item, as src/store/redis/main.lua reads them */
     CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
     NUM_LEN = 24,    /* an int64 in decimal, NUL included */
-    SPEC_FIELDS = 8, /* algorithm L P B step flags t_num t_den */
+    /* algorithm L P B step flags t_num t_den, and for an override of a
+     * schedule its base's L (schedule.lua) */
+    SPEC_FIELDS = 9,
     IDENT_HEX = 16,  /* the limit's identity in a key name */
     MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS,
 };
@@ -139,13 +141,16 @@ static void push_num(call_args *a, int64_t v)
 /* A limit's fields, space-separated (all >= 0: sl_limit_new). */
 static void push_spec(call_args *a, size_t item, const sl_limit *lim)
 {
-    const int64_t f[SPEC_FIELDS] = {lim->cfg.algorithm, lim->cfg.limit,
-                                    lim->cfg.period,    lim->cfg.burst,
-                                    lim->cfg.step,      (int64_t)lim->cfg.flags,
-                                    lim->t_num,         lim->t_den};
+    const int64_t f[SPEC_FIELDS] = {
+        lim->cfg.algorithm, lim->cfg.limit,         lim->cfg.period,
+        lim->cfg.burst,     lim->cfg.step,          (int64_t)lim->cfg.flags,
+        lim->t_num,         lim->t_den,             lim->base.limit};
+    int fields = lim->override && is_bucket(lim->cfg.algorithm)
+                     ? SPEC_FIELDS
+                     : SPEC_FIELDS - 1;
     char *s = a->specs[item];
     size_t len = 0;
-    for (int i = 0; i < SPEC_FIELDS; i++) {
+    for (int i = 0; i < fields; i++) {
         if (i > 0)
             s[len++] = ' ';
         len += put_num(s + len, f[i]);

@@ -4,6 +4,8 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
     local tolerance = lim.burst * lim.t_num
     local st = get_state(key)
     local had = st ~= nil
+    local converted
+    st, converted = sched_adopt(lim, st, now_s, now_n)
     local tat_ahead = sched_ahead(lim, st, now_s, now_n)
     local d = decision()
     -- cost > B never fits; only then could cost * T pass 2^53 ticks.
@@ -29,6 +31,6 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
         d.retry_after = cost > lim.burst and -1 or
             sched_wait(lim, new_ahead, tolerance)
     end
-    sched_save(key, had, st, now_s, now_n, mode, fits)
+    sched_save(key, had, st, now_s, now_n, mode, fits, converted)
     return d
 end

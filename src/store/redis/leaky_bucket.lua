@@ -5,6 +5,8 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     local burst = lim.burst
     local st = get_state(key)
     local had = st ~= nil
+    local converted
+    st, converted = sched_adopt(lim, st, now_s, now_n)
     local queued = sched_ahead(lim, st, now_s, now_n)
     local d = decision()
     local room = cost <= burst and (burst - cost) * lim.t_num or -1
@@ -25,6 +27,6 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     if not fits then
         d.retry_after = cost > burst and -1 or sched_wait(lim, queued, room)
     end
-    sched_save(key, had, st, now_s, now_n, mode, fits)
+    sched_save(key, had, st, now_s, now_n, mode, fits, converted)
     return d
 end

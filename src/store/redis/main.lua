@@ -6,8 +6,9 @@
 -- the second (both empty: read the server's TIME), the extra TTL in ms, 1
 -- to record (SL_RECORD: every item's cost is consumed, fitting or not),
 -- then ITEM_ARGS values per item: its limit, "algorithm L P B step flags
--- t_num t_den" in one string (call.c), and its cost (per item, so that a
--- call may charge each limit its own).  The reply is 5 integers per item:
+-- t_num t_den" in one string (call.c; an override of a schedule adds its
+-- base's L), and its cost (per item, so that a call may charge each limit
+-- its own).  The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay.
 --
 -- A batch (src/redis/redis_batch.c): ARGV[1] is 'B', ARGV[2] the number
@@ -46,17 +47,25 @@ local limits = {}
 local function limit_of(spec)
     local l = limits[spec]
     if l == nil then
-        local a, L, P, B, step, flags, tn, td = match(spec,
-            '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+        local a, L, P, B, step, flags, tn, td, base = match(spec,
+            '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
         local check = ALGORITHMS[tonumber(a)]
         if check == nil then
             error({err = 'EINVAL unknown algorithm or malformed limit ' .. spec})
         end
+        L = tonumber(L)
+        -- An override of a schedule ends with its base's L (schedule.lua);
+        -- at L = 0 it only answers.
+        if base ~= '' and tonumber(a) <= 2 and L == 0 then
+            check = sched_stopped
+        end
         l = {check = check,
-             lim = {limit = tonumber(L), period = tonumber(P),
+             lim = {limit = L, period = tonumber(P),
                     burst = tonumber(B), step = tonumber(step),
                     flags = tonumber(flags), t_num = tonumber(tn),
-                    t_den = tonumber(td)}}
+                    t_den = tonumber(td),
+                    tag = base ~= '' and L or nil,
+                    base_l = base ~= '' and tonumber(base) or L}}
         limits[spec] = l
     end
     return l

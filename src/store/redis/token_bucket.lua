@@ -4,6 +4,8 @@ local function token_bucket(key, lim, cost, now_s, now_n, mode)
     local burst = lim.burst
     local st = get_state(key)
     local had = st ~= nil
+    local converted
+    st, converted = sched_adopt(lim, st, now_s, now_n)
     local deficit = sched_ahead(lim, st, now_s, now_n)
     local d = decision()
     local fits = cost <= burst and deficit <= (burst - cost) * lim.t_num
@@ -20,6 +22,6 @@ local function token_bucket(key, lim, cost, now_s, now_n, mode)
         d.retry_after = cost > burst and -1 or
             sched_wait(lim, deficit, (burst - cost) * lim.t_num)
     end
-    sched_save(key, had, st, now_s, now_n, mode, fits)
+    sched_save(key, had, st, now_s, now_n, mode, fits, converted)
     return d
 end
