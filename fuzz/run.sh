@@ -21,7 +21,9 @@
 # descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
 # ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots),
 # fuzz_resp (Redis protocol requests split into reads at any point, and
-# CL.THROTTLE/GCRA read from them).
+# CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:
+# the HTTP response through the admin client's reader, split at any
+# point, and the sluice-advisor/1 JSON through its parser).
 # Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
@@ -41,7 +43,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }
