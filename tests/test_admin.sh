@@ -159,6 +159,37 @@ try:
     check("after the rule's numbers changed, its override is stale and the new base stands",
           ok and states.get(rid["fixed_window"]) == "stale", (states, node.in_force(rid["fixed_window"])))
 
+    # ---- sluice limits ----
+    def cli(*args, env_token=None):
+        env = dict(os.environ)
+        env.pop("SLUICE_ADMIN_TOKEN", None)
+        if env_token:
+            env["SLUICE_ADMIN_TOKEN"] = env_token
+        p = subprocess.run([SLUICE, "limits", "--admin", "http://127.0.0.1:%d" % node.admin]
+                           + list(args), capture_output=True, text=True, timeout=20, env=env)
+        return p.returncode, p.stdout, p.stderr
+    rc, out, err = cli("set", rid["gcra"], "250", "--ttl", "10m", "--reason", "launch",
+                       "--token-file", token_file)
+    check("sluice limits set (token from a file)", rc == 0 and "250" in out, (rc, out, err))
+    rc, out, err = cli("set", rid["gcra"], "260", env_token=TOKEN)
+    check("sluice limits set again (token from the environment) sends If-Match",
+          rc == 0 and node.in_force(rid["gcra"])["requests_per_unit"] == 260, (rc, out, err))
+    rc, out, err = cli("list")
+    check("sluice limits list shows the limit in force and its base",
+          rc == 0 and re.search(re.escape(rid["gcra"]) + r"\s+manual\s+260\s+100", out), out)
+    rc, out, err = cli("overrides", "--json")
+    check("sluice limits overrides --json", rc == 0 and json.loads(out)["overrides"], out)
+    rc, out, err = cli("set", rid["gcra"], "270")
+    check("sluice limits without a token: exit 1, the API's 401 said",
+          rc == 1 and "401" in err and "EAUTH" in err, (rc, err))
+    rc, out, err = cli("delete", rid["gcra"], env_token=TOKEN)
+    check("sluice limits delete", rc == 0 and node.in_force(rid["gcra"])["source"] == "rules",
+          (rc, out, err))
+    rc, out, err = cli("events", "--after", "0")
+    check("sluice limits events", rc == 0 and '"launch"' in out, out[-300:])
+    rc, out, err = cli("bogus")
+    check("sluice limits with a bad command: usage, exit 2", rc == 2 and "usage" in err, rc)
+
     # ---- brute force is limited ----
     codes = [node.api("GET", "/admin/v1/overrides", token="bad-%d" % i)[0] for i in range(15)]
     check("failed tokens are limited: 401s, then 429", codes[0] == 401 and codes[-1] == 429, codes)

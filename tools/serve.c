@@ -41,8 +41,8 @@ static int admin_door(sv_config *cfg, char *err, size_t errlen)
     }
     if (ad_token_load(cfg->admin_token_file, err, errlen) != 0)
         return -1;
-    cfg->doors[cfg->n_doors++] = (sv_door){"admin", cfg->admin_listen, 1,
-                                           ad_accept, ad_close_idle};
+    cfg->doors[cfg->n_doors++] =
+        (sv_door){"admin", cfg->admin_listen, 1, ad_accept, ad_close_idle};
     return 0;
 }
 

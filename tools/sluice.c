@@ -15,6 +15,7 @@ static const struct {
     {"demo", cmd_demo, "walk through every algorithm on the seed's examples"},
     {"serve", cmd_serve, "serve rate-limit decisions over HTTP"},
     {"proxy", cmd_proxy, "rate-limit as a reverse proxy in front of HTTP"},
+    {"limits", cmd_limits, "read and change a running serve's limits"},
     {"replay", cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", cmd_validate, "check rules files without starting anything"},
 };

@@ -116,15 +116,14 @@ static int authorize(sv_worker *w, const sv_http_request *req, int write,
     sl_decision d;
     const char *peer = req->peer ? req->peer : "";
     sl_store *store = w->server->store;
+    /* A look (cost 0) at the peer's failures: none left, and the token
+     * is not even compared.  One comes back every 1/AUTH_FAILS s. */
     if (sl_check(store, auth_limit, peer, strlen(peer), 0, sv_now(w), &d) ==
             0 &&
-        !d.allowed) {
-        char headers[64];
-        snprintf(headers, sizeof(headers), "Retry-After: %lld\r\n",
-                 sv_sec_up(d.retry_after) ? sv_sec_up(d.retry_after) : 1);
+        d.remaining <= 0) {
         fail(out, 429, "ETOOMANY",
-             "too many failed attempts from this address: wait", headers,
-             keep_alive);
+             "too many failed attempts from this address: wait",
+             "Retry-After: 1\r\n", keep_alive);
         return -1;
     }
     if (token_len > 0 && h != NULL && h->value_len > 7 &&
@@ -133,10 +132,9 @@ static int authorize(sv_worker *w, const sv_http_request *req, int write,
         return 0;
     sl_check(store, auth_limit, peer, strlen(peer), 1, sv_now(w), &d);
     fail(out, 401, "EAUTH",
-         token_len == 0
-             ? "no --admin-token-file was given: writes are refused"
-             : h == NULL ? "Authorization: Bearer TOKEN is required"
-                         : "bad token",
+         token_len == 0 ? "no --admin-token-file was given: writes are refused"
+         : h == NULL    ? "Authorization: Bearer TOKEN is required"
+                        : "bad token",
          "WWW-Authenticate: Bearer realm=\"sluice\"\r\n", keep_alive);
     return -1;
 }
@@ -182,8 +180,8 @@ static int get_events(sv_worker *w, const sv_http_request *req, sv_req *rq,
         after = strtoull(num, &end, 10);
         if (*end != '\0' || !isdigit((unsigned char)num[0]))
             return fail(out, 400, "EINVAL",
-                        "after: expected the last sequence number seen",
-                        NULL, keep_alive);
+                        "after: expected the last sequence number seen", NULL,
+                        keep_alive);
     }
     return answer(out, 200, sv_limits_events(w, after), NULL, keep_alive);
 }
@@ -288,11 +286,11 @@ static int read_body(const sv_http_request *req, sv_limits_op *op, char *msg,
                      size_t msglen)
 {
     json_error_t jerr;
-    json_t *b = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES,
-                           &jerr);
+    json_t *b =
+        json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(b)) {
-        snprintf(msg, msglen, "body: expected a JSON object%s%s",
-                 b ? "" : ": ", b ? "" : jerr.text);
+        snprintf(msg, msglen, "body: expected a JSON object%s%s", b ? "" : ": ",
+                 b ? "" : jerr.text);
         json_decref(b);
         return -1;
     }
@@ -307,8 +305,8 @@ static int read_body(const sv_http_request *req, sv_limits_op *op, char *msg,
             strcmp(key, "burst") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > SL_MAX_COUNT) {
-                snprintf(msg, msglen,
-                         "%s: expected an integer from 0 to 2^40", key);
+                snprintf(msg, msglen, "%s: expected an integer from 0 to 2^40",
+                         key);
                 goto bad;
             }
             *(key[0] == 'r' ? &op->requests_per_unit : &op->burst) =
@@ -328,8 +326,9 @@ static int read_body(const sv_http_request *req, sv_limits_op *op, char *msg,
         } else if (strcmp(key, "reason") == 0) {
             if (!json_is_string(v) ||
                 json_string_length(v) >= sizeof(op->reason)) {
-                snprintf(msg, msglen, "reason: expected a string of at most "
-                                      "255 bytes");
+                snprintf(msg, msglen,
+                         "reason: expected a string of at most "
+                         "255 bytes");
                 goto bad;
             }
             snprintf(op->reason, sizeof(op->reason), "%s",

@@ -685,9 +685,8 @@ static void own_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     free(oc);
 }
 
-int sd_redis_command(sd_thread *t, const char *key, int argc,
-                     const char **argv, const size_t *lens, sd_reply_fn cb,
-                     void *priv)
+int sd_redis_command(sd_thread *t, const char *key, int argc, const char **argv,
+                     const size_t *lens, sd_reply_fn cb, void *priv)
 {
     redisAsyncContext *ac = sd_redis_context(t, key);
     own_command *oc;

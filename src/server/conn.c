@@ -350,8 +350,8 @@ static int dispatch(sv_conn *c)
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->ob.out.failed = 1; /* the request itself was not kept whole */
     else {
-        if (sv_route(c->routes, c->w, &req, &c->rq, &c->ob.out,
-                     &keep_alive) == SV_AGAIN) {
+        if (sv_route(c->routes, c->w, &req, &c->rq, &c->ob.out, &keep_alive) ==
+            SV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;

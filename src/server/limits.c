@@ -201,8 +201,8 @@ static json_t *event_json(const char *action, const entry *now,
                           sv_source source, int64_t at_ms, uint64_t seq)
 {
     json_t *ev = json_pack("{s:I,s:I,s:s,s:s,s:s}", "seq", (json_int_t)seq,
-                           "at_ms", (json_int_t)at_ms, "action", action,
-                           "rule", rule, "source", sv_source_name(source));
+                           "at_ms", (json_int_t)at_ms, "action", action, "rule",
+                           rule, "source", sv_source_name(source));
     if (now != NULL) {
         json_object_set_new(ev, "requests_per_unit",
                             json_integer(now->requests_per_unit));
@@ -210,12 +210,12 @@ static json_t *event_json(const char *action, const entry *now,
         json_object_set_new(ev, "expires_ms", json_integer(now->expires_ms));
         json_object_set_new(ev, "reason", json_string(now->reason));
     }
-    json_object_set_new(
-        ev, "previous",
-        before ? json_pack("{s:I,s:I}", "requests_per_unit",
-                           (json_int_t)before->requests_per_unit, "burst",
-                           (json_int_t)before->burst)
-               : json_null());
+    json_object_set_new(ev, "previous",
+                        before
+                            ? json_pack("{s:I,s:I}", "requests_per_unit",
+                                        (json_int_t)before->requests_per_unit,
+                                        "burst", (json_int_t)before->burst)
+                            : json_null());
     return ev;
 }
 
@@ -266,9 +266,8 @@ static sv_rules *derive(struct sv_limits *lim, int64_t t)
             eff[idx] = NULL;
         }
         sv_effective *x = calloc(1, sizeof(*x));
-        if (x == NULL ||
-            sl_limit_override(rule->limit, e->requests_per_unit, e->burst,
-                              &x->limit, NULL, 0) != 0) {
+        if (x == NULL || sl_limit_override(rule->limit, e->requests_per_unit,
+                                           e->burst, &x->limit, NULL, 0) != 0) {
             free(x);
             continue; /* checked when set: a rule's numbers changed */
         }
@@ -374,8 +373,8 @@ static int prepare(struct sv_limits *lim, sv_limits_op *op, entry *out,
     }
     sl_limit *check;
     char why[160];
-    if (sl_limit_override(rule->limit, op->requests_per_unit, op->burst,
-                          &check, why, sizeof(why)) != 0) {
+    if (sl_limit_override(rule->limit, op->requests_per_unit, op->burst, &check,
+                          why, sizeof(why)) != 0) {
         op->status = 400;
         snprintf(op->err, sizeof(op->err), "%s", why);
         return -1;
@@ -406,8 +405,8 @@ static int precondition(sv_limits_op *op, uint64_t there)
     if (op->match == SV_MATCH_VERSION && op->version != there) {
         op->status = 412;
         snprintf(op->err, sizeof(op->err),
-                 there ? "the override is at version %" PRIu64
-                         ", not %" PRIu64 ": read it again"
+                 there ? "the override is at version %" PRIu64 ", not %" PRIu64
+                         ": read it again"
                        : "no such override (If-Match %" PRIu64 ")",
                  there ? there : op->version, op->version);
         return -1;
@@ -507,7 +506,8 @@ static const char write_script[] =
     "end\n"
     "local ev = cjson.decode(ARGV[4]); ev.seq = v\n"
     "if cur then local c = cjson.decode(cur)\n"
-    "  ev.previous = {requests_per_unit = c.requests_per_unit, burst = c.burst}\n"
+    "  ev.previous = {requests_per_unit = c.requests_per_unit, burst = "
+    "c.burst}\n"
     "end\n"
     "redis.call('LPUSH', KEYS[3], cjson.encode(ev))\n"
     "redis.call('LTRIM', KEYS[3], 0, 1023)\n"
@@ -590,17 +590,16 @@ static int write_redis(struct sv_limits *lim, sv_limits_op *op, entry *e,
     ticket *tk = calloc(1, sizeof(*tk));
     int rc = -1;
     if (tk != NULL && evj != NULL && (op->del || ej != NULL)) {
-        const char *argv[] = {"EVAL",          write_script, "3",
-                              lim->key_table,  lim->key_version,
-                              lim->key_log,    field,        match,
-                              ej ? ej : "",    evj};
+        const char *argv[] = {
+            "EVAL",       write_script, "3",   lim->key_table, lim->key_version,
+            lim->key_log, field,        match, ej ? ej : "",   evj};
         tk->lim = lim;
         tk->op = op;
         op->ticket = tk;
         if (!op->del)
             tk->wrote = *e;
-        rc = sd_redis_command(lim->control->dec, lim->key_table, 10, argv,
-                              NULL, write_reply_cb, tk);
+        rc = sd_redis_command(lim->control->dec, lim->key_table, 10, argv, NULL,
+                              write_reply_cb, tk);
     }
     free(ej);
     free(evj);
@@ -716,7 +715,8 @@ static void read_reply_cb(const redisReply *r, void *priv)
 static void version_reply_cb(const redisReply *r, void *priv)
 {
     struct sv_limits *lim = priv;
-    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+    if (r == NULL ||
+        (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
         lim->reading = 0;
         return;
     }
@@ -730,8 +730,8 @@ static void version_reply_cb(const redisReply *r, void *priv)
         lim->reading = 0;
         return;
     }
-    const char *argv[] = {"EVAL", read_script, "3", lim->key_table,
-                          lim->key_version, lim->key_log};
+    const char *argv[] = {"EVAL",         read_script,      "3",
+                          lim->key_table, lim->key_version, lim->key_log};
     if (sd_redis_command(lim->control->dec, lim->key_table, 6, argv, NULL,
                          read_reply_cb, lim) != 0)
         lim->reading = 0;
@@ -868,10 +868,9 @@ json_t *sv_limits_overrides(sv_worker *control)
     pthread_mutex_lock(&lim->lock);
     for (size_t i = 0; i < lim->n; i++)
         json_array_append_new(arr, listed(lim, &lim->e[i], t));
-    json_t *out = json_pack("{s:o,s:I,s:s}", "overrides", arr, "version",
-                            (json_int_t)lim->version, "store",
-                            sd_engine_uses_redis(lim->s->engine) ? "redis"
-                                                                 : "memory");
+    json_t *out = json_pack(
+        "{s:o,s:I,s:s}", "overrides", arr, "version", (json_int_t)lim->version,
+        "store", sd_engine_uses_redis(lim->s->engine) ? "redis" : "memory");
     if (sd_engine_uses_redis(lim->s->engine))
         json_object_set_new(out, "synced_ms", json_integer(lim->synced_ms));
     pthread_mutex_unlock(&lim->lock);
@@ -901,12 +900,12 @@ json_t *sv_limits_rules(sv_worker *w)
         const char *alg =
             rule->action == SL_RULE_LIMIT
                 ? sl_algorithm_name(sl_limit_get_config(rule->limit)->algorithm)
-                : rule->action == SL_RULE_DENY ? "deny"
-                                               : "unlimited";
+            : rule->action == SL_RULE_DENY ? "deny"
+                                           : "unlimited";
         json_t *j = json_pack(
-            "{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:b,s:s}", "id", sv_rule_id(set, i),
-            "domain", rule->domain, "path", rule->path, "name", rule->name,
-            "algorithm", alg, "requests_per_unit",
+            "{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:b,s:s}", "id",
+            sv_rule_id(set, i), "domain", rule->domain, "path", rule->path,
+            "name", rule->name, "algorithm", alg, "requests_per_unit",
             (json_int_t)now->requests_per_unit, "base_requests_per_unit",
             (json_int_t)rule->requests_per_unit, "period_ms",
             (json_int_t)(rule->period / SL_NS_PER_MS), "shadow_mode",
@@ -944,9 +943,8 @@ json_t *sv_limits_events(sv_worker *control, uint64_t after)
         for (size_t k = 0; k < SV_LOG_EVENTS; k++) {
             const char *text = lim->log[(lim->log_next + k) % SV_LOG_EVENTS];
             json_t *ev = text ? json_loads(text, 0, NULL) : NULL;
-            if (ev != NULL &&
-                (uint64_t)json_integer_value(json_object_get(ev, "seq")) >
-                    after)
+            if (ev != NULL && (uint64_t)json_integer_value(
+                                  json_object_get(ev, "seq")) > after)
                 json_array_append(arr, ev);
             json_decref(ev);
         }
@@ -984,7 +982,9 @@ void sv_limits_metrics(sv_server *s, sv_buf *out)
                           "rule=\"%.*s\",limit=\"%s\",source=\"%s\"} %lld\n",
                           rule->domain, (int)tx->json_len, tx->json,
                           k ? "base" : "effective",
-                          k ? "rules" : e ? e->source : "rules",
+                          k   ? "rules"
+                          : e ? e->source
+                              : "rules",
                           (long long)(k || e == NULL
                                           ? rule->requests_per_unit
                                           : e->rule.requests_per_unit));

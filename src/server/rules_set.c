@@ -59,8 +59,8 @@ static int make_ids(sv_rules *r)
         const char *label = sv_rule_label(sl_rules_rule(r->rules, i));
         size_t same = 1;
         for (size_t j = 0; j < i; j++)
-            same += strcmp(sv_rule_label(sl_rules_rule(r->rules, j)), label) ==
-                    0;
+            same +=
+                strcmp(sv_rule_label(sl_rules_rule(r->rules, j)), label) == 0;
         sv_buf b = {0};
         if (same == 1)
             sv_buf_addstr(&b, label);

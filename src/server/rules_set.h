@@ -24,8 +24,8 @@ typedef struct sv_rule_text {
 /* A rule as the runtime limits have it now (limits.c): a copy of the
  * rule with the effective numbers and limit, and where they came from. */
 typedef struct sv_effective {
-    sl_rule rule;   /* .limit is `limit`, .requests_per_unit the new one */
-    sl_limit *limit; /* sl_limit_override() of the base rule's, owned */
+    sl_rule rule;       /* .limit is `limit`, .requests_per_unit the new one */
+    sl_limit *limit;    /* sl_limit_override() of the base rule's, owned */
     const char *source; /* "manual", "advisor" (static) */
     int64_t expires_ms;
 } sv_effective;
@@ -37,8 +37,8 @@ typedef struct sv_effective {
  * so that an override changes no rule of the loaded set. */
 typedef struct sv_rules {
     sl_rules *rules;
-    sv_rule_text *text; /* [rule->index] */
-    char **ids;         /* [rule->index]: the rule's id (sv_rule_id) */
+    sv_rule_text *text;    /* [rule->index] */
+    char **ids;            /* [rule->index]: the rule's id (sv_rule_id) */
     struct sv_rules *base; /* a generation's base (a reference), or NULL */
     /* A generation's rules in force, [rule->index]: NULL where the base
      * rule is; owned. */

@@ -77,8 +77,8 @@ struct sv_listener {
 typedef struct sv_config {
     const sv_frontend *frontend; /* NULL: conn.c */
     const char *rules_path;
-    sv_addr listen;      /* the HTTP listener (or the proxy's) */
-    sv_addr resp_listen; /* --resp-listen; host NULL: off */
+    sv_addr listen;       /* the HTTP listener (or the proxy's) */
+    sv_addr resp_listen;  /* --resp-listen; host NULL: off */
     sv_addr admin_listen; /* --admin-listen; host NULL: off */
     const char *admin_token_file;
     sv_door doors[SV_MAX_DOORS];
@@ -172,11 +172,11 @@ struct sv_worker {
 
 struct sv_server {
     sv_config cfg;
-    sd_engine *engine; /* the stores */
-    sl_store *store;   /* the memory store (the engine's) */
-    sv_worker *workers; /* the client-facing ones, then the control one */
-    int n_workers;      /* all of them */
-    int n_public;       /* those with the client-facing listeners */
+    sd_engine *engine;        /* the stores */
+    sl_store *store;          /* the memory store (the engine's) */
+    sv_worker *workers;       /* the client-facing ones, then the control one */
+    int n_workers;            /* all of them */
+    int n_public;             /* those with the client-facing listeners */
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
     atomic_int draining; /* SIGTERM came: health checks say so */
