@@ -102,6 +102,10 @@ typedef struct sl_rule {
     int shadow_mode;             /* decide and count, but always allow */
     int detailed_metric;
     sl_rule_failure store_failure; /* rate_limit.store_failure */
+    /* rate_limit.adaptive: the bounds the runtime limits (the advisor)
+     * may move requests_per_unit within; both 0 when not given, and then
+     * the advisor leaves the rule alone. */
+    int64_t adaptive_min, adaptive_max;
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
     /* This rule's i in sl_rules_rule(rules, i): a caller keeps data of its

@@ -22,7 +22,10 @@ tmp = tempfile.mkdtemp()
 TOKEN = "t0ken-for-the-admin-api-0123456789"
 token_file = os.path.join(tmp, "token")
 open(token_file, "w").write(TOKEN + "\n")
-rules = harness.rules_file(tmp, 100)  # domain "test": a rule per algorithm
+# domain "test": a rule per algorithm, and one the advisor may move
+rules = harness.rules_file(
+    tmp, 100, "  - key: adaptive\n    rate_limit: {unit: hour, requests_per_unit: 100, "
+              "adaptive: {min: 50, max: 300}}\n")
 
 
 class Node(harness.Node):
@@ -200,6 +203,71 @@ try:
     check("--admin-listen off loopback without a token is refused",
           p.returncode == 2 and "--admin-token-file" in p.stderr, (p.returncode, p.stderr))
 
+    # ---- the advisor: a fake one, polled every 200 ms ----
+    import http.server, socketserver, threading
+    advice = {"body": None, "status": 200}
+
+    class Advisor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if advice["status"] != 200:
+                self.send_response(advice["status"]); self.end_headers(); return
+            body = advice["body"]() if callable(advice["body"]) else advice["body"]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Advisor)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    def recommend(rpu, rule="test.adaptive", valid=2000):
+        return json.dumps({"protocol": "sluice-advisor/1",
+                           "computed_at_ms": int(time.time() * 1000),
+                           "valid_for_ms": valid,
+                           "recommendations": [
+                               {"limit": rule, "requests_per_unit": rpu, "reason": "forecast"},
+                               {"limit": rid["gcra"], "requests_per_unit": 999}]}).encode()
+
+    advice["body"] = lambda: recommend(1000)
+    adv = Node("adv", "--advisor", "http://127.0.0.1:%d" % srv.server_address[1],
+               "--advisor-interval", "200ms")
+    ok = harness.wait_until(lambda: adv.in_force("test.adaptive")["source"] == "advisor", 5)
+    got = adv.in_force("test.adaptive")
+    check("the advisor's recommendation of 1000 is applied, clamped to x2 then to max 300",
+          ok and got["requests_per_unit"] in (200, 300), got)
+    check("a rule without adaptive bounds is left alone",
+          adv.in_force(rid["gcra"])["source"] == "rules", adv.in_force(rid["gcra"]))
+    ok = harness.wait_until(lambda: adv.in_force("test.adaptive")["requests_per_unit"] == 300, 5)
+    check("poll by poll it climbs to the rule's max, 300", ok, adv.in_force("test.adaptive"))
+    st, body, _ = adv.put("test.adaptive", {"requests_per_unit": 120})
+    check("a manual override wins over the advisor's",
+          st == 201 and adv.in_force("test.adaptive")["requests_per_unit"] == 120
+          and adv.in_force("test.adaptive")["source"] == "manual", adv.in_force("test.adaptive"))
+    adv.delete("test.adaptive", headers={"If-Match": body and '"%d"' % body["version"]})
+    advice["body"] = b"{not json"
+    time.sleep(1.0)
+    m = adv.get("/metrics")[1]
+    check("a garbage answer is refused and counted",
+          re.search(r'sluice_advisor_polls_total\{result="invalid"\} [1-9]', m), m[-900:])
+    advice["status"] = 500
+    ok = harness.wait_until(lambda: adv.in_force("test.adaptive")["source"] == "rules", 8)
+    check("the advisor failing: its override expires, the rule is back to 100",
+          ok and adv.in_force("test.adaptive")["requests_per_unit"] == 100,
+          adv.in_force("test.adaptive"))
+    check("and the node lives on", adv.get("/healthz")[0] == 200)
+    shadow = Node("shadow", "--advisor", "http://127.0.0.1:%d" % srv.server_address[1],
+                  "--advisor-interval", "200ms", "--advisor-mode", "shadow")
+    advice["status"], advice["body"] = 200, (lambda: recommend(150))
+    time.sleep(1.0)
+    m = shadow.get("/metrics")[1]
+    check("shadow mode records and does not apply",
+          shadow.in_force("test.adaptive")["source"] == "rules"
+          and re.search(r'sluice_advisor_polls_total\{result="ok"\} [1-9]', m), m[-900:])
+
     # ---- two nodes sharing a real Redis ----
     redis = harness.Redis()
     redis.start()
@@ -228,7 +296,7 @@ try:
           n1.in_force(rid[alg])["requests_per_unit"] in (40, 50)
           and n2.in_force(rid[alg])["requests_per_unit"] in (40, 50))
     os.kill(redis.proc.pid, 18)  # SIGCONT
-    harness.check_exit([node, n1, n2])
+    harness.check_exit([node, n1, n2, adv, shadow])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)

@@ -65,8 +65,12 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;
     }
-    /* The control thread keeps the runtime limits (overrides) in step. */
+    /* The control thread keeps the runtime limits (overrides) in step,
+     * and polls the advisor. */
     cfg.control = 1;
+    cfg.control_start = ad_poll_start;
+    cfg.control_stop = ad_poll_stop;
+    cfg.control_metrics = ad_poll_metrics;
     if (status < 0)
         status = sv_server_run(&cfg);
     st_settings_release(&settings);

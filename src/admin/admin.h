@@ -20,4 +20,10 @@ int ad_token_load(const char *path, char *err, size_t errlen);
 void ad_accept(sv_listener *l);
 void ad_close_idle(sv_listener *l);
 
+/* poll.c: the advisor poller (--advisor), on the control thread; and its
+ * series of /metrics. */
+int ad_poll_start(sv_worker *control);
+void ad_poll_stop(sv_worker *control);
+void ad_poll_metrics(sv_server *s, sv_buf *out);
+
 #endif

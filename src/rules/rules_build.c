@@ -35,19 +35,18 @@ typedef struct build {
     size_t pathlen, pathcap;
 } build;
 
-static int err_at(build *b, const sl__ynode *n, int err, const char *fmt,
-                  ...) __attribute__((format(printf, 4, 5)));
+static int err_at(build *b, const sl__ynode *n, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-static int err_at(build *b, const sl__ynode *n, int err, const char *fmt,
-                  ...)
+static int err_at(build *b, const sl__ynode *n, int err, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return sl__rules_error(b->errbuf, b->errlen, err, b->file, n->line,
-                           n->col, "%s", msg);
+    return sl__rules_error(b->errbuf, b->errlen, err, b->file, n->line, n->col,
+                           "%s", msg);
 }
 
 static int oom(build *b)
@@ -96,8 +95,7 @@ static const sl__ynode *get(const sl__ynode *m, const char *key)
 }
 
 /* Every key of m must be one of the NULL-terminated `allowed`. */
-static int check_keys(build *b, const sl__ynode *m,
-                      const char *const *allowed)
+static int check_keys(build *b, const sl__ynode *m, const char *const *allowed)
 {
     for (size_t i = 0; i + 1 < m->n; i += 2) {
         const sl__ynode *k = m->kids[i];
@@ -113,8 +111,7 @@ static int check_keys(build *b, const sl__ynode *m,
 static int want_kind(build *b, const sl__ynode *n, sl__ykind kind,
                      const char *what)
 {
-    static const char *const names[] = {"a scalar", "a mapping",
-                                        "a sequence"};
+    static const char *const names[] = {"a scalar", "a mapping", "a sequence"};
     if (n->kind == kind)
         return 0;
     return err_at(b, n, SL_EINVAL, "not %s: '%s'", names[kind], what);
@@ -133,8 +130,8 @@ static int get_bool(build *b, const sl__ynode *m, const char *key, int *out)
 }
 
 /* A whole decimal number in [lo, SL_MAX_COUNT]. */
-static int get_count(build *b, const sl__ynode *n, const char *key,
-                     int64_t lo, int64_t *out)
+static int get_count(build *b, const sl__ynode *n, const char *key, int64_t lo,
+                     int64_t *out)
 {
     uint64_t v;
     if (n->kind == SL__Y_SCALAR &&
@@ -175,8 +172,7 @@ static int same_limit(const sl_rule *a, const sl_rule *b)
     const sl_limit_config *x = sl_limit_get_config(a->limit);
     const sl_limit_config *y = sl_limit_get_config(b->limit);
     return x->algorithm == y->algorithm && x->limit == y->limit &&
-           x->period == y->period && x->burst == y->burst &&
-           x->step == y->step;
+           x->period == y->period && x->burst == y->burst && x->step == y->step;
 }
 
 static int add_to_all(build *b, sl_rule *r)
@@ -195,6 +191,30 @@ static int add_to_all(build *b, sl_rule *r)
     return 0;
 }
 
+/* rate_limit.adaptive: the bounds within which the runtime limits may
+ * move this limit (docs/rules.md): {min: N, max: N}, 1 <= min <= max. */
+static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
+{
+    static const char *const keys[] = {"min", "max", NULL};
+    const sl__ynode *min, *max;
+    int rc;
+    if ((rc = want_kind(b, a, SL__Y_MAP, "adaptive")) != 0 ||
+        (rc = check_keys(b, a, keys)) != 0)
+        return rc;
+    min = get(a, "min");
+    max = get(a, "max");
+    if (min == NULL || max == NULL)
+        return err_at(b, a, SL_EINVAL,
+                      "adaptive: both min and max are required");
+    if ((rc = get_count(b, min, "min", 1, &r->adaptive_min)) != 0 ||
+        (rc = get_count(b, max, "max", 1, &r->adaptive_max)) != 0)
+        return rc;
+    if (r->adaptive_min > r->adaptive_max)
+        return err_at(b, min, SL_EINVAL, "adaptive: min %lld is above max %lld",
+                      (long long)r->adaptive_min, (long long)r->adaptive_max);
+    return 0;
+}
+
 static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
@@ -202,9 +222,10 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
         "unit",  "requests_per_unit", "unlimited",
         "name",  "replaces",          "algorithm",
         "burst", "unit_multiplier",   "period",
-        "step",  "store_failure",     NULL};
+        "step",  "store_failure",     "adaptive",
+        NULL};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
-        *step, *failure;
+        *step, *failure, *adaptive;
     sl_rule *r = &node->rules[node->n_rules];
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
@@ -224,6 +245,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     period = get(rl, "period");
     step = get(rl, "step");
     failure = get(rl, "store_failure");
+    adaptive = get(rl, "adaptive");
 
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
@@ -250,6 +272,8 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
         r->store_failure = (sl_rule_failure)(SL_RULE_FAILURE_LOCAL + i);
     }
 
+    if (adaptive != NULL && (rc = get_adaptive(b, adaptive, r)) != 0)
+        return rc;
     if (name != NULL) {
         if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)
             return rc;
@@ -276,8 +300,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
             if ((rc = want_kind(b, en, SL__Y_SCALAR, "name")) != 0)
                 return rc;
             if (en->len == 0)
-                return err_at(b, en, SL_EINVAL,
-                              "empty name in replaces: ''");
+                return err_at(b, en, SL_EINVAL, "empty name in replaces: ''");
             if (strcmp(en->text, r->name) == 0)
                 return err_at(b, en, SL_EINVAL,
                               "rate_limit replaces its own name: '%s'",
@@ -291,9 +314,13 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     if (unlimited) {
         /* lyft refuses a unit with unlimited; a count or our extensions
          * would be as contradictory, so they are refused as well. */
-        const sl__ynode *extra = unit ? unit : rpu ? rpu : alg ? alg
-                                 : burst ? burst : mult ? mult
-                                 : period ? period : step;
+        const sl__ynode *extra = unit     ? unit
+                                 : rpu    ? rpu
+                                 : alg    ? alg
+                                 : burst  ? burst
+                                 : mult   ? mult
+                                 : period ? period
+                                          : step;
         if (extra != NULL) {
             for (size_t i = 0; i + 1 < rl->n; i += 2)
                 if (rl->kids[i + 1] == extra)
@@ -335,13 +362,12 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                           unit->text, listed);
         }
         r->unit = unit_names[u];
-        if (mult != NULL &&
-            (rc = get_count(b, mult, "unit_multiplier", 1,
-                            &r->unit_multiplier)) != 0)
+        if (mult != NULL && (rc = get_count(b, mult, "unit_multiplier", 1,
+                                            &r->unit_multiplier)) != 0)
             return rc;
         if (__builtin_mul_overflow(unit_ns[u], r->unit_multiplier, &r->period))
-            return err_at(b, mult, SL_ERANGE,
-                          "unit_multiplier too large: '%s'", mult->text);
+            return err_at(b, mult, SL_ERANGE, "unit_multiplier too large: '%s'",
+                          mult->text);
     }
     if (alg != NULL) {
         if ((rc = want_kind(b, alg, SL__Y_SCALAR, "algorithm")) != 0)
@@ -371,8 +397,8 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
         const sl__ynode *at = rl;
         cfg.limit = r->requests_per_unit;
         cfg.period = r->period;
-        cfg.id = sl__siphash13(UINT64_C(0x72756c6573), 0, 0, b->idpath,
-                               b->idlen);
+        cfg.id =
+            sl__siphash13(UINT64_C(0x72756c6573), 0, 0, b->idpath, b->idlen);
         rc = sl_limit_new(&cfg, (sl_limit **)&r->limit, why, sizeof(why));
         if (rc == SL_ENOMEM)
             return oom(b);
@@ -395,20 +421,19 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     for (size_t i = 0; i + 1 < node->n_rules; i++)
         if (same_limit(&node->rules[i], r))
             return err_at(b, rl, SL_EINVAL,
-                          "duplicate limit on one descriptor: '%s'",
-                          b->path);
+                          "duplicate limit on one descriptor: '%s'", b->path);
     return add_to_all(b, r);
 }
 
-static int build_descriptors(build *b, const sl__ynode *seq,
-                             sl__rnode *parent, size_t depth);
+static int build_descriptors(build *b, const sl__ynode *seq, sl__rnode *parent,
+                             size_t depth);
 
 static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
                             size_t depth)
 {
-    static const char *const keys[] = {"key", "value", "rate_limit",
-                                       "descriptors", "shadow_mode",
-                                       "detailed_metric", NULL};
+    static const char *const keys[] = {
+        "key",         "value",           "rate_limit", "descriptors",
+        "shadow_mode", "detailed_metric", NULL};
     sl__rnode *node = &parent->kids[parent->n_kids];
     const sl__ynode *key, *value, *rl, *kids;
     size_t idlen = b->idlen, pathlen = b->pathlen;
@@ -421,8 +446,7 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
     if (++b->rules->n_descriptors > b->rules->opts.max_descriptors)
         return err_at(b, d, SL_ERANGE,
                       "too many descriptors: '%zu' (at most %zu)",
-                      b->rules->n_descriptors,
-                      b->rules->opts.max_descriptors);
+                      b->rules->n_descriptors, b->rules->opts.max_descriptors);
     key = get(d, "key");
     value = get(d, "value");
     if (key == NULL)
@@ -465,32 +489,35 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
             o->match == node->match && o->value_len == node->value_len &&
             (o->value == NULL ||
              memcmp(o->value, node->value, o->value_len) == 0))
-            return err_at(b, d, SL_EINVAL,
-                          "duplicate descriptor: '%s.%s%s%s'", b->path,
-                          key->text, value ? "_" : "",
+            return err_at(b, d, SL_EINVAL, "duplicate descriptor: '%s.%s%s%s'",
+                          b->path, key->text, value ? "_" : "",
                           value ? value->text : "");
     }
 
     snprintf(num, sizeof(num), "%zu:", key->len);
     rc = buf_append(&b->idpath, &b->idlen, &b->idcap, num, strlen(num));
-    rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, key->text,
-                              key->len);
+    rc = rc ? rc
+            : buf_append(&b->idpath, &b->idlen, &b->idcap, key->text, key->len);
     if (value != NULL) {
         snprintf(num, sizeof(num), "=%zu:", value->len);
-        rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, num,
-                                  strlen(num));
-        rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap,
-                                  value->text, value->len);
+        rc =
+            rc ? rc
+               : buf_append(&b->idpath, &b->idlen, &b->idcap, num, strlen(num));
+        rc = rc ? rc
+                : buf_append(&b->idpath, &b->idlen, &b->idcap, value->text,
+                             value->len);
     } else {
         rc = rc ? rc : buf_append(&b->idpath, &b->idlen, &b->idcap, "!", 1);
     }
     rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, ".", 1);
-    rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, key->text,
-                              key->len);
+    rc = rc ? rc
+            : buf_append(&b->path, &b->pathlen, &b->pathcap, key->text,
+                         key->len);
     if (value != NULL) {
         rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap, "_", 1);
-        rc = rc ? rc : buf_append(&b->path, &b->pathlen, &b->pathcap,
-                                  value->text, value->len);
+        rc = rc ? rc
+                : buf_append(&b->path, &b->pathlen, &b->pathcap, value->text,
+                             value->len);
     }
     if (rc != 0)
         return oom(b);
@@ -540,8 +567,8 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
     return 0;
 }
 
-static int build_descriptors(build *b, const sl__ynode *seq,
-                             sl__rnode *parent, size_t depth)
+static int build_descriptors(build *b, const sl__ynode *seq, sl__rnode *parent,
+                             size_t depth)
 {
     int rc;
     /* `descriptors:` left empty is YAML null, as lyft reads it: none. */
@@ -560,12 +587,12 @@ static int build_descriptors(build *b, const sl__ynode *seq,
     return 0;
 }
 
-int sl__rules_add_tree(sl_rules *rules, const char *file,
-                       const sl__ynode *root, char *errbuf, size_t errlen)
+int sl__rules_add_tree(sl_rules *rules, const char *file, const sl__ynode *root,
+                       char *errbuf, size_t errlen)
 {
     static const char *const keys[] = {"domain", "descriptors", NULL};
-    build b = {.rules = rules, .file = file, .errbuf = errbuf,
-               .errlen = errlen};
+    build b = {
+        .rules = rules, .file = file, .errbuf = errbuf, .errlen = errlen};
     const sl__ynode *dom, *descs;
     sl__rdomain *d;
     int rc;
@@ -585,8 +612,8 @@ int sl__rules_add_tree(sl_rules *rules, const char *file,
         return err_at(&b, dom, SL_EINVAL, "empty domain: ''");
     for (size_t i = 0; i < rules->n_domains; i++) {
         const sl__rdomain *o = &rules->domains[i];
-        if (o->name_len == dom->len && memcmp(o->name, dom->text,
-                                              dom->len) == 0)
+        if (o->name_len == dom->len &&
+            memcmp(o->name, dom->text, dom->len) == 0)
             return err_at(&b, dom, SL_EINVAL,
                           "duplicate domain: '%s' (first in %s:%u:%u)",
                           dom->text, o->file, o->line, o->col);
@@ -614,10 +641,12 @@ int sl__rules_add_tree(sl_rules *rules, const char *file,
         char num[32];
         snprintf(num, sizeof(num), "%zu:", dom->len);
         rc = buf_append(&b.idpath, &b.idlen, &b.idcap, num, strlen(num));
-        rc = rc ? rc : buf_append(&b.idpath, &b.idlen, &b.idcap, dom->text,
-                                  dom->len);
-        rc = rc ? rc : buf_append(&b.path, &b.pathlen, &b.pathcap,
-                                  dom->text, dom->len);
+        rc =
+            rc ? rc
+               : buf_append(&b.idpath, &b.idlen, &b.idcap, dom->text, dom->len);
+        rc = rc ? rc
+                : buf_append(&b.path, &b.pathlen, &b.pathcap, dom->text,
+                             dom->len);
         if (rc != 0) {
             rc = oom(&b);
             goto out;

@@ -652,6 +652,8 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
         render_store(s, out);
     render_doors(s, out);
     sv_limits_metrics(s, out);
+    if (s->cfg.control_metrics != NULL)
+        s->cfg.control_metrics(s, out);
 }
 
 const char *sv_metrics_store_status(sv_server *s)

@@ -40,8 +40,11 @@ static void wake_cb(uv_async_t *a)
         w->stopping = 2;
         if (!w->control)
             uv_close((uv_handle_t *)&w->listener, noop_close_cb);
-        else
+        else {
             sv_limits_stop(w);
+            if (w->server->cfg.control_stop != NULL)
+                w->server->cfg.control_stop(w);
+        }
         for (int d = 0; d < w->server->cfg.n_doors; d++) {
             if (w->doors[d].w == NULL)
                 continue;
@@ -262,7 +265,9 @@ int sv_server_run(const sv_config *cfg)
         sv_reload_adopt(w);
         if ((w->dec = sd_thread_new(s->engine, &w->loop, i, &w->stats.store)) ==
                 NULL ||
-            (w->control && sv_limits_start(w) != 0))
+            (w->control &&
+             (sv_limits_start(w) != 0 ||
+              (cfg->control_start != NULL && cfg->control_start(w) != 0))))
             goto stop;
         pthread_create(&w->thread, NULL, worker_main, w);
         started++;

@@ -81,13 +81,21 @@ typedef struct sv_config {
     sv_addr resp_listen;  /* --resp-listen; host NULL: off */
     sv_addr admin_listen; /* --admin-listen; host NULL: off */
     const char *admin_token_file;
+    const char *advisor_url;      /* --advisor; NULL: none */
+    uint64_t advisor_interval_ms; /* --advisor-interval */
+    uint64_t advisor_timeout_ms;  /* --advisor-timeout */
+    int advisor_shadow;           /* --advisor-mode shadow: only record */
     sv_door doors[SV_MAX_DOORS];
     int n_doors;
     /* Run a control thread beside the threads that serve clients: it
      * serves the control doors and keeps the runtime limits (limits.c)
-     * in step, off the request path. */
+     * in step, off the request path; control_start and control_stop
+     * (may be NULL) start and stop the command's own work there. */
     int control;
-    int threads; /* 0: one per core */
+    int (*control_start)(sv_worker *control);
+    void (*control_stop)(sv_worker *control);
+    void (*control_metrics)(sv_server *s, sv_buf *out); /* its series */
+    int threads;                                        /* 0: one per core */
     size_t max_body_bytes;
     size_t max_header_bytes;
     size_t max_descriptors;

@@ -233,6 +233,13 @@ static int set(st_settings *s, const st_setting *row, const source *from,
         return set_upstream(s, from, text, err, errlen);
     case ST_SET_URL_PATH:
         return set_url_path(s, row, from, text, len, err, errlen);
+    case ST_SET_HTTP_URL:
+        if (len <= 7 || strncmp(text, "http://", 7) != 0)
+            return fail(err, errlen, "%s: expected http://HOST:PORT: '%.64s'",
+                        from->where, text);
+        if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
+            return fail(err, errlen, "out of memory");
+        return 0;
     case ST_SET_SECTION:
     case ST_SET_CONFIG:
     case ST_SET_HELP:

@@ -21,6 +21,7 @@
 _Static_assert(SD_FAIL_LOCAL == 0 && SD_FAIL_OPEN == 1 && SD_FAIL_CLOSED == 2,
                "--redis-failure's values in sl__failure_names' order");
 static const char *const hash_tags[] = {"key", "domain", NULL};
+static const char *const advisor_modes[] = {"on", "shadow", NULL};
 
 /* A row is one record, its fields read across. */
 /* clang-format off */
@@ -55,6 +56,21 @@ const st_setting st_settings_table[] = {
      .commands = SERVE, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"
              "needed for writes and off loopback"},
+    {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = SERVE,
+     .kind = ST_SET_HTTP_URL, SRV(advisor_url),
+     .help = "poll an advisor for recommended limits\n"
+             "(docs/advisor.md): http://HOST:PORT"},
+    {.flag = "advisor-interval", .key = "advisor_interval", .arg = "D",
+     .commands = SERVE, .kind = ST_SET_MS, SRV(advisor_interval_ms),
+     .def = "10s", .help = "how often the advisor is polled (10s)"},
+    {.flag = "advisor-timeout", .key = "advisor_timeout", .arg = "D",
+     .commands = SERVE, .kind = ST_SET_MS, SRV(advisor_timeout_ms),
+     .def = "2s", .help = "how long a poll may take (2s)"},
+    {.flag = "advisor-mode", .key = "advisor_mode", .arg = "M",
+     .commands = SERVE, .kind = ST_SET_ENUM, SRV(advisor_shadow),
+     .names = advisor_modes, .def = "on",
+     .help = "on: apply its recommendations; shadow: only\n"
+             "record them"},
     {.flag = "threads", .key = "threads", .arg = "N", .commands = BOTH,
      .kind = ST_SET_INT, SRV(threads), .max = 1024, .def = "0",
      .help = "event-loop threads (0: one per core)"},
