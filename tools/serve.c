@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "grpc/grpc.h"
 #include "server/worker.h"
 #include "settings/settings.h"
 
@@ -13,7 +14,8 @@ static void usage(FILE *to)
 {
     fputs("usage: sluice serve --rules PATH [OPTIONS]\n"
           "\n"
-          "Serves rate-limit decisions over HTTP/1.1 (docs/server.md).\n",
+          "Serves rate-limit decisions over HTTP/1.1, and gRPC with\n"
+          "--grpc-listen (docs/server.md).\n",
           to);
     st_settings_help(ST_SET_SERVE, to);
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
@@ -31,6 +33,9 @@ int cmd_serve(int argc, char **argv)
     if (rc == 0 && cfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
     int status = st_settings_outcome(rc, err, "sluice serve", usage);
+    if (status < 0 && cfg.grpc_listen.host != NULL)
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"grpc", cfg.grpc_listen, gr_accept, gr_close_idle};
     if (status < 0)
         status = sv_server_run(&cfg);
     st_settings_release(&settings);

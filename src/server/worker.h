@@ -78,6 +78,8 @@ typedef struct sv_config {
     const char *rules_path;
     sv_addr listen;      /* the HTTP listener (or the proxy's) */
     sv_addr resp_listen; /* --resp-listen; host NULL: off */
+    sv_addr grpc_listen; /* --grpc-listen; host NULL: off */
+    int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
     sv_door doors[SV_MAX_DOORS];
     int n_doors;
     int threads; /* 0: one per core */

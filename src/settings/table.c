@@ -43,6 +43,15 @@ const st_setting st_settings_table[] = {
      .kind = ST_SET_LISTEN, SRV(listen), .def = "127.0.0.1:8080",
      .help = "address to listen on (127.0.0.1:8080);\n"
              "port 0 picks a free port, printed on stderr"},
+    {.flag = "grpc-listen", .key = "grpc_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(grpc_listen),
+     .help = "also serve envoy's Rate Limit Service over gRPC\n"
+             "(h2c) here; off by default (docs/server.md)"},
+    {.flag = "grpc-rate-limit-headers", .key = "grpc_rate_limit_headers",
+     .arg = "BOOL", .commands = SERVE, .kind = ST_SET_BOOL,
+     SRV(grpc_rate_limit_headers), .def = "false",
+     .help = "gRPC answers carry the rate-limit headers in\n"
+             "response_headers_to_add (false)"},
     {.flag = "threads", .key = "threads", .arg = "N", .commands = BOTH,
      .kind = ST_SET_INT, SRV(threads), .max = 1024, .def = "0",
      .help = "event-loop threads (0: one per core)"},
