@@ -19,7 +19,11 @@
 # Sluice-* headers of /v1/auth), fuzz_proxy (the proxy's request target,
 # path normalisation, header gathering and filtering, client address and
 # descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
-# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots).
+# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots),
+# fuzz_grpc_pb (the gRPC door's protobuf codec: RateLimitRequest and
+# HealthCheckRequest decoded, a response encoded from them),
+# fuzz_grpc_h2 (its HTTP/2 session with the real methods, bytes in
+# pieces, timeouts and a drain).
 # Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
@@ -39,7 +43,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_grpc_pb fuzz_grpc_h2)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }
