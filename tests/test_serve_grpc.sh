@@ -65,8 +65,8 @@ descriptors:
 class GNode(harness.Node):
     """sluice serve with --grpc-listen on a port it picks (gport)."""
 
-    def __init__(self, name, *flags):
-        super().__init__(SLUICE, tmp, name, rules, "--threads", "2",
+    def __init__(self, name, *flags, rules_path=rules):
+        super().__init__(SLUICE, tmp, name, rules_path, "--threads", "2",
                          "--grpc-listen", "127.0.0.1:0", *flags)
         self.gport = None
         for _ in range(200):
@@ -428,7 +428,22 @@ try:
     check("redis node exits 0 after draining", rc == 0,
           "status %s; log: %s" % (rc, open(rn.log).read()[-2000:]))
 
-    harness.check_exit([main, hdr])
+    # ---- docs/server.md's gRPC examples, against examples/rules ----
+    docs = GNode("docs", rules_path=os.path.join(SRC, "examples", "rules"))
+    text = open(os.path.join(SRC, "docs", "server.md")).read()
+    blocks = re.findall(r"<!-- grpc-test: expect (.*?) -->\s*```sh\n(.*?)```", text, re.S)
+    check("docs: every nghttp example is a grpc-test block",
+          blocks and sum(b.count("nghttp ") for _, b in blocks) == text.count("nghttp "),
+          len(blocks))
+    for i, (want, cmd) in enumerate(blocks):
+        cmd = cmd.replace("127.0.0.1:8081", "127.0.0.1:%d" % docs.gport)
+        cmd = cmd.replace("127.0.0.1:8080", "127.0.0.1:%d" % docs.port)
+        p = subprocess.run(["bash", "-c", cmd], cwd=tmp, capture_output=True,
+                           text=True, timeout=20)
+        check("docs: gRPC example %d" % (i + 1), want in p.stdout + p.stderr,
+              "expected '%s' in: %s" % (want, p.stdout + p.stderr))
+
+    harness.check_exit([main, hdr, docs])
 finally:
     harness.kill_all()
 
