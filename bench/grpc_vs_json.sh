@@ -28,20 +28,27 @@
 # wall time.  Server CPU per decision: utime+stime ticks of the server
 # from /proc/PID/stat over the run / decisions.  Instructions per
 # decision with `perf stat -e instructions -p PID` when the machine has
-# hardware counters (this VM has none: the line says so).
+# hardware counters (this VM has none: the line says so).  Run-queue
+# wait: how long the server's thread was runnable but waited for its CPU
+# over each run (schedstat): on this shared machine a latency run whose
+# server waited milliseconds measured the neighbours.
+# RT=1: the ~50% runs run the server's thread and h2load under
+# SCHED_FIFO priority 1 (chrt; needs root), so that other processes
+# cannot hold either core for a scheduler slice while a request waits.
 # Raw output: bench/results/grpc_vs_json_<UTC time>/ (not committed).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
 source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
-source "$HERE/lib.sh"         # ports_free
+source "$HERE/lib.sh"         # ports_free, runq_wait_ns, rt_policy
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10}" # seconds
 GC="${GC:-4}"
 GM="${GM:-100}"
 JC="${JC:-50}"
+RT="${RT:-0}"
 PORT="${PORT:-18300}"
 GPORT=$((PORT + 1))
 QUIET_MAX="${QUIET_MAX:-30}"; export QUIET_MAX
@@ -120,20 +127,20 @@ fi
 # measure NAME CMD...: runs CMD pinned to the client CPU; writes NAME.txt
 # with the command's output and, last, "decisions ticks wall_ns insn".
 measure() {
-  local name=$1 f="$OUT/$1.txt" d0 d1 t0 t1 w0 w1 pp=""
+  local name=$1 f="$OUT/$1.txt" d0 d1 t0 t1 w0 w1 q0 q1 pp=""
   shift
   { echo "# cmd: taskset -c $CLI_CPU $*"; wait_quiet; } >"$f"
-  d0=$(decisions); t0=$(cpu_ticks "$SPID"); w0=$(date +%s%N)
+  d0=$(decisions); t0=$(cpu_ticks "$SPID"); w0=$(date +%s%N); q0=$(runq_wait_ns "$SPID")
   if [ "$PERF" = 1 ]; then
     perf stat -e instructions -x, -o "$OUT/$name.perf" -p "$SPID" &
     pp=$!
   fi
   timeout $((DUR * 3 + 30)) taskset -c "$CLI_CPU" "$@" >>"$f" 2>&1
   [ -n "$pp" ] && kill -INT "$pp" && wait "$pp"
-  w1=$(date +%s%N); t1=$(cpu_ticks "$SPID"); d1=$(decisions)
+  w1=$(date +%s%N); t1=$(cpu_ticks "$SPID"); d1=$(decisions); q1=$(runq_wait_ns "$SPID")
   local insn=0
   [ -n "$pp" ] && insn=$(awk -F, '/instructions/ {print $1}' "$OUT/$name.perf")
-  echo "# result: $((d1 - d0)) $((t1 - t0)) $((w1 - w0)) ${insn:-0}" >>"$f"
+  echo "# result: $((d1 - d0)) $((t1 - t0)) $((w1 - w0)) ${insn:-0} $(( (q1 - q0) / 1000 ))" >>"$f"
 }
 result() { sed -n 's/^# result: //p' "$OUT/$1.txt"; }
 # pct LOGFILE P: the P-th percentile of h2load's per-request times, in ms
@@ -150,15 +157,17 @@ json_peak() {
   measure "$1" wrk -t1 -c"$JC" -d"${DUR}s" -s "$OUT/json.lua" "http://127.0.0.1:$PORT/json"
 }
 # grpc_half NAME PEAK, json_half NAME PEAK
+RT_PRE=()
+[ "$RT" = 1 ] && RT_PRE=(chrt -f 1)
 grpc_half() {
   local rps=$(( $2 / 2 / GC ))
-  measure "$1" h2load -t1 -c"$GC" -m"$GM" --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
+  measure "$1" "${RT_PRE[@]}" h2load -t1 -c"$GC" -m"$GM" --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
     -d "$OUT/req.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
     "http://127.0.0.1:$GPORT$PATH_RLS"
 }
 json_half() {
   local rps=$(( $2 / 2 / JC ))
-  measure "$1" h2load --h1 -t1 -c"$JC" -m1 --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
+  measure "$1" "${RT_PRE[@]}" h2load --h1 -t1 -c"$JC" -m1 --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
     -d "$OUT/req.json" -H 'content-type: application/json' "http://127.0.0.1:$PORT/json"
 }
 
@@ -167,7 +176,7 @@ cpu_us() { awk -v t="$1" -v d="$2" 'BEGIN {printf "%.2f", t * 10000 / d}'; } # t
 
 # --- rounds -----------------------------------------------------------------------------
 {
-  echo "# grpc_vs_json: $(date -u +%FT%TZ), ROUNDS=$ROUNDS DUR=${DUR}s, gRPC -c$GC -m$GM, /json -c$JC"
+  echo "# grpc_vs_json: $(date -u +%FT%TZ), ROUNDS=$ROUNDS DUR=${DUR}s, gRPC -c$GC -m$GM, /json -c$JC, RT=$RT"
   echo "# sluice: $SLUICE ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null))"
   echo "# $HWC"
 } | tee "$OUT/summary.txt"
@@ -177,11 +186,13 @@ for r in $(seq "$ROUNDS"); do
     "${api}_peak" "${api}_peak_$r"
     read -r n ticks wall insn < <(result "${api}_peak_$r")
     peak=$(per_s "$n" "$wall")
+    [ "$RT" = 1 ] && rt_policy on "$SPID"
     "${api}_half" "${api}_half_$r" "$peak"
-    read -r hn _ hwall _ < <(result "${api}_half_$r")
+    [ "$RT" = 1 ] && rt_policy off "$SPID"
+    read -r hn _ hwall _ hq < <(result "${api}_half_$r")
     line="round $r $api: peak $peak decisions/s, $(cpu_us "$ticks" "$n") us CPU/decision"
     [ "$PERF" = 1 ] && [ "$n" -gt 0 ] && line+=", $((insn / n)) instructions/decision"
-    line+="; at $(per_s "$hn" "$hwall")/s (half): p50 $(pct "$OUT/${api}_half_$r.log" 50) ms, p99 $(pct "$OUT/${api}_half_$r.log" 99) ms"
+    line+="; at $(per_s "$hn" "$hwall")/s (half): p50 $(pct "$OUT/${api}_half_$r.log" 50) ms, p99 $(pct "$OUT/${api}_half_$r.log" 99) ms (server waited ${hq} us for its CPU)"
     echo "$line" | tee -a "$OUT/summary.txt"
   done
 done

@@ -6,66 +6,17 @@
  * input's first byte picks (frames split across reads), the session's
  * output drained after each piece and its clock moved on (read timeouts
  * and grpc-timeouts expire), then a drain (GOAWAY) and the session
- * freed with whatever calls are still open.  No crash, leak or
+ * freed with whatever calls are still open (the rules and server of
+ * serve_fixture.h).  No crash, leak or
  * out-of-bounds access; the output must be HTTP/2 frames.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "grpc/grpc.h"
+#include "serve_fixture.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static const char rules_text[] =
-    "domain: test\n"
-    "descriptors:\n"
-    "  - key: user\n"
-    "    rate_limit: {name: per_user, unit: minute, requests_per_unit: 5}\n"
-    "  - key: tenant\n"
-    "    descriptors:\n"
-    "      - key: user\n"
-    "        detailed_metric: true\n"
-    "        rate_limit: {name: burst, algorithm: token_bucket,\n"
-    "                     unit: second, requests_per_unit: 10}\n"
-    "  - key: blocked\n"
-    "    rate_limit: {unit: second, requests_per_unit: 0}\n"
-    "  - key: trial\n"
-    "    shadow_mode: true\n"
-    "    rate_limit: {unit: hour, requests_per_unit: 1}\n";
-
-static sv_server srv;
-static sv_worker worker;
-
-static void setup(void)
-{
-    sl_rules *rules;
-    char err[256];
-    if (sl_rules_load_buffer("fuzz.yaml", rules_text, sizeof(rules_text) - 1,
-                             NULL, &rules, err, sizeof(err)) != 0)
-        abort();
-    sd_config dc = {.store_bytes = 1 << 20};
-    if (sd_engine_new(&dc, &srv.engine, err, sizeof(err)) != 0)
-        abort();
-    srv.store = sd_engine_memory(srv.engine);
-    if ((srv.current = sv_rules_new(rules)) == NULL)
-        abort();
-    atomic_fetch_add(&srv.current->refs, 1);
-    srv.cfg = (sv_config){.max_body_bytes = 65536,
-                          .max_header_bytes = 8192,
-                          .max_descriptors = SV_MAX_DESCRIPTORS,
-                          .max_entries = 16,
-                          .grpc_rate_limit_headers = 1};
-    srv.workers = &worker;
-    srv.n_workers = 1;
-    pthread_mutex_init(&srv.reload_lock, NULL);
-    worker.server = &srv;
-    worker.rules = srv.current;
-    worker.now_stale = 1;
-    if ((worker.dec =
-             sd_thread_new(srv.engine, NULL, 0, &worker.stats.store)) == NULL)
-        abort();
-    pthread_mutex_init(&worker.series_lock, NULL);
-}
 
 typedef struct sink {
     size_t len;
@@ -92,8 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    "\0\0\0\4\0\0\0\0\0";
     static const gr_method *const methods[] = {&gr_rls_method,
                                                &gr_health_method};
-    if (srv.store == NULL)
+    if (srv.store == NULL) {
         setup();
+        srv.cfg.grpc_rate_limit_headers = 1;
+    }
     if (size == 0)
         return 0;
     size_t piece = 1 + data[0] % 64;

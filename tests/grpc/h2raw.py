@@ -64,40 +64,30 @@ def grpc_frame(msg, flag=0):
     return bytes([flag]) + len(msg).to_bytes(4, "big") + msg
 
 
+def read_varint(msg, i):
+    """The varint at msg[i]: (value, index after it)."""
+    v = shift = 0
+    while True:
+        b = msg[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
 def decode(msg):
     """A message's fields: {number: [int or bytes, ...]}."""
     out, i = {}, 0
     while i < len(msg):
-        tag = 0
-        shift = 0
-        while True:
-            b = msg[i]
-            i += 1
-            tag |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
+        tag, i = read_varint(msg, i)
         num, wt = tag >> 3, tag & 7
         if wt == 0:
-            v, shift = 0, 0
-            while True:
-                b = msg[i]
-                i += 1
-                v |= (b & 0x7F) << shift
-                shift += 7
-                if b < 0x80:
-                    break
+            v, i = read_varint(msg, i)
         else:
             n = {1: 8, 5: 4}.get(wt)
             if n is None:
-                n, shift = 0, 0
-                while True:
-                    b = msg[i]
-                    i += 1
-                    n |= (b & 0x7F) << shift
-                    shift += 7
-                    if b < 0x80:
-                        break
+                n, i = read_varint(msg, i)
             v = msg[i:i + n]
             i += n
         out.setdefault(num, []).append(v)
