@@ -1,7 +1,8 @@
 /*
  * fuzz_http.c - libFuzzer target for the request path of `sluice serve`
  * after HTTP framing: arbitrary bytes as the body of POST /v1/check or
- * POST /json, or as the query and Sluice-* headers of GET /v1/auth (a
+ * POST /json (with lyft's hits_addend and limit overrides), or as the
+ * query and Sluice-* headers of GET /v1/auth (a
  * first line, then "name: value" lines; the first byte picks the route),
  * through JSON and header parsing,
  * validation, rule matching, the decision and response formatting, with

@@ -3,6 +3,9 @@
  * one rules file.  Whatever the input, loading must return 0 or a negative
  * SL_E* code with a NUL-terminated message, never crash, leak or read out
  * of bounds; a successful load must survive a match and be freed cleanly.
+ * Each domain is matched twice for key "k": with the value "v", and with
+ * the input's own bytes as the value, so that its globs meet values as
+ * arbitrary as themselves.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -26,14 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (size_t i = 0; i < sl_rules_domain_count(rules); i++) {
         const char *d = sl_rules_domain_name(rules, i);
-        sl_rules_entry e = {"k", 1, "v", 1};
+        sl_rules_entry e[2] = {{"k", 1, "v", 1},
+                               {"k", 1, (const char *)data, size}};
         sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
         char key[512];
         size_t n;
-        if (sl_rules_match(rules, d, strlen(d), &e, 1, 0, m,
-                           SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
-                           sizeof(key)) == 0)
-            sl_rules_drop_replaced(m, &n);
+        for (int j = 0; j < 2; j++)
+            if (sl_rules_match(rules, d, strlen(d), &e[j], 1, 0, m,
+                               SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
+                               sizeof(key)) == 0)
+                sl_rules_drop_replaced(m, &n);
     }
     sl_rules_free(rules);
     return 0;

@@ -2,7 +2,8 @@
  * serve_fixture.h - what the fuzz targets of `sluice serve`'s request
  * paths share (fuzz_http, fuzz_grpc_h2): one worker thread of a server on
  * the memory store, with rules that reach every kind of rule (limits,
- * nested descriptors with detailed metrics, deny, unlimited, shadow), the
+ * nested descriptors with detailed metrics, deny, unlimited, shadow, a
+ * glob), the
  * caps of `sluice serve` by default.  Included by one target each, so its
  * definitions are static.
  */
@@ -33,7 +34,10 @@ static const char rules_text[] =
     "    rate_limit: {unlimited: true}\n"
     "  - key: trial\n"
     "    shadow_mode: true\n"
-    "    rate_limit: {unit: hour, requests_per_unit: 1}\n";
+    "    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+    "  - key: path\n"
+    "    value: '/v1/*/x*y'\n"
+    "    rate_limit: {unit: minute, requests_per_unit: 3}\n";
 
 static sv_server srv;
 static sv_worker worker;

@@ -147,6 +147,18 @@ SL_EXPORT int sl_rules_match(const sl_rules *rules, const char *domain,
                              sl_rule_match *out, size_t max_out,
                              size_t *n_out, char *keybuf, size_t keybuf_len);
 
+/*
+ * The counter key sl_rules_match() gives the matches of a descriptor of
+ * `domain` (the same bytes, whether or not a rule matches it), for a
+ * caller that counts a descriptor on a limit of its own, such as a
+ * request's limit override, in the rules' counter.  Written to keybuf,
+ * its length to *key_len.  Returns 0, or SL_EKEYLEN when it does not fit.
+ */
+SL_EXPORT int sl_rules_counter_key(const char *domain, size_t domain_len,
+                                   const sl_rules_entry *entries,
+                                   size_t n_entries, char *keybuf,
+                                   size_t keybuf_len, size_t *key_len);
+
 /* Most matches sl_rules_drop_replaced() takes at once. */
 #define SL_RULES_MAX_MATCHES 512
 
@@ -164,6 +176,11 @@ SL_EXPORT const char *sl_rules_version(const sl_rules *rules);
 SL_EXPORT size_t sl_rules_domain_count(const sl_rules *rules);
 /* Domains are listed sorted by name; i < sl_rules_domain_count(). */
 SL_EXPORT const char *sl_rules_domain_name(const sl_rules *rules, size_t i);
+/* The i of a domain (name, length) in that order, or SL_RULES_NO_DOMAIN
+ * when no file defines it; a binary search. */
+#define SL_RULES_NO_DOMAIN SIZE_MAX
+SL_EXPORT size_t sl_rules_domain_find(const sl_rules *rules, const char *name,
+                                      size_t len);
 /* All rules in load order: file by file, in file order within one. */
 SL_EXPORT size_t sl_rules_rule_count(const sl_rules *rules);
 SL_EXPORT const sl_rule *sl_rules_rule(const sl_rules *rules, size_t i);

@@ -134,7 +134,7 @@ static void test_example_config_loads(void **state)
     (void)state;
     expect_eq(sl_rules_domain_count(r), 1);
     assert_string_equal(sl_rules_domain_name(r, 0), "api");
-    expect_eq(sl_rules_rule_count(r), 7);
+    expect_eq(sl_rules_rule_count(r), 8);
     sl_rules_free(r);
 }
 

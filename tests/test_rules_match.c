@@ -1,8 +1,9 @@
 /*
  * test_rules_match.c - which rules apply to a request descriptor: lyft's
- * order (exact, wildcard, key only), the last-entry rule, nested
- * descriptors, counter keys per distinct value, several limits per node,
- * unknown domains, and `replaces` across a request's descriptors.
+ * order (exact, wildcard, key only), globs (a '*' anywhere), the
+ * last-entry rule, nested descriptors, counter keys per distinct value,
+ * several limits per node, unknown domains, and `replaces` across a
+ * request's descriptors.
  */
 #include "testutil.h"
 #include "sluice_rules.h"
@@ -61,16 +62,31 @@ static size_t match(const sl_rules *r, const char *domain, const char *desc,
     return res->n;
 }
 
-/* The path of the single rule matched, or "-" for none. */
-static const char *matched_path(const sl_rules *r, const char *domain,
-                                const char *desc)
+/* The single rule matched, or NULL for none. */
+static const sl_rule *matched(const sl_rules *r, const char *domain,
+                              const char *desc)
 {
     static result res;
     size_t n = match(r, domain, desc, &res);
     if (n == 0)
-        return "-";
+        return NULL;
     expect_eq(n, 1);
-    return res.m[0].rule->path;
+    return res.m[0].rule;
+}
+
+/* Its path, or its name, or "-" for none. */
+static const char *matched_path(const sl_rules *r, const char *domain,
+                                const char *desc)
+{
+    const sl_rule *rule = matched(r, domain, desc);
+    return rule ? rule->path : "-";
+}
+
+static const char *matched_name(const sl_rules *r, const char *domain,
+                                const char *desc)
+{
+    const sl_rule *rule = matched(r, domain, desc);
+    return rule ? rule->name : "-";
 }
 
 static const char *example3 =
@@ -130,6 +146,219 @@ static void test_first_wildcard_in_file_order(void **state)
     assert_string_equal(matched_path(r, "d", "p=a"), "d.p_*");
     assert_string_equal(matched_path(r, "d", "p="), "d.p_*");
     assert_string_equal(matched_path(r, "d", "q=abc"), "-");
+    sl_rules_free(r);
+}
+
+/* A '*' anywhere in a value (extension): each one any run of bytes. */
+static const char *globs =
+    "domain: d\ndescriptors:\n"
+    "  - {key: path, value: '/v1/*/download', rate_limit: "
+    "{name: download, unit: second, requests_per_unit: 1}}\n"
+    "  - {key: path, value: '/v1/*/files/*/raw*', rate_limit: "
+    "{name: raw, unit: second, requests_per_unit: 2}}\n"
+    "  - {key: path, value: '*.png', rate_limit: "
+    "{name: png, unit: second, requests_per_unit: 3}}\n"
+    "  - {key: path, value: '/v1/**x', rate_limit: "
+    "{name: double_star, unit: second, requests_per_unit: 4}}\n"
+    "  - {key: path, value: '/v1/public/download', rate_limit: "
+    "{name: exact, unit: second, requests_per_unit: 5}}\n"
+    "  - {key: path, rate_limit: "
+    "{name: any_path, unit: second, requests_per_unit: 6}}\n";
+
+static void test_glob_star_in_the_middle(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    (void)state;
+    assert_string_equal(matched_name(r, "d", "path=/v1/42/download"),
+                        "download");
+    /* A star matches any run, '/' included, and the empty run. */
+    assert_string_equal(matched_name(r, "d", "path=/v1/a/b/download"),
+                        "download");
+    assert_string_equal(matched_name(r, "d", "path=/v1//download"), "download");
+    /* The literal bytes around the star must all be there: these fall
+     * through to the key-only rule. */
+    assert_string_equal(matched_name(r, "d", "path=/v1/42/downloads"),
+                        "any_path");
+    assert_string_equal(matched_name(r, "d", "path=/v2/42/download"),
+                        "any_path");
+    assert_string_equal(matched_name(r, "d", "path=/v1/download"), "any_path");
+    sl_rules_free(r);
+}
+
+static void test_glob_several_stars(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    (void)state;
+    assert_string_equal(matched_name(r, "d", "path=/v1/a/files/b/raw"), "raw");
+    assert_string_equal(matched_name(r, "d", "path=/v1/a/files/b/c/raw.txt"),
+                        "raw");
+    /* Greedy leftmost: the first "/files/" is taken, the raw after it
+     * still found. */
+    assert_string_equal(
+        matched_name(r, "d", "path=/v1/files/files/x/files/y/raw"), "raw");
+    /* Segments out of order do not match. */
+    assert_string_equal(matched_name(r, "d", "path=/v1/a/raw/b/files/"),
+                        "any_path");
+    sl_rules_free(r);
+}
+
+static void test_glob_star_at_start_and_empty_segments(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    (void)state;
+    /* A leading star: a suffix match. */
+    assert_string_equal(matched_name(r, "d", "path=/img/logo.png"), "png");
+    assert_string_equal(matched_name(r, "d", "path=.png"), "png");
+    assert_string_equal(matched_name(r, "d", "path=/img/logo.png.gz"),
+                        "any_path");
+    /* "**" is one star: an empty segment between them matches nothing
+     * in particular. */
+    assert_string_equal(matched_name(r, "d", "path=/v1/x"), "double_star");
+    assert_string_equal(matched_name(r, "d", "path=/v1/abcx"), "double_star");
+    /* Head and tail may not overlap: "/v1/" then "x" needs 5 bytes. */
+    assert_string_equal(matched_name(r, "d", "path=/v1x"), "any_path");
+    sl_rules_free(r);
+}
+
+static void test_glob_exact_value_first(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    (void)state;
+    /* As lyft orders them: the exact value before any wildcard, though
+     * the glob that also fits it comes first in the file. */
+    assert_string_equal(matched_name(r, "d", "path=/v1/public/download"),
+                        "exact");
+    sl_rules_free(r);
+}
+
+static void test_glob_and_prefix_in_file_order(void **state)
+{
+    sl_rules *r = rules_of("domain: d\ndescriptors:\n"
+                           "  - {key: p, value: 'a*c', rate_limit: "
+                           "{name: glob, unit: second, requests_per_unit: 1}}\n"
+                           "  - {key: p, value: 'ab*', rate_limit: "
+                           "{name: prefix, unit: second, "
+                           "requests_per_unit: 2}}\n");
+    (void)state;
+    /* Globs and lyft's prefixes are wildcards alike: the first that
+     * matches in file order wins. */
+    assert_string_equal(matched_name(r, "d", "p=abc"), "glob");
+    assert_string_equal(matched_name(r, "d", "p=abd"), "prefix");
+    assert_string_equal(matched_name(r, "d", "p=xbc"), "-");
+    sl_rules_free(r);
+    /* The same glob twice at one level is a duplicate, as lyft's
+     * composite keys would be. */
+    static const char dup[] = "domain: d\ndescriptors:\n"
+                              "  - {key: p, value: 'a*c'}\n"
+                              "  - {key: p, value: 'a*c'}\n";
+    char err[256] = "";
+    r = NULL;
+    expect_eq(sl_rules_load_buffer("t.yaml", dup, sizeof(dup) - 1, NULL, &r,
+                                   err, sizeof(err)),
+              SL_EINVAL);
+    assert_string_equal(err, "t.yaml:4:5: duplicate descriptor: 'd.p_a*c'");
+}
+
+static void test_glob_value_with_nul_and_long_value(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    result res;
+    (void)state;
+    /* Bytes, not C strings: a NUL in the middle run is fine. */
+    static const char v[] = "/v1/a\0b/download";
+    sl_rules_entry e = {"path", 4, v, sizeof(v) - 1};
+    assert_int_equal(sl_rules_match(r, "d", 1, &e, 1, 0, res.m,
+                                    SL_RULES_MAX_LIMITS_PER_NODE, &res.n,
+                                    res.key, sizeof(res.key)),
+                     0);
+    expect_eq(res.n, 1);
+    assert_string_equal(res.m[0].rule->name, "download");
+    sl_rules_free(r);
+    /* A long value that almost matches a pattern of many stars: one pass
+     * (a backtracking matcher tries each split of the value among the
+     * stars, and would not finish). */
+    r = rules_of("domain: d\ndescriptors:\n"
+                 "  - {key: k, value: '*a*a*a*a*a*a*a*a*a*a*b', rate_limit: "
+                 "{unit: second, requests_per_unit: 1}}\n");
+    size_t len = 1 << 20;
+    char *big = malloc(len);
+    assert_non_null(big);
+    memset(big, 'a', len);
+    e = (sl_rules_entry){"k", 1, big, len};
+    assert_int_equal(sl_rules_match(r, "d", 1, &e, 1, 0, res.m,
+                                    SL_RULES_MAX_LIMITS_PER_NODE, &res.n,
+                                    res.key, sizeof(res.key)),
+                     0);
+    expect_eq(res.n, 0);
+    big[len - 1] = 'b';
+    assert_int_equal(sl_rules_match(r, "d", 1, &e, 1, 0, res.m,
+                                    SL_RULES_MAX_LIMITS_PER_NODE, &res.n,
+                                    res.key, sizeof(res.key)),
+                     SL_EKEYLEN); /* matched: its key does not fit res.key */
+    free(big);
+    sl_rules_free(r);
+}
+
+/* The reference: a glob by dynamic programming over every split, slow
+ * and plainly right. */
+static int glob_reference(const char *p, const char *v)
+{
+    size_t pl = strlen(p), vl = strlen(v);
+    unsigned char ok[16][16] = {{0}}; /* ok[i][j]: p[i..] matches v[j..] */
+    assert_true(pl < 16 && vl < 16);
+    ok[pl][vl] = 1;
+    for (size_t i = pl; i-- > 0;)
+        for (size_t j = vl + 1; j-- > 0;)
+            ok[i][j] = p[i] == '*' ? ok[i + 1][j] || (j < vl && ok[i][j + 1])
+                                   : j < vl && p[i] == v[j] && ok[i + 1][j + 1];
+    return ok[0][0];
+}
+
+static void test_glob_against_a_reference(void **state)
+{
+    /* Random patterns over {a, b, *} and values over {a, b}: the linear
+     * matcher agrees with the reference on every pair (exact values and
+     * prefixes are globs too, of no star and one trailing star). */
+    uint64_t seed = 13;
+    (void)state;
+    for (int t = 0; t < 400; t++) {
+        char pat[12], text[256];
+        size_t pl = (size_t)tu_range(&seed, 1, sizeof(pat) - 1);
+        for (size_t i = 0; i < pl; i++)
+            pat[i] = "ab*"[tu_below(&seed, 3)];
+        pat[pl] = '\0';
+        snprintf(text, sizeof(text),
+                 "domain: d\ndescriptors:\n  - {key: k, value: '%s', "
+                 "rate_limit: {unit: second, requests_per_unit: 1}}\n",
+                 pat);
+        sl_rules *r = rules_of(text);
+        for (int u = 0; u < 40; u++) {
+            char desc[32] = "k=", *v = desc + 2;
+            size_t vl = (size_t)tu_below(&seed, 12);
+            for (size_t i = 0; i < vl; i++)
+                v[i] = "ab"[tu_below(&seed, 2)];
+            v[vl] = '\0';
+            result res;
+            if (match(r, "d", desc, &res) != (size_t)glob_reference(pat, v))
+                fail_msg("pattern '%s', value '%s': matched %zu, reference "
+                         "%d",
+                         pat, v, res.n, glob_reference(pat, v));
+        }
+        sl_rules_free(r);
+    }
+}
+
+static void test_glob_counts_each_value_apart(void **state)
+{
+    sl_rules *r = rules_of(globs);
+    result a, b;
+    (void)state;
+    expect_eq(match(r, "d", "path=/v1/1/download", &a), 1);
+    expect_eq(match(r, "d", "path=/v1/2/download", &b), 1);
+    assert_ptr_equal(a.m[0].rule, b.m[0].rule);
+    /* As lyft's prefix wildcards: one counter per distinct value. */
+    assert_false(a.m[0].key_len == b.m[0].key_len &&
+                 memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len) == 0);
     sl_rules_free(r);
 }
 
@@ -289,6 +518,49 @@ static void test_unknown_domain_matches_nothing(void **state)
     assert_string_equal(matched_path(r, "messagin", "to_number=1"), "-");
     assert_string_equal(matched_path(r, "messaging2", "to_number=1"), "-");
     assert_string_equal(matched_path(r, "", "to_number=1"), "-");
+    sl_rules_free(r);
+}
+
+static void test_domain_find(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    (void)state;
+    expect_eq(sl_rules_domain_find(r, "messaging", 9), 0);
+    assert_string_equal(sl_rules_domain_name(r, 0), "messaging");
+    /* (pointer, length): a longer buffer's prefix is the name. */
+    expect_eq(sl_rules_domain_find(r, "messagingX", 9), 0);
+    expect_eq(sl_rules_domain_find(r, "messagingX", 10), SL_RULES_NO_DOMAIN);
+    expect_eq(sl_rules_domain_find(r, "messag", 6), SL_RULES_NO_DOMAIN);
+    expect_eq(sl_rules_domain_find(r, "", 0), SL_RULES_NO_DOMAIN);
+    sl_rules_free(r);
+}
+
+static void test_counter_key_without_a_match(void **state)
+{
+    sl_rules *r = rules_of(example2);
+    result res;
+    req q;
+    char key[64];
+    size_t len = 0;
+    (void)state;
+    /* The key a match gets, and the same bytes for a caller that counts
+     * a descriptor no rule matches (a request's limit override). */
+    expect_eq(match(r, "messaging", "to_number=2061111111", &res), 1);
+    parse_req(&q, "to_number=2061111111");
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, sizeof(key), &len),
+        0);
+    expect_eq(len, res.m[0].key_len);
+    assert_memory_equal(key, res.m[0].key, len);
+    parse_req(&q, "nothing=x");
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, sizeof(key), &len),
+        0);
+    assert_memory_equal(key, "9:messaging,7:nothing=1:x", len);
+    expect_eq(len, 25);
+    assert_int_equal(
+        sl_rules_counter_key("messaging", 9, q.e, q.n, key, 24, &len),
+        SL_EKEYLEN);
     sl_rules_free(r);
 }
 
@@ -470,6 +742,10 @@ static void test_example_config_scenarios(void **state)
     expect_eq(n, 1);
     expect_eq(m[0].rule->shadow_mode, 1);
     expect_eq(m[0].rule->detailed_metric, 1);
+    const char *dl[] = {"path=/v1/reports/download"};
+    n = match_request(r, "api", dl, 1, m, keys);
+    expect_eq(n, 1);
+    assert_string_equal(m[0].rule->name, "downloads");
     sl_rules_free(r);
 }
 
@@ -479,6 +755,14 @@ int main(void)
         cmocka_unit_test(test_exact_then_wildcard_then_key_only),
         cmocka_unit_test(test_deny_rule_matches_as_deny),
         cmocka_unit_test(test_first_wildcard_in_file_order),
+        cmocka_unit_test(test_glob_star_in_the_middle),
+        cmocka_unit_test(test_glob_several_stars),
+        cmocka_unit_test(test_glob_star_at_start_and_empty_segments),
+        cmocka_unit_test(test_glob_exact_value_first),
+        cmocka_unit_test(test_glob_and_prefix_in_file_order),
+        cmocka_unit_test(test_glob_value_with_nul_and_long_value),
+        cmocka_unit_test(test_glob_counts_each_value_apart),
+        cmocka_unit_test(test_glob_against_a_reference),
         cmocka_unit_test(test_nested_descriptors),
         cmocka_unit_test(test_limit_applies_only_at_last_entry),
         cmocka_unit_test(test_no_backtracking_from_exact_to_key_only),
@@ -487,6 +771,8 @@ int main(void)
         cmocka_unit_test(test_counter_key_is_unambiguous),
         cmocka_unit_test(test_key_buffer_too_small),
         cmocka_unit_test(test_unknown_domain_matches_nothing),
+        cmocka_unit_test(test_domain_find),
+        cmocka_unit_test(test_counter_key_without_a_match),
         cmocka_unit_test(test_entries_are_not_nul_terminated),
         cmocka_unit_test(test_several_limits_per_node),
         cmocka_unit_test(test_shadow_mode_and_unlimited_flags),

@@ -122,6 +122,69 @@ expect "lyft /json" 200 '"overallCode":"OK","statuses":[{"code":"OK","currentLim
 call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}]}'
 expect "lyft /json over" 429 '"overallCode":"OVER_LIMIT"'
 
+# /json takes envoy's RateLimitRequest as protojson reads it: each field
+# by its proto name or its JSON name, integers as numbers or strings.
+lyft() { # lyft KEY VALUE [DESCRIPTOR-FIELDS [REQUEST-FIELDS]]
+  call POST /json "{\"domain\": \"test\", \"descriptors\": [{\"entries\": [{\"key\": \"$1\", \"value\": \"$2\"}]${3:+, $3}}]${4:+, $4}}"
+}
+lyft lyft a '' '"hits_addend": 2'
+expect "lyft: request hits_addend (proto name)" 200 '"currentLimit":{"name":"lyft_rule","requestsPerUnit":3,"unit":"MINUTE"},"limitRemaining":1,'
+lyft lyft b '' '"hitsAddend": "2"'
+expect "lyft: request hitsAddend as a string" 200 '"limitRemaining":1,'
+lyft lyft c '' '"hitsAddend": 0'
+expect "lyft: request hitsAddend 0 counts 1" 200 '"limitRemaining":2,'
+lyft lyft c '"hits_addend": 0' '"hitsAddend": 2'
+expect "lyft: a descriptor's hits_addend 0 checks without counting" 200 '"limitRemaining":2,'
+lyft lyft c '"hitsAddend": "1e0"'
+expect "lyft: a descriptor's hitsAddend wins, 1e0 is 1" 200 '"limitRemaining":1,'
+lyft lyft c '"hits_addend": 1' '"hits_addend": 3'
+[ "$STATUS" = 200 ] && [[ "$BODY" == *'"currentLimit":{"name":"lyft_rule","requestsPerUnit":3,"unit":"MINUTE"},"durationUntilReset":"'* ]] &&
+  pass "lyft: a limitRemaining of 0 is left out, as protojson writes it" || bad "lyft: remaining 0" "$STATUS $BODY"
+lyft lyft c; expect "lyft: over the limit" 429 '"code":"OVER_LIMIT","currentLimit":{"name":"lyft_rule"'
+lyft free x; expect "lyft: unlimited, as lyft answers it" 200 '"statuses":[{"code":"OK","limitRemaining":4294967295}]}'
+lyft nomatch x; expect "lyft: no rule, no currentLimit" 200 '"statuses":[{"code":"OK"}]}'
+lyft blocked x; expect "lyft: requests_per_unit 0, left out" 429 '"currentLimit":{"unit":"SECOND"},'
+# The limit override: the request's own limit for the descriptor.  With
+# the rule's own parameters it counts in the rule's counter.
+lyft lyft d '"limit": {"requests_per_unit": 3, "unit": "MINUTE"}'
+expect "override: the rule's limit" 200 '"currentLimit":{"requestsPerUnit":3,"unit":"MINUTE"},"limitRemaining":2,'
+lyft lyft d; expect "override: shares the rule's counter" 200 '"name":"lyft_rule","requestsPerUnit":3,"unit":"MINUTE"},"limitRemaining":1,'
+lyft lyft d '"limit": {"requestsPerUnit": "10", "unit": 3}'
+expect "override: another limit, its own counter; unit by number" 200 '"currentLimit":{"requestsPerUnit":10,"unit":"HOUR"},"limitRemaining":9,'
+[ "$(header RateLimit-Policy)" = '"_override_";q=10;w=3600' ] && pass "override: headers" || bad "override: headers" "$(header RateLimit-Policy)"
+lyft lyft d '"limit": {"requestsPerUnit": 10, "unit": "HOUR"}, "hitsAddend": 9'
+expect "override: its counter kept" 200 '"currentLimit":{"requestsPerUnit":10,"unit":"HOUR"},"durationUntilReset":'
+lyft lyft d '"limit": {"requestsPerUnit": 10, "unit": "HOUR"}'; expect "override: over its limit" 429 OVER_LIMIT
+lyft nomatch o '"limit": {"requests_per_unit": 1, "unit": "DAY"}'
+expect "override: applies where no rule matches" 200 '"currentLimit":{"requestsPerUnit":1,"unit":"DAY"}'
+lyft nomatch o '"limit": {"requests_per_unit": 1, "unit": "DAY"}'; expect "override: ... and limits" 429 OVER_LIMIT
+lyft free o '"limit": {"requests_per_unit": 1, "unit": "SECOND"}'
+expect "override: over an unlimited rule" 200 '"currentLimit":{"requestsPerUnit":1,"unit":"SECOND"}'
+lyft free p '"limit": {"unit": "WEEK"}'; expect "override: requests_per_unit 0 refuses" 429 '"currentLimit":{"unit":"WEEK"}'
+call POST /json '{"domain": "nope", "descriptors": [{"entries": [{"key": "a", "value": "b"}], "limit": {"requests_per_unit": 0, "unit": "SECOND"}}]}'
+expect "override: nothing in an unknown domain" 200 '"statuses":[{"code":"OK"}]}'
+# Unknown fields are ignored; null is a field's default; a known field of
+# the wrong type is a 400 naming it.
+lyft lyft e '"limit": null, "hits_addend": null, "colour": "red"' '"extra": {"x": [1]}'
+expect "lyft: unknown fields ignored, null is absent" 200 '"limitRemaining":2,'
+lyft lyft e '' '"hits_addend": "x"'; expect "lyft: bad request hits_addend" 400 '{"error":{"code":"ETYPE","message":"hits_addend: expected an integer from 0 to 4294967295"}}'
+lyft lyft e '' '"hitsAddend": 1.5'; expect "lyft: fractional hitsAddend" 400 '"message":"hitsAddend: expected'
+lyft lyft e '' '"hitsAddend": 4294967296'; expect "lyft: hitsAddend past uint32" 400 '"message":"hitsAddend: expected'
+lyft lyft e '' '"hitsAddend": -1'; expect "lyft: negative hitsAddend" 400 '"code":"ETYPE"'
+lyft lyft e '' '"hitsAddend": 1, "hits_addend": 1'; expect "lyft: one field by both names" 400 '"code":"EINVAL","message":"hits_addend and hitsAddend are one field'
+lyft lyft e '"hitsAddend": true'; expect "lyft: bad descriptor hitsAddend" 400 '"message":"descriptors[0].hitsAddend: expected an integer from 0 to 1099511627776"'
+lyft lyft e '"hits_addend": "01"'; expect "lyft: a number with a leading zero" 400 '"message":"descriptors[0].hits_addend: expected'
+lyft lyft e '"limit": 5'; expect "lyft: limit not an object" 400 '"code":"ETYPE","message":"descriptors[0].limit: expected an object"'
+lyft lyft e '"limit": {"requests_per_unit": "ten", "unit": "SECOND"}'
+expect "lyft: bad requests_per_unit" 400 '"message":"descriptors[0].limit.requests_per_unit: expected an integer from 0 to 4294967295"'
+lyft lyft e '"limit": {"requestsPerUnit": 1, "unit": "FORTNIGHT"}'
+expect "lyft: bad unit" 400 '"code":"ETYPE","message":"descriptors[0].limit.unit: expected SECOND, MINUTE'
+lyft lyft e '"limit": {"requestsPerUnit": 1, "unit": "second"}'; expect "lyft: an enum name is exact" 400 '"message":"descriptors[0].limit.unit:'
+lyft lyft e '"limit": {"requestsPerUnit": 1}'; expect "lyft: no unit" 400 '"code":"EMISSING","message":"descriptors[0].limit.unit:'
+lyft lyft e '"limit": {"requestsPerUnit": 1, "unit": 0}'; expect "lyft: UNKNOWN unit" 400 '"message":"descriptors[0].limit.unit:'
+lyft lyft e '"limit": {"requestsPerUnit": 1, "requests_per_unit": 1, "unit": 1}'; expect "lyft: requests_per_unit twice" 400 '"code":"EINVAL","message":"descriptors[0].limit.requests_per_unit and requestsPerUnit are one field'
+lyft lyft e; expect "lyft: refused requests consumed nothing" 200 '"limitRemaining":1,'
+
 # The client-side API: POST /v1/increment reports sent requests, GET
 # /v1/delay says how long to wait.  Ad hoc limits (id, interval, requests).
 adhoc='"id": "gh", "interval": "1h", "requests": 2'
@@ -284,7 +347,22 @@ call POST /v1/check "$(desc user nearly)"
 [ "$(nl)" = $((n0 + 1)) ] && pass "metrics: near_limit not counted over the limit" || bad "metrics: near_limit over" "$n0 -> $(nl)"
 call POST /v1/check "$(desc user nearly2 5)"
 [ "$(nl)" = $((n0 + 2)) ] && pass "metrics: near_limit counts hits past the threshold" || bad "metrics: near_limit hits" "$n0 -> $(nl)"
-[ "$(metric sluice_unmatched_descriptors_total)" -ge 2 ] && pass "metrics: unmatched" || bad "metrics: unmatched" ""
+# Descriptors that matched nothing, by domain: a known domain apart,
+# every unknown one under "_unknown_" (the client names it).
+um() { metric "sluice_unmatched_descriptors_total{domain=\"$1\"}"; }
+u_test=$(um test); u_unknown=$(um _unknown_)
+[ -n "$u_test" ] && [ -n "$u_unknown" ] && pass "metrics: unmatched by domain" || bad "metrics: unmatched by domain" "'$u_test' '$u_unknown'"
+call POST /v1/check '{"domain": "test", "descriptors": [{"entries": [{"key": "nomatch", "value": "m"}]}, {"entries": [{"key": "user", "value": "m"}]}]}'
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "m"}, {"key": "deeper", "value": "m"}]}]}'
+[ "$(um test)" = $((u_test + 2)) ] && [ "$(um _unknown_)" = "$u_unknown" ] &&
+  pass "metrics: unmatched descriptors of a known domain" || bad "metrics: unmatched known" "$u_test -> $(um test)"
+call POST /v1/check '{"domain": "nosuch1", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}, {"entries": [{"key": "c", "value": "d"}]}]}'
+call POST /json '{"domain": "nosuch2", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}'
+[ "$(um _unknown_)" = $((u_unknown + 3)) ] && [ "$(um test)" = $((u_test + 2)) ] &&
+  pass "metrics: unknown domains under _unknown_" || bad "metrics: unmatched unknown" "$u_unknown -> $(um _unknown_)"
+curl -s -m 5 "http://127.0.0.1:$PORT/metrics" | grep -q 'domain="nosuch' &&
+  bad "metrics: no series per unknown domain" "$(curl -s "http://127.0.0.1:$PORT/metrics" | grep nosuch)" ||
+  pass "metrics: no series per unknown domain"
 [ "$(metric sluice_decision_duration_seconds_count)" -ge 10 ] && pass "metrics: latency" || bad "metrics: latency" ""
 [ -n "$(metric sluice_open_connections)" ] && pass "metrics: open connections" || bad "metrics: connections" ""
 

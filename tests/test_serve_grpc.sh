@@ -153,7 +153,7 @@ try:
           st[2]["limit_remaining"] == 1 and
           st[2]["duration_until_reset"] == {"seconds": 0, "nanos": 750000000} and
           st[2]["current_limit"]["unit"] == "SECOND", st[2])
-    check("rls: a week is unit UNKNOWN", st[3]["current_limit"]["unit"] == "UNKNOWN", st[3])
+    check("rls: a week is unit WEEK (7)", st[3]["current_limit"]["unit"] == "WEEK", st[3])
     check("rls: an unmatched descriptor is OK without a limit",
           st[4] == {"code": "OK", "current_limit": None, "limit_remaining": 0,
                     "duration_until_reset": None}, st[4])
@@ -167,8 +167,8 @@ try:
           status_of(r) == [("OK", 10, "tb"), ("OVER_LIMIT", 0, "")] and
           statuses(r)[1]["current_limit"]["requests_per_unit"] == 0, r)
     r = main.rls([d("free", "x")])
-    check("rls: an unlimited rule is OK without a limit",
-          status_of(r) == [("OK", 0, None)], r)
+    check("rls: an unlimited rule is OK with 2^32-1 remaining, no limit (as lyft)",
+          status_of(r) == [("OK", 2**32 - 1, None)], r)
     r = main.rls([d("tb", "c")], domain="nosuchdomain")
     check("rls: an unknown domain is OK", r["code"] == 0 and
           r["response"]["overall_code"] == "OK" and status_of(r) == [("OK", 0, None)], r)
@@ -230,10 +230,31 @@ try:
     r = main.rls([d("hits", "h1", hits=1 << 41)])
     check("hits: over 2^40 is INVALID_ARGUMENT", r["code"] == INVALID_ARGUMENT, r)
 
-    # ---- limit overrides: decoded (lyft's override semantics: below) ----
-    r = main.rls([d("hits", "o1", limit={"requests_per_unit": 2, "unit": 3})])
-    check("override: a descriptor with a limit override is decided",
-          r["code"] == 0, r)
+    # ---- limit overrides (lyft's: decide.c, "Overrides") ----
+    HOUR, WEEK = 3, 7
+    rs = main.grpc(*[{"op": "rls", "req": {"domain": "test", "descriptors": [
+        d("hits", "o1", limit={"requests_per_unit": 2, "unit": HOUR})]}}
+        for _ in range(3)])
+    check("override: replaces the rule's limit (2 an hour: OK, OK, OVER_LIMIT)",
+          [status_of(x) for x in rs] == [[("OK", 1, "")], [("OK", 0, "")],
+                                         [("OVER_LIMIT", 0, "")]] and
+          statuses(rs[0])[0]["current_limit"]["requests_per_unit"] == 2 and
+          statuses(rs[0])[0]["current_limit"]["unit"] == "HOUR", rs)
+    rs = main.grpc({"op": "rls", "req": {"domain": "test", "descriptors": [d("hits", "o2")]}},
+                   {"op": "rls", "req": {"domain": "test", "descriptors": [
+                       d("hits", "o2", limit={"requests_per_unit": 100, "unit": HOUR})]}})
+    check("override: the rule's own limit shares the rule's counter",
+          status_of(rs[0]) == [("OK", 99, "hits")] and status_of(rs[1])[0][1] == 98, rs)
+    r = main.rls([d("nomatch", "o3", limit={"requests_per_unit": 5, "unit": WEEK})])
+    check("override: limits a descriptor no rule matches, in a known domain",
+          status_of(r) == [("OK", 4, "")] and
+          statuses(r)[0]["current_limit"]["unit"] == "WEEK", r)
+    r = main.rls([d("nomatch", "o3", limit={"requests_per_unit": 5, "unit": WEEK})],
+                 domain="nosuchdomain")
+    check("override: nothing in an unknown domain", status_of(r) == [("OK", 0, None)], r)
+    r = main.rls([d("hits", "o4", limit={"requests_per_unit": 5, "unit": 0})])
+    check("override: an UNKNOWN unit is INVALID_ARGUMENT",
+          r["code"] == INVALID_ARGUMENT and "unit" in r["details"], r)
 
     # ---- 1000 concurrent calls on one channel ----
     r = main.grpc({"op": "many", "n": 1000, "req": {

@@ -392,11 +392,10 @@ static size_t duration_size(const gr_pb_status *s)
  * duration_until_reset (4). */
 static size_t status_size(const gr_pb_status *s)
 {
-    size_t n = uint_field_size((uint64_t)s->code);
+    size_t n = uint_field_size((uint64_t)s->code) +
+               uint_field_size(s->limit_remaining);
     if (s->has_limit)
-        n += len_field_size(limit_size(s)) +
-             uint_field_size(s->limit_remaining) +
-             len_field_size(duration_size(s));
+        n += len_field_size(limit_size(s)) + len_field_size(duration_size(s));
     return n;
 }
 
@@ -420,14 +419,16 @@ static uint8_t *put_status(uint8_t *p, const gr_pb_status *s)
 {
     p = put_varint(put_tag(p, 2, WT_LEN), status_size(s));
     p = put_uint_field(p, 1, (uint64_t)s->code);
+    if (s->has_limit) {
+        p = put_varint(put_tag(p, 2, WT_LEN), limit_size(s));
+        p = put_uint_field(p, 1, s->requests_per_unit);
+        p = put_uint_field(p, 2, (uint64_t)(uint32_t)s->unit);
+        if (s->name_len)
+            p = put_len_field(p, 3, s->name, s->name_len);
+    }
+    p = put_uint_field(p, 3, s->limit_remaining);
     if (!s->has_limit)
         return p;
-    p = put_varint(put_tag(p, 2, WT_LEN), limit_size(s));
-    p = put_uint_field(p, 1, s->requests_per_unit);
-    p = put_uint_field(p, 2, (uint64_t)(uint32_t)s->unit);
-    if (s->name_len)
-        p = put_len_field(p, 3, s->name, s->name_len);
-    p = put_uint_field(p, 3, s->limit_remaining);
     p = put_varint(put_tag(p, 4, WT_LEN), duration_size(s));
     p = put_uint_field(p, 1, (uint64_t)s->reset_seconds);
     return put_uint_field(p, 2, (uint64_t)(int64_t)s->reset_nanos);

@@ -57,7 +57,7 @@ void gr_pb_request_release(gr_pb_request *r);
 /* RateLimitResponse.Code and RateLimit.Unit. */
 enum { GR_PB_CODE_UNKNOWN, GR_PB_CODE_OK, GR_PB_CODE_OVER_LIMIT };
 
-/* A DescriptorStatus; the limit, remaining and duration only with
+/* A DescriptorStatus; current_limit and duration_until_reset only with
  * has_limit (an unmatched descriptor is its code alone). */
 typedef struct gr_pb_status {
     int code;

@@ -4,9 +4,11 @@
  * POST /json decides them (same rules, counters and metrics), and the
  * RateLimitResponse envoy's ratelimit filter reads.  The semantics are
  * envoyproxy/ratelimit's: a descriptor's own hits_addend wins (0 checks
- * without counting), else the request's, where 0 means 1; an unmatched
- * descriptor or unknown domain is OK with no limit; an empty domain or
- * no descriptors is an error (UNKNOWN, as lyft's server answers).
+ * without counting), else the request's, where 0 means 1; a descriptor's
+ * limit override stands for its rules (decide.c, "Overrides"); an
+ * unmatched descriptor or unknown domain is OK with no limit, an
+ * unlimited one OK with 2^32 - 1 remaining; an empty domain or no
+ * descriptors is an error (UNKNOWN, as lyft's server answers).
  *
  * On Redis a decision waits: the call's state (the decoded request, the
  * descriptors, the decision state) stays in an rls_call until done()
@@ -29,6 +31,7 @@ typedef struct rls_call {
     uint64_t t0; /* uv_hrtime at the start, for the latency histogram */
     gr_pb_request req;
     sv_dec_descriptor *ds;
+    sv_dec_override *limits; /* the descriptors' overrides, by index */
     sv_dec_result res;
     sv_dec_state *dec; /* on Redis, the call's own */
     sd_wait *wait;
@@ -55,16 +58,16 @@ static void fail(rls_call *r, int bad_request, int code, const char *msg)
     gr_call_fail(c, code, msg);
 }
 
-/* rls.proto's RateLimit.Unit: SECOND 1 ... DAY 4, MONTH 5, YEAR 6;
- * UNKNOWN for a `period`, a unit_multiplier or a week, which it cannot
+/* rls.proto's RateLimit.Unit: SECOND 1 ... DAY 4, MONTH 5, YEAR 6, WEEK
+ * 7; UNKNOWN (0) for a `period` or a unit_multiplier, which it cannot
  * say (POST /json says the same). */
 static int unit_of(const sl_rule *r)
 {
-    static const char *const units[] = {"second", "minute", "hour",
-                                        "day",    "month",  "year"};
+    static const char *const units[] = {"second", "minute", "hour", "day",
+                                        "month",  "year",   "week"};
     if (r->unit == NULL || r->unit_multiplier != 1)
         return 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (strcmp(r->unit, units[i]) == 0)
             return i + 1;
     return 0;
@@ -114,6 +117,8 @@ static void answer(rls_call *r)
         const sl_rule *rule = s->rule;
         st[i] = (gr_pb_status){.code = s->over ? GR_PB_CODE_OVER_LIMIT
                                                : GR_PB_CODE_OK};
+        if (rule != NULL && rule->action == SL_RULE_UNLIMITED)
+            st[i].limit_remaining = UINT32_MAX; /* lyft's, for unlimited */
         if (rule == NULL || rule->action == SL_RULE_UNLIMITED)
             continue;
         sl_nanos reset = s->d.reset_after < 0 ? 0 : s->d.reset_after;
@@ -179,7 +184,8 @@ static void rls_start(gr_call *c, const uint8_t *msg, size_t len)
     if (rc == 0) {
         size_t n = req.n;
         r = calloc(1, sizeof(*r) + n * (sizeof(sv_dec_descriptor) +
-                                        sizeof(sv_dec_status)));
+                                        sizeof(sv_dec_status) +
+                                        sizeof(sv_dec_override)));
         if (r == NULL)
             gr_pb_request_release(&req);
     }
@@ -201,6 +207,7 @@ static void rls_start(gr_call *c, const uint8_t *msg, size_t len)
     r->req = req;
     r->ds = (sv_dec_descriptor *)(r + 1);
     r->res.status = (sv_dec_status *)(r->ds + req.n);
+    r->limits = (sv_dec_override *)(r->res.status + req.n);
     if (req.domain_len == 0) {
         fail(r, 1, GR_UNKNOWN, "domain: missing or empty");
         return;
@@ -224,9 +231,22 @@ static void rls_start(gr_call *c, const uint8_t *msg, size_t len)
             fail(r, 1, GR_INVALID_ARGUMENT, err);
             return;
         }
+        if (d->has_limit && sv_override_unit_name(d->limit_unit) == NULL) {
+            snprintf(err, sizeof(err),
+                     "descriptors[%zu].limit.unit: expected SECOND, MINUTE, "
+                     "HOUR, DAY, MONTH, YEAR or WEEK (1 to 7)",
+                     i);
+            fail(r, 1, GR_INVALID_ARGUMENT, err);
+            return;
+        }
         r->ds[i].entries = d->entries;
         r->ds[i].n_entries = d->n_entries;
         r->ds[i].hits = d->has_hits ? (int64_t)d->hits : -1;
+        if (d->has_limit) {
+            r->limits[i] =
+                (sv_dec_override){d->limit_requests_per_unit, d->limit_unit};
+            r->ds[i].limit = &r->limits[i];
+        }
     }
     sv_dec_state *st = sv_dec_state_get(w, &r->dec);
     if (st == NULL) {

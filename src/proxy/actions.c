@@ -173,7 +173,7 @@ int px_descriptors(const px_route *route, const px_request_view *req,
             ne = first;
             continue;
         }
-        ds[n++] = (sv_dec_descriptor){entries + first, ne - first, -1};
+        ds[n++] = (sv_dec_descriptor){entries + first, ne - first, -1, NULL};
     }
     *n_out = n;
     return 0;

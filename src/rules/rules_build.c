@@ -444,8 +444,13 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
         return oom(b);
     parent->n_kids++;
     if (value != NULL) {
-        node->wildcard = value->text[value->len - 1] == '*';
-        node->value_len = value->len - (size_t)node->wildcard;
+        /* lyft's wildcard is one '*' at the end; a '*' anywhere else makes
+         * a glob, which lyft would compare as a literal byte. */
+        const char *star = memchr(value->text, '*', value->len);
+        node->match = star == NULL                           ? SL__V_EXACT
+                      : star == value->text + value->len - 1 ? SL__V_PREFIX
+                                                             : SL__V_GLOB;
+        node->value_len = value->len - (node->match == SL__V_PREFIX);
         if ((node->value = dup_n(value->text, node->value_len)) == NULL)
             return oom(b);
     }
@@ -457,8 +462,7 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
         if (o->key_len == node->key_len &&
             memcmp(o->key, node->key, o->key_len) == 0 &&
             (o->value == NULL) == (node->value == NULL) &&
-            o->wildcard == node->wildcard &&
-            o->value_len == node->value_len &&
+            o->match == node->match && o->value_len == node->value_len &&
             (o->value == NULL ||
              memcmp(o->value, node->value, o->value_len) == 0))
             return err_at(b, d, SL_EINVAL,

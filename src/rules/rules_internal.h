@@ -45,17 +45,25 @@ void sl__ynode_free(sl__ynode *n);
 
 /* ---- loaded rules ---- */
 
+/* How a configured value matches a request's value (rules_match.c). */
+typedef enum sl__vmatch {
+    SL__V_EXACT,  /* no '*': the same bytes */
+    SL__V_PREFIX, /* one '*', the last byte: lyft's wildcard, a prefix */
+    SL__V_GLOB    /* any other '*' (extension): each '*' any run of bytes */
+} sl__vmatch;
+
 /*
  * One descriptor of the configuration.  Children are kept in file order,
- * which decides among wildcards.  value == NULL means key only; a wildcard
- * node keeps its value without the trailing '*' (the prefix to match).
+ * which decides among wildcards (prefixes and globs alike).  value ==
+ * NULL means key only; a prefix node keeps its value without the
+ * trailing '*' (the prefix to match), a glob node the whole pattern.
  */
 typedef struct sl__rnode {
     char *key;
     size_t key_len;
     char *value;
     size_t value_len;
-    int wildcard;
+    sl__vmatch match;
     sl_rule *rules;
     size_t n_rules;
     struct sl__rnode *kids;

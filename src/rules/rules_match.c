@@ -4,8 +4,10 @@
  *
  * The decision path of the server: no allocation, no locks (the rules are
  * immutable), work proportional to the descriptor's entries times the
- * descriptors configured at each level.
+ * descriptors configured at each level (a glob value adds time linear in
+ * its pattern and the request's value).
  */
+#define _GNU_SOURCE /* memmem, memrchr */
 #include <string.h>
 
 #include "rules_internal.h"
@@ -16,11 +18,56 @@ static int eq(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 /*
+ * Whether the value v matches the glob pattern p, where each '*' stands
+ * for any run of bytes (none included) and every other byte for itself.
+ * The stars cut p into segments: the first must start v, the last must
+ * end it, and each one between is found at its leftmost place after the
+ * one before.  Leftmost is never wrong: whatever a later place leaves to
+ * match, an earlier one leaves more of.  So there is no backtracking, and
+ * with memmem (glibc's two-way search) the time is linear in p and v:
+ * an attacker's long value costs one pass, not a product of lengths.
+ */
+static int glob_match(const char *p, size_t plen, const char *v, size_t vlen)
+{
+    if (v == NULL)
+        v = ""; /* (NULL, 0): no arithmetic on a null pointer */
+    const char *first = memchr(p, '*', plen), *last = memrchr(p, '*', plen);
+    size_t head = (size_t)(first - p), tail = plen - (size_t)(last - p) - 1;
+    if (head + tail > vlen || (head > 0 && memcmp(p, v, head) != 0) ||
+        (tail > 0 && memcmp(last + 1, v + vlen - tail, tail) != 0))
+        return 0;
+    const char *at = v + head, *end = v + vlen - tail;
+    for (const char *seg = first + 1; seg < last;) {
+        const char *star = memchr(seg, '*', (size_t)(last - seg) + 1);
+        size_t n = (size_t)(star - seg);
+        if (n > 0) {
+            const char *found = memmem(at, (size_t)(end - at), seg, n);
+            if (found == NULL)
+                return 0;
+            at = found + n;
+        }
+        seg = star + 1;
+    }
+    return 1;
+}
+
+/* A prefix or glob node's value against the request's. */
+static int wild_match(const sl__rnode *n, const sl_rules_entry *e)
+{
+    if (n->match == SL__V_GLOB)
+        return glob_match(n->value, n->value_len, e->value, e->value_len);
+    return e->value_len >= n->value_len &&
+           (n->value_len == 0 || memcmp(n->value, e->value, n->value_len) == 0);
+}
+
+/*
  * lyft's order at one level: the exact key and value, then the first
- * wildcard (in file order) whose prefix starts the value, then the key
- * alone.  lyft compares "key_value" strings, so a key containing '_'
- * could match a neighbour's prefix; here key and value are compared
- * apart, which is what its configs mean.
+ * wildcard (in file order) that matches the value, then the key alone.
+ * Prefixes (lyft's) and globs (ours) are wildcards alike, so an exact
+ * value is never matched by a glob it also fits.  lyft compares
+ * "key_value" strings, so a key containing '_' could match a neighbour's
+ * prefix; here key and value are compared apart, which is what its
+ * configs mean.
  */
 static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
 {
@@ -32,20 +79,17 @@ static const sl__rnode *find(const sl__rnode *level, const sl_rules_entry *e)
         if (n->value == NULL) {
             if (bare == NULL)
                 bare = n;
-        } else if (n->wildcard) {
-            if (wild == NULL && e->value_len >= n->value_len &&
-                (n->value_len == 0 ||
-                 memcmp(n->value, e->value, n->value_len) == 0))
-                wild = n;
-        } else if (eq(n->value, n->value_len, e->value, e->value_len)) {
-            return n;
+        } else if (n->match == SL__V_EXACT) {
+            if (eq(n->value, n->value_len, e->value, e->value_len))
+                return n;
+        } else if (wild == NULL && wild_match(n, e)) {
+            wild = n;
         }
     }
     return wild != NULL ? wild : bare;
 }
 
-static const sl__rdomain *find_domain(const sl_rules *rules, const char *name,
-                                      size_t len)
+size_t sl_rules_domain_find(const sl_rules *rules, const char *name, size_t len)
 {
     size_t lo = 0, hi = rules->n_domains;
     while (lo < hi) {
@@ -56,13 +100,13 @@ static const sl__rdomain *find_domain(const sl_rules *rules, const char *name,
         if (c == 0)
             c = (d->name_len > len) - (d->name_len < len);
         if (c == 0)
-            return d;
+            return mid;
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return SL_RULES_NO_DOMAIN;
 }
 
 /* Appends "len:bytes" to the key; 0 or -1 when it does not fit. */
@@ -93,22 +137,41 @@ static int put(char *buf, size_t cap, size_t *len, char sep, const char *s,
     return 0;
 }
 
+int sl_rules_counter_key(const char *domain, size_t domain_len,
+                         const sl_rules_entry *entries, size_t n_entries,
+                         char *keybuf, size_t keybuf_len, size_t *key_len)
+{
+    /* "len:domain" then ",len:key=len:value" per entry: unambiguous
+     * whatever bytes keys and values hold. */
+    size_t klen = 0;
+    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+        return SL_EKEYLEN;
+    for (size_t i = 0; i < n_entries; i++)
+        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
+                entries[i].key_len) != 0 ||
+            put(keybuf, keybuf_len, &klen, '=', entries[i].value,
+                entries[i].value_len) != 0)
+            return SL_EKEYLEN;
+    *key_len = klen;
+    return 0;
+}
+
 int sl_rules_match(const sl_rules *rules, const char *domain,
                    size_t domain_len, const sl_rules_entry *entries,
                    size_t n_entries, size_t descriptor, sl_rule_match *out,
                    size_t max_out, size_t *n_out, char *keybuf,
                    size_t keybuf_len)
 {
-    const sl__rdomain *d;
     const sl__rnode *level, *hit = NULL;
-    size_t klen = 0;
+    size_t klen = 0, d;
 
     *n_out = 0;
     if (n_entries == 0 || max_out < SL_RULES_MAX_LIMITS_PER_NODE)
         return SL_EINVAL;
-    if ((d = find_domain(rules, domain, domain_len)) == NULL)
+    if ((d = sl_rules_domain_find(rules, domain, domain_len)) ==
+        SL_RULES_NO_DOMAIN)
         return 0;
-    level = &d->root;
+    level = &rules->domains[d].root;
     for (size_t i = 0; i < n_entries; i++) {
         const sl__rnode *n = find(level, &entries[i]);
         if (n == NULL)
@@ -122,16 +185,9 @@ int sl_rules_match(const sl_rules *rules, const char *domain,
     if (hit->n_rules == 0)
         return 0;
 
-    /* The counter key is "len:domain" then ",len:key=len:value" per
-     * entry: unambiguous whatever bytes keys and values hold. */
-    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+    if (sl_rules_counter_key(domain, domain_len, entries, n_entries, keybuf,
+                             keybuf_len, &klen) != 0)
         return SL_EKEYLEN;
-    for (size_t i = 0; i < n_entries; i++)
-        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
-                entries[i].key_len) != 0 ||
-            put(keybuf, keybuf_len, &klen, '=', entries[i].value,
-                entries[i].value_len) != 0)
-            return SL_EKEYLEN;
 
     for (size_t i = 0; i < hit->n_rules; i++) {
         out[i].rule = &hit->rules[i];

@@ -121,7 +121,7 @@ static int group_headers(sv_worker *w, const sv_http_request *req,
                            "descriptor entry as key=value");
     size_t off = 0;
     for (size_t d = 0; d < n; d++) {
-        ds[d] = (sv_dec_descriptor){entries + off, 0, -1};
+        ds[d] = (sv_dec_descriptor){entries + off, 0, -1, NULL};
         off += counts[d];
     }
 

@@ -48,7 +48,7 @@ int sv_api_check(sv_worker *w, const sv_http_request *req, sv_req *rq,
 {
     if (rq->step == 0)
         rq->t0 = uv_hrtime();
-    int rc = sv_decide_request(w, req, rq, "hits", "hits", 0, out, keep_alive);
+    int rc = sv_decide_request(w, req, rq, SV_API_CHECK, out, keep_alive);
     if (rc != 0)
         return rc == SV_AGAIN ? rc : 0;
     const sv_dec_result *res = &rq->res;

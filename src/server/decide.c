@@ -8,6 +8,20 @@
  * never veto the real ones; unlimited rules never touch the store; deny
  * rules (requests_per_unit: 0) reject.  What a waiting request needs
  * when its checks come back is kept in its sv_dec_state.
+ *
+ * Overrides.  A descriptor may carry lyft's limit override (envoy's
+ * RateLimitDescriptor.limit).  As in envoyproxy/ratelimit, it stands for
+ * the descriptor's whole decision once the domain is known, whatever its
+ * rules say or whether any matched: none of their shadow_mode, unlimited,
+ * requests_per_unit: 0 or replaces applies to it.  It is counted on the
+ * descriptor's own counter key, the one its rules count on.  A matched
+ * rule with the same requests_per_unit and period lends it its limit, so
+ * the two share one counter; otherwise the override is a fixed window of
+ * its own (lyft's counting), for its parameters: sluice keeps state per
+ * (limit parameters, key), where lyft's fixed-window key would share the
+ * count across a changed requests_per_unit too.  The override is a rule
+ * made for the request (st->ov), so answers, headers and metrics treat it
+ * as any rule; it is labelled "_override_".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +35,39 @@ int sv_decide_status(int rc)
     return rc == SL_ENOMEM || rc == SL_EFULL || rc == SL_ESTORE ? 503 : 400;
 }
 
+/* Overrides' units by RateLimitUnit number: the enum's name, the rules'
+ * word for it, its period (a month 30 days, a year 365, as the rules). */
+static const struct override_unit {
+    const char *name, *word;
+    sl_nanos period;
+} override_units[] = {
+    [1] = {"SECOND", "second", SL_NS_PER_SEC},
+    [2] = {"MINUTE", "minute", 60 * SL_NS_PER_SEC},
+    [3] = {"HOUR", "hour", 3600 * SL_NS_PER_SEC},
+    [4] = {"DAY", "day", 86400 * SL_NS_PER_SEC},
+    [5] = {"MONTH", "month", 30 * 86400 * SL_NS_PER_SEC},
+    [6] = {"YEAR", "year", 365 * 86400 * SL_NS_PER_SEC},
+    [7] = {"WEEK", "week", 7 * 86400 * SL_NS_PER_SEC},
+};
+#define N_OVERRIDE_UNITS (sizeof(override_units) / sizeof(override_units[0]))
+
+/* An override's own limits are kept apart from every rule's by this id
+ * ("override"): state is per (parameters, id, key). */
+#define OVERRIDE_ID UINT64_C(0x6f76657272696465)
+
+/* What answers write of every override's rule (rules_set.h). */
+static char override_json[] = "_override_", override_sf[] = "\"_override_\"";
+static const sv_rule_text override_text = {
+    override_json, sizeof(override_json) - 1, override_sf,
+    sizeof(override_sf) - 1};
+
+const char *sv_override_unit_name(int unit)
+{
+    return unit > 0 && (size_t)unit < N_OVERRIDE_UNITS
+               ? override_units[unit].name
+               : NULL;
+}
+
 struct sv_dec_state {
     /* The request, borrowed from the front end until it is decided. */
     const sv_dec_descriptor *ds;
@@ -28,6 +75,15 @@ struct sv_dec_state {
     int64_t hits;
     sv_rules *rules; /* matched against */
     int referenced;  /* rules is held by a reference while waiting */
+    size_t domain;   /* the request's in rules, or SL_RULES_NO_DOMAIN */
+    /* Per descriptor of a request with overrides: the rule made for its
+     * override, and the limit made for that rule when no matched rule
+     * lent one; freed when the state is next used. */
+    struct override {
+        sl_rule rule;
+        sl_limit *made;
+    } * ov;
+    size_t n_ov, cap_ov;
     sl_rule_match *m;
     size_t nm, cap_m;
     /* Per match: its item in items[] (an enforced limit) or its check in
@@ -61,10 +117,21 @@ sv_dec_state *sv_dec_state_get(sv_worker *w, sv_dec_state **own)
     return *st;
 }
 
+static void overrides_release(sv_dec_state *st)
+{
+    for (size_t i = 0; i < st->n_ov; i++) {
+        sl_limit_free(st->ov[i].made);
+        st->ov[i].made = NULL;
+    }
+    st->n_ov = 0;
+}
+
 void sv_dec_state_free(sv_dec_state *st)
 {
     if (st == NULL)
         return;
+    overrides_release(st);
+    free(st->ov);
     free(st->m);
     free(st->slot);
     free(st->keys);
@@ -103,19 +170,91 @@ static size_t key_room(size_t domain_len, const sv_dec_descriptor *d)
     return len;
 }
 
+/* Descriptor i carries an override: its k matches, at m with their key
+ * built at key (room bytes), give way to one match of the rule made for
+ * it (the header comment, "Overrides").  0 or SL_E*. */
+static int override(sv_dec_state *st, const sl_rules *rules, size_t i,
+                    sl_rule_match *m, size_t *k, char *key, size_t room,
+                    const char *domain, size_t domain_len, char *err,
+                    size_t errlen)
+{
+    const sv_dec_descriptor *d = &st->ds[i];
+    const sv_dec_override *o = d->limit;
+    struct override *ov = &st->ov[i];
+    const sl_limit *lim = NULL;
+    size_t klen;
+    if (sv_override_unit_name(o->unit) == NULL || o->requests_per_unit < 0 ||
+        o->requests_per_unit > SL_MAX_COUNT) {
+        snprintf(err, errlen, "descriptors[%zu].limit: not a limit", i);
+        return SL_EINVAL;
+    }
+    const struct override_unit *u = &override_units[o->unit];
+    for (size_t j = 0; j < *k && lim == NULL; j++) {
+        const sl_rule *r = m[j].rule;
+        if (r->action == SL_RULE_LIMIT &&
+            r->requests_per_unit == o->requests_per_unit &&
+            r->period == u->period)
+            lim = r->limit;
+    }
+    if (*k > 0)
+        klen = m[0].key_len;
+    else if (sl_rules_counter_key(domain, domain_len, d->entries, d->n_entries,
+                                  key, room, &klen) != 0) {
+        snprintf(err, errlen, "descriptors[%zu]: %s", i,
+                 sl_strerror(SL_EKEYLEN));
+        return SL_EKEYLEN;
+    }
+    if (lim == NULL && o->requests_per_unit > 0) {
+        sl_limit_config c = {.algorithm = SL_FIXED_WINDOW,
+                             .limit = o->requests_per_unit,
+                             .period = u->period,
+                             .id = OVERRIDE_ID};
+        int rc = sl_limit_new(&c, &ov->made, NULL, 0);
+        if (rc != 0) {
+            snprintf(err, errlen, "descriptors[%zu].limit: %s", i,
+                     sl_strerror(rc));
+            return rc;
+        }
+        lim = ov->made;
+    }
+    ov->rule = (sl_rule){
+        .domain = sl_rules_domain_name(rules, st->domain),
+        .path = override_json,
+        .name = "",
+        .action = lim != NULL ? SL_RULE_LIMIT : SL_RULE_DENY,
+        .limit = lim,
+        .unit = u->word,
+        .requests_per_unit = o->requests_per_unit,
+        .unit_multiplier = 1,
+        .period = u->period,
+        .index = SIZE_MAX, /* no rule of the set: override_text */
+    };
+    m[0] = (sl_rule_match){&ov->rule, key, klen, i};
+    *k = 1;
+    return 0;
+}
+
 /* Matches every descriptor, applies lyft's `replaces`: 0 or SL_E*. */
 static int match(sv_dec_state *st, const sl_rules *rules, const char *domain,
                  size_t domain_len, char *err, size_t errlen)
 {
-    size_t keys_len = 1, off = 0;
-    for (size_t i = 0; i < st->n; i++)
+    size_t keys_len = 1, off = 0, n_ov = 0;
+    for (size_t i = 0; i < st->n; i++) {
         keys_len += key_room(domain_len, &st->ds[i]);
+        n_ov += st->ds[i].limit != NULL;
+    }
     size_t max_m = st->n * SL_RULES_MAX_LIMITS_PER_NODE;
+    overrides_release(st);
     if (grow(&st->keys, &st->cap_keys, keys_len, 1) != 0 ||
-        grow(&st->m, &st->cap_m, max_m, sizeof(*st->m)) != 0) {
+        grow(&st->m, &st->cap_m, max_m, sizeof(*st->m)) != 0 ||
+        (n_ov > 0 && grow(&st->ov, &st->cap_ov, st->n, sizeof(*st->ov)))) {
         snprintf(err, errlen, "out of memory");
         return SL_ENOMEM;
     }
+    for (size_t i = 0; n_ov > 0 && i < st->n; i++)
+        st->ov[i].made = NULL;
+    st->n_ov = n_ov > 0 ? st->n : 0;
+    st->domain = sl_rules_domain_find(rules, domain, domain_len);
     st->nm = st->unmatched = 0;
     for (size_t i = 0; i < st->n; i++) {
         const sv_dec_descriptor *d = &st->ds[i];
@@ -124,10 +263,13 @@ static int match(sv_dec_state *st, const sl_rules *rules, const char *domain,
             sl_rules_match(rules, domain, domain_len, d->entries, d->n_entries,
                            i, st->m + st->nm, SL_RULES_MAX_LIMITS_PER_NODE, &k,
                            st->keys + off, len);
-        if (rc != 0) {
+        if (rc == 0 && d->limit != NULL && st->domain != SL_RULES_NO_DOMAIN)
+            rc = override(st, rules, i, st->m + st->nm, &k, st->keys + off, len,
+                          domain, domain_len, err, errlen);
+        else if (rc != 0)
             snprintf(err, errlen, "descriptors[%zu]: %s", i, sl_strerror(rc));
+        if (rc != 0)
             return rc;
-        }
         if (k == 0)
             st->unmatched++;
         st->nm += k;
@@ -282,7 +424,9 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
     const sl_rule *r = m->rule;
     const sv_dec_descriptor *dd = &st->ds[m->descriptor];
     sv_dec_status s = {.rule = r,
-                       .text = &st->rules->text[r->index],
+                       .text = r->index == SIZE_MAX
+                                   ? &override_text
+                                   : &st->rules->text[r->index],
                        .shadow = r->shadow_mode};
     int shadow_pass = 0;
     uint64_t near = 0;
@@ -329,8 +473,7 @@ int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
     }
     res->over = st->deny || (st->has_items && !st->checks[0].overall.allowed);
     if (st->unmatched > 0)
-        atomic_fetch_add_explicit(&w->stats.unmatched, st->unmatched,
-                                  memory_order_relaxed);
+        sv_metrics_unmatched(w, st->rules->rules, st->domain, st->unmatched);
     for (size_t i = 0; i < st->n; i++)
         res->status[i] = (sv_dec_status){0};
     res->closest = NULL;

@@ -11,11 +11,31 @@
  * done callback comes. */
 #define SV_AGAIN SD_AGAIN
 
+/*
+ * lyft's per-descriptor limit override (envoy's RateLimitDescriptor
+ * .limit, a RateLimitOverride): the request's own limit for one
+ * descriptor, in place of whatever its rules say.  `unit` is envoy's
+ * RateLimitUnit number, which sv_override_unit_name() checks.
+ */
+typedef struct sv_dec_override {
+    int64_t requests_per_unit; /* 0 refuses, as requests_per_unit: 0 does */
+    int unit;
+} sv_dec_override;
+
 typedef struct sv_dec_descriptor {
     sl_rules_entry *entries;
     size_t n_entries;
     int64_t hits; /* -1: the request's */
+    /* NULL: the rules decide.  Else lyft's override, borrowed like
+     * entries until the request is decided (decide.c, "Overrides"). */
+    const sv_dec_override *limit;
 } sv_dec_descriptor;
+
+/* RateLimitUnit's name of a unit number: "SECOND" 1, "MINUTE" 2, "HOUR"
+ * 3, "DAY" 4, "MONTH" 5, "YEAR" 6 (envoy/type/v3/ratelimit_unit.proto),
+ * "WEEK" 7 (rls.proto's RateLimit.Unit, which lyft casts it to); NULL
+ * for UNKNOWN (0) and any other number, which no override may carry. */
+const char *sv_override_unit_name(int unit);
 
 /* Per-descriptor outcome: the limit closest to its own limit. */
 typedef struct sv_dec_status {

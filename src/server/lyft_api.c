@@ -2,8 +2,13 @@
  * lyft_api.c - POST /json, the JSON endpoint of lyft/ratelimit (envoyproxy
  * /ratelimit): envoy's RateLimitRequest in, RateLimitResponse out, both in
  * proto3 JSON (envoy/service/ratelimit/v3/rls.proto), so an existing
- * caller switches by changing a URL.  As in lyft, hitsAddend 0 means 1,
- * and an over-limit answer has status 429.
+ * caller switches by changing a URL.  The request is read as protojson
+ * reads it (request.c), with hits_addend and each descriptor's
+ * hits_addend and limit override; the answer is written as protojson
+ * writes it, leaving out fields of proto3's default value (an empty name,
+ * a limitRemaining of 0, an UNKNOWN unit).  As in lyft, an over-limit
+ * answer has status 429, and an unlimited rule's status is OK with a
+ * limitRemaining of 2^32 - 1 and no currentLimit.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -31,18 +36,48 @@ static void add_duration(sv_buf *b, sl_nanos ns)
     sv_buf_add_json_string(b, buf, strlen(buf));
 }
 
-/* rls.proto's RateLimit.Unit: SECOND ... YEAR; UNKNOWN for a `period`
- * that is no calendar unit, or a unit_multiplier the enum cannot say. */
-static void add_unit(sv_buf *b, const sl_rule *r)
+/* rls.proto's RateLimit.Unit, SECOND ... YEAR, or nothing (UNKNOWN, the
+ * default) for a `period` that is no calendar unit or a unit_multiplier
+ * the enum cannot say. */
+static void add_unit(sv_buf *b, const sl_rule *r, const char *sep)
 {
-    char buf[16] = "UNKNOWN";
-    if (r->unit != NULL && r->unit_multiplier == 1) {
-        size_t i = 0;
-        for (; r->unit[i] && i + 1 < sizeof(buf); i++)
-            buf[i] = (char)toupper((unsigned char)r->unit[i]);
-        buf[i] = '\0';
+    char buf[16];
+    size_t i = 0;
+    if (r->unit == NULL || r->unit_multiplier != 1)
+        return;
+    for (; r->unit[i] && i + 1 < sizeof(buf); i++)
+        buf[i] = (char)toupper((unsigned char)r->unit[i]);
+    sv_buf_addstr(b, sep);
+    sv_buf_addstr(b, "\"unit\":");
+    sv_buf_add_json_string(b, buf, i);
+}
+
+/* A status's currentLimit, limitRemaining and durationUntilReset. */
+static void add_limit(sv_buf *b, const sv_dec_status *st)
+{
+    const sl_rule *r = st->rule;
+    const char *sep = "";
+    sv_buf_addstr(b, ",\"currentLimit\":{");
+    if (r->name[0] != '\0') {
+        sv_buf_addstr(b, "\"name\":");
+        sv_buf_add_json_string(b, r->name, strlen(r->name));
+        sep = ",";
     }
-    sv_buf_add_json_string(b, buf, strlen(buf));
+    if (r->requests_per_unit > 0) {
+        sv_buf_addstr(b, sep);
+        sv_buf_addstr(b, "\"requestsPerUnit\":");
+        sv_buf_add_int(b, (long long)r->requests_per_unit);
+        sep = ",";
+    }
+    add_unit(b, r, sep);
+    sv_buf_addstr(b, "}");
+    if (st->d.remaining > 0) {
+        sv_buf_addstr(b, ",\"limitRemaining\":");
+        sv_buf_add_int(b, st->d.remaining > UINT32_MAX ? UINT32_MAX
+                                                       : st->d.remaining);
+    }
+    sv_buf_addstr(b, ",\"durationUntilReset\":");
+    add_duration(b, st->d.reset_after);
 }
 
 int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
@@ -50,8 +85,7 @@ int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
 {
     if (rq->step == 0)
         rq->t0 = uv_hrtime();
-    int rc =
-        sv_decide_request(w, req, rq, "hitsAddend", NULL, 1, out, keep_alive);
+    int rc = sv_decide_request(w, req, rq, SV_API_LYFT, out, keep_alive);
     if (rc != 0)
         return rc == SV_AGAIN ? rc : 0;
     const sv_dec_result *res = &rq->res;
@@ -67,18 +101,10 @@ int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
             sv_buf_addstr(b, ",");
         sv_buf_addstr(b, st->over ? "{\"code\":\"OVER_LIMIT\""
                                   : "{\"code\":\"OK\"");
-        if (st->rule != NULL && st->rule->action != SL_RULE_UNLIMITED) {
-            sv_buf_addstr(b, ",\"currentLimit\":{\"name\":");
-            sv_buf_add_json_string(b, st->rule->name, strlen(st->rule->name));
-            sv_buf_addstr(b, ",\"requestsPerUnit\":");
-            sv_buf_add_int(b, (long long)st->rule->requests_per_unit);
-            sv_buf_addstr(b, ",\"unit\":");
-            add_unit(b, st->rule);
-            sv_buf_addstr(b, "},\"limitRemaining\":");
-            sv_buf_add_int(b, st->d.remaining < 0 ? 0 : st->d.remaining);
-            sv_buf_addstr(b, ",\"durationUntilReset\":");
-            add_duration(b, st->d.reset_after);
-        }
+        if (st->rule != NULL && st->rule->action == SL_RULE_UNLIMITED)
+            sv_buf_addstr(b, ",\"limitRemaining\":4294967295");
+        else if (st->rule != NULL)
+            add_limit(b, st);
         sv_buf_addstr(b, "}");
     }
     sv_buf_addstr(b, "]}");

@@ -10,6 +10,12 @@
  * (as in lyft), and SV_MAX_SERIES bounds the map per thread.  A
  * rule without detailed_metric has one series, which its thread finds by
  * name once per rules set and then by the rule's index.
+ *
+ * Descriptors that matched no rule are counted per domain, so that an
+ * operator sees which traffic is misrouted: each known domain apart, found
+ * the same way (by name, then by the domain's index), and every unknown
+ * domain under one series, domain="_unknown_", because the client names
+ * the domain and a series per name would grow without bound.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,6 +31,16 @@ struct sv_series {
     char *domain, *rule, *descriptor; /* owned; descriptor "" if none */
     uint64_t hits, within, over, shadow, near;
 };
+
+/* Descriptors of one known domain that matched no rule. */
+struct sv_unmatched {
+    sv_unmatched *next;
+    char *domain; /* owned */
+    uint64_t n;
+};
+
+#define UNKNOWN_DOMAIN "_unknown_"
+#define OVERFLOW "_overflow_"
 
 /* Upper bounds of the latency buckets, ns; the last is +Inf. */
 static const sl_nanos latency_le[SV_LATENCY_BUCKETS - 1] = {
@@ -85,6 +101,65 @@ void sv_metrics_rules_changed(sv_worker *w)
 {
     free(w->rule_series);
     w->rule_series = NULL;
+    free(w->domain_unmatched);
+    w->domain_unmatched = NULL;
+}
+
+/* The thread's count for a known domain, found or made, under
+ * series_lock; past SV_MAX_SERIES domains, the one of "_overflow_" (the
+ * names come from rules files, but reloads may bring ever new ones).
+ * NULL when out of memory: the count is lost. */
+static sv_unmatched *unmatched_of(sv_worker *w, const char *domain)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (sv_unmatched *u = w->unmatched; u != NULL; u = u->next)
+            if (strcmp(u->domain, domain) == 0)
+                return u;
+        if (w->n_unmatched < SV_MAX_SERIES || pass == 1)
+            break;
+        domain = OVERFLOW;
+    }
+    sv_unmatched *u = calloc(1, sizeof(*u));
+    if (u == NULL || (u->domain = dup_n(domain, strlen(domain))) == NULL) {
+        free(u);
+        return NULL;
+    }
+    u->next = w->unmatched;
+    w->unmatched = u;
+    w->n_unmatched++;
+    return u;
+}
+
+void sv_metrics_unmatched(sv_worker *w, const sl_rules *rules, size_t domain,
+                          uint64_t n)
+{
+    if (domain == SL_RULES_NO_DOMAIN) {
+        atomic_fetch_add_explicit(&w->stats.unmatched_unknown, n,
+                                  memory_order_relaxed);
+        return;
+    }
+    /* By index only in the thread's own set: an index means nothing in
+     * another (a request that waited across a reload). */
+    sv_unmatched **slot = NULL;
+    if (w->rules != NULL && w->rules->rules == rules) {
+        size_t nd = sl_rules_domain_count(rules);
+        if (w->domain_unmatched == NULL)
+            w->domain_unmatched =
+                calloc(nd ? nd : 1, sizeof(*w->domain_unmatched));
+        if (w->domain_unmatched != NULL)
+            slot = &w->domain_unmatched[domain];
+    }
+    pthread_mutex_lock(&w->series_lock);
+    sv_unmatched *u =
+        slot != NULL && *slot != NULL
+            ? *slot
+            : unmatched_of(w, sl_rules_domain_name(rules, domain));
+    if (u != NULL) {
+        u->n += n;
+        if (slot != NULL)
+            *slot = u;
+    }
+    pthread_mutex_unlock(&w->series_lock);
 }
 
 void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
@@ -198,6 +273,13 @@ void sv_metrics_latency(sv_worker *w, sl_nanos ns)
 void sv_metrics_release(sv_worker *w)
 {
     sv_metrics_rules_changed(w);
+    for (sv_unmatched *u = w->unmatched, *next; u != NULL; u = next) {
+        next = u->next;
+        free(u->domain);
+        free(u);
+    }
+    w->unmatched = NULL;
+    w->n_unmatched = 0;
     if (w->series == NULL)
         return;
     for (size_t i = 0; i < SERIES_BUCKETS; i++)
@@ -339,6 +421,85 @@ static void render_series(sv_server *s, sv_buf *out)
     free(all);
 }
 
+/* One row of sluice_unmatched_descriptors_total while it is rendered. */
+typedef struct unmatched_row {
+    char *domain;
+    uint64_t n;
+} unmatched_row;
+
+static int row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const unmatched_row *)a)->domain,
+                  ((const unmatched_row *)b)->domain);
+}
+
+/* Appends a row (a copy of domain): 0, or -1 out of memory. */
+static int add_row(unmatched_row **rows, size_t *n, size_t *cap,
+                   const char *domain, uint64_t count)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        unmatched_row *g = realloc(*rows, c * sizeof(*g));
+        if (g == NULL)
+            return -1;
+        *rows = g;
+        *cap = c;
+    }
+    if (((*rows)[*n].domain = dup_n(domain, strlen(domain))) == NULL)
+        return -1;
+    (*rows)[(*n)++].n = count;
+    return 0;
+}
+
+/* sluice_unmatched_descriptors_total by domain: every domain of the
+ * current rules set (0 until one of its descriptors matches nothing),
+ * those counted under earlier sets, and "_unknown_" for all the rest. */
+static void render_unmatched(sv_server *s, sv_buf *out)
+{
+    unmatched_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    int failed =
+        add_row(&rows, &n, &cap, UNKNOWN_DOMAIN, SUM(unmatched_unknown)) != 0;
+    pthread_mutex_lock(&s->reload_lock);
+    sv_rules *cur = s->current;
+    if (cur != NULL)
+        atomic_fetch_add(&cur->refs, 1);
+    pthread_mutex_unlock(&s->reload_lock);
+    for (size_t d = 0; cur != NULL && d < sl_rules_domain_count(cur->rules);
+         d++)
+        failed |= add_row(&rows, &n, &cap, sl_rules_domain_name(cur->rules, d),
+                          0) != 0;
+    sv_rules_release(cur);
+    for (int i = 0; i < s->n_workers; i++) {
+        sv_worker *w = &s->workers[i];
+        pthread_mutex_lock(&w->series_lock);
+        for (sv_unmatched *u = w->unmatched; u != NULL; u = u->next)
+            failed |= add_row(&rows, &n, &cap, u->domain, u->n) != 0;
+        pthread_mutex_unlock(&w->series_lock);
+    }
+    if (failed)
+        out->failed = 1; /* the scrape fails with 503 (router.c) */
+    qsort(rows, n, sizeof(*rows), row_cmp);
+    sv_buf_addstr(out, "# HELP sluice_unmatched_descriptors_total descriptors "
+                       "of an unknown domain or matching no rule (allowed), "
+                       "by domain; every unknown domain counts under "
+                       "\"" UNKNOWN_DOMAIN "\"\n"
+                       "# TYPE sluice_unmatched_descriptors_total counter\n");
+    for (size_t i = 0; i < n;) {
+        uint64_t v = 0;
+        size_t j = i;
+        for (; j < n && strcmp(rows[i].domain, rows[j].domain) == 0; j++)
+            v += rows[j].n;
+        sv_buf_addstr(out, "sluice_unmatched_descriptors_total{domain=\"");
+        label_value(out, rows[i].domain);
+        sv_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
+        i = j;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(rows[i].domain);
+    free(rows);
+}
+
 /* --store redis: the connection's state and what failures cost. */
 static void render_store(sv_server *s, sv_buf *out)
 {
@@ -410,12 +571,7 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   "sluice_checks_total{result=\"over_limit\"} %llu\n",
                   (unsigned long long)SUM(checks_ok),
                   (unsigned long long)SUM(checks_over));
-    sv_buf_printf(out,
-                  "# HELP sluice_unmatched_descriptors_total descriptors of "
-                  "an unknown domain or matching no rule (allowed)\n"
-                  "# TYPE sluice_unmatched_descriptors_total counter\n"
-                  "sluice_unmatched_descriptors_total %llu\n",
-                  (unsigned long long)SUM(unmatched));
+    render_unmatched(s, out);
     sv_buf_printf(out,
                   "# HELP sluice_bad_requests_total check requests refused "
                   "with a 4xx for their body\n"

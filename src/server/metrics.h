@@ -10,6 +10,11 @@
 void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits);
+/* n descriptors of a request for domain (its index in rules, or
+ * SL_RULES_NO_DOMAIN) matched no rule.  Known domains are counted apart;
+ * every unknown one, which the client chooses, under one series. */
+void sv_metrics_unmatched(sv_worker *w, const sl_rules *rules, size_t domain,
+                          uint64_t n);
 /* The thread adopted another rules set: forget what was cached of the
  * old one's rules. */
 void sv_metrics_rules_changed(sv_worker *w);

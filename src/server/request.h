@@ -10,6 +10,12 @@
 #include "server/decide.h"
 #include "server/http.h"
 
+/* The JSON decision requests: their fields are named and typed apart. */
+typedef enum sv_request_api {
+    SV_API_CHECK, /* POST /v1/check: "hits", a descriptor's "hits" */
+    SV_API_LYFT   /* POST /json: envoy's RateLimitRequest in proto3 JSON */
+} sv_request_api;
+
 /* The common request shape of both APIs: domain, descriptors, hits. */
 typedef struct sv_parsed_request {
     json_t *root; /* owns the strings below */
@@ -17,6 +23,7 @@ typedef struct sv_parsed_request {
     size_t domain_len;
     int64_t hits;
     sv_dec_descriptor *ds;
+    sv_dec_override *ov; /* lyft's overrides, ds[i].limit's; NULL: none */
     size_t n;
 } sv_parsed_request;
 
@@ -45,12 +52,10 @@ void sv_req_close(sv_req *rq);
 
 /* Both APIs' common path: parses the request into rq->pr and decides
  * it into rq->res.  0 when decided; SV_AGAIN when it waits (call it
- * again when rq->resume runs); or -1 with the error answered into out.
- * hits 0 becomes zero_hits_as (0 for a pure query, 1 for lyft's
- * default). */
+ * again when rq->resume runs); or -1 with the error answered into out
+ * (400 naming the field for a bad one). */
 int sv_decide_request(sv_worker *w, const sv_http_request *req, sv_req *rq,
-                      const char *hits_key, const char *desc_hits_key,
-                      int64_t zero_hits_as, sv_buf *out, int keep_alive);
+                      sv_request_api api, sv_buf *out, int keep_alive);
 /* Answers a decided request: status 200 or 429, the rate-limit headers,
  * the JSON text in w->answer and a newline, and the latency since t0
  * (uv_hrtime). */

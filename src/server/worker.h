@@ -107,7 +107,9 @@ typedef struct sv_config {
 typedef struct sv_stats {
     _Alignas(64) atomic_uint_fast64_t checks_ok;
     atomic_uint_fast64_t checks_over;
-    atomic_uint_fast64_t unmatched; /* unknown domain or no rule */
+    /* Descriptors of an unknown domain; those of a known domain that
+     * match no rule are counted per domain (metrics.c). */
+    atomic_uint_fast64_t unmatched_unknown;
     atomic_uint_fast64_t bad_requests;
     atomic_uint_fast64_t latency_count;
     atomic_uint_fast64_t latency_sum_ns;
@@ -116,6 +118,7 @@ typedef struct sv_stats {
 } sv_stats;
 
 typedef struct sv_series sv_series;
+typedef struct sv_unmatched sv_unmatched;
 
 /* One event-loop thread. */
 struct sv_worker {
@@ -145,6 +148,12 @@ struct sv_worker {
     /* The series of each rule of `rules` without detailed_metric, by
      * rule->index, once found (metrics.c); only this thread reads it. */
     sv_series **rule_series;
+    /* Descriptors of each known domain that matched nothing, under
+     * series_lock, and each domain's of `rules` by its index once found
+     * (metrics.c); the list holds no more than SV_MAX_SERIES domains. */
+    sv_unmatched *unmatched;
+    size_t n_unmatched;
+    sv_unmatched **domain_unmatched;
     sd_thread *dec; /* this thread's side of the decision layer */
     /* The rules decision of requests answered at once (the memory
      * store): one per thread; with Redis each connection has its own. */
