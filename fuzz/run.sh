@@ -20,6 +20,8 @@
 # path normalisation, header gathering and filtering, client address and
 # descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
 # ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots),
+# fuzz_resp (Redis protocol requests split into reads at any point, and
+# CL.THROTTLE/GCRA read from them),
 # fuzz_grpc_pb (the gRPC door's protobuf codec: RateLimitRequest and
 # HealthCheckRequest decoded, a response encoded from them),
 # fuzz_grpc_h2 (its HTTP/2 session with the real methods, bytes in
@@ -43,7 +45,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_grpc_pb fuzz_grpc_h2)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_grpc_pb fuzz_grpc_h2)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

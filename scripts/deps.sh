@@ -7,35 +7,37 @@ set -euo pipefail
 # libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
 # and bench/redis_bytes_per_key.sh;
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
-# runs examples/nginx/ in front of a test upstream.  libnghttp2-dev:
-# serve's gRPC door; nghttp2-client (h2load), wrk: the benchmarks;
-# python3-h2 (hyperframe, hpack) and nodejs, npm (grpc's Node client,
-# installed below into tests/grpc): tests/test_serve_grpc.sh.
+# runs examples/nginx/ in front of a test upstream; nodejs, npm: the tests
+# that drive sluice with real Node clients (tests/*/package.json).
+# libnghttp2-dev: serve's gRPC door; python3-h2 (hyperframe, hpack):
+# tests/test_serve_grpc.sh's raw HTTP/2 client; nghttp2-client (nghttp,
+# h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
       libhiredis-dev redis-server redis-tools
       libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx
-      libnghttp2-dev nghttp2-client wrk python3-h2)
-# Node may come from elsewhere than Debian: only its absence adds it.
-command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
+      nodejs npm libnghttp2-dev nghttp2-client wrk python3-h2)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)
+# The Node clients the tests use, at the versions their package-lock.json
+# pins, into tests/DIR/node_modules (once).
+node_clients() {
+  local root lock
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  for lock in "$root"/tests/*/package-lock.json; do
+    [ -e "$lock" ] || continue
+    [ -d "$(dirname "$lock")/node_modules" ] && continue
+    npm ci --prefix "$(dirname "$lock")" --no-audit --no-fund --loglevel=error >&2
+  done
+}
 missing=()
 for p in "${PKGS[@]}"; do
+  # A node from elsewhere (nodesource) serves as well as Debian's.
+  case "$p" in nodejs|npm) command -v "${p/nodejs/node}" >/dev/null && continue ;; esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-# tests/grpc's Node packages, as package-lock.json pins them, when they
-# are missing or older than the lock.
-npm_ci() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/grpc"
-  if [ ! -d "$dir/node_modules" ] ||
-     [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  fi
-}
 if [ ${#missing[@]} -eq 0 ]; then
-  npm_ci
+  node_clients
   exit 0
 fi
 SUDO=""
@@ -56,5 +58,5 @@ $SUDO apt-get update -qq
 status=0
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
 [ "$added_policy" = 1 ] && $SUDO rm -f "$policy"
-[ "$status" = 0 ] && npm_ci
+[ "$status" = 0 ] && node_clients
 exit "$status"

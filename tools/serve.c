@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "grpc/grpc.h"
+#include "resp/resp.h"
 #include "server/worker.h"
 #include "settings/settings.h"
 
@@ -14,8 +15,9 @@ static void usage(FILE *to)
 {
     fputs("usage: sluice serve --rules PATH [OPTIONS]\n"
           "\n"
-          "Serves rate-limit decisions over HTTP/1.1, and gRPC with\n"
-          "--grpc-listen (docs/server.md).\n",
+          "Serves rate-limit decisions over HTTP/1.1 (docs/server.md),\n"
+          "the Redis protocol with --resp-listen (docs/resp.md) and\n"
+          "envoy's Rate Limit Service over gRPC with --grpc-listen.\n",
           to);
     st_settings_help(ST_SET_SERVE, to);
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
@@ -33,6 +35,9 @@ int cmd_serve(int argc, char **argv)
     if (rc == 0 && cfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
     int status = st_settings_outcome(rc, err, "sluice serve", usage);
+    if (status < 0 && cfg.resp_listen.host != NULL)
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"resp", cfg.resp_listen, rp_accept, rp_close_idle};
     if (status < 0 && cfg.grpc_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"grpc", cfg.grpc_listen, gr_accept, gr_close_idle};

@@ -104,7 +104,7 @@ static void conn_free_cb(uv_handle_t *h)
     sv_buf_release(&c->stash);
     atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
     free(c);
-    if (w->conns == NULL && w->stopping)
+    if (w->stopping && sv_worker_quiet(w))
         sv_readers_close(&w->readers);
 }
 
@@ -489,6 +489,6 @@ void sv_conn_close_idle(sv_worker *w)
         if (!c->in_message && c->ob.writes == 0 && !c->waiting)
             conn_close(c);
     }
-    if (w->conns == NULL)
+    if (sv_worker_quiet(w))
         sv_readers_close(&w->readers);
 }

@@ -562,6 +562,26 @@ static void render_store(sv_server *s, sv_buf *out)
                   sd_engine_nodes(s->engine));
 }
 
+/* The listeners of other protocols (--resp-listen...), by name. */
+static void render_doors(sv_server *s, sv_buf *out)
+{
+    if (s->cfg.n_doors == 0)
+        return;
+    sv_buf_addstr(out, "# HELP sluice_protocol_requests_total commands or "
+                       "calls answered on a protocol's listener, and those "
+                       "answered with an error\n"
+                       "# TYPE sluice_protocol_requests_total counter\n");
+    for (int d = 0; d < s->cfg.n_doors; d++)
+        sv_buf_printf(out,
+                      "sluice_protocol_requests_total{protocol=\"%s\","
+                      "result=\"ok\"} %llu\n"
+                      "sluice_protocol_requests_total{protocol=\"%s\","
+                      "result=\"error\"} %llu\n",
+                      s->cfg.doors[d].name, (unsigned long long)SUM(door_ok[d]),
+                      s->cfg.doors[d].name,
+                      (unsigned long long)SUM(door_errors[d]));
+}
+
 void sv_metrics_render(sv_server *s, sv_buf *out)
 {
     sv_buf_printf(out,
@@ -624,6 +644,7 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   (unsigned long long)st.bytes);
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
+    render_doors(s, out);
 }
 
 const char *sv_metrics_store_status(sv_server *s)

@@ -115,6 +115,10 @@ typedef struct sv_stats {
     atomic_uint_fast64_t latency_sum_ns;
     atomic_uint_fast64_t latency[SV_LATENCY_BUCKETS];
     sd_stats store; /* the decision layer's (--store redis) */
+    /* Each door's commands (or calls) answered, and those answered
+     * with an error: sluice_protocol_requests_total (metrics.c). */
+    atomic_uint_fast64_t door_ok[SV_MAX_DOORS];
+    atomic_uint_fast64_t door_errors[SV_MAX_DOORS];
 } sv_stats;
 
 typedef struct sv_series sv_series;
@@ -178,6 +182,18 @@ struct sv_server {
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sv_server_run(const sv_config *cfg);
+
+/* No connection of any of w's listeners is left: once stopping, its
+ * readers can close. */
+static inline int sv_worker_quiet(const sv_worker *w)
+{
+    if (w->conns != NULL)
+        return 0;
+    for (int d = 0; d < w->server->cfg.n_doors; d++)
+        if (w->doors[d].conns != NULL)
+            return 0;
+    return 1;
+}
 
 /* The clock is read at most once per loop iteration: a prepare handle
  * (run just before the loop polls, server.c) marks the sample stale, and

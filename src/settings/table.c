@@ -43,6 +43,10 @@ const st_setting st_settings_table[] = {
      .kind = ST_SET_LISTEN, SRV(listen), .def = "127.0.0.1:8080",
      .help = "address to listen on (127.0.0.1:8080);\n"
              "port 0 picks a free port, printed on stderr"},
+    {.flag = "resp-listen", .key = "resp_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(resp_listen),
+     .help = "also answer the Redis protocol there: CL.THROTTLE,\n"
+             "GCRA, SLUICE.CHECK (docs/resp.md); off by default"},
     {.flag = "grpc-listen", .key = "grpc_listen", .arg = "HOST:PORT",
      .commands = SERVE, .kind = ST_SET_LISTEN, SRV(grpc_listen),
      .help = "also serve envoy's Rate Limit Service over gRPC\n"
