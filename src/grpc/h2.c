@@ -76,11 +76,15 @@ static void wake(gr_session *s)
         s->io.wake(s->io.owner);
 }
 
-#define NV(n, v)                                                               \
+/* A header field for nghttp2, which copies it, or (NV_STATIC, both
+ * strings literals) keeps pointers to it until it is sent. */
+#define NV_FLAGS(n, v, flags)                                                  \
     {                                                                          \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v),              \
-            NGHTTP2_NV_FLAG_NONE                                               \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), flags        \
     }
+#define NV(n, v) NV_FLAGS(n, v, NGHTTP2_NV_FLAG_NONE)
+#define NV_STATIC(n, v)                                                        \
+    NV_FLAGS(n, v, NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
 
 static void answered(gr_call *c)
 {
@@ -89,10 +93,10 @@ static void answered(gr_call *c)
     sv_buf_release(&c->in);
 }
 
-/* A request that is not gRPC: an HTTP status and no body. */
+/* A request that is not gRPC: an HTTP status (a literal) and no body. */
 static void http_error(gr_call *c, const char *status)
 {
-    nghttp2_nv nva[] = {NV(":status", status)};
+    nghttp2_nv nva[] = {NV_STATIC(":status", status)};
     nghttp2_submit_response(c->s->ng, c->id, nva, 1, NULL);
     answered(c);
     wake(c->s);
@@ -124,8 +128,8 @@ void gr_call_fail(gr_call *c, int code, const char *message)
     char status[12], msg[3 * 256 + 1];
     snprintf(status, sizeof(status), "%d", code);
     percent_encode(message, msg, sizeof(msg));
-    nghttp2_nv nva[] = {NV(":status", "200"),
-                        NV("content-type", "application/grpc"),
+    nghttp2_nv nva[] = {NV_STATIC(":status", "200"),
+                        NV_STATIC("content-type", "application/grpc"),
                         NV("grpc-status", status), NV("grpc-message", msg)};
     nghttp2_submit_response(c->s->ng, c->id, nva, 4, NULL);
     answered(c);
@@ -160,7 +164,7 @@ static ssize_t read_answer(nghttp2_session *ng, int32_t id, uint8_t *buf,
     memcpy(buf, c->out.data + c->out_off, n);
     c->out_off += n;
     if (c->out_off == c->out.len) {
-        nghttp2_nv trailers[] = {NV("grpc-status", "0")};
+        nghttp2_nv trailers[] = {NV_STATIC("grpc-status", "0")};
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (nghttp2_submit_trailer(ng, id, trailers, 1) == 0)
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -171,8 +175,8 @@ static ssize_t read_answer(nghttp2_session *ng, int32_t id, uint8_t *buf,
 
 void gr_call_reply(gr_call *c)
 {
-    nghttp2_nv nva[] = {NV(":status", "200"),
-                        NV("content-type", "application/grpc")};
+    nghttp2_nv nva[] = {NV_STATIC(":status", "200"),
+                        NV_STATIC("content-type", "application/grpc")};
     nghttp2_data_provider prd = {.source.ptr = c, .read_callback = read_answer};
     c->out_off = 0;
     answered(c);
