@@ -20,9 +20,13 @@
 #               HTTP/2 connections with many streams each)
 #   /json peak  wrk -t1 -c$JC -d$DUR, POST of the JSON body (keep-alive)
 #   ~50%        each API at half its own peak of that round, paced by
-#               h2load --rps (per connection; /json with --h1, one request
-#               at a time per connection), every request's time in its
-#               --log-file: p50, p99 from those
+#               h2load --rps (per connection; gRPC -c$HC -m$HM, by default
+#               as at peak; /json with --h1 -c$JC, one request at a time
+#               per connection), every request's time in its --log-file:
+#               p50, p99 from those.  h2load times a request from its own
+#               submission to its own reading of the answer, on one
+#               thread: with hundreds of streams in flight its handling of
+#               a burst of answers is in the figures too
 # Decisions: sluice_checks_total's increase over the run (so an answer
 # that was not a decision is not counted); per second over the run's
 # wall time.  Server CPU per decision: utime+stime ticks of the server
@@ -47,6 +51,8 @@ ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10}" # seconds
 GC="${GC:-4}"
 GM="${GM:-100}"
+HC="${HC:-$GC}" # the ~50% runs' connections and streams each
+HM="${HM:-$GM}"
 JC="${JC:-50}"
 RT="${RT:-0}"
 PORT="${PORT:-18300}"
@@ -160,8 +166,8 @@ json_peak() {
 RT_PRE=()
 [ "$RT" = 1 ] && RT_PRE=(chrt -f 1)
 grpc_half() {
-  local rps=$(( $2 / 2 / GC ))
-  measure "$1" "${RT_PRE[@]}" h2load -t1 -c"$GC" -m"$GM" --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
+  local rps=$(( $2 / 2 / HC ))
+  measure "$1" "${RT_PRE[@]}" h2load -t1 -c"$HC" -m"$HM" --rps="$rps" -D"$DUR" --log-file="$OUT/$1.log" \
     -d "$OUT/req.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
     "http://127.0.0.1:$GPORT$PATH_RLS"
 }
@@ -176,7 +182,7 @@ cpu_us() { awk -v t="$1" -v d="$2" 'BEGIN {printf "%.2f", t * 10000 / d}'; } # t
 
 # --- rounds -----------------------------------------------------------------------------
 {
-  echo "# grpc_vs_json: $(date -u +%FT%TZ), ROUNDS=$ROUNDS DUR=${DUR}s, gRPC -c$GC -m$GM, /json -c$JC, RT=$RT"
+  echo "# grpc_vs_json: $(date -u +%FT%TZ), ROUNDS=$ROUNDS DUR=${DUR}s, gRPC -c$GC -m$GM (~50%: -c$HC -m$HM), /json -c$JC, RT=$RT"
   echo "# sluice: $SLUICE ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null))"
   echo "# $HWC"
 } | tee "$OUT/summary.txt"
