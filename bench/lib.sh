@@ -120,3 +120,22 @@ throwaway_redis() {
   echo "redis-server did not start (see $REDIS_DIR/redis.log)" >&2
   exit 1
 }
+
+# ns the given processes' threads have waited on a run queue so far
+runq_wait_ns() {
+  local t=0 p f a b c
+  for p in "$@"; do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r a b c 2>/dev/null <"$f" && t=$((t + b))
+    done
+  done
+  echo "$t"
+}
+
+# rt_policy on|off PIDS: SCHED_FIFO 1 for every thread of PIDS, or back
+rt_policy() {
+  local p
+  for p in $2; do
+    if [ "$1" = on ]; then chrt -f -a -p 1 "$p"; else chrt -o -a -p 0 "$p"; fi
+  done
+}

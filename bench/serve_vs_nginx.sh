@@ -56,6 +56,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}" # the peers, beside the repository
 source "$PEERS_DIR/common.sh"          # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
+source "$HERE/lib.sh"                  # runq_wait_ns, rt_policy
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10s}"
@@ -185,16 +186,6 @@ wrk_run() {
   echo "# wall_ns: $((w1 - w0))" >>"$out"
   echo "# server_runq_wait_us: $(( (q1 - q0) / 1000 ))" >>"$out"
 }
-# ns the given processes' threads have waited on a run queue so far
-runq_wait_ns() {
-  local t=0 p f a b c
-  for p in "$@"; do
-    for f in /proc/"$p"/task/*/schedstat; do
-      read -r a b c 2>/dev/null <"$f" && t=$((t + b))
-    done
-  done
-  echo "$t"
-}
 rps_of() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
 
 # run_case NAME PIDS URL LUAENV...   -- peak, then paced at half that peak
@@ -204,13 +195,6 @@ peak_run() {  # peak_run NAME ROUND PIDS URL wrk-args...
   wrk_run "$OUT/${name}_peak_$r.txt" "$DUR" "$pids" "$url" -- "$@"
   PEAK[$name]=$(rps_of "$OUT/${name}_peak_$r.txt")
   echo "round $r $name peak: ${PEAK[$name]} req/s"
-}
-# rt_policy on|off PIDS: SCHED_FIFO 1 for every thread of PIDS, or back
-rt_policy() {
-  local p
-  for p in $2; do
-    if [ "$1" = on ]; then chrt -f -a -p 1 "$p"; else chrt -o -a -p 0 "$p"; fi
-  done
 }
 paced_run() {  # paced_run NAME ROUND PIDS URL [INCLUDE=...]
   local name=$1 r=$2 pids=$3 url=$4; shift 4

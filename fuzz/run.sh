@@ -23,7 +23,11 @@
 # fuzz_resp (Redis protocol requests split into reads at any point, and
 # CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:
 # the HTTP response through the admin client's reader, split at any
-# point, and the sluice-advisor/1 JSON through its parser).
+# point, and the sluice-advisor/1 JSON through its parser),
+# fuzz_grpc_pb (the gRPC door's protobuf codec: RateLimitRequest and
+# HealthCheckRequest decoded, a response encoded from them),
+# fuzz_grpc_h2 (its HTTP/2 session with the real methods, bytes in
+# pieces, timeouts and a drain).
 # Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
@@ -43,7 +47,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice fuzz_grpc_pb fuzz_grpc_h2)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

@@ -9,10 +9,13 @@ set -euo pipefail
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
 # runs examples/nginx/ in front of a test upstream; nodejs, npm: the tests
 # that drive sluice with real Node clients (tests/*/package.json).
+# libnghttp2-dev: serve's gRPC door; python3-h2 (hyperframe, hpack):
+# tests/test_serve_grpc.sh's raw HTTP/2 client; nghttp2-client (nghttp,
+# h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
       libhiredis-dev redis-server redis-tools
       libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx
-      nodejs npm)
+      nodejs npm libnghttp2-dev nghttp2-client wrk python3-h2)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)

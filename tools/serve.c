@@ -9,6 +9,7 @@
 
 #include "admin/admin.h"
 #include "commands.h"
+#include "grpc/grpc.h"
 #include "resp/resp.h"
 #include "server/worker.h"
 #include "settings/settings.h"
@@ -18,7 +19,8 @@ static void usage(FILE *to)
     fputs("usage: sluice serve --rules PATH [OPTIONS]\n"
           "\n"
           "Serves rate-limit decisions over HTTP/1.1 (docs/server.md),\n"
-          "and the Redis protocol with --resp-listen (docs/resp.md).\n",
+          "the Redis protocol with --resp-listen (docs/resp.md) and\n"
+          "envoy's Rate Limit Service over gRPC with --grpc-listen.\n",
           to);
     st_settings_help(ST_SET_SERVE, to);
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
@@ -61,6 +63,9 @@ int cmd_serve(int argc, char **argv)
     if (status < 0 && cfg.resp_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"resp", cfg.resp_listen, 0, rp_accept, rp_close_idle};
+    if (status < 0 && cfg.grpc_listen.host != NULL)
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"grpc", cfg.grpc_listen, 0, gr_accept, gr_close_idle};
     if (status < 0 && admin_door(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;

@@ -79,6 +79,8 @@ typedef struct sv_config {
     const char *rules_path;
     sv_addr listen;       /* the HTTP listener (or the proxy's) */
     sv_addr resp_listen;  /* --resp-listen; host NULL: off */
+    sv_addr grpc_listen;  /* --grpc-listen; host NULL: off */
+    int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
     sv_addr admin_listen; /* --admin-listen; host NULL: off */
     const char *admin_token_file;
     const char *advisor_url;      /* --advisor; NULL: none */

@@ -48,6 +48,15 @@ const st_setting st_settings_table[] = {
      .commands = SERVE, .kind = ST_SET_LISTEN, SRV(resp_listen),
      .help = "also answer the Redis protocol there: CL.THROTTLE,\n"
              "GCRA, SLUICE.CHECK (docs/resp.md); off by default"},
+    {.flag = "grpc-listen", .key = "grpc_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(grpc_listen),
+     .help = "also serve envoy's Rate Limit Service over gRPC\n"
+             "(h2c) here; off by default (docs/server.md)"},
+    {.flag = "grpc-rate-limit-headers", .key = "grpc_rate_limit_headers",
+     .arg = "BOOL", .commands = SERVE, .kind = ST_SET_BOOL,
+     SRV(grpc_rate_limit_headers), .def = "false",
+     .help = "gRPC answers carry the rate-limit headers in\n"
+             "response_headers_to_add (false)"},
     {.flag = "admin-listen", .key = "admin_listen", .arg = "HOST:PORT",
      .commands = SERVE, .kind = ST_SET_LISTEN, SRV(admin_listen),
      .help = "the admin API there (docs/admin.md): the\n"
