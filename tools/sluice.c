@@ -17,6 +17,7 @@ static const struct {
     {"proxy", cmd_proxy, "rate-limit as a reverse proxy in front of HTTP"},
     {"replay", cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", cmd_validate, "check rules files without starting anything"},
+    {"advisor", cmd_advisor, "recommend limits from forecast demand"},
 };
 
 static void usage(FILE *to)
