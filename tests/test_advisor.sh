@@ -87,7 +87,7 @@ loads = [threading.Thread(target=drive, args=("lab", "generic_key", "global", la
          threading.Thread(target=drive, args=("lab", "team", "t1", lambda ph: 30))]
 for th in loads:
     th.start()
-open(out + ".started", "w").write("%f" % t0)
+open(out + ".started", "w").write("%f" % (time.time() - (time.monotonic() - t0)))
 aport = None
 with open(out, "w") as f:
     while loads[0].is_alive():
@@ -116,13 +116,14 @@ pids+=("$LOAD")
 for _ in $(seq 100); do [ -f "$tmp/polls.started" ] && break; sleep 0.05; done
 sleep 0.5 # the advisor starts on a running load, as it would in production
 
+adv_wall=$(date +%s.%N) # when the advisor starts, on the load's clock below
 "$SLUICE" advisor --scrape "http://127.0.0.1:$PORT" --listen 127.0.0.1:0 \
   --step 200ms --season 4s --horizon 600ms 2>"$tmp/advisor.log" &
 ADV=$!
 pids+=("$ADV")
 APORT=$(port_of "$tmp/advisor.log" "sluice advisor") || exit 1
 echo "$APORT" >"$tmp/aport"
-adv_start=$(python3 -c "import time; print(time.monotonic() - float(open('$tmp/polls.started').read()))")
+adv_start=$(python3 -c "print($adv_wall - float(open('$tmp/polls.started').read()))")
 
 # While the load runs: the endpoints besides the answer.
 code=$(curl -s -m 5 -o "$tmp/b" -w '%{http_code}' "http://127.0.0.1:$APORT/other")

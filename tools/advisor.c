@@ -257,7 +257,7 @@ typedef struct scraper {
     rule_model *models;
     size_t n_models;
     int64_t last_ok_mono; /* when the last complete scrape was taken */
-    char last_err[256];
+    char last_err[512];
     volatile sig_atomic_t *stop;
 } scraper;
 
@@ -681,9 +681,10 @@ static void route(conn *c, answer *a)
         return;
     }
     respond(c, 200, "OK", extra, a->json);
+    size_t body_len = a->json ? strlen(a->json) : 0;
     pthread_mutex_unlock(&a->lock);
     if (c->out != NULL && c->hp.method == HTTP_HEAD)
-        c->out_len -= strlen(a->json ? a->json : "");
+        c->out_len -= body_len; /* HEAD: the length, without the body */
 }
 
 static int listen_on(const char *addr, char *shown, size_t shown_len)
@@ -879,6 +880,11 @@ int cmd_advisor(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr,
+            "sluice advisor: listening on %s; %zu node(s), step %lldms, "
+            "season %zu steps, horizon %lldms\n",
+            shown, o.n_nodes, (long long)o.step_ms, o.hw.season,
+            (long long)o.horizon_ms);
     scraper s = {.o = &o, .ans = &a, .stop = &stopping};
     pthread_t th;
     if (pthread_create(&th, NULL, scraper_main, &s) != 0) {
@@ -886,11 +892,6 @@ int cmd_advisor(int argc, char **argv)
         close(lfd);
         return 1;
     }
-    fprintf(stderr,
-            "sluice advisor: listening on %s; %zu node(s), step %lldms, "
-            "season %zu steps, horizon %lldms\n",
-            shown, o.n_nodes, (long long)o.step_ms, o.hw.season,
-            (long long)o.horizon_ms);
     serve(lfd, &a, &stopping);
     pthread_join(th, NULL);
     close(lfd);
