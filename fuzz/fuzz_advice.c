@@ -5,9 +5,11 @@
  * input itself, read by the protocol's parser (src/admin/advice.c).
  * What either accepts must keep the documented bounds.
  *
- * The first byte chooses: bit 0 set, the rest is an HTTP response whose
- * body is then parsed as an answer, split after (second byte * length /
- * 256) bytes; clear, the rest is an answer.
+ * `sluice advisor`'s readers of what a node sends (src/admin/scrape.c)
+ * are fuzzed here too.  The first byte chooses, modulo 4: 1, the rest
+ * is an HTTP response whose body is then parsed as an answer, split after
+ * (second byte * length / 256) bytes; 0, the rest is an answer; 2,
+ * Prometheus text; 3, a GET /v1/rules body.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 
 #include "admin/advice.h"
 #include "admin/http_client.h"
+#include "admin/scrape.h"
 
 static void check_answer(const char *data, size_t len)
 {
@@ -76,6 +79,39 @@ static void check_response(const char *data, size_t len, size_t cut)
     ah_response_release(&r);
 }
 
+static void check_scrape(const char *data, size_t len, int rules)
+{
+    char err[256];
+    if (rules) {
+        as_rules r;
+        if (as_rules_parse(data, len, &r, err, sizeof(err)) != 0) {
+            if (r.rules != NULL || r.n != 0)
+                abort();
+            return;
+        }
+        for (size_t i = 0; i < r.n; i++)
+            if (strncmp(r.rules[i].id, r.rules[i].label,
+                        strlen(r.rules[i].label)) != 0 ||
+                r.rules[i].requests_per_unit < 0 || r.rules[i].period_ms < 0)
+                abort();
+        as_rules_release(&r);
+        return;
+    }
+    as_metrics m;
+    if (as_metrics_parse(data, len, "sluice_rule_hits_total", &m, err,
+                         sizeof(err)) != 0) {
+        if (m.series != NULL || m.n != 0)
+            abort();
+        return;
+    }
+    for (size_t i = 0; i < m.n; i++) {
+        const as_series *x = &m.series[i];
+        if (as_metrics_find(&m, x->domain, x->rule, x->descriptor) != x)
+            abort(); /* sorted and unique */
+    }
+    as_metrics_release(&m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -84,9 +120,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const char *rest = (const char *)data + 2;
     size_t len = size - 2;
-    if (data[0] & 1)
-        check_response(rest, len, (size_t)data[1] * len / 256);
-    else
+    switch (data[0] % 4) {
+    case 0:
         check_answer(rest, len);
+        break;
+    case 1:
+        check_response(rest, len, (size_t)data[1] * len / 256);
+        break;
+    default:
+        check_scrape(rest, len, data[0] % 4 == 3);
+    }
     return 0;
 }

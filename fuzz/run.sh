@@ -23,7 +23,8 @@
 # fuzz_resp (Redis protocol requests split into reads at any point, and
 # CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:
 # the HTTP response through the admin client's reader, split at any
-# point, and the sluice-advisor/1 JSON through its parser),
+# point, and the sluice-advisor/1 JSON through its parser; and what
+# `sluice advisor` reads of a node: Prometheus text, /v1/rules),
 # fuzz_grpc_pb (the gRPC door's protobuf codec: RateLimitRequest and
 # HealthCheckRequest decoded, a response encoded from them),
 # fuzz_grpc_h2 (its HTTP/2 session with the real methods, bytes in

@@ -18,6 +18,7 @@ static const struct {
     {"limits", cmd_limits, "read and change a running serve's limits"},
     {"replay", cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", cmd_validate, "check rules files without starting anything"},
+    {"advisor", cmd_advisor, "recommend limits from forecast demand"},
 };
 
 static void usage(FILE *to)
