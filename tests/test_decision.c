@@ -179,6 +179,49 @@ static void test_policy_closed_refuses_and_names_the_reason(void **state)
     sd_engine_free(e);
 }
 
+/* One item decided by the local policy: its decision. */
+static sl_decision local_one(sd_thread *t, const sl_limit *lim, int64_t cost)
+{
+    sl_check_item it = {lim, "user", 4};
+    sl_decision each;
+    sd_check c = {.items = &it, .costs = &cost, .n = 1, .each = &each};
+    sd_policy_decide(t, &c, SL_NS_PER_SEC, SD_FAIL_ERROR);
+    assert_int_equal(c.rc, 0);
+    return each;
+}
+
+/* An override is divided as an override of the divided base: its own
+ * numbers over the nodes, on the base's local counters (what was used
+ * under one is used under the other), and 0 stays 0. */
+static void test_policy_local_divides_an_override(void **state)
+{
+    (void)state;
+    sd_engine *e = redis_engine(SD_FAIL_LOCAL, 4, "redis://127.0.0.1:1");
+    sd_stats stats = {0};
+    sd_thread t = {.e = e, .stats = &stats};
+    sl_limit *lim = tu_limit(SL_TOKEN_BUCKET, 20, HOUR, 0), *up, *zero;
+    sl_decision d;
+    assert_int_equal(sl_limit_override(lim, 40, 0, &up, NULL, 0), 0);
+    assert_int_equal(sl_limit_override(lim, 0, 0, &zero, NULL, 0), 0);
+    d = local_one(&t, lim, 3);
+    assert_int_equal(d.limit, 5);
+    assert_int_equal(d.remaining, 2);
+    d = local_one(&t, up, 0);
+    assert_int_equal(d.limit, 10);
+    assert_int_equal(d.remaining, 7);
+    d = local_one(&t, zero, 1);
+    assert_false(d.allowed);
+    assert_int_equal(d.limit, 0);
+    assert_int_equal(d.retry_after, -1);
+    d = local_one(&t, lim, 0);
+    assert_int_equal(d.remaining, 2);
+    sd_local_release(&t);
+    sl_limit_free(zero);
+    sl_limit_free(up);
+    sl_limit_free(lim);
+    sd_engine_free(e);
+}
+
 static void test_policy_local_divides_the_limit(void **state)
 {
     (void)state;
@@ -448,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_policy_open_allows_with_the_whole_limit),
         cmocka_unit_test(test_policy_closed_refuses_and_names_the_reason),
         cmocka_unit_test(test_policy_local_divides_the_limit),
+        cmocka_unit_test(test_policy_local_divides_an_override),
         cmocka_unit_test(test_decide_memory_is_at_once_and_exact),
         cmocka_unit_test(test_decide_breaker_open_uses_the_policy_at_once),
         cmocka_unit_test(test_redis_waits_batches_and_decides_exactly),

@@ -20,7 +20,8 @@
  *   - the memory and Redis stores agree decision by decision under
  *     changes, with recorded requests and multi-item calls mixed in.
  *
- * SL_TEST_QUICK=1 (the sanitizer runs) shortens the traces.
+ * SL_TEST_QUICK=1 (the sanitizer runs) shortens the traces;
+ * SL_TEST_FILTER=pattern runs only the tests it matches ("*_redis").
  */
 #include "testutil.h"
 
@@ -54,6 +55,9 @@ static sl_limit * override(const sl_limit *base, int64_t limit, int64_t burst)
                  (long long)burst, sl_err_name(rc), err);
     return lim;
 }
+
+#define MAX64(a, b) ((a) > (b) ? (a) : (b))
+#define MIN64(a, b) ((a) < (b) ? (a) : (b))
 
 static int is_bucket(sl_algorithm alg)
 {
@@ -384,6 +388,744 @@ static void test_example(void **state)
     }
 }
 
+/* ==== random traces whose limit changes ==== */
+
+#define NKEYS 3
+#define MAXLIM 12
+
+static const char *const key_names[NKEYS] = {"a", "b", "user:42"};
+
+/* A base and its overrides: lim[0] is the base. */
+typedef struct family {
+    sl_limit *lim[MAXLIM];
+    int n;
+} family;
+
+/*
+ * The base and overrides up, down, far up, to 0, by one, and for the
+ * buckets burst-only changes both ways and both at once.  With `fresh`
+ * the numbers are the same but each is a limit of its own (its own
+ * identity, so new counters): what the feature must not do, which
+ * check_no_minting must catch.
+ */
+static void family_new(const sl_limit_config *c, family *f, int fresh)
+{
+    sl_limit *base = tu_limit_cfg(c);
+    const sl_limit_config *b = sl_limit_get_config(base);
+    const int64_t L = b->limit, B = b->burst;
+    const int64_t half = L / 2 > 0 ? L / 2 : 1;
+    const int64_t want[][2] = {
+        {2 * L, 0},     {half, 0},
+        {3 * L + 1, 0}, {0, 0},
+        {L + 1, 0},     {L, B / 2 > 0 ? B / 2 : 1},
+        {L, 2 * B},     {2 * L, 1},
+        {half, 3 * B},  {L * 3 / 2 + 1, 0},
+    };
+    f->lim[0] = base;
+    f->n = 1;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        if (!is_bucket(b->algorithm) && want[i][1] != 0)
+            continue;
+        if (!fresh) {
+            f->lim[f->n++] = override(base, want[i][0], want[i][1]);
+        } else if (want[i][0] > 0) {
+            sl_limit_config o = *b;
+            o.limit = want[i][0];
+            o.burst = is_bucket(b->algorithm) ? want[i][1] : 0;
+            o.id = 1000 + i;
+            if (o.burst == 0 && is_bucket(b->algorithm)) {
+                sl_limit *tmp = override(base, want[i][0], 0);
+                o.burst = sl_limit_get_config(tmp)->burst;
+                sl_limit_free(tmp);
+            }
+            f->lim[f->n++] = tu_limit_cfg(&o);
+        }
+    }
+}
+
+static void family_free(family *f)
+{
+    for (int i = 0; i < f->n; i++)
+        sl_limit_free(f->lim[i]);
+}
+
+static const sl_limit_config *cfg_of(const family *f, int li)
+{
+    return sl_limit_get_config(f->lim[li]);
+}
+
+/* The largest cost that can pass a limit: B or L (0 for L = 0). */
+static int64_t capacity(const sl_limit_config *c)
+{
+    return is_bucket(c->algorithm) ? c->burst : c->limit;
+}
+
+typedef struct req {
+    int key, li; /* key_names[key], family lim[li] */
+    sl_nanos t;
+    int64_t cost;
+    int record;    /* SL_RECORD (equivalence traces only) */
+    int multi;     /* with a second item (equivalence traces only) */
+    int li2, key2; /* the second item */
+    int64_t cost2;
+} req;
+
+enum { TRACE_PLAIN = 0, TRACE_EXTRAS = 1 };
+
+/*
+ * n requests over nkeys keys.  The limit in force changes now and then
+ * (4%), to any of the family, a third of the time back to the base.
+ * Times, as in test_properties.c: mostly gaps around the emission
+ * interval so that the limits bind, now and then an idle gap or a jump
+ * to the next window or step edge.  Costs: queries, 1, up to the current
+ * capacity, now and then past it.  TRACE_EXTRAS adds recorded requests,
+ * two-item calls and small steps back in time (the stores must agree on
+ * those too; the models and invariants are for plain traces).
+ */
+static void gen_trace(const family *f, uint64_t seed, req *out, size_t n,
+                      int nkeys, int mode)
+{
+    uint64_t s = seed * UINT64_C(0x2545f4914f6cdd1d) + 99;
+    const sl_limit_config *c = cfg_of(f, 0);
+    const sl_nanos P = c->period;
+    const sl_nanos unit = c->algorithm == SL_STEPPED_WINDOW ? c->step : P;
+    const sl_nanos g = MAX64(P / (2 * c->limit * nkeys), 1);
+    const sl_nanos half = P / (2 * nkeys) + 1;
+    sl_nanos t = T0 + tu_below(&s, 3 * P);
+    int li = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        req *q = &out[i];
+        int64_t r = tu_below(&s, 100), cap;
+
+        memset(q, 0, sizeof(*q));
+        if (tu_below(&s, 100) < 4)
+            li = tu_below(&s, 3) == 0 ? 0 : (int)tu_below(&s, f->n);
+        if (r < 40) {
+            /* same time */
+        } else if (r < 90) {
+            t += tu_range(&s, 1, 2 * g);
+        } else if (r < 97) {
+            t += tu_range(&s, 1, half);
+        } else if (r < 99) {
+            t += tu_range(&s, P / 2, 3 * P);
+        } else {
+            t = (t / unit + 1) * unit - (sl_nanos)tu_below(&s, 2);
+        }
+        cap = capacity(cfg_of(f, li));
+        if (cap == 0)
+            cap = capacity(c);
+        r = tu_below(&s, 100);
+        q->cost = r < 10   ? 0
+                  : r < 60 ? 1
+                  : r < 80 ? tu_range(&s, 1, MAX64(cap / 3, 1))
+                  : r < 97 ? tu_range(&s, 1, cap)
+                           : cap + tu_range(&s, 1, 3);
+        q->key = (int)tu_below(&s, nkeys);
+        q->li = li;
+        q->t = t;
+        if (mode == TRACE_EXTRAS) {
+            r = tu_below(&s, 100);
+            if (r < 3)
+                q->t = MAX64(t - tu_range(&s, 1, MIN64(g, 5 * MS)), 0);
+            else if (r < 10)
+                q->record = 1;
+            else if (r < 17 && nkeys > 1) {
+                q->multi = 1;
+                q->key2 = (q->key + 1 + (int)tu_below(&s, nkeys - 1)) % nkeys;
+                q->li2 = (int)tu_below(&s, f->n);
+                q->cost2 = tu_below(&s, 3);
+            }
+        }
+    }
+}
+
+/* ---- the buckets' model: units used ---- */
+
+/*
+ * x = units used * P, an integer: it decays by (t - t_last) * L_prev, L
+ * of the limit that last wrote the key; a check under L converts it,
+ * rounded up to a tick of the new T (a multiple of g = gcd(P, L)) and
+ * clamped to B * P; a check under L = 0 leaves the key alone.  Then the
+ * token bucket's formulas in x (docs/algorithms.md), which gcra and
+ * leaky_bucket share.
+ */
+typedef struct unit_key {
+    i128 x;
+    int64_t l_prev;
+    sl_nanos last;
+} unit_key;
+
+static i128 gcd128(i128 a, i128 b)
+{
+    while (b != 0) {
+        i128 r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+static void unit_check(unit_key *k, const sl_limit_config *c, int64_t cost,
+                       sl_nanos t, sl_decision *d)
+{
+    const i128 P = c->period, L = c->limit, B = c->burst;
+
+    if (k->l_prev > 0 && (k->x -= (i128)(t - k->last) * k->l_prev) < 0)
+        k->x = 0;
+    k->last = t;
+    memset(d, 0, sizeof(*d));
+    d->limit = c->limit;
+    if (L == 0) {
+        d->allowed = cost == 0;
+        d->retry_after = cost == 0 ? 0 : -1;
+        d->reset_after =
+            k->l_prev > 0 ? (sl_nanos)tu_ceil_div(k->x, k->l_prev) : 0;
+        return;
+    }
+    {
+        i128 g = gcd128(P, L);
+        k->x = tu_ceil_div(k->x, g) * g;
+        if (k->x > B * P)
+            k->x = B * P;
+        k->l_prev = c->limit;
+    }
+    d->allowed = cost <= c->burst && k->x + cost * P <= B * P;
+    if (d->allowed && c->algorithm == SL_LEAKY_BUCKET)
+        d->delay = (sl_nanos)tu_ceil_div(k->x, L);
+    if (d->allowed)
+        k->x += cost * P;
+    d->remaining = c->burst - (int64_t)tu_ceil_div(k->x, P);
+    d->reset_after = (sl_nanos)tu_ceil_div(k->x, L);
+    d->retry_after = d->allowed ? 0
+                     : cost > c->burst
+                         ? -1
+                         : (sl_nanos)tu_ceil_div(k->x - (B - cost) * P, L);
+}
+
+/* ---- no minted credit, from what was admitted ---- */
+
+typedef struct seen {
+    sl_nanos t;
+    int64_t admitted; /* cost if allowed, else 0 */
+    int64_t limit, burst;
+} seen;
+
+typedef struct history {
+    seen *ev;
+    size_t len, cap;
+} history;
+
+static void history_add(history *h, sl_nanos t, int64_t admitted,
+                        const sl_limit_config *c)
+{
+    if (h->len == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 256;
+        h->ev = realloc(h->ev, h->cap * sizeof(seen));
+        assert_non_null(h->ev);
+    }
+    h->ev[h->len++] = (seen){t, admitted, c->limit, c->burst};
+}
+
+static char why[512];
+
+/*
+ * The buckets: over checks i..j of a key (those with L > 0; a check at 0
+ * changes nothing), with L_k and B_k the numbers of check k,
+ *
+ *   admitted(i..j) <= B_j + sum_{k=i}^{j-1} (t_{k+1} - t_k) L_k / P
+ *                         + sum_{k=i+1}^{j} max(0, B_{k-1} - B_k)
+ *
+ * the bucket's bound with the rate in force between checks and a burst
+ * that may change: the units used are kept across a change, except what a
+ * smaller burst forgives (0 left, never less).  In integers (times P), for
+ * every i <= j in one pass with the least of the i side.
+ */
+static int bucket_bound(sl_nanos period, const history *h)
+{
+    const i128 P = period;
+    i128 a = 0, rate = 0, drop = 0, least = 0;
+    int64_t prev_b = -1;
+    sl_nanos prev_t = 0;
+    int64_t prev_l = 0;
+    int started = 0;
+
+    for (size_t k = 0; k < h->len; k++) {
+        const seen *e = &h->ev[k];
+        i128 side;
+        if (e->limit == 0)
+            continue;
+        if (started) {
+            rate += (i128)(e->t - prev_t) * prev_l;
+            if (prev_b > e->burst)
+                drop += (i128)(prev_b - e->burst) * P;
+        }
+        side = a * P - rate - drop; /* A_{i-1} P - R_i - Q_i */
+        if (!started || side < least)
+            least = side;
+        a += e->admitted;
+        if (a * P - (i128)e->burst * P - rate - drop > least) {
+            snprintf(why, sizeof(why),
+                     "admitted more than the bucket's bound by the check at "
+                     "%lld (L %lld, B %lld)",
+                     (long long)e->t, (long long)e->limit, (long long)e->burst);
+            return -1;
+        }
+        started = 1;
+        prev_t = e->t;
+        prev_l = e->limit;
+        prev_b = e->burst;
+    }
+    return 0;
+}
+
+/*
+ * The windows: at every admission, what was admitted in the window the
+ * algorithm counts, up to and with it, is at most the L of that check:
+ * fixed_window its aligned window; sliding_log (t - P, t]; stepped_window
+ * the n steps ending with its step; sliding_window the estimate
+ * floor(prev (P - e) / P) + cur.  So no window ever holds more than the
+ * limit in force when its last unit came in.
+ */
+static int window_bound(const sl_limit_config *c, const history *h)
+{
+    const sl_nanos P = c->period;
+    size_t j = 0;
+    int64_t sum = 0;
+
+    for (size_t i = 0; i < h->len; i++) {
+        const seen *e = &h->ev[i];
+        int64_t count;
+        if (e->admitted == 0)
+            continue;
+        sum += e->admitted;
+        switch (c->algorithm) {
+        case SL_FIXED_WINDOW:
+            while (h->ev[j].t / P < e->t / P)
+                sum -= h->ev[j++].admitted;
+            count = sum;
+            break;
+        case SL_SLIDING_LOG:
+            while (h->ev[j].t <= e->t - P)
+                sum -= h->ev[j++].admitted;
+            count = sum;
+            break;
+        case SL_STEPPED_WINDOW:
+            while (h->ev[j].t / c->step <= e->t / c->step - P / c->step)
+                sum -= h->ev[j++].admitted;
+            count = sum;
+            break;
+        default: { /* SL_SLIDING_WINDOW */
+            int64_t w = e->t / P, prev = 0, cur = 0;
+            sl_nanos off = e->t - w * P;
+            while (h->ev[j].t / P < w - 1)
+                j++;
+            for (size_t m = j; m <= i; m++) {
+                if (h->ev[m].t / P == w - 1)
+                    prev += h->ev[m].admitted;
+                else
+                    cur += h->ev[m].admitted;
+            }
+            count = (int64_t)((i128)prev * (P - off) / P) + cur;
+            break;
+        }
+        }
+        if (count > e->limit) {
+            snprintf(why, sizeof(why),
+                     "admitted at %lld: the window holds %lld > L %lld",
+                     (long long)e->t, (long long)count, (long long)e->limit);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_no_minting(const sl_limit_config *base, const history *h)
+{
+    return is_bucket(base->algorithm) ? bucket_bound(base->period, h)
+                                      : window_bound(base, h);
+}
+
+/* ---- the configurations ---- */
+
+typedef struct config {
+    const char *name;
+    sl_limit_config c;
+} config;
+
+#define CFG(alg, l, p, b, st, fl)                                              \
+    {                                                                          \
+#alg " " #l "/" #p " B" #b " k" #st " f" #fl,                          \
+        {                                                                      \
+            .algorithm = alg, .limit = l, .period = p, .burst = b, .step = st, \
+            .flags = fl                                                        \
+        }                                                                      \
+    }
+
+/* Whole T, T = 333,333,333.3 ns, T = 8.57 s with B < L, B << L, T = 7/3
+ * ns, a period that is not a round number; the windows as in
+ * test_properties.c. */
+static const config configs[] = {
+    CFG(SL_TOKEN_BUCKET, 10, SEC, 10, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 3, SEC, 5, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 7, MINUTE, 3, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 1000, SEC, 50, 0, 0),
+    CFG(SL_TOKEN_BUCKET, 3, 7, 4, 0, 0),
+    CFG(SL_GCRA, 10, SEC, 10, 0, 0),
+    CFG(SL_GCRA, 3, SEC, 5, 0, 0),
+    CFG(SL_GCRA, 7, MINUTE, 3, 0, 0),
+    CFG(SL_GCRA, 13, SEC + 7, 9, 0, 0),
+    CFG(SL_GCRA, 3, 7, 4, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 10, SEC, 10, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 3, SEC, 5, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 7, MINUTE, 3, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 1000, MINUTE, 100, 0, 0),
+    CFG(SL_LEAKY_BUCKET, 3, 7, 4, 0, 0),
+    CFG(SL_FIXED_WINDOW, 5, SEC, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, 7, MINUTE, 0, 0, 0),
+    CFG(SL_FIXED_WINDOW, 3, 10, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 5, SEC, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 3, MINUTE, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 20, 7, 0, 0, 0),
+    CFG(SL_SLIDING_LOG, 5, SEC, 0, 0, SL_LOG_REJECTED),
+    CFG(SL_SLIDING_WINDOW, 7, MINUTE, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 5, SEC, 0, 0, 0),
+    CFG(SL_SLIDING_WINDOW, 3, 7, 0, 0, 0),
+    CFG(SL_STEPPED_WINDOW, 10, 4 * SEC, 0, SEC, 0),
+    CFG(SL_STEPPED_WINDOW, 5, SEC, 0, 100 * MS, 0),
+    CFG(SL_STEPPED_WINDOW, 3, 12, 0, 4, 0),
+};
+
+#define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
+
+static const uint64_t seeds[] = {1, 2, 3};
+
+static size_t trace_len(int which, size_t memory, size_t redis)
+{
+    size_t n = which == MEMORY ? memory : redis;
+    return tu_quick() ? n / 5 : n;
+}
+
+static int same_decision(const sl_decision *a, const sl_decision *b)
+{
+    return a->allowed == b->allowed && a->limit == b->limit &&
+           a->remaining == b->remaining && a->reset_after == b->reset_after &&
+           a->retry_after == b->retry_after && a->delay == b->delay;
+}
+
+static void fail_decisions(const char *what, const char *side, size_t i,
+                           const req *q, const family *f, const sl_decision *a,
+                           const sl_decision *b)
+{
+    fail_msg("%s, request %zu (key %d, t %lld, cost %lld, L %lld B %lld):\n"
+             "  %-9s allowed %d remaining %lld reset_after %lld retry_after "
+             "%lld delay %lld limit %lld\n"
+             "  %-9s allowed %d remaining %lld reset_after %lld retry_after "
+             "%lld delay %lld limit %lld",
+             what, i, q->key, (long long)q->t, (long long)q->cost,
+             (long long)cfg_of(f, q->li)->limit,
+             (long long)cfg_of(f, q->li)->burst, "library:", a->allowed,
+             (long long)a->remaining, (long long)a->reset_after,
+             (long long)a->retry_after, (long long)a->delay,
+             (long long)a->limit, side, b->allowed, (long long)b->remaining,
+             (long long)b->reset_after, (long long)b->retry_after,
+             (long long)b->delay, (long long)b->limit);
+}
+
+/* ---- (a) and the buckets' model ---- */
+
+/*
+ * One trace per configuration and seed: every decision obeys the
+ * fields' rules (limit is the L in force; retry_after 0 when allowed, -1
+ * exactly for a cost over the capacity in force), the buckets'
+ * decisions equal the units model's, and check_no_minting holds on each
+ * key.  Returns how many traces failed check_no_minting, which only
+ * fresh limits (the caller expects some) may.
+ */
+static size_t run_changes(sl_algorithm alg, int which, int fresh)
+{
+    const size_t n = trace_len(which, 20000, 1000);
+    req *trace = calloc(n, sizeof(req));
+    size_t runs = 0, broken = 0, refused = 0;
+
+    assert_non_null(trace);
+    for (size_t ci = 0; ci < NCONFIGS; ci++) {
+        if (configs[ci].c.algorithm != alg)
+            continue;
+        for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
+            sl_store *st = store_new(which);
+            history h[NKEYS];
+            unit_key model[NKEYS];
+            family f;
+            char what[256];
+
+            snprintf(what, sizeof(what), "%s%s, %s, seed %llu",
+                     fresh ? "fresh limits: " : "", configs[ci].name,
+                     store_names[which], (unsigned long long)seeds[si]);
+            memset(h, 0, sizeof(h));
+            memset(model, 0, sizeof(model));
+            family_new(&configs[ci].c, &f, fresh);
+            gen_trace(&f, seeds[si], trace, n, NKEYS, TRACE_PLAIN);
+            for (size_t i = 0; i < n; i++) {
+                const req *q = &trace[i];
+                const sl_limit_config *c = cfg_of(&f, q->li);
+                sl_decision d = check_at(st, f.lim[q->li], key_names[q->key],
+                                         q->cost, q->t, 0),
+                            want;
+                if (d.limit != c->limit ||
+                    (d.allowed ? d.retry_after != 0 || d.remaining < 0
+                               : d.delay != 0 || d.retry_after == 0 ||
+                                     (d.retry_after == -1) !=
+                                         (q->cost > capacity(c))))
+                    fail_decisions(what, "(rules)", i, q, &f, &d, &d);
+                if (is_bucket(alg) && !fresh) {
+                    unit_check(&model[q->key], c, q->cost, q->t, &want);
+                    if (!same_decision(&d, &want))
+                        fail_decisions(what, "model:", i, q, &f, &d, &want);
+                }
+                refused += !d.allowed;
+                history_add(&h[q->key], q->t, d.allowed ? q->cost : 0, c);
+            }
+            for (int k = 0; k < NKEYS; k++) {
+                if (check_no_minting(&configs[ci].c, &h[k]) != 0) {
+                    if (!fresh)
+                        fail_msg("%s, key %d: %s", what, k, why);
+                    broken++;
+                    break;
+                }
+            }
+            for (int k = 0; k < NKEYS; k++)
+                free(h[k].ev);
+            family_free(&f);
+            sl_store_free(st);
+            runs++;
+        }
+    }
+    free(trace);
+    expect_cmp(runs, >, 0);
+    expect_cmp(refused, >, 0);
+    return broken;
+}
+
+/* ---- (c) retry_after and remaining, exact after a change ---- */
+
+/* Replays trace[0 .. upto] into a fresh key, each request under its own
+ * limit, so that what is asked next sees exactly that history. */
+static const char *replay(sl_store *st, const family *f, const req *trace,
+                          size_t upto, unsigned *counter)
+{
+    static char key[32];
+    snprintf(key, sizeof(key), "replay-%u", (*counter)++);
+    for (size_t i = 0; i <= upto; i++)
+        check_at(st, f->lim[trace[i].li], key, trace[i].cost, trace[i].t, 0);
+    return key;
+}
+
+/*
+ * Short single-key traces on which, for every request, under the limit
+ * then in force: a refused request passes at t + retry_after and not at
+ * t + retry_after - 1, and `remaining` unit requests pass at t and one
+ * more does not; each checked on a fresh key holding the same history.
+ */
+static void run_replays(sl_algorithm alg, int which)
+{
+    const size_t n = trace_len(which, 300, 50);
+    req *trace = calloc(n, sizeof(req));
+    sl_decision *ds = calloc(n, sizeof(sl_decision));
+    size_t runs = 0, waits = 0;
+
+    assert_non_null(trace);
+    assert_non_null(ds);
+    for (size_t ci = 0; ci < NCONFIGS; ci++) {
+        if (configs[ci].c.algorithm != alg || configs[ci].c.limit > 20)
+            continue;
+        for (size_t si = 0; si < 2; si++) {
+            sl_store *st = store_new(which);
+            unsigned counter = 0;
+            family f;
+
+            family_new(&configs[ci].c, &f, 0);
+            gen_trace(&f, seeds[si] + 100, trace, n, 1, TRACE_PLAIN);
+            for (size_t i = 0; i < n; i++)
+                ds[i] = check_at(st, f.lim[trace[i].li], "main", trace[i].cost,
+                                 trace[i].t, 0);
+            for (size_t i = 0; i < n; i++) {
+                const req *q = &trace[i];
+                const sl_limit *lim = f.lim[q->li];
+                const sl_decision *d = &ds[i];
+                const char *key;
+                int64_t passed = 0;
+
+                if (!d->allowed && d->retry_after > 0) {
+                    key = replay(st, &f, trace, i, &counter);
+                    expect_eq_at(check_at(st, lim, key, q->cost,
+                                          q->t + d->retry_after, 0)
+                                     .allowed,
+                                 1,
+                                 "%s %s seed %llu request %zu: t + retry_after",
+                                 configs[ci].name, store_names[which],
+                                 (unsigned long long)seeds[si], i);
+                    key = replay(st, &f, trace, i, &counter);
+                    expect_eq_at(check_at(st, lim, key, q->cost,
+                                          q->t + d->retry_after - 1, 0)
+                                     .allowed,
+                                 0,
+                                 "%s %s seed %llu request %zu: t + "
+                                 "retry_after - 1",
+                                 configs[ci].name, store_names[which],
+                                 (unsigned long long)seeds[si], i);
+                    waits++;
+                }
+                key = replay(st, &f, trace, i, &counter);
+                for (int64_t u = 0; u < d->remaining; u++)
+                    passed += check_at(st, lim, key, 1, q->t, 0).allowed;
+                expect_eq_at(passed, d->remaining,
+                             "%s %s seed %llu request %zu: units passing",
+                             configs[ci].name, store_names[which],
+                             (unsigned long long)seeds[si], i);
+                expect_eq_at(check_at(st, lim, key, 1, q->t, 0).allowed, 0,
+                             "%s %s seed %llu request %zu: one more than "
+                             "remaining passed",
+                             configs[ci].name, store_names[which],
+                             (unsigned long long)seeds[si], i);
+            }
+            family_free(&f);
+            sl_store_free(st);
+            runs++;
+        }
+    }
+    free(trace);
+    free(ds);
+    expect_cmp(runs, >, 0);
+    expect_cmp(waits, >, 0);
+}
+
+/* ---- (d) the memory and Redis stores agree ---- */
+
+static void expect_same(const char *what, size_t i, const req *q,
+                        const family *f, const sl_decision *m,
+                        const sl_decision *r)
+{
+    if (!same_decision(m, r))
+        fail_decisions(what, "redis:", i, q, f, m, r);
+}
+
+/* Equivalence traces: changes, recorded requests, two-item calls (the
+ * second item another limit of the family on another key), small steps
+ * back in time, on both stores, decision by decision. */
+static void run_stores_agree(sl_algorithm alg)
+{
+    const size_t n = tu_quick() ? 400 : 1500;
+    req *trace = calloc(n, sizeof(req));
+    size_t runs = 0;
+
+    assert_non_null(trace);
+    for (size_t ci = 0; ci < NCONFIGS; ci++) {
+        if (configs[ci].c.algorithm != alg)
+            continue;
+        for (size_t si = 0; si < 2; si++) {
+            sl_store *mem = store_new(MEMORY), *red = store_new(REDIS);
+            family f;
+            char what[256];
+
+            snprintf(what, sizeof(what), "%s, seed %llu", configs[ci].name,
+                     (unsigned long long)seeds[si]);
+            family_new(&configs[ci].c, &f, 0);
+            gen_trace(&f, seeds[si] + 300, trace, n, NKEYS, TRACE_EXTRAS);
+            for (size_t i = 0; i < n; i++) {
+                const req *q = &trace[i];
+                if (q->multi) {
+                    sl_check_item items[2] = {{f.lim[q->li], key_names[q->key],
+                                               strlen(key_names[q->key])},
+                                              {f.lim[q->li2],
+                                               key_names[q->key2],
+                                               strlen(key_names[q->key2])}};
+                    int64_t costs[2] = {q->cost, q->cost2};
+                    sl_decision me[2], re[2], mo, ro;
+                    expect_eq(
+                        sl_check_costs(mem, items, costs, 2, q->t, 0, me, &mo),
+                        0);
+                    expect_eq(
+                        sl_check_costs(red, items, costs, 2, q->t, 0, re, &ro),
+                        0);
+                    expect_same(what, i, q, &f, &me[0], &re[0]);
+                    expect_same(what, i, q, &f, &me[1], &re[1]);
+                    expect_same(what, i, q, &f, &mo, &ro);
+                } else {
+                    unsigned flags = q->record ? SL_RECORD : 0;
+                    sl_decision m =
+                        check_at(mem, f.lim[q->li], key_names[q->key], q->cost,
+                                 q->t, flags);
+                    sl_decision r =
+                        check_at(red, f.lim[q->li], key_names[q->key], q->cost,
+                                 q->t, flags);
+                    expect_same(what, i, q, &f, &m, &r);
+                }
+            }
+            family_free(&f);
+            sl_store_free(mem);
+            sl_store_free(red);
+            runs++;
+        }
+    }
+    free(trace);
+    expect_cmp(runs, >, 0);
+}
+
+/* The invariants can fail: limits with the overrides' numbers but
+ * counters of their own (what resetting on a change would do) break
+ * them on some trace of every algorithm. */
+static void test_fresh_counters_are_caught(void **state)
+{
+    (void)state;
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++)
+        if (run_changes((sl_algorithm)a, MEMORY, 1) == 0)
+            fail_msg("%s: fresh counters on a change went unnoticed",
+                     sl_algorithm_name((sl_algorithm)a));
+}
+
+#define PER_ALG(alg)                                                           \
+    static void test_##alg##_changes_memory(void **state)                      \
+    {                                                                          \
+        (void)state;                                                           \
+        run_changes(SL_##alg, MEMORY, 0);                                      \
+    }                                                                          \
+    static void test_##alg##_changes_redis(void **state)                       \
+    {                                                                          \
+        (void)state;                                                           \
+        run_changes(SL_##alg, REDIS, 0);                                       \
+    }                                                                          \
+    static void test_##alg##_replays_memory(void **state)                      \
+    {                                                                          \
+        (void)state;                                                           \
+        run_replays(SL_##alg, MEMORY);                                         \
+    }                                                                          \
+    static void test_##alg##_replays_redis(void **state)                       \
+    {                                                                          \
+        (void)state;                                                           \
+        run_replays(SL_##alg, REDIS);                                          \
+    }                                                                          \
+    static void test_##alg##_stores_agree(void **state)                        \
+    {                                                                          \
+        (void)state;                                                           \
+        run_stores_agree(SL_##alg);                                            \
+    }
+
+PER_ALG(TOKEN_BUCKET)
+PER_ALG(GCRA)
+PER_ALG(LEAKY_BUCKET)
+PER_ALG(FIXED_WINDOW)
+PER_ALG(SLIDING_LOG)
+PER_ALG(SLIDING_WINDOW)
+PER_ALG(STEPPED_WINDOW)
+
+#define PER_ALG_TESTS(alg)                                                     \
+    cmocka_unit_test(test_##alg##_changes_memory),                             \
+        cmocka_unit_test(test_##alg##_changes_redis),                          \
+        cmocka_unit_test(test_##alg##_replays_memory),                         \
+        cmocka_unit_test(test_##alg##_replays_redis),                          \
+        cmocka_unit_test(test_##alg##_stores_agree)
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,7 +1133,18 @@ int main(void)
         cmocka_unit_test(test_override_numbers),
         cmocka_unit_test(test_base_freed_first),
         cmocka_unit_test(test_example),
+        cmocka_unit_test(test_fresh_counters_are_caught),
+        PER_ALG_TESTS(TOKEN_BUCKET),
+        PER_ALG_TESTS(GCRA),
+        PER_ALG_TESTS(LEAKY_BUCKET),
+        PER_ALG_TESTS(FIXED_WINDOW),
+        PER_ALG_TESTS(SLIDING_LOG),
+        PER_ALG_TESTS(SLIDING_WINDOW),
+        PER_ALG_TESTS(STEPPED_WINDOW),
     };
+    /* SL_TEST_FILTER=pattern runs the matching tests only ("*redis*"). */
+    if (getenv("SL_TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("SL_TEST_FILTER"));
     return cmocka_run_group_tests(tests, tu_redis_group_setup,
                                   tu_redis_group_teardown);
 }

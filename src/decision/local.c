@@ -6,6 +6,11 @@
  * per thread (no lock on the fallback path) and found by its
  * configuration and divisor, never by address: a reload frees limits and
  * a new one may reuse an address.
+ *
+ * An override (sl_limit_override) is divided as an override of its
+ * divided base: its own numbers divided, the divided base's counters, so
+ * that the local state, like Redis's, survives a change of the numbers.
+ * A limit of 0 stays 0 (it denies).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +23,7 @@
 #define LOCAL_MAX 100000
 
 typedef struct local_limit {
-    sl_limit_config cfg;
+    sl_limit_config cfg, base; /* the limit's numbers and its base's */
     int nodes;
     sl_limit *local;
     struct local_limit *next;
@@ -37,19 +42,52 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* A count divided by the nodes: at least 1, but 0 stays 0. */
+static int64_t share(int64_t n, int nodes)
+{
+    return n == 0 ? 0 : n / nodes > 0 ? n / nodes : 1;
+}
+
+/* The divided limit: sl_limit_new() of the base's numbers divided, and
+ * for an override sl_limit_override() of that with its own. */
+static sl_limit *divide(const sl_limit_config *cfg, const sl_limit_config *base,
+                        int nodes)
+{
+    sl_limit_config c = *base;
+    sl_limit *b, *o;
+    c.limit = share(base->limit, nodes);
+    c.burst = share(base->burst, nodes);
+    if (sl_limit_new(&c, &b, NULL, 0) != 0)
+        return NULL;
+    if (cfg->limit == base->limit && cfg->burst == base->burst)
+        return b; /* not an override: only these two can differ */
+    /* The buckets' burst is divided too; the windows take 0. */
+    int bucket = c.algorithm == SL_TOKEN_BUCKET || c.algorithm == SL_GCRA ||
+                 c.algorithm == SL_LEAKY_BUCKET;
+    if (sl_limit_override(b, share(cfg->limit, nodes),
+                          bucket ? share(cfg->burst, nodes) : 0, &o, NULL,
+                          0) != 0)
+        o = NULL;
+    sl_limit_free(b);
+    return o;
+}
+
 static const sl_limit *divided(sd_thread *t, const sl_limit *lim)
 {
     const sl_limit_config *cfg = sl_limit_get_config(lim);
+    const sl_limit_config *base = sl_limit_base_config(lim);
     int nodes = sd_engine_nodes(t->e);
     if (nodes <= 1)
         return lim;
     if (t->local == NULL && (t->local = calloc(1, sizeof(*t->local))) == NULL)
         return NULL;
     uint64_t h = fnv(UINT64_C(0xcbf29ce484222325), cfg, sizeof(*cfg));
+    h = fnv(h, base, sizeof(*base));
     h = fnv(h, &nodes, sizeof(nodes));
     local_limit **b = &t->local->buckets[h % LOCAL_BUCKETS];
     for (local_limit *l = *b; l != NULL; l = l->next)
-        if (l->nodes == nodes && memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0)
+        if (l->nodes == nodes && memcmp(&l->cfg, cfg, sizeof(*cfg)) == 0 &&
+            memcmp(&l->base, base, sizeof(*base)) == 0)
             return l->local;
     if (t->local->count >= LOCAL_MAX)
         return NULL;
@@ -57,11 +95,9 @@ static const sl_limit *divided(sd_thread *t, const sl_limit *lim)
     if (l == NULL)
         return NULL;
     l->cfg = *cfg;
+    l->base = *base;
     l->nodes = nodes;
-    sl_limit_config c = *cfg;
-    c.limit = cfg->limit / nodes > 0 ? cfg->limit / nodes : 1;
-    c.burst = cfg->burst / nodes > 0 ? cfg->burst / nodes : 1;
-    if (sl_limit_new(&c, &l->local, NULL, 0) != 0) {
+    if ((l->local = divide(cfg, base, nodes)) == NULL) {
         free(l);
         return NULL;
     }
