@@ -130,6 +130,7 @@ void sv_dec_state_free(sv_dec_state *st)
 {
     if (st == NULL)
         return;
+    sv_decide_abandon(st);
     overrides_release(st);
     free(st->ov);
     free(st->m);
@@ -374,6 +375,7 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
               int64_t hits, sv_dec_result *res, sd_done_fn done, void *owner,
               sd_wait **wait, char *err, size_t errlen)
 {
+    sv_decide_abandon(st); /* the last request's set, answered by now */
     st->ds = ds;
     st->n = n;
     st->hits = hits;
@@ -496,6 +498,9 @@ int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
                                         : &w->stats.checks_ok,
                               1, memory_order_relaxed);
 out:
-    sv_decide_abandon(st);
+    /* A waiting request's set stays referenced until the state is next
+     * used or freed, not released here: the front end's answer still
+     * reads the rules of res (names, numbers), and the thread may have
+     * adopted a newer set meanwhile, leaving this reference the last. */
     return rc;
 }

@@ -78,7 +78,10 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
               sd_wait **wait, char *err, size_t errlen);
 int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
                      char *err, size_t errlen);
-/* The request was given up while waiting (sd_cancel() its wait first). */
+/* The request was given up while waiting (sd_cancel() its wait first);
+ * also what lets go of the rules set a waited request was decided
+ * against, which sv_decide_finish() keeps for the answer (the next
+ * sv_decide() and sv_dec_state_free() call it too). */
 void sv_decide_abandon(sv_dec_state *st);
 /* A decision's durations in the units answers give them, rounded up (a
  * client that waits that long is safe): ms, with -1 for "never" (< 0);
