@@ -148,7 +148,8 @@ SL_EXPORT const sl_limit_config *sl_limit_get_config(const sl_limit *limit);
  * base's B scaled by limit / L_base (rounded up, at least 1; 0 when limit
  * is 0, which then requires burst 0); the other algorithms take 0 or
  * limit.  base may itself be an override: the result shares the same
- * state, and a burst of 0 scales base's own numbers.
+ * state, and a burst of 0 scales base's own numbers (its base's if base's
+ * limit is 0).
  *
  * Errors as sl_limit_new() (SL_ERANGE for a limit or burst out of range,
  * SL_EINVAL for a burst on a window), plus SL_EINVAL when base is a

@@ -211,8 +211,9 @@ int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
         return fail(err, errlen, SL_EINVAL,
                     "burst must be 0 with limit 0: '%lld'", (long long)burst);
     if (bucket && burst == 0 && limit > 0) {
-        /* base's burst scaled by limit / L_base, rounded up. */
-        const sl_limit_config *b = &base->cfg;
+        /* base's burst scaled by limit / L_base, rounded up; a base at
+         * L = 0 has no burst to scale, so its own base's is. */
+        const sl_limit_config *b = base->cfg.limit > 0 ? &base->cfg : root;
         sl__i128 scaled =
             ((sl__i128)b->burst * limit + b->limit - 1) / b->limit;
         if (scaled > SL_MAX_COUNT)
