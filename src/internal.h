@@ -105,7 +105,7 @@ struct sl_limit {
      * limit writes above a state's fraction, 0 under the base's numbers,
      * else L << 32.  own_span is t_den for a limit that takes a state
      * whose w[1] is below it as its own (a base), 0 for an override,
-     * which adopts every state it reads (sl__sched_adopt). */
+     * which converts every state it reads (SL__SCHED_CHECKS). */
     uint64_t tag_bits;
     uint64_t own_span;
     /* The configuration whose state this limit shares: its own, or for

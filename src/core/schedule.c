@@ -4,7 +4,7 @@
  *
  * Apart from schedule.h because it is off the base limits' path: a base
  * reaches it only for a state an override wrote, an override on every
- * check (sl__sched_adopt).
+ * check (SL__SCHED_CHECKS).
  *
  * What is kept is the units used.  A state written under L_old says the
  * bucket lacks m = (S - now) / T_old units (the queue holds m units); under

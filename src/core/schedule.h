@@ -20,11 +20,12 @@
  * tag << 32 | fraction, tag 0 when the state was written under the base's
  * numbers (L and B) and otherwise the L it was written under (t_den <= L
  * < 2^31, so the fraction fits its 32 bits).  A state written under other
- * numbers is converted when read (sl__sched_adopt, schedule.c), keeping
- * the units it has used.  A base limit writes tag 0, exactly the layout
- * it always had, and takes any w[1] below t_den as its own: its check is
- * the code it always was plus one compare (SL__SCHED_CHECKS).  Limits with L >=
- * 2^31 cannot be overridden and keep a plain fraction in w[1].
+ * numbers is converted when read (sl__sched_converted, schedule.c),
+ * keeping the units it has used.  A base limit writes tag 0, exactly the
+ * layout it always had, and takes any w[1] below t_den as its own: its
+ * check is the code it always was behind one compare (SL__SCHED_CHECKS).
+ * Limits with L >= 2^31 cannot be overridden and keep a plain fraction in
+ * w[1].
  */
 #ifndef SL_SCHEDULE_H
 #define SL_SCHEDULE_H
