@@ -140,10 +140,11 @@ SL_EXPORT const sl_limit_config *sl_limit_get_config(const sl_limit *limit);
  * limit; until then its state keeps to the numbers it was written under.
  *
  * limit: the new L, 0 to 2^40 (2^31 - 1 for token_bucket, gcra and
- * leaky_bucket).  0 denies every request with a cost (retry_after -1) and
- * answers queries with remaining 0: the windows and logs keep counting
- * what is recorded (SL_RECORD) or logged (SL_LOG_REJECTED); the buckets
- * leave their state untouched, to resume when the limit is raised.
+ * leaky_bucket, 2^32 - 1 for sliding_window).  0 denies every request
+ * with a cost (retry_after -1) and answers queries with remaining 0: the
+ * windows and logs keep counting what is recorded (SL_RECORD) or logged
+ * (SL_LOG_REJECTED); the buckets leave their state untouched, to resume
+ * when the limit is raised.
  * burst: the new B for token_bucket, gcra and leaky_bucket, or 0 for
  * base's B scaled by limit / L_base (rounded up, at least 1; 0 when limit
  * is 0, which then requires burst 0); the other algorithms take 0 or
