@@ -16,7 +16,13 @@
  *     ("whole units left after this request"), for each item of a multi
  *     call too, which checks that a rejected multi call consumed nothing;
  *   - the overall decision of a multi call combines the items' as
- *     documented.
+ *     documented;
+ *   - overrides (sl_limit_override) of the decoded limits, with any
+ *     numbers, fail only as documented, and share their base's state:
+ *     right after a decision that leaves r of capacity c (time not
+ *     stepping back), a query under a limit of the same identity with
+ *     capacity c' reports c' - (c - r) left (0 if less), or at most
+ *     c' - c when r is 0 (a count may then be past c).
  *
  * SL_FUZZ_TRACE=1 in the environment prints the decoded limits and calls,
  * which turns a crash file into a reproduction:
@@ -160,6 +166,72 @@ static sl_limit *decode_limit(reader *r)
     return NULL;
 }
 
+/* An override of `base` with decoded numbers, or NULL where
+ * sl_limit_override refuses them (as documented). */
+static sl_limit *decode_override(reader *r, const sl_limit *base)
+{
+    const sl_limit_config *b = sl_limit_get_config(base);
+    uint8_t sel = u8(r);
+    int64_t limit, burst;
+    char err[200];
+    sl_limit *lim = NULL;
+    int rc;
+
+    switch (sel & 3) {
+    case 0:
+        limit = 0;
+        break;
+    case 1:
+        limit = u8(r) % 8;
+        break;
+    case 2:
+        limit = b->limit + (int64_t)(int8_t)u8(r);
+        break;
+    default:
+        limit = (int64_t)bytes(r, 8);
+        break;
+    }
+    switch ((sel >> 2) & 3) {
+    case 0:
+        burst = 0;
+        break;
+    case 1:
+        burst = 1 + u8(r) % 8;
+        break;
+    case 2:
+        burst = limit;
+        break;
+    default:
+        burst = (int64_t)bytes(r, 8);
+        break;
+    }
+    err[0] = '\0';
+    rc = sl_limit_override(base, limit, burst, &lim, err, sizeof(err));
+    if (tracing())
+        fprintf(stderr, "override: limit %lld burst %lld -> %s%s%s\n",
+                (long long)limit, (long long)burst, sl_err_name(rc),
+                rc ? ": " : "", rc ? err : "");
+    if (rc == 0) {
+        const sl_limit_config *n = sl_limit_get_config(lim);
+        if (n->limit != limit || n->period != b->period ||
+            n->algorithm != b->algorithm || n->step != b->step ||
+            lim->ident != base->ident)
+            broken("an override changed more than L and B", n->limit, limit);
+        if (n->burst < 0 || n->burst > SL_MAX_COUNT ||
+            (is_bucket(n->algorithm) ? (burst != 0 && n->burst != burst) ||
+                                           (limit > 0) != (n->burst > 0)
+                                     : n->burst != limit))
+            broken("an override's burst is not the one asked for", n->burst,
+                   burst);
+        return lim;
+    }
+    if (rc != SL_EINVAL && rc != SL_ERANGE)
+        broken("sl_limit_override: unexpected error", rc, 0);
+    if (err[0] == '\0')
+        broken("sl_limit_override failed without a message", rc, 0);
+    return NULL;
+}
+
 static int64_t decode_cost(reader *r)
 {
     uint8_t b = u8(r);
@@ -223,6 +295,11 @@ static void check_decision(const sl_decision *d, const sl_limit *lim,
         broken("a query was rejected", c->algorithm, 0);
 }
 
+/* The latest now the input has used: a sibling's query is compared only
+ * when time has not stepped back (a bucket judges a stale stamp at its
+ * latest admission, which its sibling's conversion does not). */
+static sl_nanos latest;
+
 /* Whether this input's store has a small cap (it may then evict). */
 static int small_cap;
 
@@ -260,6 +337,40 @@ static void check_query(sl_store *st, const sl_limit *lim, const char *key,
                q.remaining, d->remaining);
 }
 
+/* What a query under a limit of the same identity (an override, or the
+ * base of one) sees right after a decision: the same units used. */
+static void check_siblings(sl_store *st, sl_limit *const *lims, int nlim,
+                           const sl_limit *lim, const char *key, size_t len,
+                           sl_nanos now, const sl_decision *d,
+                           uint64_t evicted_before)
+{
+    const int64_t cap = capacity(lim);
+    int64_t left = d->remaining;
+    if (now < latest || cap == 0)
+        return;
+    for (int i = 0; i < nlim; i++) {
+        const sl_limit *o = lims[i];
+        int64_t want = capacity(o) - (cap - left);
+        sl_decision q;
+        if (o == lim || o->ident != lim->ident ||
+            evictions(st) != evicted_before)
+            continue;
+        if (sl_check(st, o, key, len, 0, now, &q) != 0)
+            broken("a sibling's query failed", 0, 0);
+        print_decision("sibling query", &q);
+        check_decision(&q, o, 0);
+        if (want < 0)
+            want = 0;
+        if (left > 0 ? q.remaining != want : q.remaining > want)
+            broken("a sibling sees other units used", q.remaining, want);
+        /* Its query may have emptied a bucket past its smaller burst:
+         * what lim sees now is what the next sibling is compared with. */
+        if (sl_check(st, lim, key, len, 0, now, &q) != 0)
+            broken("a query after a sibling's failed", 0, 0);
+        left = q.remaining;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const size_t caps[] = {0, 256 << 10, 1 << 20};
@@ -275,8 +386,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_nanos now = (sl_nanos)bytes(&r, 5);
     sl_store *st;
 
+    latest = 0;
     for (int i = 0; i < want; i++) {
-        sl_limit *l = decode_limit(&r);
+        /* Every other limit after the first may be an override. */
+        uint8_t how = i > 0 && nlim > 0 ? u8(&r) : 0;
+        sl_limit *l = how & 1 ? decode_override(&r, lims[(how >> 1) % nlim])
+                              : decode_limit(&r);
         if (l != NULL)
             lims[nlim++] = l;
     }
@@ -316,7 +431,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (rc == 0) {
                 check_decision(&d, lim, cost);
                 check_query(st, lim, key, len, now, &d, evictions(st));
+                check_siblings(st, lims, nlim, lim, key, len, now, &d,
+                               evictions(st));
             }
+            if (rc == 0 && now > latest)
+                latest = now;
         } else if (kind < 6) {
             sl_check_item items[MAX_MULTI];
             char keys[MAX_MULTI][20];
@@ -393,6 +512,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t i = 0; i < n; i++)
                 check_query(st, items[i].limit, keys[i], items[i].key_len,
                             now, &each[i], evicted);
+            if (now > latest)
+                latest = now;
         } else if (kind == 6) {
             size_t max_slots = u8(&r);
             size_t got;

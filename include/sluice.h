@@ -140,15 +140,17 @@ SL_EXPORT const sl_limit_config *sl_limit_get_config(const sl_limit *limit);
  * limit; until then its state keeps to the numbers it was written under.
  *
  * limit: the new L, 0 to 2^40 (2^31 - 1 for token_bucket, gcra and
- * leaky_bucket).  0 denies every request with a cost (retry_after -1) and
- * answers queries with remaining 0: the windows and logs keep counting
- * what is recorded (SL_RECORD) or logged (SL_LOG_REJECTED); the buckets
- * leave their state untouched, to resume when the limit is raised.
+ * leaky_bucket, 2^32 - 1 for sliding_window).  0 denies every request
+ * with a cost (retry_after -1) and answers queries with remaining 0: the
+ * windows and logs keep counting what is recorded (SL_RECORD) or logged
+ * (SL_LOG_REJECTED); the buckets leave their state untouched, to resume
+ * when the limit is raised.
  * burst: the new B for token_bucket, gcra and leaky_bucket, or 0 for
  * base's B scaled by limit / L_base (rounded up, at least 1; 0 when limit
  * is 0, which then requires burst 0); the other algorithms take 0 or
  * limit.  base may itself be an override: the result shares the same
- * state, and a burst of 0 scales base's own numbers.
+ * state, and a burst of 0 scales base's own numbers (its base's if base's
+ * limit is 0).
  *
  * Errors as sl_limit_new() (SL_ERANGE for a limit or burst out of range,
  * SL_EINVAL for a burst on a window), plus SL_EINVAL when base is a

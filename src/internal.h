@@ -82,7 +82,11 @@ extern const sl__algo sl__fixed_window;
 extern const sl__algo sl__sliding_log;
 extern const sl__algo sl__sliding_window;
 extern const sl__algo sl__stepped_window;
-/* A schedule overridden to L = 0 (schedule.c). */
+/* The buckets' checks for an override (its states carry a tag,
+ * schedule.h), and a bucket overridden to L = 0 (schedule.c). */
+extern const sl__algo sl__token_bucket_override;
+extern const sl__algo sl__gcra_override;
+extern const sl__algo sl__leaky_bucket_override;
 extern const sl__algo sl__sched_stopped;
 
 /*
@@ -101,13 +105,9 @@ struct sl_limit {
      * limit writes above a state's fraction, 0 under the base's numbers,
      * else L << 32.  own_span is t_den for a limit that takes a state
      * whose w[1] is below it as its own (a base), 0 for an override,
-     * which adopts every state it reads (sl__sched_adopt). */
+     * which converts every state it reads (SL__SCHED_CHECKS). */
     uint64_t tag_bits;
     uint64_t own_span;
-    /* The bits of w[1] that hold a schedule's fraction, whatever numbers
-     * it was written under: SL__FRAC_MASK, or all of them for a limit
-     * too large to override (whose states are never tagged). */
-    uint64_t frac_mask;
     /* The configuration whose state this limit shares: its own, or for
      * an override (sl_limit_override) its base's, whose identity it has. */
     sl_limit_config base;

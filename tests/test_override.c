@@ -162,6 +162,10 @@ static void test_override_numbers(void **state)
     a = override(tb, 0, 0);
     expect_eq(sl_limit_get_config(a)->limit, 0);
     expect_eq(sl_limit_get_config(a)->burst, 0);
+    /* From 0 there is nothing to scale: the first base's numbers are. */
+    b = override(a, 50, 0);
+    expect_eq(sl_limit_get_config(b)->burst, 15);
+    sl_limit_free(b);
     sl_limit_free(a);
     a = override(tb, 100, 7);
     expect_eq(sl_limit_get_config(a)->burst, 7);

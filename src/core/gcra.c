@@ -12,27 +12,27 @@
  */
 #include "schedule.h"
 
-static int gcra_check(const sl_limit *lim, sl__state *stored,
-                      const sl__call *call, sl_decision *d, sl_nanos *expires)
+/* st is one of lim's own states; tagged: lim is an override, whose
+ * states carry its tag (schedule.h, SL__SCHED_CHECKS). */
+__attribute__((always_inline)) static inline int
+gcra_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
+            sl_decision *d, sl_nanos *expires, const int tagged)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
     sl__mode mode = call->mode;
-    /* Decided on a copy, written back unless peeking: a state written
-     * under other numbers is converted (schedule.h), and a PEEK must not
-     * keep even that. */
-    sl__state cur = sl__sched_read(lim, stored, now), *st = &cur;
+    int64_t tag = tagged ? (int64_t)lim->tag_bits : 0;
     sl__i128 tolerance = (sl__i128)lim->cfg.burst * lim->t_num;
-    sl__i128 tat_ahead = sl__sched_ahead(lim, st, now);
+    sl__i128 tat_ahead = sl__sched_ahead(lim, st, now, tag);
     sl__i128 new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;
 
     sl__decision_init(d, lim);
     d->allowed = new_ahead <= tolerance;
     if (d->allowed && (mode == SL__COMMIT || mode == SL__RECORD)) {
-        sl__sched_push(lim, st, now, cost);
+        sl__sched_push(lim, st, now, cost, tag);
         tat_ahead = new_ahead;
     } else if (mode == SL__RECORD) {
-        tat_ahead = sl__sched_record(lim, st, now, cost);
+        tat_ahead = sl__sched_record(lim, st, now, cost, tag);
         new_ahead = tat_ahead + (sl__i128)cost * lim->t_num;
     }
     sl__sched_report(lim, tat_ahead, d);
@@ -40,14 +40,20 @@ static int gcra_check(const sl_limit *lim, sl__state *stored,
         d->retry_after = cost > lim->cfg.burst
                              ? -1
                              : sl__sched_wait(lim, new_ahead, tolerance);
-    if (mode != SL__PEEK)
-        *stored = cur;
-    *expires = sl__sched_expires(lim, stored);
+    *expires = sl__sched_expires(st, tagged);
     return 0;
 }
+
+SL__SCHED_CHECKS(gcra_decide)
 
 const sl__algo sl__gcra = {
     .id = SL_GCRA,
     .name = "gcra",
-    .check = gcra_check,
+    .check = gcra_decide_own,
+};
+
+const sl__algo sl__gcra_override = {
+    .id = SL_GCRA,
+    .name = "gcra",
+    .check = gcra_decide_override,
 };

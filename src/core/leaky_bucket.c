@@ -13,18 +13,17 @@
  */
 #include "schedule.h"
 
-static int lb_check(const sl_limit *lim, sl__state *stored,
-                    const sl__call *call, sl_decision *d, sl_nanos *expires)
+/* st is one of lim's own states; tagged: lim is an override, whose
+ * states carry its tag (schedule.h, SL__SCHED_CHECKS). */
+__attribute__((always_inline)) static inline int
+lb_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
+          sl_decision *d, sl_nanos *expires, const int tagged)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
     sl__mode mode = call->mode;
-    /* Decided on a copy, written back unless peeking: a state written
-     * under other numbers is converted (schedule.h), and a PEEK must not
-     * keep even that. */
-    sl__state cur = sl__sched_read(lim, stored, now), *st = &cur;
-    int64_t burst = lim->cfg.burst;
-    sl__i128 queued = sl__sched_ahead(lim, st, now); /* level * T */
+    int64_t burst = lim->cfg.burst, tag = tagged ? (int64_t)lim->tag_bits : 0;
+    sl__i128 queued = sl__sched_ahead(lim, st, now, tag); /* level * T */
     sl__i128 room = (sl__i128)(burst - cost) * lim->t_num;
 
     sl__decision_init(d, lim);
@@ -32,24 +31,30 @@ static int lb_check(const sl_limit *lim, sl__state *stored,
     if (d->allowed) {
         d->delay = sl__ceil_div128(queued, lim->t_den);
         if (mode == SL__COMMIT || mode == SL__RECORD) {
-            sl__sched_push(lim, st, now, cost);
-            queued = sl__sched_ahead(lim, st, now);
+            sl__sched_push(lim, st, now, cost, tag);
+            queued = sl__sched_ahead(lim, st, now, tag);
         }
     } else if (mode == SL__RECORD) {
         /* It was sent without queueing: no delay, the queue is full. */
-        queued = sl__sched_record(lim, st, now, cost);
+        queued = sl__sched_record(lim, st, now, cost, tag);
     }
     sl__sched_report(lim, queued, d);
     if (!d->allowed)
         d->retry_after = cost > burst ? -1 : sl__sched_wait(lim, queued, room);
-    if (mode != SL__PEEK)
-        *stored = cur;
-    *expires = sl__sched_expires(lim, stored);
+    *expires = sl__sched_expires(st, tagged);
     return 0;
 }
+
+SL__SCHED_CHECKS(lb_decide)
 
 const sl__algo sl__leaky_bucket = {
     .id = SL_LEAKY_BUCKET,
     .name = "leaky_bucket",
-    .check = lb_check,
+    .check = lb_decide_own,
+};
+
+const sl__algo sl__leaky_bucket_override = {
+    .id = SL_LEAKY_BUCKET,
+    .name = "leaky_bucket",
+    .check = lb_decide_override,
 };

@@ -78,12 +78,18 @@ static int is_bucket(sl_algorithm alg)
  * whatever it reads.  Only limits whose base L fits the tag have one. */
 static void set_tags(sl_limit *lim)
 {
-    int tagged =
-        is_bucket(lim->cfg.algorithm) && lim->base.limit <= SL__TAG_MAX_LIMIT;
-    lim->frac_mask = tagged ? SL__FRAC_MASK : UINT64_MAX;
+    static const sl__algo *const overrides[] = {
+        [SL_TOKEN_BUCKET] = &sl__token_bucket_override,
+        [SL_GCRA] = &sl__gcra_override,
+        [SL_LEAKY_BUCKET] = &sl__leaky_bucket_override,
+    };
+    int bucket = is_bucket(lim->cfg.algorithm);
     lim->tag_bits =
-        tagged && lim->override ? (uint64_t)lim->cfg.limit << 32 : 0;
+        bucket && lim->override ? (uint64_t)lim->cfg.limit << 32 : 0;
     lim->own_span = lim->override ? 0 : (uint64_t)lim->t_den;
+    if (bucket && lim->override)
+        lim->algo = lim->cfg.limit > 0 ? overrides[lim->cfg.algorithm]
+                                       : &sl__sched_stopped;
 }
 
 int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
@@ -211,8 +217,9 @@ int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
         return fail(err, errlen, SL_EINVAL,
                     "burst must be 0 with limit 0: '%lld'", (long long)burst);
     if (bucket && burst == 0 && limit > 0) {
-        /* base's burst scaled by limit / L_base, rounded up. */
-        const sl_limit_config *b = &base->cfg;
+        /* base's burst scaled by limit / L_base, rounded up; a base at
+         * L = 0 has no burst to scale, so its own base's is. */
+        const sl_limit_config *b = base->cfg.limit > 0 ? &base->cfg : root;
         sl__i128 scaled =
             ((sl__i128)b->burst * limit + b->limit - 1) / b->limit;
         if (scaled > SL_MAX_COUNT)
@@ -236,7 +243,7 @@ int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
         if ((lim = calloc(1, sizeof(*lim))) == NULL)
             return fail(err, errlen, SL_ENOMEM, "out of memory");
         lim->cfg = c;
-        lim->algo = bucket ? &sl__sched_stopped : algos[c.algorithm];
+        lim->algo = algos[c.algorithm]; /* a bucket's: set_tags() */
         lim->t_num = 1;
         lim->t_den = 0;
         lim->steps = base->steps;

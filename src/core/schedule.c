@@ -4,7 +4,7 @@
  *
  * Apart from schedule.h because it is off the base limits' path: a base
  * reaches it only for a state an override wrote, an override on every
- * check (sl__sched_adopt).
+ * check (SL__SCHED_CHECKS).
  *
  * What is kept is the units used.  A state written under L_old says the
  * bucket lacks m = (S - now) / T_old units (the queue holds m units); under
@@ -35,7 +35,7 @@ void sl__sched_convert(const sl_limit *lim, sl__state *st, sl_nanos now)
     int64_t g_new = lim->cfg.limit / lim->t_den, g_old, den_old;
     sl__i128 lead;
 
-    if (lim->frac_mask != SL__FRAC_MASK || l_old > SL__TAG_MAX_LIMIT) {
+    if (lim->base.limit > SL__TAG_MAX_LIMIT || l_old > SL__TAG_MAX_LIMIT) {
         /* Not a state of this limit's identity (a hash collision): an
          * empty bucket errs towards limiting. */
         lead = most;
@@ -59,6 +59,24 @@ void sl__sched_convert(const sl_limit *lim, sl__state *st, sl_nanos now)
     st->w[1] = (int64_t)(lead % lim->t_den) + (int64_t)lim->tag_bits;
 }
 
+int sl__sched_converted(const sl_limit *lim, sl__state *stored,
+                        const sl__call *call, sl_decision *d, sl_nanos *expires,
+                        sl__sched_check_fn check)
+{
+    sl__state copy = *stored;
+    int rc;
+
+    sl__sched_convert(lim, &copy, call->now);
+    if (call->mode != SL__PEEK) {
+        *stored = copy;
+        return check(lim, stored, call, d, expires);
+    }
+    rc = check(lim, &copy, call, d, expires);
+    /* What is kept is the state as it was. */
+    *expires = sl__sched_expires(stored, lim->base.limit <= SL__TAG_MAX_LIMIT);
+    return rc;
+}
+
 /*
  * A schedule overridden to L = 0: nothing refills, so nothing with a cost
  * passes (retry_after -1: never under these numbers) and a query finds
@@ -74,7 +92,7 @@ static int stopped_check(const sl_limit *lim, sl__state *st,
     sl__decision_init(d, lim);
     d->allowed = call->cost == 0;
     d->retry_after = d->allowed ? 0 : -1;
-    *expires = sl__sched_expires(lim, st);
+    *expires = sl__sched_expires(st, 1);
     d->reset_after = *expires > call->now ? *expires - call->now : 0;
     return 0;
 }

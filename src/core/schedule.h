@@ -20,11 +20,12 @@
  * tag << 32 | fraction, tag 0 when the state was written under the base's
  * numbers (L and B) and otherwise the L it was written under (t_den <= L
  * < 2^31, so the fraction fits its 32 bits).  A state written under other
- * numbers is converted when read (sl__sched_adopt, schedule.c), keeping
- * the units it has used.  A base limit writes tag 0, exactly the layout
- * it always had, and takes any w[1] below t_den as its own: one compare
- * more on its path.  Limits with L >= 2^31 cannot be overridden and keep
- * a plain fraction in w[1].
+ * numbers is converted when read (sl__sched_converted, schedule.c),
+ * keeping the units it has used.  A base limit writes tag 0, exactly the
+ * layout it always had, and takes any w[1] below t_den as its own: its
+ * check is the code it always was behind one compare (SL__SCHED_CHECKS).
+ * Limits with L >= 2^31 cannot be overridden and keep a plain fraction in
+ * w[1].
  */
 #ifndef SL_SCHEDULE_H
 #define SL_SCHEDULE_H
@@ -35,31 +36,68 @@
  * base's when lim is an override) into lim's at now; schedule.c. */
 void sl__sched_convert(const sl_limit *lim, sl__state *st, sl_nanos now);
 
-/* Makes st one of lim's own states, converting it if it is not: every
- * check starts here.  A base limit's own states have w[1] < t_den; an
- * override (own_span 0) always converts, which also empties a bucket
- * that a smaller burst no longer holds. */
-static inline void sl__sched_adopt(const sl_limit *lim, sl__state *st,
-                                   sl_nanos now)
-{
-    if (__builtin_expect((uint64_t)st->w[1] >= lim->own_span, 0))
-        sl__sched_convert(lim, st, now);
-}
+typedef int (*sl__sched_check_fn)(const sl_limit *lim, sl__state *st,
+                                  const sl__call *call, sl_decision *d,
+                                  sl_nanos *expires);
 
-/* A copy of a stored state, made one of lim's own. */
-static inline sl__state sl__sched_read(const sl_limit *lim,
-                                       const sl__state *stored, sl_nanos now)
-{
-    sl__state st = *stored;
-    sl__sched_adopt(lim, &st, now);
-    return st;
-}
+/* Decides on the conversion of a stored state that is not one of lim's
+ * own with `check`, which then finds one: the conversion is written to
+ * `stored` unless peeking (a PEEK must not keep even that); schedule.c. */
+int sl__sched_converted(const sl_limit *lim, sl__state *stored,
+                        const sl__call *call, sl_decision *d, sl_nanos *expires,
+                        sl__sched_check_fn check);
 
-/* The fraction of one of lim's own states. */
-static inline int64_t sl__sched_frac(const sl_limit *lim, const sl__state *st)
-{
-    return st->w[1] - (int64_t)lim->tag_bits;
-}
+/*
+ * A bucket's two checks from its decide(lim, st, call, d, expires, tagged),
+ * which is written for a state that is one of lim's own:
+ *
+ *   decide_own:      a base's.  Its own states have w[1] < t_den (every
+ *                    state it writes); anything else was written under
+ *                    other numbers and is converted first.  So its path
+ *                    is one compare, then decide() with tag 0 compiled
+ *                    apart (decide_base), the code it was before
+ *                    overrides: inlined, the compare costs more in the
+ *                    register allocation than in itself.
+ *   decide_override: an override's.  It converts every state it reads
+ *                    (own_span is 0), which for one it wrote is the
+ *                    identity but also applies its burst's cap to a state
+ *                    another burst wrote; then decide() with its tag.
+ */
+#define SL__SCHED_CHECKS(decide)                                               \
+    __attribute__((noinline)) static int decide##_base(                        \
+        const sl_limit *lim, sl__state *st, const sl__call *call,              \
+        sl_decision *d, sl_nanos *expires)                                     \
+    {                                                                          \
+        return decide(lim, st, call, d, expires, 0);                           \
+    }                                                                          \
+    static int decide##_own(const sl_limit *lim, sl__state *st,                \
+                            const sl__call *call, sl_decision *d,              \
+                            sl_nanos *expires)                                 \
+    {                                                                          \
+        if (__builtin_expect((uint64_t)st->w[1] >= lim->own_span, 0))          \
+            return sl__sched_converted(lim, st, call, d, expires,              \
+                                       decide##_base);                         \
+        return decide##_base(lim, st, call, d, expires);                       \
+    }                                                                          \
+    static int decide##_tagged(const sl_limit *lim, sl__state *st,             \
+                               const sl__call *call, sl_decision *d,           \
+                               sl_nanos *expires)                              \
+    {                                                                          \
+        return decide(lim, st, call, d, expires, 1);                           \
+    }                                                                          \
+    static int decide##_override(const sl_limit *lim, sl__state *st,           \
+                                 const sl__call *call, sl_decision *d,         \
+                                 sl_nanos *expires)                            \
+    {                                                                          \
+        return sl__sched_converted(lim, st, call, d, expires,                  \
+                                   decide##_tagged);                           \
+    }
+
+/*
+ * The helpers below take `tag`, the tag bits of lim's own states (above
+ * their fraction): a base's check passes the constant 0, so that its code
+ * is what it was before overrides; an override's passes lim->tag_bits.
+ */
 
 /* (S - now)+ in ticks: how far the schedule runs ahead of now, at most
  * B * T.  More is only seen by a request stamped before the last one
@@ -67,19 +105,19 @@ static inline int64_t sl__sched_frac(const sl_limit *lim, const sl__state *st)
  * as if it came at that last admission, never against less than an
  * empty bucket. */
 static inline sl__i128 sl__sched_ahead(const sl_limit *lim, const sl__state *st,
-                                       sl_nanos now)
+                                       sl_nanos now, int64_t tag)
 {
     sl__i128 ahead, most = (sl__i128)lim->cfg.burst * lim->t_num;
     if (st->w[0] < now)
-        return 0; /* w[1] < t_den, so S < w[0] + 1 <= now */
-    ahead = (sl__i128)(st->w[0] - now) * lim->t_den + sl__sched_frac(lim, st);
+        return 0; /* the fraction is < t_den, so S < w[0] + 1 <= now */
+    ahead = (sl__i128)(st->w[0] - now) * lim->t_den + (st->w[1] - tag);
     return ahead < most ? ahead : most;
 }
 
 /* S = max(S, now) + cost * T.  The caller has checked that the result is
  * at most B * T ahead of now, which limit.c bounds by 2^62 ns. */
 static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
-                                  sl_nanos now, int64_t cost)
+                                  sl_nanos now, int64_t cost, int64_t tag)
 {
     sl__i128 add = (sl__i128)cost * lim->t_num;
     int64_t whole, frac = 0;
@@ -94,21 +132,20 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
         frac = (int64_t)(add % lim->t_den);
     }
 
-    int64_t f = sl__sched_frac(lim, st);
-    if (st->w[0] < now || (st->w[0] == now && f == 0)) {
+    /* w[1] is tag + fraction throughout. */
+    if (st->w[0] < now || (st->w[0] == now && st->w[1] == tag)) {
         st->w[0] = now;
-        f = 0;
+        st->w[1] = tag;
     }
-    f += frac;
-    if (f >= lim->t_den) {
-        f -= lim->t_den;
+    st->w[1] += frac;
+    if (st->w[1] - tag >= lim->t_den) {
+        st->w[1] -= lim->t_den;
         whole++;
     }
-    st->w[1] = f + (int64_t)lim->tag_bits;
     /* The end of time saturates: S stays at INT64_MAX. */
     if (__builtin_add_overflow(st->w[0], whole, &st->w[0])) {
         st->w[0] = INT64_MAX;
-        st->w[1] = (int64_t)lim->tag_bits;
+        st->w[1] = tag;
     }
 }
 
@@ -117,25 +154,27 @@ static inline void sl__sched_push(const sl_limit *lim, sl__state *st,
  * left empty rather than in a debt it would take longer than a full
  * period to repay.  Returns the new lead in ticks. */
 static inline sl__i128 sl__sched_record(const sl_limit *lim, sl__state *st,
-                                        sl_nanos now, int64_t cost)
+                                        sl_nanos now, int64_t cost, int64_t tag)
 {
     sl__i128 most = (sl__i128)lim->cfg.burst * lim->t_num;
-    sl__sched_push(lim, st, now, cost);
+    sl__sched_push(lim, st, now, cost, tag);
     if (st->w[0] >= now &&
-        (sl__i128)(st->w[0] - now) * lim->t_den + sl__sched_frac(lim, st) >
-            most) {
+        (sl__i128)(st->w[0] - now) * lim->t_den + (st->w[1] - tag) > most) {
         st->w[0] = now + (int64_t)(most / lim->t_den);
-        st->w[1] = (int64_t)(most % lim->t_den) + (int64_t)lim->tag_bits;
+        st->w[1] = (int64_t)(most % lim->t_den) + tag;
     }
-    return sl__sched_ahead(lim, st, now);
+    return sl__sched_ahead(lim, st, now, tag);
 }
 
-/* When S is passed, the state is initial again, whatever numbers it was
- * written under. */
-static inline sl_nanos sl__sched_expires(const sl_limit *lim,
-                                         const sl__state *st)
+/* When S is passed, the state is initial again.  `tagged` for a state
+ * that may carry a tag (an override's, or a limit that may read one):
+ * the fraction is then w[1]'s low 32 bits; a base's own state's fraction
+ * is all of w[1]. */
+static inline sl_nanos sl__sched_expires(const sl__state *st, int tagged)
 {
-    return sl__sat_add(st->w[0], ((uint64_t)st->w[1] & lim->frac_mask) != 0);
+    return sl__sat_add(st->w[0], tagged
+                                     ? ((uint64_t)st->w[1] & SL__FRAC_MASK) != 0
+                                     : st->w[1] > 0);
 }
 
 /* The whole units left (B minus the schedule's lead in units, rounded

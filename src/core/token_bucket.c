@@ -12,27 +12,27 @@
  */
 #include "schedule.h"
 
-static int tb_check(const sl_limit *lim, sl__state *stored,
-                    const sl__call *call, sl_decision *d, sl_nanos *expires)
+/* st is one of lim's own states; tagged: lim is an override, whose
+ * states carry its tag (schedule.h, SL__SCHED_CHECKS). */
+__attribute__((always_inline)) static inline int
+tb_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
+          sl_decision *d, sl_nanos *expires, const int tagged)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
     sl__mode mode = call->mode;
-    /* Decided on a copy, written back unless peeking: a state written
-     * under other numbers is converted (schedule.h), and a PEEK must not
-     * keep even that. */
-    sl__state cur = sl__sched_read(lim, stored, now), *st = &cur;
-    int64_t burst = lim->cfg.burst;
-    sl__i128 deficit = sl__sched_ahead(lim, st, now); /* (B - tokens) * T */
+    int64_t burst = lim->cfg.burst, tag = tagged ? (int64_t)lim->tag_bits : 0;
+    sl__i128 deficit =
+        sl__sched_ahead(lim, st, now, tag); /* (B - tokens) * T */
 
     sl__decision_init(d, lim);
     d->allowed =
         cost <= burst && deficit <= (sl__i128)(burst - cost) * lim->t_num;
     if (d->allowed && (mode == SL__COMMIT || mode == SL__RECORD)) {
-        sl__sched_push(lim, st, now, cost);
-        deficit = sl__sched_ahead(lim, st, now);
+        sl__sched_push(lim, st, now, cost, tag);
+        deficit = sl__sched_ahead(lim, st, now, tag);
     } else if (mode == SL__RECORD) {
-        deficit = sl__sched_record(lim, st, now, cost);
+        deficit = sl__sched_record(lim, st, now, cost, tag);
     }
     sl__sched_report(lim, deficit, d);
     if (!d->allowed)
@@ -41,14 +41,20 @@ static int tb_check(const sl_limit *lim, sl__state *stored,
                 ? -1
                 : sl__sched_wait(lim, deficit,
                                  (sl__i128)(burst - cost) * lim->t_num);
-    if (mode != SL__PEEK)
-        *stored = cur;
-    *expires = sl__sched_expires(lim, stored);
+    *expires = sl__sched_expires(st, tagged);
     return 0;
 }
+
+SL__SCHED_CHECKS(tb_decide)
 
 const sl__algo sl__token_bucket = {
     .id = SL_TOKEN_BUCKET,
     .name = "token_bucket",
-    .check = tb_check,
+    .check = tb_decide_own,
+};
+
+const sl__algo sl__token_bucket_override = {
+    .id = SL_TOKEN_BUCKET,
+    .name = "token_bucket",
+    .check = tb_decide_override,
 };
