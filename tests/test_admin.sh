@@ -117,8 +117,12 @@ try:
         st = node.check(alg, "client-1", 1)[0]
         check("%s: and the next request is limited" % alg, st == 429, st)
         st, body, _ = node.delete(rid[alg], headers={"If-Match": hd["ETag"]})
-        check("%s: delete with If-Match: 204; 20 of 100 left again" % alg,
-              st == 204 and node.remaining(alg)[1] == 20, (st, node.remaining(alg)))
+        # A bucket read under the lower burst forgave the 20 units over it
+        # (docs/algorithms.md, "What a decrease forgives"); the windows
+        # keep their count.
+        back = 40 if alg in ("token_bucket", "gcra", "leaky_bucket") else 20
+        check("%s: delete with If-Match: 204; %d of 100 left again" % (alg, back),
+              st == 204 and node.remaining(alg)[1] == back, (st, node.remaining(alg)))
 
     # ---- bad input ----
     for body_, want in [({"requests_per_unit": -1}, "requests_per_unit"),
