@@ -272,6 +272,59 @@ try:
           shadow.in_force("test.adaptive")["source"] == "rules"
           and re.search(r'sluice_advisor_polls_total\{result="ok"\} [1-9]', m), m[-900:])
 
+    # ---- a slow advisor: the poll times out, the node lives on ----
+    slow_release = threading.Event()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            slow_release.wait(5)
+            self.send_response(200); self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    slow_srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=slow_srv.serve_forever, daemon=True).start()
+    slow = Node("slow", "--advisor", "http://127.0.0.1:%d" % slow_srv.server_address[1],
+                "--advisor-interval", "200ms", "--advisor-timeout", "300ms")
+    time.sleep(1.2)
+    t0 = time.monotonic()
+    st = slow.api("GET", "/admin/v1/overrides")[0]
+    m = slow.get("/metrics")[1]
+    check("a slow advisor: polls fail on their timeout, the admin API answers at once",
+          st == 200 and time.monotonic() - t0 < 0.5
+          and re.search(r'sluice_advisor_polls_total\{result="failed"\} [1-9]', m), m[-700:])
+    slow_release.set()
+
+    # ---- the reference advisor driving a limit up and back down ----
+    aport = harness.free_port()
+    loop = Node("loop", "--advisor", "http://127.0.0.1:%d" % aport,
+                "--advisor-interval", "200ms")
+    ref = harness.start([SLUICE, "advisor", "--scrape", "http://127.0.0.1:%d" % loop.port,
+                         "--listen", "127.0.0.1:%d" % aport, "--step", "200ms",
+                         "--season", "1s", "--horizon", "400ms"],
+                        os.path.join(tmp, "ref-advisor.log"))
+    stop_load = threading.Event()
+
+    def load():
+        while not stop_load.is_set():
+            loop.check("adaptive", "c", 1)
+            time.sleep(1 / 40)
+    th = threading.Thread(target=load)
+    th.start()
+    up = harness.wait_until(lambda: loop.in_force("test.adaptive")["requests_per_unit"] > 100, 15)
+    got = loop.in_force("test.adaptive")
+    stop_load.set()
+    th.join()
+    check("sluice advisor's forecast drives the rule's limit up (source advisor, within max 300)",
+          up and got["source"] == "advisor" and 100 < got["requests_per_unit"] <= 300,
+          (got, open(os.path.join(tmp, "ref-advisor.log")).read()[-500:]))
+    down = harness.wait_until(lambda: loop.in_force("test.adaptive")["source"] == "rules", 20)
+    check("and with the demand gone, back down to the rule's 100",
+          down and loop.in_force("test.adaptive")["requests_per_unit"] == 100,
+          loop.in_force("test.adaptive"))
+    ref.kill()
+
     # ---- two nodes sharing a real Redis ----
     redis = harness.Redis()
     redis.start()
@@ -300,7 +353,7 @@ try:
           n1.in_force(rid[alg])["requests_per_unit"] in (40, 50)
           and n2.in_force(rid[alg])["requests_per_unit"] in (40, 50))
     os.kill(redis.proc.pid, 18)  # SIGCONT
-    harness.check_exit([node, n1, n2, adv, shadow])
+    harness.check_exit([node, n1, n2, adv, shadow, slow, loop])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)
