@@ -345,7 +345,13 @@ try:
     check("counted exactly across both nodes: 40 of 60 allowed", allowed == 40, allowed)
     st, body, _ = n2.put(rid[alg], {"requests_per_unit": 50}, headers={"If-Match": '"1"'})
     check("If-Match is checked against the shared table", st in (200, 412), (st, body))
+    st, body, _ = n1.put(rid["fixed_window"], {"requests_per_unit": 900, "ttl": "3s"})
+    harness.wait_until(lambda: n2.in_force(rid["fixed_window"])["requests_per_unit"] == 900, 3)
     os.kill(redis.proc.pid, 19)  # SIGSTOP
+    ok = all(harness.wait_until(lambda: n.in_force(rid["fixed_window"])["source"] == "rules", 6)
+             for n in (n1, n2))
+    check("Redis paused: each node expires an override on its own clock", ok,
+          (n1.in_force(rid["fixed_window"]), n2.in_force(rid["fixed_window"])))
     st, body, _ = n1.put(rid["gcra"], {"requests_per_unit": 7})
     check("Redis paused: a write answers 503 ESTORE", st == 503 and body["error"]["code"] == "ESTORE",
           (st, body))
