@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     worker.now_stale = 1;
     static sv_req rq;
     /* The memory store answers at once: never "again". */
-    if (sv_route(&worker, &req, &rq, &out, &keep_alive) != 0)
+    if (sv_route(&sv_public_routes, &worker, &req, &rq, &out, &keep_alive) != 0)
         __builtin_trap();
     sv_req_reset(&rq);
     if (out.data == NULL || strncmp(out.data, "HTTP/1.1 ", 9) != 0 ||

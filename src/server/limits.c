@@ -990,6 +990,8 @@ void sv_limits_metrics(sv_server *s, sv_buf *out)
                                           : e->rule.requests_per_unit));
     }
     sv_rules_release(set);
+    if (lim == NULL)
+        return; /* a server without runtime limits (tests' fixtures) */
     size_t states[5] = {0};
     static const char *const names[5] = {"active", "stale", "unknown",
                                          "shadowed", "expired"};
