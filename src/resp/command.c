@@ -23,40 +23,6 @@ typedef struct command {
     const char *flags; /* COMMAND's flags, space-separated */
 } command;
 
-void rp_session_init(rp_session *s, sv_worker *w, int door, sd_done_fn resume,
-                     void *owner)
-{
-    memset(s, 0, sizeof(*s));
-    s->w = w;
-    s->door = door;
-    s->resume = resume;
-    s->owner = owner;
-}
-
-void rp_session_release(rp_session *s)
-{
-    if (s->wait != NULL) {
-        sd_cancel(s->wait);
-        if (s->waiting == RP_WAIT_RULES + 1)
-            sv_decide_abandon(s->dec);
-    }
-    sv_dec_state_free(s->dec);
-    sl_limit_free(s->limit);
-    sv_buf_release(&s->bytes);
-    free(s->ds);
-    free(s->entries);
-    free(s->status);
-    memset(s, 0, sizeof(*s));
-}
-
-void rp_count(rp_session *s, int error)
-{
-    sv_stats *st = &s->w->stats;
-    atomic_fetch_add_explicit(error ? &st->door_errors[s->door]
-                                    : &st->door_ok[s->door],
-                              1, memory_order_relaxed);
-}
-
 static int is(const rp_str *a, const char *word)
 {
     return a->len == strlen(word) && strncasecmp(a->p, word, a->len) == 0;
