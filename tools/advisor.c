@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,7 +259,7 @@ typedef struct scraper {
     size_t n_models;
     int64_t last_ok_mono; /* when the last complete scrape was taken */
     char last_err[512];
-    volatile sig_atomic_t *stop;
+    atomic_int *stop; /* set by the signal handler, read by both threads */
 } scraper;
 
 static rule_model *model_of(scraper *s, const as_rule *r)
@@ -510,7 +511,7 @@ static void *scraper_main(void *arg)
 {
     scraper *s = arg;
     int64_t next = mono_ms();
-    while (!*s->stop) {
+    while (!atomic_load(s->stop)) {
         scrape_step(s);
         /* An answer no step has renewed for valid_for_ms is withdrawn:
          * none is better than a stale one. */
@@ -524,7 +525,7 @@ static void *scraper_main(void *arg)
         int64_t now = mono_ms();
         if (next < now)
             next = now; /* a slow scrape: no burst of steps to catch up */
-        while (!*s->stop && mono_ms() < next) {
+        while (!atomic_load(s->stop) && mono_ms() < next) {
             int64_t left = next - mono_ms();
             struct timespec ts = {.tv_sec = 0,
                                   .tv_nsec = (left > 50 ? 50 : left) * 1000000};
@@ -794,12 +795,12 @@ static void conn_write(conn *c)
     }
 }
 
-static void serve(int lfd, answer *a, volatile sig_atomic_t *stop)
+static void serve(int lfd, answer *a, atomic_int *stop)
 {
     static conn conns[MAX_CONNS];
     for (int i = 0; i < MAX_CONNS; i++)
         conns[i].fd = -1;
-    while (!*stop) {
+    while (!atomic_load(stop)) {
         struct pollfd pfd[MAX_CONNS + 1];
         int map[MAX_CONNS + 1], n = 0;
         int free_slot = -1;
@@ -852,12 +853,14 @@ static void serve(int lfd, answer *a, volatile sig_atomic_t *stop)
             close_conn(&conns[i]);
 }
 
-static volatile sig_atomic_t stopping;
+/* Lock-free, so the handler may store it; atomic, because the scraper
+ * thread reads it too. */
+static atomic_int stopping;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stopping = 1;
+    atomic_store(&stopping, 1);
 }
 
 int cmd_advisor(int argc, char **argv)
