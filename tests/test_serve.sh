@@ -577,6 +577,39 @@ for _ in $(seq 100); do
 done
 [ "$status" = 0 ] && pass "SIGTERM: exit 0" || bad "SIGTERM exit" "status '$status', log: $(tail -c 6000 "$tmp/main.log")"
 
+# Pipelined requests for large answers: memory stays bounded while the
+# client does not read (the parser is held past SV_MAX_PENDING_OUTPUT),
+# and every answer comes once it does.
+# (Under sanitizers only the answers are checked: their allocators keep
+# freed memory in quarantine, so resident size says nothing.)
+start bigout "$rules"
+sanitized=0
+grep -qaE '__(asan|tsan)_init' "$SLUICE" && sanitized=1
+python3 - "$PORT" "$PID" "$sanitized" <<'PY' || fail=1
+import re, socket, sys, time
+port, pid, sanitized = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+def rss():
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read()).group(1))
+n = 12000  # about 50 MB of answers
+before = rss()
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * n)
+time.sleep(1.5)
+grown = rss() - before
+data = b""
+while data.count(b"HTTP/1.1 200 ") < n:
+    chunk = s.recv(1 << 20)
+    if not chunk:
+        break
+    data += chunk
+got = data.count(b"HTTP/1.1 200 ")
+ok = (sanitized or grown < 6 * 1024) and got == n
+print(("PASS" if ok else "FAIL") + " %d pipelined GET /metrics unread: sluice grew %d KiB, then "
+      "answered %d" % (n, grown, got))
+sys.exit(0 if ok else 1)
+PY
+kill -TERM "$PID"; wait "$PID"
+
 # --max-connections: connections over the cap are accepted and closed.
 start maxconn "$rules" --max-connections 2
 python3 - "$PORT" <<'PY' || fail=1

@@ -26,6 +26,13 @@
  * request would cost system calls (epoll_ctl) that the request itself
  * does not need.
  *
+ * Output: answers of pipelined requests are built as each request
+ * completes, and one read may hold hundreds of requests for large ones
+ * (GET /metrics).  Once a connection's unsent answers pass
+ * SV_MAX_PENDING_OUTPUT the parser is held (paused, the rest of the read
+ * stashed, reading stopped) until the client has read them down to half
+ * of it: the same bound as reading stops at between reads.
+ *
  * Headers: only Expect, the Sluice-* headers (GET /v1/auth's
  * descriptors) and the admin API's Authorization, If-Match and
  * If-None-Match matter, so only those are kept; every header still counts
@@ -78,6 +85,8 @@ struct sv_conn {
     int handles_open; /* close callbacks still to come */
     sv_req rq;        /* the request's state across waits */
     int waiting;      /* rq waits: parser paused */
+    int held;         /* answers past SV_MAX_PENDING_OUTPUT: parser paused until
+                       * the client reads them (go_on) */
     sv_buf stash;     /* bytes read after the waiting request */
     int ended;        /* the client's end (or an error) came meanwhile */
     sv_conn *prev, *next;
@@ -139,6 +148,8 @@ static int finished(sv_conn *c)
     return c->closing || (c->w->stopping && !c->in_message);
 }
 
+static void go_on(sv_conn *c);
+
 static void write_cb(uv_write_t *req, int status)
 {
     sv_conn *c = ((sv_send_req *)req)->owner;
@@ -147,7 +158,9 @@ static void write_cb(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->paused && !c->waiting && c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
+    go_on(c);
+    if (c->paused && !c->waiting && !c->held &&
+        c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
         c->paused = 0;
         set_reading(c, 1);
     }
@@ -174,6 +187,35 @@ static void flush(sv_conn *c)
     if (!c->closing && c->ob.pending > SV_MAX_PENDING_OUTPUT) {
         c->paused = 1;
         set_reading(c, 0);
+    }
+}
+
+static void parse(sv_conn *c, const char *data, size_t n);
+
+/* Held answers drained below half the cap: parse on what was stashed,
+ * as often as the client keeps up, then read again. */
+static void go_on(sv_conn *c)
+{
+    if (!c->held)
+        return;
+    while (c->held && !c->waiting && !c->closing &&
+           c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
+        c->held = 0;
+        http_parser_pause(&c->parser, 0);
+        sv_buf stash = c->stash;
+        c->stash = (sv_buf){0};
+        if (stash.len > 0)
+            parse(c, stash.data, stash.len);
+        sv_buf_release(&stash);
+        flush(c);
+    }
+    if (c->held || c->waiting || c->closing)
+        return;
+    if (c->ended) {
+        c->closing = 1; /* the client is done: so is the connection */
+        flush(c);
+    } else if (!c->paused) {
+        set_reading(c, 1);
     }
 }
 
@@ -375,6 +417,9 @@ static int dispatch(sv_conn *c)
     if (!keep_alive) {
         c->closing = 1;
         http_parser_pause(p, 1);
+    } else if (c->ob.out.len + c->ob.pending > SV_MAX_PENDING_OUTPUT) {
+        c->held = 1;
+        http_parser_pause(p, 1);
     }
     return 0;
 }
@@ -402,9 +447,10 @@ static void parse(sv_conn *c, const char *data, size_t n)
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
     if (c->closing) {
         /* Paused after a response that closes: ignore what follows. */
-    } else if (c->waiting) {
-        /* What follows the waiting request (resume_cb took the stash
-         * out before parsing it, so it holds nothing now). */
+    } else if (c->waiting || c->held) {
+        /* What follows the waiting (or held) request (resume_cb and
+         * go_on took the stash out before parsing it, so it holds
+         * nothing now). */
         int kept = sv_reader_keep(&c->stash, data + done, n - done, STASH_MAX);
         if (kept < 0)
             c->closing = 1;
@@ -422,7 +468,7 @@ static void parse(sv_conn *c, const char *data, size_t n)
 static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 {
     sv_conn *c = (sv_conn *)((char *)r - offsetof(sv_conn, reader));
-    if (c->waiting && !c->closing) {
+    if ((c->waiting || c->held) && !c->closing) {
         /* Kept for after the answer.  An end of stream or an error
          * waits too: the waiting request is answered first. */
         int kept = nread > 0 ? sv_reader_keep(&c->stash, data, (size_t)nread,
@@ -444,6 +490,7 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
     }
     parse(c, data, (size_t)nread);
     flush(c);
+    go_on(c);
     /* Last: it may answer other waiting requests. */
     sd_flush(c->w->dec);
 }
@@ -463,12 +510,13 @@ static void resume_cb(void *owner)
             parse(c, stash.data, stash.len);
             sv_buf_release(&stash);
         }
-        if (!c->waiting && !c->closing && c->ended)
+        if (!c->waiting && !c->held && !c->closing && c->ended)
             c->closing = 1; /* the client is done: so is the connection */
-        else if (!c->waiting && !c->closing && !c->paused)
+        else if (!c->waiting && !c->held && !c->closing && !c->paused)
             set_reading(c, 1);
     }
     flush(c);
+    go_on(c);
 }
 
 /* The client's address, for routes that read it. */
