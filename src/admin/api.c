@@ -27,6 +27,7 @@
 #include "server/conn.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "server/query.h"
 #include "server/respond.h"
 
 #define AUTH_FAILS 5 /* failed attempts a second, per peer */
@@ -205,35 +206,18 @@ static int get_metrics(sv_worker *w, const sv_http_request *req, sv_req *rq,
 
 /* ---- one override: GET, PUT, DELETE /admin/v1/overrides/{rule} ---- */
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* The rule id after the prefix, percent-decoded: 0, or -1. */
+/* The rule id after the prefix, percent-decoded (as a query value is, so
+ * a literal '+' must be sent as %2B, as `sluice limits` does): 0, or -1. */
 static int rule_of(const sv_http_request *req, char *rule, size_t room)
 {
-    const char *p = req->path + strlen(PREFIX);
-    size_t len = req->path_len - strlen(PREFIX), n = 0;
-    for (size_t i = 0; i < len; i++) {
-        int hi, lo;
-        char c = p[i];
-        if (c == '%') {
-            if (i + 2 >= len || (hi = hexval(p[i + 1])) < 0 ||
-                (lo = hexval(p[i + 2])) < 0)
-                return -1;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        }
-        if (c == '\0' || n + 1 >= room)
-            return -1;
-        rule[n++] = c;
-    }
+    size_t len = req->path_len - strlen(PREFIX);
+    if (len == 0 || len >= room)
+        return -1;
+    long n = sv_url_decode(req->path + strlen(PREFIX), len, rule);
+    if (n <= 0 || memchr(rule, '\0', (size_t)n) != NULL)
+        return -1;
     rule[n] = '\0';
-    return n > 0 ? 0 : -1;
+    return 0;
 }
 
 /* ?source=manual|advisor: 0, or -1. */

@@ -213,14 +213,10 @@ void gr_accept(sv_listener *l)
     if (c->next)
         c->next->prev = c;
     l->conns = c;
-    int open =
-        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
-    if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp) != 0 ||
-        open >= srv->cfg.max_connections) {
+    if (sv_accept(srv, (uv_stream_t *)&l->tcp, &c->tcp) != 0) {
         conn_close(c); /* over --max-connections: a prompt close */
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
     gr_session_config sc = {
         .methods = methods,
         .n_methods = 2,

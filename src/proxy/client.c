@@ -777,17 +777,13 @@ void px_client_accept(sv_worker *w)
     if (c->next)
         c->next->prev = c;
     pw->clients = c;
-    int open =
-        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
     int len = sizeof(c->peer);
-    if (uv_accept((uv_stream_t *)&w->listener, (uv_stream_t *)&c->tcp) != 0 ||
-        open >= srv->cfg.max_connections ||
+    if (sv_accept(srv, (uv_stream_t *)&w->listener, &c->tcp) != 0 ||
         uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len) != 0) {
         client_close(c);
         return;
     }
     px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
-    uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);

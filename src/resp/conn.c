@@ -304,15 +304,10 @@ void rp_accept(sv_listener *l)
     if (c->next)
         c->next->prev = c;
     l->conns = c;
-    int open =
-        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
-    if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp) != 0 ||
-        open >= srv->cfg.max_connections) {
-        /* Over --max-connections: closed at once, as serve's HTTP. */
+    if (sv_accept(srv, (uv_stream_t *)&l->tcp, &c->tcp) != 0) {
         conn_close(c);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
     sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
     if (sv_reader_start(&w->readers, &c->reader, &c->tcp, read_cb) != 0)
         conn_close(c);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "resp/parse.h"
+#include "server/query.h"
 
 void rp_parser_init(rp_parser *p)
 {
@@ -84,17 +85,6 @@ static int header_number(const char *buf, size_t pos, size_t len, int64_t *v,
     return RP_DONE;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* An inline line's words at buf[0..n), unquoted in place as redis-cli
  * and Redis's sdssplitargs() read them: "..." with \n \r \t \b \a \\ \"
  * and \xHH, '...' with \'. */
@@ -131,8 +121,8 @@ static int split_inline(rp_parser *p, char *buf, size_t n)
                 char e = buf[i + 1];
                 int hi, lo;
                 i += 2;
-                if (e == 'x' && i + 1 < n && (hi = hexval(buf[i])) >= 0 &&
-                    (lo = hexval(buf[i + 1])) >= 0) {
+                if (e == 'x' && i + 1 < n && (hi = sv_hex_digit(buf[i])) >= 0 &&
+                    (lo = sv_hex_digit(buf[i + 1])) >= 0) {
                     ch = (char)(hi * 16 + lo);
                     i += 2;
                 } else {

@@ -556,16 +556,10 @@ void sv_conn_accept(sv_worker *w, uv_stream_t *listener,
     if (c->next)
         c->next->prev = c;
     w->conns = c;
-    int open =
-        atomic_fetch_add_explicit(&srv->open_conns, 1, memory_order_relaxed);
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 ||
-        open >= srv->cfg.max_connections) {
-        /* Over --max-connections: accepted, then closed at once, so the
-         * client sees a prompt close rather than a hang in the backlog. */
+    if (sv_accept(srv, listener, &c->tcp) != 0) {
         conn_close(c);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
     if (routes->peer)
         read_peer(c);
     http_parser_init(&c->parser, HTTP_REQUEST);

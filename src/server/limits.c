@@ -144,26 +144,19 @@ static entry *find(struct sv_limits *lim, const char *rule, sv_source source)
 
 /* ---- JSON of entries and events ---- */
 
-static json_t *entry_json(const entry *e)
+/* An entry's JSON (the API's, and Redis's copy); base as 16 hex digits,
+ * since JSON numbers do not hold 64 bits. */
+static json_t *entry_to_json(const entry *e)
 {
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I,s:I,s:s%,s:I}", "rule", e->rule,
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%016" PRIx64, e->base);
+    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I,s:I,s:s,s:I}", "rule", e->rule,
                      "source", sv_source_name(e->source), "requests_per_unit",
                      (json_int_t)e->requests_per_unit, "burst",
                      (json_int_t)e->burst, "reason", e->reason ? e->reason : "",
                      "created_ms", (json_int_t)e->created_ms, "expires_ms",
-                     (json_int_t)e->expires_ms, "base", "0000000000000000", 16,
-                     "version", (json_int_t)e->version);
-}
-
-/* Writes e's base as 16 hex digits into its JSON (json_pack has no
- * format for it). */
-static json_t *entry_to_json(const entry *e)
-{
-    json_t *j = entry_json(e);
-    char hex[17];
-    snprintf(hex, sizeof(hex), "%016" PRIx64, e->base);
-    json_object_set_new(j, "base", json_string(hex));
-    return j;
+                     (json_int_t)e->expires_ms, "base", hex, "version",
+                     (json_int_t)e->version);
 }
 
 /* An entry from its JSON (Redis's copy): 0, or -1 for one that is not

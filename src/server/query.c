@@ -18,7 +18,7 @@ int sv_parse_count(const char *s, size_t len, int64_t *out)
     return 0;
 }
 
-static int hexval(char c)
+int sv_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -29,9 +29,7 @@ static int hexval(char c)
     return -1;
 }
 
-/* Decodes into dst, which has room for len bytes (decoding never grows):
- * the decoded length, or -1 for a bad %XX. */
-static long url_decode(const char *src, size_t len, char *dst)
+long sv_url_decode(const char *src, size_t len, char *dst)
 {
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
@@ -40,7 +38,7 @@ static long url_decode(const char *src, size_t len, char *dst)
         else if (src[i] == '%') {
             if (i + 2 >= len)
                 return -1;
-            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            int hi = sv_hex_digit(src[i + 1]), lo = sv_hex_digit(src[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             dst[o++] = (char)(hi * 16 + lo);
@@ -69,14 +67,14 @@ int sv_query_parse(const char *q, size_t len, char *dec, sv_query_cb cb,
             snprintf(err, errlen, "%.31s...: unknown parameter", q + pos);
             return -1;
         }
-        long nl = url_decode(q + pos, nend - pos, name);
+        long nl = sv_url_decode(q + pos, nend - pos, name);
         if (nl < 0) {
             snprintf(err, errlen, "query: bad percent-encoding");
             return -1;
         }
         name[nl] = '\0';
         size_t vstart = eq ? nend + 1 : end;
-        long vl = url_decode(q + vstart, end - vstart, dec + o);
+        long vl = sv_url_decode(q + vstart, end - vstart, dec + o);
         if (vl < 0) {
             snprintf(err, errlen, "%s: bad percent-encoding", name);
             return -1;

@@ -79,6 +79,17 @@ static void door_cb(uv_stream_t *server, int status)
         l->door->accept(l);
 }
 
+int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp)
+{
+    int open =
+        atomic_fetch_add_explicit(&s->open_conns, 1, memory_order_relaxed);
+    if (uv_accept(listener, (uv_stream_t *)tcp) != 0 ||
+        open >= s->cfg.max_connections)
+        return -1;
+    uv_tcp_nodelay(tcp, 1);
+    return 0;
+}
+
 static void *worker_main(void *arg)
 {
     sv_worker *w = arg;

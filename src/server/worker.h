@@ -77,11 +77,11 @@ struct sv_listener {
 typedef struct sv_config {
     const sv_frontend *frontend; /* NULL: conn.c */
     const char *rules_path;
-    sv_addr listen;       /* the HTTP listener (or the proxy's) */
-    sv_addr resp_listen;  /* --resp-listen; host NULL: off */
-    sv_addr grpc_listen;  /* --grpc-listen; host NULL: off */
+    sv_addr listen;              /* the HTTP listener (or the proxy's) */
+    sv_addr resp_listen;         /* --resp-listen; host NULL: off */
+    sv_addr grpc_listen;         /* --grpc-listen; host NULL: off */
     int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
-    sv_addr admin_listen; /* --admin-listen; host NULL: off */
+    sv_addr admin_listen;        /* --admin-listen; host NULL: off */
     const char *admin_token_file;
     const char *advisor_url;      /* --advisor; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */
@@ -197,6 +197,13 @@ struct sv_server {
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     struct sv_adhoc *adhoc; /* client_api.c: ad hoc limits */
 };
+
+/* server.c: accepts a client of listener onto tcp (initialised on w's
+ * loop by the caller) and counts it in open_conns: 0, or -1 when the
+ * accept failed or the client is over --max-connections (the caller
+ * closes tcp at once, so the client sees a prompt close rather than a
+ * hang in the backlog, and uncounts it when tcp is freed, as always). */
+int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp);
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sv_server_run(const sv_config *cfg);
