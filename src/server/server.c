@@ -324,6 +324,7 @@ stop:
         sd_thread_free(w->dec);
         sv_dec_state_free(w->dec_scratch);
         sv_buf_release(&w->answer);
+        sv_json_release(&w->json);
     }
     for (int i = 0; i < locks; i++)
         pthread_mutex_destroy(&s->workers[i].series_lock);

@@ -14,6 +14,7 @@
 
 #include "decision/decision.h"
 #include "server/buf.h"
+#include "server/json_scan.h"
 #include "server/reader.h"
 #include "server/rules_set.h"
 #include "sluice.h"
@@ -161,6 +162,9 @@ struct sv_worker {
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
     sv_buf answer;
+    /* The tokens of the decision request being read (request.c), kept
+     * between requests like `answer`. */
+    sv_json json;
     sv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sv_series **series;          /* hash buckets */
