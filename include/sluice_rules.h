@@ -73,6 +73,9 @@ typedef enum sl_rule_action {
     SL_RULE_DENY       /* `requests_per_unit: 0`: always over the limit */
 } sl_rule_action;
 
+/* rate_limit.adaptive.controller. */
+enum { SL_CONTROLLER_OFF = 0, SL_CONTROLLER_GRADIENT = 1 };
+
 /* rate_limit.store_failure: how a server decides this limit when its
  * shared store (Redis) cannot.  DEFAULT leaves it to the server's global
  * setting (sluice serve --redis-failure). */
@@ -106,6 +109,12 @@ typedef struct sl_rule {
      * may move requests_per_unit within; both 0 when not given, and then
      * the advisor leaves the rule alone. */
     int64_t adaptive_min, adaptive_max;
+    /* adaptive.controller: SL_CONTROLLER_GRADIENT lets `sluice proxy`
+     * move the limit by what it sees of its upstream (docs/adaptive.md);
+     * with it, adaptive.slo_p99 (0: none), and the seasonal forecast's
+     * season (0: none) and horizon (default 5 s). */
+    int adaptive_controller;
+    sl_nanos adaptive_slo_p99, adaptive_season, adaptive_horizon;
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
     /* This rule's i in sl_rules_rule(rules, i): a caller keeps data of its

@@ -6,6 +6,7 @@
 #define CMD_COMMANDS_H
 
 int cmd_replay(int argc, char **argv);
+int cmd_replay_adaptive(int argc, char **argv); /* replay --adaptive */
 int cmd_demo(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
