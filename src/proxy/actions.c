@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "proxy.h"
 
@@ -66,6 +67,36 @@ void px_peer_text(const struct sockaddr_storage *peer, char *out, size_t outlen)
         out[0] = '\0';
 }
 
+/* One X-Forwarded-For field's hops from its right end, as long as they
+ * are trusted: each one read becomes the client (family, addr, *hops).
+ * 1 when the walk goes on into the field before, 0 when it stopped. */
+static int walk_hops(const px_config *cfg, const char *xff, size_t xl,
+                     int *family, unsigned char *addr, int *hops)
+{
+    size_t end = xl;
+    while (end > 0) {
+        size_t start = end;
+        while (start > 0 && xff[start - 1] != ',')
+            start--;
+        size_t a = start, b = end;
+        while (a < b && (xff[a] == ' ' || xff[a] == '\t'))
+            a++;
+        while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
+            b--;
+        int f;
+        unsigned char next[16] = {0};
+        if (parse_addr(xff + a, b - a, &f, next) != 0)
+            return 0; /* garbage: the last good hop is the client */
+        *family = f;
+        memcpy(addr, next, 16);
+        (*hops)++;
+        if (!trusted(cfg, *family, addr))
+            return 0;
+        end = start > 0 ? start - 1 : 0;
+    }
+    return 1;
+}
+
 void px_client_address(const px_config *cfg,
                        const struct sockaddr_storage *peer,
                        const char *peer_text, const px_headers *h, char *out,
@@ -78,30 +109,15 @@ void px_client_address(const px_config *cfg,
         memcpy(addr, &((const struct sockaddr_in *)peer)->sin_addr, 4);
     else if (family == AF_INET6)
         memcpy(addr, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
-    size_t xl = 0;
-    const char *xff = px_headers_find(h, "x-forwarded-for", &xl);
-    if (xff != NULL && trusted(cfg, family, addr)) {
-        size_t end = xl;
-        while (end > 0) {
-            size_t start = end;
-            while (start > 0 && xff[start - 1] != ',')
-                start--;
-            size_t a = start, b = end;
-            while (a < b && (xff[a] == ' ' || xff[a] == '\t'))
-                a++;
-            while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
-                b--;
-            int f;
-            unsigned char next[16] = {0};
-            if (parse_addr(xff + a, b - a, &f, next) != 0)
-                break; /* garbage: the last good hop is the client */
-            family = f;
-            memcpy(addr, next, sizeof(addr));
-            hops++;
-            if (!trusted(cfg, family, addr))
-                break;
-            end = start > 0 ? start - 1 : 0;
-        }
+    /* Several X-Forwarded-For fields are one list, in order (RFC 9110,
+     * 5.3): walked from the last field's right end. */
+    int more = trusted(cfg, family, addr);
+    for (size_t i = px_headers_count(h); more && i-- > 0;) {
+        const char *n, *v;
+        size_t nl, vl;
+        px_headers_get(h, i, &n, &nl, &v, &vl);
+        if (nl == 15 && strncasecmp(n, "x-forwarded-for", 15) == 0)
+            more = walk_hops(cfg, v, vl, &family, addr, &hops);
     }
     size_t pl = strlen(peer_text);
     if (hops == 0 && pl < outlen) /* the peer, formatted once per connection */

@@ -57,13 +57,17 @@ struct px_client {
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
-    int header_error; /* 431: our header callbacks refused */
-    sv_reader reader; /* reading, and whether the client sent all */
-    int flow_paused;  /* stopped reading: the upstream is behind */
-    int closing;      /* close once the writes are done */
-    int lingering;    /* ...after reading and dropping what still comes */
+    int header_error;    /* 431: our header callbacks refused; 400 with: */
+    const char *refusal; /* what hygiene.c found wrong with the request */
+    int unreadable;      /* answered as such: linger before closing */
+    sv_reader reader;    /* reading, and whether the client sent all */
+    int flow_paused;     /* stopped reading: the upstream is behind */
+    int closing;         /* close once the writes are done */
+    int lingering;       /* ...after reading and dropping what still comes */
     uv_shutdown_t shutdown;
     int driving, again; /* in parse(); resume() asked meanwhile */
+    int held; /* answers of its own past PX_MAX_PENDING unsent: the next
+               * request waits until the client has read them (write_cb) */
     int handles_open;
     px_client *prev, *next;
 };
@@ -174,6 +178,10 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (c->up != NULL && c->ob.pending < PX_MAX_PENDING / 2)
         px_upstream_pause(c->up, 0);
+    if (c->held && c->ob.pending < PX_MAX_PENDING / 2) {
+        c->held = 0;
+        resume(c);
+    }
 }
 
 /* Output is gathered in c->ob.out and sent by flush() in one write: a
@@ -263,8 +271,9 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
         return;
     if (!keep_alive || had_up || !can_keep(c)) {
         c->closing = 1;
-        /* A body still on its way: linger rather than reset it. */
-        c->lingering = c->req_body && !c->req_done;
+        /* A body (or an unreadable request) still on its way: linger
+         * rather than reset it. */
+        c->lingering = c->unreadable || (c->req_body && !c->req_done);
         set_reading(c, 0);
         if (c->ob.writes == 0)
             finish(c);
@@ -273,6 +282,12 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
     c->state = c->req_done ? S_HEAD : S_LOCAL;
     if (c->state == S_LOCAL) /* the rest of the body, skipped */
         sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    /* The same bound as a forwarded response's: pipelined requests for
+     * large answers (metrics) must not pile them up unread. */
+    if (c->ob.pending > PX_MAX_PENDING) {
+        c->held = 1;
+        return;
+    }
     resume(c);
 }
 
@@ -316,6 +331,7 @@ static int on_message_begin(http_parser *p)
     c->url.failed = 0;
     px_headers_reset(&c->headers);
     c->header_error = 0;
+    c->refusal = NULL;
     c->req_done = c->req_body = c->req_chunked = 0;
     c->expect_continue = 0;
     c->route = NULL;
@@ -324,9 +340,20 @@ static int on_message_begin(http_parser *p)
     return 0;
 }
 
+/* A request hygiene.c refuses: 400 naming why. */
+static int refuse(px_client *c, const char *why)
+{
+    c->header_error = 400;
+    c->refusal = why;
+    return -1;
+}
+
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
+    const char *why = sv_hygiene_target(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     sv_buf_add(&c->url, at, len);
     if (c->url.len > c->w->server->cfg.max_header_bytes || c->url.failed) {
         c->header_error = 431;
@@ -338,6 +365,9 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
+    const char *why = sv_hygiene_field_name(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     if (px_headers_field(&c->headers, at, len,
                          c->w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
@@ -360,6 +390,11 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 static int on_headers_complete(http_parser *p)
 {
     px_client *c = p->data;
+    /* Before anything of the request goes on: http-parser refuses such
+     * a head itself only after this callback has paused it. */
+    const char *why = sv_hygiene_framing(p);
+    if (why != NULL)
+        return refuse(c, why);
     c->req_chunked = (p->flags & F_CHUNKED) != 0;
     c->req_length = p->content_length;
     c->req_body = c->req_chunked ||
@@ -463,7 +498,9 @@ static void parse(px_client *c, const char *data, size_t len)
     }
     if (e != HPE_OK || done != len) {
         sv_buf out = {0};
-        sv_respond_unreadable(&out, c->header_error, http_errno_description(e));
+        sv_respond_unreadable(&out, c->header_error,
+                              c->refusal ? c->refusal
+                                         : http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
             client_close(c); /* a body broke after the head went on */
@@ -472,6 +509,9 @@ static void parse(px_client *c, const char *data, size_t len)
         }
         px_count(c->w, c->route, PX_REJECTED);
         c->req_done = 1;
+        /* The rest of the head (or body) may still be coming: a close
+         * with it unread would reset the answer away. */
+        c->unreadable = 1;
         answer_local(c, &out, 0);
     }
 }
@@ -729,7 +769,9 @@ static void decide(px_client *c)
     px_verdict v;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
-         * say so rather than pass a half-working tunnel. */
+         * say so rather than pass a half-working tunnel.  What follows
+         * may be the other protocol already: the connection ends. */
+        c->keep_alive = 0;
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
         px_count(c->w, NULL, PX_REJECTED);

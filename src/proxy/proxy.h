@@ -22,6 +22,7 @@
 
 #include "server/decide.h"
 #include "server/deadline.h"
+#include "server/hygiene.h"
 #include "server/metrics.h"
 #include "server/reader.h"
 #include "server/respond.h"
