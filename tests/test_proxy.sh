@@ -23,28 +23,30 @@ python3 "$SOURCE_DIR/tests/proxy/upstream.py" "$UP" "$tmp/upstream.log" &
 pids+=($!)
 wait_port "$UP"
 
-# start NAME ARGS...: sets PID and PORT; the log is $tmp/NAME.log.
+# start NAME ARGS...: sets PID, PORT and MPORT (its metrics listener);
+# the log is $tmp/NAME.log.
 start() {
   local name=$1
   shift
-  "$SLUICE" proxy "$@" --listen 127.0.0.1:0 2>"$tmp/$name.log" &
+  "$SLUICE" proxy "$@" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$tmp/$name.log" &
   PID=$!
   pids+=("$PID")
   PORT=""
   for _ in $(seq 200); do
-    PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$PORT" ] && return 0
+    PORT=$(sed -n 's/.*: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+    MPORT=$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+    [ -n "$PORT" ] && [ -n "$MPORT" ] && return 0
     sleep 0.05
   done
   echo "FAIL start $name: no 'listening on' line"; cat "$tmp/$name.log"; exit 1
 }
 
 start a --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP"
-A=$PORT APID=$PID
+A=$PORT AM=$MPORT APID=$PID
 cp "$SOURCE_DIR/examples/proxy/rules.yaml" "$tmp/rules_b.yaml"
 start b --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$tmp/rules_b.yaml" \
   --upstream "http://127.0.0.1:$UP" --threads 2 --read-timeout 500ms
-B=$PORT BPID=$PID
+B=$PORT BM=$MPORT BPID=$PID
 DEAD=$(free_port)
 start c --rules "$SOURCE_DIR/examples/proxy/rules.yaml" --upstream "http://127.0.0.1:$DEAD" --threads 1
 C=$PORT CPID=$PID
@@ -219,7 +221,7 @@ grep -q "/api/xff key=x1 xff=1.2.3.4,127.0.0.1 proto=http" "$tmp/upstream.log" &
   pass "X-Forwarded-For appended, X-Forwarded-Proto set" || bad "XFF" "$(grep /api/xff "$tmp/upstream.log")"
 get "$A" /api/xff2 --interface 127.0.0.2 -H 'X-Forwarded-For: 198.51.100.9, 203.0.113.7'
 grep -q "/api/xff2 key=- xff=198.51.100.9,203.0.113.7,127.0.0.2 " "$tmp/upstream.log" || bad "XFF trusted" "$(grep /api/xff2 "$tmp/upstream.log")"
-m=$(curl -s -m 5 "http://127.0.0.1:$A/sluice/metrics")
+m=$(curl -s -m 5 "http://127.0.0.1:$AM/metrics")
 grep -q 'descriptor="remote_address_203.0.113.7"' <<<"$m" && ! grep -q 'remote_address_1.2.3.4' <<<"$m" &&
   ! grep -q 'remote_address_198.51' <<<"$m" &&
   pass "trusted proxy: the limit counts the first untrusted X-Forwarded-For hop; an untrusted peer's header is ignored" ||
@@ -339,13 +341,13 @@ codes=""
 sec=$((10#$(date +%S)))
 [ "$sec" -ge 55 ] && sleep $((61 - sec))
 for i in 1 2 3; do get "$A" /api/shadow -X DELETE -H "X-Api-Key: s$i"; codes="$codes$STATUS "; done
-shadow=$(curl -s -m 5 "http://127.0.0.1:$A/sluice/metrics" |
+shadow=$(curl -s -m 5 "http://127.0.0.1:$AM/metrics" |
   sed -n 's/^sluice_rule_shadow_mode_total{domain="api",rule="deletes_trial"} //p')
 [ "$codes" = "200 200 200 " ] && [ "$shadow" = 2 ] && [ "$(seen 'DELETE /api/shadow')" = 3 ] &&
   pass "shadow-mode rule: all 3 forwarded, 2 counted as over" || bad "shadow" "$codes shadow=$shadow"
 
 # Metrics: per route outcomes, upstream status classes and latency.
-m=$(curl -s -m 5 "http://127.0.0.1:$A/sluice/metrics")
+m=$(curl -s -m 5 "http://127.0.0.1:$AM/metrics")
 limited=$(sed -n 's/^sluice_proxy_requests_total{route="\/api\/",outcome="limited"} //p' <<<"$m")
 fwd=$(sed -n 's/^sluice_proxy_upstream_responses_total{route="_none_",class="2xx"} //p' <<<"$m")
 queued=$(sed -n 's/^sluice_proxy_requests_total{route="\/upload",outcome="queued"} //p' <<<"$m")
@@ -353,7 +355,7 @@ lat=$(sed -n 's/^sluice_proxy_upstream_latency_seconds_count{route="\/api\/"} //
 [ "${limited:-0}" = 336 ] && [ "${fwd:-0}" -ge 9 ] && [ "${queued:-0}" = 9 ] && [ "${lat:-0}" -ge 10 ] &&
   pass "metrics: limited $limited, queued $queued, 2xx $fwd, latency count $lat" ||
   bad "metrics" "limited=$limited queued=$queued 2xx=$fwd latency=$lat"
-m=$(curl -s -m 5 "http://127.0.0.1:$B/sluice/metrics")
+m=$(curl -s -m 5 "http://127.0.0.1:$BM/metrics")
 grep -q 'sluice_proxy_requests_total{route="_none_",outcome="gateway_timeout"} 1' <<<"$m" &&
   grep -q 'sluice_proxy_requests_total{route="/upload",outcome="queue_full"} [1-9]' <<<"$m" &&
   pass "metrics: gateway_timeout and queue_full counted" || bad "metrics B" "$(grep -E 'timeout|queue_full' <<<"$m")"
@@ -375,7 +377,7 @@ wait "$APID"; rc=$?
 sed -i 's/requests_per_unit: 5$/requests_per_unit: 2/' "$tmp/rules_b.yaml"
 kill -HUP "$BPID"
 for _ in $(seq 100); do
-  curl -s -m 5 "http://127.0.0.1:$B/sluice/metrics" | grep -q 'sluice_rules_reloads_total{result="ok"} [1-9]' && break
+  curl -s -m 5 "http://127.0.0.1:$BM/metrics" | grep -q 'sluice_rules_reloads_total{result="ok"} [1-9]' && break
   sleep 0.05
 done
 codes=""
@@ -390,8 +392,8 @@ route() { printf 'routes:\n  - prefix: %s\n    domain: api\n    descriptors:\n  
 route /old/ >"$tmp/d.yaml"
 start d --config "$tmp/d.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
   --upstream "http://127.0.0.1:$UP" --threads 2
-D=$PORT DPID=$PID
-python3 - "$D" "$DPID" "$tmp/d.yaml" "$tmp/d.log" <<'PY' && pass "SIGHUP reloads the proxy config: routes switch between keep-alive requests; a bad file keeps the old" || bad "config reload" "see above"
+D=$PORT DM=$MPORT DPID=$PID
+python3 - "$D" "$DPID" "$tmp/d.yaml" "$tmp/d.log" "$DM" <<'PY' && pass "SIGHUP reloads the proxy config: routes switch between keep-alive requests; a bad file keeps the old" || bad "config reload" "see above"
 import http.client, os, re, signal, sys, time
 port, pid, path, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 route = open(path).read()
@@ -402,8 +404,8 @@ def get(p):
     r.read()
     return r.status, r.getheader("X-RateLimit-Limit")
 def metrics():
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", "/sluice/metrics")
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[5]), timeout=10)
+    c.request("GET", "/metrics")
     return c.getresponse().read().decode()
 def reload(text, result, n):
     open(path, "w").write(text)

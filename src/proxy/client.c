@@ -66,8 +66,9 @@ struct px_client {
     int lingering;       /* ...after reading and dropping what still comes */
     uv_shutdown_t shutdown;
     int driving, again; /* in parse(); resume() asked meanwhile */
-    int held; /* answers of its own past PX_MAX_PENDING unsent: the next
-               * request waits until the client has read them (write_cb) */
+    int metrics_only; /* a client of the metrics listener (--metrics-listen) */
+    int held;         /* answers of its own past PX_MAX_PENDING unsent: the next
+                       * request waits until the client has read them (write_cb) */
     int handles_open;
     px_client *prev, *next;
 };
@@ -785,6 +786,13 @@ static void decide(px_client *c)
                      "bad request target (bad encoding or '..' above the "
                      "root)");
         px_count(c->w, NULL, PX_REJECTED);
+    } else if (c->metrics_only) {
+        /* The metrics listener: GET /metrics, nothing forwarded. */
+        if (c->parser.method == HTTP_GET && strcmp(pd->path, "/metrics") == 0)
+            answer_metrics(c);
+        else
+            answer_error(c, 404, "ENOTFOUND",
+                         "the metrics listener answers GET /metrics only");
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
                c->parser.method == HTTP_GET &&
                strcmp(cfg->metrics_path, pd->path) == 0) {
@@ -800,7 +808,8 @@ static void decide(px_client *c)
     }
 }
 
-void px_client_accept(sv_worker *w)
+/* A client of `listener`: the proxy's own, or the metrics listener's. */
+static void accept_client(sv_worker *w, uv_stream_t *listener, int metrics_only)
 {
     sv_server *srv = w->server;
     px_worker *pw = px_worker_of(w);
@@ -808,6 +817,7 @@ void px_client_accept(sv_worker *w)
     if (c == NULL)
         return;
     c->w = w;
+    c->metrics_only = metrics_only;
     c->cfg = px_config_of(w);
     px_config_ref(c->cfg);
     uv_tcp_init(&w->loop, &c->tcp);
@@ -820,7 +830,7 @@ void px_client_accept(sv_worker *w)
         c->next->prev = c;
     pw->clients = c;
     int len = sizeof(c->peer);
-    if (sv_accept(srv, (uv_stream_t *)&w->listener, &c->tcp) != 0 ||
+    if (sv_accept(srv, listener, &c->tcp) != 0 ||
         uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len) != 0) {
         client_close(c);
         return;
@@ -831,6 +841,21 @@ void px_client_accept(sv_worker *w)
     sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
     if (sv_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
         client_close(c);
+}
+
+void px_client_accept(sv_worker *w)
+{
+    accept_client(w, (uv_stream_t *)&w->listener, 0);
+}
+
+void px_metrics_accept(sv_listener *l)
+{
+    accept_client(l->w, (uv_stream_t *)&l->tcp, 1);
+}
+
+void px_metrics_close_idle(sv_listener *l)
+{
+    (void)l; /* its clients are the proxy's: px_close_idle closes them */
 }
 
 void px_close_idle(sv_worker *w)

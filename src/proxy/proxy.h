@@ -371,6 +371,10 @@ void px_answer_429(const px_decision *pd, const px_verdict *v, int head,
 typedef struct px_client px_client;
 void px_client_accept(sv_worker *w);
 void px_close_idle(sv_worker *w);
+/* The metrics listener's door (--metrics-listen): clients of their own
+ * kind, answered GET /metrics and nothing else. */
+void px_metrics_accept(sv_listener *l);
+void px_metrics_close_idle(sv_listener *l);
 
 /* What an upstream connection tells the client it serves, and asks of
  * it (client.c's; the upstream never calls the client by name). */

@@ -1,0 +1,241 @@
+#!/bin/bash
+# HTTP hardening of `sluice serve` and `sluice proxy` (issue 17): the
+# request rules of RFC 9112 that the system's http-parser lets through,
+# answers that reach the client whole before a close (lingering close),
+# one answer to an Upgrade, X-Forwarded-For sent as several fields,
+# pipelined requests for large answers, and the proxy's metrics off its
+# public listener.  Real servers on loopback ports, a raw-socket client
+# (python3); the upstream logs every request it saw, so "nothing was
+# forwarded" is checked, not assumed.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
+source "$SOURCE_DIR/tests/sh/common.sh"
+sanitized=0
+grep -qaE '__(asan|tsan)_init' "$SLUICE" && sanitized=1
+
+UP=$(free_port)
+python3 "$SOURCE_DIR/tests/proxy/upstream.py" "$UP" "$tmp/upstream.log" &
+pids+=($!)
+wait_port "$UP"
+
+# start NAME COMMAND ARGS...: sets PID and PORT (and METRICS when a
+# metrics listener is printed); the log is $tmp/NAME.log.
+start() {
+  local name=$1
+  shift
+  "$SLUICE" "$@" --listen 127.0.0.1:0 2>"$tmp/$name.log" &
+  PID=$!
+  pids+=("$PID")
+  PORT=""
+  for _ in $(seq 200); do
+    PORT=$(sed -n 's/.*: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+    [ -n "$PORT" ] && break
+    sleep 0.05
+  done
+  [ -n "$PORT" ] || { echo "FAIL start $name: no 'listening on' line"; cat "$tmp/$name.log"; exit 1; }
+  METRICS=$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
+}
+
+start serve serve --rules "$SOURCE_DIR/examples/rules" --threads 1
+SV=$PORT
+start proxy proxy --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP" --threads 1
+PX=$PORT PXPID=$PID
+
+# raw PORT BYTES: sends BYTES (with \r\n escapes) and prints everything
+# read until the server closes, then "<eof>" or the error that ended it.
+raw() {
+  python3 - "$1" "$2" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+data, end = b"", "<eof>"
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+except OSError as e:
+    end = "<%r>" % e
+print(data.decode("latin-1") + end)
+PY
+}
+seen() { grep -c -- "$1" "$tmp/upstream.log" 2>/dev/null || true; }
+statuses() { grep -o '^HTTP/1\.1 [0-9]*' <<<"$1" | tr '\n' ' '; }
+
+# RFC 9112's rules, on both servers: a 400 naming the problem, and
+# nothing of the request reaches the proxy's upstream.
+hygiene=(
+  'Transfer-Encoding not ending in chunked|POST /files/te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\nabc|Transfer-Encoding without chunked'
+  'Transfer-Encoding chunked, then gzip|POST /files/te2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n3\r\nabc\r\n0\r\n\r\n|Transfer-Encoding without chunked'
+  'whitespace before a header colon|GET /files/ws HTTP/1.1\r\nHost : x\r\nConnection: close\r\n\r\n|whitespace before a header'
+  'a tab in the request target|GET /files/a\tb HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n|control character or whitespace in the request target'
+)
+for case in "${hygiene[@]}"; do
+  IFS='|' read -r what bytes message <<<"$case"
+  path=$(sed -n 's/^[A-Z]* \([^ \\]*\).*/\1/p' <<<"$bytes")
+  for target in proxy serve; do
+    port=$PX
+    [ "$target" = serve ] && port=$SV
+    out=$(raw "$port" "$bytes")
+    if [[ "$out" == "HTTP/1.1 400 Bad Request"*'"code":"EHTTP"'*"$message"*'<eof>' ]] &&
+      { [ "$target" = serve ] || [ "$(seen " $path ")" = 0 ]; }; then
+      [ "$target" = serve ] && pass "serve: $what: 400 naming it" ||
+        pass "proxy: $what: 400 naming it, the upstream saw nothing"
+    else
+      bad "$target: $what" "$(head -c 300 <<<"$out") (upstream saw $(seen " $path "))"
+    fi
+  done
+done
+
+# An Upgrade to serve: one answer (the request as HTTP/1.1), then the
+# connection ends; the proxy refuses it (501) and ends it too.
+out=$(raw "$SV" 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+[ "$(statuses "$out")" = "HTTP/1.1 200 " ] && [[ "$out" == *"Connection: close"*'<eof>' ]] &&
+  pass "serve: an Upgrade gets one answer, then the close" || bad "serve upgrade" "$out"
+out=$(raw "$PX" 'GET /files/up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\nGET /files/up2 HTTP/1.1\r\nHost: x\r\n\r\n')
+[ "$(statuses "$out")" = "HTTP/1.1 501 " ] && [[ "$out" == *'<eof>' ]] && [ "$(seen /files/up)" = 0 ] &&
+  pass "proxy: an Upgrade gets one 501, then the close" || bad "proxy upgrade" "$out"
+
+# A 431 or 413 while the client is still sending: the answer arrives
+# whole and the connection ends with a FIN after the rest was read and
+# dropped (lingering close), not with a reset that can destroy it.
+linger() { # linger PORT 431|413 PATH
+  python3 - "$@" <<'PY'
+import socket, sys, threading
+port, kind, path = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+if kind == "431":  # a header line of 1 MB, then more of it
+    first = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20)
+else:  # an 8 MB body over the cap, its first MB with the head
+    first = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (8 << 20) + b"x" * (1 << 20)
+got, end = bytearray(), []
+def reader():
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                end.append("eof")
+                return
+            got.extend(d)
+    except OSError as e:
+        end.append(repr(e))
+t = threading.Thread(target=reader)
+t.start()
+try:
+    s.sendall(first)
+    for _ in range(7 * 16):
+        s.sendall(b"a" * 65536)
+    s.shutdown(socket.SHUT_WR)
+except OSError as e:
+    print("  send stopped: %r" % e)
+t.join(10)
+head, _, body = bytes(got).partition(b"\r\n\r\n")
+length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+ok = head.startswith(b"HTTP/1.1 " + kind.encode()) and length == [len(body)] and end == ["eof"]
+if not ok:
+    print("  head %r, body %d bytes, end %r" % (head[:60], len(body), end))
+sys.exit(0 if ok else 1)
+PY
+}
+linger "$SV" 431 /healthz && pass "serve: 431 to a client still sending: whole, then a clean close" || bad "serve 431 linger" "see above"
+linger "$SV" 413 /v1/check && pass "serve: 413 to a client still sending: whole, then a clean close" || bad "serve 413 linger" "see above"
+linger "$PX" 431 /files/big && pass "proxy: 431 to a client still sending: whole, then a clean close" || bad "proxy 431 linger" "see above"
+
+# X-Forwarded-For in two fields from a trusted peer (127.0.0.2 in the
+# example config), as a load balancer that appends its own field sends
+# it: one list, in order, for the limit's key and for the upstream.
+out=$(curl -s -m 5 -o /dev/null -w '%{http_code}' --interface 127.0.0.2 \
+  -H 'X-Forwarded-For: 192.0.2.66' -H 'X-Forwarded-For: 203.0.113.5' "http://127.0.0.1:$PX/api/xff2")
+grep -q "/api/xff2 key=- xff=192.0.2.66,203.0.113.5,127.0.0.2 " "$tmp/upstream.log" && [ "$out" = 200 ] &&
+  pass "proxy: X-Forwarded-For fields forwarded as one list, in order" ||
+  bad "XFF forwarded" "$out $(grep /api/xff2 "$tmp/upstream.log")"
+
+# The proxy's metrics: not on its public listener unless metrics_path
+# asks for them (the path is forwarded like any other), and on the
+# metrics listener GET /metrics only.
+start proxym proxy --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 1 --metrics-listen 127.0.0.1:0
+PM=$PORT PMM=$METRICS PMPID=$PID
+out=$(curl -s -m 5 "http://127.0.0.1:$PM/sluice/metrics")
+[ "$out" = "upstream /sluice/metrics" ] && [ "$(curl -s -m 5 "http://127.0.0.1:$PM/metrics")" = "upstream /metrics" ] &&
+  pass "proxy: no metrics on the public listener by default (the paths are forwarded)" || bad "public metrics" "$(head -c 200 <<<"$out")"
+out=$(curl -s -m 5 "http://127.0.0.1:$PMM/metrics")
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PMM/api/x")
+[[ "$out" == *"sluice_proxy_requests_total"* ]] && [ "$code" = 404 ] && [ "$(seen ' /api/x ')" = 0 ] &&
+  pass "proxy: --metrics-listen answers GET /metrics, 404 otherwise, forwards nothing" || bad "metrics listener" "$code $(head -c 200 <<<"$out")"
+
+# The proxy's metrics remain usable from the public listener when asked
+# for (metrics_path), as the example config's trusted-proxy limit shows:
+# the key is the last X-Forwarded-For field's last untrusted hop, not
+# what the client wrote in the first field.
+m=$(curl -s -m 5 "http://127.0.0.1:$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")/metrics")
+grep -q 'descriptor="remote_address_203.0.113.5"' <<<"$m" && ! grep -q 'remote_address_192.0.2.66' <<<"$m" &&
+  pass "proxy: the limit's key is the client of the combined X-Forwarded-For" ||
+  bad "XFF key" "$(grep remote_address <<<"$m")"
+
+# Pipelined requests for large answers the proxy makes itself (metrics,
+# here opted in on the public listener, and 429s): memory stays bounded
+# while the client does not read, and every answer comes once it does.
+# (Under sanitizers only the answers are checked: their allocators keep
+# freed memory in quarantine, so resident size says nothing.)
+printf 'metrics_path: /sluice/metrics\n' >"$tmp/public.yaml"
+cat "$SOURCE_DIR/tests/proxy/timeouts.yaml" >>"$tmp/public.yaml"
+start proxyp proxy --config "$tmp/public.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 1
+pipelined() { # pipelined PORT PID PATH N STATUS: N requests, the answers' STATUS
+  python3 - "$@" "$sanitized" <<'PY'
+import re, socket, sys, threading, time
+port, pid, path, n, status, sanitized = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
+def rss():
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read()).group(1))
+if sanitized:
+    n //= 20  # only the answers are checked: fewer do
+before = rss()
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+# Sent from a thread: a server that stops reading must not block this
+# client from reading the answers afterwards.
+req = ("GET %s HTTP/1.1\r\nHost: x\r\nX-Api-Key: pipe-%s\r\n\r\n" % (path, path)).encode()
+t = threading.Thread(target=lambda: s.sendall(req * n))
+t.start()
+time.sleep(2)
+grown = rss() - before
+# Counted as they come (a match never lies wholly in the 8 bytes kept).
+answers, got, size, tail = 0, 0, 0, b""
+want = ("HTTP/1.1 %s " % status).encode()
+while answers < n:
+    chunk = s.recv(1 << 20)
+    if not chunk:
+        break
+    size += len(chunk)
+    answers += (tail + chunk).count(b"HTTP/1.1 ")
+    got += (tail + chunk).count(want)
+    tail = chunk[-8:]
+t.join(10)
+ok = (sanitized or grown < 16 * 1024) and answers == n and got >= n - 5
+print("  %d pipelined GET %s unread: the proxy grew %d KiB, then answered %d (%d with %s; %d MB)" % (
+    n, path, grown, answers, got, status, size >> 20))
+sys.exit(0 if ok else 1)
+PY
+}
+pipelined "$PORT" "$PID" /sluice/metrics 20000 200 &&
+  pass "proxy: 20000 pipelined GET /sluice/metrics unread: memory bounded, all answered" || bad "pipelined metrics" "see above"
+pipelined "$PMM" "$PMPID" /metrics 20000 200 &&
+  pass "proxy: the same on the metrics listener" || bad "pipelined metrics listener" "see above"
+pipelined "$PORT" "$PID" /api/limited 200000 429 &&
+  pass "proxy: 200000 pipelined requests answered 429 unread: memory bounded, all answered" || bad "pipelined 429" "see above"
+
+for p in "$PXPID" "$PMPID" "$PID"; do
+  kill -TERM "$p"
+  wait "$p"; rc=$?
+  [ "$rc" = 0 ] || bad "proxy exit" "status $rc"
+done
+exit $fail
