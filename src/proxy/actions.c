@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "proxy.h"
+#include "server/query.h"
 
 static int in_cidr(const px_cidr *c, int family, const unsigned char *addr)
 {
@@ -170,9 +171,9 @@ int px_descriptors(const px_route *route, const px_request_view *req,
                     return -1;
                 break;
             case PX_PATH:
-                e->value = req->path;
-                e->value_len =
-                    path_prefix(req->path, req->path_len, a->segments);
+                /* The path as the route matched it. */
+                e->value = px_route_path(route, req, &e->value_len);
+                e->value_len = path_prefix(e->value, e->value_len, a->segments);
                 break;
             case PX_METHOD:
                 e->value = http_method_str((enum http_method)req->method);
@@ -219,16 +220,13 @@ int px_request_target(const char *url, size_t len, size_t *off,
     return 0;
 }
 
-static int hex(int c)
+int px_normalize_path(const char *path, size_t len, int loose, char *out,
+                      size_t *out_len)
 {
-    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
-}
-
-int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
-{
-    /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
-     * others stay encoded, with upper-case digits.  Into `small` unless
-     * the path is long. */
+    /* Percent-decoding: of unreserved characters (RFC 3986, 6.2.2.2),
+     * others staying encoded with upper-case digits; or, loose, of every
+     * escape (%2F is '/', %3B ';'), once.  Into `small` unless the path
+     * is long. */
     char small[256];
     char *dec = len < sizeof(small) ? small : malloc(len + 1);
     size_t n = 0;
@@ -237,15 +235,16 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
     for (size_t i = 0; i < len; i++) {
         int c = (unsigned char)path[i];
         if (c == '%') {
-            int hi = i + 2 < len ? hex(path[i + 1]) : -1;
-            int lo = i + 2 < len ? hex(path[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
+            int hi = i + 2 < len ? sv_hex_digit(path[i + 1]) : -1;
+            int lo = i + 2 < len ? sv_hex_digit(path[i + 2]) : -1;
+            int v = hi * 16 + lo;
+            if (hi < 0 || lo < 0 || (loose && v == 0)) {
                 if (dec != small)
                     free(dec);
                 return -1;
             }
-            int v = hi * 16 + lo;
-            if (isalnum(v) || v == '-' || v == '.' || v == '_' || v == '~') {
+            if (loose || isalnum(v) || v == '-' || v == '.' || v == '_' ||
+                v == '~') {
                 dec[n++] = (char)v;
             } else {
                 dec[n++] = '%';
@@ -257,9 +256,15 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
             dec[n++] = (char)c;
         }
     }
+    /* Loose: a '\' is a '/' (as IIS and some frameworks take it). */
+    for (size_t i = 0; loose && i < n; i++)
+        if (dec[i] == '\\')
+            dec[i] = '/';
     /* Segments (RFC 3986, 5.2.4): empty and "." dropped, ".." climbs;
-     * climbing above the root is refused.  A path that ends in a
-     * directory keeps its trailing '/' (a prefix "/api/" must match). */
+     * climbing above the root is refused.  Loose, a segment ends at its
+     * first ';' (its parameters, "/api;x=1/" as Tomcat reads it).  A path
+     * that ends in a directory keeps its trailing '/' (a prefix "/api/"
+     * must match). */
     size_t o = 0, i = 0;
     int dir = 1;
     while (i < n) {
@@ -269,6 +274,9 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
         while (i < n && dec[i] != '/')
             i++;
         size_t seg = i - start;
+        const char *semi = loose ? memchr(dec + start, ';', seg) : NULL;
+        if (semi != NULL)
+            seg = (size_t)(semi - (dec + start));
         dir = i < n || seg == 0;
         if (seg == 0 || (seg == 1 && dec[start] == '.')) {
             dir = 1;

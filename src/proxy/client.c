@@ -13,6 +13,7 @@
  * a client that goes meanwhile (nginx's 499) has its wait cancelled.
  * Reading: src/server/reader.c; writing: the outbox (send.c).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -765,7 +766,7 @@ static void decide(px_client *c)
 {
     const px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
-    size_t raw_len, path_len = 0;
+    size_t raw_len, path_len = 0, loose_len = 0;
     px_decision *pd = px_decision_get(c->w, &c->pd, c->url.len + 2);
     px_verdict v;
     if (c->parser.upgrade) {
@@ -780,11 +781,13 @@ static void decide(px_client *c)
         answer_error(c, 503, "ENOMEM", "out of memory");
     } else if (px_request_target(url, c->url.len, &c->target_off, &raw_len) !=
                    0 ||
-               px_normalize_path(url + c->target_off, raw_len, pd->path,
-                                 &path_len) != 0) {
+               px_normalize_path(url + c->target_off, raw_len, 0, pd->path,
+                                 &path_len) != 0 ||
+               px_normalize_path(url + c->target_off, raw_len, 1, pd->loose,
+                                 &loose_len) != 0) {
         answer_error(c, 400, "EHTTP",
-                     "bad request target (bad encoding or '..' above the "
-                     "root)");
+                     "bad request target (bad encoding, %00, or '..' above "
+                     "the root)");
         px_count(c->w, NULL, PX_REJECTED);
     } else if (c->metrics_only) {
         /* The metrics listener: GET /metrics, nothing forwarded. */
@@ -800,8 +803,11 @@ static void decide(px_client *c)
     } else {
         px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
                           pd->client_addr, sizeof(pd->client_addr));
-        px_request_view view = {c->parser.method, pd->path, path_len,
-                                pd->client_addr, &c->headers};
+        for (size_t i = 0; i <= loose_len; i++)
+            pd->lower[i] = (char)tolower((unsigned char)pd->loose[i]);
+        px_request_view view = {c->parser.method, pd->path,   path_len,
+                                pd->loose,        pd->lower,  loose_len,
+                                pd->client_addr,  &c->headers};
         px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
         act(c, pd, &v);
