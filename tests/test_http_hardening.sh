@@ -45,8 +45,8 @@ start() {
   METRICS=$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
 }
 
-start serve serve --rules "$SOURCE_DIR/examples/rules" --threads 1
-SV=$PORT
+start serve serve --rules "$SOURCE_DIR/examples/rules" --threads 1 --metrics-listen 127.0.0.1:0
+SV=$PORT SVM=$METRICS
 start proxy proxy --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP" --threads 1
 PX=$PORT PXPID=$PID
 
@@ -159,6 +159,24 @@ out=$(curl -s -m 5 -o /dev/null -w '%{http_code}' --interface 127.0.0.2 \
 grep -q "/api/xff2 key=- xff=192.0.2.66,203.0.113.5,127.0.0.2 " "$tmp/upstream.log" && [ "$out" = 200 ] &&
   pass "proxy: X-Forwarded-For fields forwarded as one list, in order" ||
   bad "XFF forwarded" "$out $(grep /api/xff2 "$tmp/upstream.log")"
+
+# serve's metrics: on --metrics-listen (with what a scraper reads), not
+# on the decision API's listener unless --public-metrics says so.
+out=$(curl -s -m 5 -w ' %{http_code}' "http://127.0.0.1:$SV/metrics")
+[[ "$out" == *'"code":"ENOTFOUND"'*"--metrics-listen"*" 404" ]] &&
+  pass "serve: no GET /metrics on the decision API's listener by default (404 says where)" || bad "serve public metrics" "$out"
+codes=""
+for path in /metrics /v1/rules /healthz /readyz /v1/check; do
+  codes="$codes$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$SVM$path") "
+done
+m=$(curl -s -m 5 "http://127.0.0.1:$SVM/metrics")
+[ "$codes" = "200 200 200 200 404 " ] && grep -q '^sluice_checks_total' <<<"$m" &&
+  pass "serve: --metrics-listen answers /metrics, /v1/rules, /healthz, /readyz, nothing else" || bad "serve metrics listener" "$codes"
+start servepub serve --rules "$SOURCE_DIR/examples/rules" --threads 1 --public-metrics true
+m=$(curl -s -m 5 "http://127.0.0.1:$PORT/metrics")
+grep -q '^sluice_checks_total' <<<"$m" &&
+  pass "serve: --public-metrics true answers them on the decision API's listener" || bad "serve --public-metrics" "not answered"
+kill -TERM "$PID"; wait "$PID"
 
 # The proxy's metrics: not on its public listener unless metrics_path
 # asks for them (the path is forwarded like any other), and on the

@@ -143,6 +143,15 @@ static size_t path_prefix(const char *path, size_t len, int segments)
     return i;
 }
 
+const char *px_route_path(const px_route *route, const px_request_view *req,
+                          size_t *len)
+{
+    *len = route->match == PX_MATCH_RFC3986 ? req->path_len : req->loose_len;
+    return route->match == PX_MATCH_RFC3986          ? req->path
+           : route->match == PX_MATCH_CASE_SENSITIVE ? req->loose
+                                                     : req->lower;
+}
+
 int px_descriptors(const px_route *route, const px_request_view *req,
                    sv_dec_descriptor *ds, sl_rules_entry *entries,
                    size_t *n_out)

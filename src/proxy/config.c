@@ -79,15 +79,6 @@ px_config *px_config_of(sv_worker *w)
     return cfg;
 }
 
-const char *px_route_path(const px_route *route, const px_request_view *req,
-                          size_t *len)
-{
-    *len = route->match == PX_MATCH_RFC3986 ? req->path_len : req->loose_len;
-    return route->match == PX_MATCH_RFC3986          ? req->path
-           : route->match == PX_MATCH_CASE_SENSITIVE ? req->loose
-                                                     : req->lower;
-}
-
 const px_route *px_route_find(const px_config *cfg, const px_request_view *req)
 {
     const px_route *best = NULL;

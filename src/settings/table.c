@@ -66,6 +66,15 @@ const st_setting st_settings_table[] = {
      .help = "the admin API's bearer token (its first line);\n"
              "needed for writes and off loopback"},
     {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(metrics_listen),
+     .help = "answer GET /metrics (and /v1/rules, /healthz,\n"
+             "/readyz) there; off by default"},
+    {.flag = "public-metrics", .key = "public_metrics", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(public_metrics),
+     .def = "false",
+     .help = "also answer GET /metrics on --listen, to anyone\n"
+             "(false: they name clients)"},
+    {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
      .commands = PROXY, .kind = ST_SET_LISTEN, SRV(metrics_listen),
      .help = "answer GET /metrics there (docs/proxy.md); off\n"
              "by default, as metrics_path on the proxy's own\n"

@@ -239,10 +239,20 @@ class Node(Daemon):
     to TMP/NAME.log; requests are on domain "test"."""
 
     def __init__(self, sluice, tmp, name, rules, *flags):
-        super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags), tmp)
+        # Its metrics on a listener of their own (docs/server.md, "Metrics").
+        super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags) +
+                         ["--metrics-listen", "127.0.0.1:0"], tmp)
+        self.metrics_port = None
+        for _ in range(200):
+            m = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
+            if m:
+                self.metrics_port = int(m.group(1))
+                break
+            time.sleep(0.025)
 
     def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+        port = self.metrics_port if path == "/metrics" else self.port
+        return "http://127.0.0.1:%d%s" % (port, path)
 
     def post(self, descriptors, hits=None):
         """POST /v1/check: (status, body dict, headers, seconds)."""
