@@ -46,7 +46,7 @@ start() {
 }
 
 start serve serve --rules "$SOURCE_DIR/examples/rules" --threads 1 --metrics-listen 127.0.0.1:0
-SV=$PORT SVM=$METRICS
+SV=$PORT SVM=$METRICS SVPID=$PID
 start proxy proxy --config "$SOURCE_DIR/examples/proxy/proxy.yaml" --upstream "http://127.0.0.1:$UP" --threads 1
 PX=$PORT PXPID=$PID
 
@@ -109,47 +109,11 @@ out=$(raw "$PX" 'GET /files/up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpg
 # A 431 or 413 while the client is still sending: the answer arrives
 # whole and the connection ends with a FIN after the rest was read and
 # dropped (lingering close), not with a reset that can destroy it.
-linger() { # linger PORT 431|413 PATH
-  python3 - "$@" <<'PY'
-import socket, sys, threading
-port, kind, path = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
-s = socket.create_connection(("127.0.0.1", port), timeout=10)
-if kind == "431":  # a header line of 1 MB, then more of it
-    first = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20)
-else:  # an 8 MB body over the cap, its first MB with the head
-    first = b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (8 << 20) + b"x" * (1 << 20)
-got, end = bytearray(), []
-def reader():
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                end.append("eof")
-                return
-            got.extend(d)
-    except OSError as e:
-        end.append(repr(e))
-t = threading.Thread(target=reader)
-t.start()
-try:
-    s.sendall(first)
-    for _ in range(7 * 16):
-        s.sendall(b"a" * 65536)
-    s.shutdown(socket.SHUT_WR)
-except OSError as e:
-    print("  send stopped: %r" % e)
-t.join(10)
-head, _, body = bytes(got).partition(b"\r\n\r\n")
-length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
-ok = head.startswith(b"HTTP/1.1 " + kind.encode()) and length == [len(body)] and end == ["eof"]
-if not ok:
-    print("  head %r, body %d bytes, end %r" % (head[:60], len(body), end))
-sys.exit(0 if ok else 1)
-PY
-}
-linger "$SV" 431 /healthz && pass "serve: 431 to a client still sending: whole, then a clean close" || bad "serve 431 linger" "see above"
-linger "$SV" 413 /v1/check && pass "serve: 413 to a client still sending: whole, then a clean close" || bad "serve 413 linger" "see above"
-linger "$PX" 431 /files/big && pass "proxy: 431 to a client still sending: whole, then a clean close" || bad "proxy 431 linger" "see above"
+linger() { python3 "$SOURCE_DIR/tests/sh/linger.py" "$@"; }
+big431='GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: '  # one header line of 8 MB
+linger "$SV" 431 "$big431" $((8 << 20)) && pass "serve: 431 to a client still sending: whole, then a clean close" || bad "serve 431 linger" "see above"
+linger "$SV" 413 'POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n' $((8 << 20)) && pass "serve: 413 to a client still sending: whole, then a clean close" || bad "serve 413 linger" "see above"
+linger "$PX" 431 "$big431" $((8 << 20)) && pass "proxy: 431 to a client still sending: whole, then a clean close" || bad "proxy 431 linger" "see above"
 
 # X-Forwarded-For in two fields from a trusted peer (127.0.0.2 in the
 # example config), as a load balancer that appends its own field sends
@@ -176,7 +140,7 @@ start servepub serve --rules "$SOURCE_DIR/examples/rules" --threads 1 --public-m
 m=$(curl -s -m 5 "http://127.0.0.1:$PORT/metrics")
 grep -q '^sluice_checks_total' <<<"$m" &&
   pass "serve: --public-metrics true answers them on the decision API's listener" || bad "serve --public-metrics" "not answered"
-kill -TERM "$PID"; wait "$PID"
+kill -TERM "$PID"; wait "$PID" || bad "serve exit" "status $?"
 
 # The proxy's metrics: not on its public listener unless metrics_path
 # asks for them (the path is forwarded like any other), and on the
@@ -291,9 +255,10 @@ print("  %d targets, 3 modes; wrong: %s" % (len(rows), wrong or "none"))
 sys.exit(0 if rows and not wrong else 1)
 PY
 
-for p in "$PXPID" "$PMPID" "$PID" "${pids_paths[@]}"; do
+# Every daemon stops cleanly (a sanitizer's report would fail the exit).
+for p in "$SVPID" "$PXPID" "$PMPID" "$PID" "${pids_paths[@]}"; do
   kill -TERM "$p"
   wait "$p"; rc=$?
-  [ "$rc" = 0 ] || bad "proxy exit" "status $rc"
+  [ "$rc" = 0 ] || bad "exit of $p" "status $rc"
 done
 exit $fail

@@ -112,41 +112,9 @@ PY
 # A limited request with a large body still being sent: the 429 arrives
 # whole and the connection ends with the proxy's FIN after it has read the
 # rest (lingering close), not with a reset that could destroy the answer.
-python3 - "$A" <<'PY' && pass "429 to an 8 MB upload: the whole answer, then a clean close" || bad "lingering close" "see above"
-import socket, sys, threading
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-size = 8 << 20
-# The head and the first MB in one go: body bytes are waiting, unread,
-# when the answer is decided (a plain close would then reset).
-s.sendall(b"POST /api/up HTTP/1.1\r\nHost: x\r\nX-Api-Key: k1\r\n"
-          b"Content-Length: %d\r\n\r\n" % size + b"x" * (1 << 20))
-got, end = bytearray(), []
-def reader():
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                end.append("eof")
-                return
-            got.extend(d)
-    except OSError as e:
-        end.append(repr(e))
-t = threading.Thread(target=reader)
-t.start()
-chunk = b"x" * 65536
-try:
-    for _ in range((size - (1 << 20)) // len(chunk)):
-        s.sendall(chunk)
-    s.shutdown(socket.SHUT_WR)
-except OSError as e:
-    print("  send stopped: %r" % e)
-t.join(10)
-head, _, body = bytes(got).partition(b"\r\n\r\n")
-length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
-ok = head.startswith(b"HTTP/1.1 429") and length == [len(body)] and end == ["eof"]
-print("" if ok else "  head %r, body %d bytes, end %r" % (head[:60], len(body), end))
-sys.exit(0 if ok else 1)
-PY
+python3 "$SOURCE_DIR/tests/sh/linger.py" "$A" 429 \
+  'POST /api/up HTTP/1.1\r\nHost: x\r\nX-Api-Key: k1\r\nContent-Length: 8388608\r\n\r\n' $((8 << 20)) &&
+  pass "429 to an 8 MB upload: the whole answer, then a clean close" || bad "lingering close" "see above"
 
 # Concurrent clients: 40 requests of one key over 8 connections at once.
 seq 40 | xargs -P 8 -I{} curl -s -m 10 -o /dev/null -w '%{http_code}\n' -H 'X-Api-Key: k3' \

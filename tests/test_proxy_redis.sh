@@ -57,13 +57,7 @@ class Proxy(harness.Daemon):
         # Its metrics on a listener of their own (docs/proxy.md, "Metrics").
         super().__init__(name, [SLUICE, "proxy"] + argv +
                          ["--metrics-listen", "127.0.0.1:0"], tmp)
-        self.metrics_port = None
-        for _ in range(200):
-            m = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.metrics_port = int(m.group(1))
-                break
-            time.sleep(0.025)
+        self.metrics_port = self.door_port("metrics")
 
     def req(self, path, headers=None, body=None, method=None, chunked=False, port=None):
         """(status, headers, body, seconds); status 0 when the connection broke."""

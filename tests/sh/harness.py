@@ -197,6 +197,15 @@ class Daemon:
             time.sleep(0.025)
         raise SystemExit("%s did not start: %s" % (name, open(self.log).read()))
 
+    def door_port(self, name):
+        """The port of its door NAME ("metrics"), from the line it prints."""
+        for _ in range(200):
+            m = re.search(r"%s listening on 127\.0\.0\.1:(\d+)" % name, open(self.log).read())
+            if m:
+                return int(m.group(1))
+            time.sleep(0.025)
+        raise SystemExit("%s: no %s listener: %s" % (self.name, name, open(self.log).read()))
+
     def stop(self):
         """SIGTERM; the exit status, or None if it did not exit in 15 s."""
         self.p.send_signal(signal.SIGTERM)
@@ -242,13 +251,7 @@ class Node(Daemon):
         # Its metrics on a listener of their own (docs/server.md, "Metrics").
         super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags) +
                          ["--metrics-listen", "127.0.0.1:0"], tmp)
-        self.metrics_port = None
-        for _ in range(200):
-            m = re.search(r"metrics listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.metrics_port = int(m.group(1))
-                break
-            time.sleep(0.025)
+        self.metrics_port = self.door_port("metrics")
 
     def url(self, path):
         port = self.metrics_port if path == "/metrics" else self.port
