@@ -541,6 +541,16 @@ static void resume(px_client *c)
         sv_buf_release(&kept);
     } while (c->again);
     c->driving = 0;
+    if (c->reader.eof && c->rest.len == 0 && c->state == S_HEAD &&
+        !c->in_message && !c->held && !c->closing &&
+        !uv_is_closing((uv_handle_t *)&c->tcp)) {
+        /* The client sent all before its held answers were read: they
+         * are, and nothing is left to parse. */
+        c->closing = 1;
+        if (c->ob.writes == 0)
+            client_close(c);
+        return;
+    }
     if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
         !c->flow_paused && c->rest.len <= PX_MAX_PENDING)
         set_reading(c, 1);
