@@ -322,6 +322,13 @@ static const struct {
      "1:11: upstream: a path is not supported, only http://HOST:PORT: "
      "'http://h/p'"},
     {ST_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a/, domain: d, match: exact}\n",
+     "2:37: match: expected normalized, case_sensitive or rfc3986: 'exact'"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a;b/, domain: d}\n",
+     "2:5: prefix: ';', '\\' or '%' never match a normalized path (match: "
+     "rfc3986 compares them): '/a;b/'"},
+    {ST_SET_PROXY, "metrics_listen: nowhere\n",
+     "1:17: metrics_listen: expected HOST:PORT: 'nowhere'"},
 };
 
 static void files_refused_with_their_message(void **state)

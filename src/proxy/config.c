@@ -325,6 +325,13 @@ static int route(loader *L, const sl__ynode *n, px_route *r)
     if (r->prefix == NULL || r->domain == NULL)
         return FAIL(L, n, "route: needs `prefix` and `domain`");
     r->prefix_len = strlen(r->prefix);
+    /* A normalised path holds none of these: such a prefix would never
+     * match, silently. */
+    if (r->match != PX_MATCH_RFC3986 && strpbrk(r->prefix, ";\\%") != NULL)
+        return FAIL(L, n,
+                    "prefix: ';', '\\' or '%%' never match a normalized "
+                    "path (match: rfc3986 compares them): '%s'",
+                    r->prefix);
     if ((r->key = strdup(r->prefix)) == NULL)
         return FAIL(L, n, "out of memory");
     for (size_t i = 0; r->match == PX_MATCH_NORMALIZED && i < r->prefix_len;
