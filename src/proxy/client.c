@@ -8,7 +8,9 @@
  * (reading stops past PX_MAX_PENDING); a side with more than that queued
  * stops the other side's reads.  Answers of the proxy's own ("local")
  * read and drop a small body of known length and go on; any other body
- * closes the connection after the answer (can_keep()).  A decision that
+ * closes the connection after the answer (can_keep()).  Those answers
+ * wait unsent no more than PX_MAX_PENDING, as forwarded responses do:
+ * past it the next request is not parsed until the client reads (held).  A decision that
  * waits on Redis leaves the request in S_DECIDING, nothing forwarded;
  * a client that goes meanwhile (nginx's 499) has its wait cancelled.
  * Reading: src/server/reader.c; writing: the outbox (send.c).

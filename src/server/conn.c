@@ -33,6 +33,14 @@
  * stashed, reading stopped) until the client has read them down to half
  * of it: the same bound as reading stops at between reads.
  *
+ * Refused before any handler sees them (400, then the close): what
+ * hygiene.c finds against RFC 9112 in the target, a field name or the
+ * framing.  After the answer to a request that could not be read (400,
+ * 413, 431) the connection lingers: FIN sent, the rest of the request
+ * read and dropped until the client closes or SV_LINGER_MS pass, so that
+ * no reset destroys the answer.  An Upgrade is answered as HTTP/1.1 and
+ * the connection closes.
+ *
  * Headers: only Expect, the Sluice-* headers (GET /v1/auth's
  * descriptors) and the admin API's Authorization, If-Match and
  * If-None-Match matter, so only those are kept; every header still counts
