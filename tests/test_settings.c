@@ -273,7 +273,9 @@ static void defaults(void **state)
     expect_eq(r->px->queue_max_wait_ms, 5000);
     expect_eq(r->px->pool_max, 64);
     expect_eq(r->px->rate_limit_headers, 1);
-    assert_string_equal(r->px->metrics_path, "/sluice/metrics");
+    /* Metrics are off the proxy's own listener unless asked for. */
+    assert_null(r->px->metrics_path);
+    assert_null(r->srv.metrics_listen.host);
     reading_free(r);
 }
 
@@ -320,6 +322,13 @@ static const struct {
      "1:11: upstream: a path is not supported, only http://HOST:PORT: "
      "'http://h/p'"},
     {ST_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a/, domain: d, match: exact}\n",
+     "2:37: match: expected normalized, case_sensitive or rfc3986: 'exact'"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a;b/, domain: d}\n",
+     "2:5: prefix: ';', '\\' or '%' never match a normalized path (match: "
+     "rfc3986 compares them): '/a;b/'"},
+    {ST_SET_PROXY, "metrics_listen: nowhere\n",
+     "1:17: metrics_listen: expected HOST:PORT: 'nowhere'"},
 };
 
 static void files_refused_with_their_message(void **state)

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "grpc/grpc.h"
 #include "resp/resp.h"
+#include "server/router.h"
 #include "server/worker.h"
 #include "settings/settings.h"
 
@@ -66,6 +67,12 @@ int cmd_serve(int argc, char **argv)
     if (status < 0 && cfg.grpc_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"grpc", cfg.grpc_listen, 0, gr_accept, gr_close_idle};
+    /* On the control thread, as the admin API: scrapes stay off the
+     * threads that answer clients. */
+    if (status < 0 && cfg.metrics_listen.host != NULL)
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"metrics", cfg.metrics_listen, 1, sv_metrics_accept,
+                      sv_metrics_close_idle};
     if (status < 0 && admin_door(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;

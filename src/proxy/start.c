@@ -41,6 +41,10 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
         const sv_frontend frontend = {px_client_accept, px_close_idle,
                                       px_reload, &px};
         scfg.frontend = &frontend;
+        if (scfg.metrics_listen.host != NULL)
+            scfg.doors[scfg.n_doors++] =
+                (sv_door){"metrics", scfg.metrics_listen, 0, px_metrics_accept,
+                          px_metrics_close_idle};
         status = sv_server_run(&scfg);
     }
     px_reload_release(&px);

@@ -13,6 +13,7 @@
 #include <http_parser.h>
 
 #include "server/api.h"
+#include "server/conn.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/respond.h"
@@ -78,6 +79,19 @@ static void get_metrics(sv_worker *w, sv_buf *out, int keep_alive)
     sv_buf_release(&text);
 }
 
+/* /metrics on the decision API's listener: only with --public-metrics
+ * (their series name clients: detailed_metric values, API keys). */
+static void get_public_metrics(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (w->server->cfg.public_metrics)
+        get_metrics(w, out, keep_alive);
+    else
+        sv_respond_error(out, 404, "ENOTFOUND",
+                         "no such route: /metrics is on --metrics-listen "
+                         "(or --public-metrics true)",
+                         keep_alive);
+}
+
 static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
 {
     (void)w;
@@ -90,7 +104,7 @@ static const sv_route_entry public_routes[] = {
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
     {"/v1/rules", HTTP_GET, get_rules, NULL},
-    {"/metrics", HTTP_GET, get_metrics, NULL},
+    {"/metrics", HTTP_GET, get_public_metrics, NULL},
     {"/v1/check", HTTP_POST, NULL, sv_api_check},
     {"/json", HTTP_POST, NULL, sv_api_lyft},
     {"/v1/increment", HTTP_POST, NULL, sv_api_increment},
@@ -102,6 +116,27 @@ static const sv_route_entry public_routes[] = {
 
 const sv_routes sv_public_routes = {
     public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0};
+
+/* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads. */
+static const sv_route_entry metrics_routes[] = {
+    {"/metrics", HTTP_GET, get_metrics, NULL},
+    {"/v1/rules", HTTP_GET, get_rules, NULL},
+    {"/healthz", HTTP_GET, get_healthz, NULL},
+    {"/readyz", HTTP_GET, get_readyz, NULL},
+};
+
+static const sv_routes sv_metrics_routes = {
+    metrics_routes, sizeof(metrics_routes) / sizeof(metrics_routes[0]), 0};
+
+void sv_metrics_accept(sv_listener *l)
+{
+    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
+}
+
+void sv_metrics_close_idle(sv_listener *l)
+{
+    sv_conn_close_idle(l->w);
+}
 
 const sv_http_header *sv_http_header_find(const sv_http_request *req,
                                           const char *name)

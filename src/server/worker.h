@@ -83,6 +83,8 @@ typedef struct sv_config {
     sv_addr grpc_listen;         /* --grpc-listen; host NULL: off */
     int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
     sv_addr admin_listen;        /* --admin-listen; host NULL: off */
+    sv_addr metrics_listen;      /* --metrics-listen; host NULL: off */
+    int public_metrics; /* serve: GET /metrics on the HTTP listener too */
     const char *admin_token_file;
     const char *advisor_url;      /* --advisor; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */

@@ -65,6 +65,20 @@ const st_setting st_settings_table[] = {
      .commands = SERVE, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"
              "needed for writes and off loopback"},
+    {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(metrics_listen),
+     .help = "answer GET /metrics (and /v1/rules, /healthz,\n"
+             "/readyz) there; off by default"},
+    {.flag = "public-metrics", .key = "public_metrics", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(public_metrics),
+     .def = "false",
+     .help = "also answer GET /metrics on --listen, to anyone\n"
+             "(false: they name clients)"},
+    {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
+     .commands = PROXY, .kind = ST_SET_LISTEN, SRV(metrics_listen),
+     .help = "answer GET /metrics there (docs/proxy.md); off\n"
+             "by default, as metrics_path on the proxy's own\n"
+             "listener is"},
     {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = SERVE,
      .kind = ST_SET_HTTP_URL, SRV(advisor_url),
      .help = "poll an advisor for recommended limits\n"
@@ -162,7 +176,7 @@ const st_setting st_settings_table[] = {
     {.key = "rate_limit_headers", .commands = PROXY, .kind = ST_SET_BOOL,
      PX(rate_limit_headers), .def = "true"},
     {.key = "metrics_path", .commands = PROXY, .kind = ST_SET_URL_PATH,
-     PX(metrics_path), .def = "/sluice/metrics"},
+     PX(metrics_path)},
     {.key = "trusted_proxies", .commands = PROXY, .kind = ST_SET_SECTION,
      .section = px_read_trusted},
     {.key = "routes", .commands = PROXY, .kind = ST_SET_SECTION,
