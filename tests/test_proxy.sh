@@ -195,33 +195,18 @@ grep -q 'descriptor="remote_address_203.0.113.7"' <<<"$m" && ! grep -q 'remote_a
   pass "trusted proxy: the limit counts the first untrusted X-Forwarded-For hop; an untrusted peer's header is ignored" ||
   bad "trusted proxies" "$(grep remote_address <<<"$m")"
 
-# Queueing: 10 uploads at once against a leaky bucket of 10 a second are
-# all forwarded, spaced by about 100 ms at the upstream: the i-th never
-# ahead of the bucket's schedule (i * 100 ms after the first, less 30 ms
-# of slack for the clients' start), late only by what a loaded machine
-# adds (all within 2 s).
-seq 10 | xargs -P 10 -I{} curl -s -m 10 -o /dev/null -w '%{http_code}\n' -X POST -d x \
-  "http://127.0.0.1:$A/upload/q{}" >"$tmp/codes"
-python3 - "$tmp/upstream.log" "$(grep -c '^200$' "$tmp/codes")" <<'PY' && pass "queueing: a burst of 10 reaches the upstream at the bucket's rate" || bad "queueing" "see above"
-import sys
-times = sorted(float(l.split()[0]) for l in open(sys.argv[1]) if " /upload/q" in l)
-gaps = [b - a for a, b in zip(times, times[1:])]
-print("  200s: %s, arrivals: %d, gaps (ms): %s" % (sys.argv[2], len(times), " ".join("%.0f" % (g * 1000) for g in gaps)))
-early = [i for i, t in enumerate(times) if t - times[0] < i * 0.1 - 0.03]
-sys.exit(0 if sys.argv[2] == "10" and len(times) == 10 and not early and times[-1] - times[0] <= 2.0 else 1)
-PY
-
-# What does not fit the queue (B: max_wait 300ms) gets 429 at once.  The
-# ten requests go out within a millisecond or two from ten connections
-# opened first (ten curl processes started on a loaded machine spread
-# over more than the queue's 300 ms, and more fitted).
-python3 - "$B" "$tmp" >"$tmp/codes" <<'PY'
+# burst PORT PATH: ten POSTs of PATH0..PATH9 sent within a millisecond or
+# two from ten connections opened first (ten curl processes started on a
+# loaded machine spread over more than a queue's wait); prints each
+# status and keeps each answer in $tmp/qI.
+burst() {
+  python3 - "$1" "$2" "$tmp" <<'PY'
 import socket, sys
-port, tmp = int(sys.argv[1]), sys.argv[2]
+port, path, tmp = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
 socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(10)]
 for i, s in enumerate(socks):
-    s.sendall(b"POST /upload/b%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
-              b"Connection: close\r\n\r\nx" % i)
+    s.sendall(b"POST %s%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+              b"Connection: close\r\n\r\nx" % (path, i))
 for i, s in enumerate(socks):
     data = b""
     while True:
@@ -232,6 +217,24 @@ for i, s in enumerate(socks):
     open("%s/q%d" % (tmp, i), "wb").write(data)
     print(data.split(b" ", 2)[1].decode() if data else "none")
 PY
+}
+
+# Queueing: 10 uploads at once against a leaky bucket of 10 a second are
+# all forwarded, spaced by about 100 ms at the upstream: the i-th never
+# ahead of the bucket's schedule (i * 100 ms after the first, less 30 ms
+# of slack), late only by what a loaded machine adds (all within 2 s).
+burst "$A" /upload/q >"$tmp/codes"
+python3 - "$tmp/upstream.log" "$(grep -c '^200$' "$tmp/codes")" <<'PY' && pass "queueing: a burst of 10 reaches the upstream at the bucket's rate" || bad "queueing" "see above"
+import sys
+times = sorted(float(l.split()[0]) for l in open(sys.argv[1]) if " /upload/q" in l)
+gaps = [b - a for a, b in zip(times, times[1:])]
+print("  200s: %s, arrivals: %d, gaps (ms): %s" % (sys.argv[2], len(times), " ".join("%.0f" % (g * 1000) for g in gaps)))
+early = [i for i, t in enumerate(times) if t - times[0] < i * 0.1 - 0.03]
+sys.exit(0 if sys.argv[2] == "10" and len(times) == 10 and not early and times[-1] - times[0] <= 2.0 else 1)
+PY
+
+# What does not fit the queue (B: max_wait 300ms) gets 429 at once.
+burst "$B" /upload/b >"$tmp/codes"
 ok=$(grep -c '^200$' "$tmp/codes"); limited=$(grep -c '^429$' "$tmp/codes")
 [ "$ok" -ge 3 ] && [ "$ok" -le 5 ] && [ $((ok + limited)) = 10 ] && grep -q '"queue full' "$tmp"/q* &&
   pass "queue full: $ok forwarded, $limited got 429 (queue full)" || bad "queue full" "200: $ok 429: $limited"
