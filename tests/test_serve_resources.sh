@@ -84,4 +84,89 @@ inc batch b1 10; expect "increment: max_hits above the capacity accepted, over t
 inc bucket k1 9; expect "increment: a bucket's burst bounds hits" 400 '"message":"hits: 9 is more than 8'
 call POST /v1/increment '{"id": "per_user", "hits": 6}'; expect "increment: by name, the rule's capacity" 400 '"code":"ERANGE"'
 
+# ---- Label values: capped, valid UTF-8, escaped (item 2) ----
+# valid_metrics FILE: the scrape is UTF-8 and every sample line is one
+# of the text format, labels escaped, no line longer than 1 KB.
+valid_metrics() {
+  python3 - "$1" <<'PY'
+import re, sys
+data = open(sys.argv[1], 'rb').read()
+try:
+    text = data.decode('utf-8')
+except UnicodeDecodeError as e:
+    sys.exit(f"not UTF-8: {e}")
+label = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+sample = re.compile(r'[a-zA-Z_:][a-zA-Z0-9_:]*(\{' + label + r'(?:,' + label + r')*\})? \S+')
+for line in text.split('\n'):
+    if line == '' or line.startswith('#'):
+        continue
+    if len(line) > 1024:
+        sys.exit(f"a line of {len(line)} bytes: {line[:120]}...")
+    if not sample.fullmatch(line):
+        sys.exit(f"not a sample line: {line[:200]!r}")
+PY
+}
+long=$(head -c 60000 /dev/zero | tr '\0' v)
+check shadow "$long"; expect "label: a 60 KB shadow value is allowed" 200 '"overall":"OK"'
+check shadow "${long}w"; expect "label: another 60 KB value" 200
+call POST /v1/check '{"domain": "res", "descriptors": [{"entries": [{"key": "shadow", "value": "q\"b\\\\s\nn"}]}]}'
+expect "label: a value with quote, backslash and newline" 200
+printf 'GET /v1/auth?domain=res HTTP/1.1\r\nHost: x\r\nSluice-Descriptor: shadow=bad\xff\xfe\xc3(end\r\nConnection: close\r\n\r\n' >"$tmp/raw"
+python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.sendall(open(sys.argv[2],"rb").read()); print(s.recv(100).split(b"\r\n")[0].decode())' "$PORT" "$tmp/raw" >"$tmp/rawst"
+grep -q ' 204' "$tmp/rawst" && pass "label: invalid UTF-8 in a header value is decided" || bad "label: invalid UTF-8 decided" "$(cat "$tmp/rawst")"
+scrape
+out=$(valid_metrics "$tmp/metrics" 2>&1) && pass "label: /metrics is valid UTF-8 text format, no line over 1 KB" || bad "label: /metrics valid" "$out"
+n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="trial",descriptor="shadow_vvvv[^"]*…[0-9a-f]\{16\}"} 1$' "$tmp/metrics")
+[ "$n" = 2 ] && pass "label: two long values, two series cut with distinct hashes" || bad "label: long values" "$(grep -a '^sluice_rule_hits_total' "$tmp/metrics" | cut -c1-300)"
+grep -qF 'descriptor="shadow_q\"b\\\\s\nn"} 1' "$tmp/metrics" && pass "label: quote, backslash, newline escaped" || bad "label: escaped" "$(grep -a '^sluice_rule_hits_total' "$tmp/metrics" | cut -c1-300)"
+grep -qF 'descriptor="shadow_bad���(end"} 1' "$tmp/metrics" && pass "label: invalid bytes as U+FFFD" || bad "label: U+FFFD" "$(grep -a '^sluice_rule_hits_total' "$tmp/metrics" | cut -c1-300)"
+
+# ---- Series: every rule its own; per-value ones capped in total (item 1) ----
+# 10048 values of a detailed_metric rule on one connection (one thread),
+# then rules first seen now: each has its own series.
+python3 - "$PORT" <<'PY' >"$tmp/bulk"
+import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=10)
+def check(descs):
+    c.request("POST", "/v1/check", json.dumps({"domain": "res", "descriptors": descs}))
+    r = c.getresponse(); r.read()
+    return r.status
+bad = 0
+for i in range(157):
+    bad += check([{"entries": [{"key": "tenant", "value": f"t{i}_{j}"}]} for j in range(64)]) != 200
+for i in range(1, 9):
+    bad += check([{"entries": [{"key": f"plain{i}", "value": "x"}]}]) != 200
+print(bad)
+PY
+[ "$(cat "$tmp/bulk")" = 0 ] && pass "series: 10048 values checked" || bad "series: bulk" "$(cat "$tmp/bulk")"
+scrape
+for i in 1 8; do
+  grep -q "^sluice_rule_hits_total{domain=\"res\",rule=\"plain$i\"} 1\$" "$tmp/metrics" &&
+    pass "series: rule plain$i, first seen past the cap, has its own series" || bad "series: plain$i" "$(grep -a '^sluice_rule_hits_total' "$tmp/metrics" | grep -v tenant)"
+done
+n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="tenant_' "$tmp/metrics")
+[ "$n" -le 10000 ] && [ "$n" -ge 9000 ] && pass "series: per-value series at most --max-metric-series (10000): $n" || bad "series: per-value count" "$n"
+o=$(grep '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="_overflow_"}' "$tmp/metrics" | awk '{print $2}')
+[ "$((n + ${o:-0}))" = 10048 ] && pass "series: the rest under the rule's descriptor=\"_overflow_\"" || bad "series: overflow" "n=$n overflow=$o"
+kill -TERM "$PID"; wait "$PID"
+
+# A total cap over threads, and idle series leave (--metric-series-idle).
+start series --max-metric-series 2 --metric-series-idle 1s --threads 2
+for v in e1 e2 e3; do check tenant "$v"; done
+scrape
+n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="tenant_e' "$tmp/metrics")
+[ "$n" = 2 ] && pass "series: --max-metric-series 2 over both threads" || bad "series: total cap" "$(grep -a tenant "$tmp/metrics")"
+grep -q '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="_overflow_"} 1$' "$tmp/metrics" &&
+  pass "series: the third value under _overflow_" || bad "series: third" "$(grep -a tenant "$tmp/metrics")"
+check plain1 x
+sleep 1.5 # past --metric-series-idle: the next scrape drops the idle ones
+scrape
+! grep -q 'descriptor="tenant_e\|_overflow_' "$tmp/metrics" && pass "series: idle per-value series dropped" || bad "series: idle dropped" "$(grep -a tenant "$tmp/metrics")"
+grep -q '^sluice_rule_hits_total{domain="res",rule="plain1"} 1$' "$tmp/metrics" && pass "series: a rule's series never expires" || bad "series: rule kept" "$(grep -a plain1 "$tmp/metrics")"
+for v in f1 f2; do check tenant "$v"; done
+scrape
+n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="tenant_f' "$tmp/metrics")
+[ "$n" = 2 ] && pass "series: the places of dropped series are free again" || bad "series: places freed" "$(grep -a tenant "$tmp/metrics")"
+kill -TERM "$PID"; wait "$PID"
+
 exit $fail

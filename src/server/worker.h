@@ -25,9 +25,9 @@
 /* Output queued on one connection before we stop reading its pipelined
  * requests until the client reads: bounds memory per connection. */
 #define SV_MAX_PENDING_OUTPUT (1024 * 1024)
-/* Distinct metric series (domain, rule, descriptor) kept per thread;
- * detailed_metric could otherwise grow the map without bound.  Further
- * series are summed into one with rule="_overflow_". */
+/* Known domains whose unmatched descriptors a thread counts apart; the
+ * names come from rules files, but reloads may bring ever new ones.
+ * Further domains count under domain="_overflow_" (metrics.c). */
 #define SV_MAX_SERIES 10000
 
 typedef struct sv_worker sv_worker;
@@ -107,6 +107,8 @@ typedef struct sv_config {
     int max_connections;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t max_adhoc_limits;
+    size_t max_metric_series;       /* per-value series, all threads */
+    uint64_t metric_series_idle_ms; /* a per-value series unused goes */
     /* --store redis://...: NULL for the memory store (src/decision/). */
     const char *redis_url;
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
@@ -164,7 +166,7 @@ struct sv_worker {
     sv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sv_series **series;          /* hash buckets */
-    size_t n_series;
+    sl_nanos series_swept;       /* when it last dropped idle series */
     /* The series of each rule of `rules` without detailed_metric, by
      * rule->index, once found (metrics.c); only this thread reads it. */
     sv_series **rule_series;
@@ -189,7 +191,8 @@ struct sv_server {
     int n_public;             /* those with the client-facing listeners */
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
-    atomic_int draining; /* SIGTERM came: health checks say so */
+    atomic_size_t metric_series; /* per-value series, all threads' */
+    atomic_int draining;         /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
     sv_rules *current;    /* what workers are told to use */

@@ -149,6 +149,17 @@ const st_setting st_settings_table[] = {
      .max = SL_MAX_COUNT, .def = "10000",
      .help = "ad hoc limits of /v1/delay and /v1/increment\n"
              "cached at once (10000)"},
+    {.flag = "max-metric-series", .key = "max_metric_series", .arg = "N",
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_metric_series),
+     .max = SL_MAX_COUNT, .def = "10000",
+     .help = "per-value series of detailed_metric rules in\n"
+             "/metrics, all threads; past it a rule's new\n"
+             "values count as descriptor=\"_overflow_\" (10000)"},
+    {.flag = "metric-series-idle", .key = "metric_series_idle", .arg = "D",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(metric_series_idle_ms),
+     .def = "10m",
+     .help = "a per-value series not counted for this long\n"
+             "leaves /metrics (10m)"},
     {.key = "upstream_pool", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(pool_max), .max = 100000, .def = "64"},
     {.key = "timeouts.connect", .commands = PROXY, .kind = ST_SET_MS,
