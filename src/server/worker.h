@@ -105,6 +105,10 @@ typedef struct sv_config {
     uint64_t idle_timeout_ms;
     uint64_t read_timeout_ms;
     int max_connections;
+    size_t max_connections_per_address; /* 0: no cap */
+    /* Descriptors each thread may hold beyond its clients' and its own
+     * (the proxy's idle upstream connections): RLIMIT_NOFILE at start. */
+    size_t fds_per_thread;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t max_adhoc_limits;
     size_t max_metric_series;       /* per-value series, all threads */
@@ -191,6 +195,7 @@ struct sv_server {
     int n_public;             /* those with the client-facing listeners */
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
+    struct sv_peers *peers;      /* --max-connections-per-address; NULL: off */
     atomic_size_t metric_series; /* per-value series, all threads' */
     atomic_int draining;         /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
@@ -203,10 +208,13 @@ struct sv_server {
 
 /* server.c: accepts a client of listener onto tcp (initialised on w's
  * loop by the caller) and counts it in open_conns: 0, or -1 when the
- * accept failed or the client is over --max-connections (the caller
- * closes tcp at once, so the client sees a prompt close rather than a
- * hang in the backlog, and uncounts it when tcp is freed, as always). */
+ * accept failed or the client is over --max-connections or
+ * --max-connections-per-address (the caller closes tcp at once, so the
+ * client sees a prompt close rather than a hang in the backlog, and
+ * uncounts it with sv_unaccept when tcp is freed, as always). */
 int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp);
+/* server.c: uncounts what sv_accept counted, once tcp is closed. */
+void sv_unaccept(sv_server *s, const uv_tcp_t *tcp);
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sv_server_run(const sv_config *cfg);

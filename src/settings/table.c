@@ -144,6 +144,12 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_INT, SRV(max_connections), .min = 1,
      .max = 1000000, .def = "10000",
      .help = "open connections; more are closed (10000)"},
+    {.flag = "max-connections-per-address",
+     .key = "max_connections_per_address", .arg = "N", .commands = BOTH,
+     .kind = ST_SET_SIZE, SRV(max_connections_per_address), .max = 1000000,
+     .def = "0",
+     .help = "open connections from one client address; more\n"
+             "are closed (0: no cap, the default)"},
     {.flag = "max-adhoc-limits", .key = "max_adhoc_limits", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_adhoc_limits),
      .max = SL_MAX_COUNT, .def = "10000",
