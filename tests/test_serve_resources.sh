@@ -56,6 +56,13 @@ check() { # check KEY VALUE: one /v1/check of domain res
   call POST /v1/check "{\"domain\": \"res\", \"descriptors\": [{\"entries\": [{\"key\": \"$1\", \"value\": \"$2\"}]}]}"
 }
 
+# stop NAME: SIGTERM, and the daemon exits 0 (under ASan: no leak).
+stop() {
+  kill -TERM "$PID"; wait "$PID"
+  local st=$?
+  [ "$st" = 0 ] && pass "$1 daemon exits 0" || bad "$1 daemon exit" "$st: $(tail -c 2000 "$tmp/$1.log")"
+}
+
 scrape() { curl -s -m 5 "http://127.0.0.1:$PORT/metrics" >"$tmp/metrics"; }
 
 start main --max-adhoc-limits 2
@@ -148,7 +155,7 @@ n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="
 [ "$n" -le 10000 ] && [ "$n" -ge 9000 ] && pass "series: per-value series at most --max-metric-series (10000): $n" || bad "series: per-value count" "$n"
 o=$(grep '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="_overflow_"}' "$tmp/metrics" | awk '{print $2}')
 [ "$((n + ${o:-0}))" = 10048 ] && pass "series: the rest under the rule's descriptor=\"_overflow_\"" || bad "series: overflow" "n=$n overflow=$o"
-kill -TERM "$PID"; wait "$PID"
+stop main
 
 # A total cap over threads.
 start series --max-metric-series 2 --threads 2
@@ -158,7 +165,7 @@ n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="
 [ "$n" = 2 ] && pass "series: --max-metric-series 2 over both threads" || bad "series: total cap" "$(grep -a tenant "$tmp/metrics")"
 grep -q '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="_overflow_"} 1$' "$tmp/metrics" &&
   pass "series: the third value under _overflow_" || bad "series: third" "$(grep -a tenant "$tmp/metrics")"
-kill -TERM "$PID"; wait "$PID"
+stop series
 
 # Idle series leave (--metric-series-idle) and free their places.  Only
 # what must hold however slow the machine is asserted: after sleeping
@@ -174,12 +181,13 @@ grep -q '^sluice_rule_hits_total{domain="res",rule="plain1"} 1$' "$tmp/metrics" 
 for v in f1 f2; do check tenant "$v"; done
 scrape
 ! grep -q 'descriptor="_overflow_"' "$tmp/metrics" && pass "series: the places of dropped series are free again" || bad "series: places freed" "$(grep -a tenant "$tmp/metrics")"
-kill -TERM "$PID"; wait "$PID"
+stop idle
 
 # ---- Connections: RLIMIT_NOFILE and a cap per address (item 4) ----
 # A soft limit of 256 is raised at start to what --max-connections needs,
 # and 600 connections are all served.
-(ulimit -Sn 256 && start nofile --max-connections 1000 && echo "$PID $PORT" >"$tmp/nofile.pid"; wait) &
+(ulimit -Sn 256 && start nofile --max-connections 1000 && echo "$PID $PORT" >"$tmp/nofile.pid"; wait "$PID") &
+sub=$!
 for _ in $(seq 100); do [ -s "$tmp/nofile.pid" ] && break; sleep 0.05; done
 read -r PID PORT <"$tmp/nofile.pid"
 pids+=("$PID")
@@ -195,7 +203,9 @@ ok = sum(c.recv(100).startswith(b"HTTP/1.1 200") for c in conns)
 print("served", ok)
 sys.exit(0 if ok == 600 else 1)
 PY
-kill -TERM "$PID"
+kill -TERM "$PID"; wait "$sub" # the subshell's status is the daemon's
+st=$?
+[ "$st" = 0 ] && pass "nofile daemon exits 0" || bad "nofile daemon exit" "$st: $(tail -c 2000 "$tmp/nofile.log")"
 # A hard limit below the need is refused at start, naming the numbers.
 (ulimit -n 512 && exec timeout 10 "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 --threads 2 --max-connections 1000) 2>"$tmp/hard.log" </dev/null
 st=$?
@@ -231,6 +241,6 @@ for name, good in res:
     print(("PASS" if good else "FAIL") + " per address: " + name + ("" if good else ": %r" % [ra, rb, rc, rd, re_]))
 sys.exit(0 if all(g for _, g in res) else 1)
 PY
-kill -TERM "$PID"; wait "$PID"
+stop peraddr
 
 exit $fail
