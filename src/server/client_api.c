@@ -302,9 +302,15 @@ static int64_t capacity(const sl_limit *limit)
     return sl_limit_get_config(limit)->burst;
 }
 
-static int64_t max_hits(const sl_rule *r)
+/* r is in force in rules (an override's copy, or as loaded).  A limit
+ * an override stopped (0) holds nothing: then the capacity of the rule as
+ * loaded bounds, which the override leaves in place when it goes. */
+static int64_t max_hits(const sl_rules *rules, const sl_rule *r)
 {
-    return r->max_hits > 0 ? r->max_hits : capacity(r->limit);
+    if (r->max_hits > 0)
+        return r->max_hits;
+    int64_t c = capacity(r->limit);
+    return c > 0 ? c : capacity(sl_rules_rule(rules, r->index)->limit);
 }
 
 static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
@@ -480,7 +486,7 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
                 memcpy(res->keys + 4, ref->id, ref->id_len);
                 res->items[0] =
                     (sl_check_item){r->limit, res->keys, ref->id_len + 4};
-                res->max_hits[0] = max_hits(r);
+                res->max_hits[0] = max_hits(rules, r);
                 res->n = 1;
             }
             return 0;
@@ -522,7 +528,7 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
         if (r->action == SL_RULE_DENY)
             res->deny = 1;
         else if (r->action == SL_RULE_LIMIT) {
-            res->max_hits[res->n] = max_hits(r);
+            res->max_hits[res->n] = max_hits(rules, r);
             res->items[res->n++] =
                 (sl_check_item){r->limit, m[i].key, m[i].key_len};
         }
