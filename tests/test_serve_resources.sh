@@ -165,6 +165,7 @@ n=$(grep -c '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="
 [ "$n" = 2 ] && pass "series: --max-metric-series 2 over both threads" || bad "series: total cap" "$(grep -a tenant "$tmp/metrics")"
 grep -q '^sluice_rule_hits_total{domain="res",rule="res.tenant",descriptor="_overflow_"} 1$' "$tmp/metrics" &&
   pass "series: the third value under _overflow_" || bad "series: third" "$(grep -a tenant "$tmp/metrics")"
+grep -q '^sluice_metric_series 2$' "$tmp/metrics" && pass "series: sluice_metric_series 2" || bad "series: gauge" "$(grep -a '^sluice_metric_series' "$tmp/metrics")"
 stop series
 
 # Idle series leave (--metric-series-idle) and free their places.  Only
@@ -177,6 +178,7 @@ check plain1 x
 sleep 1.5 # past --metric-series-idle: the next scrape drops the idle ones
 scrape
 ! grep -q 'descriptor="tenant_e' "$tmp/metrics" && pass "series: idle per-value series dropped" || bad "series: idle dropped" "$(grep -a tenant "$tmp/metrics")"
+grep -q '^sluice_metric_series 0$' "$tmp/metrics" && pass "series: sluice_metric_series back to 0" || bad "series: gauge 0" "$(grep -a '^sluice_metric_series' "$tmp/metrics")"
 grep -q '^sluice_rule_hits_total{domain="res",rule="plain1"} 1$' "$tmp/metrics" && pass "series: a rule's series never expires" || bad "series: rule kept" "$(grep -a plain1 "$tmp/metrics")"
 for v in f1 f2; do check tenant "$v"; done
 scrape
@@ -241,6 +243,41 @@ for name, good in res:
     print(("PASS" if good else "FAIL") + " per address: " + name + ("" if good else ": %r" % [ra, rb, rc, rd, re_]))
 sys.exit(0 if all(g for _, g in res) else 1)
 PY
+scrape
+grep -q '^sluice_connections_closed_at_accept_total{cap="per_address"} [1-9]' "$tmp/metrics" &&
+  pass "per address: counted in sluice_connections_closed_at_accept_total" || bad "per address: counted" "$(grep -a closed_at_accept "$tmp/metrics")"
 stop peraddr
+
+# sluice proxy: the same at its accept (sv_accept) and start.
+(ulimit -Sn 256 && exec "$SLUICE" proxy --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
+  --upstream http://127.0.0.1:1 --listen 127.0.0.1:0 --threads 2 --max-connections 1000 \
+  --max-connections-per-address 1) 2>"$tmp/proxy.log" &
+PID=$!
+pids+=("$PID")
+PORT=""
+for _ in $(seq 200); do
+  PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
+  [ -n "$PORT" ] && break
+  sleep 0.05
+done
+soft=$(awk '/Max open files/ {print $4}' "/proc/$PID/limits")
+[ "${soft:-0}" -ge 1000 ] && pass "proxy: soft RLIMIT_NOFILE 256 raised to $soft" || bad "proxy: nofile raised" "soft $soft; $(cat "$tmp/proxy.log")"
+python3 - "$PORT" <<'PY' || fail=1
+import socket, sys
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s.sendall(b"GET /sluice/metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s, s.recv(100)
+    except ConnectionResetError:
+        return s, b""
+a, ra = conn()
+b, rb = conn()
+good = ra.startswith(b"HTTP/1.1 200") and rb == b""
+print(("PASS" if good else "FAIL") + " proxy: --max-connections-per-address 1 closes the second" + ("" if good else ": %r %r" % (ra, rb)))
+sys.exit(0 if good else 1)
+PY
+stop proxy
 
 exit $fail

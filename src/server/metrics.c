@@ -721,6 +721,22 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   "sluice_store_bytes %llu\n",
                   atomic_load(&s->open_conns), (unsigned long long)st.keys,
                   (unsigned long long)st.bytes);
+    sv_buf_printf(
+        out,
+        "# HELP sluice_connections_closed_at_accept_total connections closed "
+        "as soon as accepted, by the cap they were over\n"
+        "# TYPE sluice_connections_closed_at_accept_total counter\n"
+        "sluice_connections_closed_at_accept_total{cap=\"max_connections\"} "
+        "%llu\n"
+        "sluice_connections_closed_at_accept_total{cap=\"per_address\"} "
+        "%llu\n"
+        "# HELP sluice_metric_series per-value series of detailed_metric "
+        "rules, all threads (at most --max-metric-series)\n"
+        "# TYPE sluice_metric_series gauge\n"
+        "sluice_metric_series %zu\n",
+        (unsigned long long)atomic_load(&s->closed_over_max),
+        (unsigned long long)atomic_load(&s->closed_per_address),
+        atomic_load(&s->metric_series));
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
     render_doors(s, out);

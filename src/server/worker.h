@@ -195,7 +195,10 @@ struct sv_server {
     int n_public;             /* those with the client-facing listeners */
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
-    struct sv_peers *peers;      /* --max-connections-per-address; NULL: off */
+    struct sv_peers *peers; /* --max-connections-per-address; NULL: off */
+    /* Connections closed as soon as accepted, by the cap they were over
+     * (sv_accept): sluice_connections_closed_at_accept_total. */
+    atomic_uint_fast64_t closed_over_max, closed_per_address;
     atomic_size_t metric_series; /* per-value series, all threads' */
     atomic_int draining;         /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
