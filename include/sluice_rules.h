@@ -121,6 +121,10 @@ typedef struct sl_rule {
      * own per rule (say, text made once) in an array of
      * sl_rules_rule_count() elements. */
     size_t index;
+    /* rate_limit.max_hits: the most hits one report of sent requests
+     * (serve's POST /v1/increment) may carry; 0 when not given, and then
+     * the limit's capacity (its burst, or requests_per_unit) is. */
+    int64_t max_hits;
 } sl_rule;
 
 /* One entry of a request descriptor: (pointer, length) byte strings. */

@@ -102,8 +102,7 @@ static void free_cb(uv_handle_t *h)
     px_headers_release(&c->headers);
     px_config_unref(c->cfg);
     px_decision_free(c->pd);
-    atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
-                              memory_order_relaxed);
+    sv_unaccept(c->w->server, &c->tcp);
     free(c);
 }
 

@@ -14,6 +14,7 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
                  void *load_ctx)
 {
     sv_config scfg = *server_cfg;
+    scfg.fds_per_thread = cfg->pool_max; /* idle upstream connections */
     if (scfg.threads <= 0) {
         /* Resolved here: the per-thread state is sized before start. */
         uv_cpu_info_t *info;

@@ -267,14 +267,15 @@ static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
 static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
-    static const char *const keys[] = {
-        "unit",  "requests_per_unit", "unlimited",
-        "name",  "replaces",          "algorithm",
-        "burst", "unit_multiplier",   "period",
-        "step",  "store_failure",     "adaptive",
-        NULL};
+    static const char *const keys[] = {"unit",          "requests_per_unit",
+                                       "unlimited",     "name",
+                                       "replaces",      "algorithm",
+                                       "burst",         "unit_multiplier",
+                                       "period",        "step",
+                                       "store_failure", "adaptive",
+                                       "max_hits",      NULL};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
-        *step, *failure, *adaptive;
+        *step, *failure, *adaptive, *max_hits;
     sl_rule *r = &node->rules[node->n_rules];
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
@@ -295,6 +296,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     step = get(rl, "step");
     failure = get(rl, "store_failure");
     adaptive = get(rl, "adaptive");
+    max_hits = get(rl, "max_hits");
 
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
@@ -322,6 +324,9 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     }
 
     if (adaptive != NULL && (rc = get_adaptive(b, adaptive, r)) != 0)
+        return rc;
+    if (max_hits != NULL &&
+        (rc = get_count(b, max_hits, "max_hits", 1, &r->max_hits)) != 0)
         return rc;
     if (name != NULL) {
         if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "server/decide.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "server/peers.h"
 #include "server/rules_reload.h"
 
 static void tick_cb(uv_prepare_t *h)
@@ -83,10 +85,68 @@ int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp)
 {
     int open =
         atomic_fetch_add_explicit(&s->open_conns, 1, memory_order_relaxed);
-    if (uv_accept(listener, (uv_stream_t *)tcp) != 0 ||
-        open >= s->cfg.max_connections)
+    if (uv_accept(listener, (uv_stream_t *)tcp) != 0)
         return -1;
+    if (open >= s->cfg.max_connections) {
+        atomic_fetch_add_explicit(&s->closed_over_max, 1, memory_order_relaxed);
+        return -1;
+    }
+    if (s->peers != NULL && sv_peers_add(s->peers, tcp) != 0) {
+        atomic_fetch_add_explicit(&s->closed_per_address, 1,
+                                  memory_order_relaxed);
+        return -1;
+    }
     uv_tcp_nodelay(tcp, 1);
+    return 0;
+}
+
+void sv_unaccept(sv_server *s, const uv_tcp_t *tcp)
+{
+    if (s->peers != NULL)
+        sv_peers_remove(s->peers, tcp);
+    atomic_fetch_sub_explicit(&s->open_conns, 1, memory_order_relaxed);
+}
+
+/* Descriptors a thread holds for itself: its listeners, its epolls and
+ * wake-up, its Redis connections; and the process: stdio, the rules
+ * watch, files read on reload.  Generous: running short costs accepts. */
+#define FDS_PER_THREAD 16
+#define FDS_PROCESS 64
+
+/*
+ * Every connection is a descriptor: RLIMIT_NOFILE's soft limit, often
+ * 1024, would make accept() fail with EMFILE long before
+ * --max-connections, and libuv then stops accepting until one closes.
+ * So the soft limit is raised to what --max-connections needs, and a
+ * hard limit below that is refused at start, naming the numbers, rather
+ * than discovered under load.  0, or -1 after a message.
+ */
+static int raise_nofile(const sv_config *cfg, int threads)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)cfg->max_connections + FDS_PROCESS +
+                  (rlim_t)threads * (FDS_PER_THREAD + cfg->fds_per_thread);
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr,
+                "sluice: --max-connections %d needs %llu file descriptors "
+                "(with %d threads), but the hard RLIMIT_NOFILE is %llu: "
+                "lower --max-connections to at most %lld, or raise the hard "
+                "limit (ulimit -Hn; LimitNOFILE= under systemd)\n",
+                cfg->max_connections, (unsigned long long)need, threads,
+                (unsigned long long)rl.rlim_max,
+                (long long)rl.rlim_max -
+                    (long long)(need - (rlim_t)cfg->max_connections));
+        return -1;
+    }
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "sluice: cannot raise RLIMIT_NOFILE to %llu: %s\n",
+                (unsigned long long)need, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -233,6 +293,10 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     s->n_public = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->n_workers = s->n_public + (cfg->control != 0);
+    if (raise_nofile(cfg, s->n_workers) != 0 ||
+        (cfg->max_connections_per_address > 0 &&
+         (s->peers = sv_peers_new(cfg->max_connections_per_address)) == NULL))
+        goto out;
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
     if (s->workers == NULL)
         goto out;
@@ -333,6 +397,7 @@ out:
     sv_reload_release(s);
     sv_limits_release(s);
     sv_adhoc_release(s);
+    sv_peers_free(s->peers);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

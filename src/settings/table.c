@@ -158,11 +158,28 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_INT, SRV(max_connections), .min = 1,
      .max = 1000000, .def = "10000",
      .help = "open connections; more are closed (10000)"},
+    {.flag = "max-connections-per-address",
+     .key = "max_connections_per_address", .arg = "N", .commands = BOTH,
+     .kind = ST_SET_SIZE, SRV(max_connections_per_address), .max = 1000000,
+     .def = "0",
+     .help = "open connections from one client address; more\n"
+             "are closed (0: no cap, the default)"},
     {.flag = "max-adhoc-limits", .key = "max_adhoc_limits", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_adhoc_limits),
      .max = SL_MAX_COUNT, .def = "10000",
      .help = "ad hoc limits of /v1/delay and /v1/increment\n"
              "cached at once (10000)"},
+    {.flag = "max-metric-series", .key = "max_metric_series", .arg = "N",
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_metric_series),
+     .max = SL_MAX_COUNT, .def = "10000",
+     .help = "per-value series of detailed_metric rules in\n"
+             "/metrics, all threads; past it a rule's new\n"
+             "values count as descriptor=\"_overflow_\" (10000)"},
+    {.flag = "metric-series-idle", .key = "metric_series_idle", .arg = "D",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(metric_series_idle_ms),
+     .def = "10m",
+     .help = "a per-value series not counted for this long\n"
+             "leaves /metrics (10m)"},
     {.key = "upstream_pool", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(pool_max), .max = 100000, .def = "64"},
     {.key = "timeouts.connect", .commands = PROXY, .kind = ST_SET_MS,
