@@ -21,7 +21,8 @@ rules="$SOURCE_DIR/tests/serve/resources.yaml"
 start() {
   local name=$1
   shift
-  "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 --threads 2 "$@" 2>"$tmp/$name.log" &
+  "$SLUICE" serve --rules "$rules" --listen 127.0.0.1:0 --threads 2 \
+    --public-metrics true "$@" 2>"$tmp/$name.log" &
   PID=$!
   pids+=("$PID")
   PORT=""
@@ -268,13 +269,14 @@ port = int(sys.argv[1])
 def conn():
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     try:
-        s.sendall(b"GET /sluice/metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Answered by the proxy itself: 502, its upstream is port 1.
+        s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
         return s, s.recv(100)
     except ConnectionResetError:
         return s, b""
 a, ra = conn()
 b, rb = conn()
-good = ra.startswith(b"HTTP/1.1 200") and rb == b""
+good = ra.startswith(b"HTTP/1.1 502") and rb == b""
 print(("PASS" if good else "FAIL") + " proxy: --max-connections-per-address 1 closes the second" + ("" if good else ": %r %r" % (ra, rb)))
 sys.exit(0 if good else 1)
 PY
