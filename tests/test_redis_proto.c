@@ -449,6 +449,59 @@ static void test_call_parts_on_a_cluster(void **state)
     sl_store_free(st);
 }
 
+/* The key name of a one-item call on a cluster store, into name. */
+static void key_name_of(const sl__redis_keyspace *ks, const sl_limit *lim,
+                        const char *key, char *name, size_t cap)
+{
+    sl_check_item it = {lim, key, strlen(key)};
+    int64_t cost = 1;
+    const char *const *argv;
+    const size_t *lens;
+    sl__redis_call *c;
+    expect_eq(sl__redis_call_new(ks, &it, &cost, 1, 0, 0, NULL, &c, NULL, 0),
+              0);
+    sl__redis_call_part_argv(c, 0, &argv, &lens);
+    expect_eq(lens[3] < cap, 1);
+    memcpy(name, argv[3], lens[3]);
+    name[lens[3]] = 0;
+    sl__redis_call_free(c);
+}
+
+/* A '}' in a client's key cannot end the hash tag early: "}AAAA" and
+ * "}BBBB" once shared the slot of the empty tag's key; inside the braces
+ * '}' and '\\' are escaped as '\\' and two hex digits, one to one. */
+static void test_key_tag_escaped(void **state)
+{
+    sl_store *st = lazy_store((sl_redis_options){
+        .url = "redis-cluster://127.0.0.1:7000", .tag_delimiter = '/'});
+    sl__redis_keyspace ks = keyspace_of(st);
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    char a[256], b[256], c[256];
+    (void)state;
+
+    key_name_of(&ks, lim, "}AAAA", a, sizeof(a));
+    key_name_of(&ks, lim, "}BBBB", b, sizeof(b));
+    expect_eq(sl__redis_key_slot(a, strlen(a)) ==
+                  sl__redis_key_slot(b, strlen(b)),
+              0);
+    assert_non_null(strstr(a, ":{\\7dAAAA}"));
+    /* The whole escaped key is the tag: its slot is the key's own. */
+    expect_eq(sl__redis_key_slot(a, strlen(a)),
+              sl__redis_key_slot("\\7dAAAA", 7));
+    /* One to one: the escape itself is escaped. */
+    key_name_of(&ks, lim, "\\7dAAAA", c, sizeof(c));
+    expect_eq(strcmp(a, c) != 0, 1);
+    assert_non_null(strstr(c, ":{\\5c7dAAAA}"));
+    /* Plain keys keep their names; the rest after the delimiter is not in
+     * the tag and is left as it is. */
+    key_name_of(&ks, lim, "acme/}x", c, sizeof(c));
+    assert_non_null(strstr(c, ":{acme}/}x"));
+    key_name_of(&ks, lim, "a{b", c, sizeof(c));
+    assert_non_null(strstr(c, ":{a{b}"));
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
 /* A batch's command is its calls' commands rearranged: every key first,
  * then 'B', the count, and each call's numkeys and other arguments. */
 static void test_batch_format(void **state)
@@ -673,6 +726,7 @@ int main(void)
         cmocka_unit_test(test_batch_reply_picking),
         cmocka_unit_test(test_endpoint_and_keyspace),
         cmocka_unit_test(test_key_slot),
+        cmocka_unit_test(test_key_tag_escaped),
         cmocka_unit_test(test_redirect_parse),
         cmocka_unit_test(test_slot_map),
     };
