@@ -79,6 +79,7 @@ struct sd_redis {
      * server is alive), and the round trips' histogram (bucket b: under
      * 2^b ms) for the automatic timeout. */
     uint64_t last_reply_ms;
+    uint64_t last_silence_ms; /* when a timeout last counted (breaker) */
     uint32_t lat[LAT_BUCKETS], lat_n;
 };
 
@@ -706,12 +707,18 @@ static void timeout_cb(uv_timer_t *timer)
         }
         w->awaiting = 0;
         /* A timeout counts against the breaker only when the server has
-         * said nothing since the wait was sent: a slow Redis that answers
-         * (a large request, a busy moment) is not a dead one, and keeps
-         * deciding (docs/server.md, "Circuit breaker"). */
+         * said nothing since the wait was sent, and at most once per
+         * timeout: a slow Redis that answers (a large request, a busy
+         * moment) is not a dead one and keeps deciding, and the waits
+         * that one stall times out together are one failure, so the
+         * breaker opens after --redis-breaker whole timeouts of silence
+         * (docs/server.md, "Circuit breaker"). */
         if (timed_out && r->last_reply_ms < w->sent_ms &&
-            sd_breaker_failure(&r->br))
-            go_down(r, "timeouts");
+            now >= r->last_silence_ms + (w->deadline - w->sent_ms)) {
+            r->last_silence_ms = now;
+            if (sd_breaker_failure(&r->br))
+                go_down(r, "timeouts");
+        }
         any_timed_out |= timed_out;
         round_end(w); /* dequeues it */
     }

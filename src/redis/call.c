@@ -75,6 +75,10 @@ static size_t key_name_max(const sl__redis_keyspace *ks, size_t key_len)
 static size_t put_tag(char *out, const char *tag, size_t len)
 {
     size_t n = 0;
+    if (memchr(tag, '}', len) == NULL && memchr(tag, TAG_ESCAPE, len) == NULL) {
+        memcpy(out, tag, len); /* the usual key: as it is */
+        return len;
+    }
     for (size_t i = 0; i < len; i++) {
         unsigned char b = (unsigned char)tag[i];
         if (b == '}' || b == TAG_ESCAPE) {
