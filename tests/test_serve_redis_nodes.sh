@@ -103,7 +103,7 @@ try:
     left = nodes[:3]
     check("still counted just after it stopped", left[0].live() == 4, left[0].live())
     check("the stopped node leaves the count after its TTL",
-          wait_until(lambda: all(n.live() == 3 for n in left), 8),
+          wait_until(lambda: all(n.live() == 3 for n in left), 12),
           [n.live() for n in left])
 
     # Redis gone: each node decides alone with the limit divided by the

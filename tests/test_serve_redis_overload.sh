@@ -72,6 +72,18 @@ try:
           all(wait_until(lambda n=n: n.metric("sluice_nodes_live") == N, 10)
               for n in nodes))
 
+    # The count falls only when a lower one has held for the TTL: a Redis
+    # that lost the set (restarted without it) first answers 1, and a node
+    # that believed itself alone would give its fallback the whole limit.
+    cli(redis.port, "DEL", "sl:nodes")
+    seen_counts = set()
+    end = time.monotonic() + 2.5
+    while time.monotonic() < end:
+        seen_counts |= {n.metric("sluice_nodes_live") for n in nodes}
+        time.sleep(0.03)
+    check("the set lost: the count stays %d (seen %s)" % (N, sorted(seen_counts)),
+          seen_counts == {N})
+
     # Phase A: Redis decides; each node lets through its share S.
     allowed = [0] * N
     for i in range(L):

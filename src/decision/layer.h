@@ -46,6 +46,7 @@ struct sd_thread {
     sd_local *local; /* the local policy's divided limits */
     uv_timer_t beat; /* --nodes auto, thread 0: the heartbeat */
     int beating;
+    uint64_t fewer_since; /* loop ms a lower count was first seen; 0: none */
 };
 
 static inline void sd_count(atomic_uint_fast64_t *c, uint64_t n)
