@@ -158,6 +158,14 @@ static void test_handshake_commands(void **state)
                sl__redis_script);
     expect_cmd(&hs, 3, SL__REDIS_CMD_CLUSTER_SLOTS, "CLUSTER", "SLOTS", NULL);
 
+    /* A plain store's INFO cluster: right after AUTH, before SELECT (which
+     * a Cluster node refuses). */
+    sl__redis_handshake_init(
+        &hs, &ep, SL__REDIS_WITH_SCRIPT_LOAD | SL__REDIS_WITH_CLUSTER_CHECK);
+    expect_eq(hs.n, 4);
+    expect_cmd(&hs, 1, SL__REDIS_CMD_INFO_CLUSTER, "INFO", "cluster", NULL);
+    expect_cmd(&hs, 2, SL__REDIS_CMD_SELECT, "SELECT", "15", NULL);
+
     /* A user without a password sends nothing: AUTH needs a password. */
     ep = (sl__redis_endpoint){.host = "h", .port = 1, .user = "me"};
     sl__redis_handshake_init(&hs, &ep, SL__REDIS_WITH_CLUSTER_SLOTS);
@@ -211,6 +219,20 @@ static void test_handshake_checks(void **state)
         check_reply(SL__REDIS_CMD_SCRIPT_LOAD, "$40\r\n" SHA "\r\n", sha, err),
         0);
     assert_string_equal(sha, SHA);
+
+    /* INFO cluster: a Cluster node is refused (SL_EINVAL, the URL is
+     * wrong); an error reply (an ACL without INFO) cannot tell: 0. */
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "$19\r\ncluster_enabled:0\r\n\r\n", NULL, err),
+              0);
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "$19\r\ncluster_enabled:1\r\n\r\n", NULL, err),
+              SL_EINVAL);
+    assert_non_null(strstr(err, "use redis-cluster://"));
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "-NOPERM this user has no permissions\r\n", NULL,
+                          err),
+              0);
 }
 
 /* ---- RESP ---- */

@@ -60,20 +60,22 @@ int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
         sl__set_err(err, errlen, "redis %s: no reply", name);
         return SL_ESTORE;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        sl__set_err(err, errlen, "redis %s: %s", name, r->str);
-        return SL_ESTORE;
-    }
     if (kind == SL__REDIS_CMD_INFO_CLUSTER) {
-        /* A configuration error, not an outage: SL_EINVAL. */
+        /* An error (an ACL without INFO, a renamed command) cannot tell:
+         * the store goes on, and a MOVED later is logged. */
         if (r->type == REDIS_REPLY_STRING &&
             strstr(r->str, "cluster_enabled:1") != NULL) {
+            /* A configuration error, not an outage: SL_EINVAL. */
             sl__set_err(err, errlen,
                         "redis: the server is a Redis Cluster node "
                         "(cluster_enabled:1): use redis-cluster://");
             return SL_EINVAL;
         }
         return 0;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        sl__set_err(err, errlen, "redis %s: %s", name, r->str);
+        return SL_ESTORE;
     }
     if (kind != SL__REDIS_CMD_SCRIPT_LOAD)
         return 0;
