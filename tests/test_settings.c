@@ -261,11 +261,11 @@ static void defaults(void **state)
     expect_eq(r->srv.read_timeout_ms, 10000);
     expect_eq(r->srv.max_connections, 10000);
     expect_eq(r->srv.max_adhoc_limits, 10000);
-    expect_eq(r->srv.redis_timeout_ms, 5);
+    expect_eq(r->srv.redis_timeout_ms, 0); /* auto */
     expect_eq(r->srv.redis_failure, SD_FAIL_LOCAL);
     expect_eq(r->srv.redis_breaker, 3);
     expect_eq(r->srv.redis_tag_domain, 0);
-    expect_eq(r->srv.nodes, 1);
+    expect_eq(r->srv.nodes, SD_NODES_AUTO);
     assert_null(r->px->upstream);
     expect_eq(r->px->connect_timeout_ms, 1000);
     expect_eq(r->px->response_timeout_ms, 30000);

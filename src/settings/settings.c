@@ -204,6 +204,11 @@ static int set(st_settings *s, const st_setting *row, const source *from,
     case ST_SET_SIZE:
         return set_number(row, from, text, len, field(s, row), err, errlen);
     case ST_SET_MS:
+        if (row->zero != NULL && strlen(row->zero) == len &&
+            memcmp(row->zero, text, len) == 0) {
+            *(uint64_t *)field(s, row) = 0;
+            return 0;
+        }
         if (sl__value_duration(text, len, SL_NS_PER_MS, &ns) == 0) {
             *(uint64_t *)field(s, row) = (uint64_t)(ns / SL_NS_PER_MS);
             return 0;

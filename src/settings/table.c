@@ -103,9 +103,11 @@ const st_setting st_settings_table[] = {
              "redis://[[user]:pass@]host[:port][/db] or\n"
              "unix:/path/redis.sock[?db=N] or\n"
              "redis-cluster://host:port[,host:port...]"},
-    {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D",
-     .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms), .def = "5ms",
-     .help = "wait on Redis per call, then fail (5ms)"},
+    {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D|auto",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms),
+     .zero = "auto", .def = "auto",
+     .help = "wait on Redis per call, then fail; auto\n"
+             "(default): 4 x p99 round trip, 50ms..1s"},
     {.flag = "redis-failure", .key = "redis_failure", .arg = "P",
      .commands = BOTH, .kind = ST_SET_ENUM, SRV(redis_failure),
      .names = sl__failure_names, .def = "local",
@@ -125,10 +127,10 @@ const st_setting st_settings_table[] = {
              "each descriptor's) or domain (all of it)"},
     {.flag = "nodes", .key = "nodes", .arg = "N|auto", .commands = BOTH,
      .kind = ST_SET_INT, SRV(nodes), .min = 1, .max = 10000, .zero = "auto",
-     .def = "1",
+     .def = "auto",
      .help = "sluice serve nodes sharing the Redis: the\n"
-             "local policy's divisor (1); auto counts the\n"
-             "live ones through Redis"},
+             "local policy's divisor; auto (default)\n"
+             "counts the live ones through Redis"},
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
      .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},
