@@ -34,6 +34,11 @@ static const char replay_usage[] =
     "reported on stderr because they change decisions.\n"
     "Exit status: 0 ok, 1 store failure, 2 bad arguments or input.\n";
 
+void cmd_replay_usage(FILE *to)
+{
+    fputs(replay_usage, to);
+}
+
 enum { OUT_FLUSH = 1 << 16 };
 
 /* How much of a bad token an error message quotes. */

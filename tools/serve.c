@@ -14,7 +14,7 @@
 #include "server/worker.h"
 #include "settings/settings.h"
 
-static void usage(FILE *to)
+void cmd_serve_usage(FILE *to)
 {
     fputs("usage: sluice serve --rules PATH [OPTIONS]\n"
           "\n"
@@ -59,7 +59,7 @@ int cmd_serve(int argc, char **argv)
         rc = st_settings_args(&settings, argc, argv, err, sizeof(err));
     if (rc == 0 && cfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
-    int status = st_settings_outcome(rc, err, "sluice serve", usage);
+    int status = st_settings_outcome(rc, err, "sluice serve", cmd_serve_usage);
     if (status < 0 && cfg.resp_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"resp", cfg.resp_listen, 0, rp_accept, rp_close_idle};

@@ -458,7 +458,11 @@ void st_settings_help(unsigned command, FILE *out)
             !(row->commands & command))
             continue;
         snprintf(head, sizeof(head), "--%s %s", row->flag, row->arg);
-        fprintf(out, "  %-24s", head);
+        /* A head wider than its column gets a line of its own. */
+        if (strlen(head) < 24)
+            fprintf(out, "  %-24s", head);
+        else
+            fprintf(out, "  %s\n%26s", head, "");
         for (const char *line = row->help;; line++) {
             size_t n = strcspn(line, "\n");
             fprintf(out, "%.*s\n", (int)n, line);
