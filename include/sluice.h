@@ -34,8 +34,8 @@ extern "C" {
 /* Nanoseconds, signed so that differences are natural. */
 typedef int64_t sl_nanos;
 
-#define SL_NS_PER_US INT64_C(1000)
-#define SL_NS_PER_MS INT64_C(1000000)
+#define SL_NS_PER_US  INT64_C(1000)
+#define SL_NS_PER_MS  INT64_C(1000000)
 #define SL_NS_PER_SEC INT64_C(1000000000)
 
 /* The latest accepted now: 2^62 ns after the epoch (the year 2116), so
@@ -46,13 +46,13 @@ typedef int64_t sl_nanos;
  * Errors.  One table gives the enum, sl_strerror() and sl_err_name(); the
  * names ("EINVAL", ...) are also the machine-readable codes of the HTTP API.
  */
-#define SL_ERRNO_MAP(X)                                                        \
-    X(EINVAL, -1, "invalid argument")                                          \
-    X(ENOMEM, -2, "out of memory")                                             \
-    X(ERANGE, -3, "value out of range")                                        \
-    X(ECOST, -4, "cost out of range")                                          \
-    X(EKEYLEN, -5, "key too long")                                             \
-    X(EFULL, -6, "store full: memory cap reached and nothing evictable")       \
+#define SL_ERRNO_MAP(X)                                                     \
+    X(EINVAL, -1, "invalid argument")                                       \
+    X(ENOMEM, -2, "out of memory")                                          \
+    X(ERANGE, -3, "value out of range")                                     \
+    X(ECOST, -4, "cost out of range")                                       \
+    X(EKEYLEN, -5, "key too long")                                          \
+    X(EFULL, -6, "store full: memory cap reached and nothing evictable")    \
     X(ESTORE, -7, "store unavailable")
 
 typedef enum sl_errno {
@@ -75,7 +75,7 @@ SL_EXPORT const char *sl_err_name(int err);
 typedef enum sl_algorithm {
     SL_TOKEN_BUCKET = 0,
     SL_GCRA,
-    SL_LEAKY_BUCKET, /* queue: allowed requests carry a delay */
+    SL_LEAKY_BUCKET,   /* queue: allowed requests carry a delay */
     SL_FIXED_WINDOW,
     SL_SLIDING_LOG,
     SL_SLIDING_WINDOW, /* the counter hybrid of two fixed windows */
@@ -103,11 +103,11 @@ SL_EXPORT int sl_duration_parse(const char *text, size_t len, sl_nanos *out);
 
 typedef struct sl_limit_config {
     sl_algorithm algorithm;
-    int64_t limit;   /* L: requests (cost units) per period, >= 1 */
-    sl_nanos period; /* P, >= 1 ns */
-    int64_t burst;   /* B for the buckets and gcra; 0 means B = L */
-    sl_nanos step;   /* stepped_window step; 0 means the default for P */
-    unsigned flags;  /* SL_LOG_REJECTED */
+    int64_t limit;     /* L: requests (cost units) per period, >= 1 */
+    sl_nanos period;   /* P, >= 1 ns */
+    int64_t burst;     /* B for the buckets and gcra; 0 means B = L */
+    sl_nanos step;     /* stepped_window step; 0 means the default for P */
+    unsigned flags;    /* SL_LOG_REJECTED */
     /* Separates limits whose parameters are equal: state is kept per
      * (limit parameters, id, key). */
     uint64_t id;
@@ -173,14 +173,14 @@ SL_EXPORT sl_nanos sl_default_step(sl_nanos period);
  * ------------------------------------------------------------------ */
 
 typedef struct sl_decision {
-    int allowed;          /* 1: may pass (cost consumed); 0: rejected */
-    int64_t limit;        /* L */
-    int64_t remaining;    /* whole units left after this request */
-    sl_nanos reset_after; /* until the state is back to full/empty */
-    sl_nanos retry_after; /* rejected: smallest wait after which the
-                           * same request would pass if nothing else
-                           * arrived; 0 if allowed; -1 if never */
-    sl_nanos delay;       /* leaky_bucket: wait before processing */
+    int allowed;              /* 1: may pass (cost consumed); 0: rejected */
+    int64_t limit;            /* L */
+    int64_t remaining;        /* whole units left after this request */
+    sl_nanos reset_after;     /* until the state is back to full/empty */
+    sl_nanos retry_after;     /* rejected: smallest wait after which the
+                               * same request would pass if nothing else
+                               * arrived; 0 if allowed; -1 if never */
+    sl_nanos delay;           /* leaky_bucket: wait before processing */
 } sl_decision;
 
 /* ---------------------------------------------------------------------
@@ -275,8 +275,8 @@ typedef struct sl_redis_options {
  * sl_store_get_stats() reports zeros.  Thread-safe: calls are serialised
  * on the store's one connection.
  */
-SL_EXPORT int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
-                                 char *errbuf, size_t errlen);
+SL_EXPORT int sl_redis_store_new(const sl_redis_options *opts,
+                                 sl_store **out, char *errbuf, size_t errlen);
 
 /*
  * The message of the last failure of a Redis store's check (the reply or
@@ -294,9 +294,9 @@ SL_EXPORT void sl_store_last_error(sl_store *store, char *buf, size_t len);
  * SL_ENOMEM/SL_EFULL when state cannot be kept (SL_EFULL also when one
  * key's log would outgrow its share of the memory cap).
  */
-SL_EXPORT int sl_check(sl_store *store, const sl_limit *limit, const void *key,
-                       size_t key_len, int64_t cost, sl_nanos now,
-                       sl_decision *out);
+SL_EXPORT int sl_check(sl_store *store, const sl_limit *limit,
+                       const void *key, size_t key_len, int64_t cost,
+                       sl_nanos now, sl_decision *out);
 
 /* One limit and key of a request that must pass several limits. */
 typedef struct sl_check_item {
@@ -382,11 +382,11 @@ SL_EXPORT size_t sl_store_sweep(sl_store *store, sl_nanos now,
                                 size_t max_slots);
 
 typedef struct sl_store_stats {
-    uint64_t keys;      /* keys holding state */
-    uint64_t bytes;     /* bytes held: table plus logs */
-    uint64_t max_bytes; /* the cap */
-    uint64_t reclaimed; /* keys dropped because their state expired */
-    uint64_t evicted;   /* keys dropped by the LRU policy at the cap */
+    uint64_t keys;          /* keys holding state */
+    uint64_t bytes;         /* bytes held: table plus logs */
+    uint64_t max_bytes;     /* the cap */
+    uint64_t reclaimed;     /* keys dropped because their state expired */
+    uint64_t evicted;       /* keys dropped by the LRU policy at the cap */
 } sl_store_stats;
 
 SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);
