@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "core/log.h"
 #include "settings/settings.h"
 
 void cmd_proxy_usage(FILE *to)
@@ -78,6 +79,8 @@ int cmd_proxy(int argc, char **argv)
     if (rc == 0 && scfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
     int status = st_settings_outcome(rc, err, "sluice proxy", cmd_proxy_usage);
+    if (status < 0)
+        sl__log_setup(scfg.log_json, scfg.log_level);
     if (status < 0) {
         status =
             px_proxy_run(&scfg, pcfg, settings.config ? reload : NULL, &cl);

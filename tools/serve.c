@@ -9,6 +9,7 @@
 
 #include "admin/admin.h"
 #include "commands.h"
+#include "core/log.h"
 #include "grpc/grpc.h"
 #include "resp/resp.h"
 #include "server/worker.h"
@@ -70,6 +71,8 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;
     }
+    if (status < 0)
+        sl__log_setup(cfg.log_json, cfg.log_level);
     /* The control thread keeps the runtime limits (overrides) in step,
      * and polls the advisor. */
     cfg.control = 1;

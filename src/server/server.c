@@ -21,6 +21,7 @@
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/rules_reload.h"
+#include "core/log.h"
 
 static void tick_cb(uv_prepare_t *h)
 {
@@ -109,7 +110,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
     else if (uv_ip6_addr(addr->host, port, (struct sockaddr_in6 *)&ss) == 0)
         fam = AF_INET6;
     else {
-        fprintf(stderr, "sluice: bad listen address: '%s'\n", addr->host);
+        sl__log(SL__LOG_ERROR, NULL, "bad listen address: '%s'", addr->host);
         return -1;
     }
     int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -120,7 +121,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
              fam == AF_INET ? sizeof(struct sockaddr_in)
                             : sizeof(struct sockaddr_in6)) ||
         listen(fd, 511)) {
-        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n", addr->host,
+        sl__log(SL__LOG_ERROR, NULL, "cannot listen on %s:%d: %s", addr->host,
                 port, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -187,7 +188,7 @@ static void signal_cb(uv_signal_t *h, int signum)
             fe->reload(fe->ctx);
         return;
     }
-    fprintf(stderr, "sluice: %s: draining and exiting\n",
+    sl__log(SL__LOG_INFO, NULL, "%s: draining and exiting",
             signum == SIGTERM ? "SIGTERM" : "SIGINT");
     atomic_store(&the_server->draining, 1);
     stop_all(the_server);
@@ -224,7 +225,7 @@ int sv_server_run(const sv_config *cfg)
                     .nodes = cfg->nodes};
     char err[256];
     if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice serve: --store: %s\n", err);
+        sl__log(SL__LOG_ERROR, "serve", "--store: %s", err);
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
@@ -284,10 +285,10 @@ int sv_server_run(const sv_config *cfg)
         started++;
     }
     /* Tests and supervisors read the bound address from this line. */
-    fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
+    sl__log(SL__LOG_INFO, NULL, "listening on %s:%d (%d threads)",
             cfg->listen.host, ports[0], s->n_public);
     for (int d = 0; d < cfg->n_doors; d++)
-        fprintf(stderr, "sluice: %s listening on %s:%d\n", cfg->doors[d].name,
+        sl__log(SL__LOG_INFO, NULL, "%s listening on %s:%d", cfg->doors[d].name,
                 cfg->doors[d].addr.host, ports[1 + d]);
     fflush(stderr);
 

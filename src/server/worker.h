@@ -114,6 +114,7 @@ typedef struct sv_config {
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
+    int log_json, log_level; /* --log-format json, --log-level (core/log.h) */
 } sv_config;
 
 /* Per-thread counters, written only by their thread with relaxed atomics
