@@ -22,6 +22,7 @@
 #include "server/metrics.h"
 #include "server/rules_reload.h"
 #include "core/log.h"
+#include "server/hot.h"
 
 static void tick_cb(uv_prepare_t *h)
 {
@@ -245,8 +246,10 @@ int sv_server_run(const sv_config *cfg)
     ports[0] = cfg->listen.port;
     for (int d = 0; d < cfg->n_doors; d++)
         ports[1 + d] = cfg->doors[d].addr.port;
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_init(&s->workers[i].series_lock, NULL);
+        s->workers[i].hot = sv_hot_new();
+    }
     for (int i = 0; i < s->n_workers; i++) {
         sv_worker *w = &s->workers[i];
         w->server = s;
@@ -326,8 +329,10 @@ stop:
         sv_dec_state_free(w->dec_scratch);
         sv_buf_release(&w->answer);
     }
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_destroy(&s->workers[i].series_lock);
+        sv_hot_free(s->workers[i].hot);
+    }
 out:
     free(s->workers);
     sv_reload_release(s);

@@ -179,6 +179,7 @@ struct sv_worker {
     /* The rules decision of requests answered at once (the memory
      * store): one per thread; with Redis each connection has its own. */
     struct sv_dec_state *dec_scratch;
+    struct sv_hot *hot; /* the status page's last minute (hot.h) */
 };
 
 struct sv_server {
