@@ -7,7 +7,7 @@
 # the admin one when there is.  Then a real headless browser (Debian's
 # chromium driven by puppeteer-core, tests/status/status.js): the page
 # loads with no console error, shows the rules, and its counters move
-# when traffic flows.
+# when traffic flows.  And docs/operations.md's examples.
 #
 # Needs SLUICE, SOURCE_DIR, chromium and tests/status/node_modules
 # (scripts/deps.sh installs both).
@@ -67,6 +67,25 @@ csp=$(curl -s -D - -o "$tmp/page.html" "$base/status" | tr -d '\r' | sed -n 's/^
 grep -q "default-src 'none'" <<<"$csp" && ! grep -Eq 'src=|href=|@import|url\(' "$tmp/page.html" &&
   pass "the page: one static file with nothing external, and a CSP of default-src 'none'" ||
   bad "page" "csp '$csp'"
+
+# Every example of docs/operations.md runs against this serve.
+python3 - "$tmp/docs" "$SOURCE_DIR/docs/operations.md" <<'PY' || fail=1
+import os, re, sys
+os.makedirs(sys.argv[1])
+text = open(sys.argv[2]).read()
+blocks = re.findall(r'<!-- serve-test: expect (.*?) -->\s*```sh\n(.*?)```', text, re.S)
+if not blocks or len(blocks) != text.count("<!-- serve-test"):
+    sys.exit("FAIL docs/operations.md: malformed serve-test blocks")
+for n, (want, cmd) in enumerate(blocks):
+    open(f"{sys.argv[1]}/{n}.sh", "w").write(cmd)
+    open(f"{sys.argv[1]}/{n}.want", "w").write(want)
+PY
+for f in "$tmp"/docs/*.sh; do
+  want=$(cat "${f%.sh}.want")
+  out=$(sed "s/127\.0\.0\.1:8080/127.0.0.1:$port/g" "$f" | PATH="$(dirname "$SLUICE"):$PATH" timeout 20 bash 2>&1)
+  [[ "$out" == *"$want"* ]] && pass "docs/operations.md example $(basename "$f")" ||
+    bad "docs/operations.md example $(basename "$f")" "expected '$want' in: $out"
+done
 
 # With an admin listener the page is there, and not on the main one.
 p2=$(free_port); a2=$(free_port)
