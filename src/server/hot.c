@@ -17,16 +17,51 @@
 #define HOT_STEPS 120                   /* 10 minutes of buckets */
 
 typedef struct hot_entry {
-    uint64_t hash;
+    uint64_t hash; /* also in the table's hash[], for the merge */
     uint64_t count, over, error;
     uint8_t key_len, rule_len;
     char key[HOT_TEXT], rule[HOT_TEXT / 2];
 } hot_entry;
 
+#define HOT_SLOTS 256 /* of the index: a quarter full at most */
+
+/* The entries, an index of their hashes (linear probing, entry + 1 per
+ * slot, 0 empty), and the least count known, so that a miss finds an
+ * entry to replace without a full scan while there are ties (the usual
+ * case: every newcomer enters at the minimum plus one). */
 typedef struct hot_table {
-    size_t n;
+    size_t n, cursor;
+    uint64_t min; /* no entry counts less (a lower bound) */
+    uint64_t hash[HOT_K];
+    uint8_t index[HOT_SLOTS];
     hot_entry e[HOT_K];
 } hot_table;
+
+/* The slot of hash in t's index, or of the empty slot its probe ends on. */
+static size_t slot_of(const hot_table *t, uint64_t hash)
+{
+    size_t i = hash % HOT_SLOTS;
+    while (t->index[i] != 0 && t->hash[t->index[i] - 1] != hash)
+        i = (i + 1) % HOT_SLOTS;
+    return i;
+}
+
+/* Removes hash's slot, shifting back the probe run after it. */
+static void unindex(hot_table *t, uint64_t hash)
+{
+    size_t hole = slot_of(t, hash);
+    for (size_t j = (hole + 1) % HOT_SLOTS; t->index[j] != 0;
+         j = (j + 1) % HOT_SLOTS) {
+        size_t home = t->hash[t->index[j] - 1] % HOT_SLOTS;
+        /* j's entry may fill the hole unless its home lies in (hole, j]. */
+        if ((j - home + HOT_SLOTS) % HOT_SLOTS >=
+            (j - hole + HOT_SLOTS) % HOT_SLOTS) {
+            t->index[hole] = t->index[j];
+            hole = j;
+        }
+    }
+    t->index[hole] = 0;
+}
 
 typedef struct hot_bucket {
     int64_t epoch; /* now / HOT_STEP_NS of its counts */
@@ -56,16 +91,40 @@ void sv_hot_free(sv_hot *h)
     free(h);
 }
 
-/* FNV-1a: keys here are short, and the table's K entries are few. */
-static uint64_t hash_of(const char *a, size_t an, const char *b, size_t bn)
+/* A hash of n bytes continued from x, eight bytes a step (a byte at a
+ * time cost more than the rest of the count).  Not keyed: a client that
+ * made two keys collide would only merge their lines on the page. */
+static uint64_t mix(uint64_t x, const char *a, size_t n)
 {
-    uint64_t x = UINT64_C(1469598103934665603);
-    for (size_t i = 0; i < an; i++)
-        x = (x ^ (uint8_t)a[i]) * UINT64_C(1099511628211);
-    x ^= 0xff;
-    for (size_t i = 0; i < bn; i++)
-        x = (x ^ (uint8_t)b[i]) * UINT64_C(1099511628211);
-    return x;
+    const uint64_t k = UINT64_C(0x9e3779b97f4a7c15);
+    for (; n >= 8; a += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, a, 8);
+        x = (x ^ v) * k;
+        x ^= x >> 29;
+    }
+    uint64_t v = 0;
+    memcpy(&v, a, n);
+    x = (x ^ v ^ ((uint64_t)n << 56)) * k;
+    return x ^ (x >> 32);
+}
+
+/* An entry of the least count, from the cursor on. */
+static size_t least(hot_table *t)
+{
+    size_t best = t->cursor;
+    for (size_t k = 0; k < HOT_K; k++) {
+        size_t i = (t->cursor + k) % HOT_K;
+        if (t->e[i].count <= t->min) {
+            t->cursor = (i + 1) % HOT_K;
+            return i;
+        }
+        if (t->e[i].count < t->e[best].count)
+            best = i;
+    }
+    t->min = t->e[best].count; /* a full scan: the true minimum */
+    t->cursor = (best + 1) % HOT_K;
+    return best;
 }
 
 /* Space-saving: counts `key` (with its rule) in t. */
@@ -73,25 +132,25 @@ static void count(hot_table *t, uint64_t hash, const char *key, size_t key_len,
                   const char *rule, size_t rule_len, uint64_t over, uint64_t n)
 {
     hot_entry *e = NULL;
-    for (size_t i = 0; i < t->n; i++)
-        if (t->e[i].hash == hash) {
-            e = &t->e[i];
-            break;
-        }
+    size_t slot = slot_of(t, hash);
+    if (t->index[slot] != 0)
+        e = &t->e[t->index[slot] - 1];
     if (e == NULL) {
+        size_t i;
         if (t->n < HOT_K) {
-            e = &t->e[t->n++];
-            *e = (hot_entry){0};
+            i = t->n++;
+            t->e[i] = (hot_entry){0};
         } else {
-            e = &t->e[0];
-            for (size_t i = 1; i < HOT_K; i++)
-                if (t->e[i].count < e->count)
-                    e = &t->e[i];
+            i = least(t);
+            unindex(t, t->hash[i]);
+            slot = slot_of(t, hash);
             /* The newcomer inherits the evicted count: its error. */
-            e->error = e->count;
-            e->over = 0;
+            t->e[i].error = t->e[i].count;
+            t->e[i].over = 0;
         }
-        e->hash = hash;
+        e = &t->e[i];
+        e->hash = t->hash[i] = hash;
+        t->index[slot] = (uint8_t)(i + 1);
         e->key_len = (uint8_t)(key_len < HOT_TEXT ? key_len : HOT_TEXT);
         memcpy(e->key, key, e->key_len);
         e->rule_len =
@@ -100,6 +159,13 @@ static void count(hot_table *t, uint64_t hash, const char *key, size_t key_len,
     }
     e->count += n;
     e->over += over;
+}
+
+static void clear(hot_table *t)
+{
+    t->n = t->cursor = 0;
+    t->min = 0;
+    memset(t->index, 0, sizeof(t->index));
 }
 
 /* Moves the generations on to now's. */
@@ -112,9 +178,11 @@ static void advance(sv_hot *h, sl_nanos now)
         h->keys[1] = h->keys[0];
         h->rules[1] = h->rules[0];
     } else {
-        h->keys[1].n = h->rules[1].n = 0;
+        clear(&h->keys[1]);
+        clear(&h->rules[1]);
     }
-    h->keys[0].n = h->rules[0].n = 0;
+    clear(&h->keys[0]);
+    clear(&h->rules[0]);
     h->gen = gen;
 }
 
@@ -126,8 +194,8 @@ void sv_hot_count(sv_worker *w, const char *rule, const char *key,
         return;
     sl_nanos now = sv_now(w);
     size_t rule_len = strlen(rule);
-    uint64_t kh = hash_of(rule, rule_len, key, key_len);
-    uint64_t rh = hash_of(rule, rule_len, "", 0);
+    uint64_t rh = mix(0, rule, rule_len);
+    uint64_t kh = mix(rh, key, key_len);
     int64_t epoch = now / HOT_STEP_NS;
     pthread_mutex_lock(&h->lock);
     advance(h, now);

@@ -10,9 +10,9 @@
  * over by at most the count it inherited, reported as `error`), one of
  * keys and one of rules, each in two generations of 30 s (so what is
  * reported covers the last 30 to 60 s), and a ring of 5 s buckets.  A
- * decision costs a hash of its key, an uncontended lock and a scan of K
- * hashes; the memory is fixed (about 60 KiB a thread).  The status
- * endpoint locks each thread's tables in turn and merges them.
+ * decision costs a hash of its key, an uncontended lock and a probe of an
+ * index of the K entries' hashes; the memory is fixed (about 60 KiB a thread).
+ * The status endpoint locks each thread's tables in turn and merges them.
  */
 #ifndef SV_HOT_H
 #define SV_HOT_H
