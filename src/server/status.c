@@ -184,25 +184,26 @@ void sv_status_json_get(sv_worker *w, sv_buf *out, int keep_alive)
 }
 
 /* The main listener serves the page only when no admin listener does:
- * an operator who set one chose where the status is seen. */
+ * an operator who set one chose where the status is seen.  1 when it
+ * answered 404 for that. */
+static int on_admin(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (w->server->cfg.admin_listen.host == NULL)
+        return 0;
+    sv_respond_error(out, 404, "ENOTFOUND",
+                     "no such route: the status page is on the admin listener",
+                     keep_alive);
+    return 1;
+}
+
 void sv_status_page_public(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    if (w->server->cfg.admin_listen.host != NULL)
-        sv_respond_error(out, 404, "ENOTFOUND",
-                         "no such route: the status page is on the admin "
-                         "listener",
-                         keep_alive);
-    else
+    if (!on_admin(w, out, keep_alive))
         sv_status_page(w, out, keep_alive);
 }
 
 void sv_status_json_public(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    if (w->server->cfg.admin_listen.host != NULL)
-        sv_respond_error(out, 404, "ENOTFOUND",
-                         "no such route: the status page is on the admin "
-                         "listener",
-                         keep_alive);
-    else
+    if (!on_admin(w, out, keep_alive))
         sv_status_json_get(w, out, keep_alive);
 }
