@@ -11,6 +11,7 @@
  * limit shared by many callers is never exceeded, only sometimes wasted.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,8 +184,8 @@ static int call(const wait_opts *o, const char *method, const char *path,
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ; /* a signal that did not end the process: sleep the rest */
 }
 
 /* Until a call is recorded within the limit: 0, 1 or EXIT_TOO_LONG. */
