@@ -36,6 +36,11 @@ static const char replay_usage[] =
     "With --adaptive it replays the adaptive controller's signals instead\n"
     "(sluice replay --adaptive --help).\n";
 
+void cmd_replay_usage(FILE *to)
+{
+    fputs(replay_usage, to);
+}
+
 enum { OUT_FLUSH = 1 << 16 };
 
 /* How much of a bad token an error message quotes. */

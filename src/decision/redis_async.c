@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "decision/layer.h"
+#include "core/log.h"
 
 #define PROBE_MIN_MS 200
 /* The first wait after a TRYAGAIN; each next one doubles, up to
@@ -171,9 +172,8 @@ static void go_down(sd_redis *r, const char *why)
         sd_cluster_close(r->cluster);
     if (was == SD_UP) {
         sd_count(&r->t->stats->breaker_opened, 1);
-        fprintf(stderr,
-                "sluice: thread %d: redis down (%s): breaker open, retry in "
-                "%llu ms\n",
+        sl__log(SL__LOG_WARN, NULL,
+                "thread %d: redis down (%s): breaker open, retry in %llu ms",
                 r->t->index, why, (unsigned long long)wait);
     }
     if (ac != NULL)
@@ -202,7 +202,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     if (r == NULL || ac != r->ac || r->br.state != SD_CONNECTING)
         return;
     if (sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice: thread %d: %s\n", r->t->index, err);
+        sl__log(SL__LOG_ERROR, NULL, "thread %d: %s", r->t->index, err);
         go_down(r, "setup refused");
         return;
     }
@@ -223,7 +223,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     r->last_reply_ms = uv_now(r->t->loop);
     set_up(r, 1);
     sd_count(&r->t->stats->breaker_closed, 1);
-    fprintf(stderr, "sluice: thread %d: redis up: breaker closed\n",
+    sl__log(SL__LOG_INFO, NULL, "thread %d: redis up: breaker closed",
             r->t->index);
 }
 

@@ -36,6 +36,7 @@
 #include "server/label.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "core/log.h"
 
 #define TICK_MS 1000
 /* A write waits this long on Redis, then answers 503. */
@@ -285,8 +286,9 @@ static void publish(struct sv_limits *lim)
         return;
     sv_rules *gen = derive(lim, now_ms(s));
     if (gen == NULL) {
-        fprintf(stderr, "sluice: runtime limits: out of memory; the last "
-                        "limits stay in force\n");
+        sl__log(SL__LOG_ERROR, NULL,
+                "runtime limits: out of memory; the last "
+                "limits stay in force");
         return;
     }
     pthread_mutex_lock(&s->reload_lock);

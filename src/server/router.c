@@ -18,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/respond.h"
 #include "server/router.h"
+#include "server/status.h"
 
 static void get_readyz(sv_worker *w, sv_buf *out, int keep_alive)
 {
@@ -112,6 +113,9 @@ static const sv_route_entry public_routes[] = {
     /* Gateways differ: nginx's auth_request sends GET, others forward
      * the client's method. */
     {"/v1/auth", SV_ANY_METHOD, NULL, sv_api_auth},
+    /* Read-only, when no admin listener serves them (status.c). */
+    {"/status", HTTP_GET, sv_status_page_public, NULL},
+    {"/status.json", HTTP_GET, sv_status_json_public, NULL},
 };
 
 const sv_routes sv_public_routes = {

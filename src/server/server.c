@@ -23,6 +23,8 @@
 #include "server/metrics.h"
 #include "server/peers.h"
 #include "server/rules_reload.h"
+#include "core/log.h"
+#include "server/hot.h"
 
 static void tick_cb(uv_prepare_t *h)
 {
@@ -169,7 +171,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
     else if (uv_ip6_addr(addr->host, port, (struct sockaddr_in6 *)&ss) == 0)
         fam = AF_INET6;
     else {
-        fprintf(stderr, "sluice: bad listen address: '%s'\n", addr->host);
+        sl__log(SL__LOG_ERROR, NULL, "bad listen address: '%s'", addr->host);
         return -1;
     }
     int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -180,7 +182,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
              fam == AF_INET ? sizeof(struct sockaddr_in)
                             : sizeof(struct sockaddr_in6)) ||
         listen(fd, 511)) {
-        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n", addr->host,
+        sl__log(SL__LOG_ERROR, NULL, "cannot listen on %s:%d: %s", addr->host,
                 port, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -247,7 +249,7 @@ static void signal_cb(uv_signal_t *h, int signum)
             fe->reload(fe->ctx);
         return;
     }
-    fprintf(stderr, "sluice: %s: draining and exiting\n",
+    sl__log(SL__LOG_INFO, NULL, "%s: draining and exiting",
             signum == SIGTERM ? "SIGTERM" : "SIGINT");
     atomic_store(&the_server->draining, 1);
     stop_all(the_server);
@@ -284,7 +286,7 @@ int sv_server_run(const sv_config *cfg)
                     .nodes = cfg->nodes};
     char err[256];
     if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice serve: --store: %s\n", err);
+        sl__log(SL__LOG_ERROR, "serve", "--store: %s", err);
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
@@ -308,8 +310,10 @@ int sv_server_run(const sv_config *cfg)
     ports[0] = cfg->listen.port;
     for (int d = 0; d < cfg->n_doors; d++)
         ports[1 + d] = cfg->doors[d].addr.port;
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_init(&s->workers[i].series_lock, NULL);
+        s->workers[i].hot = sv_hot_new();
+    }
     for (int i = 0; i < s->n_workers; i++) {
         sv_worker *w = &s->workers[i];
         w->server = s;
@@ -348,10 +352,10 @@ int sv_server_run(const sv_config *cfg)
         started++;
     }
     /* Tests and supervisors read the bound address from this line. */
-    fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
+    sl__log(SL__LOG_INFO, NULL, "listening on %s:%d (%d threads)",
             cfg->listen.host, ports[0], s->n_public);
     for (int d = 0; d < cfg->n_doors; d++)
-        fprintf(stderr, "sluice: %s listening on %s:%d\n", cfg->doors[d].name,
+        sl__log(SL__LOG_INFO, NULL, "%s listening on %s:%d", cfg->doors[d].name,
                 cfg->doors[d].addr.host, ports[1 + d]);
     fflush(stderr);
 
@@ -390,8 +394,10 @@ stop:
         sv_buf_release(&w->answer);
         sv_json_release(&w->json);
     }
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_destroy(&s->workers[i].series_lock);
+        sv_hot_free(s->workers[i].hot);
+    }
 out:
     free(s->workers);
     sv_reload_release(s);

@@ -123,6 +123,7 @@ typedef struct sv_config {
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
+    int log_json, log_level; /* --log-format json, --log-level (core/log.h) */
 } sv_config;
 
 /* Per-thread counters, written only by their thread with relaxed atomics
@@ -190,6 +191,7 @@ struct sv_worker {
     /* The rules decision of requests answered at once (the memory
      * store): one per thread; with Redis each connection has its own. */
     struct sv_dec_state *dec_scratch;
+    struct sv_hot *hot; /* the status page's last minute (hot.h) */
 };
 
 struct sv_server {

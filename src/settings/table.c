@@ -9,6 +9,7 @@
  */
 #include <stddef.h>
 
+#include "core/log.h"
 #include "settings.h"
 
 #define SERVE ST_SET_SERVE
@@ -182,6 +183,13 @@ const st_setting st_settings_table[] = {
      .def = "10m",
      .help = "a per-value series not counted for this long\n"
              "leaves /metrics (10m)"},
+    {.flag = "log-format", .key = "log_format", .arg = "F", .commands = BOTH,
+     .kind = ST_SET_ENUM, SRV(log_json), .names = sl__log_format_names,
+     .def = "text", .help = "the log: text (default), or json: an object\n"
+             "per line (docs/operations.md)"},
+    {.flag = "log-level", .key = "log_level", .arg = "L", .commands = BOTH,
+     .kind = ST_SET_ENUM, SRV(log_level), .names = sl__log_level_names,
+     .def = "info", .help = "the least logged: debug, info, warn, error"},
     {.key = "upstream_pool", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(pool_max), .max = 100000, .def = "64"},
     {.key = "timeouts.connect", .commands = PROXY, .kind = ST_SET_MS,
