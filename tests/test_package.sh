@@ -114,10 +114,11 @@ nofile=$(sed -n 's/^LimitNOFILE=//p' "$unit")
 hard=$(ulimit -Hn)
 [ "$hard" != unlimited ] && [ "$hard" -lt "$nofile" ] && nofile=$hard
 port=$(free_port)
+mport=$(free_port)
 uid=61999
 (cd / && ulimit -n "$nofile" &&
   exec setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs --inh-caps=-all \
-    $exec_start --listen 127.0.0.1:"$port") 2>"$tmp/serve.log" &
+    $exec_start --listen 127.0.0.1:"$port" --metrics-listen 127.0.0.1:"$mport") 2>"$tmp/serve.log" &
 pid=$!
 wait_port "$port"
 base="http://127.0.0.1:$port"
@@ -133,7 +134,7 @@ grep -q '"status":"ready"' <<<"$ready" && [ "$st" = 200 ] && [ "$running_uid" = 
 reload=$(sed -n 's/^ExecReload=//p' "$unit")
 ${reload//\$MAINPID/$pid}
 for _ in $(seq 100); do grep -q 'rules reloaded' "$tmp/serve.log" && break; sleep 0.05; done
-curl -s "$base/metrics" | grep -q '^sluice_rules_reloads_total{result="ok"} 1$' &&
+curl -s "http://127.0.0.1:$mport/metrics" | grep -q '^sluice_rules_reloads_total{result="ok"} 1$' &&
   pass "ExecReload ($reload): the rules reloaded" || bad "reload" "$(cat "$tmp/serve.log")"
 kill -TERM "$pid"
 rc=0; wait "$pid" || rc=$?
