@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "grpc/grpc.h"
 #include "resp/resp.h"
-#include "server/router.h"
+#include "server/conn.h"
 #include "server/worker.h"
 #include "settings/settings.h"
 

@@ -659,3 +659,13 @@ void sv_conn_close_idle(sv_worker *w)
     if (sv_worker_quiet(w))
         sv_readers_close(&w->readers);
 }
+
+void sv_metrics_accept(sv_listener *l)
+{
+    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
+}
+
+void sv_metrics_close_idle(sv_listener *l)
+{
+    sv_conn_close_idle(l->w);
+}

@@ -129,18 +129,8 @@ static const sv_route_entry metrics_routes[] = {
     {"/readyz", HTTP_GET, get_readyz, NULL},
 };
 
-static const sv_routes sv_metrics_routes = {
+const sv_routes sv_metrics_routes = {
     metrics_routes, sizeof(metrics_routes) / sizeof(metrics_routes[0]), 0};
-
-void sv_metrics_accept(sv_listener *l)
-{
-    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
-}
-
-void sv_metrics_close_idle(sv_listener *l)
-{
-    sv_conn_close_idle(l->w);
-}
 
 const sv_http_header *sv_http_header_find(const sv_http_request *req,
                                           const char *name)

@@ -31,10 +31,9 @@ typedef struct sv_routes {
 /* The decision API's (serve's client-facing listener). */
 extern const sv_routes sv_public_routes;
 
-/* The metrics listener's door (--metrics-listen): GET /metrics,
- * /v1/rules, /healthz and /readyz. */
-void sv_metrics_accept(sv_listener *l);
-void sv_metrics_close_idle(sv_listener *l);
+/* The metrics listener's (--metrics-listen): GET /metrics, /v1/rules,
+ * /healthz and /readyz. */
+extern const sv_routes sv_metrics_routes;
 
 /* Answers the request into out by routes: 0, or SV_AGAIN (nothing
  * answered). */
