@@ -33,6 +33,7 @@
 #include <sys/random.h>
 
 #include "internal.h"
+#include "store/key_hash.h"
 
 enum {
     SHARD_BITS = 8,
@@ -65,7 +66,7 @@ typedef struct shard {
 
 typedef struct memory_store {
     sl_store base;
-    uint64_t seed0, seed1;
+    sl__key_hasher hasher; /* from the seed: key_hash.h */
     size_t max_bytes, shard_max_bytes;
     _Atomic int64_t epoch; /* ns of tick 0; INT64_MIN until first use */
     atomic_size_t cursor;  /* sl_store_sweep's position, in slots */
@@ -449,23 +450,53 @@ static int cmp_shard(const void *a, const void *b)
 static item_ref ref_of(memory_store *ms, const sl_check_item *item)
 {
     item_ref r;
-    r.hash = sl__siphash13(ms->seed0, ms->seed1, item->limit->ident, item->key,
-                           item->key_len);
+    r.hash =
+        sl__key_hash(&ms->hasher, item->limit->ident, item->key, item->key_len);
     r.hash += r.hash == 0; /* 0 marks an empty slot */
     r.sh = &ms->shards[r.hash >> (64 - SHARD_BITS)];
     return r;
 }
 
-static int check_one(memory_store *ms, const sl_check_item *item, int64_t cost,
-                     sl_nanos now, sl__mode mode, sl_decision *d)
+/*
+ * sl_check: one item, *out written only on success.
+ *
+ * The common case gets a path of its own: a key already in the table
+ * under an algorithm without a heap state.  Such a check cannot fail
+ * (only logs can), so it decides on the slot's state in place, into *out,
+ * and then only stamps the slot or, if the state is back to initial,
+ * removes it.  Everything else (a new key, a log) goes through apply().
+ */
+static int memory_check_one(sl_store *base, const sl_check_item *item,
+                            int64_t cost, sl_nanos now, int record,
+                            sl_decision *out)
 {
+    memory_store *ms = (memory_store *)base;
+    const sl_limit *lim = item->limit;
     item_ref ref = ref_of(ms, item);
+    sl__mode mode = record ? SL__RECORD : SL__COMMIT;
+    sl_decision d;
+    slot *s;
     int err;
 
     store_start(ms, now);
     shard_lock(ref.sh);
-    err = apply(ms, item, &ref, cost, now, mode, 0, &ref, 1, d);
+    if (!lim->algo->heap && (s = find(ref.sh, ref.hash)) != NULL) {
+        sl__call call = {cost, now, mode, 0};
+        sl_nanos expires = 0;
+        (void)lim->algo->check(lim, &s->state, &call, out, &expires);
+        if (is_initial(expires, now)) {
+            remove_at(ref.sh, (uint32_t)(s - ref.sh->slots));
+        } else {
+            s->expires = expiry_tick(ms, expires);
+            s->used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
+        }
+        shard_unlock(ref.sh);
+        return 0;
+    }
+    err = apply(ms, item, &ref, cost, now, mode, 0, &ref, 1, &d);
     shard_unlock(ref.sh);
+    if (err == 0)
+        *out = d;
     return err;
 }
 
@@ -522,8 +553,7 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
     int err = 0, all = 1;
 
     if (n == 1) /* the common case, without the bookkeeping of many */
-        return check_one(ms, items, costs[0], now,
-                         record ? SL__RECORD : SL__COMMIT, each);
+        return memory_check_one(base, items, costs[0], now, record, each);
     for (size_t i = 0; i < n; i++) {
         refs[i] = ref_of(ms, &items[i]);
         for (size_t j = 0; j < i; j++)
@@ -661,6 +691,7 @@ int sl__memory_check(sl_store *base)
 }
 
 static const sl__store_type memory_type = {
+    .check_one = memory_check_one,
     .check_multi = memory_check_multi,
     .check_batch = memory_check_batch,
     .sweep = memory_sweep,
@@ -688,17 +719,16 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
         ms->max_bytes = floor_bytes;
     ms->shard_max_bytes = (ms->max_bytes - sizeof(*ms)) / NSHARDS;
     ms->base.max_key_len = o.max_key_len ? o.max_key_len : 4096;
-    ms->seed0 = o.seed0;
-    ms->seed1 = o.seed1;
-    if (ms->seed0 == 0 && ms->seed1 == 0) {
+    if (o.seed0 == 0 && o.seed1 == 0) {
         uint64_t seed[2];
         if (getrandom(seed, sizeof(seed), 0) != sizeof(seed)) {
             free(ms);
             return NULL;
         }
-        ms->seed0 = seed[0];
-        ms->seed1 = seed[1];
+        o.seed0 = seed[0];
+        o.seed1 = seed[1];
     }
+    sl__key_hasher_init(&ms->hasher, o.seed0, o.seed1);
     atomic_init(&ms->epoch, INT64_MIN);
     for (int i = 0; i < NSHARDS; i++) {
         ms->shards[i].cap = MIN_CAP;
