@@ -101,6 +101,11 @@ struct sl_limit {
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;
     int64_t steps; /* stepped_window: P / step */
+    /* A bucket's capacity B * T in ticks (B * t_num) when it is below
+     * 2^62, else 0, and that in whole ns (most_ticks / t_den): the bounds
+     * of its 64-bit path (schedule.h, sl__sched_fast). */
+    int64_t most_ticks;
+    int64_t most_ns;
     /* The schedules' state tag (schedule.h): tag_bits is what this
      * limit writes above a state's fraction, 0 under the base's numbers,
      * else L << 32.  own_span is t_den for a limit that takes a state

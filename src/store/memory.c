@@ -64,12 +64,14 @@ typedef struct shard {
     uint64_t reclaimed, evicted;
 } __attribute__((aligned(64))) shard;
 
+/* What every decision reads (base, hasher, epoch) shares the first cache
+ * line; the store is allocated 64-aligned. */
 typedef struct memory_store {
     sl_store base;
     sl__key_hasher hasher; /* from the seed: key_hash.h */
-    size_t max_bytes, shard_max_bytes;
     _Atomic int64_t epoch; /* ns of tick 0; INT64_MIN until first use */
-    atomic_size_t cursor;  /* sl_store_sweep's position, in slots */
+    size_t max_bytes, shard_max_bytes;
+    atomic_size_t cursor; /* sl_store_sweep's position, in slots */
     shard shards[NSHARDS];
 } memory_store;
 
@@ -79,7 +81,7 @@ typedef struct item_ref {
     shard *sh;
 } item_ref;
 
-static void shard_lock(shard *sh)
+__attribute__((always_inline)) static inline void shard_lock(shard *sh)
 {
     unsigned spins = 0;
     while (atomic_exchange_explicit(&sh->lock, 1, memory_order_acquire)) {
@@ -176,7 +178,8 @@ static uint32_t dist_of(const shard *sh, uint32_t i, uint64_t hash)
     return i >= home ? i - home : i + sh->cap - home;
 }
 
-static slot *find(shard *sh, uint64_t hash)
+__attribute__((always_inline)) static inline slot *find(shard *sh,
+                                                        uint64_t hash)
 {
     uint32_t i = home_of(sh, hash);
     for (uint32_t d = 0;; d++) {
@@ -447,7 +450,8 @@ static int cmp_shard(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static item_ref ref_of(memory_store *ms, const sl_check_item *item)
+__attribute__((always_inline)) static inline item_ref
+ref_of(memory_store *ms, const sl_check_item *item)
 {
     item_ref r;
     r.hash =
@@ -455,6 +459,18 @@ static item_ref ref_of(memory_store *ms, const sl_check_item *item)
     r.hash += r.hash == 0; /* 0 marks an empty slot */
     r.sh = &ms->shards[r.hash >> (64 - SHARD_BITS)];
     return r;
+}
+
+/* A new key or a log: the general path, under the caller's lock. */
+__attribute__((noinline)) static int
+check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
+                int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
+{
+    sl_decision d;
+    int err = apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
+    if (err == 0)
+        *out = d;
+    return err;
 }
 
 /*
@@ -474,15 +490,14 @@ static int memory_check_one(sl_store *base, const sl_check_item *item,
     const sl_limit *lim = item->limit;
     item_ref ref = ref_of(ms, item);
     sl__mode mode = record ? SL__RECORD : SL__COMMIT;
-    sl_decision d;
     slot *s;
-    int err;
+    int err = 0;
 
     store_start(ms, now);
     shard_lock(ref.sh);
     if (!lim->algo->heap && (s = find(ref.sh, ref.hash)) != NULL) {
         sl__call call = {cost, now, mode, 0};
-        sl_nanos expires = 0;
+        sl_nanos expires;
         (void)lim->algo->check(lim, &s->state, &call, out, &expires);
         if (is_initial(expires, now)) {
             remove_at(ref.sh, (uint32_t)(s - ref.sh->slots));
@@ -490,13 +505,10 @@ static int memory_check_one(sl_store *base, const sl_check_item *item,
             s->expires = expiry_tick(ms, expires);
             s->used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
         }
-        shard_unlock(ref.sh);
-        return 0;
+    } else {
+        err = check_one_apply(ms, item, &ref, cost, now, mode, out);
     }
-    err = apply(ms, item, &ref, cost, now, mode, 0, &ref, 1, &d);
     shard_unlock(ref.sh);
-    if (err == 0)
-        *out = d;
     return err;
 }
 
