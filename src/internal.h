@@ -59,7 +59,8 @@ typedef struct sl__call {
  * *expires is when the state will be back to its initial value if nothing
  * else arrives; expires <= now means the state is initial and can be
  * dropped.  `heap` is set for the algorithms whose state is an event log
- * on the heap (word 0), which a store frees with sl__heap_release().
+ * (eventlog.h), on the heap (word 0) once it holds more than one event,
+ * which a store frees with sl__heap_release().
  */
 typedef struct sl__algo {
     sl_algorithm id;

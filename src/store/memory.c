@@ -309,11 +309,23 @@ static size_t table_bytes(uint32_t cap)
     return (size_t)cap * sizeof(slot);
 }
 
+/* A zeroed table of cap slots on a cache-line boundary, so that no slot
+ * straddles two lines: a decision then touches one line of the table
+ * (malloc's 16-byte alignment would split every other 32-byte slot). */
+static slot *table_new(uint32_t cap)
+{
+    size_t bytes = (table_bytes(cap) + 63) & ~(size_t)63;
+    slot *t = aligned_alloc(64, bytes);
+    if (t != NULL)
+        memset(t, 0, bytes);
+    return t;
+}
+
 static int grow(shard *sh, uint32_t new_cap)
 {
     slot *old = sh->slots;
     uint32_t old_cap = sh->cap;
-    slot *n = calloc(new_cap, sizeof(slot));
+    slot *n = table_new(new_cap);
     if (n == NULL)
         return SL_ENOMEM;
     /* Atomic stores: sl_check_batch reads both without the lock, only to
@@ -412,7 +424,7 @@ static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
     s->state = *st;
     s->expires = expiry_tick(ms, expires);
     s->used = ((uint32_t)now_tick & ~HEAP_FLAG) |
-              (heap && st->w[0] != 0 ? HEAP_FLAG : 0);
+              (heap && sl__heap_bytes(st) != 0 ? HEAP_FLAG : 0);
     sh->heap_bytes += (heap ? sl__heap_bytes(st) : 0) - old_heap;
     /* Logs grow after the fact; bring the shard back under its cap. */
     while (table_bytes(sh->cap) + sh->heap_bytes > ms->shard_max_bytes &&
@@ -744,7 +756,7 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     atomic_init(&ms->epoch, INT64_MIN);
     for (int i = 0; i < NSHARDS; i++) {
         ms->shards[i].cap = MIN_CAP;
-        ms->shards[i].slots = calloc(MIN_CAP, sizeof(slot));
+        ms->shards[i].slots = table_new(MIN_CAP);
         if (ms->shards[i].slots == NULL) {
             memory_destroy(&ms->base);
             return NULL;
