@@ -13,6 +13,9 @@
 
 enum { MIN_CAP = 4 };
 
+/* An inline event's cost has 62 bits of w[0] (eventlog.h). */
+#define INLINE_COST_MAX ((INT64_C(1) << 62) - 1)
+
 static size_t bytes_for(uint32_t cap)
 {
     return sizeof(sl__eventlog) + (size_t)cap * sizeof(sl__event);
@@ -91,6 +94,10 @@ int sl__elog_reserve(sl__state *st, size_t max_bytes)
     uint32_t new_cap = log == NULL ? MIN_CAP : log->cap * 2;
     if (st->w[0] == 0 || (log != NULL && log->len < log->cap))
         return 0;
+    /* A push merges into an inline event (both are at the latest time),
+     * which so needs no room, unless its cost could outgrow w[0]. */
+    if (sl__elog_inline(st) && sl__elog_sum(st) < INLINE_COST_MAX / 2)
+        return 0;
     if (sl__elog_inline(st))
         return bytes_for(MIN_CAP) > max_bytes ? SL_EFULL : to_heap(st);
     if ((log != NULL && log->cap > UINT32_MAX / 2) ||
@@ -107,10 +114,11 @@ void sl__elog_push(sl__state *st, int64_t at, int64_t cost, uint32_t max_len)
 {
     sl__eventlog *log = sl__elog(st);
     if (log == NULL) {
-        /* Empty, or one inline event at the same time (merged: reserve
-         * moves it to the heap unless it failed, see sliding_log.c). */
-        st->w[0] =
-            (int64_t)((((uint64_t)sl__elog_sum(st) + (uint64_t)cost) << 1) | 1);
+        /* Empty, or one inline event, which is at the latest time too:
+         * merged.  (Saturating only if reserve failed to move a huge
+         * cost to the heap.) */
+        int64_t sum = SL__MIN(sl__elog_sum(st), INLINE_COST_MAX - cost) + cost;
+        st->w[0] = (int64_t)(((uint64_t)sum << 1) | 1);
         (void)at;
         return;
     }

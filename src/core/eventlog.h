@@ -13,7 +13,8 @@
  *
  * An inline event's time is the latest time, so before the latest time
  * moves on (sl__elog_advance) the event goes to the heap, unless it has
- * expired by then; a second event takes the heap too (sl__elog_reserve).
+ * expired by then.  Events are only ever pushed at the latest time, so
+ * one pushed onto an inline event merges into it.
  * An empty heap log is freed so that the state is the initial one again.
  * Events with equal times are merged, so a stepped window holds at most
  * one event per step.  Invariants (sl__heap_check): times strictly
@@ -83,8 +84,8 @@ int sl__elog_advance(sl__state *st, int64_t t, int64_t upto);
  * that was already empty had room reserved, and keeps it). */
 void sl__elog_expire(sl__state *st, int64_t upto);
 /* Makes room for one more event without the log exceeding max_bytes (an
- * empty state has it: the event goes inline; an inline event moves to the
- * heap).  0, SL_EFULL (the log would pass max_bytes) or SL_ENOMEM. */
+ * empty or inline state has it: the event goes, or merges, inline).  0,
+ * SL_EFULL (the log would pass max_bytes) or SL_ENOMEM. */
 int sl__elog_reserve(sl__state *st, size_t max_bytes);
 /* Appends (at, cost), at being the log's latest time (w[1]): inline into
  * an empty state.  Merges into the newest event when the times are equal
