@@ -486,7 +486,8 @@ check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
 }
 
 /*
- * sl_check: one item, *out written only on success.
+ * One decision under the caller's lock of ref's shard; *out written only
+ * on success.
  *
  * The common case gets a path of its own: a key already in the table
  * under an algorithm without a heap state.  Such a check cannot fail
@@ -494,32 +495,40 @@ check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
  * and then only stamps the slot or, if the state is back to initial,
  * removes it.  Everything else (a new key, a log) goes through apply().
  */
+__attribute__((always_inline)) static inline int
+decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
+              int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
+{
+    const sl_limit *lim = item->limit;
+    slot *s;
+
+    if (lim->algo->heap || (s = find(ref->sh, ref->hash)) == NULL)
+        return check_one_apply(ms, item, ref, cost, now, mode, out);
+    sl__call call = {cost, now, mode, 0};
+    sl_nanos expires;
+    (void)lim->algo->check(lim, &s->state, &call, out, &expires);
+    if (is_initial(expires, now)) {
+        remove_at(ref->sh, (uint32_t)(s - ref->sh->slots));
+    } else {
+        s->expires = expiry_tick(ms, expires);
+        s->used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
+    }
+    return 0;
+}
+
+/* sl_check: one item, *out written only on success. */
 static int memory_check_one(sl_store *base, const sl_check_item *item,
                             int64_t cost, sl_nanos now, int record,
                             sl_decision *out)
 {
     memory_store *ms = (memory_store *)base;
-    const sl_limit *lim = item->limit;
     item_ref ref = ref_of(ms, item);
-    sl__mode mode = record ? SL__RECORD : SL__COMMIT;
-    slot *s;
-    int err = 0;
+    int err;
 
     store_start(ms, now);
     shard_lock(ref.sh);
-    if (!lim->algo->heap && (s = find(ref.sh, ref.hash)) != NULL) {
-        sl__call call = {cost, now, mode, 0};
-        sl_nanos expires;
-        (void)lim->algo->check(lim, &s->state, &call, out, &expires);
-        if (is_initial(expires, now)) {
-            remove_at(ref.sh, (uint32_t)(s - ref.sh->slots));
-        } else {
-            s->expires = expiry_tick(ms, expires);
-            s->used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
-        }
-    } else {
-        err = check_one_apply(ms, item, &ref, cost, now, mode, out);
-    }
+    err = decide_locked(ms, item, &ref, cost, now,
+                        record ? SL__RECORD : SL__COMMIT, out);
     shard_unlock(ref.sh);
     return err;
 }
@@ -545,8 +554,8 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
             size_t j = i - BATCH_AHEAD, r = j % BATCH_AHEAD;
             int err;
             shard_lock(ring[r].sh);
-            err = apply(ms, &items[r], &ring[r], cost, now, SL__COMMIT, 0,
-                        &ring[r], 1, &out[j]);
+            err = decide_locked(ms, &items[r], &ring[r], cost, now, SL__COMMIT,
+                                &out[j]);
             shard_unlock(ring[r].sh);
             if (err)
                 return err;
