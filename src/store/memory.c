@@ -479,7 +479,10 @@ check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
                 int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
 {
     sl_decision d;
-    int err = apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
+    int err;
+
+    store_start(ms, now);
+    err = apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
     if (err == 0)
         *out = d;
     return err;
@@ -494,6 +497,8 @@ check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
  * (only logs can), so it decides on the slot's state in place, into *out,
  * and then only stamps the slot or, if the state is back to initial,
  * removes it.  Everything else (a new key, a log) goes through apply().
+ * A key in the table means the epoch is set (store_start): its insert
+ * set it before taking this lock.
  */
 __attribute__((always_inline)) static inline int
 decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
@@ -525,7 +530,6 @@ static int memory_check_one(sl_store *base, const sl_check_item *item,
     item_ref ref = ref_of(ms, item);
     int err;
 
-    store_start(ms, now);
     shard_lock(ref.sh);
     err = decide_locked(ms, item, &ref, cost, now,
                         record ? SL__RECORD : SL__COMMIT, out);
