@@ -2,15 +2,17 @@
  * memory.c - the embedded store: every key's state in this process.
  *
  * Layout.  256 shards, each an open-addressing Robin Hood table of 32-byte
- * slots behind its own spinlock.  A key is identified by a 64-bit SipHash
- * of (limit identity, key bytes) under a per-store random seed; the key
- * bytes themselves are not kept, which is what makes a key cost 32 bytes
- * of slot (plus the table's free fraction) whatever its length.  Two
- * distinct keys share state only if their 64-bit hashes collide:
- * probability about n^2 / 2^65 for n live keys (3e-6 at ten million), and
- * the seed keeps an attacker from aiming at it.  The top 8 hash bits pick
- * the shard, the low 32 the home slot (by multiply-shift, so a table may
- * have any size and can grow by a quarter instead of doubling).
+ * slots (tables 64-byte aligned, so a slot sits in one cache line)
+ * behind its own spinlock.  A key is identified by a 64-bit keyed hash
+ * (key_hash.h) of (limit identity, key bytes) under a per-store random
+ * seed; the key bytes themselves are not kept, which is what makes a key
+ * cost 32 bytes of slot (plus the table's free fraction) whatever its
+ * length.  Two distinct keys share state only if their 64-bit hashes
+ * collide: probability about n^2 / 2^65 for n live keys (3e-6 at ten
+ * million), and the seed keeps an attacker from aiming at it.  The top 8
+ * hash bits pick the shard, the low 32 the home slot (by multiply-shift,
+ * so a table may have any size and can grow by a quarter instead of
+ * doubling).
  *
  * Policy (docs/stores.md).  State that is back to its initial value is
  * never kept: a decision that leaves it initial deletes the slot, and when
