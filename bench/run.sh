@@ -16,7 +16,8 @@
 #     x {1 thread on CPU 0, 2 threads on CPUs 0 and 1};
 #  4. instructions per decision: perf stat if the machine has hardware
 #     counters, else valgrind (cachegrind, the same count, exact), as the
-#     difference of two runs that differ only in decisions;
+#     difference of two runs that differ only in decisions; 4b. data cache
+#     lines per decision in valgrind's cache simulation;
 #  5. summary.md: the tables, from the JSON lines.
 # Results: bench/results/<UTC time>/ (git-ignored); the last lines printed
 # are the summary.
@@ -175,6 +176,45 @@ if [ -n "$COUNTER" ]; then
   fi
 fi
 
+# ---- 4b. cache lines per decision ----
+# Data cache misses per decision in valgrind's cache simulation (the
+# host's D1 and last-level geometry): at 100k keys, beyond D1 but within
+# the last level, D1 misses per decision are the lines a decision brings
+# in.  sluice: callgrind counting only inside its timed threads
+# (worker_main), so its random seed does not matter; the peer, which is
+# deterministic: the difference of two cachegrind runs, as in step 4.
+if command -v valgrind >/dev/null; then
+  lines_sluice() { # KEYS DECISIONS
+    local f="$OUT/callgrind.$1.out"
+    valgrind --tool=callgrind --cache-sim=yes --toggle-collect=worker_main \
+      --callgrind-out-file="$f" "$BENCH" -a gcra -k "$1" -d "$2" -r 1 -w 0 >/dev/null 2>&1
+    callgrind_annotate "$f" 2>/dev/null | sed 's/([^)]*)//g' | awk -v d="$2" -v k="$1" '
+      /^Events shown/ {for (i = 3; i <= NF; i++) ev[i - 2] = $i; n = NF - 2}
+      /PROGRAM TOTALS/ {for (i = 1; i <= n; i++) {v = $i; gsub(",", "", v); if (v == ".") v = 0; c[ev[i]] = v / d}
+        printf "{\"tag\":\"sluice gcra\",\"keys\":%d,\"insn\":%.1f,\"data_refs\":%.1f,\"d1_misses\":%.2f,\"ll_misses\":%.2f}\n",
+          k, c["Ir"], c["Dr"] + c["Dw"], c["D1mr"] + c["D1mw"], c["DLmr"] + c["DLmw"]}'
+  }
+  lines_peer() { # KEYS: (run of 6 x 300000) - (run of 6 x 100000)
+    local a b
+    cg() {
+      valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=/dev/null "$PEER" "$1" "$2" 0 0 2>&1 >/dev/null |
+        awk '/I *refs:/ {gsub(",", "", $4); i = $4} /D *refs:/ {gsub(",", "", $4); r = $4}
+             /D1 *misses:/ {gsub(",", "", $4); m = $4} /LLd *misses:/ {gsub(",", "", $4); l = $4}
+             END {print i, r, m, l}'
+    }
+    read -r -a a <<<"$(cg "$1" 100000)"; read -r -a b <<<"$(cg "$1" 300000)"
+    jq -nc --argjson k "$1" --argjson n 1200000 --argjson i "$(( b[0] - a[0] ))" --argjson r "$(( b[1] - a[1] ))" \
+      --argjson m "$(( b[2] - a[2] ))" --argjson l "$(( b[3] - a[3] ))" \
+      '{tag: "peer", keys: $k, insn: ($i / $n * 10 | round / 10), data_refs: ($r / $n * 10 | round / 10),
+        d1_misses: ($m / $n * 100 | round / 100), ll_misses: ($l / $n * 100 | round / 100)}'
+  }
+  for keys in 1 100000; do
+    lines_sluice "$keys" 300000 >>"$OUT/lines.jsonl"
+    lines_peer "$keys" >>"$OUT/lines.jsonl"
+    log "cache lines, $keys keys: $(tail -2 "$OUT/lines.jsonl" | jq -c '[.tag, .d1_misses]' | tr '\n' ' ')"
+  done
+fi
+
 # ---- 5. summary ----
 python3 - "$OUT" "$QUIET_MAX" <<'EOF' | tee "$OUT/summary.md"
 import json, os, statistics, sys
@@ -207,6 +247,13 @@ for k in sorted({r["keys"] for r in paired if r["bench"] == "sluice_decide"}):
     print(f"| {name(k)} | {sm:.1f}{busy(s)} | {bm:.1f}{busy(sb)} | {pm:.1f}{busy(p)} | {statistics.median(ratios):.2f} (range {min(ratios):.2f}–{max(ratios):.2f}) | {statistics.median(bratios):.2f} (range {min(bratios):.2f}–{max(bratios):.2f}) | {len(ratios)} | {1e9 / sm / 1e6:.2f}M | {kb} | {pb} |")
 if ins:
     print("\nInstructions per decision (" + insn[0]["counter"] + "):", ", ".join(f'{t} {name(k)}: {v}' for (t, k), v in ins.items()))
+lines = load("lines.jsonl")
+if lines:
+    print("\nPer decision in valgrind's cache simulation (bench loop included; D1 misses at 100k keys are the lines a decision brings in):\n")
+    print("| who | keys | instructions | data reads+writes | D1 misses | last-level misses |")
+    print("|---|---|---|---|---|---|")
+    for l in lines:
+        print(f'| {l["tag"]} | {name(l["keys"])} | {l["insn"]} | {l["data_refs"]} | {l["d1_misses"]} | {l["ll_misses"]} |')
 print("\n## every algorithm (gcra on 1 thread: the paired runs above)\n")
 print("| algorithm | keys | threads | ns/decision (median) | min–max | decisions/s | allowed | store B/key | RSS B/key (filled / end) | evicted |")
 print("|---|---|---|---|---|---|---|---|---|---|")

@@ -59,7 +59,8 @@ typedef struct sl__call {
  * *expires is when the state will be back to its initial value if nothing
  * else arrives; expires <= now means the state is initial and can be
  * dropped.  `heap` is set for the algorithms whose state is an event log
- * on the heap (word 0), which a store frees with sl__heap_release().
+ * (eventlog.h), on the heap (word 0) once it holds more than one event,
+ * which a store frees with sl__heap_release().
  */
 typedef struct sl__algo {
     sl_algorithm id;
@@ -101,6 +102,11 @@ struct sl_limit {
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;
     int64_t steps; /* stepped_window: P / step */
+    /* A bucket's capacity B * T in ticks (B * t_num) when it is below
+     * 2^62, else 0, and that in whole ns (most_ticks / t_den): the bounds
+     * of its 64-bit path (schedule.h, sl__sched_fast). */
+    int64_t most_ticks;
+    int64_t most_ns;
     /* The schedules' state tag (schedule.h): tag_bits is what this
      * limit writes above a state's fraction, 0 under the base's numbers,
      * else L << 32.  own_span is t_den for a limit that takes a state
@@ -184,6 +190,10 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
  * Stores: memory.c, redis.c.
  */
 typedef struct sl__store_type {
+    /* One item (sl_check), without the bookkeeping of many: *out is
+     * written only on success.  May be NULL: check_multi then decides. */
+    int (*check_one)(sl_store *st, const sl_check_item *item, int64_t cost,
+                     sl_nanos now, int record, sl_decision *out);
     int (*check_multi)(sl_store *st, const sl_check_item *items,
                        const int64_t *costs, size_t n, sl_nanos now, int record,
                        sl_decision *each);

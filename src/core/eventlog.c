@@ -13,6 +13,9 @@
 
 enum { MIN_CAP = 4 };
 
+/* An inline event's cost has 62 bits of w[0] (eventlog.h). */
+#define INLINE_COST_MAX ((INT64_C(1) << 62) - 1)
+
 static size_t bytes_for(uint32_t cap)
 {
     return sizeof(sl__eventlog) + (size_t)cap * sizeof(sl__event);
@@ -36,9 +39,38 @@ static sl__eventlog *resize(sl__eventlog *log, uint32_t new_cap)
     return n;
 }
 
+/* Moves an inline event to a new heap log of MIN_CAP: 0 or SL_ENOMEM. */
+static int to_heap(sl__state *st)
+{
+    sl__eventlog *log = resize(NULL, MIN_CAP);
+    if (log == NULL)
+        return SL_ENOMEM;
+    log->ev[0].at = st->w[1];
+    log->ev[0].cost = sl__elog_sum(st);
+    log->len = 1;
+    log->sum = log->ev[0].cost;
+    st->w[0] = (int64_t)(intptr_t)log;
+    return 0;
+}
+
+int sl__elog_advance(sl__state *st, int64_t t, int64_t upto)
+{
+    if (sl__elog_inline(st) && t != st->w[1]) {
+        if (st->w[1] <= upto)
+            st->w[0] = 0; /* expired by t anyway */
+        else if (to_heap(st) != 0)
+            return SL_ENOMEM;
+    }
+    st->w[1] = t;
+    sl__elog_expire(st, upto);
+    return 0;
+}
+
 void sl__elog_expire(sl__state *st, int64_t upto)
 {
     sl__eventlog *log = sl__elog(st);
+    if (sl__elog_inline(st) && st->w[1] <= upto)
+        st->w[0] = 0;
     if (log == NULL || log->len == 0)
         return;
     while (log->len > 0 && sl__elog_at(log, 0)->at <= upto) {
@@ -60,8 +92,14 @@ int sl__elog_reserve(sl__state *st, size_t max_bytes)
 {
     sl__eventlog *log = sl__elog(st), *n;
     uint32_t new_cap = log == NULL ? MIN_CAP : log->cap * 2;
-    if (log != NULL && log->len < log->cap)
+    if (st->w[0] == 0 || (log != NULL && log->len < log->cap))
         return 0;
+    /* A push merges into an inline event (both are at the latest time),
+     * which so needs no room, unless its cost could outgrow w[0]. */
+    if (sl__elog_inline(st) && sl__elog_sum(st) < INLINE_COST_MAX / 2)
+        return 0;
+    if (sl__elog_inline(st))
+        return bytes_for(MIN_CAP) > max_bytes ? SL_EFULL : to_heap(st);
     if ((log != NULL && log->cap > UINT32_MAX / 2) ||
         bytes_for(new_cap) > max_bytes)
         return SL_EFULL;
@@ -75,6 +113,15 @@ int sl__elog_reserve(sl__state *st, size_t max_bytes)
 void sl__elog_push(sl__state *st, int64_t at, int64_t cost, uint32_t max_len)
 {
     sl__eventlog *log = sl__elog(st);
+    if (log == NULL) {
+        /* Empty, or one inline event, which is at the latest time too:
+         * merged.  (Saturating only if reserve failed to move a huge
+         * cost to the heap.) */
+        int64_t sum = SL__MIN(sl__elog_sum(st), INLINE_COST_MAX - cost) + cost;
+        st->w[0] = (int64_t)(((uint64_t)sum << 1) | 1);
+        (void)at;
+        return;
+    }
     sl__event *newest =
         log->len > 0 ? (sl__event *)sl__elog_at(log, log->len - 1) : NULL;
 
@@ -95,6 +142,8 @@ int64_t sl__elog_fits_after(const sl__state *st, int64_t target)
     const sl__eventlog *log = sl__elog(st);
     int64_t sum = sl__elog_sum(st);
 
+    if (sl__elog_inline(st))
+        return sum > target ? st->w[1] : INT64_MIN;
     for (uint32_t i = 0; sum > target; i++) {
         const sl__event *e = sl__elog_at(log, i);
         sum -= e->cost;
@@ -120,6 +169,8 @@ int sl__heap_check(const sl__state *st)
 {
     const sl__eventlog *log = sl__elog(st);
     int64_t sum = 0;
+    if (sl__elog_inline(st))
+        return sl__elog_sum(st) > 0 ? 0 : -1;
     if (log == NULL)
         return 0;
     if (log->len > log->cap || (log->cap & (log->cap - 1)))

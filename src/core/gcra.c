@@ -44,7 +44,7 @@ gcra_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
     return 0;
 }
 
-SL__SCHED_CHECKS(gcra_decide)
+SL__SCHED_CHECKS(gcra_decide, 1)
 
 const sl__algo sl__gcra = {
     .id = SL_GCRA,

@@ -45,7 +45,7 @@ lb_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
     return 0;
 }
 
-SL__SCHED_CHECKS(lb_decide)
+SL__SCHED_CHECKS(lb_decide, 0)
 
 const sl__algo sl__leaky_bucket = {
     .id = SL_LEAKY_BUCKET,

@@ -163,6 +163,11 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
     lim->t_num = c.period / g;
     lim->t_den = c.limit / g;
     lim->steps = steps;
+    if (is_bucket(c.algorithm) &&
+        (sl__i128)c.burst * lim->t_num < ((sl__i128)1 << 62)) {
+        lim->most_ticks = c.burst * lim->t_num;
+        lim->most_ns = lim->most_ticks / lim->t_den;
+    }
     lim->base = c;
     set_tags(lim);
     {

@@ -54,7 +54,8 @@ int sl__sched_converted(const sl_limit *lim, sl__state *stored,
  *   decide_own:      a base's.  Its own states have w[1] < t_den (every
  *                    state it writes); anything else was written under
  *                    other numbers and is converted first.  So its path
- *                    is one compare, then decide() with tag 0 compiled
+ *                    is one compare, then (fast: token_bucket and gcra)
+ *                    sl__sched_fast, else decide() with tag 0 compiled
  *                    apart (decide_base), the code it was before
  *                    overrides: inlined, the compare costs more in the
  *                    register allocation than in itself.
@@ -63,7 +64,7 @@ int sl__sched_converted(const sl_limit *lim, sl__state *stored,
  *                    identity but also applies its burst's cap to a state
  *                    another burst wrote; then decide() with its tag.
  */
-#define SL__SCHED_CHECKS(decide)                                               \
+#define SL__SCHED_CHECKS(decide, fast)                                         \
     __attribute__((noinline)) static int decide##_base(                        \
         const sl_limit *lim, sl__state *st, const sl__call *call,              \
         sl_decision *d, sl_nanos *expires)                                     \
@@ -77,6 +78,9 @@ int sl__sched_converted(const sl_limit *lim, sl__state *stored,
         if (__builtin_expect((uint64_t)st->w[1] >= lim->own_span, 0))          \
             return sl__sched_converted(lim, st, call, d, expires,              \
                                        decide##_base);                         \
+        if ((fast) && lim->most_ticks != 0 && call->mode == SL__COMMIT &&      \
+            call->cost <= lim->cfg.burst)                                      \
+            return sl__sched_fast(lim, st, call, d, expires);                  \
         return decide##_base(lim, st, call, d, expires);                       \
     }                                                                          \
     static int decide##_tagged(const sl_limit *lim, sl__state *st,             \
@@ -191,6 +195,72 @@ static inline sl_nanos sl__sched_wait(const sl_limit *lim, sl__i128 ahead,
                                       sl__i128 allowed)
 {
     return sl__ceil_div128(ahead - allowed, lim->t_den);
+}
+
+/* Ceiling of n over d, both non-negative, d > 0 (d = 1, T a whole number
+ * of ns, is common and needs no division). */
+static inline int64_t sl__ceil_div64(int64_t n, int64_t d)
+{
+    if (d == 1)
+        return n;
+    return (int64_t)((uint64_t)n / (uint64_t)d +
+                     ((uint64_t)n % (uint64_t)d != 0));
+}
+
+/*
+ * The common decision of token_bucket and gcra, which admit and report
+ * exactly alike (gcra.c): a COMMIT of cost <= B on a base limit's own
+ * state, for a limit whose capacity B * T in ticks is below 2^62
+ * (lim->most_ticks, 0 if not; limit.c), SL__SCHED_CHECKS checks.  Every
+ * quantity then fits in 64 bits: the lead is at most most_ticks, cost *
+ * t_num at most as much, their sum below 2^63, and a lead of more than
+ * most_ns whole ns is capped before it is multiplied.  The results are
+ * those of the 128-bit path (decide_base) to the unit.  Returns 0.
+ */
+static inline int sl__sched_fast(const sl_limit *lim, sl__state *st,
+                                 const sl__call *call, sl_decision *d,
+                                 sl_nanos *expires)
+{
+    int64_t most = lim->most_ticks, burst = lim->cfg.burst, cost = call->cost;
+    sl_nanos now = call->now;
+    int64_t ahead, want;
+    if (st->w[0] < now)
+        ahead = 0;
+    else if (st->w[0] - now > lim->most_ns)
+        ahead = most;
+    else if ((ahead = (st->w[0] - now) * lim->t_den + st->w[1]) > most)
+        ahead = most;
+    want = ahead + cost * lim->t_num;
+    d->allowed = want <= most;
+    d->limit = lim->cfg.limit;
+    d->delay = 0;
+    if (d->allowed) {
+        /* sl__sched_push in 64 bits: cost * T <= most, and S ends at most
+         * most_ticks ahead of now <= 2^62, so nothing overflows. */
+        int64_t add = cost * lim->t_num, whole = add, frac = 0;
+        if (lim->t_den != 1) {
+            whole = add / lim->t_den;
+            frac = add % lim->t_den;
+        }
+        if (st->w[0] < now || (st->w[0] == now && st->w[1] == 0)) {
+            st->w[0] = now;
+            st->w[1] = 0;
+        }
+        st->w[1] += frac;
+        if (st->w[1] >= lim->t_den) {
+            st->w[1] -= lim->t_den;
+            whole++;
+        }
+        st->w[0] += whole;
+        ahead = want;
+        d->retry_after = 0;
+    } else {
+        d->retry_after = sl__ceil_div64(want - most, lim->t_den);
+    }
+    d->remaining = burst - sl__ceil_div64(ahead, lim->t_num);
+    d->reset_after = sl__ceil_div64(ahead, lim->t_den);
+    *expires = sl__sat_add(st->w[0], st->w[1] > 0);
+    return 0;
 }
 
 #endif /* SL_SCHEDULE_H */

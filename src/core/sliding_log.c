@@ -3,8 +3,8 @@
  * accepted requests; the window at t is (t - P, t], so a request exactly P
  * ago no longer counts.  Allowed iff the window's total + c <= L.
  *
- * State: w[0] points to the event log (eventlog.h), w[1] is the latest
- * time the key was judged at.
+ * State: the event log (eventlog.h): w[0] its events (one inline, or a
+ * pointer to the heap), w[1] the latest time the key was judged at.
  *
  * Exact at the price of memory: up to L events per key (fewer when costs
  * or equal timestamps merge).  With SL_LOG_REJECTED rejected requests are
@@ -30,8 +30,9 @@ static int slog_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     uint32_t max_len = (uint32_t)SL__MIN(2 * limit + 16, UINT32_MAX);
     int record;
 
-    st->w[1] = t;
-    sl__elog_expire(st, t - period);
+    int err = sl__elog_advance(st, t, t - period);
+    if (err)
+        return err;
     sl__decision_init(d, lim);
     d->allowed = cost == 0 || cost <= limit - sl__elog_sum(st);
     /* A rejected attempt is logged under SL_LOG_REJECTED, whether this
@@ -45,7 +46,7 @@ static int slog_check(const sl_limit *lim, sl__state *st, const sl__call *call,
         /* PEEK reserves so that the COMMIT after it cannot fail.  A log
          * at the memory cap refuses to admit more, but still records a
          * rejected attempt, merged into its newest event. */
-        int err = sl__elog_reserve(st, call->max_heap);
+        err = sl__elog_reserve(st, call->max_heap);
         if (err && (d->allowed || !keep_rejected || sl__elog_sum(st) == 0))
             return err;
         if (err)

@@ -12,9 +12,9 @@
  * counters, and gives the start of that step rather than t + j k (both lie
  * in the same step; the start is the smallest wait).
  *
- * State: w[0] points to the non-empty step counters, an event log whose
- * times are step numbers (eventlog.h): at most min(n, L) events per key;
- * w[1] is the latest step the key was judged in.
+ * State: the non-empty step counters, an event log whose times are step
+ * numbers (eventlog.h): at most min(n, L) events per key, the first
+ * inline in w[0]; w[1] is the latest step the key was judged in.
  */
 #include "eventlog.h"
 
@@ -30,8 +30,9 @@ static int sw_step_check(const sl_limit *lim, sl__state *st,
      * the latest step it has been judged in. */
     int64_t s = SL__MAX(now / step, st->w[1]);
 
-    st->w[1] = s;
-    sl__elog_expire(st, s - n);
+    int err = sl__elog_advance(st, s, s - n);
+    if (err)
+        return err;
     sl__decision_init(d, lim);
     /* A query passes even when a recording took the sum past the limit. */
     d->allowed = cost == 0 || cost <= limit - sl__elog_sum(st);
@@ -39,7 +40,7 @@ static int sw_step_check(const sl_limit *lim, sl__state *st,
      * it cannot fail either. */
     if (cost > 0 && (d->allowed || mode == SL__PEEK || mode == SL__RECORD) &&
         mode != SL__REFUSE) {
-        int err = sl__elog_reserve(st, call->max_heap);
+        err = sl__elog_reserve(st, call->max_heap);
         if (err)
             return err;
         if (mode == SL__COMMIT || mode == SL__RECORD)

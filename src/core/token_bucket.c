@@ -45,7 +45,7 @@ tb_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
     return 0;
 }
 
-SL__SCHED_CHECKS(tb_decide)
+SL__SCHED_CHECKS(tb_decide, 1)
 
 const sl__algo sl__token_bucket = {
     .id = SL_TOKEN_BUCKET,

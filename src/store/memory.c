@@ -2,15 +2,17 @@
  * memory.c - the embedded store: every key's state in this process.
  *
  * Layout.  256 shards, each an open-addressing Robin Hood table of 32-byte
- * slots behind its own spinlock.  A key is identified by a 64-bit SipHash
- * of (limit identity, key bytes) under a per-store random seed; the key
- * bytes themselves are not kept, which is what makes a key cost 32 bytes
- * of slot (plus the table's free fraction) whatever its length.  Two
- * distinct keys share state only if their 64-bit hashes collide:
- * probability about n^2 / 2^65 for n live keys (3e-6 at ten million), and
- * the seed keeps an attacker from aiming at it.  The top 8 hash bits pick
- * the shard, the low 32 the home slot (by multiply-shift, so a table may
- * have any size and can grow by a quarter instead of doubling).
+ * slots (tables 64-byte aligned, so a slot sits in one cache line)
+ * behind its own spinlock.  A key is identified by a 64-bit keyed hash
+ * (key_hash.h) of (limit identity, key bytes) under a per-store random
+ * seed; the key bytes themselves are not kept, which is what makes a key
+ * cost 32 bytes of slot (plus the table's free fraction) whatever its
+ * length.  Two distinct keys share state only if their 64-bit hashes
+ * collide: probability about n^2 / 2^65 for n live keys (3e-6 at ten
+ * million), and the seed keeps an attacker from aiming at it.  The top 8
+ * hash bits pick the shard, the low 32 the home slot (by multiply-shift,
+ * so a table may have any size and can grow by a quarter instead of
+ * doubling).
  *
  * Policy (docs/stores.md).  State that is back to its initial value is
  * never kept: a decision that leaves it initial deletes the slot, and when
@@ -33,6 +35,7 @@
 #include <sys/random.h>
 
 #include "internal.h"
+#include "store/key_hash.h"
 
 enum {
     SHARD_BITS = 8,
@@ -63,12 +66,14 @@ typedef struct shard {
     uint64_t reclaimed, evicted;
 } __attribute__((aligned(64))) shard;
 
+/* What every decision reads (base, hasher, epoch) shares the first cache
+ * line; the store is allocated 64-aligned. */
 typedef struct memory_store {
     sl_store base;
-    uint64_t seed0, seed1;
-    size_t max_bytes, shard_max_bytes;
+    sl__key_hasher hasher; /* from the seed: key_hash.h */
     _Atomic int64_t epoch; /* ns of tick 0; INT64_MIN until first use */
-    atomic_size_t cursor;  /* sl_store_sweep's position, in slots */
+    size_t max_bytes, shard_max_bytes;
+    atomic_size_t cursor; /* sl_store_sweep's position, in slots */
     shard shards[NSHARDS];
 } memory_store;
 
@@ -78,7 +83,7 @@ typedef struct item_ref {
     shard *sh;
 } item_ref;
 
-static void shard_lock(shard *sh)
+__attribute__((always_inline)) static inline void shard_lock(shard *sh)
 {
     unsigned spins = 0;
     while (atomic_exchange_explicit(&sh->lock, 1, memory_order_acquire)) {
@@ -175,7 +180,8 @@ static uint32_t dist_of(const shard *sh, uint32_t i, uint64_t hash)
     return i >= home ? i - home : i + sh->cap - home;
 }
 
-static slot *find(shard *sh, uint64_t hash)
+__attribute__((always_inline)) static inline slot *find(shard *sh,
+                                                        uint64_t hash)
 {
     uint32_t i = home_of(sh, hash);
     for (uint32_t d = 0;; d++) {
@@ -305,11 +311,23 @@ static size_t table_bytes(uint32_t cap)
     return (size_t)cap * sizeof(slot);
 }
 
+/* A zeroed table of cap slots on a cache-line boundary, so that no slot
+ * straddles two lines: a decision then touches one line of the table
+ * (malloc's 16-byte alignment would split every other 32-byte slot). */
+static slot *table_new(uint32_t cap)
+{
+    size_t bytes = (table_bytes(cap) + 63) & ~(size_t)63;
+    slot *t = aligned_alloc(64, bytes);
+    if (t != NULL)
+        memset(t, 0, bytes);
+    return t;
+}
+
 static int grow(shard *sh, uint32_t new_cap)
 {
     slot *old = sh->slots;
     uint32_t old_cap = sh->cap;
-    slot *n = calloc(new_cap, sizeof(slot));
+    slot *n = table_new(new_cap);
     if (n == NULL)
         return SL_ENOMEM;
     /* Atomic stores: sl_check_batch reads both without the lock, only to
@@ -408,7 +426,7 @@ static int put_state(memory_store *ms, shard *sh, slot *s, uint64_t hash,
     s->state = *st;
     s->expires = expiry_tick(ms, expires);
     s->used = ((uint32_t)now_tick & ~HEAP_FLAG) |
-              (heap && st->w[0] != 0 ? HEAP_FLAG : 0);
+              (heap && sl__heap_bytes(st) != 0 ? HEAP_FLAG : 0);
     sh->heap_bytes += (heap ? sl__heap_bytes(st) : 0) - old_heap;
     /* Logs grow after the fact; bring the shard back under its cap. */
     while (table_bytes(sh->cap) + sh->heap_bytes > ms->shard_max_bytes &&
@@ -446,25 +464,77 @@ static int cmp_shard(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static item_ref ref_of(memory_store *ms, const sl_check_item *item)
+__attribute__((always_inline)) static inline item_ref
+ref_of(memory_store *ms, const sl_check_item *item)
 {
     item_ref r;
-    r.hash = sl__siphash13(ms->seed0, ms->seed1, item->limit->ident, item->key,
-                           item->key_len);
+    r.hash =
+        sl__key_hash(&ms->hasher, item->limit->ident, item->key, item->key_len);
     r.hash += r.hash == 0; /* 0 marks an empty slot */
     r.sh = &ms->shards[r.hash >> (64 - SHARD_BITS)];
     return r;
 }
 
-static int check_one(memory_store *ms, const sl_check_item *item, int64_t cost,
-                     sl_nanos now, sl__mode mode, sl_decision *d)
+/* A new key or a log: the general path, under the caller's lock. */
+__attribute__((noinline)) static int
+check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
+                int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
 {
-    item_ref ref = ref_of(ms, item);
+    sl_decision d;
     int err;
 
     store_start(ms, now);
+    err = apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
+    if (err == 0)
+        *out = d;
+    return err;
+}
+
+/*
+ * One decision under the caller's lock of ref's shard; *out written only
+ * on success.
+ *
+ * The common case gets a path of its own: a key already in the table
+ * under an algorithm without a heap state.  Such a check cannot fail
+ * (only logs can), so it decides on the slot's state in place, into *out,
+ * and then only stamps the slot or, if the state is back to initial,
+ * removes it.  Everything else (a new key, a log) goes through apply().
+ * A key in the table means the epoch is set (store_start): its insert
+ * set it before taking this lock.
+ */
+__attribute__((always_inline)) static inline int
+decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
+              int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
+{
+    const sl_limit *lim = item->limit;
+    slot *s;
+
+    if (lim->algo->heap || (s = find(ref->sh, ref->hash)) == NULL)
+        return check_one_apply(ms, item, ref, cost, now, mode, out);
+    sl__call call = {cost, now, mode, 0};
+    sl_nanos expires;
+    (void)lim->algo->check(lim, &s->state, &call, out, &expires);
+    if (is_initial(expires, now)) {
+        remove_at(ref->sh, (uint32_t)(s - ref->sh->slots));
+    } else {
+        s->expires = expiry_tick(ms, expires);
+        s->used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
+    }
+    return 0;
+}
+
+/* sl_check: one item, *out written only on success. */
+static int memory_check_one(sl_store *base, const sl_check_item *item,
+                            int64_t cost, sl_nanos now, int record,
+                            sl_decision *out)
+{
+    memory_store *ms = (memory_store *)base;
+    item_ref ref = ref_of(ms, item);
+    int err;
+
     shard_lock(ref.sh);
-    err = apply(ms, item, &ref, cost, now, mode, 0, &ref, 1, d);
+    err = decide_locked(ms, item, &ref, cost, now,
+                        record ? SL__RECORD : SL__COMMIT, out);
     shard_unlock(ref.sh);
     return err;
 }
@@ -490,8 +560,8 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
             size_t j = i - BATCH_AHEAD, r = j % BATCH_AHEAD;
             int err;
             shard_lock(ring[r].sh);
-            err = apply(ms, &items[r], &ring[r], cost, now, SL__COMMIT, 0,
-                        &ring[r], 1, &out[j]);
+            err = decide_locked(ms, &items[r], &ring[r], cost, now, SL__COMMIT,
+                                &out[j]);
             shard_unlock(ring[r].sh);
             if (err)
                 return err;
@@ -522,8 +592,7 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
     int err = 0, all = 1;
 
     if (n == 1) /* the common case, without the bookkeeping of many */
-        return check_one(ms, items, costs[0], now,
-                         record ? SL__RECORD : SL__COMMIT, each);
+        return memory_check_one(base, items, costs[0], now, record, each);
     for (size_t i = 0; i < n; i++) {
         refs[i] = ref_of(ms, &items[i]);
         for (size_t j = 0; j < i; j++)
@@ -661,6 +730,7 @@ int sl__memory_check(sl_store *base)
 }
 
 static const sl__store_type memory_type = {
+    .check_one = memory_check_one,
     .check_multi = memory_check_multi,
     .check_batch = memory_check_batch,
     .sweep = memory_sweep,
@@ -688,21 +758,20 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
         ms->max_bytes = floor_bytes;
     ms->shard_max_bytes = (ms->max_bytes - sizeof(*ms)) / NSHARDS;
     ms->base.max_key_len = o.max_key_len ? o.max_key_len : 4096;
-    ms->seed0 = o.seed0;
-    ms->seed1 = o.seed1;
-    if (ms->seed0 == 0 && ms->seed1 == 0) {
+    if (o.seed0 == 0 && o.seed1 == 0) {
         uint64_t seed[2];
         if (getrandom(seed, sizeof(seed), 0) != sizeof(seed)) {
             free(ms);
             return NULL;
         }
-        ms->seed0 = seed[0];
-        ms->seed1 = seed[1];
+        o.seed0 = seed[0];
+        o.seed1 = seed[1];
     }
+    sl__key_hasher_init(&ms->hasher, o.seed0, o.seed1);
     atomic_init(&ms->epoch, INT64_MIN);
     for (int i = 0; i < NSHARDS; i++) {
         ms->shards[i].cap = MIN_CAP;
-        ms->shards[i].slots = calloc(MIN_CAP, sizeof(slot));
+        ms->shards[i].slots = table_new(MIN_CAP);
         if (ms->shards[i].slots == NULL) {
             memory_destroy(&ms->base);
             return NULL;

@@ -16,17 +16,31 @@ static int check_input(sl_store *store, const sl_check_item *items, size_t n,
     return sl__check_input(store->max_key_len, items, n, costs, now);
 }
 
+/*
+ * The hot path: sl__check_input's checks for one item, in its order (so
+ * the same input gets the same error), written out so that they cost a
+ * few compares, then the store's own single-item call if it has one.
+ */
 int sl_check(sl_store *store, const sl_limit *limit, const void *key,
              size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
 {
     sl_check_item item = {limit, key, key_len};
     sl_decision d;
-    int err = check_input(store, &item, 1, &cost, now);
+    int err;
 
-    if (err == 0 && out == NULL)
-        err = SL_EINVAL;
-    if (err == 0)
-        err = store->type->check_multi(store, &item, &cost, 1, now, 0, &d);
+    if (store == NULL || now < 0 || now > SL_MAX_TIME)
+        return SL_EINVAL;
+    if (cost < 0 || cost > SL_MAX_COUNT)
+        return SL_ECOST;
+    if (limit == NULL || (key == NULL && key_len != 0))
+        return SL_EINVAL;
+    if (key_len > store->max_key_len)
+        return SL_EKEYLEN;
+    if (out == NULL)
+        return SL_EINVAL;
+    if (store->type->check_one != NULL)
+        return store->type->check_one(store, &item, cost, now, 0, out);
+    err = store->type->check_multi(store, &item, &cost, 1, now, 0, &d);
     if (err == 0)
         *out = d;
     return err;

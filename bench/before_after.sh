@@ -1,0 +1,111 @@
+#!/bin/bash
+# bench/before_after.sh - one sl_check()'s cost before and after a change,
+# measured side by side in one run with the bare C table (the peer).
+#
+#   bench/before_after.sh REV        REV: the "before" commit (e.g. main)
+#
+# Builds bench_decide of REV (git archive into a temporary directory) and
+# of this tree (RelWithDebInfo, as bench/run.sh), and the peer
+# ($PEERS_DIR/c/gcra_bench.c, gcc -O2).  Then, ROUNDS times (default 3),
+# in an order that rotates every round: before, after and the peer on gcra
+# for 1 key, 1M and 10M keys, pinned to CPU 0; and before and after with 2
+# threads (CPUs 0 and 1) on 1 key and 1M keys.  Prints one JSON line per
+# run and a table of medians; instructions per decision (valgrind, the
+# difference of two runs) for 1 key and 100k keys close the run.
+set -u
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+REV="${1:?usage: bench/before_after.sh REV}"
+PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
+ROUNDS="${ROUNDS:-3}"
+WORK="$(mktemp -d /tmp/sluice-before-after.XXXXXX)"
+OUT="${OUT:-$ROOT/bench/results/before-after-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$OUT" "$WORK/src" || exit 1
+trap 'rm -rf "$WORK"' EXIT
+
+git -C "$ROOT" archive "$REV" | tar -x -C "$WORK/src" || exit 1
+for side in before after; do
+  src="$WORK/src"; [ "$side" = after ] && src="$ROOT"
+  cmake -S "$src" -B "$WORK/build-$side" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.txt" 2>&1 &&
+    cmake --build "$WORK/build-$side" --target bench_decide -j2 >>"$OUT/build.txt" 2>&1 ||
+    { tail -20 "$OUT/build.txt"; exit 1; }
+done
+gcc -O2 -Wall -o "$WORK/peer" "$PEERS_DIR/c/gcra_bench.c" || exit 1
+echo "before: $(git -C "$ROOT" rev-parse --short "$REV"), after: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include || echo ' (modified)')" | tee "$OUT/revs.txt"
+
+# run TAG CPUS CMD...: one JSON line, tagged, into runs.jsonl.
+run() {
+  local tag=$1 cpus=$2 line; shift 2
+  line=$(timeout 600 taskset -c "$cpus" "$@" 2>>"$OUT/stderr.txt") || { echo "FAILED: $tag" >&2; return; }
+  echo "$line" | jq -c --arg tag "$tag" '. + {tag: $tag}' | tee -a "$OUT/runs.jsonl"
+}
+B="$WORK/build-before/bench/bench_decide" A="$WORK/build-after/bench/bench_decide"
+CASES=(
+  "1 0 5000000 50000000 1" "1000000 0 3000000 10000000 1" "10000000 0 2000000 5000000 1"
+  "1 0,1 3000000 - 2" "1000000 0,1 2000000 - 2"
+)
+for round in $(seq 1 "$ROUNDS"); do
+  for c in "${CASES[@]}"; do
+    set -- $c
+    keys=$1 cpus=$2 d=$3 pd=$4 t=$5
+    cmds=("before" "after" "peer")
+    [ "$pd" = - ] && cmds=("before" "after")
+    n=${#cmds[@]}
+    for k in $(seq 0 $((n - 1))); do
+      who=${cmds[$(((k + round) % n))]}
+      case $who in
+        before) run "before $keys keys $t threads" "$cpus" "$B" -a gcra -k "$keys" -d "$d" -t "$t" ;;
+        after) run "after $keys keys $t threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t "$t" ;;
+        peer) run "peer $keys keys 1 threads" "$cpus" "$WORK/peer" "$keys" "$pd" 0 0 ;;
+      esac
+    done
+  done
+done >/dev/null
+
+insn() { # BINARY ARGS...: instructions per decision, 600k minus 200k decisions
+  local a b
+  c() { valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+        awk '/I *refs:/ {gsub(",", "", $NF); print $NF}'; }
+  a=$(c "$1" -a gcra -k "$2" -d 200000 -r 1 -w 0); b=$(c "$1" -a gcra -k "$2" -d 600000 -r 1 -w 0)
+  echo $(((b - a) / 400000))
+}
+insn_peer() {
+  local a b
+  c() { valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$WORK/peer" "$1" "$2" 0 0 2>&1 >/dev/null |
+        awk '/I *refs:/ {gsub(",", "", $NF); print $NF}'; }
+  a=$(c "$1" 100000); b=$(c "$1" 300000)
+  echo $(((b - a) / 1200000))
+}
+if command -v valgrind >/dev/null; then
+  for keys in 1 100000; do
+    jq -nc --argjson k "$keys" --argjson b "$(insn "$B" "$keys")" --argjson a "$(insn "$A" "$keys")" \
+      --argjson p "$(insn_peer "$keys")" '{keys: $k, insn_before: $b, insn_after: $a, insn_peer: $p}' >>"$OUT/insn.jsonl"
+  done
+fi
+
+python3 - "$OUT" <<'EOF' | tee "$OUT/summary.md"
+import json, os, statistics, sys
+out = sys.argv[1]
+runs = [json.loads(l) for l in open(os.path.join(out, "runs.jsonl"))]
+print(open(os.path.join(out, "revs.txt")).read().strip() + "\n")
+print("| keys | threads | before ns (median) | after ns (median) | peer ns (median) | before/peer | after/peer | after B/key (store / RSS) | before B/key (store / RSS) | runs each |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+groups = {}
+for r in runs:
+    who, keys, _, t, _ = r["tag"].split(" ")
+    groups.setdefault((int(keys), int(t)), {}).setdefault(who, []).append(r)
+for (k, t) in sorted(groups):
+    g = groups[(k, t)]
+    med = {w: statistics.median(x["ns_median"] for x in rs) for w, rs in g.items()}
+    def b(w):
+        if k == 1 or w not in g: return "–"
+        x = g[w][0]
+        return f'{x["store_bytes_per_key"]:.1f} / {statistics.median(y["rss_bytes_per_key"] for y in g[w]):.1f}'
+    p = med.get("peer")
+    ratio = lambda w: f"{med[w] / p:.2f}" if p else "–"
+    print(f'| {k} | {t} | {med["before"]:.1f} | {med["after"]:.1f} | {"–" if p is None else round(p, 1)} | {ratio("before")} | {ratio("after")} | {b("after")} | {b("before")} | {len(g["after"])} |')
+p = os.path.join(out, "insn.jsonl")
+if os.path.exists(p):
+    print("\nInstructions per decision (valgrind, bench loop included):", "; ".join(
+        f'{i["keys"]} keys: before {i["insn_before"]}, after {i["insn_after"]}, peer {i["insn_peer"]}' for i in map(json.loads, open(p))))
+EOF
+echo "results: $OUT"
