@@ -291,7 +291,9 @@ int ad_poll_start(sv_worker *control)
     poller *p = &the_poller;
     if (control->server->cfg.advisor_url == NULL)
         return 0;
-    memset(p, 0, sizeof(*p));
+    /* No memset: the poller is static, so zero already, and its counters
+     * are read by scrapes on other threads from the start (a plain write
+     * over them here was a data race TSan found). */
     p->w = control;
     char host[64] = "";
     gethostname(host, sizeof(host) - 1);
