@@ -276,6 +276,17 @@ int sv_server_run(const sv_config *cfg)
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
     if (s->workers == NULL)
         goto out;
+    /* SIGTERM, SIGINT and SIGHUP wait, blocked, until the main loop's
+     * handlers are in place (below): a supervisor that sends one as soon
+     * as the port answers (a reload right after start) must not meet the
+     * default action, which kills.  The threads inherit the mask, so the
+     * main thread alone takes them. */
+    sigset_t stop_sigs, old_mask;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
 
     /* Every thread's lock exists before any thread starts: a thread
      * rendering /metrics takes all of them. */
@@ -341,6 +352,7 @@ int sv_server_run(const sv_config *cfg)
         uv_signal_init(&main_loop, &sigs[i]);
         uv_signal_start(&sigs[i], signal_cb, signums[i]);
     }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     sv_reload_start_watch(s, &main_loop);
     uv_run(&main_loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 3; i++)
@@ -353,6 +365,7 @@ stop:
     if (status != 0) {
         s->n_workers = started; /* only those have a loop to stop */
         stop_all(s);
+        pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     }
     /* Every thread is joined before any is released: a thread still
      * draining may be rendering /metrics, which reads all threads' series. */
