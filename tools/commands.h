@@ -12,5 +12,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_limits(int argc, char **argv);
 int cmd_advisor(int argc, char **argv);
+int cmd_lab(int argc, char **argv);
 
 #endif

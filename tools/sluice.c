@@ -19,6 +19,7 @@ static const struct {
     {"replay", cmd_replay, "decide a trace of requests read on stdin"},
     {"validate", cmd_validate, "check rules files without starting anything"},
     {"advisor", cmd_advisor, "recommend limits from forecast demand"},
+    {"lab", cmd_lab, "the load lab: run the limits experiment end to end"},
 };
 
 static void usage(FILE *to)
