@@ -255,6 +255,8 @@ static json_t *agg_json(const agg *a)
         num(a->seconds ? a->reversals * 60.0 / a->seconds : 0, 2));
     json_object_set_new(j, "redis_commands", num(a->redis_cmds, 0));
     json_object_set_new(j, "fallback_decisions", num(a->fallback, 0));
+    json_object_set_new(j, "fallback_pct",
+                        num(pct((uint64_t)a->fallback, sum3(a->offered)), 2));
     return j;
 }
 
@@ -330,12 +332,13 @@ static int recovery_s(const lb_cell *c, int from, int to)
     return -1;
 }
 
-/* Seconds from `from` until a second in which Redis decided and the
- * failure policy did not (its end counted); -1 if none by the end. */
+/* Seconds from `from` (Redis back) to the end of the first second in
+ * which the proxies' script calls reached Redis again (a proxy sends
+ * none while its breaker is open); -1 if none by the end. */
 static int resume_s(const lb_cell *c, int from)
 {
-    for (int t = from; t < c->seconds; t++)
-        if (c->sec[t].redis_cmds > 0 && c->sec[t].fallback == 0)
+    for (int t = from; t >= 0 && t < c->seconds; t++)
+        if (c->sec[t].redis_cmds > 0)
             return t - from + 1;
     return -1;
 }

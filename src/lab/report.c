@@ -23,7 +23,7 @@
 #define H 220
 #define ML 56 /* margins: left, right, top, bottom */
 #define MR 16
-#define MT 26
+#define MT 38
 #define MB 30
 
 /* The columns of samples.csv a plot draws. */
@@ -243,8 +243,8 @@ static void svg_lines(FILE *f, const series_cell *c, const char *title,
         fprintf(f,
                 "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"3\" "
                 "fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-                W - MR - 300 + l * 75, 9, lines[l].color, W - MR - 286 + l * 75,
-                14, lines[l].label);
+                ML + l * 90, 25, lines[l].color, ML + 14 + l * 90, 30,
+                lines[l].label);
     }
     fprintf(f, "</svg>\n");
 }
@@ -547,12 +547,14 @@ int lb_report_write(const char *dir)
         json_t *lab = json_object_get(r.results, "lab");
         char params[512];
         snprintf(params, sizeof(params),
-                 "profile %s, seed %lld, Redis failure policy %s, global "
+                 "profile %s, seed %lld, Redis failure policy %s and timeout "
+                 "%s, global "
                  "limit %lld/s, per key %lld/s, burst %lld; B: %lld servers, "
                  "FIFO cap %lld",
                  json_string_value(json_object_get(lab, "profile")),
                  json_integer_value(json_object_get(lab, "seed")),
                  json_string_value(json_object_get(lab, "policy")),
+                 json_string_value(json_object_get(lab, "redis_timeout")),
                  json_integer_value(json_object_get(lab, "global_limit")),
                  json_integer_value(json_object_get(lab, "key_limit")),
                  json_integer_value(json_object_get(lab, "burst")),

@@ -32,6 +32,7 @@
 #include "lab/relay.h"
 #include "lab/report.h"
 #include "lab/scenario.h"
+#include "sluice.h"
 
 #define MAX_LIST 16
 #define PROXIES 2
@@ -40,7 +41,7 @@ static const char run_usage[] =
     "usage: sluice lab run [--scenario s1,s2,s3,s4] [--algorithms A,...]\n"
     "         [--variants static] [--profile smoke|quick|full]\n"
     "         [--policy local|fail_open|fail_closed] [--seed N]\n"
-    "         [--redis-server PATH] --out DIR\n"
+    "         [--redis-server PATH] [--redis-timeout 20ms] --out DIR\n"
     "Profiles: full (the scenarios' own lengths, ~14 min a cell set),\n"
     "quick (half), smoke (a tenth; s1 and s4, token_bucket).  docs/lab.md.\n";
 
@@ -55,7 +56,7 @@ typedef struct run_opts {
     size_t n_algorithms;
     const lb_variant *variants[MAX_LIST];
     size_t n_variants;
-    const char *profile, *policy, *out, *redis_server;
+    const char *profile, *policy, *out, *redis_server, *redis_timeout;
     double scale;
     unsigned long long seed;
     char self[PATH_MAX];
@@ -151,7 +152,7 @@ static pid_t start_proxy(cell_env *e, int i)
                       "--listen",         listen,
                       "--threads",        "1",
                       "--store",          store,
-                      "--redis-timeout",  "5ms",
+                      "--redis-timeout",  (char *)e->o->redis_timeout,
                       "--redis-failure",  (char *)e->o->policy,
                       "--nodes",          "2"};
     size_t n = 20;
@@ -466,12 +467,14 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         {"seed", required_argument, NULL, 'S'},
         {"out", required_argument, NULL, 'o'},
         {"redis-server", required_argument, NULL, 'r'},
+        {"redis-timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     const char *scenarios = NULL, *algorithms = NULL, *variants = "static";
     o->profile = "quick";
     o->policy = "local";
     o->redis_server = "redis-server";
+    o->redis_timeout = "20ms";
     o->seed = 1;
     char list[MAX_LIST][32], *end;
     size_t n;
@@ -508,6 +511,18 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         case 'r':
             o->redis_server = optarg;
             break;
+        case 't': {
+            sl_nanos ns;
+            if (sl_duration_parse(optarg, strlen(optarg), &ns) != 0 ||
+                ns <= 0) {
+                fprintf(stderr,
+                        "sluice lab run: invalid --redis-timeout: '%s'\n",
+                        optarg);
+                return 2;
+            }
+            o->redis_timeout = optarg;
+            break;
+        }
         case 'h':
             fputs(run_usage, stdout);
             return 0;
@@ -677,7 +692,7 @@ int lb_run_main(int argc, char **argv)
     json_t *root = json_pack(
         "{s:{s:s, s:s, s:I, s:f, s:s, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
         "lab", "profile", o.profile, "policy", o.policy, "seed",
-        (json_int_t)o.seed, "scale", o.scale, "redis_timeout", "5ms",
+        (json_int_t)o.seed, "scale", o.scale, "redis_timeout", o.redis_timeout,
         "global_limit", LB_GLOBAL_LIMIT, "key_limit", LB_KEY_LIMIT, "burst",
         LB_BURST, "b_servers", LB_B_SERVERS, "b_cap", LB_B_CAP, "cells", cells,
         "checks", checks);
