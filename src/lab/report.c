@@ -451,7 +451,7 @@ static int write_scenario(report *r, const char *sc, const char *title)
     }
     both(r, "\n", "</table>\n");
     bpa.n = bp99.n = b429.n;
-    char name[64], t1[96], t2[96], t3[96];
+    char name[160], t1[96], t2[96], t3[96];
     snprintf(t1, sizeof(t1), "%s: legitimate requests refused (429), %%", sc);
     snprintf(t2, sizeof(t2), "%s: abusers' requests passed (P_A), %%", sc);
     snprintf(t3, sizeof(t3), "%s: B's p99 latency, ms", sc);

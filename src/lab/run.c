@@ -89,7 +89,7 @@ typedef struct cell_env {
 
 static pid_t start_redis(cell_env *e)
 {
-    char port[16], log[PATH_MAX + 16];
+    char port[16], log[PATH_MAX + 64];
     snprintf(port, sizeof(port), "%d", e->redis_port);
     snprintf(log, sizeof(log), "%s/redis.log", e->dir);
     char *argv[] = {(char *)e->o->redis_server,
@@ -113,7 +113,7 @@ static pid_t start_redis(cell_env *e)
 
 static int write_file_rules(cell_env *e)
 {
-    char path[PATH_MAX + 16];
+    char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/rules.yaml", e->dir);
     FILE *f = fopen(path, "w");
     if (!f)
@@ -137,7 +137,7 @@ static int write_file_rules(cell_env *e)
 
 static pid_t start_proxy(cell_env *e, int i)
 {
-    char cfg[PATH_MAX + 16], rules[PATH_MAX + 16], log[PATH_MAX + 16], up[64],
+    char cfg[PATH_MAX + 64], rules[PATH_MAX + 64], log[PATH_MAX + 64], up[64],
         listen[64], store[64];
     snprintf(cfg, sizeof(cfg), "%s/proxy.yaml", e->dir);
     snprintf(rules, sizeof(rules), "%s/rules.yaml", e->dir);
@@ -172,7 +172,7 @@ static pid_t start_proxy(cell_env *e, int i)
 static pid_t start_b(cell_env *e)
 {
     char listen[64], seed[32], servers[16], cap[16], service[16],
-        log[PATH_MAX + 16];
+        log[PATH_MAX + 64];
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", e->b_port);
     snprintf(seed, sizeof(seed), "%llu", e->o->seed);
     snprintf(servers, sizeof(servers), "%d", LB_B_SERVERS);
@@ -223,8 +223,8 @@ static void scaled_group(char *out, size_t len, const char *group,
 static pid_t start_load(cell_env *e, unsigned long long t0)
 {
     const lb_scenario *sc = e->c->sc;
-    char targets[128], dur[32], seed[32], t0s[32], out[PATH_MAX + 16],
-        log[PATH_MAX + 16];
+    char targets[128], dur[32], seed[32], t0s[32], out[PATH_MAX + 64],
+        log[PATH_MAX + 64];
     char groups[LB_SCENARIO_GROUPS][512];
     snprintf(targets, sizeof(targets), "127.0.0.1:%d,127.0.0.1:%d",
              e->proxy_port[0], e->proxy_port[1]);
@@ -430,7 +430,7 @@ static int run_cell(const run_opts *o, lb_cell *c)
         lb_stop(e.load, 5000);
     e.load = -1;
     stop_all(&e);
-    char path[PATH_MAX + 16];
+    char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/load.csv", e.dir);
     if (interrupted || lb_cell_read_load(c, path) != 0) {
         fprintf(stderr, "sluice lab: %s: no results from the load (%s)\n",
