@@ -283,7 +283,7 @@ typedef void (*draw_fn)(FILE *f, const void *arg);
 static int emit_svg(report *r, const char *name, const char *alt, draw_fn draw,
                     const void *arg)
 {
-    char path[PATH_MAX + 128];
+    char path[PATH_MAX + 256];
     snprintf(path, sizeof(path), "%s/plots/%s.svg", r->dir, name);
     FILE *f = fopen(path, "w");
     if (!f)
