@@ -696,9 +696,9 @@ int lb_run_main(int argc, char **argv)
         "global_limit", LB_GLOBAL_LIMIT, "key_limit", LB_KEY_LIMIT, "burst",
         LB_BURST, "b_servers", LB_B_SERVERS, "b_cap", LB_B_CAP, "cells", cells,
         "checks", checks);
+    /* Insertion order (jansson keeps it): phases in time order. */
     snprintf(path, sizeof(path), "%s/results.json", o.out);
-    if (!root ||
-        json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS) != 0) {
+    if (!root || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
         fprintf(stderr, "sluice lab run: cannot write '%s'\n", path);
         json_decref(root);
         return 1;
