@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include <http_parser.h>
 #include <uv.h>
@@ -438,9 +439,22 @@ static void close_any(uv_handle_t *h, void *arg)
         uv_close(h, h->type == UV_TCP && h->data ? on_close : NULL);
 }
 
+/* Room for max_conns sockets: a soft limit of 1024 descriptors would
+ * turn an overloaded target's slow answers into A's own errors. */
+static void raise_fd_limit(uint32_t max_conns)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_conns + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int lb_load_run(const lb_load_opts *o)
 {
     memset(&L, 0, sizeof(L));
+    raise_fd_limit(o->max_conns);
     L.o = o;
     L.loop = uv_default_loop();
     for (size_t g = 0; g < o->n_groups; g++) {
