@@ -107,7 +107,7 @@ Y
 SPID=""
 trap 'stop_pid "$SPID"' EXIT
 trap 'exit 130' INT TERM
-taskset -c "$SRV_CPU" "$SLUICE" serve --rules "$OUT/rules.yaml" --threads 1 \
+taskset -c "$SRV_CPU" "$SLUICE" serve --rules "$OUT/rules.yaml" --threads 1 --public-metrics true \
   --listen "127.0.0.1:$PORT" --grpc-listen "127.0.0.1:$GPORT" 2>"$OUT/sluice.log" &
 SPID=$!
 wait_port "$PORT" && wait_port "$GPORT" ||

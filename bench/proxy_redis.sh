@@ -42,6 +42,7 @@ cat >"$OUT/proxy.yaml" <<Y
 rules: $HERE/proxy_rules
 threads: 1
 upstream: http://127.0.0.1:$UP
+metrics_path: /sluice/metrics   # read below (off by default)
 routes:
   - {prefix: /limited, domain: limited, descriptors: [[{remote_address: {}}]]}
   - {prefix: /keys, domain: keys, descriptors: [[{request_header: {name: X-Api-Key, key: api_key}}]]}

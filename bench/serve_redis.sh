@@ -67,7 +67,7 @@ if [ -n "${REDIS_CPU_PCT:-}" ]; then
   fi || { echo "REDIS_CPU_PCT needs root and a cgroup cpu controller" >&2; kill $RPID; exit 1; }
   echo "$RPID" >"$CG/cgroup.procs"
 fi
-taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" \
+taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" --public-metrics true \
   --listen "127.0.0.1:$PORT" --threads 1 --store "redis://127.0.0.1:$RPORT" \
   --redis-timeout 50ms 2>"$OUT/sluice.log" &
 SPID=$!

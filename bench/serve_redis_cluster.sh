@@ -62,7 +62,7 @@ done
 # sluice serve on CPU 1: start_sluice NAME STORE -> its port in $PORT
 start_sluice() {
   PORT=$(free_port)
-  taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" \
+  taskset -c 1 "$SLUICE" serve --rules "$HERE/serve_redis_rules.yaml" --public-metrics true \
     --listen "127.0.0.1:$PORT" --threads 1 --store "$2" \
     --redis-timeout 50ms 2>"$TMP/$1.log" &
   PIDS+=($!)

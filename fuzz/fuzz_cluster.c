@@ -2,7 +2,8 @@
  * fuzz_cluster.c - libFuzzer target for what a Redis Cluster node sends
  * that sluice parses (src/redis/slots.c, reply.c): MOVED and ASK error
  * strings, alone and as error replies to classify, CLUSTER SLOTS replies,
- * and key names hashed to slots.
+ * and key names hashed to slots; and what a client's key becomes as a
+ * key name (src/redis/call.c).
  *
  * The first byte picks the parser; the rest is its input.  A CLUSTER
  * SLOTS reply is fed to hiredis's own reader first (as the store and the
@@ -17,7 +18,9 @@
  * Checked besides crashes: a slot is always in [0, 16384); a parsed
  * redirection has a slot in range, a port in 1..65535 and a NUL-
  * terminated host; a parsed map has at least one node, and every slot it
- * maps names a node whose port is valid.
+ * maps names a node whose port is valid; a client's key, whatever its
+ * bytes, is the whole hash tag of its key name: the first '}' after the
+ * first '{' is the name's last byte (no value can choose its slot).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,6 +69,35 @@ static void check_map(const redisReply *reply)
     sl__redis_slot_map_free(m);
 }
 
+/* The key name of a one-item call for key: its tag must be all of it. */
+static void check_key_name(const char *key, size_t len)
+{
+    static sl_limit *lim;
+    const sl_limit_config cfg = {
+        .algorithm = SL_FIXED_WINDOW, .limit = 10, .period = SL_NS_PER_SEC};
+    const sl__redis_keyspace ks = {.prefix = "sl:",
+                                   .use_server_time = 1,
+                                   .cluster = 1,
+                                   .max_key_len = SIZE_MAX};
+    sl_check_item it = {NULL, key, len};
+    int64_t cost = 1;
+    const char *const *argv;
+    const size_t *lens;
+    sl__redis_call *c;
+    if (lim == NULL && sl_limit_new(&cfg, &lim, NULL, 0) != 0)
+        return;
+    it.limit = lim;
+    if (sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &c, NULL, 0) != 0)
+        return;
+    sl__redis_call_part_argv(c, 0, &argv, &lens);
+    const char *name = argv[3], *open = memchr(name, '{', lens[3]);
+    size_t from = open ? (size_t)(open - name) + 1 : lens[3];
+    const char *close = memchr(name + from, '}', lens[3] - from);
+    if (open == NULL || close != name + lens[3] - 1)
+        abort();
+    sl__redis_call_free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -111,6 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int slot = sl__redis_key_slot(in, len);
         if (slot < 0 || slot >= SL__REDIS_SLOTS)
             abort();
+        check_key_name(in, len);
     }
     }
     return 0;

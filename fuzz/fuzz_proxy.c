@@ -6,9 +6,11 @@
  * client address from X-Forwarded-For behind trusted proxies, and the
  * descriptors of a route.  Input: the target up to the first '\n', then
  * "name:value" lines, each split where the input's own bytes say.
- * Invariants: a normalised path starts with '/', has no empty, "." or
- * ".." segment, fits its buffer and normalises to itself; no crash,
- * leak or out-of-bounds access.
+ * Invariants: a normalised path (RFC 3986's form, and the loose one
+ * routes match by default) starts with '/', has no empty, "." or ".."
+ * segment, fits its buffer and normalises to itself (the loose one
+ * without '\\' or ';', and when no '%' is left to decode again); no
+ * crash, leak or out-of-bounds access.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,11 +30,19 @@ static void check_path(const char *url, size_t len)
     if (off > len || path_len > len - off)
         __builtin_trap();
     char *out = malloc(path_len + 2), *again = malloc(path_len + 2);
-    if (out && again && px_normalize_path(url + off, path_len, out, &n) == 0) {
+    for (int loose = 0; loose < 2 && out && again; loose++) {
+        if (px_normalize_path(url + off, path_len, loose, out, &n) != 0)
+            continue;
         if (n > path_len + 1 || out[0] != '/' || out[n] != '\0' ||
             strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../"))
             __builtin_trap();
-        if (px_normalize_path(out, n, again, &n2) != 0 || n2 != n ||
+        /* Loose: no '\\' or parameters left, and, with no '%' left to
+         * decode again, a fixed point too. */
+        if (loose && (memchr(out, '\\', n) || memchr(out, ';', n)))
+            __builtin_trap();
+        if (loose && memchr(out, '%', n))
+            continue;
+        if (px_normalize_path(out, n, loose, again, &n2) != 0 || n2 != n ||
             memcmp(out, again, n) != 0)
             __builtin_trap();
     }
@@ -47,6 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *nl = memchr(p, '\n', size);
     size_t url_len = nl ? (size_t)(nl - p) : size;
     check_path(p, url_len);
+    /* hygiene.c's checks see the same bytes the parser hands over. */
+    if (sv_hygiene_target(p, url_len) == NULL &&
+        memchr(p, '\t', url_len) != NULL)
+        __builtin_trap();
     p += nl ? url_len + 1 : url_len;
 
     px_headers h = {0};
@@ -59,6 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *name_end = colon ? colon : line_end;
         /* Names and values in two pieces each, as across two reads. */
         size_t nl1 = (size_t)(name_end - p) / 2;
+        if (sv_hygiene_field_name(p, (size_t)(name_end - p)) == NULL &&
+            memchr(p, ' ', (size_t)(name_end - p)) != NULL)
+            __builtin_trap();
         bad = px_headers_field(&h, p, nl1, 8192) ||
               px_headers_field(&h, p + nl1, (size_t)(name_end - p) - nl1, 8192);
         if (!bad && colon) {
@@ -104,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sv_dec_descriptor ds[PX_MAX_DESCRIPTORS];
     sl_rules_entry entries[PX_MAX_DESCRIPTORS * PX_MAX_ACTIONS];
     size_t n = 0;
-    px_request_view view = {HTTP_GET, "/a/b/c", 6, addr, &h};
+    px_request_view view = {HTTP_GET, "/a/b/c", 6,    "/a/b/c",
+                            "/a/b/c", 6,        addr, &h};
     if (px_descriptors(&cfg.routes[0], &view, ds, entries, &n) == 0 &&
         n > cfg.routes[0].n_descriptors)
         __builtin_trap();

@@ -19,7 +19,8 @@
 # Sluice-* headers of /v1/auth), fuzz_proxy (the proxy's request target,
 # path normalisation, header gathering and filtering, client address and
 # descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
-# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots),
+# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots,
+# a client key as a key name whose hash tag is all of it),
 # fuzz_resp (Redis protocol requests split into reads at any point, and
 # CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:
 # the HTTP response through the admin client's reader, split at any
@@ -28,7 +29,10 @@
 # fuzz_grpc_pb (the gRPC door's protobuf codec: RateLimitRequest and
 # HealthCheckRequest decoded, a response encoded from them),
 # fuzz_grpc_h2 (its HTTP/2 session with the real methods, bytes in
-# pieces, timeouts and a drain).
+# pieces, timeouts and a drain), fuzz_json (the decision requests' JSON
+# scanner against jansson: the same verdict and the same values),
+# fuzz_label (/metrics' label values from any bytes: valid UTF-8,
+# capped, escaped).
 # Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
@@ -48,7 +52,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice fuzz_grpc_pb fuzz_grpc_h2)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice fuzz_grpc_pb fuzz_grpc_h2 fuzz_json fuzz_label)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

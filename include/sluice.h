@@ -392,6 +392,39 @@ typedef struct sl_store_stats {
 SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);
 
 /* ---------------------------------------------------------------------
+ * Waiting for a limit (for embedding programs that would rather wait than
+ * be refused)
+ * ------------------------------------------------------------------ */
+
+/* The clock and the sleep sl_acquire() uses; a test passes a manual
+ * clock whose sleep advances it.  Either function NULL: the default,
+ * sl_clock_realtime() and nanosleep(). */
+typedef struct sl_waiter {
+    sl_nanos (*now)(void *ctx);
+    void (*sleep)(void *ctx, sl_nanos ns);
+    void *ctx;
+} sl_waiter;
+
+/*
+ * Blocks until `cost` units of `limit` for `key` are acquired, waiting at
+ * most max_wait ns in all: checks, and while rejected sleeps the
+ * decision's retry_after and checks again (another thread or node may
+ * have taken the room meanwhile).  A wait that cannot fit in what is left
+ * of max_wait is not slept: sl_acquire() returns at once.
+ *
+ * Returns 0 with *out the last decision: allowed 1 when the cost was
+ * consumed, allowed 0 when it was not (retry_after -1: never fits;
+ * otherwise it would have taken longer than max_wait).  Errors as
+ * sl_check(), plus SL_EINVAL for max_wait < 0.  w may be NULL for the
+ * defaults.  Decisions are made at w's now, so the default clock is the
+ * real time the windows align on.
+ */
+SL_EXPORT int sl_acquire(sl_store *store, const sl_limit *limit,
+                         const void *key, size_t key_len, int64_t cost,
+                         sl_nanos max_wait, const sl_waiter *w,
+                         sl_decision *out);
+
+/* ---------------------------------------------------------------------
  * Clocks (for callers; the decision path never reads one)
  * ------------------------------------------------------------------ */
 

@@ -73,6 +73,9 @@ typedef enum sl_rule_action {
     SL_RULE_DENY       /* `requests_per_unit: 0`: always over the limit */
 } sl_rule_action;
 
+/* rate_limit.adaptive.controller. */
+enum { SL_CONTROLLER_OFF = 0, SL_CONTROLLER_GRADIENT = 1 };
+
 /* rate_limit.store_failure: how a server decides this limit when its
  * shared store (Redis) cannot.  DEFAULT leaves it to the server's global
  * setting (sluice serve --redis-failure). */
@@ -106,12 +109,22 @@ typedef struct sl_rule {
      * may move requests_per_unit within; both 0 when not given, and then
      * the advisor leaves the rule alone. */
     int64_t adaptive_min, adaptive_max;
+    /* adaptive.controller: SL_CONTROLLER_GRADIENT lets `sluice proxy`
+     * move the limit by what it sees of its upstream (docs/adaptive.md);
+     * with it, adaptive.slo_p99 (0: none), and the seasonal forecast's
+     * season (0: none) and horizon (default 5 s). */
+    int adaptive_controller;
+    sl_nanos adaptive_slo_p99, adaptive_season, adaptive_horizon;
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
     /* This rule's i in sl_rules_rule(rules, i): a caller keeps data of its
      * own per rule (say, text made once) in an array of
      * sl_rules_rule_count() elements. */
     size_t index;
+    /* rate_limit.max_hits: the most hits one report of sent requests
+     * (serve's POST /v1/increment) may carry; 0 when not given, and then
+     * the limit's capacity (its burst, or requests_per_unit) is. */
+    int64_t max_hits;
 } sl_rule;
 
 /* One entry of a request descriptor: (pointer, length) byte strings. */

@@ -12,10 +12,14 @@ set -euo pipefail
 # libnghttp2-dev: serve's gRPC door; python3-h2 (hyperframe, hpack):
 # tests/test_serve_grpc.sh's raw HTTP/2 client; nghttp2-client (nghttp,
 # h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
+# dpkg-dev (dpkg-shlibdeps): scripts/package.sh, tests/test_package.sh.
+# chromium: tests/test_status.sh drives the status page in it, headless
+# (puppeteer-core, tests/status/package-lock.json).
 PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
       libhiredis-dev redis-server redis-tools
       libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx
-      nodejs npm libnghttp2-dev nghttp2-client wrk python3-h2)
+      nodejs npm libnghttp2-dev nghttp2-client wrk python3-h2 dpkg-dev
+      chromium)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)

@@ -300,7 +300,7 @@ try:
     aport = harness.free_port()
     loop = Node("loop", "--advisor", "http://127.0.0.1:%d" % aport,
                 "--advisor-interval", "200ms")
-    ref = harness.start([SLUICE, "advisor", "--scrape", "http://127.0.0.1:%d" % loop.port,
+    ref = harness.start([SLUICE, "advisor", "--scrape", "http://127.0.0.1:%d" % loop.metrics_port,
                          "--listen", "127.0.0.1:%d" % aport, "--step", "200ms",
                          "--season", "1s", "--horizon", "400ms"],
                         os.path.join(tmp, "ref-advisor.log"))

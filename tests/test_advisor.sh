@@ -22,7 +22,7 @@ source "$SOURCE_DIR/tests/sh/common.sh"
 port_of() {
   local p=""
   for _ in $(seq 200); do
-    p=$(sed -n "s/^$2: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p" "$1")
+    p=$(sed -n "s/^$2:\{0,1\} listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p" "$1")
     [ -n "$p" ] && { echo "$p"; return 0; }
     sleep 0.05
   done
@@ -55,10 +55,11 @@ descriptors:
 EOF
 
 "$SLUICE" serve --rules "$tmp/rules" --listen 127.0.0.1:0 --threads 2 \
-  2>"$tmp/serve.log" &
+  --metrics-listen 127.0.0.1:0 2>"$tmp/serve.log" &
 SERVE=$!
 pids+=("$SERVE")
 PORT=$(port_of "$tmp/serve.log" sluice) || exit 1
+MPORT=$(port_of "$tmp/serve.log" "sluice: metrics") || exit 1 # what the advisor scrapes
 
 # The load and the poller, one python process: the load's clock gives the
 # phase of each poll.  Season 4 s: phase < 0.5 is 10 r/s, >= 0.5 150 r/s,
@@ -117,7 +118,7 @@ for _ in $(seq 100); do [ -f "$tmp/polls.started" ] && break; sleep 0.05; done
 sleep 0.5 # the advisor starts on a running load, as it would in production
 
 adv_wall=$(date +%s.%N) # when the advisor starts, on the load's clock below
-"$SLUICE" advisor --scrape "http://127.0.0.1:$PORT" --listen 127.0.0.1:0 \
+"$SLUICE" advisor --scrape "http://127.0.0.1:$MPORT" --listen 127.0.0.1:0 \
   --step 200ms --season 4s --horizon 600ms 2>"$tmp/advisor.log" &
 ADV=$!
 pids+=("$ADV")

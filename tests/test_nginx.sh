@@ -65,13 +65,14 @@ pids+=($!)
 wait_port "$UP"
 
 "$SLUICE" serve --rules "$SOURCE_DIR/examples/nginx/rules.yaml" --listen 127.0.0.1:0 \
-  --threads 2 2>"$tmp/sluice.log" &
+  --threads 2 --metrics-listen 127.0.0.1:0 2>"$tmp/sluice.log" &
 SPID=$!
 pids+=("$SPID")
 SP=""
 for _ in $(seq 200); do
-  SP=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/sluice.log")
-  [ -n "$SP" ] && break
+  SP=$(sed -n 's/.*: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/sluice.log")
+  SM=$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/sluice.log")
+  [ -n "$SP" ] && [ -n "$SM" ] && break
   sleep 0.05
 done
 [ -n "$SP" ] || { echo "FAIL sluice did not start"; cat "$tmp/sluice.log"; exit 1; }
@@ -178,7 +179,7 @@ get /hello -H "X-Api-Key: $long"
   pass "a key sluice refuses: 400, not passed on" || bad "refused key" "$STATUS $BODY"
 
 # sluice's own view: the decisions were counted.
-m=$(curl -s -m 5 "http://127.0.0.1:$SP/metrics")
+m=$(curl -s -m 5 "http://127.0.0.1:$SM/metrics")
 over=$(sed -n 's/^sluice_checks_total{result="over_limit"} //p' <<<"$m")
 [ "${over:-0}" -ge 36 ] && pass "sluice counted the limited requests ($over)" || bad "metrics" "$over"
 

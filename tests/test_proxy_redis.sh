@@ -54,11 +54,14 @@ class Proxy(harness.Daemon):
                     "--upstream", "http://127.0.0.1:%d" % UP_PORT,
                     "--threads", str(threads),
                     "--redis-timeout", "%dms" % TIMEOUT_MS] + list(flags)
-        super().__init__(name, [SLUICE, "proxy"] + argv, tmp)
+        # Its metrics on a listener of their own (docs/proxy.md, "Metrics").
+        super().__init__(name, [SLUICE, "proxy"] + argv +
+                         ["--metrics-listen", "127.0.0.1:0"], tmp)
+        self.metrics_port = self.door_port("metrics")
 
-    def req(self, path, headers=None, body=None, method=None, chunked=False):
+    def req(self, path, headers=None, body=None, method=None, chunked=False, port=None):
         """(status, headers, body, seconds); status 0 when the connection broke."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=10)
         t0 = time.monotonic()
         try:
             c.request(method or ("POST" if body is not None else "GET"), path,
@@ -72,7 +75,7 @@ class Proxy(harness.Daemon):
             c.close()
 
     def metric(self, name):
-        return harness.metric(self.req("/sluice/metrics")[2].decode(), name)
+        return harness.metric(self.req("/metrics", port=self.metrics_port)[2].decode(), name)
 
     def wait_up(self):
         return harness.wait_until(lambda: self.metric("sluice_store_up") == 1)

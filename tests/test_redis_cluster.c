@@ -377,6 +377,20 @@ static void test_tag_delimiter(void **state)
     sl_limit_free(five);
 }
 
+/* redis:// naming a Cluster node: refused when it connects (SL_EINVAL,
+ * "use redis-cluster://"), not a store whose every call is MOVED. */
+static void test_plain_url_at_a_node(void **state)
+{
+    char url[64], err[256];
+    sl_store *s = NULL;
+    (void)state;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", nodes[0].port);
+    sl_redis_options o = {.url = url, .timeout_ms = 2000};
+    assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), SL_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(err, "use redis-cluster://"));
+}
+
 /* Moves slot from its master to another, the way redis-cli --cluster
  * reshard does, with a check of key between each step. */
 static void test_migration(void **state)
@@ -510,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_exact_across_slots),
         cmocka_unit_test(test_multi_items),
         cmocka_unit_test(test_tag_delimiter),
+        cmocka_unit_test(test_plain_url_at_a_node),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_failover),
     };

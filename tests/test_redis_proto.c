@@ -158,6 +158,14 @@ static void test_handshake_commands(void **state)
                sl__redis_script);
     expect_cmd(&hs, 3, SL__REDIS_CMD_CLUSTER_SLOTS, "CLUSTER", "SLOTS", NULL);
 
+    /* A plain store's INFO cluster: right after AUTH, before SELECT (which
+     * a Cluster node refuses). */
+    sl__redis_handshake_init(
+        &hs, &ep, SL__REDIS_WITH_SCRIPT_LOAD | SL__REDIS_WITH_CLUSTER_CHECK);
+    expect_eq(hs.n, 4);
+    expect_cmd(&hs, 1, SL__REDIS_CMD_INFO_CLUSTER, "INFO", "cluster", NULL);
+    expect_cmd(&hs, 2, SL__REDIS_CMD_SELECT, "SELECT", "15", NULL);
+
     /* A user without a password sends nothing: AUTH needs a password. */
     ep = (sl__redis_endpoint){.host = "h", .port = 1, .user = "me"};
     sl__redis_handshake_init(&hs, &ep, SL__REDIS_WITH_CLUSTER_SLOTS);
@@ -211,6 +219,20 @@ static void test_handshake_checks(void **state)
         check_reply(SL__REDIS_CMD_SCRIPT_LOAD, "$40\r\n" SHA "\r\n", sha, err),
         0);
     assert_string_equal(sha, SHA);
+
+    /* INFO cluster: a Cluster node is refused (SL_EINVAL, the URL is
+     * wrong); an error reply (an ACL without INFO) cannot tell: 0. */
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "$19\r\ncluster_enabled:0\r\n\r\n", NULL, err),
+              0);
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "$19\r\ncluster_enabled:1\r\n\r\n", NULL, err),
+              SL_EINVAL);
+    assert_non_null(strstr(err, "use redis-cluster://"));
+    expect_eq(check_reply(SL__REDIS_CMD_INFO_CLUSTER,
+                          "-NOPERM this user has no permissions\r\n", NULL,
+                          err),
+              0);
 }
 
 /* ---- RESP ---- */
@@ -449,6 +471,59 @@ static void test_call_parts_on_a_cluster(void **state)
     sl_store_free(st);
 }
 
+/* The key name of a one-item call on a cluster store, into name. */
+static void key_name_of(const sl__redis_keyspace *ks, const sl_limit *lim,
+                        const char *key, char *name, size_t cap)
+{
+    sl_check_item it = {lim, key, strlen(key)};
+    int64_t cost = 1;
+    const char *const *argv;
+    const size_t *lens;
+    sl__redis_call *c;
+    expect_eq(sl__redis_call_new(ks, &it, &cost, 1, 0, 0, NULL, &c, NULL, 0),
+              0);
+    sl__redis_call_part_argv(c, 0, &argv, &lens);
+    expect_eq(lens[3] < cap, 1);
+    memcpy(name, argv[3], lens[3]);
+    name[lens[3]] = 0;
+    sl__redis_call_free(c);
+}
+
+/* A '}' in a client's key cannot end the hash tag early: "}AAAA" and
+ * "}BBBB" once shared the slot of the empty tag's key; inside the braces
+ * '}' and '\\' are escaped as '\\' and two hex digits, one to one. */
+static void test_key_tag_escaped(void **state)
+{
+    sl_store *st = lazy_store((sl_redis_options){
+        .url = "redis-cluster://127.0.0.1:7000", .tag_delimiter = '/'});
+    sl__redis_keyspace ks = keyspace_of(st);
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    char a[256], b[256], c[256];
+    (void)state;
+
+    key_name_of(&ks, lim, "}AAAA", a, sizeof(a));
+    key_name_of(&ks, lim, "}BBBB", b, sizeof(b));
+    expect_eq(sl__redis_key_slot(a, strlen(a)) ==
+                  sl__redis_key_slot(b, strlen(b)),
+              0);
+    assert_non_null(strstr(a, ":{\\7dAAAA}"));
+    /* The whole escaped key is the tag: its slot is the key's own. */
+    expect_eq(sl__redis_key_slot(a, strlen(a)),
+              sl__redis_key_slot("\\7dAAAA", 7));
+    /* One to one: the escape itself is escaped. */
+    key_name_of(&ks, lim, "\\7dAAAA", c, sizeof(c));
+    expect_eq(strcmp(a, c) != 0, 1);
+    assert_non_null(strstr(c, ":{\\5c7dAAAA}"));
+    /* Plain keys keep their names; the rest after the delimiter is not in
+     * the tag and is left as it is. */
+    key_name_of(&ks, lim, "acme/}x", c, sizeof(c));
+    assert_non_null(strstr(c, ":{acme}/}x"));
+    key_name_of(&ks, lim, "a{b", c, sizeof(c));
+    assert_non_null(strstr(c, ":{a{b}"));
+    sl_limit_free(lim);
+    sl_store_free(st);
+}
+
 /* A batch's command is its calls' commands rearranged: every key first,
  * then 'B', the count, and each call's numkeys and other arguments. */
 static void test_batch_format(void **state)
@@ -673,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_batch_reply_picking),
         cmocka_unit_test(test_endpoint_and_keyspace),
         cmocka_unit_test(test_key_slot),
+        cmocka_unit_test(test_key_tag_escaped),
         cmocka_unit_test(test_redirect_parse),
         cmocka_unit_test(test_slot_map),
     };

@@ -346,7 +346,15 @@ static void test_extensions_resolve(void **state)
     expect_eq(c->burst, 20);
     expect_eq(c->period, SEC);
     assert_string_equal(x->unit, "second");
+    expect_eq(x->adaptive_min, 5);
+    expect_eq(x->adaptive_max, 40);
+    expect_eq(x->adaptive_controller, SL_CONTROLLER_GRADIENT);
+    expect_eq(x->adaptive_slo_p99, 300 * MS);
+    expect_eq(x->adaptive_season, DAY);
+    expect_eq(x->adaptive_horizon, 5 * SEC);
     x = sl_rules_rule(r, 1);
+    expect_eq(x->adaptive_controller, SL_CONTROLLER_OFF);
+    expect_eq(x->adaptive_max, 0);
     c = sl_limit_get_config(x->limit);
     expect_eq(c->algorithm, SL_FIXED_WINDOW); /* the default, as lyft */
     expect_eq(c->period, HOUR);

@@ -183,6 +183,24 @@ try:
     s, b, h, _ = nodes[1].check("fixed_window", "q")
     check("hits 0 is a pure query", s == 200 and b["descriptors"][0]["remaining"] == L - 1, b)
 
+    # Increments on Redis (issue 17): hits above the capacity refused
+    # before the store, the capacity recorded, one more past the limit
+    # recorded too (over_limit), and the counter shared by the nodes.
+    def increment(node, body):
+        req = urllib.request.Request(node.url("/v1/increment"), json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+    inc = {"domain": "test", "entries": [{"key": "sliding_window", "value": "inc"}]}
+    s, b = increment(nodes[0], dict(inc, hits=2 ** 40))
+    check("increment: 2^40 hits refused (400 ERANGE)", s == 400 and b["error"]["code"] == "ERANGE", (s, b))
+    s, b = increment(nodes[1], dict(inc, hits=L))
+    check("increment: the capacity recorded on Redis", s == 200 and not b["over_limit"] and b["remaining"] == 0, (s, b))
+    s, b = increment(nodes[2], dict(inc, hits=1))
+    check("increment: past the limit counted, over_limit", s == 200 and b["counted"] and b["over_limit"], (s, b))
+
     # The failure policies, each on its own node.
     local = Node("local", "--store", STORE, "--redis-failure", "local", "--nodes", "3")
     fopen = Node("open", "--store", STORE, "--redis-failure", "fail_open")

@@ -213,6 +213,48 @@ try:
           (s1, s2, s3, b3))
     harness.check_exit([dom])
 
+    # TRYAGAIN: a resharding has moved one of a call's two keys (one slot:
+    # --redis-hash-tag domain).  The source answers TRYAGAIN until the
+    # rest moves; sluice backs off and sends again within the request's
+    # timeout, so the request is decided by Redis once the slot has moved
+    # (sent again at once, the part spent its 5 hops in a millisecond and
+    # failed: 503 under fail_closed).
+    ta = Node("ta", url, "--redis-failure", "fail_closed", "--redis-hash-tag",
+              "domain", "--redis-timeout", "5s")
+    ta.wait_status("up")
+    pair = [{"entries": [{"key": "one", "value": "t1"}]},
+            {"entries": [{"key": "five", "value": "t2"}]}]
+    s0, _, _, _ = ta.post(pair[1:])  # only t2's key exists
+    k2 = find_key(ms, "sl:*five*t2*")
+    tslot = key_slot(k2)
+    tsrc = master_of_slot(ports[0], tslot)
+    tdst = [m for m in ms if m != tsrc][0]
+    tsrc_id, tdst_id = cli(tsrc, "cluster", "myid"), cli(tdst, "cluster", "myid")
+    cli(tdst, "cluster", "setslot", tslot, "importing", tsrc_id)
+    cli(tsrc, "cluster", "setslot", tslot, "migrating", tdst_id)
+    # Every key of the slot but t2's moves: t1's is new, so the source has
+    # t2's and not t1's: TRYAGAIN.
+    for k in cli(tsrc, "cluster", "getkeysinslot", tslot, 1000).split():
+        if k != k2:
+            cli(tsrc, "migrate", "127.0.0.1", tdst, k, 0, 5000)
+    def tryagains():
+        m = re.search(r"errorstat_TRYAGAIN:count=(\d+)", cli(tsrc, "info", "errorstats"))
+        return int(m.group(1)) if m else 0
+    before = tryagains()
+    got = []
+    th = threading.Thread(target=lambda: got.append(ta.post(pair)))
+    th.start()
+    seen = harness.wait_until(lambda: tryagains() > before or got, 10)
+    cli(tsrc, "migrate", "127.0.0.1", tdst, k2, 0, 5000)
+    for p in [tdst, tsrc] + [m for m in ms if m not in (tdst, tsrc)]:
+        cli(p, "cluster", "setslot", tslot, "node", tdst_id)
+    th.join(15)
+    check("TRYAGAIN: the source answered TRYAGAIN", seen and tryagains() > before,
+          (before, tryagains()))
+    check("TRYAGAIN: backed off and decided by Redis once the slot moved (200)",
+          s0 == 200 and got and got[0][0] == 200, (s0, got[:1]))
+    harness.check_exit([ta])
+
     # A slot migrated under load: ASK while its keys move, MOVED after.
     for n in nodes:
         n.check("fixed_window", "mig")

@@ -54,7 +54,7 @@ try:
     # read ahead; five answers, in order, each consumed.  Redis is paused
     # (well within this node's timeout) while they are sent one write at
     # a time, so four arrive while the first waits.
-    pipe = Node("pipe", "--store", store, "--redis-timeout", "5s")
+    pipe = Node("pipe", "--store", store, "--redis-timeout", "5s", "--nodes", "1")
     check("pipe node connects", wait_until(lambda: pipe.readyz().get("store_status") == "up", 10))
     req = lambda v: ('POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s'
                      % (len(v), v))
@@ -103,7 +103,7 @@ try:
     left = nodes[:3]
     check("still counted just after it stopped", left[0].live() == 4, left[0].live())
     check("the stopped node leaves the count after its TTL",
-          wait_until(lambda: all(n.live() == 3 for n in left), 8),
+          wait_until(lambda: all(n.live() == 3 for n in left), 12),
           [n.live() for n in left])
 
     # Redis gone: each node decides alone with the limit divided by the

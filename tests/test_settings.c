@@ -261,11 +261,11 @@ static void defaults(void **state)
     expect_eq(r->srv.read_timeout_ms, 10000);
     expect_eq(r->srv.max_connections, 10000);
     expect_eq(r->srv.max_adhoc_limits, 10000);
-    expect_eq(r->srv.redis_timeout_ms, 5);
+    expect_eq(r->srv.redis_timeout_ms, 0); /* auto */
     expect_eq(r->srv.redis_failure, SD_FAIL_LOCAL);
     expect_eq(r->srv.redis_breaker, 3);
     expect_eq(r->srv.redis_tag_domain, 0);
-    expect_eq(r->srv.nodes, 1);
+    expect_eq(r->srv.nodes, SD_NODES_AUTO);
     assert_null(r->px->upstream);
     expect_eq(r->px->connect_timeout_ms, 1000);
     expect_eq(r->px->response_timeout_ms, 30000);
@@ -273,7 +273,9 @@ static void defaults(void **state)
     expect_eq(r->px->queue_max_wait_ms, 5000);
     expect_eq(r->px->pool_max, 64);
     expect_eq(r->px->rate_limit_headers, 1);
-    assert_string_equal(r->px->metrics_path, "/sluice/metrics");
+    /* Metrics are off the proxy's own listener unless asked for. */
+    assert_null(r->px->metrics_path);
+    assert_null(r->srv.metrics_listen.host);
     reading_free(r);
 }
 
@@ -320,6 +322,13 @@ static const struct {
      "1:11: upstream: a path is not supported, only http://HOST:PORT: "
      "'http://h/p'"},
     {ST_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a/, domain: d, match: exact}\n",
+     "2:37: match: expected normalized, case_sensitive or rfc3986: 'exact'"},
+    {ST_SET_PROXY, "routes:\n  - {prefix: /a;b/, domain: d}\n",
+     "2:5: prefix: ';', '\\' or '%' never match a normalized path (match: "
+     "rfc3986 compares them): '/a;b/'"},
+    {ST_SET_PROXY, "metrics_listen: nowhere\n",
+     "1:17: metrics_listen: expected HOST:PORT: 'nowhere'"},
 };
 
 static void files_refused_with_their_message(void **state)

@@ -58,6 +58,11 @@ static const char advisor_usage[] =
     "horizon + 2 sigma, when that is above its base limit.\n"
     "  --listen   default 127.0.0.1:9300 (port 0: any free port)\n";
 
+void cmd_advisor_usage(FILE *to)
+{
+    fputs(advisor_usage, to);
+}
+
 /* ---- options ---- */
 
 typedef struct options {

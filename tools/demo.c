@@ -102,17 +102,28 @@ static void print_decision(const char *label, int64_t cost,
     printf("\n");
 }
 
+void cmd_demo_usage(FILE *to)
+{
+    fputs("usage: sluice demo\n"
+          "\n"
+          "Decides the worked examples of the seed documents with every\n"
+          "algorithm, on the embedded store, and prints each decision.\n"
+          "Exit status: 0 done, 1 failure, 2 usage.\n",
+          to);
+}
+
 int cmd_demo(int argc, char **argv)
 {
-    sl_store *store = sl_memory_store_new(NULL);
-    int rc = 0;
-
-    (void)argv;
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        cmd_demo_usage(stdout);
+        return 0;
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: sluice demo\n");
-        sl_store_free(store);
+        cmd_demo_usage(stderr);
         return 2;
     }
+    sl_store *store = sl_memory_store_new(NULL);
+    int rc = 0;
     if (store == NULL)
         return 1;
     printf("sluice %s: every algorithm on the seed documents' examples\n",

@@ -30,7 +30,15 @@ static const char lab_usage[] =
     "\n"
     "A group is CLASS,CLIENTS,poisson|constant,RATE[,FROM-TO...]: CLIENTS\n"
     "clients of class CLASS, each at RATE requests a second, active in the\n"
-    "windows FROM-TO (seconds; without: the whole run).  docs/lab.md.\n";
+    "windows FROM-TO (seconds; without: the whole run).  docs/lab.md.\n"
+    "\n"
+    "Exit status: 0 success (run: every asserted check passed); 1 failure\n"
+    "(run: a check failed or a cell could not run); 2 usage.\n";
+
+void cmd_lab_usage(FILE *to)
+{
+    fputs(lab_usage, to);
+}
 
 static int bad(const char *what, const char *value)
 {

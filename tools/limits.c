@@ -18,7 +18,7 @@
 
 #define TIMEOUT_MS 5000
 
-static void usage(FILE *to)
+void cmd_limits_usage(FILE *to)
 {
     fputs("usage: sluice limits [--admin URL] [--token-file PATH] [--json] "
           "COMMAND\n"
@@ -291,10 +291,10 @@ int cmd_limits(int argc, char **argv)
             o.json = 1;
             break;
         case 'h':
-            usage(stdout);
+            cmd_limits_usage(stdout);
             return 0;
         default:
-            usage(stderr);
+            cmd_limits_usage(stderr);
             return 2;
         }
     }
@@ -302,7 +302,7 @@ int cmd_limits(int argc, char **argv)
     int n = argc - optind;
     char token[512];
     if (n < 1 || read_token(&o, token, sizeof(token)) != 0) {
-        usage(stderr);
+        cmd_limits_usage(stderr);
         return 2;
     }
     if (strcmp(words[0], "list") == 0 && n == 1)
@@ -319,6 +319,6 @@ int cmd_limits(int argc, char **argv)
         return write_one(&o, token, words[1], words[2]);
     if (strcmp(words[0], "delete") == 0 && n == 2)
         return write_one(&o, token, words[1], NULL);
-    usage(stderr);
+    cmd_limits_usage(stderr);
     return 2;
 }

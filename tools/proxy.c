@@ -8,9 +8,10 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "core/log.h"
 #include "settings/settings.h"
 
-static void usage(FILE *to)
+void cmd_proxy_usage(FILE *to)
 {
     fputs("usage: sluice proxy --rules PATH --upstream http://HOST:PORT\n"
           "                    [--config FILE] [--listen HOST:PORT] "
@@ -77,7 +78,9 @@ int cmd_proxy(int argc, char **argv)
     int rc = load(&cl, &settings, &scfg, &pcfg, err, sizeof(err));
     if (rc == 0 && scfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
-    int status = st_settings_outcome(rc, err, "sluice proxy", usage);
+    int status = st_settings_outcome(rc, err, "sluice proxy", cmd_proxy_usage);
+    if (status < 0)
+        sl__log_setup(scfg.log_json, scfg.log_level);
     if (status < 0) {
         status =
             px_proxy_run(&scfg, pcfg, settings.config ? reload : NULL, &cl);

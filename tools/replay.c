@@ -32,7 +32,14 @@ static const char replay_usage[] =
     "sliding_window stepped_window.  Durations: 1500 (ns), 500ms, 1s, 1m,\n"
     "1h, 1d.  --memory caps the store (default 4 GiB); evictions are\n"
     "reported on stderr because they change decisions.\n"
-    "Exit status: 0 ok, 1 store failure, 2 bad arguments or input.\n";
+    "Exit status: 0 ok, 1 store failure, 2 bad arguments or input.\n"
+    "With --adaptive it replays the adaptive controller's signals instead\n"
+    "(sluice replay --adaptive --help).\n";
+
+void cmd_replay_usage(FILE *to)
+{
+    fputs(replay_usage, to);
+}
 
 enum { OUT_FLUSH = 1 << 16 };
 
@@ -259,6 +266,9 @@ int cmd_replay(int argc, char **argv)
     sl_store *store;
     int64_t v;
 
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--adaptive") == 0)
+            return cmd_replay_adaptive(argc, argv);
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {

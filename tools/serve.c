@@ -9,12 +9,14 @@
 
 #include "admin/admin.h"
 #include "commands.h"
+#include "core/log.h"
 #include "grpc/grpc.h"
 #include "resp/resp.h"
+#include "server/conn.h"
 #include "server/worker.h"
 #include "settings/settings.h"
 
-static void usage(FILE *to)
+void cmd_serve_usage(FILE *to)
 {
     fputs("usage: sluice serve --rules PATH [OPTIONS]\n"
           "\n"
@@ -59,17 +61,25 @@ int cmd_serve(int argc, char **argv)
         rc = st_settings_args(&settings, argc, argv, err, sizeof(err));
     if (rc == 0 && cfg.rules_path == NULL)
         rc = ST_SET_EUSAGE; /* err is "" */
-    int status = st_settings_outcome(rc, err, "sluice serve", usage);
+    int status = st_settings_outcome(rc, err, "sluice serve", cmd_serve_usage);
     if (status < 0 && cfg.resp_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"resp", cfg.resp_listen, 0, rp_accept, rp_close_idle};
     if (status < 0 && cfg.grpc_listen.host != NULL)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"grpc", cfg.grpc_listen, 0, gr_accept, gr_close_idle};
+    /* On the control thread, as the admin API: scrapes stay off the
+     * threads that answer clients. */
+    if (status < 0 && cfg.metrics_listen.host != NULL)
+        cfg.doors[cfg.n_doors++] =
+            (sv_door){"metrics", cfg.metrics_listen, 1, sv_metrics_accept,
+                      sv_metrics_close_idle};
     if (status < 0 && admin_door(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;
     }
+    if (status < 0)
+        sl__log_setup(cfg.log_json, cfg.log_level);
     /* The control thread keeps the runtime limits (overrides) in step,
      * and polls the advisor. */
     cfg.control = 1;

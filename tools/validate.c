@@ -20,6 +20,11 @@ static const char validate_usage[] =
     "message' on stderr.\n"
     "Exit status: 0 valid, 2 invalid rules or usage, 1 unreadable path.\n";
 
+void cmd_validate_usage(FILE *to)
+{
+    fputs(validate_usage, to);
+}
+
 static const char *plural(size_t n, const char *one, const char *many)
 {
     return n == 1 ? one : many;

@@ -29,6 +29,7 @@
 #include "server/metrics.h"
 #include "server/query.h"
 #include "server/respond.h"
+#include "server/status.h"
 
 #define AUTH_FAILS 5 /* failed attempts a second, per peer */
 #define AUTH_BURST 10
@@ -433,6 +434,25 @@ static int one_override(sv_worker *w, const sv_http_request *req, sv_req *rq,
     return 0;
 }
 
+/* The live status page (server/status.c), a read like the others. */
+static int get_status(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                      sv_buf *out, int keep_alive)
+{
+    (void)rq;
+    if (authorize(w, req, 0, out, keep_alive) == 0)
+        sv_status_page(w, out, keep_alive);
+    return 0;
+}
+
+static int get_status_json(sv_worker *w, const sv_http_request *req, sv_req *rq,
+                           sv_buf *out, int keep_alive)
+{
+    (void)rq;
+    if (authorize(w, req, 0, out, keep_alive) == 0)
+        sv_status_json_get(w, out, keep_alive);
+    return 0;
+}
+
 static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
 {
     (void)w;
@@ -445,6 +465,8 @@ static const sv_route_entry admin_routes[] = {
     {"/admin/v1/limits", HTTP_GET, NULL, get_limits},
     {"/admin/v1/overrides", HTTP_GET, NULL, get_overrides},
     {"/admin/v1/events", HTTP_GET, NULL, get_events},
+    {"/status", HTTP_GET, NULL, get_status},
+    {"/status.json", HTTP_GET, NULL, get_status_json},
     {PREFIX, SV_ANY_METHOD, NULL, one_override},
 };
 

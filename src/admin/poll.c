@@ -31,6 +31,7 @@
 #include "admin/http_client.h"
 #include "server/decide.h"
 #include "server/limits.h"
+#include "core/log.h"
 
 #define MAX_BACKOFF 8
 #define LEASE_KEY "sluice:{overrides}:advisor"
@@ -190,7 +191,7 @@ static void handle(poller *p, int status)
         (p->resp.status != 200 && p->resp.status != 304)) {
         count(&p->polls[POLL_FAILED]);
         if (p->failures++ == 0)
-            fprintf(stderr, "sluice: advisor: %s\n",
+            sl__log(SL__LOG_WARN, NULL, "advisor: %s",
                     p->rc != 0 ? p->err : "an answer other than 200 or 304");
         next_poll(p);
         return;
@@ -211,7 +212,7 @@ static void handle(poller *p, int status)
         0) {
         count(&p->polls[POLL_INVALID]);
         if (p->failures++ == 0)
-            fprintf(stderr, "sluice: advisor: answer refused: %s\n", err);
+            sl__log(SL__LOG_WARN, NULL, "advisor: answer refused: %s", err);
         next_poll(p);
         return;
     }

@@ -33,6 +33,7 @@
 #include <hiredis/hiredis.h>
 
 #include "decision/layer.h"
+#include "core/log.h"
 
 #define REFRESH_MIN_MS 100
 #define REFRESH_LOST_MS 2000
@@ -233,8 +234,8 @@ static void refresh_cb(redisAsyncContext *ac, void *reply, void *priv)
     cl->refreshing = 0;
     if (r != NULL && r->type != REDIS_REPLY_ERROR && !cl->closing &&
         sd_cluster_set_map(cl, r, sd_cluster_host_of(cl, ac)) != 0)
-        fprintf(stderr, "sluice: redis cluster: unexpected CLUSTER SLOTS "
-                        "reply\n");
+        sl__log(SL__LOG_WARN, NULL,
+                "redis cluster: unexpected CLUSTER SLOTS reply");
 }
 
 void sd_cluster_refresh(sd_cluster *cl)

@@ -14,6 +14,28 @@
 
 #include "decision/layer.h"
 
+/* A redis:// URL naming a Redis Cluster node would have every call
+ * answered MOVED and decided by the failure policy, silently: one
+ * connection at start asks the server (INFO cluster) and refuses it
+ * with "use redis-cluster://".  1 when refused (the message in err).  A
+ * server that cannot be reached now is not refused: Redis down at start
+ * is an outage like any other, and the threads' probes ask again. */
+static int refuse_cluster_node(const sl_redis_options *ro, char *err,
+                               size_t errlen)
+{
+    sl_redis_options probe = *ro;
+    sl_store *st = NULL;
+    probe.lazy_connect = 0;
+    probe.timeout_ms = 1000;
+    int rc = sl_redis_store_new(&probe, &st, err, errlen);
+    sl_store_free(st);
+    if (rc != SL_EINVAL) {
+        err[0] = '\0';
+        return 0;
+    }
+    return 1;
+}
+
 int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
                   size_t errlen)
 {
@@ -46,6 +68,11 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
             return -1;
         }
         sl__redis_store_keyspace(e->redis, &e->redis_keyspace);
+        if (!e->redis_keyspace.cluster &&
+            refuse_cluster_node(&ro, err, errlen)) {
+            sd_engine_free(e);
+            return -1;
+        }
     }
     *out = e;
     return 0;
@@ -132,6 +159,11 @@ static void finish(sd_wait *w)
             k->overall = c->overall;
             for (size_t j = 0; k->each != NULL && j < k->n; j++)
                 k->each[j] = c->each[j];
+            /* One part is all or nothing; of several, each part is
+             * (an item of a refused part may be recorded: towards
+             * limiting). */
+            if (c->overall.allowed || c->n_parts > 1 || (k->flags & SL_RECORD))
+                sd_policy_record(t, k, c->each, now);
         }
     }
     w->done(w->owner);

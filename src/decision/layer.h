@@ -25,8 +25,8 @@
 
 struct sd_engine {
     sd_config cfg;
-    sl_store *memory;      /* the store, or Redis's local fallback */
-    sl_store *redis;       /* parsed only, never connects; or NULL */
+    sl_store *memory; /* the store, or Redis's local fallback */
+    sl_store *redis;  /* parsed only, never connects; or NULL */
     /* redis's key space, fetched once: every call is built with it. */
     sl__redis_keyspace redis_keyspace;
     sl_nanos wall_offset;  /* realtime - uv_hrtime, as the server's clock */
@@ -46,6 +46,7 @@ struct sd_thread {
     sd_local *local; /* the local policy's divided limits */
     uv_timer_t beat; /* --nodes auto, thread 0: the heartbeat */
     int beating;
+    uint64_t fewer_since; /* loop ms a lower count was first seen; 0: none */
 };
 
 static inline void sd_count(atomic_uint_fast64_t *c, uint64_t n)
@@ -62,8 +63,11 @@ typedef struct sd_call sd_call;
 typedef struct sd_part {
     sd_call *c;
     size_t index;
-    int hops;   /* redirections followed */
-    int asking; /* last sent after an ASK: a resend needs ASKING too */
+    int hops;           /* redirections followed */
+    int asking;         /* last sent after an ASK: a resend needs ASKING too */
+    int tries;          /* TRYAGAIN answers: the next resend waits 2^tries ms */
+    uint64_t resend_at; /* loop ms, while held after a TRYAGAIN */
+    uint64_t sent_ms;   /* loop ms it was last written: its round trip */
 } sd_part;
 
 /* A check as sent to Redis. */
@@ -91,6 +95,7 @@ struct sd_wait {
     size_t awaiting;   /* calls still without a result */
     int refs;          /* the owner, plus one per hiredis callback to come */
     uint64_t deadline; /* loop ms */
+    uint64_t sent_ms;  /* loop ms, when sent */
     sd_wait *prev, *next;
     int queued;
 };
@@ -107,8 +112,8 @@ int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
                 const sl__redis_keyspace *ks, const char *sha, sd_wait **out);
 void sd_wait_unref(sd_wait *w);
 void sd_call_fail(sd_call *c, int reason);
-/* Appends w due at deadline (every wait has the same timeout, so the
- * queue stays in order), or first when due now. */
+/* Inserts w due at deadline, in deadline order (from the tail: waits are
+ * mostly sent in order, and an automatic timeout changes slowly). */
 void sd_wait_enqueue(sd_wait_queue *q, sd_wait *w, uint64_t deadline);
 void sd_wait_dequeue(sd_wait_queue *q, sd_wait *w);
 
@@ -223,6 +228,11 @@ redisAsyncContext *sd_redis_context(sd_thread *t, const char *key);
 
 /* ---- policy.c, local.c ---- */
 
+/* What Redis counted of check's local-policy items (each: its per-item
+ * results; all of them with SL_RECORD) is recorded on the local limits,
+ * SL_RECORD: no decision. */
+void sd_policy_record(sd_thread *t, const sd_check *check,
+                      const sl_decision *each, sl_nanos now);
 /* Decides check as Redis could not, for reason, into its results. */
 void sd_policy_decide(sd_thread *t, sd_check *check, sl_nanos now, int reason);
 /* The items on the memory store with their limits divided by the nodes:

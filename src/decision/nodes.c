@@ -11,6 +11,13 @@
  * node whose clock is off is neither dropped early nor kept late.  A
  * stopped node is simply no longer stamped and leaves the count within
  * NODE_TTL_MS; a static --nodes N sends nothing.
+ *
+ * The count rises at once but falls only when the lower count has held
+ * for NODE_TTL_MS more: a Redis restarted without the set (or with it
+ * expired while down) first answers 1, and a node that believed itself
+ * alone would give its fallback the whole limit, past the overshoot
+ * bound (docs/server.md, "Overshoot"); too many nodes only makes the
+ * local limits stricter.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,17 +43,26 @@ static const char beat_script[] =
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "return redis.call('ZCARD', KEYS[1])\n";
 
-/* The engine outlives every callback: hiredis calls them all, with
+/* The thread outlives every callback: hiredis calls them all, with
  * NULL, before the connection is freed, within the loop. */
 static void beat_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     const redisReply *r = reply;
-    sd_engine *e = priv;
+    sd_thread *th = priv;
     (void)ac;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= 1)
-        atomic_store_explicit(&e->nodes_live,
-                              r->integer > 10000 ? 10000 : (int)r->integer,
-                              memory_order_relaxed);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer < 1)
+        return;
+    sd_engine *e = th->e;
+    int count = r->integer > 10000 ? 10000 : (int)r->integer;
+    uint64_t now = uv_now(th->loop);
+    if (count < atomic_load_explicit(&e->nodes_live, memory_order_relaxed)) {
+        if (th->fewer_since == 0)
+            th->fewer_since = now;
+        if (now - th->fewer_since < NODE_TTL_MS)
+            return; /* not yet: the higher count stands */
+    }
+    th->fewer_since = 0;
+    atomic_store_explicit(&e->nodes_live, count, memory_order_relaxed);
 }
 
 static void beat_cb(uv_timer_t *t)
@@ -59,7 +75,7 @@ static void beat_cb(uv_timer_t *t)
     snprintf(ttl, sizeof(ttl), "%d", NODE_TTL_MS);
     const char *argv[6] = {"EVAL",    beat_script,    "1",
                            NODES_KEY, th->e->node_id, ttl};
-    redisAsyncCommandArgv(ac, beat_reply_cb, th->e, 6, argv, NULL);
+    redisAsyncCommandArgv(ac, beat_reply_cb, th, 6, argv, NULL);
 }
 
 int sd_engine_nodes(const sd_engine *e)

@@ -5,6 +5,12 @@
  * request (SL_ESTORE); fail_open items are allowed with their whole
  * limit left; local items are decided together, all or nothing, on the
  * memory store with their limits divided among the nodes (local.c).
+ *
+ * While Redis decides, what it allows of local items is recorded on the
+ * same divided limits (sd_policy_record): a node that falls back
+ * mid-period starts from what it has already let through, not from a
+ * fresh counter, so N nodes cut off together allow at most their unused
+ * shares on top of the shared limit (docs/server.md, "Overshoot").
  */
 #include <stdio.h>
 
@@ -23,6 +29,28 @@ static int policy_of(const sd_thread *t, const sd_check *c, size_t i)
     if (c->failure != NULL && c->failure[i] != SL_RULE_FAILURE_DEFAULT)
         return (int)c->failure[i] - SL_RULE_FAILURE_LOCAL;
     return t->e->cfg.redis_failure;
+}
+
+void sd_policy_record(sd_thread *t, const sd_check *c, const sl_decision *each,
+                      sl_nanos now)
+{
+    sl_check_item local[SL_MAX_ITEMS];
+    int64_t costs[SL_MAX_ITEMS];
+    sl_decision out[SL_MAX_ITEMS], overall;
+    size_t n = 0;
+    char err[64];
+
+    for (size_t i = 0; i < c->n; i++)
+        if ((each[i].allowed || (c->flags & SL_RECORD)) && c->costs[i] > 0 &&
+            policy_of(t, c, i) == SD_FAIL_LOCAL) {
+            local[n] = c->items[i];
+            costs[n++] = c->costs[i];
+        }
+    /* An error here (out of memory) only loses the record: the fallback
+     * is then as loose as a fresh counter, never wrong otherwise. */
+    if (n > 0)
+        (void)sd_local_check(t, local, costs, n, now, SL_RECORD, out, &overall,
+                             err, sizeof(err));
 }
 
 void sd_policy_decide(sd_thread *t, sd_check *c, sl_nanos now, int reason)

@@ -14,17 +14,41 @@
  * the connection is dropped and every check goes to the policy with no
  * I/O; after a backoff a new connection's AUTH, SELECT and SCRIPT LOAD
  * (and CLUSTER SLOTS on a Cluster seed, whose connection is then closed)
- * are the half-open probe.  A Cluster part answered MOVED, ASK or
- * TRYAGAIN is sent again where the answer says, at most
- * SL__REDIS_MAX_HOPS times, within the same deadline.
+ * are the half-open probe.  A Cluster part answered MOVED or ASK is sent
+ * again where the answer says, at most SL__REDIS_MAX_HOPS times, within
+ * the same deadline; one answered TRYAGAIN (its keys split by a
+ * resharding) is sent again after a backoff, TRYAGAIN_MIN_MS doubling,
+ * until the deadline.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "decision/layer.h"
+#include "core/log.h"
 
 #define PROBE_MIN_MS 200
+/* The first wait after a TRYAGAIN; each next one doubles, up to
+ * TRYAGAIN_MAX_MS.  A migration moves a slot's keys in batches, so the
+ * keys of a split call come together within milliseconds: sent again at
+ * once, the call would spend its hops in a burst and load the node. */
+/* --redis-timeout auto: AUTO_K times the p99 of the thread's recent
+ * round trips, within [AUTO_FLOOR_MS, AUTO_CAP_MS], plus AUTO_ITEM_US per
+ * item of the request (a 64-descriptor check runs 64 times the script's
+ * work).  The floor keeps a scheduling hiccup of a loaded 2-core machine
+ * (a few ms) from failing calls that Redis answers; the factor lets a
+ * Redis that is slow but answering go on deciding; the cap bounds what a
+ * request may wait on a Redis that does not answer.  Round trips are
+ * counted in LAT_BUCKETS power-of-two buckets of ms, halved every
+ * LAT_DECAY samples so that the p99 follows the last few thousand. */
+#define AUTO_K 4
+#define AUTO_FLOOR_MS 50
+#define AUTO_CAP_MS 1000
+#define AUTO_ITEM_US 100
+#define LAT_BUCKETS 12
+#define LAT_DECAY 2048
+#define TRYAGAIN_MIN_MS 2
+#define TRYAGAIN_MAX_MS 64
 
 /* Calls sent as one script call (sl__redis_batch_format). */
 typedef struct batch_rec {
@@ -49,7 +73,52 @@ struct sd_redis {
      * yet answered, and the parts held meanwhile for the next batch. */
     int in_flight;
     sd_held held;
+    sd_held later;          /* parts answered TRYAGAIN, to be sent again */
+    uv_timer_t later_timer; /* the earliest of later's resend_at */
+    int moved_said; /* a plain store's server answered MOVED: said once */
+    /* Replies seen: when the last came (any reply, on any link: the
+     * server is alive), and the round trips' histogram (bucket b: under
+     * 2^b ms) for the automatic timeout. */
+    uint64_t last_reply_ms;
+    uint64_t last_silence_ms; /* when a timeout last counted (breaker) */
+    uint32_t lat[LAT_BUCKETS], lat_n;
 };
+
+/* A reply came for what was sent at sent_ms. */
+static void saw_reply(sd_redis *r, uint64_t sent_ms)
+{
+    uint64_t now = uv_now(r->t->loop), rtt = now - sent_ms;
+    int b = 0;
+    while (b < LAT_BUCKETS - 1 && rtt >= (UINT64_C(1) << b))
+        b++;
+    r->last_reply_ms = now;
+    r->lat[b]++;
+    if (++r->lat_n >= LAT_DECAY) {
+        r->lat_n = 0;
+        for (int i = 0; i < LAT_BUCKETS; i++) {
+            r->lat[i] /= 2;
+            r->lat_n += r->lat[i];
+        }
+    }
+}
+
+/* How long a wait of `items` items may take: --redis-timeout, or the
+ * automatic timeout (AUTO_K above). */
+static uint64_t timeout_for(const sd_redis *r, size_t items)
+{
+    uint64_t fixed = r->t->e->cfg.redis_timeout_ms, p99 = 1, seen = 0;
+    if (fixed != 0)
+        return fixed;
+    for (int b = 0; b < LAT_BUCKETS; b++) {
+        seen += r->lat[b];
+        p99 = UINT64_C(1) << b;
+        if (seen * 100 >= (uint64_t)r->lat_n * 99)
+            break;
+    }
+    uint64_t t = AUTO_K * p99;
+    t = t < AUTO_FLOOR_MS ? AUTO_FLOOR_MS : t > AUTO_CAP_MS ? AUTO_CAP_MS : t;
+    return t + (items * AUTO_ITEM_US + 999) / 1000;
+}
 
 static void set_up(sd_redis *r, int up)
 {
@@ -88,6 +157,7 @@ static void round_end(sd_wait *w)
 
 static void retry_cb(uv_timer_t *t);
 static void fail_held(sd_redis *r);
+static void fail_later(sd_redis *r);
 
 /* Opens the breaker: drops the connection (hiredis fails every call in
  * flight on it) and schedules the next attempt. */
@@ -102,15 +172,15 @@ static void go_down(sd_redis *r, const char *why)
         sd_cluster_close(r->cluster);
     if (was == SD_UP) {
         sd_count(&r->t->stats->breaker_opened, 1);
-        fprintf(stderr,
-                "sluice: thread %d: redis down (%s): breaker open, retry in "
-                "%llu ms\n",
+        sl__log(SL__LOG_WARN, NULL,
+                "thread %d: redis down (%s): breaker open, retry in %llu ms",
                 r->t->index, why, (unsigned long long)wait);
     }
     if (ac != NULL)
         redisAsyncFree(ac); /* deferred by hiredis inside its callbacks */
     r->in_flight = 0;
     fail_held(r);
+    fail_later(r);
     if (r->stopping) {
         maybe_teardown(r);
         return;
@@ -119,9 +189,9 @@ static void go_down(sd_redis *r, const char *why)
 }
 
 /* Each probe reply's priv: its command's kind (SL__REDIS_CMD_*). */
-static const int probe_kinds[] = {SL__REDIS_CMD_AUTH, SL__REDIS_CMD_SELECT,
-                                  SL__REDIS_CMD_SCRIPT_LOAD,
-                                  SL__REDIS_CMD_CLUSTER_SLOTS};
+static const int probe_kinds[] = {
+    SL__REDIS_CMD_AUTH, SL__REDIS_CMD_SELECT, SL__REDIS_CMD_SCRIPT_LOAD,
+    SL__REDIS_CMD_CLUSTER_SLOTS, SL__REDIS_CMD_INFO_CLUSTER};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -132,7 +202,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     if (r == NULL || ac != r->ac || r->br.state != SD_CONNECTING)
         return;
     if (sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice: thread %d: %s\n", r->t->index, err);
+        sl__log(SL__LOG_ERROR, NULL, "thread %d: %s", r->t->index, err);
         go_down(r, "setup refused");
         return;
     }
@@ -150,9 +220,10 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     }
     uv_timer_stop(&r->retry);
     sd_breaker_close(&r->br);
+    r->last_reply_ms = uv_now(r->t->loop);
     set_up(r, 1);
     sd_count(&r->t->stats->breaker_closed, 1);
-    fprintf(stderr, "sluice: thread %d: redis up: breaker closed\n",
+    sl__log(SL__LOG_INFO, NULL, "thread %d: redis up: breaker closed",
             r->t->index);
 }
 
@@ -204,10 +275,10 @@ static void start_connect(sd_redis *r)
     r->in_flight = 0;
     sd_breaker_probing(&r->br);
     /* The probe, pipelined behind the connect. */
-    sl__redis_handshake_init(
-        &hs, &ep,
-        SL__REDIS_WITH_SCRIPT_LOAD |
-            (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS : 0));
+    sl__redis_handshake_init(&hs, &ep,
+                             SL__REDIS_WITH_SCRIPT_LOAD |
+                                 (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
+                                             : SL__REDIS_WITH_CLUSTER_CHECK));
     for (size_t i = 0; i < hs.n; i++)
         redisAsyncCommandArgv(ac, setup_reply_cb,
                               (void *)&probe_kinds[hs.cmd[i].kind],
@@ -278,12 +349,32 @@ static int send_part(sd_redis *r, sd_part *p, redisAsyncContext *to, int asking)
         sd_cluster_sent(r->cluster, ac);
     else if (ac == r->ac)
         r->in_flight++;
+    p->sent_ms = uv_now(r->t->loop);
     count_sent(r, 1);
     return 0;
 }
 
+static void later_cb(uv_timer_t *timer);
+
+/* A TRYAGAIN: p is held and sent again to its slot's master after its
+ * backoff (later_cb).  0, or -1 out of memory. */
+static int send_later(sd_redis *r, sd_part *p)
+{
+    uint64_t now = uv_now(r->t->loop);
+    uint64_t wait = (uint64_t)TRYAGAIN_MIN_MS << (p->tries < 5 ? p->tries : 5);
+    p->tries++;
+    p->resend_at = now + (wait < TRYAGAIN_MAX_MS ? wait : TRYAGAIN_MAX_MS);
+    if (sd_held_push(&r->later, p) != 0)
+        return -1;
+    if (!uv_is_active((uv_handle_t *)&r->later_timer) ||
+        uv_timer_get_due_in(&r->later_timer) > p->resend_at - now)
+        uv_timer_start(&r->later_timer, later_cb, p->resend_at - now, 0);
+    return 0;
+}
+
 /* A cluster node's MOVED, ASK or TRYAGAIN: the part goes again where it
- * says (a MOVED also refreshes the map).  1 when sent again. */
+ * says (a MOVED also refreshes the map), or after a backoff.  1 when sent
+ * again or held for it. */
 static int follow_redirect(sd_redis *r, redisAsyncContext *ac, sd_part *p,
                            const redisReply *rep)
 {
@@ -291,17 +382,18 @@ static int follow_redirect(sd_redis *r, redisAsyncContext *ac, sd_part *p,
     redisAsyncContext *to = ac;
     int kind = sl__redis_reply_kind(rep, &rd);
 
-    if ((kind != SL__REDIS_REPLY_MOVED && kind != SL__REDIS_REPLY_ASK &&
-         kind != SL__REDIS_REPLY_TRYAGAIN) ||
+    /* Each TRYAGAIN waits twice as long as the last: the deadline, not
+     * the hops, bounds them. */
+    if (kind == SL__REDIS_REPLY_TRYAGAIN)
+        return send_later(r, p) == 0;
+    if ((kind != SL__REDIS_REPLY_MOVED && kind != SL__REDIS_REPLY_ASK) ||
         p->hops >= SL__REDIS_MAX_HOPS)
         return 0;
-    if (kind != SL__REDIS_REPLY_TRYAGAIN) {
-        if (!rd.ask)
-            sd_cluster_refresh(r->cluster);
-        to = sd_cluster_link_to(
-            r->cluster,
-            rd.host[0] ? rd.host : sd_cluster_host_of(r->cluster, ac), rd.port);
-    }
+    if (!rd.ask)
+        sd_cluster_refresh(r->cluster);
+    to = sd_cluster_link_to(
+        r->cluster, rd.host[0] ? rd.host : sd_cluster_host_of(r->cluster, ac),
+        rd.port);
     p->hops++;
     return to != NULL && send_part(r, p, to, rd.ask) == 0;
 }
@@ -325,6 +417,15 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
         int rc;
         if (current && r->cluster != NULL && follow_redirect(r, ac, p, reply))
             return REPLY_RESENT;
+        if (r->cluster == NULL && !r->moved_said &&
+            sl__redis_reply_kind(reply, NULL) == SL__REDIS_REPLY_MOVED) {
+            /* Made a Cluster node after the probe asked: say what to do. */
+            r->moved_said = 1;
+            fprintf(stderr,
+                    "sluice: thread %d: redis answered MOVED: the server is "
+                    "a Redis Cluster node: use redis-cluster://\n",
+                    r->t->index);
+        }
         rc = sl__redis_call_read_part(c->call, p->index, reply, err,
                                       sizeof(err));
         if (rc == 1 && current) {
@@ -382,6 +483,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         sd_cluster_replied(r->cluster, ac);
     else if (current)
         r->in_flight--;
+    if (current && reply != NULL)
+        saw_reply(r, p->sent_ms);
     settle(r, current, part_reply(r, ac, p, reply, current), reply != NULL);
     if (current)
         send_held(r);
@@ -406,6 +509,8 @@ static int send_batch(sd_redis *r, batch_rec *b)
     if (rc != REDIS_OK)
         return -1;
     r->in_flight++;
+    for (size_t i = 0; i < b->n; i++)
+        b->parts[i]->sent_ms = uv_now(r->t->loop);
     count_sent(r, b->n);
     return 0;
 }
@@ -418,6 +523,8 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 
     if (current) {
         r->in_flight--;
+        if (reply != NULL)
+            saw_reply(r, b->parts[0]->sent_ms);
         if (sl__redis_reply_kind(reply, NULL) == SL__REDIS_REPLY_NOSCRIPT &&
             !b->eval) {
             b->eval = 1; /* the server lost the script: once more */
@@ -457,6 +564,50 @@ static void fail_held(sd_redis *r)
 static void drop_part(sd_part *p)
 {
     sd_wait_unref(p->c->wait);
+}
+
+static void fail_later(sd_redis *r)
+{
+    while (r->later.n > 0)
+        fail_part(r->later.parts[--r->later.n]);
+    uv_timer_stop(&r->later_timer);
+}
+
+/* The parts whose TRYAGAIN backoff is over go to their slot's master
+ * again (an ASK from it leads on to the importing node); a part whose
+ * call timed out meanwhile is dropped. */
+static void later_cb(uv_timer_t *timer)
+{
+    sd_redis *r = timer->data;
+    uint64_t now = uv_now(r->t->loop), next = UINT64_MAX;
+    size_t kept = 0;
+    sd_held due = {0};
+
+    if (r->br.state != SD_UP) {
+        fail_later(r);
+        return;
+    }
+    for (size_t i = 0; i < r->later.n; i++) {
+        sd_part *p = r->later.parts[i];
+        if (p->c->done || p->c->wait->owner == NULL) {
+            drop_part(p);
+            continue;
+        }
+        /* Out of memory for due: kept, tried again at once. */
+        if (p->resend_at <= now && sd_held_push(&due, p) == 0)
+            continue;
+        if (p->resend_at < next)
+            next = p->resend_at;
+        r->later.parts[kept++] = p;
+    }
+    r->later.n = kept;
+    if (kept > 0)
+        uv_timer_start(&r->later_timer, later_cb, next > now ? next - now : 0,
+                       0);
+    for (size_t i = 0; i < due.n; i++)
+        if (send_part(r, due.parts[i], NULL, 0) != 0)
+            fail_part(due.parts[i]);
+    sd_held_release(&due);
 }
 
 /* Sends the held parts while fewer than SD_MAX_IN_FLIGHT script calls are
@@ -507,8 +658,10 @@ void sd_redis_send(sd_thread *t, sd_wait *w)
 {
     sd_redis *r = t->redis;
     uint64_t now = uv_now(t->loop);
+    size_t items = 0;
 
     w->awaiting = 0;
+    w->sent_ms = now;
     for (size_t i = 0; i < w->n_calls; i++) {
         sd_call *c = &w->calls[i];
         size_t sent = 0;
@@ -519,6 +672,7 @@ void sd_redis_send(sd_thread *t, sd_wait *w)
                submit_part(r, &c->parts[sent]) == 0)
             sent++;
         w->refs += (int)sent;
+        items += c->check->n;
         if (sent < c->n_parts) {
             /* The breaker is open, or a cluster node cannot be reached
              * now: parts already sent will be ignored. */
@@ -531,7 +685,7 @@ void sd_redis_send(sd_thread *t, sd_wait *w)
     /* One with nothing out is due at once: it is answered from the
      * timer, not from here, where the caller is still in its request. */
     sd_wait_enqueue(&r->waits, w,
-                    w->awaiting == 0 ? now : now + t->e->cfg.redis_timeout_ms);
+                    w->awaiting == 0 ? now : now + timeout_for(r, items));
     if (r->waits.head == w)
         arm_timeout(r);
 }
@@ -552,8 +706,19 @@ static void timeout_cb(uv_timer_t *timer)
             }
         }
         w->awaiting = 0;
-        if (timed_out && sd_breaker_failure(&r->br))
-            go_down(r, "timeouts");
+        /* A timeout counts against the breaker only when the server has
+         * said nothing since the wait was sent, and at most once per
+         * timeout: a slow Redis that answers (a large request, a busy
+         * moment) is not a dead one and keeps deciding, and the waits
+         * that one stall times out together are one failure, so the
+         * breaker opens after --redis-breaker whole timeouts of silence
+         * (docs/server.md, "Circuit breaker"). */
+        if (timed_out && r->last_reply_ms < w->sent_ms &&
+            now >= r->last_silence_ms + (w->deadline - w->sent_ms)) {
+            r->last_silence_ms = now;
+            if (sd_breaker_failure(&r->br))
+                go_down(r, "timeouts");
+        }
         any_timed_out |= timed_out;
         round_end(w); /* dequeues it */
     }
@@ -594,7 +759,9 @@ int sd_redis_start(sd_thread *t)
     sl__redis_store_endpoint(t->e->redis, &ep);
     if (ep.n_seeds > 0 &&
         (r->cluster = sd_cluster_new(t->loop, &ep,
-                                     t->e->cfg.redis_timeout_ms)) == NULL) {
+                                     t->e->cfg.redis_timeout_ms
+                                         ? t->e->cfg.redis_timeout_ms
+                                         : AUTO_FLOOR_MS)) == NULL) {
         free(r);
         return -1;
     }
@@ -602,8 +769,9 @@ int sd_redis_start(sd_thread *t)
     sd_breaker_init(&r->br, t->e->cfg.redis_breaker);
     uv_timer_init(t->loop, &r->retry);
     uv_timer_init(t->loop, &r->timeout);
-    r->retry.data = r->timeout.data = r;
-    r->handles = 2;
+    uv_timer_init(t->loop, &r->later_timer);
+    r->retry.data = r->timeout.data = r->later_timer.data = r;
+    r->handles = 3;
     t->redis = r;
     start_connect(r);
     return 0;
@@ -626,6 +794,7 @@ static void handle_closed_cb(uv_handle_t *h)
         r->t->redis = NULL;
         free(r->cmd);
         sd_held_release(&r->held);
+        sd_held_release(&r->later);
         free(r);
     }
 }
@@ -637,12 +806,14 @@ static void teardown(sd_redis *r)
     r->br.state = SD_STOPPED;
     set_up(r, 0);
     fail_held(r);
+    fail_later(r);
     if (ac != NULL)
         redisAsyncFree(ac);
     sd_cluster_free(r->cluster);
     r->cluster = NULL;
     uv_close((uv_handle_t *)&r->retry, handle_closed_cb);
     uv_close((uv_handle_t *)&r->timeout, handle_closed_cb);
+    uv_close((uv_handle_t *)&r->later_timer, handle_closed_cb);
 }
 
 /* A failed write runs the callbacks of every call in flight, which may

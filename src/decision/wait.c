@@ -40,7 +40,7 @@ static int build_call(sd_call *c, sd_check *check, sl_nanos now,
         return SL_ENOMEM;
     }
     for (size_t i = 0; i < c->n_parts; i++)
-        c->parts[i] = (sd_part){c, i, 0, 0};
+        c->parts[i] = (sd_part){.c = c, .index = i};
     return 0;
 }
 
@@ -84,23 +84,21 @@ void sd_call_fail(sd_call *c, int reason)
 
 void sd_wait_enqueue(sd_wait_queue *q, sd_wait *w, uint64_t deadline)
 {
+    sd_wait *after = q->tail;
     w->deadline = deadline;
     w->queued = 1;
-    if (q->tail != NULL && deadline < q->tail->deadline) {
-        /* Due now (nothing could be sent): first. */
-        w->prev = NULL;
-        w->next = q->head;
-        q->head->prev = w;
-        q->head = w;
-        return;
-    }
-    w->prev = q->tail;
-    w->next = NULL;
-    if (q->tail)
-        q->tail->next = w;
+    while (after != NULL && after->deadline > deadline)
+        after = after->prev;
+    w->prev = after;
+    w->next = after != NULL ? after->next : q->head;
+    if (w->next != NULL)
+        w->next->prev = w;
+    else
+        q->tail = w;
+    if (after != NULL)
+        after->next = w;
     else
         q->head = w;
-    q->tail = w;
 }
 
 void sd_wait_dequeue(sd_wait_queue *q, sd_wait *w)

@@ -62,8 +62,7 @@ static void free_cb(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     sv_buf_release(&c->ob.out);
-    atomic_fetch_sub_explicit(&l->w->server->open_conns, 1,
-                              memory_order_relaxed);
+    sv_unaccept(l->w->server, &c->tcp);
     free(c);
 }
 

@@ -126,6 +126,8 @@ static int write_file_rules(cell_env *e)
     if (!f)
         return -1;
     fprintf(f, "# sluice lab: A's requests to B through the limits\n"
+               "# the lab reads the proxy's counters here (not forwarded)\n"
+               "metrics_path: /sluice/metrics\n"
                "routes:\n"
                "  - prefix: /api/\n"
                "    domain: lab\n"

@@ -12,8 +12,10 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "proxy.h"
+#include "server/query.h"
 
 static int in_cidr(const px_cidr *c, int family, const unsigned char *addr)
 {
@@ -66,6 +68,36 @@ void px_peer_text(const struct sockaddr_storage *peer, char *out, size_t outlen)
         out[0] = '\0';
 }
 
+/* One X-Forwarded-For field's hops from its right end, as long as they
+ * are trusted: each one read becomes the client (family, addr, *hops).
+ * 1 when the walk goes on into the field before, 0 when it stopped. */
+static int walk_hops(const px_config *cfg, const char *xff, size_t xl,
+                     int *family, unsigned char *addr, int *hops)
+{
+    size_t end = xl;
+    while (end > 0) {
+        size_t start = end;
+        while (start > 0 && xff[start - 1] != ',')
+            start--;
+        size_t a = start, b = end;
+        while (a < b && (xff[a] == ' ' || xff[a] == '\t'))
+            a++;
+        while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
+            b--;
+        int f;
+        unsigned char next[16] = {0};
+        if (parse_addr(xff + a, b - a, &f, next) != 0)
+            return 0; /* garbage: the last good hop is the client */
+        *family = f;
+        memcpy(addr, next, 16);
+        (*hops)++;
+        if (!trusted(cfg, *family, addr))
+            return 0;
+        end = start > 0 ? start - 1 : 0;
+    }
+    return 1;
+}
+
 void px_client_address(const px_config *cfg,
                        const struct sockaddr_storage *peer,
                        const char *peer_text, const px_headers *h, char *out,
@@ -78,30 +110,15 @@ void px_client_address(const px_config *cfg,
         memcpy(addr, &((const struct sockaddr_in *)peer)->sin_addr, 4);
     else if (family == AF_INET6)
         memcpy(addr, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
-    size_t xl = 0;
-    const char *xff = px_headers_find(h, "x-forwarded-for", &xl);
-    if (xff != NULL && trusted(cfg, family, addr)) {
-        size_t end = xl;
-        while (end > 0) {
-            size_t start = end;
-            while (start > 0 && xff[start - 1] != ',')
-                start--;
-            size_t a = start, b = end;
-            while (a < b && (xff[a] == ' ' || xff[a] == '\t'))
-                a++;
-            while (b > a && (xff[b - 1] == ' ' || xff[b - 1] == '\t'))
-                b--;
-            int f;
-            unsigned char next[16] = {0};
-            if (parse_addr(xff + a, b - a, &f, next) != 0)
-                break; /* garbage: the last good hop is the client */
-            family = f;
-            memcpy(addr, next, sizeof(addr));
-            hops++;
-            if (!trusted(cfg, family, addr))
-                break;
-            end = start > 0 ? start - 1 : 0;
-        }
+    /* Several X-Forwarded-For fields are one list, in order (RFC 9110,
+     * 5.3): walked from the last field's right end. */
+    int more = trusted(cfg, family, addr);
+    for (size_t i = px_headers_count(h); more && i-- > 0;) {
+        const char *n, *v;
+        size_t nl, vl;
+        px_headers_get(h, i, &n, &nl, &v, &vl);
+        if (nl == 15 && strncasecmp(n, "x-forwarded-for", 15) == 0)
+            more = walk_hops(cfg, v, vl, &family, addr, &hops);
     }
     size_t pl = strlen(peer_text);
     if (hops == 0 && pl < outlen) /* the peer, formatted once per connection */
@@ -124,6 +141,15 @@ static size_t path_prefix(const char *path, size_t len, int segments)
             i++;
     }
     return i;
+}
+
+const char *px_route_path(const px_route *route, const px_request_view *req,
+                          size_t *len)
+{
+    *len = route->match == PX_MATCH_RFC3986 ? req->path_len : req->loose_len;
+    return route->match == PX_MATCH_RFC3986          ? req->path
+           : route->match == PX_MATCH_CASE_SENSITIVE ? req->loose
+                                                     : req->lower;
 }
 
 int px_descriptors(const px_route *route, const px_request_view *req,
@@ -154,9 +180,9 @@ int px_descriptors(const px_route *route, const px_request_view *req,
                     return -1;
                 break;
             case PX_PATH:
-                e->value = req->path;
-                e->value_len =
-                    path_prefix(req->path, req->path_len, a->segments);
+                /* The path as the route matched it. */
+                e->value = px_route_path(route, req, &e->value_len);
+                e->value_len = path_prefix(e->value, e->value_len, a->segments);
                 break;
             case PX_METHOD:
                 e->value = http_method_str((enum http_method)req->method);
@@ -203,16 +229,13 @@ int px_request_target(const char *url, size_t len, size_t *off,
     return 0;
 }
 
-static int hex(int c)
+int px_normalize_path(const char *path, size_t len, int loose, char *out,
+                      size_t *out_len)
 {
-    return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
-}
-
-int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
-{
-    /* Percent-decoding of unreserved characters (RFC 3986, 6.2.2.2);
-     * others stay encoded, with upper-case digits.  Into `small` unless
-     * the path is long. */
+    /* Percent-decoding: of unreserved characters (RFC 3986, 6.2.2.2),
+     * others staying encoded with upper-case digits; or, loose, of every
+     * escape (%2F is '/', %3B ';'), once.  Into `small` unless the path
+     * is long. */
     char small[256];
     char *dec = len < sizeof(small) ? small : malloc(len + 1);
     size_t n = 0;
@@ -221,15 +244,16 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
     for (size_t i = 0; i < len; i++) {
         int c = (unsigned char)path[i];
         if (c == '%') {
-            int hi = i + 2 < len ? hex(path[i + 1]) : -1;
-            int lo = i + 2 < len ? hex(path[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
+            int hi = i + 2 < len ? sv_hex_digit(path[i + 1]) : -1;
+            int lo = i + 2 < len ? sv_hex_digit(path[i + 2]) : -1;
+            int v = hi * 16 + lo;
+            if (hi < 0 || lo < 0 || (loose && v == 0)) {
                 if (dec != small)
                     free(dec);
                 return -1;
             }
-            int v = hi * 16 + lo;
-            if (isalnum(v) || v == '-' || v == '.' || v == '_' || v == '~') {
+            if (loose || isalnum(v) || v == '-' || v == '.' || v == '_' ||
+                v == '~') {
                 dec[n++] = (char)v;
             } else {
                 dec[n++] = '%';
@@ -241,9 +265,15 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
             dec[n++] = (char)c;
         }
     }
+    /* Loose: a '\' is a '/' (as IIS and some frameworks take it). */
+    for (size_t i = 0; loose && i < n; i++)
+        if (dec[i] == '\\')
+            dec[i] = '/';
     /* Segments (RFC 3986, 5.2.4): empty and "." dropped, ".." climbs;
-     * climbing above the root is refused.  A path that ends in a
-     * directory keeps its trailing '/' (a prefix "/api/" must match). */
+     * climbing above the root is refused.  Loose, a segment ends at its
+     * first ';' (its parameters, "/api;x=1/" as Tomcat reads it).  A path
+     * that ends in a directory keeps its trailing '/' (a prefix "/api/"
+     * must match). */
     size_t o = 0, i = 0;
     int dir = 1;
     while (i < n) {
@@ -253,6 +283,9 @@ int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len)
         while (i < n && dec[i] != '/')
             i++;
         size_t seg = i - start;
+        const char *semi = loose ? memchr(dec + start, ';', seg) : NULL;
+        if (semi != NULL)
+            seg = (size_t)(semi - (dec + start));
         dir = i < n || seg == 0;
         if (seg == 0 || (seg == 1 && dec[start] == '.')) {
             dir = 1;

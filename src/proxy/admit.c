@@ -27,10 +27,12 @@ px_decision *px_decision_get(sv_worker *w, px_decision **own, size_t path_len)
     if (*d == NULL && (*d = calloc(1, sizeof(**d))) == NULL)
         return NULL;
     if ((*d)->path_cap < path_len) {
-        char *p = realloc((*d)->path, path_len);
+        char *p = realloc((*d)->path, 3 * path_len);
         if (p == NULL)
             return NULL;
         (*d)->path = p;
+        (*d)->loose = p + path_len;
+        (*d)->lower = p + 2 * path_len;
         (*d)->path_cap = path_len;
     }
     return *d;
@@ -89,7 +91,7 @@ int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
 {
     char err[256];
     pd->cfg = cfg;
-    pd->route = px_route_find(cfg, req->path, req->path_len);
+    pd->route = px_route_find(cfg, req);
     pd->n = 0;
     v->decided = 0;
     v->res = (sv_dec_result){.status = pd->status};

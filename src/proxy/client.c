@@ -8,11 +8,14 @@
  * (reading stops past PX_MAX_PENDING); a side with more than that queued
  * stops the other side's reads.  Answers of the proxy's own ("local")
  * read and drop a small body of known length and go on; any other body
- * closes the connection after the answer (can_keep()).  A decision that
+ * closes the connection after the answer (can_keep()).  Those answers
+ * wait unsent no more than PX_MAX_PENDING, as forwarded responses do:
+ * past it the next request is not parsed until the client reads (held).  A decision that
  * waits on Redis leaves the request in S_DECIDING, nothing forwarded;
  * a client that goes meanwhile (nginx's 499) has its wait cancelled.
  * Reading: src/server/reader.c; writing: the outbox (send.c).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,13 +60,18 @@ struct px_client {
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
-    int header_error; /* 431: our header callbacks refused */
-    sv_reader reader; /* reading, and whether the client sent all */
-    int flow_paused;  /* stopped reading: the upstream is behind */
-    int closing;      /* close once the writes are done */
-    int lingering;    /* ...after reading and dropping what still comes */
+    int header_error;    /* 431: our header callbacks refused; 400 with: */
+    const char *refusal; /* what hygiene.c found wrong with the request */
+    int unreadable;      /* answered as such: linger before closing */
+    sv_reader reader;    /* reading, and whether the client sent all */
+    int flow_paused;     /* stopped reading: the upstream is behind */
+    int closing;         /* close once the writes are done */
+    int lingering;       /* ...after reading and dropping what still comes */
     uv_shutdown_t shutdown;
     int driving, again; /* in parse(); resume() asked meanwhile */
+    int metrics_only; /* a client of the metrics listener (--metrics-listen) */
+    int held;         /* answers of its own past PX_MAX_PENDING unsent: the next
+                       * request waits until the client has read them (write_cb) */
     int handles_open;
     px_client *prev, *next;
 };
@@ -94,8 +102,7 @@ static void free_cb(uv_handle_t *h)
     px_headers_release(&c->headers);
     px_config_unref(c->cfg);
     px_decision_free(c->pd);
-    atomic_fetch_sub_explicit(&c->w->server->open_conns, 1,
-                              memory_order_relaxed);
+    sv_unaccept(c->w->server, &c->tcp);
     free(c);
 }
 
@@ -174,6 +181,10 @@ static void write_cb(uv_write_t *req, int status)
     }
     if (c->up != NULL && c->ob.pending < PX_MAX_PENDING / 2)
         px_upstream_pause(c->up, 0);
+    if (c->held && c->ob.pending < PX_MAX_PENDING / 2) {
+        c->held = 0;
+        resume(c);
+    }
 }
 
 /* Output is gathered in c->ob.out and sent by flush() in one write: a
@@ -263,8 +274,9 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
         return;
     if (!keep_alive || had_up || !can_keep(c)) {
         c->closing = 1;
-        /* A body still on its way: linger rather than reset it. */
-        c->lingering = c->req_body && !c->req_done;
+        /* A body (or an unreadable request) still on its way: linger
+         * rather than reset it. */
+        c->lingering = c->unreadable || (c->req_body && !c->req_done);
         set_reading(c, 0);
         if (c->ob.writes == 0)
             finish(c);
@@ -273,6 +285,12 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
     c->state = c->req_done ? S_HEAD : S_LOCAL;
     if (c->state == S_LOCAL) /* the rest of the body, skipped */
         sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    /* The same bound as a forwarded response's: pipelined requests for
+     * large answers (metrics) must not pile them up unread. */
+    if (c->ob.pending > PX_MAX_PENDING) {
+        c->held = 1;
+        return;
+    }
     resume(c);
 }
 
@@ -316,6 +334,7 @@ static int on_message_begin(http_parser *p)
     c->url.failed = 0;
     px_headers_reset(&c->headers);
     c->header_error = 0;
+    c->refusal = NULL;
     c->req_done = c->req_body = c->req_chunked = 0;
     c->expect_continue = 0;
     c->route = NULL;
@@ -324,9 +343,20 @@ static int on_message_begin(http_parser *p)
     return 0;
 }
 
+/* A request hygiene.c refuses: 400 naming why. */
+static int refuse(px_client *c, const char *why)
+{
+    c->header_error = 400;
+    c->refusal = why;
+    return -1;
+}
+
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
+    const char *why = sv_hygiene_target(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     sv_buf_add(&c->url, at, len);
     if (c->url.len > c->w->server->cfg.max_header_bytes || c->url.failed) {
         c->header_error = 431;
@@ -338,6 +368,9 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
+    const char *why = sv_hygiene_field_name(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     if (px_headers_field(&c->headers, at, len,
                          c->w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
@@ -360,6 +393,11 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 static int on_headers_complete(http_parser *p)
 {
     px_client *c = p->data;
+    /* Before anything of the request goes on: http-parser refuses such
+     * a head itself only after this callback has paused it. */
+    const char *why = sv_hygiene_framing(p);
+    if (why != NULL)
+        return refuse(c, why);
     c->req_chunked = (p->flags & F_CHUNKED) != 0;
     c->req_length = p->content_length;
     c->req_body = c->req_chunked ||
@@ -463,7 +501,9 @@ static void parse(px_client *c, const char *data, size_t len)
     }
     if (e != HPE_OK || done != len) {
         sv_buf out = {0};
-        sv_respond_unreadable(&out, c->header_error, http_errno_description(e));
+        sv_respond_unreadable(&out, c->header_error,
+                              c->refusal ? c->refusal
+                                         : http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
             client_close(c); /* a body broke after the head went on */
@@ -472,6 +512,9 @@ static void parse(px_client *c, const char *data, size_t len)
         }
         px_count(c->w, c->route, PX_REJECTED);
         c->req_done = 1;
+        /* The rest of the head (or body) may still be coming: a close
+         * with it unread would reset the answer away. */
+        c->unreadable = 1;
         answer_local(c, &out, 0);
     }
 }
@@ -499,6 +542,16 @@ static void resume(px_client *c)
         sv_buf_release(&kept);
     } while (c->again);
     c->driving = 0;
+    if (c->reader.eof && c->rest.len == 0 && c->state == S_HEAD &&
+        !c->in_message && !c->held && !c->closing &&
+        !uv_is_closing((uv_handle_t *)&c->tcp)) {
+        /* The client sent all before its held answers were read: they
+         * are, and nothing is left to parse. */
+        c->closing = 1;
+        if (c->ob.writes == 0)
+            client_close(c);
+        return;
+    }
     if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
         !c->flow_paused && c->rest.len <= PX_MAX_PENDING)
         set_reading(c, 1);
@@ -724,12 +777,14 @@ static void decide(px_client *c)
 {
     const px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
-    size_t raw_len, path_len = 0;
+    size_t raw_len, path_len = 0, loose_len = 0;
     px_decision *pd = px_decision_get(c->w, &c->pd, c->url.len + 2);
     px_verdict v;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
-         * say so rather than pass a half-working tunnel. */
+         * say so rather than pass a half-working tunnel.  What follows
+         * may be the other protocol already: the connection ends. */
+        c->keep_alive = 0;
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
         px_count(c->w, NULL, PX_REJECTED);
@@ -737,12 +792,21 @@ static void decide(px_client *c)
         answer_error(c, 503, "ENOMEM", "out of memory");
     } else if (px_request_target(url, c->url.len, &c->target_off, &raw_len) !=
                    0 ||
-               px_normalize_path(url + c->target_off, raw_len, pd->path,
-                                 &path_len) != 0) {
+               px_normalize_path(url + c->target_off, raw_len, 0, pd->path,
+                                 &path_len) != 0 ||
+               px_normalize_path(url + c->target_off, raw_len, 1, pd->loose,
+                                 &loose_len) != 0) {
         answer_error(c, 400, "EHTTP",
-                     "bad request target (bad encoding or '..' above the "
-                     "root)");
+                     "bad request target (bad encoding, %00, or '..' above "
+                     "the root)");
         px_count(c->w, NULL, PX_REJECTED);
+    } else if (c->metrics_only) {
+        /* The metrics listener: GET /metrics, nothing forwarded. */
+        if (c->parser.method == HTTP_GET && strcmp(pd->path, "/metrics") == 0)
+            answer_metrics(c);
+        else
+            answer_error(c, 404, "ENOTFOUND",
+                         "the metrics listener answers GET /metrics only");
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
                c->parser.method == HTTP_GET &&
                strcmp(cfg->metrics_path, pd->path) == 0) {
@@ -750,15 +814,19 @@ static void decide(px_client *c)
     } else {
         px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
                           pd->client_addr, sizeof(pd->client_addr));
-        px_request_view view = {c->parser.method, pd->path, path_len,
-                                pd->client_addr, &c->headers};
+        for (size_t i = 0; i <= loose_len; i++)
+            pd->lower[i] = (char)tolower((unsigned char)pd->loose[i]);
+        px_request_view view = {c->parser.method, pd->path,   path_len,
+                                pd->loose,        pd->lower,  loose_len,
+                                pd->client_addr,  &c->headers};
         px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
         act(c, pd, &v);
     }
 }
 
-void px_client_accept(sv_worker *w)
+/* A client of `listener`: the proxy's own, or the metrics listener's. */
+static void accept_client(sv_worker *w, uv_stream_t *listener, int metrics_only)
 {
     sv_server *srv = w->server;
     px_worker *pw = px_worker_of(w);
@@ -766,6 +834,7 @@ void px_client_accept(sv_worker *w)
     if (c == NULL)
         return;
     c->w = w;
+    c->metrics_only = metrics_only;
     c->cfg = px_config_of(w);
     px_config_ref(c->cfg);
     uv_tcp_init(&w->loop, &c->tcp);
@@ -778,7 +847,7 @@ void px_client_accept(sv_worker *w)
         c->next->prev = c;
     pw->clients = c;
     int len = sizeof(c->peer);
-    if (sv_accept(srv, (uv_stream_t *)&w->listener, &c->tcp) != 0 ||
+    if (sv_accept(srv, listener, &c->tcp) != 0 ||
         uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len) != 0) {
         client_close(c);
         return;
@@ -789,6 +858,21 @@ void px_client_accept(sv_worker *w)
     sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
     if (sv_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
         client_close(c);
+}
+
+void px_client_accept(sv_worker *w)
+{
+    accept_client(w, (uv_stream_t *)&w->listener, 0);
+}
+
+void px_metrics_accept(sv_listener *l)
+{
+    accept_client(l->w, (uv_stream_t *)&l->tcp, 1);
+}
+
+void px_metrics_close_idle(sv_listener *l)
+{
+    (void)l; /* its clients are the proxy's: px_close_idle closes them */
 }
 
 void px_close_idle(sv_worker *w)

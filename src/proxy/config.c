@@ -9,6 +9,7 @@
  * a rules error does.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ void px_config_free(px_config *cfg)
     for (size_t i = 0; i < cfg->n_routes; i++) {
         px_route *r = &cfg->routes[i];
         free(r->prefix);
+        free(r->key);
         free(r->domain);
         for (size_t j = 0; j < r->n_descriptors; j++)
             for (size_t k = 0; k < r->descriptors[j].n; k++) {
@@ -77,14 +79,15 @@ px_config *px_config_of(sv_worker *w)
     return cfg;
 }
 
-const px_route *px_route_find(const px_config *cfg, const char *path,
-                              size_t len)
+const px_route *px_route_find(const px_config *cfg, const px_request_view *req)
 {
     const px_route *best = NULL;
     for (size_t i = 0; i < cfg->n_routes; i++) {
         const px_route *r = &cfg->routes[i];
-        if (r->prefix_len <= len &&
-            memcmp(r->prefix, path, r->prefix_len) == 0 &&
+        size_t len;
+        const char *path = px_route_path(r, req, &len);
+        /* A normalized route's prefix is in lower case (route()). */
+        if (r->prefix_len <= len && memcmp(r->key, path, r->prefix_len) == 0 &&
             (best == NULL || r->prefix_len > best->prefix_len))
             best = r;
     }
@@ -277,6 +280,24 @@ static int action(loader *L, const sl__ynode *n, px_action *a)
     return 0;
 }
 
+/* A route's `match`: how its prefix is compared (px_match). */
+static int match(loader *L, const sl__ynode *n, px_match *out)
+{
+    static const char *const names[] = {"normalized", "case_sensitive",
+                                        "rfc3986"};
+    if (want(L, n, SL__Y_SCALAR, "match"))
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(n->text, names[i]) == 0) {
+            *out = (px_match)i;
+            return 0;
+        }
+    return FAIL(L, n,
+                "match: expected normalized, case_sensitive or rfc3986: "
+                "'%.64s'",
+                n->text);
+}
+
 static int route(loader *L, const sl__ynode *n, px_route *r)
 {
     const sl__ynode *descs = NULL;
@@ -292,6 +313,8 @@ static int route(loader *L, const sl__ynode *n, px_route *r)
                     FAIL(L, v, "prefix: must start with '/': '%.64s'", v->text);
         } else if (strcmp(k->text, "domain") == 0)
             rc = str(L, v, "domain", &r->domain);
+        else if (strcmp(k->text, "match") == 0)
+            rc = match(L, v, &r->match);
         else if (strcmp(k->text, "descriptors") == 0)
             rc = want(L, v, SL__Y_SEQ, "descriptors"), descs = v;
         else
@@ -302,6 +325,18 @@ static int route(loader *L, const sl__ynode *n, px_route *r)
     if (r->prefix == NULL || r->domain == NULL)
         return FAIL(L, n, "route: needs `prefix` and `domain`");
     r->prefix_len = strlen(r->prefix);
+    /* A normalised path holds none of these: such a prefix would never
+     * match, silently. */
+    if (r->match != PX_MATCH_RFC3986 && strpbrk(r->prefix, ";\\%") != NULL)
+        return FAIL(L, n,
+                    "prefix: ';', '\\' or '%%' never match a normalized "
+                    "path (match: rfc3986 compares them): '%s'",
+                    r->prefix);
+    if ((r->key = strdup(r->prefix)) == NULL)
+        return FAIL(L, n, "out of memory");
+    for (size_t i = 0; r->match == PX_MATCH_NORMALIZED && i < r->prefix_len;
+         i++)
+        r->key[i] = (char)tolower((unsigned char)r->key[i]);
     if (descs != NULL && descs->n > PX_MAX_DESCRIPTORS)
         return FAIL(L, descs, "descriptors: more than %d", PX_MAX_DESCRIPTORS);
     for (size_t i = 0; descs && i < descs->n; i++) {

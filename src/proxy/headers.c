@@ -222,11 +222,17 @@ void px_request_head(sv_buf *head, int method, const char *target,
         sv_buf_addstr(head, upstream_host);
         sv_buf_add(head, "\r\n", 2);
     }
-    const char *xff = px_headers_find(h, "x-forwarded-for", &xl);
+    /* Every X-Forwarded-For field, in order, is one list (RFC 9110,
+     * 5.3): a load balancer appends a field of its own. */
     sv_buf_addstr(head, "X-Forwarded-For: ");
-    if (xff != NULL && xl > 0) {
-        sv_buf_add(head, xff, xl);
-        sv_buf_addstr(head, ", ");
+    for (size_t i = 0; i < px_headers_count(h); i++) {
+        const char *n, *v;
+        size_t nl;
+        px_headers_get(h, i, &n, &nl, &v, &xl);
+        if (xl > 0 && name_is(n, nl, "x-forwarded-for")) {
+            sv_buf_add(head, v, xl);
+            sv_buf_addstr(head, ", ");
+        }
     }
     sv_buf_addstr(head, peer_text);
     sv_buf_addstr(head, "\r\nX-Forwarded-Proto: http\r\n");

@@ -22,6 +22,7 @@
 
 #include "server/decide.h"
 #include "server/deadline.h"
+#include "server/hygiene.h"
 #include "server/metrics.h"
 #include "server/reader.h"
 #include "server/respond.h"
@@ -79,9 +80,21 @@ typedef struct px_descriptor {
     size_t n;
 } px_descriptor;
 
+/* How a route's prefix is matched (docs/proxy.md, "Paths"): against
+ * the loose form of the path (every escape decoded, '\' a '/', ";params"
+ * dropped, dot segments resolved) without or with case, or against its
+ * RFC 3986 form alone. */
+typedef enum px_match {
+    PX_MATCH_NORMALIZED, /* the default */
+    PX_MATCH_CASE_SENSITIVE,
+    PX_MATCH_RFC3986
+} px_match;
+
 typedef struct px_route {
     char *prefix; /* path prefix; the longest matching route wins */
     size_t prefix_len;
+    px_match match;
+    char *key; /* the prefix as compared: in lower case when normalized */
     char *domain;
     px_descriptor descriptors[PX_MAX_DESCRIPTORS];
     size_t n_descriptors;
@@ -129,8 +142,14 @@ int px_read_trusted(px_config *cfg, const char *file, const struct sl__ynode *v,
                     char *err, size_t errlen);
 int px_read_routes(px_config *cfg, const char *file, const struct sl__ynode *v,
                    char *err, size_t errlen);
-const px_route *px_route_find(const px_config *cfg, const char *path,
-                              size_t len);
+struct px_request_view;
+/* The route of a request: the longest prefix that matches the path in
+ * its route's form; NULL when none does. */
+const px_route *px_route_find(const px_config *cfg,
+                              const struct px_request_view *req);
+/* The path in the form route matches it by: a view into req, *len set. */
+const char *px_route_path(const px_route *route,
+                          const struct px_request_view *req, size_t *len);
 
 /* headers.c: the header fields of one message, collected while parsing
  * (names and values may arrive in pieces). */
@@ -200,17 +219,22 @@ int px_request_target(const char *url, size_t len, size_t *off,
                       size_t *path_len);
 /* The path as routes and the path action see it: unreserved characters
  * percent-decoded, empty and "." segments dropped, ".." resolved, a
- * trailing '/' kept.  out has room for len + 2 bytes; 0 with *out_len
- * set (NUL-terminated), or -1 for bad percent-encoding or a ".." above
- * the root. */
-int px_normalize_path(const char *path, size_t len, char *out, size_t *out_len);
+ * trailing '/' kept (RFC 3986's form); loose, also every escape decoded
+ * (once), '\' taken for '/' and each segment's ";params" dropped.  out
+ * has room for len + 2 bytes; 0 with *out_len set (NUL-terminated), or
+ * -1 for bad percent-encoding, a ".." above the root, or (loose) a %00. */
+int px_normalize_path(const char *path, size_t len, int loose, char *out,
+                      size_t *out_len);
 /* The peer's address as text ("" if it has none). */
 void px_peer_text(const struct sockaddr_storage *peer, char *out,
                   size_t outlen);
 typedef struct px_request_view {
     int method;
-    const char *path; /* without the query */
+    const char *path; /* without the query, RFC 3986's form */
     size_t path_len;
+    const char *loose; /* its loose form, and that in lower case */
+    const char *lower;
+    size_t loose_len;
     const char *client_addr;
     const px_headers *headers;
 } px_request_view;
@@ -317,8 +341,10 @@ int px_metrics_answer(sv_worker *w, int keep_alive, sv_buf *out);
  * one with Redis; on the memory store the thread's serves every request,
  * answered at once. */
 typedef struct px_decision {
-    char *path;
-    size_t path_cap;
+    char *path;  /* the request's path, RFC 3986's form; then in the */
+    char *loose; /* same block its loose form, and that in lower case */
+    char *lower;
+    size_t path_cap;       /* of each */
     const px_config *cfg;  /* the client's, which outlives the wait */
     const px_route *route; /* NULL: no route matched */
     sv_dec_descriptor ds[PX_MAX_DESCRIPTORS];
@@ -370,6 +396,10 @@ void px_answer_429(const px_decision *pd, const px_verdict *v, int head,
 typedef struct px_client px_client;
 void px_client_accept(sv_worker *w);
 void px_close_idle(sv_worker *w);
+/* The metrics listener's door (--metrics-listen): clients of their own
+ * kind, answered GET /metrics and nothing else. */
+void px_metrics_accept(sv_listener *l);
+void px_metrics_close_idle(sv_listener *l);
 
 /* What an upstream connection tells the client it serves, and asks of
  * it (client.c's; the upstream never calls the client by name). */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "proxy.h"
+#include "core/log.h"
 
 /* Gives each route of cfg its counter slot, adding the new prefixes;
  * under px->lock.  0, or -1 when the slots would run out. */
@@ -96,11 +97,11 @@ void px_reload(void *ctx)
         if (cfg != NULL)
             px_config_free(cfg);
         atomic_fetch_add_explicit(&px->reloads_failed, 1, memory_order_relaxed);
-        fprintf(stderr, "sluice proxy: config reload failed: %s\n", err);
+        sl__log(SL__LOG_ERROR, "proxy", "config reload failed: %s", err);
         return;
     }
     atomic_fetch_add_explicit(&px->reloads_ok, 1, memory_order_relaxed);
-    fprintf(stderr, "sluice proxy: config reloaded (%zu routes)\n",
+    sl__log(SL__LOG_INFO, "proxy", "config reloaded (%zu routes)",
             cfg->n_routes);
 }
 

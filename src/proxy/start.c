@@ -9,11 +9,13 @@
 #include <string.h>
 
 #include "proxy.h"
+#include "core/log.h"
 
 int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
                  void *load_ctx)
 {
     sv_config scfg = *server_cfg;
+    scfg.fds_per_thread = cfg->pool_max; /* idle upstream connections */
     if (scfg.threads <= 0) {
         /* Resolved here: the per-thread state is sized before start. */
         uv_cpu_info_t *info;
@@ -27,7 +29,7 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     px.n_workers = scfg.threads;
     px.load = load;
     px.load_ctx = load_ctx;
-    fprintf(stderr, "sluice: proxying to %s (%zu routes)\n", cfg->upstream,
+    sl__log(SL__LOG_INFO, NULL, "proxying to %s (%zu routes)", cfg->upstream,
             cfg->n_routes);
     size_t n_stats = (size_t)scfg.threads * (PX_MAX_SLOTS + 1);
     int published = px_reload_init(&px, cfg) == 0;
@@ -35,12 +37,16 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
     int status = 1;
     if (!published || px.workers == NULL || px.stats == NULL) {
-        fprintf(stderr, "sluice proxy: out of memory\n");
+        sl__log(SL__LOG_ERROR, "proxy", "out of memory");
     } else {
         memset(px.stats, 0, n_stats * sizeof(*px.stats));
         const sv_frontend frontend = {px_client_accept, px_close_idle,
                                       px_reload, &px};
         scfg.frontend = &frontend;
+        if (scfg.metrics_listen.host != NULL)
+            scfg.doors[scfg.n_doors++] =
+                (sv_door){"metrics", scfg.metrics_listen, 0, px_metrics_accept,
+                          px_metrics_close_idle};
         status = sv_server_run(&scfg);
     }
     px_reload_release(&px);

@@ -9,8 +9,10 @@
  * the config, so they go on across reloads.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "proxy.h"
+#include "server/label.h"
 
 static const char *const outcome_names[PX_N_OUTCOMES] = {
     "forwarded",   "queued",          "limited", "queue_full",
@@ -74,6 +76,16 @@ static uint64_t sum(px_proxy *px, size_t slot, size_t offset)
 
 #define AT(field) offsetof(px_route_stats, field)
 
+/* `metric{route="NAME"`, the name made a safe label (label.h): a route's
+ * prefix comes from the config file; "_none_" is the unrouted. */
+static void route_label(sv_buf *out, const char *metric, const char *name)
+{
+    sv_buf_addstr(out, metric);
+    sv_buf_addstr(out, "{route=\"");
+    sv_label_value(out, name, strlen(name));
+    sv_buf_addstr(out, "\"");
+}
+
 void px_metrics_render(sv_worker *w, sv_buf *out)
 {
     px_proxy *px = px_of(w);
@@ -83,30 +95,23 @@ void px_metrics_render(sv_worker *w, sv_buf *out)
     sv_buf_addstr(out, "# HELP sluice_proxy_requests_total Requests by route "
                        "and outcome.\n"
                        "# TYPE sluice_proxy_requests_total counter\n");
-    /* Route prefixes start with '/' and hold no '"' or '\' worth escaping
-     * beyond what the loader accepts; "_none_" is the unrouted. */
-    for (size_t r = 0; r < n; r++) {
-        const char *name = px->slot_names[r];
-        for (int o = 0; o < PX_N_OUTCOMES; o++)
-            sv_buf_printf(out,
-                          "sluice_proxy_requests_total{route=\"%s\","
-                          "outcome=\"%s\"} %llu\n",
-                          name, outcome_names[o],
+    for (size_t r = 0; r < n; r++)
+        for (int o = 0; o < PX_N_OUTCOMES; o++) {
+            route_label(out, "sluice_proxy_requests_total", px->slot_names[r]);
+            sv_buf_printf(out, ",outcome=\"%s\"} %llu\n", outcome_names[o],
                           (unsigned long long)sum(px, r, AT(outcomes[o])));
-    }
+        }
     sv_buf_addstr(out,
                   "# HELP sluice_proxy_upstream_responses_total Upstream "
                   "responses by route and status class.\n"
                   "# TYPE sluice_proxy_upstream_responses_total counter\n");
-    for (size_t r = 0; r < n; r++) {
-        const char *name = px->slot_names[r];
-        for (int c = 1; c <= 5; c++)
-            sv_buf_printf(out,
-                          "sluice_proxy_upstream_responses_total{route=\"%s\","
-                          "class=\"%dxx\"} %llu\n",
-                          name, c,
+    for (size_t r = 0; r < n; r++)
+        for (int c = 1; c <= 5; c++) {
+            route_label(out, "sluice_proxy_upstream_responses_total",
+                        px->slot_names[r]);
+            sv_buf_printf(out, ",class=\"%dxx\"} %llu\n", c,
                           (unsigned long long)sum(px, r, AT(status_class[c])));
-    }
+        }
     sv_buf_addstr(out, "# HELP sluice_proxy_upstream_latency_seconds Request "
                        "forwarded to response head.\n"
                        "# TYPE sluice_proxy_upstream_latency_seconds "
@@ -116,23 +121,21 @@ void px_metrics_render(sv_worker *w, sv_buf *out)
         uint64_t cum = 0;
         for (int b = 0; b < PX_LATENCY_BUCKETS; b++) {
             cum += sum(px, r, AT(latency[b]));
+            route_label(out, "sluice_proxy_upstream_latency_seconds_bucket",
+                        name);
             if (b < PX_LATENCY_BUCKETS - 1)
-                sv_buf_printf(out,
-                              "sluice_proxy_upstream_latency_seconds_bucket{"
-                              "route=\"%s\",le=\"%g\"} %llu\n",
-                              name, (double)latency_le[b] / 1e9,
+                sv_buf_printf(out, ",le=\"%g\"} %llu\n",
+                              (double)latency_le[b] / 1e9,
                               (unsigned long long)cum);
             else
-                sv_buf_printf(out,
-                              "sluice_proxy_upstream_latency_seconds_bucket{"
-                              "route=\"%s\",le=\"+Inf\"} %llu\n",
-                              name, (unsigned long long)cum);
+                sv_buf_printf(out, ",le=\"+Inf\"} %llu\n",
+                              (unsigned long long)cum);
         }
-        sv_buf_printf(out,
-                      "sluice_proxy_upstream_latency_seconds_sum{route=\"%s\"} "
-                      "%.6f\nsluice_proxy_upstream_latency_seconds_count{"
-                      "route=\"%s\"} %llu\n",
-                      name, (double)sum(px, r, AT(latency_sum_ns)) / 1e9, name,
+        route_label(out, "sluice_proxy_upstream_latency_seconds_sum", name);
+        sv_buf_printf(out, "} %.6f\n",
+                      (double)sum(px, r, AT(latency_sum_ns)) / 1e9);
+        route_label(out, "sluice_proxy_upstream_latency_seconds_count", name);
+        sv_buf_printf(out, "} %llu\n",
                       (unsigned long long)sum(px, r, AT(latency_count)));
     }
     sv_buf_printf(

@@ -20,13 +20,13 @@
 #define EXACT_BOUND (INT64_C(1) << 52)
 
 enum {
-    ITEM_ARGS = 2,   /* per item, as src/store/redis/main.lua reads them */
-    CALL_ARGS = 4,   /* now (s, ns), extra TTL, record */
-    NUM_LEN = 24,    /* an int64 in decimal, NUL included */
+    ITEM_ARGS = 2, /* per item, as src/store/redis/main.lua reads them */
+    CALL_ARGS = 4, /* now (s, ns), extra TTL, record */
+    NUM_LEN = 24,  /* an int64 in decimal, NUL included */
     /* algorithm L P B step flags t_num t_den, and for an override of a
      * schedule its base's L (schedule.lua) */
     SPEC_FIELDS = 9,
-    IDENT_HEX = 16,  /* the limit's identity in a key name */
+    IDENT_HEX = 16, /* the limit's identity in a key name */
     MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS,
 };
 
@@ -60,13 +60,46 @@ static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* The hash tag's escape byte: '}' (which would end the tag early, so
+ * that a client could pick a key's slot, docs/stores.md) and the escape
+ * itself are written as it and two hex digits inside the braces. */
+#define TAG_ESCAPE '\\'
+
+/* The most bytes key_name() writes for a key of key_len bytes. */
+static size_t key_name_max(const sl__redis_keyspace *ks, size_t key_len)
+{
+    return strlen(ks->prefix) + IDENT_HEX + 3 + 3 * key_len;
+}
+
+/* tag's bytes at out, '}' and TAG_ESCAPE escaped: the length written. */
+static size_t put_tag(char *out, const char *tag, size_t len)
+{
+    size_t n = 0;
+    if (memchr(tag, '}', len) == NULL && memchr(tag, TAG_ESCAPE, len) == NULL) {
+        memcpy(out, tag, len); /* the usual key: as it is */
+        return len;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char b = (unsigned char)tag[i];
+        if (b == '}' || b == TAG_ESCAPE) {
+            out[n++] = TAG_ESCAPE;
+            out[n++] = "0123456789abcdef"[b >> 4];
+            out[n++] = "0123456789abcdef"[b & 15];
+        } else {
+            out[n++] = (char)b;
+        }
+    }
+    return n;
+}
+
 /* The key of an item: prefix, the limit's identity, then the caller's key
  * with its hash tag in braces, so that every limit of one client key lands
  * in one slot (docs/stores.md): "{key}", or with a tag delimiter d,
  * "{tag}rest" where tag is the key before its first d and rest the d and
- * what follows.  Names stay distinct: the tag has no d and the rest is
- * empty or starts with one.  Returns the length written to out, which
- * has room for the prefix, IDENT_HEX + 3 bytes and the key. */
+ * what follows.  Inside the braces '}' and TAG_ESCAPE are escaped, so the
+ * tag is always the whole of it.  Names stay distinct: the escaping is
+ * one to one, the tag has no d and the rest is empty or starts with one.
+ * Returns the length written to out, which has room for key_name_max(). */
 static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
                        char *out)
 {
@@ -81,8 +114,7 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
         (d = memchr(it->key, ks->tag_delimiter, it->key_len)) != NULL)
         tag = (size_t)(d - (const char *)it->key);
     if (tag > 0)
-        memcpy(out + n, it->key, tag);
-    n += tag;
+        n += put_tag(out + n, it->key, tag);
     out[n++] = '}';
     if (it->key_len > tag)
         memcpy(out + n, (const char *)it->key + tag, it->key_len - tag);
@@ -142,9 +174,9 @@ static void push_num(call_args *a, int64_t v)
 static void push_spec(call_args *a, size_t item, const sl_limit *lim)
 {
     const int64_t f[SPEC_FIELDS] = {
-        lim->cfg.algorithm, lim->cfg.limit,         lim->cfg.period,
-        lim->cfg.burst,     lim->cfg.step,          (int64_t)lim->cfg.flags,
-        lim->t_num,         lim->t_den,             lim->base.limit};
+        lim->cfg.algorithm, lim->cfg.limit, lim->cfg.period,
+        lim->cfg.burst,     lim->cfg.step,  (int64_t)lim->cfg.flags,
+        lim->t_num,         lim->t_den,     lim->base.limit};
     int fields = lim->override && is_bucket(lim->cfg.algorithm)
                      ? SPEC_FIELDS
                      : SPEC_FIELDS - 1;
@@ -178,10 +210,10 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
                       const sl_check_item *items, const int64_t *costs,
                       size_t n, sl_nanos now, int record, const char *sha)
 {
-    size_t prefix = strlen(ks->prefix), total = 0, at = 0;
+    size_t total = 0, at = 0;
 
     for (size_t i = 0; i < n; i++)
-        total += prefix + IDENT_HEX + 3 + items[i].key_len;
+        total += key_name_max(ks, items[i].key_len);
     if ((a->keys = malloc(total ? total : 1)) == NULL)
         return SL_ENOMEM;
     a->nnums = 0;
@@ -230,9 +262,8 @@ struct sl__redis_call {
 static int item_slots(const sl__redis_keyspace *ks, const sl_check_item *items,
                       size_t n, int *slot)
 {
-    size_t prefix = strlen(ks->prefix);
     for (size_t i = 0; i < n; i++) {
-        char *name = malloc(prefix + IDENT_HEX + 3 + items[i].key_len);
+        char *name = malloc(key_name_max(ks, items[i].key_len));
         if (name == NULL)
             return SL_ENOMEM;
         slot[i] = sl__redis_key_slot(name, key_name(ks, &items[i], name));
@@ -301,10 +332,10 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
     return 0;
 }
 
-int sl__redis_call_new(const sl__redis_keyspace *ks,
-                       const sl_check_item *items, const int64_t *costs,
-                       size_t n, sl_nanos now, unsigned flags, const char *sha,
-                       sl__redis_call **out, char *errbuf, size_t errlen)
+int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, const char *sha, sl__redis_call **out,
+                       char *errbuf, size_t errlen)
 {
     sl__redis_call *c;
     int err;

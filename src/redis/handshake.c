@@ -2,7 +2,9 @@
  * handshake.c - what a new connection says before its first call, and
  * what the answers must be: AUTH (Redis 6 ACLs: with the user when there
  * is one), SELECT, SCRIPT LOAD for the SHA1 that EVALSHA names, and
- * CLUSTER SLOTS when the connection is a cluster's probe.  The blocking
+ * CLUSTER SLOTS when the connection is a cluster's probe; INFO cluster
+ * on a plain store's, which refuses a Cluster node ("use
+ * redis-cluster://").  The blocking
  * store sends the list one command at a time, the daemon pipelines it
  * behind its connect; both check each reply here.
  */
@@ -13,7 +15,7 @@
 #include "redis/redis_proto.h"
 
 static const char *const cmd_names[] = {"AUTH", "SELECT", "SCRIPT LOAD",
-                                        "CLUSTER SLOTS"};
+                                        "CLUSTER SLOTS", "INFO cluster"};
 
 static void add(sl__redis_handshake *hs, int kind, int argc, const char *a0,
                 const char *a1, const char *a2)
@@ -36,6 +38,8 @@ void sl__redis_handshake_init(sl__redis_handshake *out,
         add(out, SL__REDIS_CMD_AUTH, 3, "AUTH", ep->user, ep->password);
     else if (ep->password != NULL)
         add(out, SL__REDIS_CMD_AUTH, 2, "AUTH", ep->password, NULL);
+    if (with & SL__REDIS_WITH_CLUSTER_CHECK)
+        add(out, SL__REDIS_CMD_INFO_CLUSTER, 2, "INFO", "cluster", NULL);
     if (ep->db != 0) {
         snprintf(out->db, sizeof(out->db), "%d", ep->db);
         add(out, SL__REDIS_CMD_SELECT, 2, "SELECT", out->db, NULL);
@@ -55,6 +59,19 @@ int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
     if (r == NULL) {
         sl__set_err(err, errlen, "redis %s: no reply", name);
         return SL_ESTORE;
+    }
+    if (kind == SL__REDIS_CMD_INFO_CLUSTER) {
+        /* An error (an ACL without INFO, a renamed command) cannot tell:
+         * the store goes on, and a MOVED later is logged. */
+        if (r->type == REDIS_REPLY_STRING &&
+            strstr(r->str, "cluster_enabled:1") != NULL) {
+            /* A configuration error, not an outage: SL_EINVAL. */
+            sl__set_err(err, errlen,
+                        "redis: the server is a Redis Cluster node "
+                        "(cluster_enabled:1): use redis-cluster://");
+            return SL_EINVAL;
+        }
+        return 0;
     }
     if (r->type == REDIS_REPLY_ERROR) {
         sl__set_err(err, errlen, "redis %s: %s", name, r->str);

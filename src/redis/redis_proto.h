@@ -105,12 +105,16 @@ enum {
     SL__REDIS_CMD_SELECT,        /* SELECT db, if db is not 0 */
     SL__REDIS_CMD_SCRIPT_LOAD,   /* its reply is the script's SHA1 */
     SL__REDIS_CMD_CLUSTER_SLOTS, /* its reply is the slot map */
+    SL__REDIS_CMD_INFO_CLUSTER,  /* cluster_enabled:1 refuses the store */
 };
 
-/* sl__redis_handshake_init() flags: the optional commands, in this order
- * after AUTH and SELECT. */
+/* sl__redis_handshake_init() flags: the optional commands.  INFO cluster
+ * comes right after AUTH (before SELECT, which a Cluster node refuses),
+ * the others in this order after SELECT.  A plain redis:// store sends
+ * INFO cluster: a Cluster node behind it would answer every call MOVED. */
 #define SL__REDIS_WITH_SCRIPT_LOAD 0x1u
 #define SL__REDIS_WITH_CLUSTER_SLOTS 0x2u
+#define SL__REDIS_WITH_CLUSTER_CHECK 0x4u
 
 /* Commands as argc, argv and lens (for redisCommandArgv and its async
  * twin), pointing into the struct itself and the endpoint's strings:
@@ -122,7 +126,7 @@ typedef struct sl__redis_handshake {
         int argc;
         const char *argv[3];
         size_t lens[3];
-    } cmd[4];
+    } cmd[5];
     char db[24]; /* SELECT's argument */
 } sl__redis_handshake;
 
@@ -133,8 +137,9 @@ void sl__redis_handshake_init(sl__redis_handshake *hs,
 
 /* Checks the reply to a handshake command of that kind: 0, or SL_ESTORE
  * with a message in err ("redis AUTH: WRONGPASS ...") for no reply, an
- * error reply or, for SCRIPT LOAD, one that is not a SHA1.  For SCRIPT
- * LOAD the SHA1 is copied to sha (41 bytes, NUL-terminated) on success
+ * error reply or, for SCRIPT LOAD, one that is not a SHA1; SL_EINVAL for
+ * INFO cluster from a Cluster node (the URL should be redis-cluster://).  For
+ * SCRIPT LOAD the SHA1 is copied to sha (41 bytes, NUL-terminated) on success
  * only; sha may be NULL for the other kinds. */
 int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
                               char *err, size_t errlen);
@@ -174,10 +179,10 @@ typedef struct sl__redis_call sl__redis_call;
  * decide exactly, with a message in errbuf when not NULL.  The items'
  * keys are copied; the call keeps no pointer into them.
  */
-int sl__redis_call_new(const sl__redis_keyspace *ks,
-                       const sl_check_item *items, const int64_t *costs,
-                       size_t n, sl_nanos now, unsigned flags, const char *sha,
-                       sl__redis_call **out, char *errbuf, size_t errlen);
+int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       unsigned flags, const char *sha, sl__redis_call **out,
+                       char *errbuf, size_t errlen);
 void sl__redis_call_free(sl__redis_call *call); /* NULL: no-op */
 
 /* Part 0's command as argc (returned), argv and lens.  Borrowed: valid

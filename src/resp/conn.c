@@ -76,7 +76,7 @@ static void conn_free_cb(uv_handle_t *h)
     sv_buf_release(&c->ob.out);
     sv_buf_release(&c->in);
     rp_parser_release(&c->parser);
-    atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
+    sv_unaccept(w->server, &c->tcp);
     free(c);
     if (w->stopping && sv_worker_quiet(w))
         sv_readers_close(&w->readers);

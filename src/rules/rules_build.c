@@ -191,12 +191,38 @@ static int add_to_all(build *b, sl_rule *r)
     return 0;
 }
 
-/* rate_limit.adaptive: the bounds within which the runtime limits may
- * move this limit (docs/rules.md): {min: N, max: N}, 1 <= min <= max. */
+/* A duration of the adaptive mapping, at least 1 ms. */
+static int get_adaptive_duration(build *b, const sl__ynode *a, const char *key,
+                                 sl_nanos *out)
+{
+    const sl__ynode *n = get(a, key);
+    int rc;
+    if (n == NULL)
+        return 0;
+    if ((rc = want_kind(b, n, SL__Y_SCALAR, key)) != 0)
+        return rc;
+    if (sl__value_duration(n->text, n->len, SL_NS_PER_MS, out) != 0)
+        return err_at(b, n, SL_EINVAL,
+                      "adaptive: invalid %s: '%s' (a duration of at least "
+                      "1ms: 300ms, 1s, 1d)",
+                      key, n->text);
+    return 0;
+}
+
+/* rate_limit.adaptive (docs/rules.md): the bounds within which the
+ * runtime limits may move this limit, {min: N, max: N}, 1 <= min <= max;
+ * and, for `sluice proxy`'s controller (docs/adaptive.md), `controller:
+ * gradient` with its latency SLO and seasonal forecast. */
 static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
 {
-    static const char *const keys[] = {"min", "max", NULL};
-    const sl__ynode *min, *max;
+    static const char *const keys[] = {"min",
+                                       "max",
+                                       "controller",
+                                       "slo_p99",
+                                       "forecast_season",
+                                       "forecast_horizon",
+                                       NULL};
+    const sl__ynode *min, *max, *ctl;
     int rc;
     if ((rc = want_kind(b, a, SL__Y_MAP, "adaptive")) != 0 ||
         (rc = check_keys(b, a, keys)) != 0)
@@ -212,20 +238,44 @@ static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
     if (r->adaptive_min > r->adaptive_max)
         return err_at(b, min, SL_EINVAL, "adaptive: min %lld is above max %lld",
                       (long long)r->adaptive_min, (long long)r->adaptive_max);
+    if ((ctl = get(a, "controller")) != NULL) {
+        if ((rc = want_kind(b, ctl, SL__Y_SCALAR, "controller")) != 0)
+            return rc;
+        if (strcmp(ctl->text, "gradient") == 0)
+            r->adaptive_controller = SL_CONTROLLER_GRADIENT;
+        else if (strcmp(ctl->text, "off") != 0)
+            return err_at(b, ctl, SL_EINVAL,
+                          "adaptive: unknown controller: '%s' (gradient or "
+                          "off)",
+                          ctl->text);
+    }
+    r->adaptive_horizon = 5 * SL_NS_PER_SEC;
+    if ((rc = get_adaptive_duration(b, a, "slo_p99", &r->adaptive_slo_p99)) !=
+            0 ||
+        (rc = get_adaptive_duration(b, a, "forecast_season",
+                                    &r->adaptive_season)) != 0 ||
+        (rc = get_adaptive_duration(b, a, "forecast_horizon",
+                                    &r->adaptive_horizon)) != 0)
+        return rc;
+    if (r->adaptive_season > 0 && r->adaptive_season < 2 * SL_NS_PER_SEC)
+        return err_at(b, get(a, "forecast_season"), SL_EINVAL,
+                      "adaptive: forecast_season must be at least 2s "
+                      "(two 1s windows)");
     return 0;
 }
 
 static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
-    static const char *const keys[] = {
-        "unit",  "requests_per_unit", "unlimited",
-        "name",  "replaces",          "algorithm",
-        "burst", "unit_multiplier",   "period",
-        "step",  "store_failure",     "adaptive",
-        NULL};
+    static const char *const keys[] = {"unit",          "requests_per_unit",
+                                       "unlimited",     "name",
+                                       "replaces",      "algorithm",
+                                       "burst",         "unit_multiplier",
+                                       "period",        "step",
+                                       "store_failure", "adaptive",
+                                       "max_hits",      NULL};
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
-        *step, *failure, *adaptive;
+        *step, *failure, *adaptive, *max_hits;
     sl_rule *r = &node->rules[node->n_rules];
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
@@ -246,6 +296,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     step = get(rl, "step");
     failure = get(rl, "store_failure");
     adaptive = get(rl, "adaptive");
+    max_hits = get(rl, "max_hits");
 
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
@@ -273,6 +324,9 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     }
 
     if (adaptive != NULL && (rc = get_adaptive(b, adaptive, r)) != 0)
+        return rc;
+    if (max_hits != NULL &&
+        (rc = get_count(b, max_hits, "max_hits", 1, &r->max_hits)) != 0)
         return rc;
     if (name != NULL) {
         if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)

@@ -11,8 +11,13 @@
  * rule's descriptor (domain and entries, matched as /v1/check does), by
  * a rule's `name` (id alone), or ad hoc (id, interval, requests and an
  * optional algorithm, stepped_window by default).  Ad hoc limits are
- * made once and kept in a table shared by the threads, capped at
- * --max-adhoc-limits entries; their counters live in the same store.
+ * made on first use and kept in a table shared by the threads, an LRU
+ * cache of at most --max-adhoc-limits entries; their counters live in
+ * the store.  Evicting an entry changes no decision: a limit's state is
+ * keyed by its parameters, its id and the key (sl_limit_config.id), not
+ * by the limit object, so the limit made again for the same (id,
+ * interval, requests, algorithm) finds the same counter in the store,
+ * which has its own bound and expiry (--store-bytes, Redis's TTLs).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +37,9 @@
 #define ADHOC_BUCKETS 4096
 
 typedef struct adhoc_limit {
-    struct adhoc_limit *next;
+    struct adhoc_limit *next;          /* in its bucket */
+    struct adhoc_limit *newer, *older; /* in the LRU list */
+    size_t refs; /* 1 for the table while in it, 1 per request using it */
     uint64_t hash;
     sl_nanos interval;
     int64_t requests;
@@ -42,13 +49,15 @@ typedef struct adhoc_limit {
     char id[];
 } adhoc_limit;
 
-/* The table of ad hoc limits.  Invariant: n <= the cap, every entry's
- * limit matches its (interval, requests, algorithm), and an entry is
- * never removed before the server stops, so a limit pointer taken under
- * the lock stays valid without it (limits are immutable). */
+/* The table of ad hoc limits.  Invariants: n <= the cap; every entry's
+ * limit matches its (interval, requests, algorithm); the LRU list holds
+ * exactly the entries of the buckets, newest (last used) first.  An
+ * entry leaves the table when it is the oldest and a new one needs its
+ * room, and is freed when its last request lets go of it (adhoc_put). */
 struct sv_adhoc {
     pthread_mutex_t lock;
     adhoc_limit *buckets[ADHOC_BUCKETS];
+    adhoc_limit *newest, *oldest;
     size_t n;
 };
 
@@ -61,16 +70,57 @@ int sv_adhoc_init(sv_server *s)
     return 0;
 }
 
+/* Drops a reference; under t->lock. */
+static void adhoc_unref(adhoc_limit *a)
+{
+    if (--a->refs > 0)
+        return;
+    sl_limit_free(a->limit);
+    free(a);
+}
+
+/* A request lets go of the entry that adhoc_get gave it. */
+static void adhoc_put(struct sv_adhoc *t, adhoc_limit *a)
+{
+    if (a == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    adhoc_unref(a);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void lru_unlink(struct sv_adhoc *t, adhoc_limit *a)
+{
+    *(a->newer ? &a->newer->older : &t->newest) = a->older;
+    *(a->older ? &a->older->newer : &t->oldest) = a->newer;
+}
+
+static void lru_push(struct sv_adhoc *t, adhoc_limit *a)
+{
+    a->newer = NULL;
+    a->older = t->newest;
+    *(t->newest ? &t->newest->newer : &t->oldest) = a;
+    t->newest = a;
+}
+
+/* Takes the least recently used entry out of the table; under t->lock. */
+static void adhoc_evict_oldest(struct sv_adhoc *t)
+{
+    adhoc_limit *a = t->oldest, **b = &t->buckets[a->hash % ADHOC_BUCKETS];
+    while (*b != a)
+        b = &(*b)->next;
+    *b = a->next;
+    lru_unlink(t, a);
+    t->n--;
+    adhoc_unref(a);
+}
+
 void sv_adhoc_release(sv_server *s)
 {
     if (s->adhoc == NULL)
         return;
-    for (size_t i = 0; i < ADHOC_BUCKETS; i++)
-        for (adhoc_limit *a = s->adhoc->buckets[i], *next; a; a = next) {
-            next = a->next;
-            sl_limit_free(a->limit);
-            free(a);
-        }
+    while (s->adhoc->oldest != NULL)
+        adhoc_evict_oldest(s->adhoc);
     pthread_mutex_destroy(&s->adhoc->lock);
     free(s->adhoc);
     s->adhoc = NULL;
@@ -235,11 +285,33 @@ static int parse_body(sv_worker *w, json_t *root, limit_ref *ref,
 typedef struct resolved {
     sl_check_item items[SL_MAX_ITEMS];
     size_t n;
-    int deny;        /* a deny rule matched: never */
-    int unlimited;   /* only unlimited rules matched */
-    char *keys;      /* owned: match keys point into it */
-    sl_nanos period; /* for deny and unlimited answers */
+    int deny;           /* a deny rule matched: never */
+    int unlimited;      /* only unlimited rules matched */
+    char *keys;         /* owned: match keys point into it */
+    sl_nanos period;    /* for deny and unlimited answers */
+    adhoc_limit *adhoc; /* held (adhoc_put): items[0]'s limit is its */
+    /* The most hits one increment may report to each item: its rule's
+     * max_hits, else its limit's capacity. */
+    int64_t max_hits[SL_MAX_ITEMS];
 } resolved;
+
+/* What a full limit holds: a bucket's burst, a window's limit (the
+ * library sets burst to the limit for those). */
+static int64_t capacity(const sl_limit *limit)
+{
+    return sl_limit_get_config(limit)->burst;
+}
+
+/* r is in force in rules (an override's copy, or as loaded).  A limit
+ * an override stopped (0) holds nothing: then the capacity of the rule as
+ * loaded bounds, which the override leaves in place when it goes. */
+static int64_t max_hits(const sl_rules *rules, const sl_rule *r)
+{
+    if (r->max_hits > 0)
+        return r->max_hits;
+    int64_t c = capacity(r->limit);
+    return c > 0 ? c : capacity(sl_rules_rule(rules, r->index)->limit);
+}
 
 static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
                            int64_t requests, sl_algorithm alg)
@@ -252,9 +324,12 @@ static uint64_t hash_adhoc(const char *id, size_t len, sl_nanos interval,
     return (h ^ (uint64_t)alg) * 0x100000001b3ULL;
 }
 
-/* The cached limit of (id, interval, requests, algorithm), made on first
- * use.  0, or -1 with e set (bad parameters, cap reached, no memory). */
-static int adhoc_get(sv_server *s, const limit_ref *ref, const sl_limit **out,
+/* The limit of (id, interval, requests, algorithm), from the table or
+ * made and cached (evicting the least recently used entry when the table
+ * is full; with a cap of 0 it is made for this request alone).  0 with
+ * *out held for the caller (adhoc_put), or -1 with e set (bad
+ * parameters, no memory). */
+static int adhoc_get(sv_server *s, const limit_ref *ref, adhoc_limit **out,
                      sv_api_err *e)
 {
     sl_nanos interval;
@@ -296,16 +371,12 @@ static int adhoc_get(sv_server *s, const limit_ref *ref, const sl_limit **out,
             a->id_len == ref->id_len && memcmp(a->id, ref->id, a->id_len) == 0)
             break;
     if (a != NULL) {
-        *out = a->limit;
+        lru_unlink(t, a);
+        lru_push(t, a);
+        a->refs++;
+        *out = a;
         pthread_mutex_unlock(&t->lock);
         return 0;
-    }
-    if (t->n >= s->cfg.max_adhoc_limits) {
-        pthread_mutex_unlock(&t->lock);
-        return sv_api_fail(e, 429, "ETOOMANY",
-                           "id: %zu ad hoc limits are cached already "
-                           "(--max-adhoc-limits)",
-                           s->cfg.max_adhoc_limits);
     }
     sl_limit_config cfg = {.algorithm = alg,
                            .limit = requests,
@@ -325,7 +396,7 @@ static int adhoc_get(sv_server *s, const limit_ref *ref, const sl_limit **out,
         sl_limit_free(lim);
         return sv_api_fail(e, 503, "ENOMEM", "out of memory");
     }
-    *a = (adhoc_limit){.next = *b,
+    *a = (adhoc_limit){.refs = 1,
                        .hash = h,
                        .interval = interval,
                        .requests = requests,
@@ -333,9 +404,16 @@ static int adhoc_get(sv_server *s, const limit_ref *ref, const sl_limit **out,
                        .limit = lim,
                        .id_len = ref->id_len};
     memcpy(a->id, ref->id, ref->id_len);
-    *b = a;
-    t->n++;
-    *out = lim;
+    if (s->cfg.max_adhoc_limits > 0) {
+        while (t->n >= s->cfg.max_adhoc_limits)
+            adhoc_evict_oldest(t);
+        a->next = *b;
+        *b = a;
+        lru_push(t, a);
+        t->n++;
+        a->refs++;
+    }
+    *out = a;
     pthread_mutex_unlock(&t->lock);
     return 0;
 }
@@ -372,8 +450,10 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
                 e, 400, "EINVAL",
                 "domain: an ad hoc limit (interval, requests) has "
                 "no domain");
-        if (adhoc_get(w->server, ref, &res->items[0].limit, e) != 0)
+        if (adhoc_get(w->server, ref, &res->adhoc, e) != 0)
             return -1;
+        res->items[0].limit = res->adhoc->limit;
+        res->max_hits[0] = capacity(res->adhoc->limit);
         res->items[0].key = ref->id;
         res->items[0].key_len = ref->id_len;
         res->n = 1;
@@ -406,6 +486,7 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
                 memcpy(res->keys + 4, ref->id, ref->id_len);
                 res->items[0] =
                     (sl_check_item){r->limit, res->keys, ref->id_len + 4};
+                res->max_hits[0] = max_hits(rules, r);
                 res->n = 1;
             }
             return 0;
@@ -446,9 +527,11 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
             res->period = r->period;
         if (r->action == SL_RULE_DENY)
             res->deny = 1;
-        else if (r->action == SL_RULE_LIMIT)
+        else if (r->action == SL_RULE_LIMIT) {
+            res->max_hits[res->n] = max_hits(rules, r);
             res->items[res->n++] =
                 (sl_check_item){r->limit, m[i].key, m[i].key_len};
+        }
     }
     if (!matched)
         return sv_api_fail(e, 404, "ENOLIMIT", "domain, key: no rule matches");
@@ -459,8 +542,9 @@ static int resolve(sv_worker *w, const limit_ref *ref, resolved *res,
 /* What a request keeps across its rounds on the store. */
 typedef struct client_state {
     enum { RECORD, RECORDED, QUERY, QUERIED, ASKED } phase;
-    sv_rules *rules; /* held: the resolved limits may be its */
-    json_t *root;    /* an increment's body: ref points into it */
+    sv_rules *rules;        /* held: the resolved limits may be its */
+    struct sv_adhoc *adhoc; /* the table res.adhoc is held from */
+    json_t *root;           /* an increment's body: ref points into it */
     char numbuf[2][24];
     limit_ref ref;
     resolved res;
@@ -486,6 +570,7 @@ static void client_state_free(void *p)
     sv_rules_release(cs->rules);
     json_decref(cs->root);
     free(cs->res.keys);
+    adhoc_put(cs->adhoc, cs->res.adhoc);
     free(cs);
 }
 
@@ -496,6 +581,7 @@ static client_state *client_state_new(sv_worker *w, sv_req *rq, size_t dec_len)
         return NULL;
     memset(cs, 0, offsetof(client_state, checks));
     cs->rules = w->rules;
+    cs->adhoc = w->server->adhoc;
     atomic_fetch_add_explicit(&cs->rules->refs, 1, memory_order_relaxed);
     rq->api = cs;
     rq->api_free = client_state_free;
@@ -700,6 +786,23 @@ fail:
     return 0;
 }
 
+/* An increment's hits past what a full limit holds would be recorded
+ * (they count even over the limit) and leave a window 2^40 over its
+ * limit, every later request refused until that count has gone from
+ * what the window weighs, however little the client sends.  Refused
+ * with 400 ERANGE instead, naming the bound: -1, or 0. */
+static int check_hits(const resolved *res, int64_t hits, sv_api_err *e)
+{
+    for (size_t i = 0; i < res->n; i++)
+        if (hits > res->max_hits[i])
+            return sv_api_fail(e, 400, "ERANGE",
+                               "hits: %lld is more than %lld, the most one "
+                               "increment may report to this limit (its "
+                               "capacity, or the rule's max_hits)",
+                               (long long)hits, (long long)res->max_hits[i]);
+    return 0;
+}
+
 /*
  * An increment records `hits` requests sent now.  They have been sent
  * whatever the limit says, so they are recorded even past the limit
@@ -735,7 +838,8 @@ int sv_api_increment(sv_worker *w, const sv_http_request *req, sv_req *rq,
         sv_api_fail(&e, 400, "ETYPE", "hits: expected a non-negative integer");
         goto fail;
     }
-    if (resolve(w, &cs->ref, &cs->res, &e) != 0)
+    if (resolve(w, &cs->ref, &cs->res, &e) != 0 ||
+        check_hits(&cs->res, cs->hits, &e) != 0)
         goto fail;
     cs->phase = RECORD;
     return client_answer(w, rq, cs, 1, out, keep_alive);

@@ -33,6 +33,14 @@
  * stashed, reading stopped) until the client has read them down to half
  * of it: the same bound as reading stops at between reads.
  *
+ * Refused before any handler sees them (400, then the close): what
+ * hygiene.c finds against RFC 9112 in the target, a field name or the
+ * framing.  After the answer to a request that could not be read (400,
+ * 413, 431) the connection lingers: FIN sent, the rest of the request
+ * read and dropped until the client closes or SV_LINGER_MS pass, so that
+ * no reset destroys the answer.  An Upgrade is answered as HTTP/1.1 and
+ * the connection closes.
+ *
  * Headers: only Expect, the Sluice-* headers (GET /v1/auth's
  * descriptors) and the admin API's Authorization, If-Match and
  * If-None-Match matter, so only those are kept; every header still counts
@@ -52,6 +60,7 @@
 #include "server/conn.h"
 #include "server/reader.h"
 #include "server/deadline.h"
+#include "server/hygiene.h"
 #include "server/respond.h"
 #include "server/router.h"
 #include "server/send.h"
@@ -78,9 +87,14 @@ struct sv_conn {
     int in_message;
     int field_is_expect; /* the header being read is Expect */
     int expect_continue; /* Expect: 100-continue was asked */
-    int err_status;      /* a cap our callbacks refused: 413, 431 */
+    int err_status;      /* a cap our callbacks refused: 413, 431; or 400: */
+    const char *refusal; /* what hygiene.c found wrong with the request */
     int closing;         /* no more requests; close after the writes */
-    int paused;          /* reading stopped until the client reads */
+    int lingering;       /* 1: after an unreadable request's answer, shut down,
+                          * read and drop what still comes, then close (end());
+                          * 2: doing so */
+    uv_shutdown_t shutdown;
+    int paused; /* reading stopped until the client reads */
     sv_reader reader;
     int handles_open; /* close callbacks still to come */
     sv_req rq;        /* the request's state across waits */
@@ -91,6 +105,10 @@ struct sv_conn {
     int ended;        /* the client's end (or an error) came meanwhile */
     sv_conn *prev, *next;
 };
+
+/* How long an unreadable request's rest is read and dropped after its
+ * answer before the connection closes (the proxy's PX_LINGER_MS). */
+#define SV_LINGER_MS 2000
 
 /* Bytes read ahead of a waiting request before reading stops. */
 #define STASH_MAX (64 * 1024)
@@ -119,7 +137,7 @@ static void conn_free_cb(uv_handle_t *h)
     sv_buf_release(&c->hviews);
     sv_buf_release(&c->field);
     sv_buf_release(&c->stash);
-    atomic_fetch_sub_explicit(&w->server->open_conns, 1, memory_order_relaxed);
+    sv_unaccept(w->server, &c->tcp);
     free(c);
     if (w->stopping && sv_worker_quiet(w))
         sv_readers_close(&w->readers);
@@ -142,6 +160,31 @@ static void set_reading(sv_conn *c, int on)
         conn_close(c);
 }
 
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+    (void)req; /* the read side decides when to close */
+    (void)status;
+}
+
+/* Done writing.  After an unreadable request the rest of it may still be
+ * coming: closing with it unread would send a reset, which can destroy
+ * the answer before the client has read it.  So the connection sends its
+ * FIN and reads and drops what comes until the client closes or
+ * SV_LINGER_MS passes (nginx's lingering close). */
+static void end(sv_conn *c)
+{
+    if (c->lingering == 2)
+        return; /* lingering already */
+    if (!c->lingering || c->reader.eof || c->ended ||
+        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->lingering = 2;
+    sv_deadline_set(&c->timer, SV_LINGER_MS);
+    set_reading(c, 1);
+}
+
 /* With nothing left to write: done with the connection? */
 static int finished(sv_conn *c)
 {
@@ -154,8 +197,12 @@ static void write_cb(uv_write_t *req, int status)
 {
     sv_conn *c = ((sv_send_req *)req)->owner;
     sv_outbox_written(&c->ob, req);
-    if (status < 0 || (c->ob.writes == 0 && finished(c))) {
+    if (status < 0) {
         conn_close(c);
+        return;
+    }
+    if (c->ob.writes == 0 && finished(c)) {
+        end(c);
         return;
     }
     go_on(c);
@@ -170,7 +217,7 @@ static void flush(sv_conn *c)
 {
     if (c->ob.out.len == 0) {
         if (c->closing && c->ob.writes == 0)
-            conn_close(c);
+            end(c);
         return;
     }
     /* The buffer is kept for the next response. */
@@ -181,7 +228,7 @@ static void flush(sv_conn *c)
     }
     if (c->ob.writes == 0) {
         if (finished(c))
-            conn_close(c);
+            end(c);
         return;
     }
     if (!c->closing && c->ob.pending > SV_MAX_PENDING_OUTPUT) {
@@ -222,7 +269,9 @@ static void go_on(sv_conn *c)
 static void timer_cb(uv_timer_t *t)
 {
     sv_conn *c = t->data;
-    if (c->in_message) {
+    if (c->lingering == 2) {
+        conn_close(c); /* lingered long enough */
+    } else if (c->in_message) {
         sv_respond_error(&c->ob.out, 408, "ETIMEOUT",
                          "request not received within the read timeout", 0);
         c->closing = 1;
@@ -244,6 +293,7 @@ static int on_message_begin(http_parser *p)
     c->in_value = 0;
     c->header_bytes = 0;
     c->field_is_expect = c->expect_continue = 0;
+    c->refusal = NULL;
     sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
     return 0;
 }
@@ -258,9 +308,20 @@ static int count_header(sv_conn *c, size_t len)
     return 0;
 }
 
+/* A request hygiene.c refuses: 400 naming why. */
+static int refuse(sv_conn *c, const char *why)
+{
+    c->err_status = 400;
+    c->refusal = why;
+    return -1;
+}
+
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     sv_conn *c = p->data;
+    const char *why = sv_hygiene_target(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     if (count_header(c, len))
         return -1;
     sv_buf_add(&c->url, at, len);
@@ -274,6 +335,9 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     sv_conn *c = p->data;
+    const char *why = sv_hygiene_field_name(at, len);
+    if (why != NULL)
+        return refuse(c, why);
     if (c->in_value) {
         c->field.len = 0;
         c->in_value = 0;
@@ -328,6 +392,9 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 static int on_headers_complete(http_parser *p)
 {
     sv_conn *c = p->data;
+    const char *why = sv_hygiene_framing(p);
+    if (why != NULL)
+        return refuse(c, why);
     if (p->content_length != ULLONG_MAX &&
         p->content_length > c->w->server->cfg.max_body_bytes) {
         c->err_status = 413;
@@ -386,7 +453,11 @@ static int dispatch(sv_conn *c)
         req.query_len = req.path_len - (size_t)(q - req.path) - 1;
         req.path_len = (size_t)(q - req.path);
     }
-    int keep_alive = http_should_keep_alive(p) && !c->w->stopping;
+    /* An Upgrade is not taken (RFC 9110 7.8 lets a server ignore it): the
+     * request is answered as HTTP/1.1, once, and the connection ends,
+     * since what follows may be the other protocol already. */
+    int keep_alive =
+        http_should_keep_alive(p) && !c->w->stopping && !p->upgrade;
     size_t mark = c->ob.out.len; /* earlier pipelined responses stay */
     if (c->url.failed || c->body.failed || c->hbytes.failed ||
         c->hrecs.failed || c->hviews.failed || c->field.failed)
@@ -458,8 +529,10 @@ static void parse(sv_conn *c, const char *data, size_t n)
             set_reading(c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
         sv_respond_unreadable(&c->ob.out, c->err_status,
-                              http_errno_description(e));
+                              c->refusal ? c->refusal
+                                         : http_errno_description(e));
         c->closing = 1;
+        c->lingering = 1;
     }
     if (c->closing)
         set_reading(c, 0);
@@ -468,6 +541,11 @@ static void parse(sv_conn *c, const char *data, size_t n)
 static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 {
     sv_conn *c = (sv_conn *)((char *)r - offsetof(sv_conn, reader));
+    if (c->lingering == 2) { /* the answer is out: drop what comes */
+        if (nread < 0)
+            conn_close(c);
+        return;
+    }
     if ((c->waiting || c->held) && !c->closing) {
         /* Kept for after the answer.  An end of stream or an error
          * waits too: the waiting request is answered first. */
@@ -580,4 +658,14 @@ void sv_conn_close_idle(sv_worker *w)
     }
     if (sv_worker_quiet(w))
         sv_readers_close(&w->readers);
+}
+
+void sv_metrics_accept(sv_listener *l)
+{
+    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
+}
+
+void sv_metrics_close_idle(sv_listener *l)
+{
+    sv_conn_close_idle(l->w);
 }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "server/decide.h"
+#include "server/hot.h"
 #include "server/metrics.h"
 
 int sv_decide_status(int rc)
@@ -465,6 +466,10 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
     }
     sv_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
                     near);
+    sv_hot_count(w,
+                 r->index == SIZE_MAX ? "(request's limit)"
+                                      : st->rules->ids[r->index],
+                 m->key, m->key_len, s.over || shadow_pass);
     return s;
 }
 

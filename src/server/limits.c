@@ -33,8 +33,10 @@
 #include <hiredis/hiredis.h>
 
 #include "server/decide.h"
+#include "server/label.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "core/log.h"
 
 #define TICK_MS 1000
 /* A write waits this long on Redis, then answers 503. */
@@ -284,8 +286,9 @@ static void publish(struct sv_limits *lim)
         return;
     sv_rules *gen = derive(lim, now_ms(s));
     if (gen == NULL) {
-        fprintf(stderr, "sluice: runtime limits: out of memory; the last "
-                        "limits stay in force\n");
+        sl__log(SL__LOG_ERROR, NULL,
+                "runtime limits: out of memory; the last "
+                "limits stay in force");
         return;
     }
     pthread_mutex_lock(&s->reload_lock);
@@ -968,12 +971,13 @@ void sv_limits_metrics(sv_server *s, sv_buf *out)
         const sv_effective *e = set->effective ? set->effective[i] : NULL;
         if (rule->action != SL_RULE_LIMIT)
             continue;
-        const sv_rule_text *tx = &set->text[i];
-        for (int k = 0; k < 2; k++)
-            sv_buf_printf(out,
-                          "sluice_limit_requests_per_unit{domain=\"%s\","
-                          "rule=\"%.*s\",limit=\"%s\",source=\"%s\"} %lld\n",
-                          rule->domain, (int)tx->json_len, tx->json,
+        const char *label = sv_rule_label(rule);
+        for (int k = 0; k < 2; k++) {
+            sv_buf_addstr(out, "sluice_limit_requests_per_unit{domain=\"");
+            sv_label_value(out, rule->domain, strlen(rule->domain));
+            sv_buf_addstr(out, "\",rule=\"");
+            sv_label_value(out, label, strlen(label));
+            sv_buf_printf(out, "\",limit=\"%s\",source=\"%s\"} %lld\n",
                           k ? "base" : "effective",
                           k   ? "rules"
                           : e ? e->source
@@ -981,6 +985,7 @@ void sv_limits_metrics(sv_server *s, sv_buf *out)
                           (long long)(k || e == NULL
                                           ? rule->requests_per_unit
                                           : e->rule.requests_per_unit));
+        }
     }
     sv_rules_release(set);
     if (lim == NULL)

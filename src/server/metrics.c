@@ -7,9 +7,15 @@
  * mutex that only the scraper ever contends for.  A scrape sums all
  * threads.  Series are keyed by (domain, rule label, descriptor); the
  * descriptor's values are part of the key only for detailed_metric rules
- * (as in lyft), and SV_MAX_SERIES bounds the map per thread.  A
- * rule without detailed_metric has one series, which its thread finds by
- * name once per rules set and then by the rule's index.
+ * (as in lyft).  A rule without detailed_metric has one series, always
+ * (the rules bound them), which its thread finds by name once per rules
+ * set and then by the rule's index.  The per-value series of
+ * detailed_metric rules, whose values clients choose, are bounded: at
+ * most --max-metric-series of them over all threads (past it a rule's new
+ * values count under its descriptor="_overflow_"), each dropped when not
+ * counted for --metric-series-idle, by its thread (now and then, as it
+ * counts) or by a scrape.  A counter that goes and comes back restarts
+ * at 0, which Prometheus's rate() reads as a reset.
  *
  * Descriptors that matched no rule are counted per domain, so that an
  * operator sees which traffic is misrouted: each known domain apart, found
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/label.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 
@@ -31,6 +38,9 @@ struct sv_series {
     uint64_t hash;
     char *domain, *rule, *descriptor; /* owned; descriptor "" if none */
     uint64_t hits, within, over, shadow, near;
+    sl_nanos last;  /* wall clock of the last count */
+    char expires;   /* a detailed_metric rule's: dropped when idle */
+    char per_value; /* counted in sv_server.metric_series */
 };
 
 /* Descriptors of one known domain that matched no rule. */
@@ -168,6 +178,100 @@ void sv_metrics_unmatched(sv_worker *w, const sl_rules *rules, size_t domain,
     pthread_mutex_unlock(&w->series_lock);
 }
 
+static void series_free(sv_series *s)
+{
+    free(s->domain);
+    free(s->rule);
+    free(s->descriptor);
+    free(s);
+}
+
+/* Drops w's series that expire and were last counted before `before`;
+ * under w->series_lock. */
+static void expire_idle(sv_server *srv, sv_worker *w, sl_nanos before)
+{
+    for (size_t b = 0; w->series != NULL && b < SERIES_BUCKETS; b++)
+        for (sv_series **p = &w->series[b], *x; (x = *p) != NULL;) {
+            if (!x->expires || x->last >= before) {
+                p = &x->next;
+                continue;
+            }
+            *p = x->next;
+            if (x->per_value)
+                atomic_fetch_sub_explicit(&srv->metric_series, 1,
+                                          memory_order_relaxed);
+            series_free(x);
+        }
+}
+
+static sl_nanos idle_ns(const sv_server *s)
+{
+    return (sl_nanos)s->cfg.metric_series_idle_ms * SL_NS_PER_MS;
+}
+
+/* The thread drops its own idle series every quarter of the idle time,
+ * so that a series goes within 1.25 times of it without a scrape;
+ * under series_lock. */
+static void expire_own(sv_worker *w, sl_nanos now)
+{
+    sl_nanos idle = idle_ns(w->server);
+    if (now >= w->series_swept && now - w->series_swept < idle / 4)
+        return;
+    w->series_swept = now;
+    expire_idle(w->server, w, now - idle);
+}
+
+/* A place for one more per-value series under --max-metric-series: 1, or
+ * 0 when every place is taken. */
+static int take_place(sv_server *s)
+{
+    size_t n =
+        atomic_fetch_add_explicit(&s->metric_series, 1, memory_order_relaxed);
+    if (n < s->cfg.max_metric_series)
+        return 1;
+    atomic_fetch_sub_explicit(&s->metric_series, 1, memory_order_relaxed);
+    return 0;
+}
+
+static uint64_t series_hash(const char *domain, const char *rule, const char *d,
+                            size_t dlen)
+{
+    return fnv(fnv(fnv(0xcbf29ce484222325ULL, domain, strlen(domain)), rule,
+                   strlen(rule)),
+               d, dlen);
+}
+
+static sv_series *find(sv_worker *w, uint64_t h, const char *domain,
+                       const char *rule, const char *d)
+{
+    for (sv_series *s = w->series[h % SERIES_BUCKETS]; s != NULL; s = s->next)
+        if (s->hash == h && strcmp(s->domain, domain) == 0 &&
+            strcmp(s->rule, rule) == 0 && strcmp(s->descriptor, d) == 0)
+            return s;
+    return NULL;
+}
+
+/* The descriptor label of a detailed_metric match: key_value per entry,
+ * joined by '.', as label text (label.h: valid UTF-8, at most
+ * SV_LABEL_MAX bytes, a long one cut and ended with a hash). */
+static void descriptor_text(sv_buf *desc, const sl_rules_entry *entries,
+                            size_t n_entries)
+{
+    sv_buf raw = {0};
+    for (size_t i = 0; i < n_entries; i++) {
+        if (i > 0)
+            sv_buf_add(&raw, ".", 1);
+        sv_buf_add(&raw, entries[i].key, entries[i].key_len);
+        sv_buf_add(&raw, "_", 1);
+        sv_buf_add(&raw, entries[i].value, entries[i].value_len);
+    }
+    if (raw.failed)
+        desc->failed = 1;
+    else
+        sv_label_text(desc, raw.data ? raw.data : "", raw.len);
+    sv_buf_release(&raw);
+}
+
 void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits)
@@ -181,38 +285,26 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
     }
     sv_buf desc = {0};
     if (rule->detailed_metric)
-        for (size_t i = 0; i < n_entries; i++) {
-            if (i > 0)
-                sv_buf_add(&desc, ".", 1);
-            sv_buf_add(&desc, entries[i].key, entries[i].key_len);
-            sv_buf_add(&desc, "_", 1);
-            sv_buf_add(&desc, entries[i].value, entries[i].value_len);
-        }
+        descriptor_text(&desc, entries, n_entries);
     const char *label = sv_rule_label(rule);
     const char *d = desc.data ? desc.data : "";
-    uint64_t h =
-        fnv(fnv(fnv(0xcbf29ce484222325ULL, rule->domain, strlen(rule->domain)),
-                label, strlen(label)),
-            d, desc.len);
+    uint64_t h = series_hash(rule->domain, label, d, desc.len);
+    sl_nanos now = sv_now(w);
+    int per_value = 0;
+    sv_series *s = NULL;
     pthread_mutex_lock(&w->series_lock);
-    if (w->series == NULL) {
-        w->series = calloc(SERIES_BUCKETS, sizeof(*w->series));
-        if (w->series == NULL)
-            goto out;
-    }
-    sv_series **b = &w->series[h % SERIES_BUCKETS], *s;
-    for (s = *b; s != NULL; s = s->next)
-        if (s->hash == h && strcmp(s->domain, rule->domain) == 0 &&
-            strcmp(s->rule, label) == 0 && strcmp(s->descriptor, d) == 0)
-            break;
-    if (s == NULL && w->n_series >= SV_MAX_SERIES) {
-        label = "_overflow_";
-        d = "";
-        h = 0;
-        b = &w->series[0];
-        for (s = *b; s != NULL; s = s->next)
-            if (s->hash == 0 && strcmp(s->rule, label) == 0)
-                break;
+    if (desc.failed ||
+        (w->series == NULL &&
+         (w->series = calloc(SERIES_BUCKETS, sizeof(*w->series))) == NULL))
+        goto out;
+    if (rule->detailed_metric)
+        expire_own(w, now);
+    s = find(w, h, rule->domain, label, d);
+    if (s == NULL && rule->detailed_metric &&
+        !(per_value = take_place(w->server))) {
+        d = OVERFLOW;
+        h = series_hash(rule->domain, label, d, strlen(d));
+        s = find(w, h, rule->domain, label, d);
     }
     if (s == NULL) {
         s = calloc(1, sizeof(*s));
@@ -221,22 +313,23 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
             s->rule = dup_n(label, strlen(label));
             s->descriptor = dup_n(d, strlen(d));
         }
-        if (s == NULL || !s->domain || !s->rule || !s->descriptor ||
-            desc.failed) {
-            if (s != NULL) {
-                free(s->domain);
-                free(s->rule);
-                free(s->descriptor);
-                free(s);
-            }
+        if (s == NULL || !s->domain || !s->rule || !s->descriptor) {
+            if (s != NULL)
+                series_free(s);
+            if (per_value)
+                atomic_fetch_sub_explicit(&w->server->metric_series, 1,
+                                          memory_order_relaxed);
+            s = NULL;
             goto out;
         }
         s->hash = h;
-        s->next = *b;
-        *b = s;
-        w->n_series++;
+        s->expires = (char)rule->detailed_metric;
+        s->per_value = (char)per_value;
+        s->next = w->series[h % SERIES_BUCKETS];
+        w->series[h % SERIES_BUCKETS] = s;
     }
     count(s, allowed, shadow_pass, near_hits);
+    s->last = now;
     if (slot != NULL)
         *slot = s;
 out:
@@ -291,10 +384,7 @@ void sv_metrics_release(sv_worker *w)
     for (size_t i = 0; i < SERIES_BUCKETS; i++)
         for (sv_series *s = w->series[i], *next; s != NULL; s = next) {
             next = s->next;
-            free(s->domain);
-            free(s->rule);
-            free(s->descriptor);
-            free(s);
+            series_free(s);
         }
     free(w->series);
     w->series = NULL;
@@ -308,18 +398,6 @@ void sv_metrics_release(sv_worker *w)
                                          memory_order_relaxed);                \
         sum_;                                                                  \
     })
-
-static void label_value(sv_buf *out, const char *v)
-{
-    for (; *v; v++) {
-        if (*v == '\\' || *v == '"')
-            sv_buf_add(out, "\\", 1);
-        if (*v == '\n')
-            sv_buf_add(out, "\\n", 2);
-        else
-            sv_buf_add(out, v, 1);
-    }
-}
 
 static int series_cmp(const void *a, const void *b)
 {
@@ -338,6 +416,7 @@ static int series_cmp(const void *a, const void *b)
 static void render_series(sv_server *s, sv_buf *out)
 {
     size_t n = 0, cap = 64;
+    sl_nanos idle_since = sd_engine_clock(s->engine) - idle_ns(s);
     sv_series **all = malloc(cap * sizeof(*all));
     if (all == NULL) {
         out->failed = 1;
@@ -346,6 +425,7 @@ static void render_series(sv_server *s, sv_buf *out)
     for (int i = 0; i < s->n_workers; i++) {
         sv_worker *w = &s->workers[i];
         pthread_mutex_lock(&w->series_lock);
+        expire_idle(s, w, idle_since);
         for (size_t b = 0; w->series && b < SERIES_BUCKETS; b++)
             for (sv_series *x = w->series[b]; x; x = x->next) {
                 sv_series **grown = all, *c = NULL;
@@ -366,12 +446,8 @@ static void render_series(sv_server *s, sv_buf *out)
                 }
                 if (c == NULL || !c->domain || !c->rule || !c->descriptor) {
                     /* The scrape fails with 503 (router.c). */
-                    if (c != NULL) {
-                        free(c->domain);
-                        free(c->rule);
-                        free(c->descriptor);
-                        free(c);
-                    }
+                    if (c != NULL)
+                        series_free(c);
                     out->failed = 1;
                     continue;
                 }
@@ -407,23 +483,20 @@ static void render_series(sv_server *s, sv_buf *out)
             for (; j < n && series_cmp(&all[i], &all[j]) == 0; j++)
                 v += *(uint64_t *)((char *)all[j] + fields[f].off);
             sv_buf_printf(out, "%s{domain=\"", fields[f].name);
-            label_value(out, all[i]->domain);
+            sv_label_value(out, all[i]->domain, strlen(all[i]->domain));
             sv_buf_addstr(out, "\",rule=\"");
-            label_value(out, all[i]->rule);
+            sv_label_value(out, all[i]->rule, strlen(all[i]->rule));
             if (all[i]->descriptor[0]) {
                 sv_buf_addstr(out, "\",descriptor=\"");
-                label_value(out, all[i]->descriptor);
+                sv_label_value(out, all[i]->descriptor,
+                               strlen(all[i]->descriptor));
             }
             sv_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
             i = j;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        free(all[i]->domain);
-        free(all[i]->rule);
-        free(all[i]->descriptor);
-        free(all[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        series_free(all[i]);
     free(all);
 }
 
@@ -497,7 +570,7 @@ static void render_unmatched(sv_server *s, sv_buf *out)
         for (; j < n && strcmp(rows[i].domain, rows[j].domain) == 0; j++)
             v += rows[j].n;
         sv_buf_addstr(out, "sluice_unmatched_descriptors_total{domain=\"");
-        label_value(out, rows[i].domain);
+        sv_label_value(out, rows[i].domain, strlen(rows[i].domain));
         sv_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
         i = j;
     }
@@ -648,6 +721,22 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   "sluice_store_bytes %llu\n",
                   atomic_load(&s->open_conns), (unsigned long long)st.keys,
                   (unsigned long long)st.bytes);
+    sv_buf_printf(
+        out,
+        "# HELP sluice_connections_closed_at_accept_total connections closed "
+        "as soon as accepted, by the cap they were over\n"
+        "# TYPE sluice_connections_closed_at_accept_total counter\n"
+        "sluice_connections_closed_at_accept_total{cap=\"max_connections\"} "
+        "%llu\n"
+        "sluice_connections_closed_at_accept_total{cap=\"per_address\"} "
+        "%llu\n"
+        "# HELP sluice_metric_series per-value series of detailed_metric "
+        "rules, all threads (at most --max-metric-series)\n"
+        "# TYPE sluice_metric_series gauge\n"
+        "sluice_metric_series %zu\n",
+        (unsigned long long)atomic_load(&s->closed_over_max),
+        (unsigned long long)atomic_load(&s->closed_per_address),
+        atomic_load(&s->metric_series));
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
     render_doors(s, out);

@@ -26,29 +26,42 @@ static int bad(int *status, const char **code, const char *c)
     return -1;
 }
 
-/* hits: absent means `dflt`; otherwise a non-negative integer (proto3
- * JSON also writes integers as strings). */
-static int sv_parse_hits(json_t *v, int64_t dflt, int64_t *out)
+/* The parse's view of the body: the scanned tokens and the request
+ * whose strings it fills. */
+typedef struct jreq {
+    const sv_json *j;
+    sv_parsed_request *pr;
+} jreq;
+
+static sv_json_type type_of(const jreq *q, int i)
 {
-    if (v == NULL || json_is_null(v)) {
-        *out = dflt;
-        return 0;
-    }
-    json_int_t n;
-    if (json_is_integer(v))
-        n = json_integer_value(v);
-    else if (json_is_string(v)) {
-        char *end;
-        const char *s = json_string_value(v);
-        n = strtoll(s, &end, 10);
-        if (*s == '\0' || *end != '\0')
+    return i < 0 ? SV_JSON_NULL : (sv_json_type)q->j->tok[i].type;
+}
+
+/* A string token's bytes: in the body when unescaped, which the
+ * connection keeps until the request is answered; else decoded into the
+ * request's own copy, made once, as long as the body (decoding never
+ * grows a string). */
+static int str_of(jreq *q, int i, const char **s, size_t *len)
+{
+    sv_parsed_request *pr = q->pr;
+    char *out = NULL;
+    if (q->j->tok[i].escaped) {
+        if (pr->strings == NULL && (pr->strings = malloc(q->j->len)) == NULL)
             return -1;
-    } else
-        return -1;
-    if (n < 0 || n > SL_MAX_COUNT)
-        return -1;
-    *out = n;
+        out = pr->strings + pr->strings_used;
+    }
+    *len = sv_json_str(q->j, i, out, s);
+    if (out != NULL)
+        pr->strings_used += *len;
     return 0;
+}
+
+/* A number token's text. */
+static const char *raw(const jreq *q, int i, size_t *len)
+{
+    *len = q->j->tok[i].len;
+    return q->j->text + q->j->tok[i].start;
 }
 
 static int is_digit(char c)
@@ -115,65 +128,85 @@ static int number_text(const char *s, size_t len, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* A proto3 JSON unsigned integer: a JSON number or a string holding one,
- * integral, in [0, max] (max is at most 2^40, so a double holds it
- * exactly).  0, or -1. */
-static int proto3_uint(json_t *v, uint64_t max, uint64_t *out)
+/* hits: absent (or null) means `dflt`; otherwise a non-negative
+ * integer, as a JSON integer or a decimal string (proto3 JSON writes
+ * integers as strings).  0, or -1. */
+static int sv_parse_hits(jreq *q, int v, int64_t dflt, int64_t *out)
 {
-    if (json_is_integer(v)) {
-        json_int_t n = json_integer_value(v);
-        if (n < 0 || (uint64_t)n > max)
-            return -1;
-        *out = (uint64_t)n;
+    sv_json_type t = type_of(q, v);
+    uint64_t n;
+    size_t len;
+    const char *s;
+    if (t == SV_JSON_NULL) {
+        *out = dflt;
         return 0;
     }
-    if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (!(d >= 0 && d <= (double)max) || d != (double)(uint64_t)d)
+    if (t == SV_JSON_NUMBER && q->j->tok[v].integral) {
+        s = raw(q, v, &len);
+    } else if (t == SV_JSON_STRING) {
+        if (str_of(q, v, &s, &len) != 0)
             return -1;
-        *out = (uint64_t)d;
-        return 0;
+        for (size_t k = 0; k < len; k++)
+            if (!is_digit(s[k]))
+                return -1;
+    } else {
+        return -1;
     }
-    if (json_is_string(v))
-        return number_text(json_string_value(v), json_string_length(v), max,
-                           out);
-    return -1;
+    if (number_text(s, len, SL_MAX_COUNT, &n) != 0)
+        return -1;
+    *out = (int64_t)n;
+    return 0;
 }
 
-/* A proto3 field of obj by its proto name or its JSON name: *v (NULL
+/* A proto3 JSON unsigned integer: a JSON number or a string holding one,
+ * integral, in [0, max].  0, or -1. */
+static int proto3_uint(jreq *q, int v, uint64_t max, uint64_t *out)
+{
+    const char *s;
+    size_t len;
+    if (type_of(q, v) == SV_JSON_NUMBER)
+        s = raw(q, v, &len);
+    else if (type_of(q, v) != SV_JSON_STRING || str_of(q, v, &s, &len) != 0)
+        return -1;
+    return number_text(s, len, max, out);
+}
+
+/* A proto3 field of obj by its proto name or its JSON name: *v (-1
  * when absent or null, protojson's default) and the name the client
  * wrote; -1 when both names are given (protojson: a duplicate field). */
-static int proto3_field(json_t *obj, const char *proto_name,
-                        const char *json_name, json_t **v, const char **name)
+static int proto3_field(const jreq *q, int obj, const char *proto_name,
+                        const char *json_name, int *v, const char **name)
 {
-    json_t *a = json_object_get(obj, proto_name);
-    json_t *b = json_object_get(obj, json_name);
-    *name = a != NULL ? proto_name : json_name;
-    *v = a != NULL ? a : b;
-    if (*v != NULL && json_is_null(*v))
-        *v = NULL;
-    return a != NULL && b != NULL && a != b ? -1 : 0;
+    int a = sv_json_get(q->j, obj, proto_name);
+    int b = a;
+    if (strcmp(proto_name, json_name) != 0)
+        b = sv_json_get(q->j, obj, json_name);
+    *name = a >= 0 ? proto_name : json_name;
+    *v = a >= 0 ? a : b;
+    if (type_of(q, *v) == SV_JSON_NULL)
+        *v = -1;
+    return a >= 0 && b >= 0 && a != b ? -1 : 0;
 }
 
 /* The proto3 integer field of obj at `at` ("", "descriptors[0]." ...):
  * *out is its value, or stays as it is when the field is absent or null.
  * Both names at once, or not an integer in [0, max], is a 400 naming the
  * field: -1. */
-static int uint_field(json_t *obj, const char *at, const char *proto_name,
+static int uint_field(jreq *q, int obj, const char *at, const char *proto_name,
                       const char *json_name, uint64_t max, int64_t *out,
                       int *status, const char **code, char *msg, size_t msglen)
 {
-    json_t *v;
+    int v;
     const char *name;
     uint64_t u;
-    if (proto3_field(obj, proto_name, json_name, &v, &name) != 0) {
+    if (proto3_field(q, obj, proto_name, json_name, &v, &name) != 0) {
         snprintf(msg, msglen, "%s%s and %s are one field, given twice", at,
                  proto_name, json_name);
         return bad(status, code, "EINVAL");
     }
-    if (v == NULL)
+    if (v < 0)
         return 0;
-    if (proto3_uint(v, max, &u) != 0) {
+    if (proto3_uint(q, v, max, &u) != 0) {
         snprintf(msg, msglen, "%s%s: expected an integer from 0 to %llu", at,
                  name, (unsigned long long)max);
         return bad(status, code, "ETYPE");
@@ -182,49 +215,119 @@ static int uint_field(json_t *obj, const char *at, const char *proto_name,
     return 0;
 }
 
+/* The unit of a lyft override: an enum by its number or its name; 0 when
+ * it is neither. */
+static int override_unit(jreq *q, int v)
+{
+    uint64_t u;
+    size_t len;
+    const char *s;
+    if (type_of(q, v) == SV_JSON_NUMBER) {
+        s = raw(q, v, &len);
+        return q->j->tok[v].integral && number_text(s, len, 99, &u) == 0
+                   ? (int)u
+                   : 0;
+    }
+    if (type_of(q, v) != SV_JSON_STRING || str_of(q, v, &s, &len) != 0)
+        return 0;
+    for (int k = 1; sv_override_unit_name(k); k++)
+        if (strlen(sv_override_unit_name(k)) == len &&
+            memcmp(s, sv_override_unit_name(k), len) == 0)
+            return k;
+    return 0;
+}
+
 /* lyft's fields of descriptors[i]: hits_addend (a UInt64Value: present,
  * even 0, it is the descriptor's hits) and limit, the override (a
  * RateLimitOverride: requests_per_unit uint32, unit RateLimitUnit).
  * 0, or -1 with the 400 set. */
-static int lyft_descriptor(json_t *d, size_t i, sv_dec_descriptor *dd,
+static int lyft_descriptor(jreq *q, int d, size_t i, sv_dec_descriptor *dd,
                            sv_dec_override *ov, int *status, const char **code,
                            char *msg, size_t msglen)
 {
-    json_t *v, *lim;
+    int v, lim;
     const char *name;
     char at[64];
     snprintf(at, sizeof(at), "descriptors[%zu].", i);
     dd->hits = -1;
-    if (uint_field(d, at, "hits_addend", "hitsAddend", SL_MAX_COUNT, &dd->hits,
-                   status, code, msg, msglen) != 0)
+    if (uint_field(q, d, at, "hits_addend", "hitsAddend", SL_MAX_COUNT,
+                   &dd->hits, status, code, msg, msglen) != 0)
         return -1;
-    proto3_field(d, "limit", "limit", &lim, &name);
-    if (lim == NULL)
+    proto3_field(q, d, "limit", "limit", &lim, &name);
+    if (lim < 0)
         return 0;
-    if (!json_is_object(lim))
+    if (type_of(q, lim) != SV_JSON_OBJECT)
         return (snprintf(msg, msglen,
                          "descriptors[%zu].limit: expected an object", i),
                 bad(status, code, "ETYPE"));
     snprintf(at, sizeof(at), "descriptors[%zu].limit.", i);
     ov->requests_per_unit = 0; /* proto3's default: 0, which refuses */
-    if (uint_field(lim, at, "requests_per_unit", "requestsPerUnit", UINT32_MAX,
-                   &ov->requests_per_unit, status, code, msg, msglen) != 0)
+    if (uint_field(q, lim, at, "requests_per_unit", "requestsPerUnit",
+                   UINT32_MAX, &ov->requests_per_unit, status, code, msg,
+                   msglen) != 0)
         return -1;
-    ov->unit = 0;
-    proto3_field(lim, "unit", "unit", &v, &name);
-    if (json_is_integer(v) && json_integer_value(v) > 0 &&
-        json_integer_value(v) < 100)
-        ov->unit = (int)json_integer_value(v);
-    for (int k = 1; json_is_string(v) && sv_override_unit_name(k); k++)
-        if (strcmp(json_string_value(v), sv_override_unit_name(k)) == 0)
-            ov->unit = k;
-    if (sv_override_unit_name(ov->unit) == NULL)
+    proto3_field(q, lim, "unit", "unit", &v, &name);
+    ov->unit = override_unit(q, v);
+    if (sv_override_unit_name(ov->unit) == NULL || ov->unit == 0)
         return (snprintf(msg, msglen,
                          "descriptors[%zu].limit.unit: expected SECOND, "
                          "MINUTE, HOUR, DAY, MONTH, YEAR or WEEK (or 1 to 7)",
                          i),
-                bad(status, code, v == NULL ? "EMISSING" : "ETYPE"));
+                bad(status, code, v < 0 ? "EMISSING" : "ETYPE"));
     dd->limit = ov;
+    return 0;
+}
+
+static int enomem(int *status, const char **code, char *msg, size_t msglen)
+{
+    *status = 503;
+    *code = "ENOMEM";
+    snprintf(msg, msglen, "out of memory");
+    return -1;
+}
+
+/* descriptors[i].entries into ds->entries, which point into the body or
+ * the request's strings. */
+static int parse_entries(jreq *q, int entries, size_t i, sv_dec_descriptor *ds,
+                         size_t max_entries, int *status, const char **code,
+                         char *msg, size_t msglen)
+{
+    const sv_json *j = q->j;
+    if (type_of(q, entries) != SV_JSON_ARRAY || j->tok[entries].size == 0)
+        return (snprintf(msg, msglen,
+                         "descriptors[%zu].entries: expected a non-empty "
+                         "array",
+                         i),
+                bad(status, code, entries < 0 ? "EMISSING" : "ETYPE"));
+    size_t ne = j->tok[entries].size;
+    if (ne > max_entries) {
+        snprintf(msg, msglen,
+                 "descriptors[%zu].entries: %zu exceeds the cap of %zu "
+                 "(--max-entries)",
+                 i, ne, max_entries);
+        return bad(status, code, "ETOOMANY");
+    }
+    if ((ds->entries = calloc(ne, sizeof(sl_rules_entry))) == NULL)
+        return enomem(status, code, msg, msglen);
+    ds->n_entries = ne;
+    int e = entries + 1;
+    for (size_t k = 0; k < ne; k++, e = (int)j->tok[e].next) {
+        int key = sv_json_get(j, e, "key");
+        int value = sv_json_get(j, e, "value");
+        sl_rules_entry *re = &ds->entries[k];
+        if (type_of(q, key) != SV_JSON_STRING || j->tok[key].len == 0 ||
+            (value >= 0 && type_of(q, value) != SV_JSON_STRING)) {
+            snprintf(msg, msglen,
+                     "descriptors[%zu].entries[%zu]: expected {\"key\": "
+                     "non-empty string, \"value\": string}",
+                     i, k);
+            return bad(status, code, key < 0 ? "EMISSING" : "ETYPE");
+        }
+        re->value = "";
+        if (str_of(q, key, &re->key, &re->key_len) != 0 ||
+            (value >= 0 && str_of(q, value, &re->value, &re->value_len) != 0))
+            return enomem(status, code, msg, msglen);
+    }
     return 0;
 }
 
@@ -237,18 +340,20 @@ static void sv_free_descriptors(sv_dec_descriptor *ds, size_t n)
     free(ds);
 }
 
-static int sv_parse_descriptors(sv_worker *w, json_t *arr, sv_request_api api,
-                                sv_parsed_request *pr, int *status,
+static int sv_parse_descriptors(sv_worker *w, jreq *q, int arr,
+                                sv_request_api api, int *status,
                                 const char **code, char *msg, size_t msglen)
 {
     const sv_config *cfg = &w->server->cfg;
-    if (arr == NULL)
+    sv_parsed_request *pr = q->pr;
+    const sv_json *j = q->j;
+    if (arr < 0)
         return (snprintf(msg, msglen, "descriptors: missing"),
                 bad(status, code, "EMISSING"));
-    if (!json_is_array(arr))
+    if (type_of(q, arr) != SV_JSON_ARRAY)
         return (snprintf(msg, msglen, "descriptors: expected an array"),
                 bad(status, code, "ETYPE"));
-    size_t n = json_array_size(arr);
+    size_t n = j->tok[arr].size;
     if (n == 0)
         return (snprintf(msg, msglen, "descriptors: must not be empty"),
                 bad(status, code, "EMISSING"));
@@ -261,76 +366,29 @@ static int sv_parse_descriptors(sv_worker *w, json_t *arr, sv_request_api api,
     sv_dec_descriptor *ds = pr->ds = calloc(n, sizeof(*ds));
     pr->n = n;
     if (ds == NULL ||
-        (api == SV_API_LYFT && (pr->ov = calloc(n, sizeof(*pr->ov))) == NULL)) {
-        *status = 503;
-        *code = "ENOMEM";
-        snprintf(msg, msglen, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *d = json_array_get(arr, i);
-        json_t *entries = json_object_get(d, "entries");
-        if (!json_is_object(d)) {
-            (snprintf(msg, msglen, "descriptors[%zu]: expected an object", i),
-             bad(status, code, "ETYPE"));
-            return -1;
-        }
+        (api == SV_API_LYFT && (pr->ov = calloc(n, sizeof(*pr->ov))) == NULL))
+        return enomem(status, code, msg, msglen);
+    int d = arr + 1;
+    for (size_t i = 0; i < n; i++, d = (int)j->tok[d].next) {
+        if (type_of(q, d) != SV_JSON_OBJECT)
+            return (snprintf(msg, msglen,
+                             "descriptors[%zu]: expected an object", i),
+                    bad(status, code, "ETYPE"));
         if (api == SV_API_LYFT) {
-            if (lyft_descriptor(d, i, &ds[i], &pr->ov[i], status, code, msg,
+            if (lyft_descriptor(q, d, i, &ds[i], &pr->ov[i], status, code, msg,
                                 msglen) != 0)
                 return -1;
-        } else if (sv_parse_hits(json_object_get(d, "hits"), -1, &ds[i].hits)) {
-            (snprintf(msg, msglen,
-                      "descriptors[%zu].hits: expected a non-negative integer",
-                      i),
-             bad(status, code, "ETYPE"));
+        } else if (sv_parse_hits(q, sv_json_get(j, d, "hits"), -1,
+                                 &ds[i].hits)) {
+            return (snprintf(msg, msglen,
+                             "descriptors[%zu].hits: expected a "
+                             "non-negative integer",
+                             i),
+                    bad(status, code, "ETYPE"));
+        }
+        if (parse_entries(q, sv_json_get(j, d, "entries"), i, &ds[i],
+                          cfg->max_entries, status, code, msg, msglen) != 0)
             return -1;
-        }
-        if (!json_is_array(entries) || json_array_size(entries) == 0) {
-            (snprintf(msg, msglen,
-                      "descriptors[%zu].entries: expected a non-empty "
-                      "array",
-                      i),
-             bad(status, code, entries == NULL ? "EMISSING" : "ETYPE"));
-            return -1;
-        }
-        size_t ne = json_array_size(entries);
-        if (ne > cfg->max_entries) {
-            *status = 400;
-            *code = "ETOOMANY";
-            snprintf(msg, msglen,
-                     "descriptors[%zu].entries: %zu exceeds the cap of %zu "
-                     "(--max-entries)",
-                     i, ne, cfg->max_entries);
-            return -1;
-        }
-        ds[i].entries = calloc(ne, sizeof(sl_rules_entry));
-        if (ds[i].entries == NULL) {
-            *status = 503;
-            *code = "ENOMEM";
-            snprintf(msg, msglen, "out of memory");
-            return -1;
-        }
-        ds[i].n_entries = ne;
-        for (size_t j = 0; j < ne; j++) {
-            json_t *e = json_array_get(entries, j);
-            json_t *k = json_object_get(e, "key");
-            json_t *v = json_object_get(e, "value");
-            if (!json_is_string(k) || json_string_length(k) == 0 ||
-                (v != NULL && !json_is_string(v))) {
-                (snprintf(msg, msglen,
-                          "descriptors[%zu].entries[%zu]: expected {\"key\": "
-                          "non-empty string, \"value\": string}",
-                          i, j),
-                 bad(status, code, k == NULL ? "EMISSING" : "ETYPE"));
-                return -1;
-            }
-            sl_rules_entry *re = &ds[i].entries[j];
-            re->key = json_string_value(k);
-            re->key_len = json_string_length(k);
-            re->value = v ? json_string_value(v) : "";
-            re->value_len = v ? json_string_length(v) : 0;
-        }
     }
     return 0;
 }
@@ -339,44 +397,45 @@ static int parse_request(sv_worker *w, const sv_http_request *req,
                          sv_request_api api, sv_parsed_request *pr, int *status,
                          const char **code, char *msg, size_t msglen)
 {
-    json_error_t je;
+    sv_json *j = &w->json;
+    jreq q = {j, pr};
     memset(pr, 0, sizeof(*pr));
-    pr->root =
-        json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
-    if (pr->root == NULL) {
-        snprintf(msg, msglen, "malformed JSON: %s (line %d, column %d)",
-                 je.text, je.line, je.column);
+    int rc = sv_json_scan(j, req->body, req->body_len);
+    if (rc == -2)
+        return enomem(status, code, msg, msglen);
+    if (rc != 0) {
+        snprintf(msg, msglen, "malformed JSON: %s", j->err);
         return bad(status, code, "EJSON");
     }
-    if (!json_is_object(pr->root)) {
+    if (type_of(&q, 0) != SV_JSON_OBJECT) {
         snprintf(msg, msglen, "request: expected a JSON object");
         return bad(status, code, "ETYPE");
     }
-    json_t *d = json_object_get(pr->root, "domain");
-    if (d == NULL || (json_is_string(d) && json_string_length(d) == 0)) {
+    int d = sv_json_get(j, 0, "domain");
+    if (d < 0 || (type_of(&q, d) == SV_JSON_STRING && j->tok[d].len == 0)) {
         snprintf(msg, msglen, "domain: missing or empty");
         return bad(status, code, "EMISSING");
     }
-    if (!json_is_string(d)) {
+    if (type_of(&q, d) != SV_JSON_STRING) {
         snprintf(msg, msglen, "domain: expected a string");
         return bad(status, code, "ETYPE");
     }
-    pr->domain = json_string_value(d);
-    pr->domain_len = json_string_length(d);
+    if (str_of(&q, d, &pr->domain, &pr->domain_len) != 0)
+        return enomem(status, code, msg, msglen);
     if (api == SV_API_LYFT) {
         /* A uint32: lyft counts max(1, hits_addend) for the descriptors
          * without their own. */
         pr->hits = 0;
-        if (uint_field(pr->root, "", "hits_addend", "hitsAddend", UINT32_MAX,
+        if (uint_field(&q, 0, "", "hits_addend", "hitsAddend", UINT32_MAX,
                        &pr->hits, status, code, msg, msglen) != 0)
             return -1;
         pr->hits = pr->hits > 0 ? pr->hits : 1;
-    } else if (sv_parse_hits(json_object_get(pr->root, "hits"), 1, &pr->hits)) {
+    } else if (sv_parse_hits(&q, sv_json_get(j, 0, "hits"), 1, &pr->hits)) {
         snprintf(msg, msglen, "hits: expected a non-negative integer");
         return bad(status, code, "ETYPE");
     }
-    return sv_parse_descriptors(w, json_object_get(pr->root, "descriptors"),
-                                api, pr, status, code, msg, msglen);
+    return sv_parse_descriptors(w, &q, sv_json_get(j, 0, "descriptors"), api,
+                                status, code, msg, msglen);
 }
 
 static int sv_parse_request(sv_worker *w, const sv_http_request *req,
@@ -385,6 +444,10 @@ static int sv_parse_request(sv_worker *w, const sv_http_request *req,
                             size_t msglen)
 {
     int rc = parse_request(w, req, api, pr, status, code, msg, msglen);
+    /* The tokens are kept for the next request, unless a large body
+     * grew them: a thread keeps ~80 KiB, not max_body_bytes' worth. */
+    if (w->json.cap > 4096)
+        sv_json_release(&w->json);
     if (rc != 0)
         atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
                                   memory_order_relaxed);
@@ -395,7 +458,7 @@ static void sv_parsed_request_release(sv_parsed_request *pr)
 {
     sv_free_descriptors(pr->ds, pr->n);
     free(pr->ov);
-    json_decref(pr->root);
+    free(pr->strings);
     memset(pr, 0, sizeof(*pr));
 }
 

@@ -5,8 +5,6 @@
 #ifndef SV_REQUEST_H
 #define SV_REQUEST_H
 
-#include <jansson.h>
-
 #include "server/decide.h"
 #include "server/http.h"
 
@@ -18,7 +16,10 @@ typedef enum sv_request_api {
 
 /* The common request shape of both APIs: domain, descriptors, hits. */
 typedef struct sv_parsed_request {
-    json_t *root; /* owns the strings below */
+    /* The strings below point into the request's body, or into
+     * `strings`, the decoded copies of escaped ones (request.c). */
+    char *strings;
+    size_t strings_used;
     const char *domain;
     size_t domain_len;
     int64_t hits;

@@ -13,10 +13,12 @@
 #include <http_parser.h>
 
 #include "server/api.h"
+#include "server/conn.h"
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/respond.h"
 #include "server/router.h"
+#include "server/status.h"
 
 static void get_readyz(sv_worker *w, sv_buf *out, int keep_alive)
 {
@@ -78,6 +80,19 @@ static void get_metrics(sv_worker *w, sv_buf *out, int keep_alive)
     sv_buf_release(&text);
 }
 
+/* /metrics on the decision API's listener: only with --public-metrics
+ * (their series name clients: detailed_metric values, API keys). */
+static void get_public_metrics(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (w->server->cfg.public_metrics)
+        get_metrics(w, out, keep_alive);
+    else
+        sv_respond_error(out, 404, "ENOTFOUND",
+                         "no such route: /metrics is on --metrics-listen "
+                         "(or --public-metrics true)",
+                         keep_alive);
+}
+
 static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
 {
     (void)w;
@@ -90,7 +105,7 @@ static const sv_route_entry public_routes[] = {
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
     {"/v1/rules", HTTP_GET, get_rules, NULL},
-    {"/metrics", HTTP_GET, get_metrics, NULL},
+    {"/metrics", HTTP_GET, get_public_metrics, NULL},
     {"/v1/check", HTTP_POST, NULL, sv_api_check},
     {"/json", HTTP_POST, NULL, sv_api_lyft},
     {"/v1/increment", HTTP_POST, NULL, sv_api_increment},
@@ -98,10 +113,24 @@ static const sv_route_entry public_routes[] = {
     /* Gateways differ: nginx's auth_request sends GET, others forward
      * the client's method. */
     {"/v1/auth", SV_ANY_METHOD, NULL, sv_api_auth},
+    /* Read-only, when no admin listener serves them (status.c). */
+    {"/status", HTTP_GET, sv_status_page_public, NULL},
+    {"/status.json", HTTP_GET, sv_status_json_public, NULL},
 };
 
 const sv_routes sv_public_routes = {
     public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0};
+
+/* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads. */
+static const sv_route_entry metrics_routes[] = {
+    {"/metrics", HTTP_GET, get_metrics, NULL},
+    {"/v1/rules", HTTP_GET, get_rules, NULL},
+    {"/healthz", HTTP_GET, get_healthz, NULL},
+    {"/readyz", HTTP_GET, get_readyz, NULL},
+};
+
+const sv_routes sv_metrics_routes = {
+    metrics_routes, sizeof(metrics_routes) / sizeof(metrics_routes[0]), 0};
 
 const sv_http_header *sv_http_header_find(const sv_http_request *req,
                                           const char *name)

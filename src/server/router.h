@@ -31,6 +31,10 @@ typedef struct sv_routes {
 /* The decision API's (serve's client-facing listener). */
 extern const sv_routes sv_public_routes;
 
+/* The metrics listener's (--metrics-listen): GET /metrics, /v1/rules,
+ * /healthz and /readyz. */
+extern const sv_routes sv_metrics_routes;
+
 /* Answers the request into out by routes: 0, or SV_AGAIN (nothing
  * answered). */
 int sv_route(const sv_routes *routes, sv_worker *w, const sv_http_request *req,

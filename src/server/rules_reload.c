@@ -25,6 +25,7 @@
 #include "server/limits.h"
 #include "server/metrics.h"
 #include "server/rules_reload.h"
+#include "core/log.h"
 
 static uv_timer_t watch_timer;
 static int watching;
@@ -91,7 +92,7 @@ int sv_reload_init(sv_server *s)
     watch_sig = signature(s->cfg.rules_path);
     sv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
     if (r == NULL) {
-        fprintf(stderr, "sluice: %s\n", err);
+        sl__log(SL__LOG_ERROR, NULL, "%s", err);
         return -1;
     }
     sv_limits_loaded(s, r); /* in force with the runtime limits */
@@ -103,7 +104,7 @@ void sv_reload_now(sv_server *s)
     char err[512];
     sv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
     if (r == NULL) {
-        fprintf(stderr, "sluice: rules reload failed: %s\n", err);
+        sl__log(SL__LOG_ERROR, NULL, "rules reload failed: %s", err);
         pthread_mutex_lock(&s->reload_lock);
         snprintf(s->last_error, sizeof(s->last_error), "%s", err);
         pthread_mutex_unlock(&s->reload_lock);
@@ -113,7 +114,7 @@ void sv_reload_now(sv_server *s)
     pthread_mutex_lock(&s->reload_lock);
     s->last_error[0] = '\0';
     pthread_mutex_unlock(&s->reload_lock);
-    fprintf(stderr, "sluice: rules reloaded: version %s\n",
+    sl__log(SL__LOG_INFO, NULL, "rules reloaded: version %s",
             sl_rules_version(r->rules));
     /* Published with the runtime limits applied; every thread woken. */
     sv_limits_loaded(s, r);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,7 +21,10 @@
 #include "server/decide.h"
 #include "server/limits.h"
 #include "server/metrics.h"
+#include "server/peers.h"
 #include "server/rules_reload.h"
+#include "core/log.h"
+#include "server/hot.h"
 
 static void tick_cb(uv_prepare_t *h)
 {
@@ -79,14 +83,46 @@ static void door_cb(uv_stream_t *server, int status)
         l->door->accept(l);
 }
 
-int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp)
+/* Descriptors a thread holds for itself: its listeners, its epolls and
+ * wake-up, its Redis connections; and the process: stdio, the rules
+ * watch, files read on reload.  Generous: running short costs accepts. */
+#define FDS_PER_THREAD 16
+#define FDS_PROCESS 64
+
+/*
+ * Every connection is a descriptor: RLIMIT_NOFILE's soft limit, often
+ * 1024, would make accept() fail with EMFILE long before
+ * --max-connections, and libuv then stops accepting until one closes.
+ * So the soft limit is raised to what --max-connections needs, and a
+ * hard limit below that is refused at start, naming the numbers, rather
+ * than discovered under load.  0, or -1 after a message.
+ */
+static int raise_nofile(const sv_config *cfg, int threads)
 {
-    int open =
-        atomic_fetch_add_explicit(&s->open_conns, 1, memory_order_relaxed);
-    if (uv_accept(listener, (uv_stream_t *)tcp) != 0 ||
-        open >= s->cfg.max_connections)
+    struct rlimit rl;
+    rlim_t need = (rlim_t)cfg->max_connections + FDS_PROCESS +
+                  (rlim_t)threads * (FDS_PER_THREAD + cfg->fds_per_thread);
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr,
+                "sluice: --max-connections %d needs %llu file descriptors "
+                "(with %d threads), but the hard RLIMIT_NOFILE is %llu: "
+                "lower --max-connections to at most %lld, or raise the hard "
+                "limit (ulimit -Hn; LimitNOFILE= under systemd)\n",
+                cfg->max_connections, (unsigned long long)need, threads,
+                (unsigned long long)rl.rlim_max,
+                (long long)rl.rlim_max -
+                    (long long)(need - (rlim_t)cfg->max_connections));
         return -1;
-    uv_tcp_nodelay(tcp, 1);
+    }
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        fprintf(stderr, "sluice: cannot raise RLIMIT_NOFILE to %llu: %s\n",
+                (unsigned long long)need, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -109,7 +145,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
     else if (uv_ip6_addr(addr->host, port, (struct sockaddr_in6 *)&ss) == 0)
         fam = AF_INET6;
     else {
-        fprintf(stderr, "sluice: bad listen address: '%s'\n", addr->host);
+        sl__log(SL__LOG_ERROR, NULL, "bad listen address: '%s'", addr->host);
         return -1;
     }
     int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -120,7 +156,7 @@ static int open_listener(const sv_addr *addr, int port, int *bound)
              fam == AF_INET ? sizeof(struct sockaddr_in)
                             : sizeof(struct sockaddr_in6)) ||
         listen(fd, 511)) {
-        fprintf(stderr, "sluice: cannot listen on %s:%d: %s\n", addr->host,
+        sl__log(SL__LOG_ERROR, NULL, "cannot listen on %s:%d: %s", addr->host,
                 port, strerror(errno));
         if (fd >= 0)
             close(fd);
@@ -187,7 +223,7 @@ static void signal_cb(uv_signal_t *h, int signum)
             fe->reload(fe->ctx);
         return;
     }
-    fprintf(stderr, "sluice: %s: draining and exiting\n",
+    sl__log(SL__LOG_INFO, NULL, "%s: draining and exiting",
             signum == SIGTERM ? "SIGTERM" : "SIGINT");
     atomic_store(&the_server->draining, 1);
     stop_all(the_server);
@@ -224,7 +260,7 @@ int sv_server_run(const sv_config *cfg)
                     .nodes = cfg->nodes};
     char err[256];
     if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {
-        fprintf(stderr, "sluice serve: --store: %s\n", err);
+        sl__log(SL__LOG_ERROR, "serve", "--store: %s", err);
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
@@ -233,6 +269,10 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     s->n_public = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->n_workers = s->n_public + (cfg->control != 0);
+    if (raise_nofile(cfg, s->n_workers) != 0 ||
+        (cfg->max_connections_per_address > 0 &&
+         (s->peers = sv_peers_new(cfg->max_connections_per_address)) == NULL))
+        goto out;
     s->workers = calloc((size_t)s->n_workers, sizeof(*s->workers));
     if (s->workers == NULL)
         goto out;
@@ -244,8 +284,10 @@ int sv_server_run(const sv_config *cfg)
     ports[0] = cfg->listen.port;
     for (int d = 0; d < cfg->n_doors; d++)
         ports[1 + d] = cfg->doors[d].addr.port;
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_init(&s->workers[i].series_lock, NULL);
+        s->workers[i].hot = sv_hot_new();
+    }
     for (int i = 0; i < s->n_workers; i++) {
         sv_worker *w = &s->workers[i];
         w->server = s;
@@ -284,10 +326,10 @@ int sv_server_run(const sv_config *cfg)
         started++;
     }
     /* Tests and supervisors read the bound address from this line. */
-    fprintf(stderr, "sluice: listening on %s:%d (%d threads)\n",
+    sl__log(SL__LOG_INFO, NULL, "listening on %s:%d (%d threads)",
             cfg->listen.host, ports[0], s->n_public);
     for (int d = 0; d < cfg->n_doors; d++)
-        fprintf(stderr, "sluice: %s listening on %s:%d\n", cfg->doors[d].name,
+        sl__log(SL__LOG_INFO, NULL, "%s listening on %s:%d", cfg->doors[d].name,
                 cfg->doors[d].addr.host, ports[1 + d]);
     fflush(stderr);
 
@@ -324,14 +366,18 @@ stop:
         sd_thread_free(w->dec);
         sv_dec_state_free(w->dec_scratch);
         sv_buf_release(&w->answer);
+        sv_json_release(&w->json);
     }
-    for (int i = 0; i < locks; i++)
+    for (int i = 0; i < locks; i++) {
         pthread_mutex_destroy(&s->workers[i].series_lock);
+        sv_hot_free(s->workers[i].hot);
+    }
 out:
     free(s->workers);
     sv_reload_release(s);
     sv_limits_release(s);
     sv_adhoc_release(s);
+    sv_peers_free(s->peers);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

@@ -14,6 +14,7 @@
 
 #include "decision/decision.h"
 #include "server/buf.h"
+#include "server/json_scan.h"
 #include "server/reader.h"
 #include "server/rules_set.h"
 #include "sluice.h"
@@ -25,9 +26,9 @@
 /* Output queued on one connection before we stop reading its pipelined
  * requests until the client reads: bounds memory per connection. */
 #define SV_MAX_PENDING_OUTPUT (1024 * 1024)
-/* Distinct metric series (domain, rule, descriptor) kept per thread;
- * detailed_metric could otherwise grow the map without bound.  Further
- * series are summed into one with rule="_overflow_". */
+/* Known domains whose unmatched descriptors a thread counts apart; the
+ * names come from rules files, but reloads may bring ever new ones.
+ * Further domains count under domain="_overflow_" (metrics.c). */
 #define SV_MAX_SERIES 10000
 
 typedef struct sv_worker sv_worker;
@@ -82,6 +83,8 @@ typedef struct sv_config {
     sv_addr grpc_listen;         /* --grpc-listen; host NULL: off */
     int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
     sv_addr admin_listen;        /* --admin-listen; host NULL: off */
+    sv_addr metrics_listen;      /* --metrics-listen; host NULL: off */
+    int public_metrics; /* serve: GET /metrics on the HTTP listener too */
     const char *admin_token_file;
     const char *advisor_url;      /* --advisor; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */
@@ -105,8 +108,14 @@ typedef struct sv_config {
     uint64_t idle_timeout_ms;
     uint64_t read_timeout_ms;
     int max_connections;
+    size_t max_connections_per_address; /* 0: no cap */
+    /* Descriptors each thread may hold beyond its clients' and its own
+     * (the proxy's idle upstream connections): RLIMIT_NOFILE at start. */
+    size_t fds_per_thread;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t max_adhoc_limits;
+    size_t max_metric_series;       /* per-value series, all threads */
+    uint64_t metric_series_idle_ms; /* a per-value series unused goes */
     /* --store redis://...: NULL for the memory store (src/decision/). */
     const char *redis_url;
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
@@ -114,6 +123,7 @@ typedef struct sv_config {
     int redis_breaker;         /* consecutive failures that open it */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
+    int log_json, log_level; /* --log-format json, --log-level (core/log.h) */
 } sv_config;
 
 /* Per-thread counters, written only by their thread with relaxed atomics
@@ -161,10 +171,13 @@ struct sv_worker {
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
     sv_buf answer;
+    /* The tokens of the decision request being read (request.c), kept
+     * between requests like `answer`. */
+    sv_json json;
     sv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sv_series **series;          /* hash buckets */
-    size_t n_series;
+    sl_nanos series_swept;       /* when it last dropped idle series */
     /* The series of each rule of `rules` without detailed_metric, by
      * rule->index, once found (metrics.c); only this thread reads it. */
     sv_series **rule_series;
@@ -178,6 +191,7 @@ struct sv_worker {
     /* The rules decision of requests answered at once (the memory
      * store): one per thread; with Redis each connection has its own. */
     struct sv_dec_state *dec_scratch;
+    struct sv_hot *hot; /* the status page's last minute (hot.h) */
 };
 
 struct sv_server {
@@ -189,7 +203,12 @@ struct sv_server {
     int n_public;             /* those with the client-facing listeners */
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
-    atomic_int draining; /* SIGTERM came: health checks say so */
+    struct sv_peers *peers; /* --max-connections-per-address; NULL: off */
+    /* Connections closed as soon as accepted, by the cap they were over
+     * (sv_accept): sluice_connections_closed_at_accept_total. */
+    atomic_uint_fast64_t closed_over_max, closed_per_address;
+    atomic_size_t metric_series; /* per-value series, all threads' */
+    atomic_int draining;         /* SIGTERM came: health checks say so */
     /* Reload state, guarded by reload_lock. */
     pthread_mutex_t reload_lock;
     sv_rules *current;    /* what workers are told to use */
@@ -200,10 +219,13 @@ struct sv_server {
 
 /* server.c: accepts a client of listener onto tcp (initialised on w's
  * loop by the caller) and counts it in open_conns: 0, or -1 when the
- * accept failed or the client is over --max-connections (the caller
- * closes tcp at once, so the client sees a prompt close rather than a
- * hang in the backlog, and uncounts it when tcp is freed, as always). */
+ * accept failed or the client is over --max-connections or
+ * --max-connections-per-address (the caller closes tcp at once, so the
+ * client sees a prompt close rather than a hang in the backlog, and
+ * uncounts it with sv_unaccept when tcp is freed, as always). */
 int sv_accept(sv_server *s, uv_stream_t *listener, uv_tcp_t *tcp);
+/* server.c: uncounts what sv_accept counted, once tcp is closed. */
+void sv_unaccept(sv_server *s, const uv_tcp_t *tcp);
 
 /* server.c: runs until SIGTERM or SIGINT; returns the exit status. */
 int sv_server_run(const sv_config *cfg);

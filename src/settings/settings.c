@@ -204,6 +204,11 @@ static int set(st_settings *s, const st_setting *row, const source *from,
     case ST_SET_SIZE:
         return set_number(row, from, text, len, field(s, row), err, errlen);
     case ST_SET_MS:
+        if (row->zero != NULL && strlen(row->zero) == len &&
+            memcmp(row->zero, text, len) == 0) {
+            *(uint64_t *)field(s, row) = 0;
+            return 0;
+        }
         if (sl__value_duration(text, len, SL_NS_PER_MS, &ns) == 0) {
             *(uint64_t *)field(s, row) = (uint64_t)(ns / SL_NS_PER_MS);
             return 0;
@@ -458,7 +463,11 @@ void st_settings_help(unsigned command, FILE *out)
             !(row->commands & command))
             continue;
         snprintf(head, sizeof(head), "--%s %s", row->flag, row->arg);
-        fprintf(out, "  %-24s", head);
+        /* A flag too long for the column has its help on the next line. */
+        if (strlen(head) < 24)
+            fprintf(out, "  %-24s", head);
+        else
+            fprintf(out, "  %s\n%26s", head, "");
         for (const char *line = row->help;; line++) {
             size_t n = strcspn(line, "\n");
             fprintf(out, "%.*s\n", (int)n, line);

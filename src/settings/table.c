@@ -9,6 +9,7 @@
  */
 #include <stddef.h>
 
+#include "core/log.h"
 #include "settings.h"
 
 #define SERVE ST_SET_SERVE
@@ -65,6 +66,20 @@ const st_setting st_settings_table[] = {
      .commands = SERVE, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"
              "needed for writes and off loopback"},
+    {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
+     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(metrics_listen),
+     .help = "answer GET /metrics (and /v1/rules, /healthz,\n"
+             "/readyz) there; off by default"},
+    {.flag = "public-metrics", .key = "public_metrics", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(public_metrics),
+     .def = "false",
+     .help = "also answer GET /metrics on --listen, to anyone\n"
+             "(false: they name clients)"},
+    {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
+     .commands = PROXY, .kind = ST_SET_LISTEN, SRV(metrics_listen),
+     .help = "answer GET /metrics there (docs/proxy.md); off\n"
+             "by default, as metrics_path on the proxy's own\n"
+             "listener is"},
     {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = SERVE,
      .kind = ST_SET_HTTP_URL, SRV(advisor_url),
      .help = "poll an advisor for recommended limits\n"
@@ -89,9 +104,11 @@ const st_setting st_settings_table[] = {
              "redis://[[user]:pass@]host[:port][/db] or\n"
              "unix:/path/redis.sock[?db=N] or\n"
              "redis-cluster://host:port[,host:port...]"},
-    {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D",
-     .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms), .def = "5ms",
-     .help = "wait on Redis per call, then fail (5ms)"},
+    {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D|auto",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms),
+     .zero = "auto", .def = "auto",
+     .help = "wait on Redis per call, then fail; auto\n"
+             "(default): 4 x p99 round trip, 50ms..1s"},
     {.flag = "redis-failure", .key = "redis_failure", .arg = "P",
      .commands = BOTH, .kind = ST_SET_ENUM, SRV(redis_failure),
      .names = sl__failure_names, .def = "local",
@@ -111,10 +128,10 @@ const st_setting st_settings_table[] = {
              "each descriptor's) or domain (all of it)"},
     {.flag = "nodes", .key = "nodes", .arg = "N|auto", .commands = BOTH,
      .kind = ST_SET_INT, SRV(nodes), .min = 1, .max = 10000, .zero = "auto",
-     .def = "1",
+     .def = "auto",
      .help = "sluice serve nodes sharing the Redis: the\n"
-             "local policy's divisor (1); auto counts the\n"
-             "live ones through Redis"},
+             "local policy's divisor; auto (default)\n"
+             "counts the live ones through Redis"},
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
      .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},
@@ -144,11 +161,35 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_INT, SRV(max_connections), .min = 1,
      .max = 1000000, .def = "10000",
      .help = "open connections; more are closed (10000)"},
+    {.flag = "max-connections-per-address",
+     .key = "max_connections_per_address", .arg = "N", .commands = BOTH,
+     .kind = ST_SET_SIZE, SRV(max_connections_per_address), .max = 1000000,
+     .def = "0",
+     .help = "open connections from one client address; more\n"
+             "are closed (0: no cap, the default)"},
     {.flag = "max-adhoc-limits", .key = "max_adhoc_limits", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_adhoc_limits),
      .max = SL_MAX_COUNT, .def = "10000",
      .help = "ad hoc limits of /v1/delay and /v1/increment\n"
              "cached at once (10000)"},
+    {.flag = "max-metric-series", .key = "max_metric_series", .arg = "N",
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_metric_series),
+     .max = SL_MAX_COUNT, .def = "10000",
+     .help = "per-value series of detailed_metric rules in\n"
+             "/metrics, all threads; past it a rule's new\n"
+             "values count as descriptor=\"_overflow_\" (10000)"},
+    {.flag = "metric-series-idle", .key = "metric_series_idle", .arg = "D",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(metric_series_idle_ms),
+     .def = "10m",
+     .help = "a per-value series not counted for this long\n"
+             "leaves /metrics (10m)"},
+    {.flag = "log-format", .key = "log_format", .arg = "F", .commands = BOTH,
+     .kind = ST_SET_ENUM, SRV(log_json), .names = sl__log_format_names,
+     .def = "text", .help = "the log: text (default), or json: an object\n"
+             "per line (docs/operations.md)"},
+    {.flag = "log-level", .key = "log_level", .arg = "L", .commands = BOTH,
+     .kind = ST_SET_ENUM, SRV(log_level), .names = sl__log_level_names,
+     .def = "info", .help = "the least logged: debug, info, warn, error"},
     {.key = "upstream_pool", .commands = PROXY, .kind = ST_SET_SIZE,
      PX(pool_max), .max = 100000, .def = "64"},
     {.key = "timeouts.connect", .commands = PROXY, .kind = ST_SET_MS,
@@ -162,7 +203,7 @@ const st_setting st_settings_table[] = {
     {.key = "rate_limit_headers", .commands = PROXY, .kind = ST_SET_BOOL,
      PX(rate_limit_headers), .def = "true"},
     {.key = "metrics_path", .commands = PROXY, .kind = ST_SET_URL_PATH,
-     PX(metrics_path), .def = "/sluice/metrics"},
+     PX(metrics_path)},
     {.key = "trusted_proxies", .commands = PROXY, .kind = ST_SET_SECTION,
      .section = px_read_trusted},
     {.key = "routes", .commands = PROXY, .kind = ST_SET_SECTION,

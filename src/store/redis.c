@@ -199,8 +199,10 @@ static int make_connections(redis_store *rs)
     int err;
 
     sl__redis_config_endpoint(&rs->cfg, &ep);
-    err = rs->cfg.n_seeds > 0 ? sl__redis_cluster_new(&ep, &rs->cluster)
-                              : sl__redis_conn_new(&ep, &rs->conn);
+    err =
+        rs->cfg.n_seeds > 0
+            ? sl__redis_cluster_new(&ep, &rs->cluster)
+            : sl__redis_conn_new(&ep, SL__REDIS_WITH_CLUSTER_CHECK, &rs->conn);
     if (err != 0)
         sl__set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
     return err;
@@ -242,8 +244,9 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
         sl__redis_config_keyspace(&rs->cfg, &rs->ks);
         err = make_connections(rs);
     }
-    if (err == 0 && !opts->lazy_connect)
-        err = connect_now(rs);
+    if (err == 0 && !opts->lazy_connect &&
+        (err = connect_now(rs)) == SL_EINVAL) /* a Cluster node */
+        sl__set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0 && err != SL_EINVAL)
         sl__set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0) {

@@ -88,7 +88,7 @@ static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
                               .user = c->ep.user,
                               .password = c->ep.password,
                               .timeout_ms = c->ep.timeout_ms};
-    if (sl__redis_conn_new(&ep, &nc->conn) != 0) {
+    if (sl__redis_conn_new(&ep, 0, &nc->conn) != 0) {
         free(nc->host);
         return NULL;
     }

@@ -20,6 +20,7 @@
 struct sl__redis_conn {
     sl__redis_endpoint ep;
     redisContext *ctx; /* NULL: connect before the next command */
+    unsigned with;     /* the handshake's optional commands */
     /* The script's SHA1, "" before the first SCRIPT LOAD: it outlives the
      * connection, as a server that lost the script answers NOSCRIPT. */
     char sha[SL__REDIS_SHA_LEN + 1];
@@ -61,12 +62,14 @@ static void pipe_guard_off(pipe_guard *g)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-int sl__redis_conn_new(const sl__redis_endpoint *ep, sl__redis_conn **out)
+int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
+                       sl__redis_conn **out)
 {
     sl__redis_conn *conn = calloc(1, sizeof(*conn));
     if (conn == NULL)
         return SL_ENOMEM;
     conn->ep = *ep;
+    conn->with = with;
     *out = conn;
     return 0;
 }
@@ -171,8 +174,8 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
     }
     /* The script is loaded once, for its SHA1; later, after a restart or
      * SCRIPT FLUSH, the NOSCRIPT path sends it again. */
-    sl__redis_handshake_init(&hs, ep,
-                             conn->sha[0] ? 0 : SL__REDIS_WITH_SCRIPT_LOAD);
+    sl__redis_handshake_init(
+        &hs, ep, conn->with | (conn->sha[0] ? 0 : SL__REDIS_WITH_SCRIPT_LOAD));
     for (size_t i = 0; i < hs.n; i++) {
         redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
                                 hs.cmd[i].lens, err, errlen);

@@ -66,11 +66,14 @@ void sl__redis_config_keyspace(const sl__redis_config *cfg,
 typedef struct sl__redis_conn sl__redis_conn;
 
 /* No I/O: 0 or SL_ENOMEM.  *ep is copied, its strings are borrowed (valid
- * while the connection is); its seeds are not read. */
-int sl__redis_conn_new(const sl__redis_endpoint *ep, sl__redis_conn **out);
+ * while the connection is); its seeds are not read.  with: handshake
+ * commands beside SCRIPT LOAD (SL__REDIS_WITH_CLUSTER_CHECK for a plain
+ * store's server). */
+int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
+                       sl__redis_conn **out);
 void sl__redis_conn_free(sl__redis_conn *conn); /* NULL: no-op */
 /* Connects and says the handshake, unless connected: 0, or SL_ESTORE
- * with a message in err. */
+ * with a message in err (SL_EINVAL: a Cluster node behind redis://). */
 int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen);
 /* Connects if need be and runs one command; with asking, ASKING goes
  * first on the connection.  The reply (the caller frees it; an error

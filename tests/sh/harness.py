@@ -197,6 +197,15 @@ class Daemon:
             time.sleep(0.025)
         raise SystemExit("%s did not start: %s" % (name, open(self.log).read()))
 
+    def door_port(self, name):
+        """The port of its door NAME ("metrics"), from the line it prints."""
+        for _ in range(200):
+            m = re.search(r"%s listening on 127\.0\.0\.1:(\d+)" % name, open(self.log).read())
+            if m:
+                return int(m.group(1))
+            time.sleep(0.025)
+        raise SystemExit("%s: no %s listener: %s" % (self.name, name, open(self.log).read()))
+
     def stop(self):
         """SIGTERM; the exit status, or None if it did not exit in 15 s."""
         self.p.send_signal(signal.SIGTERM)
@@ -239,10 +248,14 @@ class Node(Daemon):
     to TMP/NAME.log; requests are on domain "test"."""
 
     def __init__(self, sluice, tmp, name, rules, *flags):
-        super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags), tmp)
+        # Its metrics on a listener of their own (docs/server.md, "Metrics").
+        super().__init__(name, [sluice, "serve", "--rules", rules] + list(flags) +
+                         ["--metrics-listen", "127.0.0.1:0"], tmp)
+        self.metrics_port = self.door_port("metrics")
 
     def url(self, path):
-        return "http://127.0.0.1:%d%s" % (self.port, path)
+        port = self.metrics_port if path == "/metrics" else self.port
+        return "http://127.0.0.1:%d%s" % (port, path)
 
     def post(self, descriptors, hits=None):
         """POST /v1/check: (status, body dict, headers, seconds)."""

@@ -1,0 +1,227 @@
+/*
+ * controller.c - the adaptive controller of one limit: the rules of
+ * docs/adaptive.md, "The controller", one window at a time.  It is a
+ * gradient controller on the upstream's median latency (Netflix's
+ * Gradient2, Envoy's adaptive concurrency) with an absolute latency SLO
+ * and an error rate as hard signals (AIMD), acting on a rate limit rather
+ * than a concurrency, and on the accepted rate rather than the limit
+ * (Aperture), so that a limit far above the traffic is not cut by a
+ * fraction that changes nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/controller.h"
+
+/* The baseline is the mean of the first windows, then a slow average of
+ * healthy windows (Gradient2's ExpAvgMeasurement(600, 10)). */
+#define WARM_WINDOWS 10
+#define BASELINE_ALPHA (2.0 / 601.0)
+/* An overload: the median 25% over the baseline (Envoy's buffer), the
+ * p99 over the SLO, or more than 2% of answers failures. */
+#define GRADIENT_BUFFER 1.25
+#define MAX_ERROR_RATE 0.02
+/* Fewer answers than this in a window say nothing about the upstream. */
+#define MIN_SAMPLES 20
+/* An increase needs this many calm windows and this many since the
+ * last decrease; a limit binds when it refuses 1% of its requests. */
+#define CALM_WINDOWS 3
+#define DECREASE_HOLD 5
+#define BINDING_SHARE 0.01
+/* Near the last overload's limit, an increase waits this long after a
+ * decrease (one probe a minute: at most two reversals a minute under a
+ * steady load), and the ceiling is forgotten after this long calm (the
+ * upstream may have grown). */
+#define PROBE_WINDOWS 60
+#define CEILING_NEAR 0.95
+#define CEILING_FORGET 300
+/* Idle (not binding, under half the limit) this long: relax. */
+#define IDLE_WINDOWS 30
+/* At min this long: the baseline is taken afresh (Envoy PR #10647: a
+ * baseline that crept up holds the limit at min for good). */
+#define AT_MIN_WINDOWS 5
+/* Demand past the forecast by 4 sigma for 2 windows is not forecast
+ * demand: increases wait (an abuser's surge must not raise the limit). */
+#define ANOMALY_SIGMAS 4.0
+#define ANOMALY_WINDOWS 2
+
+const char *ac_action_name(ac_action a)
+{
+    switch (a) {
+    case AC_DECREASE:
+        return "decrease";
+    case AC_INCREASE:
+        return "increase";
+    case AC_RELAX:
+        return "relax";
+    case AC_FORECAST:
+        return "forecast";
+    default:
+        return "hold";
+    }
+}
+
+static double clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+int ac_init(ac_state *st, const ac_params *p)
+{
+    memset(st, 0, sizeof(*st));
+    if (p->min < 1 || p->max < p->min || p->base < 1 || !(p->period_s > 0) ||
+        !(p->slo_p99_s >= 0) || (p->season > 0 && p->horizon < 1))
+        return -1;
+    st->p = *p;
+    st->p.base =
+        (int64_t)clamp((double)p->base, (double)p->min, (double)p->max);
+    st->limit = (double)st->p.base;
+    st->published = st->p.base;
+    st->c_safe = (double)st->p.base;
+    st->since_decrease = DECREASE_HOLD;
+    st->last_gradient = 1;
+    if (p->season > 0) {
+        /* ADAPTIVE.md's parameters: level 0.3, trend 0.01, season 0.3. */
+        hw_params hp = {
+            .alpha = 0.3, .beta = 0.01, .gamma = 0.3, .season = p->season};
+        if (hw_init(&st->hw, &hp) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void ac_release(ac_state *st)
+{
+    if (st->p.season > 0)
+        hw_release(&st->hw);
+}
+
+/* Feeds this window's demand to the forecast: 1 when it was an anomaly
+ * (far above what was forecast for it). */
+static int forecast_update(ac_state *st, double demand)
+{
+    int anomaly = 0;
+    if (st->hw.ready)
+        anomaly = demand >
+                  hw_forecast(&st->hw, 1) + ANOMALY_SIGMAS * hw_sigma(&st->hw);
+    hw_update(&st->hw, demand);
+    return anomaly;
+}
+
+void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
+{
+    const ac_params *p = &st->p;
+    double lim = sig->in_force > 0 ? sig->in_force : st->limit;
+    double acc = sig->accepted * p->period_s; /* per unit, like the limit */
+    double demand = (sig->accepted + sig->refused) * p->period_s;
+    double total = sig->accepted + sig->refused;
+    int binding = sig->refused > 0 && sig->refused >= BINDING_SHARE * total;
+    double next = lim;
+    memset(out, 0, sizeof(*out));
+    out->action = AC_HOLD;
+    out->gradient = 1;
+    st->windows++;
+
+    if (p->season > 0) {
+        st->anomalies = forecast_update(st, demand) ? st->anomalies + 1 : 0;
+    }
+    if (sig->n >= MIN_SAMPLES) {
+        double s50 = sig->s50, err = sig->errors / sig->n;
+        int warm = st->warm >= WARM_WINDOWS;
+        int breach = (p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s) ||
+                     err > MAX_ERROR_RATE;
+        int over = breach || (warm && s50 > GRADIENT_BUFFER * st->baseline);
+        out->overload = over;
+        if (!warm && !over) {
+            st->baseline = (st->baseline * (double)st->warm + s50) /
+                           (double)(st->warm + 1);
+            st->warm++;
+        }
+        if (over) {
+            double g = 1;
+            if (warm && s50 > 0)
+                g = clamp(GRADIENT_BUFFER * st->baseline / s50, 0.5, 1);
+            if (breach && g > 0.9)
+                g = 0.9;
+            out->gradient = g;
+            if (!st->overloaded) {
+                st->c_safe = 0.9 * acc; /* what it served, less 10% */
+                st->ceiling = lim;
+            }
+            next = g * (acc < lim ? acc : lim);
+            out->action = AC_DECREASE;
+            st->calm = 0;
+            st->since_decrease = 0;
+        } else {
+            if (++st->calm >= CEILING_FORGET)
+                st->ceiling = 0;
+            if (acc > st->c_safe)
+                st->c_safe = acc;
+            if (warm) {
+                st->baseline += BASELINE_ALPHA * (s50 - st->baseline);
+                if (st->baseline > 2 * s50)
+                    st->baseline *= 0.9;
+            }
+            if (st->calm >= CALM_WINDOWS && binding &&
+                st->since_decrease >= DECREASE_HOLD &&
+                st->anomalies < ANOMALY_WINDOWS) {
+                double up = lim + fmax(1, 0.05 * lim);
+                up = fmin(up, fmax(2 * acc, lim)); /* no faster than 2x use */
+                up = fmin(up, (double)p->max);
+                if (up > CEILING_NEAR * st->ceiling && st->ceiling > 0 &&
+                    st->since_decrease < PROBE_WINDOWS)
+                    up = fmax(lim, fmin(up, CEILING_NEAR * st->ceiling));
+                if (up > lim) {
+                    next = up;
+                    out->action = AC_INCREASE;
+                }
+            }
+        }
+        st->overloaded = over;
+        if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
+            st->baseline = s50;
+            st->at_min = 0;
+        } else if (next > (double)p->min) {
+            st->at_min = 0;
+        }
+    }
+    /* Idle: back toward the rule's own number, whatever the traffic
+     * (little traffic is no reason to keep a cut). */
+    st->idle = !binding && acc < 0.5 * lim ? st->idle + 1 : 0;
+    if (out->action == AC_HOLD && st->idle >= IDLE_WINDOWS &&
+        lim != (double)p->base) {
+        next = lim > (double)p->base ? fmax((double)p->base, 0.95 * lim)
+                                     : (double)p->base;
+        out->action = AC_RELAX;
+    }
+    /* Ahead of a forecast peak: up to the forecast's upper bound, never
+     * past what the upstream has served without overload. */
+    if (p->season > 0 && st->hw.ready && !out->overload &&
+        out->action != AC_DECREASE && st->anomalies < ANOMALY_WINDOWS) {
+        double u = hw_forecast(&st->hw, p->horizon) + 2 * hw_sigma(&st->hw);
+        double want = fmin(1.1 * u, st->c_safe);
+        if (1.1 * u > lim && want > next) {
+            next = want;
+            out->action = AC_FORECAST;
+        }
+    }
+    next = clamp(next, (double)p->min, (double)p->max);
+    st->limit = next;
+    if (out->action != AC_DECREASE)
+        st->since_decrease++;
+    st->last_gradient = out->gradient;
+
+    int64_t rounded = (int64_t)llround(next);
+    int64_t delta = rounded - st->published;
+    double need = fmax(1, 0.02 * (double)st->published);
+    if ((double)llabs(delta) >= need) {
+        int sign = delta > 0 ? 1 : -1;
+        if (st->last_sign != 0 && sign != st->last_sign)
+            st->reversals++;
+        st->last_sign = sign;
+        st->published = rounded;
+        out->publish = 1;
+    }
+    out->limit = st->published;
+}

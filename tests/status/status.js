@@ -1,0 +1,80 @@
+// tests/status/status.js - drives Debian's chromium (headless, through
+// puppeteer-core) at sluice's status page: it loads with no console error,
+// failed request or request off the sluice origin, shows the rules, and
+// its counters, hot keys and history move when traffic flows.
+// Usage: node status.js CHROMIUM BASE_URL   (prints PASS/FAIL lines)
+'use strict';
+const puppeteer = require('puppeteer-core');
+const [chromium, base] = process.argv.slice(2);
+let failed = 0;
+const check = (name, ok, why) => {
+  console.log((ok ? 'PASS ' : 'FAIL ') + name + (ok ? '' : ': ' + why));
+  if (!ok) failed = 1;
+};
+const check_api = (value) => fetch(base + '/v1/check', {
+  method: 'POST',
+  body: JSON.stringify({domain: 'api', descriptors: [{entries: [
+    {key: 'tenant', value: 'acme'}, {key: 'user', value: value}]}]}),
+}).then(r => r.status);
+
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: chromium, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+  try {
+    const page = await browser.newPage();
+    const errors = [], foreign = [];
+    page.on('console', m => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', e => errors.push(String(e)));
+    page.on('requestfailed', r => errors.push('failed: ' + r.url()));
+    page.on('request', r => { if (!r.url().startsWith(base)) foreign.push(r.url()); });
+    const res = await page.goto(base + '/status', {waitUntil: 'load'});
+    check('the page loads (200)', res.status() === 200, res.status());
+    await page.waitForFunction(() => document.querySelectorAll('#rules tbody tr').length > 0,
+                               {timeout: 10000});
+    const rules = await page.$$eval('#rules tbody tr td:first-child', tds => tds.map(t => t.textContent));
+    check('the rules are shown', rules.includes('user_burst') && rules.includes('user_hourly'),
+          JSON.stringify(rules));
+    const limit = await page.$$eval('#rules tbody tr', trs => {
+      const tr = trs.find(t => t.cells[0].textContent === 'user_burst');
+      return tr && [tr.cells[2].textContent, tr.cells[3].textContent];
+    });
+    check('with their limits in force', JSON.stringify(limit) === '["10","1s"]', JSON.stringify(limit));
+    const before = Number(await page.$eval('#checks_ok', e => e.textContent));
+    // 15 for one user, one after the other, within user_burst's burst.
+    const statuses = [];
+    for (let i = 0; i < 15; i++) statuses.push(await check_api('browser-user'));
+    const allowed = statuses.filter(s => s === 200).length;
+    await page.waitForFunction(
+      (b, n) => Number(document.getElementById('checks_ok').textContent) >= b + n,
+      {timeout: 10000}, before, allowed);
+    check('the allowed counter moves with traffic', true);
+    check('the traffic was allowed', allowed === 15, allowed);
+    // The address the rules deny: over the limit, every time.
+    const denied = await fetch(base + '/v1/check', {method: 'POST', body: JSON.stringify(
+      {domain: 'api', descriptors: [{entries: [{key: 'remote_address', value: '203.0.113.7'}]}]})});
+    check('a denied address is refused (429)', denied.status === 429, denied.status);
+    await page.waitForFunction(
+      () => Number(document.getElementById('checks_over').textContent) === 1, {timeout: 10000});
+    check('the over-the-limit counter moves', true);
+    await page.waitForFunction(
+      () => [...document.querySelectorAll('#hot_keys tbody td')].some(t => t.textContent.includes('browser-user')),
+      {timeout: 10000});
+    const hot = await page.$$eval('#hot_keys tbody tr', trs => trs.map(t => [...t.cells].map(c => c.textContent)));
+    check('the hot keys show the traffic\'s key and rule',
+          hot.some(r => r[0].includes('browser-user') && r[1] === 'user_burst' && Number(r[2]) === 15),
+          JSON.stringify(hot));
+    const bars = await page.$$eval('#history rect', rs => rs.length);
+    check('the history draws the decisions', bars > 0, bars);
+    const store = await page.$eval('#store_status', e => e.textContent);
+    check('the store\'s state is shown', store === 'up', store);
+    check('no console errors or failed requests', errors.length === 0, JSON.stringify(errors));
+    check('no request leaves the sluice origin', foreign.length === 0, JSON.stringify(foreign));
+  } catch (e) {
+    check('the page', false, String(e));
+  } finally {
+    await browser.close();
+  }
+  process.exit(failed);
+})();

@@ -1,0 +1,319 @@
+/*
+ * test_controller.c - the adaptive controller (src/admin/controller.c):
+ * each of its rules on hand-made windows, then closed loops against a
+ * model upstream (a queue whose latency grows as its load nears
+ * capacity, and which fails past it): the limit settles under capacity,
+ * does not oscillate under a constant load (reversals per minute and the
+ * limit's coefficient of variation, docs/adaptive.md "Stability"),
+ * relaxes when idle, and rises ahead of a seasonal peak.
+ */
+#include <math.h>
+
+#include "testutil.h"
+
+#include "admin/controller.h"
+
+static const ac_params base_params = {
+    .base = 100, .min = 25, .max = 250, .period_s = 1, .slo_p99_s = 0.3};
+
+/* A window of n answers at median s50 (p99 3x it), no errors. */
+static ac_signal window(double s50, double accepted, double refused)
+{
+    return (ac_signal){.n = accepted,
+                       .s50 = s50,
+                       .s99 = 3 * s50,
+                       .accepted = accepted,
+                       .refused = refused};
+}
+
+/* A controller of base_params, warmed: ten healthy windows. */
+static void warm_up(ac_state *st, double s50, double accepted)
+{
+    ac_step_out o;
+    expect_eq(ac_init(st, &base_params), 0);
+    for (int i = 0; i < 10; i++) {
+        ac_signal w = window(s50, accepted, 0);
+        ac_step(st, &w, &o);
+        expect_eq(o.action, AC_HOLD);
+        expect_eq(o.publish, 0);
+    }
+}
+
+static void decrease_on_gradient(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 80);
+    /* The median doubles: g = 1.25 * 40 / 80 = 0.625 of min(L, accepted). */
+    ac_signal w = window(0.080, 80, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.overload, 1);
+    expect_eq(o.publish, 1);
+    expect_eq(o.limit, 50); /* 0.625 * 80 */
+    /* 20% slower is within the buffer: no overload. */
+    ac_state st2;
+    warm_up(&st2, 0.040, 80);
+    w = window(0.048, 80, 0);
+    ac_step(&st2, &w, &o);
+    expect_eq(o.overload, 0);
+    expect_eq(o.action, AC_HOLD);
+    ac_release(&st);
+    ac_release(&st2);
+}
+
+static void decrease_on_slo_and_errors(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    /* p99 over the 300 ms SLO with a calm median: 0.9 of the limit. */
+    ac_signal w = window(0.040, 100, 0);
+    w.s99 = 0.4;
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 90);
+    /* 3% failures: the same. */
+    w = window(0.040, 90, 0);
+    w.errors = 3;
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 81);
+    /* Never under min. */
+    for (int i = 0; i < 30; i++)
+        ac_step(&st, &w, &o);
+    expect_eq(o.limit, 25);
+    ac_release(&st);
+}
+
+static void too_few_answers(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = window(1.0, 19, 0); /* slow, but 19 answers */
+    ac_step(&st, &w, &o);
+    expect_eq(o.overload, 0);
+    expect_eq(o.action, AC_HOLD);
+    ac_release(&st);
+}
+
+static void increase_when_binding(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 60);
+    /* Binding (refusing 20 of 120) and healthy: +5% a window after three
+     * calm windows, at most twice the accepted rate, at most max. */
+    int64_t last = 100;
+    int increases = 0;
+    for (int i = 0; i < 40; i++) {
+        ac_signal w = window(0.040, (double)last, 20);
+        ac_step(&st, &w, &o);
+        if (o.action == AC_INCREASE) {
+            increases++;
+
+            expect_eq(o.publish, 1);
+            expect_eq(o.limit,
+                      (int64_t)llround(fmax(last + 1, last * 1.05)) > 250
+                          ? 250
+                          : o.limit);
+            expect_ge(o.limit, last);
+            last = o.limit;
+        }
+    }
+    expect_ge(increases, 15);
+    expect_eq(o.limit, 250);
+    expect_eq(st.reversals, 0);
+    ac_release(&st);
+}
+
+static void relax_when_idle(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 80);
+    ac_signal w = window(0.080, 80, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.limit, 50);
+    /* 10 per second against 50: idle; 30 windows later back to 100. */
+    int relaxed_at = -1;
+    for (int i = 1; i <= 40 && relaxed_at < 0; i++) {
+        w = window(0.040, 10, 0);
+        w.n = 25;
+        ac_step(&st, &w, &o);
+        if (o.action == AC_RELAX)
+            relaxed_at = i;
+    }
+    expect_eq(relaxed_at, 30);
+    expect_eq(o.limit, 100);
+    ac_release(&st);
+}
+
+/* The model upstream: capacity 200/s, service 40 ms, many servers: the
+ * median stays near the service time until the load nears capacity and
+ * then grows sharply (1 + load^8 / (1 - load), the shape of an M/M/c
+ * queue's wait with c = 8), the p99 4.6x the median, and load past
+ * capacity fails. */
+typedef struct plant {
+    double capacity, service;
+} plant;
+
+static ac_signal plant_window(const plant *pl, double demand, double limit)
+{
+    double acc = fmin(demand, limit);
+    double load = fmin(acc / pl->capacity, 0.98);
+    double s50 = pl->service * (1 + pow(load, 8) / (1 - load));
+    double failed = acc > pl->capacity ? acc - pl->capacity : 0;
+    return (ac_signal){.n = acc,
+                       .s50 = s50,
+                       .s99 = 4.6 * s50,
+                       .errors = failed,
+                       .accepted = acc,
+                       .refused = demand - acc};
+}
+
+/* A constant demand above what the upstream serves well: the limit
+ * settles under capacity and stays: at most 2 reversals a minute, and a
+ * coefficient of variation of at most 0.10 after the first minute. */
+static void steady_overload_is_stable(void **state)
+{
+    (void)state;
+    plant pl = {200, 0.040};
+    ac_params p = base_params;
+    p.slo_p99_s = 0; /* the gradient alone */
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &p), 0);
+    double limit = 100, sum = 0, sum2 = 0, max_seen = 0;
+    int n = 0;
+    /* Warm at 60/s, then 300/s for 10 minutes. */
+    for (int t = 0; t < 10 * 60 + 10; t++) {
+        ac_signal w = plant_window(&pl, t < 10 ? 60 : 300, limit);
+        ac_step(&st, &w, &o);
+        limit = (double)o.limit;
+        if (t == 70)
+            st.reversals = 0; /* count from the second minute */
+        if (t >= 70) {
+            sum += limit;
+            sum2 += limit * limit;
+            n++;
+            max_seen = fmax(max_seen, limit);
+        }
+    }
+    double mean = sum / n, sd = sqrt(fmax(0, sum2 / n - mean * mean));
+    print_message("steady: mean limit %.1f, cv %.3f, max %.0f, reversals "
+                  "%llu in 9 minutes\n",
+                  mean, sd / mean, max_seen, (unsigned long long)st.reversals);
+    expect_le(st.reversals, 2 * 9);
+    expect_le(sd / mean * 1000, 100);
+    expect_le(max_seen, 200);   /* never past capacity */
+    expect_ge(mean, 0.4 * 200); /* and not starved */
+    ac_release(&st);
+}
+
+/* A degraded upstream (service 3x slower) cuts the limit; recovered, the
+ * limit comes back up while demand binds. */
+static void degrade_and_recover(void **state)
+{
+    (void)state;
+    plant pl = {200, 0.040};
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &base_params), 0);
+    double limit = 100;
+    for (int t = 0; t < 10; t++) {
+        ac_signal w = plant_window(&pl, 60, limit);
+        ac_step(&st, &w, &o);
+    }
+    pl.capacity = 200.0 / 3;
+    pl.service = 0.120;
+    double lowest = limit;
+    for (int t = 0; t < 30; t++) {
+        ac_signal w = plant_window(&pl, 120, limit);
+        ac_step(&st, &w, &o);
+        limit = (double)o.limit;
+        lowest = fmin(lowest, limit);
+    }
+    expect_le(lowest, 200.0 / 3); /* under the degraded capacity */
+    pl.capacity = 200;
+    pl.service = 0.040;
+    for (int t = 0; t < 600; t++) {
+        ac_signal w = plant_window(&pl, 120, limit);
+        ac_step(&st, &w, &o);
+        limit = (double)o.limit;
+    }
+    expect_ge(limit, 100); /* back to at least the rule's number */
+    ac_release(&st);
+}
+
+/* A daily-like season of 60 windows with a peak of 180/s for 10: after
+ * two seasons the limit is raised before the peak starts, up to what
+ * the upstream has proven it serves, and no further. */
+static void forecast_raises_before_peak(void **state)
+{
+    (void)state;
+    plant pl = {400, 0.020};
+    ac_params p = base_params;
+    p.season = 60;
+    p.horizon = 5;
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &p), 0);
+    double limit = 100;
+    int raised_early = 0;
+    for (int t = 0; t < 5 * 60; t++) {
+        int phase = t % 60;
+        double demand = phase >= 40 && phase < 50 ? 180 : 60;
+        ac_signal w = plant_window(&pl, demand, limit);
+        ac_step(&st, &w, &o);
+        limit = (double)o.limit;
+        if (t >= 3 * 60 && phase >= 36 && phase < 40 && limit > 110)
+            raised_early++;
+        expect_le(limit, 250);
+    }
+    expect_ge(raised_early, 1);
+    ac_release(&st);
+}
+
+static void bad_params(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_params p = base_params;
+    p.min = 0;
+    expect_eq(ac_init(&st, &p), -1);
+    p = base_params;
+    p.max = 10;
+    expect_eq(ac_init(&st, &p), -1);
+    p = base_params;
+    p.season = 10;
+    p.horizon = 0;
+    expect_eq(ac_init(&st, &p), -1);
+    p = base_params;
+    p.base = 1000; /* clamped to max */
+    expect_eq(ac_init(&st, &p), 0);
+    expect_eq(st.published, 250);
+    ac_release(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decrease_on_gradient),
+        cmocka_unit_test(decrease_on_slo_and_errors),
+        cmocka_unit_test(too_few_answers),
+        cmocka_unit_test(increase_when_binding),
+        cmocka_unit_test(relax_when_idle),
+        cmocka_unit_test(steady_overload_is_stable),
+        cmocka_unit_test(degrade_and_recover),
+        cmocka_unit_test(forecast_raises_before_peak),
+        cmocka_unit_test(bad_params),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,107 @@
+#!/bin/bash
+# test_replay_adaptive.sh - `sluice replay --adaptive`: the adaptive
+# controller over recorded signal traces gives the limits worked out by
+# hand from docs/adaptive.md's rules (warm-up, a gradient decrease, an SLO
+# decrease, increases while binding, relax when idle), the same limits on
+# every run, and exit status 2 with the line named for bad input.
+#
+# Needs SLUICE (the built binary).
+set -euo pipefail
+: "${SLUICE:?path of the built sluice binary}"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "PASS: $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
+
+flags=(--adaptive --base 100 --min 25 --max 250 --slo-p99 300ms)
+# ten healthy windows at 40 ms, 80 per second let through: the baseline.
+warm=$(for _ in $(seq 10); do echo "100 40 120 0 80 0"; done)
+
+# expect NAME INPUT WANT: the last line of the output is WANT.
+expect() {
+  local got
+  got=$(printf '%s\n' "$2" | "$SLUICE" replay "${flags[@]}" | tail -1)
+  if [ "$got" = "$3" ]; then pass "$1: $got"; else fail "$1: got '$got', want '$3'"; fi
+}
+
+expect "warm-up holds the rule's number" "$warm" "100 hold 0 0 1.0000"
+# the median doubles: g = 1.25 * 40 / 80 = 0.625 of min(100, 80) = 50.
+expect "a doubled median cuts to 0.625 of the accepted rate" \
+  "$warm"$'\n'"100 80 240 0 80 0" "50 decrease 1 1 0.6250"
+# 25% over the baseline is within the buffer.
+expect "a median 20% up is no overload" "$warm"$'\n'"100 48 144 0 80 0" \
+  "100 hold 0 0 1.0000"
+# p99 past the 300 ms SLO with a calm median: 0.9 of min(100, 80) = 72.
+expect "an SLO breach cuts by 10%" "$warm"$'\n'"100 40 400 0 80 0" \
+  "72 decrease 1 1 0.9000"
+# 3 failures in 100 answers: over 2%.
+expect "3% failures cut by 10%" "$warm"$'\n'"100 40 120 3 80 0" \
+  "72 decrease 1 1 0.9000"
+# 19 answers: too few to judge, however slow.
+expect "19 answers judge nothing" "$warm"$'\n'"19 900 900 19 19 0" \
+  "100 hold 0 0 1.0000"
+# binding (20 refused of 120) after three calm windows (the warm-up's):
+# +5% a window, 100 -> 105 -> 110.25 -> 115.76.
+bind=$(for _ in $(seq 3); do echo "100 40 120 0 100 20"; done)
+expect "binding and calm: +5% a window" "$warm"$'\n'"$bind" "116 increase 1 0 1.0000"
+expect "not after a cut until 5 windows have passed" \
+  "$warm"$'\n'"100 40 400 0 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
+  "72 hold 0 0 1.0000"
+# the in-force limit (several nodes: the minimum of their proposals) is
+# where a step starts: 60 * 1.05 = 63.
+expect "a step starts from the limit in force" \
+  "$warm"$'\n'"$bind"$'\n'"100 40 120 0 60 20 60" "63 increase 1 0 1.0000"
+# after a cut, 30 idle windows (10 per second against 50) relax to 100.
+idle=$(for _ in $(seq 30); do echo "25 40 120 0 10 0"; done)
+expect "idle for 30 windows relaxes to the rule's number" \
+  "$warm"$'\n'"100 80 240 0 80 0"$'\n'"$idle" "100 relax 1 0 1.0000"
+idle29=$(for _ in $(seq 29); do echo "25 40 120 0 10 0"; done)
+expect "not after 29" "$warm"$'\n'"100 80 240 0 80 0"$'\n'"$idle29" \
+  "50 hold 0 0 1.0000"
+
+# The same trace, the same limits: a long mixed trace twice.
+for i in $(seq 600); do
+  case $((i % 90)) in
+    [0-9]) echo "150 120 300 1 140 60" ;;
+    *) echo "150 40 120 0 140 $((i % 7 * 5))" ;;
+  esac
+done >"$tmp/mixed"
+"$SLUICE" replay "${flags[@]}" --season 90s <"$tmp/mixed" >"$tmp/a"
+"$SLUICE" replay "${flags[@]}" --season 90s <"$tmp/mixed" >"$tmp/b"
+if cmp -s "$tmp/a" "$tmp/b" && [ "$(wc -l <"$tmp/a")" -eq 600 ]; then
+  pass "600 windows replay to the same 600 limits twice"
+else
+  fail "replays differ or lines are missing"
+fi
+if awk '$1 < 25 || $1 > 250 { bad = 1 } END { exit bad }' "$tmp/a"; then
+  pass "every limit within [min, max]"
+else
+  fail "a limit outside [25, 250]"
+fi
+
+# bad_input NAME WANT-IN-STDERR INPUT ARGS...: exit 2 and the message.
+bad_input() {
+  local name=$1 want=$2 input=$3 rc=0
+  shift 3
+  printf '%s\n' "$input" | "$SLUICE" replay "$@" >/dev/null 2>"$tmp/err" || rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF -- "$want" "$tmp/err"; then
+    pass "$name"
+  else
+    fail "$name: exit $rc, stderr: $(cat "$tmp/err")"
+  fi
+}
+bad_input "five fields" "line 2: expected 'n s50_ms" $'# c\n1 2 3 4 5' "${flags[@]}"
+bad_input "a negative field" "line 1: field 4 is not a non-negative number" \
+  "1 2 3 -4 5 6" "${flags[@]}"
+bad_input "a word" "line 1: expected" "1 2 x 4 5 6" "${flags[@]}"
+bad_input "eight fields" "line 1: expected" "1 2 3 4 5 6 7 8" "${flags[@]}"
+bad_input "no --base" "usage: sluice replay --adaptive" "" --adaptive --min 1 --max 2
+bad_input "min above max" "min must be at most max" "" --adaptive --base 5 --min 9 --max 2
+bad_input "a bad duration" "invalid slo-p99: 'soon'" "" --adaptive --base 5 --min 1 --max 9 --slo-p99 soon
+bad_input "a season under 2s" "invalid season" "" --adaptive --base 5 --min 1 --max 9 --season 1s
+
+echo "test_replay_adaptive: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
