@@ -20,13 +20,14 @@ run() { # build-dir, cmake flags..., -- ctest flags...
   echo "=== $dir: cmake ${cmake_args[*]} ==="
   cmake -S . -B "$dir" "${cmake_args[@]}" >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
-  # -LE long: the 10-minute soak (tests/CMakeLists.txt) is run by hand.
-  (cd "$dir" && ctest --output-on-failure -LE long "${ctest_args[@]}")
+  # -LE "long|lab": the 10-minute soak and the load lab's quick profile
+  # (tests/CMakeLists.txt) are run by hand: ctest -L long, ctest -L lab.
+  (cd "$dir" && ctest --output-on-failure -LE "long|lab" "${ctest_args[@]}")
 }
 
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_WERROR=ON
 SL_TEST_QUICK=1 run build-asan -DCMAKE_BUILD_TYPE=Debug -DSL_SANITIZE=address -DSL_WERROR=ON
-TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp" SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -DSL_WERROR=ON -- -R "threads|serve|proxy|resp|grpc|admin|advisor|override|status"
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp" SL_TEST_QUICK=1 run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_SANITIZE=thread -DSL_WERROR=ON -- -R "threads|serve|proxy|resp|grpc|admin|advisor|override|status|lab_run"
 echo "=== build-fuzz: fuzz/run.sh --smoke ==="
 fuzz/run.sh --smoke
 echo "all test runs passed"

@@ -18,6 +18,7 @@ int cmd_proxy(int argc, char **argv);
 int cmd_limits(int argc, char **argv);
 int cmd_advisor(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
+int cmd_lab(int argc, char **argv);
 
 void cmd_replay_usage(FILE *to);
 void cmd_demo_usage(FILE *to);
@@ -27,6 +28,7 @@ void cmd_proxy_usage(FILE *to);
 void cmd_limits_usage(FILE *to);
 void cmd_advisor_usage(FILE *to);
 void cmd_wait_usage(FILE *to);
+void cmd_lab_usage(FILE *to);
 
 /* Writes the man page (roff, man(7) macros) of `name` ("sluice-serve"),
  * summed up by `what`, whose text is what usage prints: the "usage:"

@@ -33,6 +33,8 @@ static const command commands[] = {
      "check rules files without starting anything"},
     {"advisor", cmd_advisor, cmd_advisor_usage,
      "recommend limits from forecast demand"},
+    {"lab", cmd_lab, cmd_lab_usage,
+     "the load lab: run the limits experiment end to end"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
