@@ -42,8 +42,11 @@ def cli(port, *args):
 
 try:
     # ---- redis:// at a Cluster node: refused at start ----
+    # Its bus on a port of its own: port + 10000, the default, is past
+    # 65535 for a free port above 55535, and the node does not start.
     cnode = harness.Redis(extra=["--cluster-enabled", "yes", "--cluster-config-file",
-                                 os.path.join(tmp, "nodes.conf")])
+                                 os.path.join(tmp, "nodes.conf"),
+                                 "--cluster-port", str(harness.free_port())])
     cnode.start()
     log = os.path.join(tmp, "refused.log")
     p = harness.start([SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
