@@ -1,7 +1,9 @@
 #!/bin/bash
-# Installs the Debian 12 packages sluice needs to build and test, if any is
-# missing (scripts/deps.sh [--fuzz]).  Run as root (or with sudo available).  Idempotent and quiet when
-# everything is there.
+# Installs the Debian 12 packages sluice needs, if any is missing: to build
+# and run it (scripts/deps.sh, as scripts/run.sh does), and to test it
+# (--test), with the fuzz targets' compiler too (--fuzz, as
+# scripts/test.sh does).  Run as root (or with sudo available).
+# Idempotent and quiet when everything is there.
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
 # libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
@@ -14,18 +16,29 @@ set -euo pipefail
 # h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
 # dpkg-dev (dpkg-shlibdeps): scripts/package.sh, tests/test_package.sh.
 # chromium: tests/test_status.sh drives the status page in it, headless
-# (puppeteer-core, tests/status/package-lock.json).
-PKGS=(build-essential cmake pkg-config libcmocka-dev libyaml-dev
-      libhiredis-dev redis-server redis-tools
-      libuv1-dev libhttp-parser-dev libjansson-dev curl python3 nginx
-      nodejs npm libnghttp2-dev nghttp2-client wrk python3-h2 dpkg-dev
-      chromium)
+# (puppeteer-core, tests/status/package-lock.json); groff-base:
+# tests/test_cli.sh renders the man pages.  The first line is what
+# building and running sluice takes (libcmocka-dev too: CMake's
+# configure finds the unit tests' framework); the rest, --test.
+PKGS=(build-essential cmake pkg-config libyaml-dev libhiredis-dev
+      libuv1-dev libhttp-parser-dev libjansson-dev libnghttp2-dev curl
+      libcmocka-dev)
+test=0
+case "${1:-}" in
+  --test) test=1 ;;
+  --fuzz) test=1 ;;
+  "") ;;
+  *) echo "usage: scripts/deps.sh [--test | --fuzz]" >&2; exit 2 ;;
+esac
+[ "$test" = 1 ] && PKGS+=(redis-server redis-tools python3 nginx nodejs npm
+  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)
 # The Node clients the tests use, at the versions their package-lock.json
 # pins, into tests/DIR/node_modules (once).
 node_clients() {
+  [ "$test" = 1 ] || return 0
   local root lock
   root="$(cd "$(dirname "$0")/.." && pwd)"
   for lock in "$root"/tests/*/package-lock.json; do
