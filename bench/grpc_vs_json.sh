@@ -65,7 +65,7 @@ mkdir -p "$OUT"
 PATH_RLS=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
 for t in h2load wrk python3; do
-  command -v "$t" >/dev/null || { echo "$t is missing (scripts/deps.sh installs it)" >&2; exit 1; }
+  command -v "$t" >/dev/null || { echo "$t is missing (scripts/deps.sh --test installs it)" >&2; exit 1; }
 done
 if [ ! -x "$SLUICE" ]; then
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.log" 2>&1 &&

@@ -6,7 +6,7 @@
 # the servers are killed in a trap.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
-command -v nginx >/dev/null || { echo "FAIL nginx is not installed (scripts/deps.sh)"; exit 1; }
+command -v nginx >/dev/null || { echo "FAIL nginx is not installed (scripts/deps.sh --test)"; exit 1; }
 tmp=$(mktemp -d)
 pids=()
 NGINX_PID=""

@@ -3,7 +3,7 @@
 # Redis clients: redis-cli (the redis-cell and Redis GCRA examples, the
 # connect handshake, errors), raw sockets (inline commands, pipelining,
 # split and malformed requests), redis-benchmark, ioredis (pinned in
-# tests/resp/package-lock.json; scripts/deps.sh installs it), SLUICE.CHECK
+# tests/resp/package-lock.json; scripts/deps.sh --test installs it), SLUICE.CHECK
 # sharing counters with HTTP callers, and two daemons sharing one real
 # redis-server through --store redis:// deciding one key exactly.
 set -uo pipefail
@@ -246,7 +246,7 @@ try:
           bench.stdout[-300:] + bench.stderr[-300:])
     nm = os.path.join(SRC, "tests", "resp", "node_modules")
     if not os.path.isdir(nm):
-        harness.bad("ioredis", "tests/resp/node_modules is missing: run scripts/deps.sh")
+        harness.bad("ioredis", "tests/resp/node_modules is missing: run scripts/deps.sh --test")
     else:
         p = subprocess.run(["node", os.path.join(SRC, "tests", "resp", "ioredis.js"),
                             str(node.resp)], capture_output=True, text=True, timeout=120)

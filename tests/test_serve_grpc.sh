@@ -8,7 +8,7 @@
 # python's finally.
 #
 # Debian's python3 runs it: python3-h2 (which brings hyperframe and
-# hpack) is installed for it by scripts/deps.sh, as is tests/grpc's
+# hpack) is installed for it by scripts/deps.sh --test, as is tests/grpc's
 # node_modules (npm ci).
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
@@ -26,7 +26,7 @@ from h2raw import RLS, HEALTH, field, rls_request, health_request, decode
 
 GRPC_DIR = os.path.join(SRC, "tests", "grpc")
 if not os.path.isdir(os.path.join(GRPC_DIR, "node_modules", "@grpc", "grpc-js")):
-    print("FAIL tests/grpc/node_modules is missing: run scripts/deps.sh "
+    print("FAIL tests/grpc/node_modules is missing: run scripts/deps.sh --test "
           "(npm ci in tests/grpc)")
     sys.exit(1)
 

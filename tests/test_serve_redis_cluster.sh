@@ -11,7 +11,7 @@ set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 for b in redis-server redis-cli; do
   if ! command -v $b >/dev/null; then
-    echo "FAIL $b is not installed (scripts/deps.sh installs it)"
+    echo "FAIL $b is not installed (scripts/deps.sh --test installs it)"
     exit 1
   fi
 done

@@ -10,7 +10,7 @@
 # when traffic flows.  And docs/operations.md's examples.
 #
 # Needs SLUICE, SOURCE_DIR, chromium and tests/status/node_modules
-# (scripts/deps.sh installs both).
+# (scripts/deps.sh --test installs both).
 set -euo pipefail
 : "${SLUICE:?path of the built sluice binary}"
 : "${SOURCE_DIR:?the source tree}"
@@ -101,7 +101,7 @@ j_admin=$(curl -s "http://127.0.0.1:$a2/status.json" | python3 -c 'import json,s
 # ---- a real browser ----
 chromium=$(command -v chromium || true)
 if [ -z "$chromium" ] || [ ! -d "$SOURCE_DIR/tests/status/node_modules" ]; then
-  bad "browser" "chromium or tests/status/node_modules missing (scripts/deps.sh installs them)"
+  bad "browser" "chromium or tests/status/node_modules missing (scripts/deps.sh --test installs them)"
   exit 1
 fi
 port=$(free_port)

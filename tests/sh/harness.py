@@ -103,7 +103,7 @@ class Redis:
 
     def start(self):
         if shutil.which("redis-server") is None:
-            print("FAIL redis-server is not installed (scripts/deps.sh installs it)")
+            print("FAIL redis-server is not installed (scripts/deps.sh --test installs it)")
             sys.exit(1)
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no"]
