@@ -59,6 +59,7 @@ static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
     }
     v->decided = 1;
     v->delay = 0;
+    pd->adaptive = px_ad_admit(w, pd, !v->res.over);
     if (v->res.over) {
         px_count(w, pd->route, PX_LIMITED);
         v->what = PX_LIMIT;
@@ -93,6 +94,7 @@ int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
     pd->cfg = cfg;
     pd->route = px_route_find(cfg, req);
     pd->n = 0;
+    pd->adaptive = 0;
     v->decided = 0;
     v->res = (sv_dec_result){.status = pd->status};
     if (pd->route &&
