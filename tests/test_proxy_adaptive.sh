@@ -105,7 +105,7 @@ wait_for() {
   done
   return 1
 }
-metric() { curl -s -m 5 "http://127.0.0.1:$M/metrics" | grep -F "$1" | awk '{print $2}'; }
+metric() { grep -F "$1" "$tmp/metrics" | awk '{print $2}'; }
 
 python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$P" /x 160 "$tmp/stop" &
 pids+=($!)
@@ -120,10 +120,17 @@ curl -s "http://127.0.0.1:$UP/__delay/40" >/dev/null
 if wait_for 20 "L <= 60 and S == 'controller'"; then
   pass "upstream slowed: the limit fell to $L (source $S)"
 else bad "fall" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
-eff=$(metric 'sluice_limit_requests_per_unit{domain="api",rule="upstream",limit="effective",source="controller"}')
-ad=$(metric 'sluice_adaptive_limit{rule="upstream"}')
-ov=$(metric 'sluice_adaptive_overload_windows_total{rule="upstream"}')
-dec=$(metric 'sluice_adaptive_actions_total{rule="upstream",action="decrease"}')
+# One scrape for all four; the override follows the controller's limit
+# within its tick, so a scrape between the two is taken again.
+for _ in $(seq 20); do
+  curl -s -m 5 "http://127.0.0.1:$M/metrics" >"$tmp/metrics"
+  eff=$(metric 'sluice_limit_requests_per_unit{domain="api",rule="upstream",limit="effective",source="controller"}')
+  ad=$(metric 'sluice_adaptive_limit{rule="upstream"}')
+  ov=$(metric 'sluice_adaptive_overload_windows_total{rule="upstream"}')
+  dec=$(metric 'sluice_adaptive_actions_total{rule="upstream",action="decrease"}')
+  [ -n "$eff" ] && [ "$eff" = "$ad" ] && break
+  sleep 0.2
+done
 if [ -n "$eff" ] && [ "$eff" = "$ad" ] && [ "${ov:-0}" -ge 1 ] && [ "${dec:-0}" -ge 1 ]; then
   pass "/metrics: effective limit $eff from the controller, $ov overload windows"
 else bad "metrics" "eff=$eff adaptive=$ad overload=$ov decrease=$dec"; fi
