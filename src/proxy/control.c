@@ -8,11 +8,21 @@
  * for long), or the override deleted when the limit is the rule's own.
  * --adaptive-trace appends each window's signal to a file that `sluice
  * replay --adaptive` turns into the same limits.
+ *
+ * Several proxies on one Redis agree without a leader: each node's
+ * limit is a proposal, kept in Redis for PROPOSAL_TTL_MS (a sorted set
+ * of node -> expiry and a hash of node -> limit per rule, under the
+ * overrides' hash tag); the override each node writes is the minimum of
+ * the live proposals, so a dead node's weighs for 3 s at most.  With the
+ * memory store the node's own proposal is the limit.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
 
 #include "admin/controller.h"
 #include "proxy.h"
@@ -22,6 +32,8 @@
 /* The controller's override lives this long unless renewed (each half
  * of it): a node that stops leaves its proposal for at most this. */
 #define OVERRIDE_TTL_MS 10000
+/* A node's proposal counts this long unless renewed (each window). */
+#define PROPOSAL_TTL_MS 3000
 /* Windows of the limit kept for its coefficient of variation. */
 #define CV_WINDOWS 300
 
@@ -35,6 +47,7 @@ typedef struct ad_rule {
     double forecast; /* demand forecast at the horizon, per unit; -1 none */
     double ring[CV_WINDOWS]; /* the published limit, a window each */
     size_t ring_n, ring_at;
+    int64_t nodes; /* live proposals last counted in Redis (1: memory) */
 } ad_rule;
 
 static struct {
@@ -48,7 +61,93 @@ static struct {
     pthread_mutex_t lock;
     ad_rule rules[PX_AD_MAX];
     size_t n;
+    char node[96]; /* this node's name among the proposals */
 } the = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* KEYS: the rule's node -> expiry sorted set and node -> limit hash;
+ * ARGV: node, limit, ttl ms.  Renews the node's proposal, drops the
+ * expired ones (Redis's clock: the nodes' may differ) and answers {the
+ * minimum of the live proposals, how many}. */
+static const char propose_script[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl = tonumber(ARGV[3])\n"
+    "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
+    "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])\n"
+    "for _, n in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do\n"
+    "  redis.call('HDEL', KEYS[2], n)\n"
+    "end\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[1], ttl * 20)\n"
+    "redis.call('PEXPIRE', KEYS[2], ttl * 20)\n"
+    "local min, n = 0, 0\n"
+    "for _, v in ipairs(redis.call('HVALS', KEYS[2])) do\n"
+    "  v = tonumber(v)\n"
+    "  if n == 0 or v < min then min = v end\n"
+    "  n = n + 1\n"
+    "end\n"
+    "return {min, n}\n";
+
+/* A proposal in flight: what to write once Redis answers. */
+typedef struct proposal {
+    char id[512];
+    size_t slot;
+    int64_t base;
+} proposal;
+
+/* Writes the rule's override: the limit agreed (the rule's own number:
+ * none). */
+static void agree(sv_worker *w, const char *id, int64_t limit, int64_t base)
+{
+    if (sv_limits_renew(w, id, SV_SOURCE_CONTROLLER, limit == base ? 0 : limit,
+                        0, OVERRIDE_TTL_MS, "adaptive controller") < 0)
+        fprintf(stderr, "sluice: adaptive: the override of %s was refused\n",
+                id);
+}
+
+static void proposed_cb(const redisReply *r, void *priv)
+{
+    proposal *pr = priv;
+    if (the.ticking && r != NULL && r->type == REDIS_REPLY_ARRAY &&
+        r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->integer > 0) {
+        pthread_mutex_lock(&the.lock);
+        if (pr->slot < the.n && strcmp(the.rules[pr->slot].id, pr->id) == 0)
+            the.rules[pr->slot].nodes = r->element[1]->integer;
+        pthread_mutex_unlock(&the.lock);
+        agree(the.control, pr->id, r->element[0]->integer, pr->base);
+    }
+    /* Else Redis did not answer: the override stands until its TTL. */
+    free(pr);
+}
+
+/* Proposes the node's limit of the rule in slot k: on Redis, the minimum
+ * of the live proposals is written when it answers; on the memory store
+ * the node's own at once. */
+static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
+                    int64_t base)
+{
+    if (!sd_engine_uses_redis(w->server->engine)) {
+        agree(w, id, limit, base);
+        return;
+    }
+    proposal *pr = malloc(sizeof(*pr));
+    if (pr == NULL)
+        return;
+    snprintf(pr->id, sizeof(pr->id), "%s", id);
+    pr->slot = k;
+    pr->base = base;
+    char zset[600], hash[600], value[24], ttl[24];
+    snprintf(zset, sizeof(zset), "sluice:{overrides}:proposals:%s", id);
+    snprintf(hash, sizeof(hash), "sluice:{overrides}:proposed:%s", id);
+    snprintf(value, sizeof(value), "%lld", (long long)limit);
+    snprintf(ttl, sizeof(ttl), "%d", PROPOSAL_TTL_MS);
+    const char *argv[] = {"EVAL", propose_script, "2",   zset,
+                          hash,   the.node,       value, ttl};
+    if (sd_redis_command(w->dec, zset, 8, argv, NULL, proposed_cb, pr) != 0)
+        free(pr); /* Redis is down: the override stands until its TTL */
+}
 
 static ac_params params_of(const sl_rule *r)
 {
@@ -111,10 +210,12 @@ static void merge(px_proxy *px, size_t k, double seconds, ac_signal *sig,
                        .refused = (double)refused / seconds};
 }
 
-/* One window of slot k's rule r; what to write into *publish (0: delete
- * the controller's override). */
+/* One window of slot k's rule r: the node's proposal into *publish and
+ * the rule's own number (clamped) into *base; *publish 0 when there is
+ * none. */
 static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
-                 px_proxy *px, size_t k, double seconds, int64_t *publish)
+                 px_proxy *px, size_t k, double seconds, int64_t *publish,
+                 int64_t *base)
 {
     const char *id = sv_rule_id(set, r->index);
     ac_params p = params_of(r);
@@ -127,6 +228,7 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
         a->p = p;
         snprintf(a->id, sizeof(a->id), "%s", id);
         a->live = ac_init(&a->st, &p) == 0;
+        a->nodes = 1;
     }
     ac_signal sig;
     double s50, s99;
@@ -152,7 +254,8 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
         fprintf(the.trace, "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g\n",
                 id, sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
                 sig.in_force);
-    *publish = a->st.published == a->st.p.base ? 0 : a->st.published;
+    *publish = a->st.published;
+    *base = a->st.p.base;
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -161,7 +264,7 @@ static void tick_cb(uv_timer_t *t)
     px_proxy *px = px_of(w);
     const sv_rules *set = w->rules;
     const sl_rule *rules[PX_AD_MAX];
-    int64_t publish[PX_AD_MAX];
+    int64_t publish[PX_AD_MAX], base[PX_AD_MAX];
     char ids[PX_AD_MAX][512];
     uint64_t now = uv_hrtime();
     double seconds = (double)(now - the.last_ns) / 1e9;
@@ -170,7 +273,7 @@ static void tick_cb(uv_timer_t *t)
     pthread_mutex_lock(&the.lock);
     for (size_t k = 0; k < n; k++) {
         step(&the.rules[k], set, rules[k], px, k, seconds > 0 ? seconds : 1,
-             &publish[k]);
+             &publish[k], &base[k]);
         memcpy(ids[k], the.rules[k].id, sizeof(ids[k]));
     }
     for (size_t k = n; k < the.n; k++)
@@ -184,17 +287,18 @@ static void tick_cb(uv_timer_t *t)
         fflush(the.trace);
     /* Outside the lock: a write publishes a generation of the rules. */
     for (size_t k = 0; k < n; k++)
-        if (sv_limits_renew(w, ids[k], SV_SOURCE_CONTROLLER, publish[k], 0,
-                            OVERRIDE_TTL_MS, "adaptive controller") < 0)
-            fprintf(stderr,
-                    "sluice: adaptive: the override of %s was refused\n",
-                    ids[k]);
+        if (publish[k] > 0)
+            propose(w, k, ids[k], publish[k], base[k]);
 }
 
 int px_control_start(sv_worker *control)
 {
     const char *path = control->server->cfg.adaptive_trace;
     the.control = control;
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(the.node, sizeof(the.node), "%s:%ld:%llx", host, (long)getpid(),
+             (unsigned long long)uv_hrtime());
     if (path != NULL && (the.trace = fopen(path, "a")) == NULL) {
         fprintf(stderr, "sluice proxy: --adaptive-trace %s: cannot open\n",
                 path);
@@ -278,8 +382,10 @@ static double value_of(const ad_rule *a, int g)
         return (double)a->overload_windows;
     case 5:
         return cv(a);
-    default:
+    case 6:
         return a->forecast;
+    default:
+        return (double)a->nodes;
     }
 }
 
@@ -301,6 +407,9 @@ void px_control_metrics(sv_server *s, sv_buf *out)
          "the limit's coefficient of variation over the last 5 minutes"},
         {"sluice_forecast_rate", "gauge",
          "the demand forecast at the horizon, per unit (forecast_season)"},
+        {"sluice_adaptive_nodes", "gauge",
+         "nodes whose proposals of the limit are live (the limit in force "
+         "is their minimum)"},
     };
     (void)s;
     pthread_mutex_lock(&the.lock);
