@@ -12,16 +12,8 @@
 # Every wait has a timeout; the processes are killed in a trap.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  touch "$tmp/stop"
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
 source "$SOURCE_DIR/tests/sh/common.sh"
+source "$SOURCE_DIR/tests/sh/adaptive.sh"
 
 # Bad adaptive rules: refused at start with the place.
 cat >"$tmp/bad.yaml" <<'YAML'
@@ -48,58 +40,23 @@ if [ $rc -ne 0 ] && grep -q "bad.yaml:8:.*: adaptive: unknown controller: 'pid'"
   pass "unknown controller refused with file:line:col"
 else bad "controller pid" "rc=$rc $out"; fi
 
-cat >"$tmp/rules.yaml" <<'YAML'
-domain: api
-descriptors:
-  - key: generic_key
-    value: global
-    rate_limit:
-      name: upstream
-      unit: second
-      requests_per_unit: 100
-      adaptive: {min: 30, max: 200, controller: gradient, slo_p99: 2s}
-YAML
-cat >"$tmp/proxy.yaml" <<'YAML'
-routes:
-  - prefix: /
-    domain: api
-    descriptors:
-      - - generic_key: {value: global}
-YAML
+adaptive_config 30
 head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$tmp/token"
 TOKEN=$(cat "$tmp/token")
 
-UP=$(free_port)
-python3 "$SOURCE_DIR/tests/proxy/adaptive_upstream.py" "$UP" &
-pids+=($!)
-wait_port "$UP"
-"$SLUICE" proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
-  --upstream "http://127.0.0.1:$UP" --threads 2 --listen 127.0.0.1:0 \
-  --metrics-listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-  --admin-token-file "$tmp/token" --adaptive-trace "$tmp/trace" 2>"$tmp/proxy.log" &
-PXPID=$!
-pids+=($PXPID)
-for _ in $(seq 200); do
-  P=$(sed -n 's/.*: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
-  M=$(sed -n 's/.*metrics listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
-  A=$(sed -n 's/.*admin listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
-  [ -n "$P" ] && [ -n "$M" ] && [ -n "$A" ] && break
-  sleep 0.05
-done
-[ -n "$A" ] || { echo "FAIL start: $(cat "$tmp/proxy.log")"; exit 1; }
+start_upstream
+UP=$UPORT
+start_proxy proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 2 --metrics-listen 127.0.0.1:0 \
+  --admin-listen 127.0.0.1:0 --admin-token-file "$tmp/token" \
+  --adaptive-trace "$tmp/trace"
+P=$PORT M=$MPORT A=$ADMIN
 
-# limit: "RPU SOURCE" of the rule in force, from the admin API.
-limit() {
-  curl -s -m 5 "http://127.0.0.1:$A/admin/v1/limits" | python3 -c '
-import json, sys
-r = json.load(sys.stdin)["limits"][0]
-print(r["requests_per_unit"], r["source"])'
-}
 # wait_for SECONDS PYTHON-CONDITION-ON-L-AND-S: polls limit until it holds.
 wait_for() {
   local n=$(($1 * 4)) cond=$2
   for _ in $(seq "$n"); do
-    read -r L S < <(limit)
+    read -r L S < <(limit "$A")
     python3 -c "import sys; L, S = $L, '$S'; sys.exit(0 if ($cond) else 1)" 2>/dev/null && return 0
     sleep 0.25
   done
@@ -140,14 +97,14 @@ else bad "metrics" "eff=$eff adaptive=$ad overload=$ov decrease=$dec"; fi
 code=$(curl -s -o "$tmp/put" -w '%{http_code}' -X PUT -H "Authorization: Bearer $TOKEN" \
   -H 'If-None-Match: *' -d '{"requests_per_unit":77,"ttl":"1m"}' \
   "http://127.0.0.1:$A/admin/v1/overrides/upstream")
-read -r L S < <(limit)
+read -r L S < <(limit "$A")
 if [ "$code" = 201 ] && [ "$L $S" = "77 manual" ]; then
   pass "a manual override wins over the controller's"
 else bad "manual" "$code $(cat "$tmp/put") -> $L $S"; fi
 etag=$(curl -s -D - -o /dev/null "http://127.0.0.1:$A/admin/v1/overrides/upstream" | sed -n 's/^ETag: *//Ip' | tr -d '\r')
 curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $TOKEN" -H "If-Match: $etag" \
   "http://127.0.0.1:$A/admin/v1/overrides/upstream"
-read -r L S < <(limit)
+read -r L S < <(limit "$A")
 [ "$S" = controller ] && pass "manual override deleted: the controller's in force ($L)" ||
   bad "manual deleted" "$L $S"
 

@@ -6,26 +6,12 @@
 # redis-server, killed mid-test; every wait has a timeout.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
 source "$SOURCE_DIR/tests/sh/common.sh"
+source "$SOURCE_DIR/tests/sh/adaptive.sh"
 command -v redis-server >/dev/null || { echo "SKIP no redis-server"; exit 0; }
 
-RP=$(free_port)
-redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
-RPID=$!
-pids+=($RPID)
-wait_port "$RP"
-UP=$(free_port)
-python3 "$SOURCE_DIR/tests/proxy/adaptive_upstream.py" "$UP" &
-pids+=($!)
-wait_port "$UP"
+start_redis
+start_upstream
 
 # Token buckets of 5 an hour: no window edge to race.
 cat >"$tmp/rules.yaml" <<'YAML'
@@ -56,17 +42,10 @@ routes:
     descriptors:
       - - generic_key: {value: open}
 YAML
-"$SLUICE" proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
-  --upstream "http://127.0.0.1:$UP" --listen 127.0.0.1:0 --threads 1 \
-  --store "redis://127.0.0.1:$RP" --redis-failure fail_open \
-  --redis-timeout 50ms 2>"$tmp/proxy.log" &
-pids+=($!)
-for _ in $(seq 200); do
-  P=$(sed -n 's/.*: listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/proxy.log")
-  [ -n "$P" ] && break
-  sleep 0.05
-done
-[ -n "$P" ] || { echo "FAIL start: $(cat "$tmp/proxy.log")"; exit 1; }
+start_proxy proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
+  --upstream "http://127.0.0.1:$UPORT" --threads 1 \
+  --store "redis://127.0.0.1:$RP" --redis-failure fail_open --redis-timeout 50ms
+P=$PORT
 
 # codes PATH N: the N answers' statuses, sorted and counted.
 codes() {
