@@ -135,11 +135,5 @@ if [ -s "$tmp/published" ] && cmp -s "$tmp/published" "$tmp/replayed"; then
   pass "the trace replays to the $(wc -l <"$tmp/published") published limits"
 else bad "replay" "published $(tr '\n' ' ' <"$tmp/published") replayed $(tr '\n' ' ' <"$tmp/replayed")"; fi
 
-# A clean stop, and nothing from the sanitizers (ASan, TSan builds).
-kill -TERM "$PXPID"
-for _ in $(seq 200); do kill -0 "$PXPID" 2>/dev/null || break; sleep 0.05; done
-if ! kill -0 "$PXPID" 2>/dev/null && ! grep -q Sanitizer "$tmp/proxy.log"; then
-  pass "clean stop"
-else bad "stop" "$(grep -A20 Sanitizer "$tmp/proxy.log" | head -40)"; fi
-
+stop_clean proxy "$PXPID"
 exit $fail

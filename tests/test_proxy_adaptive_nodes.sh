@@ -24,7 +24,7 @@ node() {
     --admin-listen 127.0.0.1:0 --store "redis://127.0.0.1:$RP" \
     --redis-timeout 100ms
 }
-node a; A=$PORT AA=$ADMIN
+node a; A=$PORT AA=$ADMIN APID=$PXPID
 node b; B=$PORT BU=$UPORT BPID=$PXPID
 proposals() { rcli HVALS 'sluice:{overrides}:proposed:upstream' | sort -n | tr '\n' ' '; }
 
@@ -66,4 +66,5 @@ for _ in $(seq 60); do
 done
 [ "$n" = 1 ] && pass "B killed: its proposal expired, A's alone ($(proposals))" ||
   bad "expiry" "$n proposals: $(proposals)"
+stop_clean a "$APID"
 exit $fail

@@ -45,7 +45,7 @@ YAML
 start_proxy proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
   --upstream "http://127.0.0.1:$UPORT" --threads 1 \
   --store "redis://127.0.0.1:$RP" --redis-failure fail_open --redis-timeout 50ms
-P=$PORT
+P=$PORT PID=$PXPID
 
 # codes PATH N: the N answers' statuses, sorted and counted.
 codes() {
@@ -67,4 +67,5 @@ no=$(sed -n 's/.*429:\([0-9]*\).*/\1/p' <<<"$g")
   bad "guard" "$g; $(tail -3 "$tmp/proxy.log")"
 [ "$o" = "200:10 " ] && pass "Redis gone: the plain rule fail_open ($o)" ||
   bad "open" "$o"
+stop_clean proxy "$PID"
 exit $fail

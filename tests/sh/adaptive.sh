@@ -79,3 +79,13 @@ import json, sys
 r = json.load(sys.stdin)["limits"][0]
 print(r["requests_per_unit"], r["source"])'
 }
+
+# stop_clean NAME PID: SIGTERM; passes when it exits and its log has
+# nothing from the sanitizers (ASan, TSan builds).
+stop_clean() {
+  kill -TERM "$2"
+  for _ in $(seq 200); do kill -0 "$2" 2>/dev/null || break; sleep 0.05; done
+  if ! kill -0 "$2" 2>/dev/null && ! grep -q Sanitizer "$tmp/$1.log"; then
+    pass "$1: clean stop"
+  else bad "$1 stop" "$(grep -A20 Sanitizer "$tmp/$1.log" | head -40)"; fi
+}
