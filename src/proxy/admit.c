@@ -48,8 +48,8 @@ static int refuse(px_verdict *v, int status, const char *code, const char *msg)
 }
 
 /* The verdict of a decided request (rc 0), or of its error. */
-static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
-                   px_verdict *v)
+static int verdict_of(sv_worker *w, px_decision *pd, int rc, const char *err,
+                      px_verdict *v)
 {
     const px_config *cfg = pd->cfg;
     sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - pd->t0));
@@ -59,7 +59,6 @@ static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
     }
     v->decided = 1;
     v->delay = 0;
-    pd->adaptive = px_ad_admit(w, pd, !v->res.over);
     if (v->res.over) {
         px_count(w, pd->route, PX_LIMITED);
         v->what = PX_LIMIT;
@@ -84,6 +83,17 @@ static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
     px_count(w, pd->route, PX_QUEUED);
     v->what = PX_HOLD;
     return v->what;
+}
+
+/* ...and what the adaptive rules saw of it: refused by them, or let
+ * through to the upstream (not when the queue was full). */
+static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
+                   px_verdict *v)
+{
+    int what = verdict_of(w, pd, rc, err, v);
+    if (v->decided)
+        pd->adaptive = px_ad_admit(w, pd, what == PX_GO || what == PX_HOLD);
+    return what;
 }
 
 int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
