@@ -5,8 +5,6 @@
  */
 #include <stdio.h>
 
-#include <string.h>
-
 #include "admin/admin.h"
 #include "commands.h"
 #include "core/log.h"
@@ -26,28 +24,6 @@ void cmd_serve_usage(FILE *to)
           to);
     st_settings_help(ST_SET_SERVE, to);
     fputs("Exit status: 0 after SIGTERM/SIGINT, 1 failure, 2 usage.\n", to);
-}
-
-/* The admin API's door, on the control thread: 0, or -1 with err (a
- * listener off loopback without a token, an unreadable token). */
-static int admin_door(sv_config *cfg, char *err, size_t errlen)
-{
-    const char *host = cfg->admin_listen.host;
-    if (host == NULL)
-        return ad_token_load(NULL, err, errlen);
-    if (cfg->admin_token_file == NULL && strncmp(host, "127.", 4) != 0 &&
-        strcmp(host, "::1") != 0) {
-        snprintf(err, errlen,
-                 "--admin-listen %s is not a loopback address: give "
-                 "--admin-token-file",
-                 host);
-        return -1;
-    }
-    if (ad_token_load(cfg->admin_token_file, err, errlen) != 0)
-        return -1;
-    cfg->doors[cfg->n_doors++] =
-        (sv_door){"admin", cfg->admin_listen, 1, ad_accept, ad_close_idle};
-    return 0;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -74,7 +50,7 @@ int cmd_serve(int argc, char **argv)
         cfg.doors[cfg.n_doors++] =
             (sv_door){"metrics", cfg.metrics_listen, 1, sv_metrics_accept,
                       sv_metrics_close_idle};
-    if (status < 0 && admin_door(&cfg, err, sizeof(err)) != 0) {
+    if (status < 0 && ad_door_add(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;
     }

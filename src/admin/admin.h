@@ -1,6 +1,6 @@
 /*
- * admin.h - `sluice serve --admin-listen`: the admin API, a door of serve
- * served by its control thread (worker.h), never by a client-facing
+ * admin.h - `sluice serve|proxy --admin-listen`: the admin API, a door
+ * served by the control thread (worker.h), never by a client-facing
  * listener: the runtime limits (src/server/limits.h) read and changed by
  * operators and tools, with a bearer token (docs/admin.md).
  */
@@ -15,6 +15,11 @@
  * only for reads. */
 #define AD_TOKEN_MIN 16
 int ad_token_load(const char *path, char *err, size_t errlen);
+
+/* door.c: adds the admin door to cfg when --admin-listen is set (on the
+ * control thread) and loads the token: 0, or -1 with err (a listener off
+ * loopback without a token, an unreadable token). */
+int ad_door_add(sv_config *cfg, char *err, size_t errlen);
 
 /* The door's. */
 void ad_accept(sv_listener *l);

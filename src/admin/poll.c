@@ -76,46 +76,9 @@ static void count(atomic_uint_fast64_t *c)
 static void set_advice(poller *p, const char *id, int64_t requests,
                        int64_t burst, int64_t ttl_ms, const char *reason)
 {
-    sv_worker *w = p->w;
-    json_t *there = sv_limits_override(w, id, SV_SOURCE_ADVISOR);
-    int64_t now_ms = sv_now(w) / SL_NS_PER_MS;
-    if (there != NULL &&
-        json_integer_value(json_object_get(there, "requests_per_unit")) ==
-            requests &&
-        json_integer_value(json_object_get(there, "burst")) == burst &&
-        json_integer_value(json_object_get(there, "expires_ms")) - now_ms >
-            ttl_ms / 2) {
-        json_decref(there);
-        count(&p->unchanged);
-        return;
-    }
-    sv_limits_op *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        json_decref(there);
-        return;
-    }
-    snprintf(op->rule, sizeof(op->rule), "%s", id);
-    op->source = SV_SOURCE_ADVISOR;
-    op->requests_per_unit = requests;
-    op->burst = burst;
-    op->ttl_ms = ttl_ms;
-    snprintf(op->reason, sizeof(op->reason), "%s",
-             reason && reason[0] ? reason : "advisor");
-    op->match = there ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
-    op->version =
-        there ? (uint64_t)json_integer_value(json_object_get(there, "version"))
-              : 0;
-    op->abandoned = 1; /* nobody waits: limits.c frees it if it waits */
-    json_decref(there);
-    if (sv_limits_write(w, op) != SV_AGAIN) {
-        if (op->status >= 400)
-            count(&p->refused);
-        else
-            count(&p->applied);
-        free(op);
-        return;
-    }
-    count(&p->applied);
+    int rc = sv_limits_renew(p->w, id, SV_SOURCE_ADVISOR, requests, burst,
+                             ttl_ms, reason && reason[0] ? reason : "advisor");
+    count(rc < 0 ? &p->refused : rc == 0 ? &p->unchanged : &p->applied);
 }
 
 static void apply(poller *p, const ad_advice *a)

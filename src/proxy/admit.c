@@ -48,8 +48,8 @@ static int refuse(px_verdict *v, int status, const char *code, const char *msg)
 }
 
 /* The verdict of a decided request (rc 0), or of its error. */
-static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
-                   px_verdict *v)
+static int verdict_of(sv_worker *w, px_decision *pd, int rc, const char *err,
+                      px_verdict *v)
 {
     const px_config *cfg = pd->cfg;
     sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - pd->t0));
@@ -85,6 +85,17 @@ static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
     return v->what;
 }
 
+/* ...and what the adaptive rules saw of it: refused by them, or let
+ * through to the upstream (not when the queue was full). */
+static int verdict(sv_worker *w, px_decision *pd, int rc, const char *err,
+                   px_verdict *v)
+{
+    int what = verdict_of(w, pd, rc, err, v);
+    if (v->decided)
+        pd->adaptive = px_ad_admit(w, pd, what == PX_GO || what == PX_HOLD);
+    return what;
+}
+
 int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
              const px_request_view *req, sd_done_fn done, void *owner,
              sd_wait **wait, px_verdict *v)
@@ -93,6 +104,7 @@ int px_admit(sv_worker *w, const px_config *cfg, px_decision *pd,
     pd->cfg = cfg;
     pd->route = px_route_find(cfg, req);
     pd->n = 0;
+    pd->adaptive = 0;
     v->decided = 0;
     v->res = (sv_dec_result){.status = pd->status};
     if (pd->route &&

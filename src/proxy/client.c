@@ -10,9 +10,9 @@
  * read and drop a small body of known length and go on; any other body
  * closes the connection after the answer (can_keep()).  Those answers
  * wait unsent no more than PX_MAX_PENDING, as forwarded responses do:
- * past it the next request is not parsed until the client reads (held).  A decision that
- * waits on Redis leaves the request in S_DECIDING, nothing forwarded;
- * a client that goes meanwhile (nginx's 499) has its wait cancelled.
+ * past it the next request is not parsed until the client reads (held).  A
+ * decision that waits on Redis leaves the request in S_DECIDING, nothing
+ * forwarded; a client that goes meanwhile (nginx's 499) has its wait cancelled.
  * Reading: src/server/reader.c; writing: the outbox (send.c).
  */
 #include <ctype.h>
@@ -57,6 +57,7 @@ struct px_client {
     px_decision *pd;     /* with Redis: this client's decision inputs */
     uint64_t req_length; /* Content-Length, or ULLONG_MAX */
     uint64_t t_forward;  /* uv_hrtime when the head went upstream */
+    uint32_t adaptive;   /* the adaptive rules timing the answer (admit.c) */
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
@@ -612,6 +613,8 @@ static void up_drained(px_client *c)
 static void up_failed(px_client *c, int status, const char *message)
 {
     c->up = NULL;
+    px_ad_answer(c->w, c->adaptive, status, 0, 0);
+    c->adaptive = 0;
     px_count(c->w, c->route,
              status == 504 ? PX_GATEWAY_TIMEOUT : PX_BAD_GATEWAY);
     answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
@@ -649,7 +652,10 @@ static void up_ready(px_client *c, px_up *up)
 static int up_head(px_client *c, int status, const char *reason,
                    size_t reason_len, const px_headers *h, http_parser *p)
 {
-    px_count_response(c->w, c->route, status, uv_hrtime() - c->t_forward);
+    uint64_t took = uv_hrtime() - c->t_forward;
+    px_count_response(c->w, c->route, status, took);
+    px_ad_answer(c->w, c->adaptive, status, took, 1);
+    c->adaptive = 0;
     if (c->w->stopping)
         c->keep_alive = 0;
     sv_buf out = {0};
@@ -733,6 +739,7 @@ static void act(px_client *c, const px_decision *pd, const px_verdict *v)
 {
     if (v->decided)
         sv_rate_headers(&v->res, &c->rate);
+    c->adaptive = v->what == PX_GO || v->what == PX_HOLD ? pd->adaptive : 0;
     switch (v->what) {
     case PX_WAIT:
         c->state = S_DECIDING;

@@ -10,7 +10,9 @@
  * streaming), upstream.c (the pool of upstream connections and the
  * response side), stats.c (per-route counters and /metrics), reload.c
  * (the config's hot reload: generations shared by the threads), start.c
- * (start-up: the front end handed to sv_server_run).
+ * (start-up: the front end handed to sv_server_run), adaptive.c (what
+ * each thread measures for the adaptive controller), control.c (the
+ * controller on the control thread, docs/adaptive.md).
  */
 #ifndef PX_PROXY_H
 #define PX_PROXY_H
@@ -269,6 +271,42 @@ typedef struct px_route_stats {
     atomic_uint_fast64_t latency_count, latency_sum_ns;
 } px_route_stats;
 
+/* adaptive.c: per thread and per rule with `controller: gradient` (its
+ * slot: its place among them in the rules, at most PX_AD_MAX), one
+ * second's window of what the rule let through and refused, and of the
+ * requests it let through, the upstream's answer time (request sent to
+ * response head) in a log-linear histogram (PX_AD_BUCKETS: 1 us steps
+ * to 64 us, then 32 per power of two to 2^28 us; a bucket's middle is
+ * within 1.6% of its values) and the failures (5xx, the proxy's own 502
+ * and 504; untimed when no head came).  Written by their thread with
+ * relaxed atomics, taken and zeroed by the control thread's exchange. */
+#define PX_AD_MAX 32
+#define PX_AD_BUCKETS 768
+typedef struct px_ad_window {
+    _Alignas(64) atomic_uint_least32_t hist[PX_AD_BUCKETS];
+    atomic_uint_fast64_t allowed, refused, failed, untimed;
+} px_ad_window;
+
+/* The rules with `controller: gradient` of a set, in order (a rule's
+ * slot is its place here): how many, at most max, into out. */
+size_t px_ad_rules(const sl_rules *rules, const sl_rule **out, size_t max);
+size_t px_ad_bucket(uint64_t ns);
+double px_ad_bucket_mid(size_t b); /* seconds */
+struct px_decision;
+/* The request's decision (pd) is made: counts each adaptive rule's
+ * verdict (refused, or let through when go), and returns the mask of
+ * slots whose answer px_ad_answer() will time. */
+uint32_t px_ad_admit(sv_worker *w, const struct px_decision *pd, int go);
+/* The upstream's answer (status, ns since the request was sent; timed 0:
+ * no head came, the proxy answered 502 or 504) for the slots of mask. */
+void px_ad_answer(sv_worker *w, uint32_t mask, int status, uint64_t ns,
+                  int timed);
+
+/* control.c: the controller on the control thread (worker.h's hooks). */
+int px_control_start(sv_worker *control);
+void px_control_stop(sv_worker *control);
+void px_control_metrics(sv_server *s, sv_buf *out);
+
 /* The proxy's state for one worker thread. */
 typedef struct px_worker {
     void *clients; /* open client connections (client.c) */
@@ -281,7 +319,14 @@ typedef struct px_worker {
     /* The decision of requests answered at once (the memory store); with
      * Redis each client has its own (client.c). */
     struct px_decision *scratch;
+    /* adaptive.c: the slot of each rule of ad_rules (by rule->index;
+     * PX_AD_NONE when not adaptive), made again when the rules change
+     * (their pointer and version). */
+    const sl_rules *ad_rules;
+    char ad_version[40];
+    unsigned char *ad_slot;
 } px_worker;
+#define PX_AD_NONE 0xff
 
 /* Makes the config again for a reload (tools/proxy.c: the file, then the
  * flags over it): 0 with *out, or -1 with a message in err. */
@@ -292,6 +337,7 @@ typedef struct px_proxy {
     px_worker *workers;
     /* [worker * (PX_MAX_SLOTS + 1) + slot]; slot 0: no route. */
     px_route_stats *stats;
+    px_ad_window *ad; /* [worker * PX_AD_MAX + slot] (adaptive.c) */
     /* reload.c.  lock guards current and the writing of slot_names;
      * generation and n_slots are read without it. */
     pthread_mutex_t lock;
@@ -354,6 +400,7 @@ typedef struct px_decision {
     size_t n;
     uint64_t t0; /* uv_hrtime when the decision began */
     sv_dec_state *dec;
+    uint32_t adaptive; /* px_ad_admit()'s mask of the verdict */
 } px_decision;
 
 /* What becomes of the request. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/admin.h"
 #include "proxy.h"
 #include "core/log.h"
 
@@ -31,15 +32,32 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     px.load_ctx = load_ctx;
     sl__log(SL__LOG_INFO, NULL, "proxying to %s (%zu routes)", cfg->upstream,
             cfg->n_routes);
-    size_t n_stats = (size_t)scfg.threads * (PX_MAX_SLOTS + 1);
+    /* One more of each for the control thread, whose index follows the
+     * client-facing ones' (it closes its idle state like them). */
+    size_t n_threads = (size_t)scfg.threads + 1;
+    size_t n_stats = n_threads * (PX_MAX_SLOTS + 1);
+    size_t n_ad = n_threads * PX_AD_MAX;
     int published = px_reload_init(&px, cfg) == 0;
-    px.workers = calloc((size_t)scfg.threads, sizeof(*px.workers));
+    px.workers = calloc(n_threads, sizeof(*px.workers));
     px.stats = aligned_alloc(64, n_stats * sizeof(*px.stats));
+    px.ad = aligned_alloc(64, n_ad * sizeof(*px.ad));
     int status = 1;
-    if (!published || px.workers == NULL || px.stats == NULL) {
+    char err[300];
+    if (!published || px.workers == NULL || px.stats == NULL || px.ad == NULL) {
         sl__log(SL__LOG_ERROR, "proxy", "out of memory");
+    } else if (ad_door_add(&scfg, err, sizeof(err)) != 0) {
+        sl__log(SL__LOG_ERROR, "proxy", "%s", err);
+        status = 2;
     } else {
         memset(px.stats, 0, n_stats * sizeof(*px.stats));
+        memset(px.ad, 0, n_ad * sizeof(*px.ad));
+        /* The control thread keeps the runtime limits (overrides) in
+         * step, serves the admin API, and runs the adaptive controller
+         * (control.c). */
+        scfg.control = 1;
+        scfg.control_start = px_control_start;
+        scfg.control_stop = px_control_stop;
+        scfg.control_metrics = px_control_metrics;
         const sv_frontend frontend = {px_client_accept, px_close_idle,
                                       px_reload, &px};
         scfg.frontend = &frontend;
@@ -50,9 +68,12 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
         status = sv_server_run(&scfg);
     }
     px_reload_release(&px);
-    for (int i = 0; px.workers != NULL && i < px.n_workers; i++)
+    for (int i = 0; px.workers != NULL && i <= px.n_workers; i++) {
         px_decision_free(px.workers[i].scratch);
+        free(px.workers[i].ad_slot);
+    }
     free(px.workers);
     free(px.stats);
+    free(px.ad);
     return status;
 }

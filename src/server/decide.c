@@ -307,11 +307,26 @@ static void check_init(sd_check *c, const sl_check_item *items,
     c->each = each;
 }
 
+/* A rule's policy when Redis cannot decide.  The outage guard
+ * (docs/adaptive.md): a rule whose limit follows its upstream
+ * (`controller: gradient`) is never let open; it is decided locally, at
+ * its share of the limit in force, as `local` divides it. */
+static sl_rule_failure failure_of(const sl_rule *r, int redis_failure)
+{
+    if (r->adaptive_controller == SL_CONTROLLER_GRADIENT &&
+        (r->store_failure == SL_RULE_FAILURE_OPEN ||
+         (r->store_failure == SL_RULE_FAILURE_DEFAULT &&
+          redis_failure == SD_FAIL_OPEN)))
+        return SL_RULE_FAILURE_LOCAL;
+    return r->store_failure;
+}
+
 /* The checks: every enforced limit in one, all or nothing; each shadow
  * limit alone, because it must never veto the real ones.  Unlimited
  * rules never touch the store; a deny rule makes the others queries (a
  * denied request consumes nothing).  0 or SL_E*. */
-static int build_checks(sv_dec_state *st, char *err, size_t errlen)
+static int build_checks(sv_dec_state *st, int redis_failure, char *err,
+                        size_t errlen)
 {
     size_t n_shadow = 0;
     st->n_items = 0;
@@ -336,7 +351,7 @@ static int build_checks(sv_dec_state *st, char *err, size_t errlen)
         }
         size_t k = st->n_items++;
         st->slot[i] = k;
-        st->failure[k] = r->store_failure;
+        st->failure[k] = failure_of(r, redis_failure);
         st->costs[k] = hits_of(st, &st->m[i]);
         st->items[k] =
             (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
@@ -383,7 +398,7 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
     st->rules = w->rules;
     int rc = match(st, w->rules, domain, domain_len, err, errlen);
     if (rc == 0)
-        rc = build_checks(st, err, errlen);
+        rc = build_checks(st, w->server->cfg.redis_failure, err, errlen);
     if (rc != 0)
         return rc;
     if (st->n_checks > 0 &&

@@ -87,7 +87,8 @@ struct sv_limits {
     char key_table[128], key_version[128], key_log[128];
 };
 
-static const char *const source_names[SV_N_SOURCES] = {"manual", "advisor"};
+static const char *const source_names[SV_N_SOURCES] = {"manual", "advisor",
+                                                       "controller"};
 
 const char *sv_source_name(sv_source s)
 {
@@ -254,8 +255,14 @@ static sv_rules *derive(struct sv_limits *lim, int64_t t)
         if (eff == NULL && (eff = calloc(n, sizeof(*eff))) == NULL)
             return NULL;
         if (eff[idx] != NULL) {
-            if (e->source != SV_SOURCE_MANUAL)
-                continue; /* the manual one stands */
+            /* manual > min(advisor, controller) */
+            int64_t had = eff[idx]->rule.requests_per_unit;
+            if (strcmp(eff[idx]->source, "manual") == 0 ||
+                (e->source != SV_SOURCE_MANUAL &&
+                 (had < e->requests_per_unit ||
+                  (had == e->requests_per_unit &&
+                   strcmp(eff[idx]->source, "advisor") == 0))))
+                continue; /* a tie goes to the advisor, as in state_of */
             sl_limit_free(eff[idx]->limit);
             free(eff[idx]);
             eff[idx] = NULL;
@@ -654,6 +661,48 @@ void sv_limits_abandon(sv_limits_op *op)
         free(op);
 }
 
+int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
+                    int64_t requests, int64_t burst, int64_t ttl_ms,
+                    const char *reason)
+{
+    json_t *there = sv_limits_override(control, id, source);
+    int64_t t = now_ms(control->server);
+    if (requests <= 0 && there == NULL)
+        return 0; /* nothing to delete */
+    if (requests > 0 && there != NULL &&
+        json_integer_value(json_object_get(there, "requests_per_unit")) ==
+            requests &&
+        json_integer_value(json_object_get(there, "burst")) == burst &&
+        json_integer_value(json_object_get(there, "expires_ms")) - t >
+            ttl_ms / 2) {
+        json_decref(there);
+        return 0;
+    }
+    sv_limits_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        json_decref(there);
+        return -1;
+    }
+    snprintf(op->rule, sizeof(op->rule), "%s", id);
+    op->del = requests <= 0;
+    op->source = source;
+    op->requests_per_unit = requests;
+    op->burst = burst;
+    op->ttl_ms = ttl_ms;
+    snprintf(op->reason, sizeof(op->reason), "%s", reason);
+    op->match = there ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
+    op->version =
+        there ? (uint64_t)json_integer_value(json_object_get(there, "version"))
+              : 0;
+    op->abandoned = 1; /* nobody waits: freed here or when its write ends */
+    json_decref(there);
+    if (sv_limits_write(control, op) == SV_AGAIN)
+        return 1;
+    int rc = op->status >= 400 ? -1 : 1;
+    free(op);
+    return rc;
+}
+
 /* ---- reading Redis ---- */
 
 /* The read script: the version, the table and the log, at once. */
@@ -841,9 +890,17 @@ static const char *state_of(struct sv_limits *lim, const entry *e, int64_t t)
     const sl_rule *rule = sl_rules_rule(lim->loaded->rules, idx);
     if (rule->action != SL_RULE_LIMIT || base_of(rule) != e->base)
         return "stale";
-    if (e->source != SV_SOURCE_MANUAL) {
-        const entry *m = find(lim, e->rule, SV_SOURCE_MANUAL);
-        if (m != NULL && m->expires_ms > t)
+    for (int k = 0; e->source != SV_SOURCE_MANUAL && k < SV_N_SOURCES; k++) {
+        /* Shadowed by a manual one, or by a lower one of the other
+         * automatic source (the lower wins; a tie, the advisor). */
+        const entry *o = find(lim, e->rule, (sv_source)k);
+        if (o == NULL || o == e || o->expires_ms <= t ||
+            base_of(rule) != o->base)
+            continue;
+        if (o->source == SV_SOURCE_MANUAL ||
+            o->requests_per_unit < e->requests_per_unit ||
+            (o->requests_per_unit == e->requests_per_unit &&
+             o->source == SV_SOURCE_ADVISOR))
             return "shadowed";
     }
     return "active";

@@ -13,9 +13,15 @@
 
 #include "server/worker.h"
 
-/* Who set an override; a manual one wins over the advisor's. */
-typedef enum sv_source { SV_SOURCE_MANUAL, SV_SOURCE_ADVISOR } sv_source;
-#define SV_N_SOURCES 2
+/* Who set an override.  A manual one wins; else the lower of the
+ * advisor's and the adaptive controller's (`sluice proxy`,
+ * docs/adaptive.md) is in force. */
+typedef enum sv_source {
+    SV_SOURCE_MANUAL,
+    SV_SOURCE_ADVISOR,
+    SV_SOURCE_CONTROLLER
+} sv_source;
+#define SV_N_SOURCES 3
 const char *sv_source_name(sv_source s);
 int sv_source_parse(const char *name, sv_source *out); /* 0 or -1 */
 
@@ -74,6 +80,15 @@ void sv_limits_loaded(sv_server *s, sv_rules *loaded);
  * which makes it the module's (freed with free()). */
 int sv_limits_write(sv_worker *control, sv_limits_op *op);
 void sv_limits_abandon(sv_limits_op *op);
+
+/* Sets source's override of rule id to requests (burst 0: scaled),
+ * valid for ttl_ms, unless the one there already says so for more than
+ * half of ttl_ms; requests 0: deletes it.  1 written (or its write on
+ * Redis started), 0 unchanged, -1 refused or out of memory.  Nobody waits
+ * on the write. */
+int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
+                    int64_t requests, int64_t burst, int64_t ttl_ms,
+                    const char *reason);
 
 /* The overrides with their state (active, stale, unknown, shadowed,
  * expired), GET /admin/v1/overrides; one of them, or NULL. */

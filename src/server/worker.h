@@ -100,7 +100,8 @@ typedef struct sv_config {
     int (*control_start)(sv_worker *control);
     void (*control_stop)(sv_worker *control);
     void (*control_metrics)(sv_server *s, sv_buf *out); /* its series */
-    int threads;                                        /* 0: one per core */
+    const char *adaptive_trace; /* proxy --adaptive-trace; NULL: none */
+    int threads;                /* 0: one per core */
     size_t max_body_bytes;
     size_t max_header_bytes;
     size_t max_descriptors;

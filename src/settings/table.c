@@ -59,11 +59,11 @@ const st_setting st_settings_table[] = {
      .help = "gRPC answers carry the rate-limit headers in\n"
              "response_headers_to_add (false)"},
     {.flag = "admin-listen", .key = "admin_listen", .arg = "HOST:PORT",
-     .commands = SERVE, .kind = ST_SET_LISTEN, SRV(admin_listen),
+     .commands = BOTH, .kind = ST_SET_LISTEN, SRV(admin_listen),
      .help = "the admin API there (docs/admin.md): the\n"
              "limits in force, overrides; off by default"},
     {.flag = "admin-token-file", .key = "admin_token_file", .arg = "PATH",
-     .commands = SERVE, .kind = ST_SET_PATH, SRV(admin_token_file),
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"
              "needed for writes and off loopback"},
     {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
@@ -80,6 +80,11 @@ const st_setting st_settings_table[] = {
      .help = "answer GET /metrics there (docs/proxy.md); off\n"
              "by default, as metrics_path on the proxy's own\n"
              "listener is"},
+    {.flag = "adaptive-trace", .key = "adaptive_trace", .arg = "PATH",
+     .commands = PROXY, .kind = ST_SET_PATH, SRV(adaptive_trace),
+     .help = "append each 1 s window's signals of every\n"
+             "`controller: gradient` rule there, for `sluice\n"
+             "replay --adaptive` (docs/adaptive.md)"},
     {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = SERVE,
      .kind = ST_SET_HTTP_URL, SRV(advisor_url),
      .help = "poll an advisor for recommended limits\n"

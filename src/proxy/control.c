@@ -1,0 +1,444 @@
+/*
+ * control.c - the adaptive controller of `sluice proxy`, on the control
+ * thread (docs/adaptive.md): each second, for each rule with `controller:
+ * gradient`, the threads' windows (adaptive.c) merged into one signal,
+ * one step of the controller (src/admin/controller.c), and its limit
+ * published as the rule's override of source `controller` with a short
+ * TTL renewed while it stands (a node that dies leaves nothing behind
+ * for long), or the override deleted when the limit is the rule's own.
+ * --adaptive-trace appends each window's signal to a file that `sluice
+ * replay --adaptive` turns into the same limits.
+ *
+ * Several proxies on one Redis agree without a leader: each node's
+ * limit is a proposal, kept in Redis for PROPOSAL_TTL_MS (a sorted set
+ * of node -> expiry and a hash of node -> limit per rule, under the
+ * overrides' hash tag); the override each node writes is the minimum of
+ * the live proposals, so a dead node's weighs for 3 s at most.  With the
+ * memory store the node's own proposal is the limit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "admin/controller.h"
+#include "proxy.h"
+#include "server/limits.h"
+
+#define WINDOW_MS 1000
+/* The controller's override lives this long unless renewed (each half
+ * of it): a node that stops leaves its proposal for at most this. */
+#define OVERRIDE_TTL_MS 10000
+/* A node's proposal counts this long unless renewed (each window). */
+#define PROPOSAL_TTL_MS 3000
+/* Windows of the limit kept for its coefficient of variation. */
+#define CV_WINDOWS 300
+
+typedef struct ad_rule {
+    char id[512];
+    ac_params p;
+    ac_state st;
+    int live;
+    uint64_t overload_windows;
+    uint64_t actions[AC_FORECAST + 1];
+    double forecast; /* demand forecast at the horizon, per unit; -1 none */
+    double ring[CV_WINDOWS]; /* the published limit, a window each */
+    size_t ring_n, ring_at;
+    int64_t nodes; /* live proposals last counted in Redis (1: memory) */
+} ad_rule;
+
+static struct {
+    sv_worker *control;
+    uv_timer_t tick;
+    int ticking;
+    uint64_t last_ns;
+    FILE *trace;
+    /* rules and n: the tick writes them, a scrape (another thread) reads
+     * them; under lock. */
+    pthread_mutex_t lock;
+    ad_rule rules[PX_AD_MAX];
+    size_t n;
+    char node[96]; /* this node's name among the proposals */
+} the = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* KEYS: the rule's node -> expiry sorted set and node -> limit hash;
+ * ARGV: node, limit, ttl ms.  Renews the node's proposal, drops the
+ * expired ones (Redis's clock: the nodes' may differ) and answers {the
+ * minimum of the live proposals, how many}. */
+static const char propose_script[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local ttl = tonumber(ARGV[3])\n"
+    "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
+    "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])\n"
+    "for _, n in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do\n"
+    "  redis.call('HDEL', KEYS[2], n)\n"
+    "end\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "redis.call('PEXPIRE', KEYS[1], ttl * 20)\n"
+    "redis.call('PEXPIRE', KEYS[2], ttl * 20)\n"
+    "local min, n = 0, 0\n"
+    "for _, v in ipairs(redis.call('HVALS', KEYS[2])) do\n"
+    "  v = tonumber(v)\n"
+    "  if n == 0 or v < min then min = v end\n"
+    "  n = n + 1\n"
+    "end\n"
+    "return {min, n}\n";
+
+/* A proposal in flight: what to write once Redis answers. */
+typedef struct proposal {
+    char id[512];
+    size_t slot;
+    int64_t base;
+} proposal;
+
+/* Writes the rule's override: the limit agreed (the rule's own number:
+ * none). */
+static void agree(sv_worker *w, const char *id, int64_t limit, int64_t base)
+{
+    if (sv_limits_renew(w, id, SV_SOURCE_CONTROLLER, limit == base ? 0 : limit,
+                        0, OVERRIDE_TTL_MS, "adaptive controller") < 0)
+        fprintf(stderr, "sluice: adaptive: the override of %s was refused\n",
+                id);
+}
+
+static void proposed_cb(const redisReply *r, void *priv)
+{
+    proposal *pr = priv;
+    if (the.ticking && r != NULL && r->type == REDIS_REPLY_ARRAY &&
+        r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[1]->integer > 0) {
+        pthread_mutex_lock(&the.lock);
+        if (pr->slot < the.n && strcmp(the.rules[pr->slot].id, pr->id) == 0)
+            the.rules[pr->slot].nodes = r->element[1]->integer;
+        pthread_mutex_unlock(&the.lock);
+        agree(the.control, pr->id, r->element[0]->integer, pr->base);
+    }
+    /* Else Redis did not answer: the override stands until its TTL. */
+    free(pr);
+}
+
+/* Proposes the node's limit of the rule in slot k: on Redis, the minimum
+ * of the live proposals is written when it answers; on the memory store
+ * the node's own at once. */
+static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
+                    int64_t base)
+{
+    if (!sd_engine_uses_redis(w->server->engine)) {
+        agree(w, id, limit, base);
+        return;
+    }
+    proposal *pr = malloc(sizeof(*pr));
+    if (pr == NULL)
+        return;
+    snprintf(pr->id, sizeof(pr->id), "%s", id);
+    pr->slot = k;
+    pr->base = base;
+    char zset[600], hash[600], value[24], ttl[24];
+    snprintf(zset, sizeof(zset), "sluice:{overrides}:proposals:%s", id);
+    snprintf(hash, sizeof(hash), "sluice:{overrides}:proposed:%s", id);
+    snprintf(value, sizeof(value), "%lld", (long long)limit);
+    snprintf(ttl, sizeof(ttl), "%d", PROPOSAL_TTL_MS);
+    const char *argv[] = {"EVAL", propose_script, "2",   zset,
+                          hash,   the.node,       value, ttl};
+    if (sd_redis_command(w->dec, zset, 8, argv, NULL, proposed_cb, pr) != 0)
+        free(pr); /* Redis is down: the override stands until its TTL */
+}
+
+static ac_params params_of(const sl_rule *r)
+{
+    return (ac_params){
+        .base = r->requests_per_unit,
+        .min = r->adaptive_min,
+        .max = r->adaptive_max,
+        .period_s = (double)r->period / 1e9,
+        .slo_p99_s = (double)r->adaptive_slo_p99 / 1e9,
+        .season = (size_t)((double)r->adaptive_season / 1e9),
+        .horizon = (size_t)((double)r->adaptive_horizon / 1e9),
+    };
+}
+
+/* The q-quantile of a histogram of total answers, in ms (the trace's
+ * unit: the controller gets exactly what a replay of the trace gets). */
+static double quantile_ms(const uint64_t *hist, uint64_t total, double q)
+{
+    if (total == 0)
+        return 0;
+    uint64_t rank = (uint64_t)ceil(q * (double)total), seen = 0;
+    for (size_t b = 0; b < PX_AD_BUCKETS; b++)
+        if ((seen += hist[b]) >= rank)
+            return px_ad_bucket_mid(b) * 1e3;
+    return px_ad_bucket_mid(PX_AD_BUCKETS - 1) * 1e3;
+}
+
+static uint64_t take(atomic_uint_fast64_t *c)
+{
+    return atomic_exchange_explicit(c, 0, memory_order_relaxed);
+}
+
+/* Slot k's window summed over the client-facing threads (and zeroed). */
+static void merge(px_proxy *px, size_t k, double seconds, ac_signal *sig,
+                  double *s50_ms, double *s99_ms)
+{
+    static uint64_t hist[PX_AD_BUCKETS];
+    uint64_t timed = 0, allowed = 0, refused = 0, failed = 0, untimed = 0;
+    memset(hist, 0, sizeof(hist));
+    for (int t = 0; t < px->n_workers; t++) {
+        px_ad_window *win = &px->ad[(size_t)t * PX_AD_MAX + k];
+        for (size_t b = 0; b < PX_AD_BUCKETS; b++) {
+            uint64_t c = atomic_exchange_explicit(&win->hist[b], 0,
+                                                  memory_order_relaxed);
+            hist[b] += c;
+            timed += c;
+        }
+        allowed += take(&win->allowed);
+        refused += take(&win->refused);
+        failed += take(&win->failed);
+        untimed += take(&win->untimed);
+    }
+    *s50_ms = quantile_ms(hist, timed, 0.50);
+    *s99_ms = quantile_ms(hist, timed, 0.99);
+    *sig = (ac_signal){.n = (double)(timed + untimed),
+                       .s50 = *s50_ms / 1000,
+                       .s99 = *s99_ms / 1000,
+                       .errors = (double)failed,
+                       .accepted = (double)allowed / seconds,
+                       .refused = (double)refused / seconds};
+}
+
+/* One window of slot k's rule r: the node's proposal into *publish and
+ * the rule's own number (clamped) into *base; *publish 0 when there is
+ * none. */
+static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
+                 px_proxy *px, size_t k, double seconds, int64_t *publish,
+                 int64_t *base)
+{
+    const char *id = sv_rule_id(set, r->index);
+    ac_params p = params_of(r);
+    if (!a->live || strcmp(a->id, id) != 0 ||
+        memcmp(&a->p, &p, sizeof(p)) != 0) {
+        /* New, or the rule changed under reload: start afresh. */
+        if (a->live)
+            ac_release(&a->st);
+        memset(a, 0, sizeof(*a));
+        a->p = p;
+        snprintf(a->id, sizeof(a->id), "%s", id);
+        a->live = ac_init(&a->st, &p) == 0;
+        a->nodes = 1;
+    }
+    ac_signal sig;
+    double s50, s99;
+    merge(px, k, seconds, &sig, &s50, &s99);
+    *publish = 0;
+    if (!a->live)
+        return;
+    sig.in_force = (double)sv_rules_in_force(set, r)->requests_per_unit;
+    ac_step_out out;
+    ac_step(&a->st, &sig, &out);
+    if (out.publish)
+        fprintf(stderr, "sluice: adaptive: %s: limit %lld (%s)\n", id,
+                (long long)out.limit, ac_action_name(out.action));
+    a->overload_windows += out.overload != 0;
+    a->actions[out.action]++;
+    a->forecast =
+        p.season > 0 && a->st.hw.ready ? hw_forecast(&a->st.hw, p.horizon) : -1;
+    a->ring[a->ring_at] = (double)a->st.published;
+    a->ring_at = (a->ring_at + 1) % CV_WINDOWS;
+    if (a->ring_n < CV_WINDOWS)
+        a->ring_n++;
+    if (the.trace != NULL)
+        fprintf(the.trace, "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g\n",
+                id, sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
+                sig.in_force);
+    *publish = a->st.published;
+    *base = a->st.p.base;
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    sv_worker *w = t->data;
+    px_proxy *px = px_of(w);
+    const sv_rules *set = w->rules;
+    const sl_rule *rules[PX_AD_MAX];
+    int64_t publish[PX_AD_MAX], base[PX_AD_MAX];
+    char ids[PX_AD_MAX][512];
+    uint64_t now = uv_hrtime();
+    double seconds = (double)(now - the.last_ns) / 1e9;
+    the.last_ns = now;
+    size_t n = px_ad_rules(set->rules, rules, PX_AD_MAX);
+    pthread_mutex_lock(&the.lock);
+    for (size_t k = 0; k < n; k++) {
+        step(&the.rules[k], set, rules[k], px, k, seconds > 0 ? seconds : 1,
+             &publish[k], &base[k]);
+        memcpy(ids[k], the.rules[k].id, sizeof(ids[k]));
+    }
+    for (size_t k = n; k < the.n; k++)
+        if (the.rules[k].live) {
+            ac_release(&the.rules[k].st);
+            the.rules[k].live = 0;
+        }
+    the.n = n;
+    pthread_mutex_unlock(&the.lock);
+    if (the.trace != NULL)
+        fflush(the.trace);
+    /* Outside the lock: a write publishes a generation of the rules. */
+    for (size_t k = 0; k < n; k++)
+        if (publish[k] > 0)
+            propose(w, k, ids[k], publish[k], base[k]);
+}
+
+int px_control_start(sv_worker *control)
+{
+    const char *path = control->server->cfg.adaptive_trace;
+    the.control = control;
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(the.node, sizeof(the.node), "%s:%ld:%llx", host, (long)getpid(),
+             (unsigned long long)uv_hrtime());
+    if (path != NULL && (the.trace = fopen(path, "a")) == NULL) {
+        fprintf(stderr, "sluice proxy: --adaptive-trace %s: cannot open\n",
+                path);
+        return -1;
+    }
+    uv_timer_init(&control->loop, &the.tick);
+    the.tick.data = control;
+    the.ticking = 1;
+    the.last_ns = uv_hrtime();
+    uv_timer_start(&the.tick, tick_cb, WINDOW_MS, WINDOW_MS);
+    return 0;
+}
+
+static void closed_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+void px_control_stop(sv_worker *control)
+{
+    if (the.control != control)
+        return;
+    if (the.ticking) {
+        the.ticking = 0;
+        uv_close((uv_handle_t *)&the.tick, closed_cb);
+    }
+    pthread_mutex_lock(&the.lock);
+    for (size_t k = 0; k < the.n; k++)
+        if (the.rules[k].live)
+            ac_release(&the.rules[k].st);
+    the.n = 0;
+    pthread_mutex_unlock(&the.lock);
+    if (the.trace != NULL)
+        fclose(the.trace);
+    the.trace = NULL;
+}
+
+/* ---- /metrics ---- */
+
+/* A rule id as a label value: \, " and newline escaped. */
+static void label(sv_buf *out, const char *id)
+{
+    for (const char *p = id; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            sv_buf_addstr(out, "\\");
+        if (*p == '\n')
+            sv_buf_addstr(out, "\\n");
+        else
+            sv_buf_add(out, p, 1);
+    }
+}
+
+/* The limit's standard deviation over its mean in the last windows. */
+static double cv(const ad_rule *a)
+{
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < a->ring_n; i++)
+        sum += a->ring[i];
+    double mean = a->ring_n ? sum / (double)a->ring_n : 0;
+    for (size_t i = 0; i < a->ring_n; i++)
+        sq += (a->ring[i] - mean) * (a->ring[i] - mean);
+    return mean > 0 ? sqrt(sq / (double)a->ring_n) / mean : 0;
+}
+
+typedef struct gauge {
+    const char *name, *type, *help;
+} gauge;
+
+static double value_of(const ad_rule *a, int g)
+{
+    switch (g) {
+    case 0:
+        return (double)a->st.published;
+    case 1:
+        return a->st.last_gradient;
+    case 2:
+        return a->st.baseline;
+    case 3:
+        return (double)a->st.reversals;
+    case 4:
+        return (double)a->overload_windows;
+    case 5:
+        return cv(a);
+    case 6:
+        return a->forecast;
+    default:
+        return (double)a->nodes;
+    }
+}
+
+void px_control_metrics(sv_server *s, sv_buf *out)
+{
+    static const gauge gauges[] = {
+        {"sluice_adaptive_limit", "gauge",
+         "the adaptive controller's limit of a rule, per unit"},
+        {"sluice_adaptive_gradient", "gauge",
+         "1.25 x the healthy median latency over the last median, in [0.5, "
+         "1]; 1 when calm"},
+        {"sluice_adaptive_baseline_seconds", "gauge",
+         "the upstream's healthy median latency"},
+        {"sluice_adaptive_reversals_total", "counter",
+         "published changes of the limit against the one before"},
+        {"sluice_adaptive_overload_windows_total", "counter",
+         "1 s windows judged an overload"},
+        {"sluice_adaptive_limit_cv", "gauge",
+         "the limit's coefficient of variation over the last 5 minutes"},
+        {"sluice_forecast_rate", "gauge",
+         "the demand forecast at the horizon, per unit (forecast_season)"},
+        {"sluice_adaptive_nodes", "gauge",
+         "nodes whose proposals of the limit are live (the limit in force "
+         "is their minimum)"},
+    };
+    (void)s;
+    pthread_mutex_lock(&the.lock);
+    for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+        int any = 0;
+        for (size_t k = 0; k < the.n; k++) {
+            const ad_rule *a = &the.rules[k];
+            if (!a->live || (g == 6 && a->forecast < 0))
+                continue;
+            if (!any++)
+                sv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n",
+                              gauges[g].name, gauges[g].help, gauges[g].name,
+                              gauges[g].type);
+            sv_buf_printf(out, "%s{rule=\"", gauges[g].name);
+            label(out, a->id);
+            sv_buf_printf(out, "\"} %.17g\n", value_of(a, (int)g));
+        }
+    }
+    if (the.n > 0)
+        sv_buf_addstr(out, "# HELP sluice_adaptive_actions_total the "
+                           "controller's windows by what it did\n"
+                           "# TYPE sluice_adaptive_actions_total counter\n");
+    for (size_t k = 0; k < the.n; k++)
+        for (int act = 0; the.rules[k].live && act <= AC_FORECAST; act++) {
+            sv_buf_addstr(out, "sluice_adaptive_actions_total{rule=\"");
+            label(out, the.rules[k].id);
+            sv_buf_printf(out, "\",action=\"%s\"} %llu\n",
+                          ac_action_name((ac_action)act),
+                          (unsigned long long)the.rules[k].actions[act]);
+        }
+    pthread_mutex_unlock(&the.lock);
+}
