@@ -13,7 +13,7 @@
 # whose quarantine keeps freed memory).  It prints FIGURE lines,
 # recorded in docs/benchmarks.md.
 #
-# SL_SOAK_SECS sets the length: 60 s by default (40 s with SL_TEST_QUICK,
+# SL_SOAK_SECS sets the length: 60 s by default (24 s with SL_TEST_QUICK,
 # the sanitizer builds), 600 s for the `long` ctest label
 # (test_serve_redis_soak_long, not in scripts/test.sh's runs).
 set -uo pipefail
@@ -27,7 +27,7 @@ from harness import check, wait_until
 
 SLUICE = sys.argv[1]
 QUICK = os.environ.get("SL_TEST_QUICK") == "1"
-SECS = int(os.environ.get("SL_SOAK_SECS", "40" if QUICK else "60"))
+SECS = int(os.environ.get("SL_SOAK_SECS", "24" if QUICK else "60"))
 tmp = tempfile.mkdtemp()
 
 L = 40            # per counting key and hour
