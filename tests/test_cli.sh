@@ -15,14 +15,7 @@ set -euo pipefail
 : "${SOURCE_DIR:?the source tree}"
 . "$SOURCE_DIR/tests/sh/common.sh"
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+scratch_with_daemons
 
 # ---- --version ----
 want=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")

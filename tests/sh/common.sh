@@ -1,6 +1,7 @@
 # tests/sh/common.sh - sourced by the shell tests (tests/*.sh): PASS and
-# FAIL lines, free loopback ports, waiting for a server's port.  Each test
-# keeps its own temporary directory and cleanup, which differ.  (It lives
+# FAIL lines, free loopback ports, waiting for a server's port, and (for
+# the tests whose cleanup is only that) a temporary directory with the
+# daemons started in it.  (It lives
 # in a folder of its own because CTest runs every tests/*.sh as a test.)
 
 fail=0
@@ -21,4 +22,13 @@ wait_port() {
   done
   echo "FAIL nothing listens on port $1"
   exit 1
+}
+
+# scratch_with_daemons: sets tmp (a new temporary directory) and pids (the
+# daemons the test appends), and at exit kills those daemons and removes
+# tmp.
+scratch_with_daemons() {
+  tmp=$(mktemp -d)
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 }
