@@ -6,7 +6,13 @@
 # a quarter; this figure does not.
 #
 #   bench/proxy_insn.sh                 # cases allowed limited keys
-#   CASES="allowed" bench/proxy_insn.sh
+#   CASES="allowed adaptive" bench/proxy_insn.sh
+#   KEEP=DIR bench/proxy_insn.sh        # keeps the callgrind files in DIR
+#
+# Case adaptive is case allowed (same route, domain and limit) with
+# `adaptive: {controller: gradient}` on the limit
+# (bench/proxy_rules_adaptive/): what measuring each forwarded request
+# for the controller costs (sluice only; nginx has no such thing).
 #
 # The upstream is its own nginx process (`return 200 "ok"`), outside
 # callgrind, the same for both proxies.  Each proxy runs alone under
@@ -50,17 +56,19 @@ nginx_dir "$W/px"
 Y
 } >"$W/px/nginx.conf"
 proxy_yaml "$W/proxy.yaml" "$PORT" "$UP"
+sed "s|^rules: .*|rules: $HERE/proxy_rules_adaptive|" "$W/proxy.yaml" >"$W/adaptive.yaml"
 
 taskset -c 1 nginx -p "$W/up/" -c "$W/up/nginx.conf" -e "$W/up/error.log" &
 UPID=$!
 
 run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
-  local who=$1 secs=$2 url=$3 out n
+  local who=$1 secs=$2 url=$3 out n config=$W/proxy.yaml
   shift 3
   out="$W/callgrind.out"
-  if [ "$who" = sluice ]; then
+  [ "$who" = sluice-adaptive ] && config=$W/adaptive.yaml
+  if [ "$who" != nginx ]; then
     taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
-      "$SLUICE" proxy --config "$W/proxy.yaml" 2>"$W/sluice.log" &
+      "$SLUICE" proxy --config "$config" 2>"$W/sluice.log" &
   else
     taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$out" \
       nginx -p "$W/px/" -c "$W/px/nginx.conf" -e "$W/px/error.log" 2>"$W/nginx.log" &
@@ -74,6 +82,7 @@ run() { # WHO SECONDS URL [wrk args] -> "requests instructions"
   wait "$VPID" 2>/dev/null || true
   VPID=""
   echo "$n $(grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}')"
+  if [ -n "${KEEP:-}" ]; then cp "$out" "$KEEP/callgrind.$who.${url##*/}.$secs"; fi
   rm -f "$out"
 }
 
@@ -84,9 +93,12 @@ for c in $CASES; do
     allowed) path=/all; extra=() ;;
     limited) path=/limited; extra=() ;;
     keys) path=/keys; extra=(-s "$KEYS_LUA") ;;
+    adaptive) path=/all; extra=() ;;
     *) echo "unknown case $c" >&2; exit 2 ;;
   esac
-  for who in sluice nginx; do
+  whos="sluice nginx"
+  [ "$c" = adaptive ] && whos=sluice-adaptive
+  for who in $whos; do
     read -r n3 i3 < <(run "$who" 3 "http://127.0.0.1:$PORT$path" "${extra[@]}")
     read -r n8 i8 < <(run "$who" 8 "http://127.0.0.1:$PORT$path" "${extra[@]}")
     echo "$c $who: $(((i8 - i3) / (n8 - n3))) user-space instructions per request ($n3 and $n8 requests)"
