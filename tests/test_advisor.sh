@@ -231,7 +231,9 @@ grep -q 'scrape http://127.0.0.1:[0-9]*/metrics: connect' "$tmp/advisor.log" &&
   pass "dead node logged" || bad "dead node log" "$(cat "$tmp/advisor.log")"
 kill -0 "$ADV" && pass "advisor survives a dead node" || bad "advisor died" ""
 kill -TERM "$ADV"; wait "$ADV"; st=$?
-[ "$st" = 0 ] && pass "advisor exits 0 on SIGTERM" || bad "advisor exit" "$st"
+# (Its log is shown on failure: a sanitizer's report ends up there.)
+[ "$st" = 0 ] && pass "advisor exits 0 on SIGTERM" ||
+  bad "advisor exit" "$st; its log: $(cat "$tmp/advisor.log")"
 
 # Garbage and silence: one node answers junk, another never answers.
 cat >"$tmp/junk.py" <<'EOF'
@@ -275,7 +277,8 @@ for target in "$JUNK" "$HANG"; do
     bad "node $target" "${ms}ms: $body"
   fi
   kill -0 "$A" && pass "advisor survives node $target" || bad "advisor died on $target" ""
-  kill -TERM "$A"; wait "$A"
+  kill -TERM "$A"; wait "$A"; st=$?
+  [ "$st" = 0 ] || bad "advisor exit ($target)" "$st; its log: $(cat "$tmp/adv-$target.log")"
 done
 grep -q 'malformed series' "$tmp/adv-$JUNK.log" && pass "junk logged" ||
   bad "junk log" "$(cat "$tmp/adv-$JUNK.log")"
