@@ -19,9 +19,12 @@
 #            p99.9, the achieved rate, and the server's CPU per decision
 #   h2load   h2load -t1 -c$LC -m100 --rps=RATE/LC -D$DUR at the same
 #            rate, p50 and p99 from its --log-file, for comparison
-# RT=1 runs the server's thread and the load under SCHED_FIFO 1 during
-# the paced and h2load runs (chrt; needs root), so that a neighbour on
-# this shared machine cannot hold a core for a scheduler slice.
+# RT=1 runs the server's thread and the load under SCHED_FIFO 1 (chrt;
+# needs root), peak runs included, so that a neighbour on this shared
+# machine cannot hold a core for a scheduler slice (without it the peak
+# runs' server waited 4.5-6 s of 10 for its CPU).  Linux still gives
+# other tasks 5% of each second (sched_rt_runtime_us): a server kept
+# busier than that for a whole second stalls for up to 50 ms.
 # Raw output: bench/results/grpc_p99_<UTC time>/ (not committed).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -107,22 +110,22 @@ pct() {
   echo "# grpc_p99: $(date -u +%FT%TZ), ROUNDS=$ROUNDS DUR=${DUR}s FRAC=$FRAC% LC=$LC RT=$RT"
   echo "# sluice: $SLUICE ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null))"
 } | tee "$OUT/summary.txt"
+[ "$RT" = 1 ] && rt_policy on "$SPID"
 for r in $(seq "$ROUNDS"); do
-  measure "peak_$r" h2load -t1 -c4 -m100 -D"$DUR" "${H2[@]}"
+  measure "peak_$r" "${RT_PRE[@]}" h2load -t1 -c4 -m100 -D"$DUR" "${H2[@]}"
   read -r n ticks wall _ < <(result "peak_$r")
   peak=$((n * 1000000000 / wall))
   rate=$((peak * FRAC / 100))
-  [ "$RT" = 1 ] && rt_policy on "$SPID"
   measure "paced_$r" "${RT_PRE[@]}" "$LOAD" -v -r "$rate" -c "$LC" -d "$DUR" -w 1 \
     "127.0.0.1:$GPORT" "$PATH_RLS" "$OUT/req.bin"
   measure "h2load_$r" "${RT_PRE[@]}" h2load -t1 -c"$LC" -m100 --rps=$((rate / LC)) -D"$DUR" \
     --log-file="$OUT/h2load_$r.log" "${H2[@]}"
-  [ "$RT" = 1 ] && rt_policy off "$SPID"
+  read -r _ _ _ kq < <(result "peak_$r")
   read -r pn pticks _ pq < <(result "paced_$r")
   kv=$(grep '^rate=' "$OUT/paced_$r.txt")
   get() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$kv"; }
   read -r _ _ _ hq < <(result "h2load_$r")
-  echo "round $r: peak $peak decisions/s, $(cpu_us "$ticks" "$n") us CPU/decision;" \
+  echo "round $r: peak $peak decisions/s, $(cpu_us "$ticks" "$n") us CPU/decision (server waited ${kq} us);" \
     "paced at $rate/s (achieved $(get achieved)/s, $(cpu_us "$pticks" "$pn") us CPU/decision):" \
     "p50 $(get p50) ms, p99 $(get p99) ms, p99.9 $(get p999) ms, max $(get max) ms" \
     "(from send: p99 $(get sent_p99) ms; sent late p99 $(get late_p99) ms; server waited ${pq} us for its CPU);" \
@@ -134,7 +137,7 @@ import re, statistics, sys
 keys = ["peak", "cpu_peak", "rate", "achieved", "cpu_paced", "p50", "p99", "p999", "max", "h2_p50", "h2_p99"]
 rows = []
 for line in open(sys.argv[1]):
-    m = re.match(r"round \d+: peak (\d+) decisions/s, ([\d.]+) us CPU/decision; paced at (\d+)/s "
+    m = re.match(r"round \d+: peak (\d+) decisions/s, ([\d.]+) us CPU/decision.*?; paced at (\d+)/s "
                  r"\(achieved ([\d.]+)/s, ([\d.]+) us CPU/decision\): p50 ([\d.]+) ms, p99 ([\d.]+) ms, "
                  r"p99.9 ([\d.]+) ms, max ([\d.]+) ms.*h2load --rps same rate: p50 ([\d.]+) ms, p99 ([\d.]+) ms", line)
     if m:
