@@ -61,14 +61,75 @@ struct gr_mem {
     nghttp2_mem ng;
 };
 
+static size_t class_bytes(unsigned cls)
+{
+    return (size_t)1 << (cls + MIN_SHIFT);
+}
+
+/* The class of a block of len bytes, or BIG. */
+static unsigned class_of(size_t len)
+{
+    size_t total = len + sizeof(header);
+    if (total > class_bytes(CLASSES - 1))
+        return BIG;
+    if (total <= class_bytes(0))
+        return 0;
+    /* ceil(log2(total)) - MIN_SHIFT */
+    return (unsigned)(64 - __builtin_clzll((unsigned long long)total - 1)) -
+           MIN_SHIFT;
+}
+
+/* Inline in nghttp2's entry points too, which call them a dozen times a
+ * call. */
+static inline void *mem_alloc(gr_mem *m, size_t len)
+{
+    if (len > SIZE_MAX - sizeof(header))
+        return NULL;
+    unsigned cls = m == NULL ? BIG : class_of(len);
+    header *h;
+    if (cls != BIG && m->lists[cls] != NULL) {
+        h = m->lists[cls];
+        m->lists[cls] = h->next;
+        m->kept -= class_bytes(cls);
+    } else {
+        h = malloc(cls == BIG ? sizeof(header) + len : class_bytes(cls));
+        if (h == NULL)
+            return NULL;
+        h->cls = cls;
+    }
+    if (cls != BIG) {
+        h->len = (uint32_t)len;
+        POISON(h + 1, class_bytes(cls) - sizeof(header));
+        UNPOISON(h + 1, len);
+    }
+    return h + 1;
+}
+
+static inline void mem_release(gr_mem *m, void *p)
+{
+    if (p == NULL)
+        return;
+    header *h = (header *)p - 1;
+    if (h->cls == BIG || m == NULL || m->kept + class_bytes(h->cls) > m->keep) {
+        if (h->cls != BIG)
+            UNPOISON(p, class_bytes(h->cls) - sizeof(header));
+        free(h);
+        return;
+    }
+    POISON(p, class_bytes(h->cls) - sizeof(header));
+    h->next = m->lists[h->cls];
+    m->lists[h->cls] = h;
+    m->kept += class_bytes(h->cls);
+}
+
 static void *ng_malloc(size_t size, void *m)
 {
-    return gr_mem_alloc(m, size);
+    return mem_alloc(m, size);
 }
 
 static void ng_free(void *p, void *m)
 {
-    gr_mem_release(m, p);
+    mem_release(m, p);
 }
 
 static void *ng_calloc(size_t n, size_t size, void *m)
@@ -76,11 +137,6 @@ static void *ng_calloc(size_t n, size_t size, void *m)
     if (size != 0 && n > SIZE_MAX / size)
         return NULL;
     return gr_mem_calloc(m, n * size);
-}
-
-static size_t class_bytes(unsigned cls)
-{
-    return (size_t)1 << (cls + MIN_SHIFT);
 }
 
 /* A block of malloc's own stays one (realloc); a block of a class keeps
@@ -139,43 +195,6 @@ nghttp2_mem *gr_mem_nghttp2(gr_mem *m)
     return &m->ng;
 }
 
-/* The class of a block of len bytes, or BIG. */
-static unsigned class_of(size_t len)
-{
-    size_t total = len + sizeof(header);
-    if (total > class_bytes(CLASSES - 1))
-        return BIG;
-    if (total <= class_bytes(0))
-        return 0;
-    /* ceil(log2(total)) - MIN_SHIFT */
-    return (unsigned)(64 - __builtin_clzll((unsigned long long)total - 1)) -
-           MIN_SHIFT;
-}
-
-void *gr_mem_alloc(gr_mem *m, size_t len)
-{
-    if (len > SIZE_MAX - sizeof(header))
-        return NULL;
-    unsigned cls = m == NULL ? BIG : class_of(len);
-    header *h;
-    if (cls != BIG && m->lists[cls] != NULL) {
-        h = m->lists[cls];
-        m->lists[cls] = h->next;
-        m->kept -= class_bytes(cls);
-    } else {
-        h = malloc(cls == BIG ? sizeof(header) + len : class_bytes(cls));
-        if (h == NULL)
-            return NULL;
-        h->cls = cls;
-    }
-    if (cls != BIG) {
-        h->len = (uint32_t)len;
-        POISON(h + 1, class_bytes(cls) - sizeof(header));
-        UNPOISON(h + 1, len);
-    }
-    return h + 1;
-}
-
 void *gr_mem_calloc(gr_mem *m, size_t len)
 {
     void *p = gr_mem_alloc(m, len);
@@ -184,19 +203,12 @@ void *gr_mem_calloc(gr_mem *m, size_t len)
     return p;
 }
 
+void *gr_mem_alloc(gr_mem *m, size_t len)
+{
+    return mem_alloc(m, len);
+}
+
 void gr_mem_release(gr_mem *m, void *p)
 {
-    if (p == NULL)
-        return;
-    header *h = (header *)p - 1;
-    if (h->cls == BIG || m == NULL || m->kept + class_bytes(h->cls) > m->keep) {
-        if (h->cls != BIG)
-            UNPOISON(p, class_bytes(h->cls) - sizeof(header));
-        free(h);
-        return;
-    }
-    POISON(p, class_bytes(h->cls) - sizeof(header));
-    h->next = m->lists[h->cls];
-    m->lists[h->cls] = h;
-    m->kept += class_bytes(h->cls);
+    mem_release(m, p);
 }

@@ -60,7 +60,7 @@ static inline int read_varint(reader *r, uint64_t *v)
 }
 
 /* A field's number and wire type: 0, or -1 at the end or when bad. */
-static int read_tag(reader *r, uint32_t *field, int *wt)
+static inline int read_tag(reader *r, uint32_t *field, int *wt)
 {
     uint64_t tag;
     if (read_varint(r, &tag) != 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
@@ -71,7 +71,7 @@ static int read_tag(reader *r, uint32_t *field, int *wt)
 }
 
 /* A length-delimited field's bytes, as a reader of their own. */
-static int read_len(reader *r, reader *sub)
+static inline int read_len(reader *r, reader *sub)
 {
     uint64_t n;
     if (read_varint(r, &n) != 0 || n > (uint64_t)(r->end - r->p))
