@@ -11,7 +11,7 @@ set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PEERS_DIR="${PEERS_DIR:-$HERE/../../shared/peers}"
 source "$PEERS_DIR/common.sh" # wait_port, stop_pid, SRV_CPU/CLI_CPU
-source "$HERE/lib.sh"         # ports_free
+source "$HERE/lib.sh"         # ports_free, grpc_bench_files
 [ $# -gt 0 ] || set -- "$HERE/../build-bench/sluice"
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10}"
@@ -21,15 +21,7 @@ ports_free "$PORT" "$GPORT"
 R=$(mktemp -d)
 SPID=""
 trap 'stop_pid "$SPID"; rm -rf "$R"' EXIT
-printf 'domain: bench\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n' >"$R/rules.yaml"
-python3 - "$R/req.bin" <<'P'
-import sys
-def ld(num, payload):
-    return bytes([num << 3 | 2, len(payload)]) + payload
-entry = ld(1, b"api_key") + ld(2, b"k000001")
-msg = ld(1, b"bench") + ld(2, ld(1, entry))
-open(sys.argv[1], "wb").write(b"\0" + len(msg).to_bytes(4, "big") + msg)
-P
+grpc_bench_files "$R"
 decisions() {
   curl -s "http://127.0.0.1:$PORT/metrics" |
     awk '/^sluice_checks_total\{/ {n += $2} END {printf "%d\n", n}'

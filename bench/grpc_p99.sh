@@ -31,7 +31,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
 source "$PEERS_DIR/common.sh" # wait_port, stop_pid, cpu_ticks, wait_quiet, SRV_CPU/CLI_CPU
-source "$HERE/lib.sh"         # ports_free, runq_wait_ns, rt_policy
+source "$HERE/lib.sh"         # ports_free, runq_wait_ns, rt_policy, grpc_bench_files
 
 ROUNDS="${ROUNDS:-3}"
 DUR="${DUR:-10}" # seconds
@@ -56,20 +56,7 @@ if [ ! -x "$SLUICE" ] || [ ! -x "$LOAD" ]; then
 fi
 ports_free "$PORT" "$GPORT"
 
-cat >"$OUT/rules.yaml" <<'Y'
-domain: bench
-descriptors:
-  - key: api_key
-    rate_limit: {unit: second, requests_per_unit: 1000000000}
-Y
-python3 - "$OUT/req.bin" <<'P'
-import sys
-def ld(num, payload):
-    return bytes([num << 3 | 2, len(payload)]) + payload
-entry = ld(1, b"api_key") + ld(2, b"k000001")
-msg = ld(1, b"bench") + ld(2, ld(1, entry))
-open(sys.argv[1], "wb").write(b"\0" + len(msg).to_bytes(4, "big") + msg)
-P
+grpc_bench_files "$OUT"
 
 SPID=""
 trap 'stop_pid "$SPID"' EXIT
