@@ -139,3 +139,20 @@ rt_policy() {
     if [ "$1" = on ]; then chrt -f -a -p 1 "$p"; else chrt -o -a -p 0 "$p"; fi
   done
 }
+
+# grpc_bench_files DIR: the gRPC benches' rules (DIR/rules.yaml: domain
+# bench, descriptor api_key with a limit no run reaches) and request
+# (DIR/req.bin: RateLimitRequest{domain "bench", one descriptor
+# api_key=k000001} with gRPC's 5-byte prefix, for h2load -d and
+# bench/grpc_load).
+grpc_bench_files() {
+  printf 'domain: bench\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n' >"$1/rules.yaml"
+  python3 - "$1/req.bin" <<'P'
+import sys
+def ld(num, payload):
+    return bytes([num << 3 | 2, len(payload)]) + payload
+entry = ld(1, b"api_key") + ld(2, b"k000001")
+msg = ld(1, b"bench") + ld(2, ld(1, entry))
+open(sys.argv[1], "wb").write(b"\0" + len(msg).to_bytes(4, "big") + msg)
+P
+}

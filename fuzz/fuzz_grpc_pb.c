@@ -33,10 +33,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         !inside(msg, size, service, service_len))
         __builtin_trap();
 
+    /* The session's allocator, as rls.c decodes with it (mem.c). */
+    gr_mem *mem = gr_mem_new(GR_MEM_KEEP);
     gr_pb_request req;
     char err[256];
-    if (gr_pb_decode_request(msg, size, MAX_DESCRIPTORS, MAX_ENTRIES, &req, err,
-                             sizeof(err)) != 0) {
+    if (gr_pb_decode_request(mem, msg, size, MAX_DESCRIPTORS, MAX_ENTRIES, &req,
+                             err, sizeof(err)) != 0) {
+        gr_mem_free(mem);
         free(msg);
         return 0;
     }
@@ -80,13 +83,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The answer decodes: as a RateLimitRequest its statuses are
      * descriptors (field 2), its headers hits (3), skipped if unknown. */
     gr_pb_request back;
-    if (gr_pb_decode_request(out, len, MAX_DESCRIPTORS, 1 << 20, &back, err,
-                             sizeof(err)) != 0 ||
+    if (gr_pb_decode_request(NULL, out, len, MAX_DESCRIPTORS, 1 << 20, &back,
+                             err, sizeof(err)) != 0 ||
         back.n != req.n)
         __builtin_trap();
-    gr_pb_request_release(&back);
+    gr_pb_request_release(NULL, &back);
     free(out);
-    gr_pb_request_release(&req);
+    gr_pb_request_release(mem, &req);
+    gr_mem_free(mem);
     free(msg);
     return 0;
 }

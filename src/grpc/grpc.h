@@ -9,6 +9,8 @@
  *   rls.c        RateLimitService/ShouldRateLimit: descriptors decided
  *   health.c     grpc.health.v1.Health/Check
  *   pb.c         the protobuf messages of both
+ *   mem.c        each session's allocator: free lists for nghttp2's
+ *                blocks and the calls'
  */
 #ifndef GR_GRPC_H
 #define GR_GRPC_H

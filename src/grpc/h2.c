@@ -31,8 +31,8 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "grpc/mem.h"
 #include "grpc/session.h"
-#include "server/buf.h"
 
 enum { ST_READING, ST_CALLED, ST_ANSWERED };
 
@@ -49,19 +49,29 @@ struct gr_call {
     char path[PATH_KEPT + 1];
     uint64_t read_by;  /* loop ms the request must be whole by; 0: none */
     uint64_t deadline; /* grpc-timeout, in loop ms; 0: none */
-    sv_buf in;         /* the request's 5-byte prefix and message */
-    sv_buf out;        /* the answer's, once replied */
-    size_t out_off;    /* of out, handed to nghttp2 */
-    void *data;        /* the method's */
+    /* The request: its 5-byte prefix gathers in head; once it is whole,
+     * in holds the prefix and room for exactly the message it announces
+     * (at most max_message_bytes), in_len bytes of which came. */
+    uint8_t head[5];
+    uint8_t *in;
+    size_t in_len, msg_len;
+    uint8_t *out;   /* the answer's prefix and message, once replied */
+    size_t out_len; /* of out */
+    size_t out_off; /* of out, handed to nghttp2 */
+    void *data;     /* the method's */
     gr_call *prev, *next;
 };
 
 struct gr_session {
     nghttp2_session *ng;
+    gr_mem *mem; /* nghttp2's and the calls' blocks */
     gr_session_config cfg;
     gr_session_io io;
     gr_call *calls;
     size_t n_calls;
+    /* The call last looked up: a request's header fields and its DATA
+     * come together, so this spares most of nghttp2's stream lookups. */
+    gr_call *last;
     int inside;   /* in a gr_session_* call: its caller sends afterwards */
     int draining; /* a GOAWAY notice went */
     int goaway;   /* the last GOAWAY went */
@@ -90,7 +100,8 @@ static void answered(gr_call *c)
 {
     c->state = ST_ANSWERED;
     c->read_by = c->deadline = 0;
-    sv_buf_release(&c->in);
+    gr_mem_release(c->s->mem, c->in);
+    c->in = NULL;
 }
 
 /* A request that is not gRPC: an HTTP status (a literal) and no body. */
@@ -138,16 +149,17 @@ void gr_call_fail(gr_call *c, int code, const char *message)
 
 uint8_t *gr_call_reply_buf(gr_call *c, size_t len)
 {
-    c->out.len = 0;
-    if (len > UINT32_MAX || sv_buf_reserve(&c->out, 5 + len) != 0)
+    gr_mem_release(c->s->mem, c->out);
+    c->out_len = 0;
+    if (len > UINT32_MAX || (c->out = gr_mem_alloc(c->s->mem, 5 + len)) == NULL)
         return NULL;
-    uint8_t *p = (uint8_t *)c->out.data;
+    uint8_t *p = c->out;
     p[0] = 0; /* not compressed */
     p[1] = (uint8_t)(len >> 24);
     p[2] = (uint8_t)(len >> 16);
     p[3] = (uint8_t)(len >> 8);
     p[4] = (uint8_t)len;
-    c->out.len = 5 + len;
+    c->out_len = 5 + len;
     return p + 5;
 }
 
@@ -158,17 +170,18 @@ static ssize_t read_answer(nghttp2_session *ng, int32_t id, uint8_t *buf,
 {
     (void)user;
     gr_call *c = source->ptr;
-    size_t n = c->out.len - c->out_off;
+    size_t n = c->out_len - c->out_off;
     if (n > length)
         n = length;
-    memcpy(buf, c->out.data + c->out_off, n);
+    memcpy(buf, c->out + c->out_off, n);
     c->out_off += n;
-    if (c->out_off == c->out.len) {
+    if (c->out_off == c->out_len) {
         nghttp2_nv trailers[] = {NV_STATIC("grpc-status", "0")};
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (nghttp2_submit_trailer(ng, id, trailers, 1) == 0)
             *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        sv_buf_release(&c->out);
+        gr_mem_release(c->s->mem, c->out);
+        c->out = NULL;
     }
     return (ssize_t)n;
 }
@@ -180,8 +193,10 @@ void gr_call_reply(gr_call *c)
     nghttp2_data_provider prd = {.source.ptr = c, .read_callback = read_answer};
     c->out_off = 0;
     answered(c);
-    if (nghttp2_submit_response(c->s->ng, c->id, nva, 2, &prd) != 0)
-        sv_buf_release(&c->out);
+    if (nghttp2_submit_response(c->s->ng, c->id, nva, 2, &prd) != 0) {
+        gr_mem_release(c->s->mem, c->out);
+        c->out = NULL;
+    }
     wake(c->s);
 }
 
@@ -200,11 +215,18 @@ void *gr_call_data(const gr_call *c)
     return c->data;
 }
 
+gr_mem *gr_call_mem(const gr_call *c)
+{
+    return c->s->mem;
+}
+
 /* ---- requests ---- */
 
 static gr_call *call_of(gr_session *s, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(s->ng, id);
+    if (s->last == NULL || s->last->id != id)
+        s->last = nghttp2_session_get_stream_user_data(s->ng, id);
+    return s->last;
 }
 
 /* grpc-timeout: at most 8 digits and a unit (H, M, S, m, u, n), as loop
@@ -243,10 +265,10 @@ static int parse_timeout(const uint8_t *v, size_t len, uint64_t *ms)
     }
 }
 
-static int is(const uint8_t *a, size_t alen, const char *b)
-{
-    return alen == strlen(b) && memcmp(a, b, alen) == 0;
-}
+/* a (alen bytes) is the string literal lit: a length the compiler
+ * knows, so that the comparison is a few moves, not a call. */
+#define IS(a, alen, lit)                                                       \
+    ((alen) == sizeof(lit) - 1 && memcmp(a, lit, sizeof(lit) - 1) == 0)
 
 /* content-type application/grpc, or application/grpc+proto and the like. */
 static int grpc_type(const uint8_t *v, size_t len)
@@ -264,7 +286,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame,
     if (frame->hd.type != NGHTTP2_HEADERS ||
         frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    gr_call *c = calloc(1, sizeof(*c));
+    gr_call *c = gr_mem_calloc(s->mem, sizeof(*c));
     if (c == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     c->s = s;
@@ -277,6 +299,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame,
         c->next->prev = c;
     s->calls = c;
     s->n_calls++;
+    s->last = c;
     nghttp2_session_set_stream_user_data(ng, c->id, c);
     return 0;
 }
@@ -297,19 +320,20 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
         c->too_big = 1;
     if (c->too_big || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    if (is(name, namelen, ":path")) {
+    if (IS(name, namelen, ":path")) {
         size_t keep = valuelen < PATH_KEPT ? valuelen : PATH_KEPT;
         memcpy(c->path, value, keep);
         c->path[keep] = '\0';
         c->method = NULL;
         for (size_t i = 0; i < s->cfg.n_methods; i++)
-            if (is(value, valuelen, s->cfg.methods[i]->path))
+            if (valuelen == strlen(s->cfg.methods[i]->path) &&
+                memcmp(value, s->cfg.methods[i]->path, valuelen) == 0)
                 c->method = s->cfg.methods[i];
-    } else if (is(name, namelen, ":method")) {
-        c->not_post = !is(value, valuelen, "POST");
-    } else if (is(name, namelen, "content-type")) {
+    } else if (IS(name, namelen, ":method")) {
+        c->not_post = !IS(value, valuelen, "POST");
+    } else if (IS(name, namelen, "content-type")) {
         c->not_grpc = !grpc_type(value, valuelen);
-    } else if (is(name, namelen, "grpc-timeout")) {
+    } else if (IS(name, namelen, "grpc-timeout")) {
         uint64_t ms;
         if (parse_timeout(value, valuelen, &ms) != 0)
             c->bad_timeout = 1;
@@ -338,13 +362,12 @@ static void headers_done(gr_call *c)
     }
 }
 
-/* The length-prefixed message so far: the call is answered with why
- * when it cannot be one unary request of at most the cap. */
-static void check_message(gr_call *c)
+/* The message's 5-byte prefix is whole: 0 with room made for the
+ * message, or -1 with the call answered with why it cannot be one unary
+ * request of at most the cap. */
+static int message_begins(gr_call *c)
 {
-    const uint8_t *p = (const uint8_t *)c->in.data;
-    if (c->in.len < 5)
-        return;
+    const uint8_t *p = c->head;
     uint64_t len = (uint64_t)p[1] << 24 | (uint64_t)p[2] << 16 |
                    (uint64_t)p[3] << 8 | p[4];
     if (p[0] == 1)
@@ -357,9 +380,14 @@ static void check_message(gr_call *c)
         gr_call_fail(c, GR_RESOURCE_EXHAUSTED,
                      "request message larger than the cap "
                      "(--max-body-bytes)");
-    else if (c->in.len > 5 + len)
-        gr_call_fail(c, GR_INTERNAL,
-                     "more than one request message for a unary method");
+    else if ((c->in = gr_mem_alloc(c->s->mem, 5 + (size_t)len)) == NULL)
+        gr_call_fail(c, GR_RESOURCE_EXHAUSTED, "out of memory");
+    else {
+        memcpy(c->in, p, 5);
+        c->msg_len = (size_t)len;
+        return 0;
+    }
+    return -1;
 }
 
 static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
@@ -370,11 +398,18 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
     gr_call *c = call_of(user, id);
     if (c == NULL || c->state != ST_READING)
         return 0; /* answered already: the rest is discarded */
-    sv_buf_add(&c->in, data, len);
-    if (c->in.failed)
-        gr_call_fail(c, GR_RESOURCE_EXHAUSTED, "out of memory");
-    else
-        check_message(c);
+    for (; len > 0 && c->in_len < 5; len--)
+        c->head[c->in_len++] = *data++;
+    if (c->in_len < 5 || (c->in == NULL && message_begins(c) != 0))
+        return 0;
+    if (len > 5 + c->msg_len - c->in_len) {
+        gr_call_fail(c, GR_INTERNAL,
+                     "more than one request message for a unary method");
+        return 0;
+    }
+    if (len > 0)
+        memcpy(c->in + c->in_len, data, len);
+    c->in_len += len;
     return 0;
 }
 
@@ -383,19 +418,15 @@ static void end_stream(gr_call *c)
 {
     if (c->state != ST_READING)
         return;
-    const uint8_t *p = (const uint8_t *)c->in.data;
-    size_t len = c->in.len >= 5 ? (size_t)p[1] << 24 | (size_t)p[2] << 16 |
-                                      (size_t)p[3] << 8 | p[4]
-                                : 0;
-    if (c->in.len < 5 || c->in.len != 5 + len) {
+    if (c->in == NULL || c->in_len != 5 + c->msg_len) {
         gr_call_fail(c, GR_INTERNAL,
-                     c->in.len == 0 ? "no request message"
+                     c->in_len == 0 ? "no request message"
                                     : "request message cut short");
         return;
     }
     c->state = ST_CALLED;
     c->read_by = 0;
-    c->method->start(c, p + 5, len);
+    c->method->start(c, c->in + 5, c->msg_len);
 }
 
 static void final_goaway(gr_session *s)
@@ -457,9 +488,11 @@ static void call_free(gr_session *s, gr_call *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_calls--;
-    sv_buf_release(&c->in);
-    sv_buf_release(&c->out);
-    free(c);
+    if (s->last == c)
+        s->last = NULL;
+    gr_mem_release(s->mem, c->in);
+    gr_mem_release(s->mem, c->out);
+    gr_mem_release(s->mem, c);
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error,
@@ -482,7 +515,8 @@ gr_session *gr_session_new(const gr_session_config *cfg,
     gr_session *s = calloc(1, sizeof(*s));
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
-    if (s == NULL || nghttp2_session_callbacks_new(&cb) != 0 ||
+    if (s == NULL || (s->mem = gr_mem_new(GR_MEM_KEEP)) == NULL ||
+        nghttp2_session_callbacks_new(&cb) != 0 ||
         nghttp2_option_new(&opt) != 0)
         goto fail;
     s->cfg = *cfg;
@@ -500,7 +534,8 @@ gr_session *gr_session_new(const gr_session_config *cfg,
      * pass headers on: this one reads four fields, each checked where it
      * is read (on_header), and answers nothing else of the request. */
     nghttp2_option_set_no_http_messaging(opt, 1);
-    if (nghttp2_session_server_new2(&s->ng, cb, s, opt) != 0)
+    if (nghttp2_session_server_new3(&s->ng, cb, s, opt,
+                                    gr_mem_nghttp2(s->mem)) != 0)
         goto fail;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->max_streams},
@@ -508,8 +543,9 @@ gr_session *gr_session_new(const gr_session_config *cfg,
          cfg->max_header_bytes > UINT32_MAX ? UINT32_MAX
                                             : (uint32_t)cfg->max_header_bytes},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0)
+    if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, 4) != 0)
         goto fail;
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
@@ -517,8 +553,10 @@ gr_session *gr_session_new(const gr_session_config *cfg,
 fail:
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
-    if (s != NULL)
+    if (s != NULL) {
         nghttp2_session_del(s->ng);
+        gr_mem_free(s->mem);
+    }
     free(s);
     return NULL;
 }
@@ -532,6 +570,7 @@ void gr_session_free(gr_session *s)
     while (s->calls != NULL)
         call_free(s, s->calls);
     nghttp2_session_del(s->ng);
+    gr_mem_free(s->mem);
     free(s);
 }
 

@@ -28,7 +28,8 @@ typedef struct reader {
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
-static int read_varint(reader *r, uint64_t *v)
+/* The varints of lengths longer than a byte, and of large numbers. */
+static int read_long_varint(reader *r, uint64_t *v)
 {
     uint64_t x = 0;
     for (int shift = 0; shift < 70; shift += 7) {
@@ -47,8 +48,19 @@ static int read_varint(reader *r, uint64_t *v)
     return -1;
 }
 
+/* Inline, the one-byte case first: nearly every tag and length of these
+ * messages is one byte. */
+static inline int read_varint(reader *r, uint64_t *v)
+{
+    if (r->p < r->end && *r->p < 0x80) {
+        *v = *r->p++;
+        return 0;
+    }
+    return read_long_varint(r, v);
+}
+
 /* A field's number and wire type: 0, or -1 at the end or when bad. */
-static int read_tag(reader *r, uint32_t *field, int *wt)
+static inline int read_tag(reader *r, uint32_t *field, int *wt)
 {
     uint64_t tag;
     if (read_varint(r, &tag) != 0 || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
@@ -59,7 +71,7 @@ static int read_tag(reader *r, uint32_t *field, int *wt)
 }
 
 /* A length-delimited field's bytes, as a reader of their own. */
-static int read_len(reader *r, reader *sub)
+static inline int read_len(reader *r, reader *sub)
 {
     uint64_t n;
     if (read_varint(r, &n) != 0 || n > (uint64_t)(r->end - r->p))
@@ -204,9 +216,9 @@ static int read_descriptor(reader r, size_t max_entries, size_t *n_entries,
     return 0;
 }
 
-int gr_pb_decode_request(const uint8_t *msg, size_t len, size_t max_descriptors,
-                         size_t max_entries, gr_pb_request *out, char *err,
-                         size_t errlen)
+int gr_pb_decode_request(gr_mem *mem, const uint8_t *msg, size_t len,
+                         size_t max_descriptors, size_t max_entries,
+                         gr_pb_request *out, char *err, size_t errlen)
 {
     static const char malformed[] = "malformed RateLimitRequest: %s";
     memset(out, 0, sizeof(*out));
@@ -258,7 +270,8 @@ int gr_pb_decode_request(const uint8_t *msg, size_t len, size_t max_descriptors,
         return 0;
 
     /* Second pass: the descriptors and their entries, in one block. */
-    out->ds = calloc(1, n * sizeof(*out->ds) + total * sizeof(sl_rules_entry));
+    out->ds = gr_mem_calloc(mem, n * sizeof(*out->ds) +
+                                     total * sizeof(sl_rules_entry));
     if (out->ds == NULL) {
         snprintf(err, errlen, "out of memory");
         return GR_PB_ENOMEM;
@@ -275,7 +288,7 @@ int gr_pb_decode_request(const uint8_t *msg, size_t len, size_t max_descriptors,
         gr_pb_descriptor *d = &out->ds[out->n];
         d->entries = entries;
         if (read_descriptor(s, max_entries, &d->n_entries, d) != 0) {
-            gr_pb_request_release(out);
+            gr_pb_request_release(mem, out);
             snprintf(err, errlen, malformed, "a descriptor's field");
             return GR_PB_EMALFORMED;
         }
@@ -288,9 +301,9 @@ bad:
     return GR_PB_EMALFORMED;
 }
 
-void gr_pb_request_release(gr_pb_request *r)
+void gr_pb_request_release(gr_mem *mem, gr_pb_request *r)
 {
-    free(r->ds);
+    gr_mem_release(mem, r->ds);
     r->ds = NULL;
     r->n = 0;
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc/mem.h"
 #include "sluice_rules.h"
 
 /* gr_pb_decode_request()'s failures; the message says which field. */
@@ -45,14 +46,15 @@ typedef struct gr_pb_request {
  * Decodes a RateLimitRequest: fields by number, unknown fields skipped by
  * their wire type, every varint and length checked against the bytes
  * left.  At most max_descriptors descriptors of at most max_entries
- * entries each.  The strings point into msg, which must outlive *out.
- * Returns 0 (release *out with gr_pb_request_release), or GR_PB_E* with
- * a message in err and nothing to release.
+ * entries each, in one block of mem's (NULL: malloc's).  The strings
+ * point into msg, which must outlive *out.  Returns 0 (release *out with
+ * gr_pb_request_release and the same mem), or GR_PB_E* with a message
+ * in err and nothing to release.
  */
-int gr_pb_decode_request(const uint8_t *msg, size_t len, size_t max_descriptors,
-                         size_t max_entries, gr_pb_request *out, char *err,
-                         size_t errlen);
-void gr_pb_request_release(gr_pb_request *r);
+int gr_pb_decode_request(gr_mem *mem, const uint8_t *msg, size_t len,
+                         size_t max_descriptors, size_t max_entries,
+                         gr_pb_request *out, char *err, size_t errlen);
+void gr_pb_request_release(gr_mem *mem, gr_pb_request *r);
 
 /* RateLimitResponse.Code and RateLimit.Unit. */
 enum { GR_PB_CODE_UNKNOWN, GR_PB_CODE_OK, GR_PB_CODE_OVER_LIMIT };

@@ -27,6 +27,7 @@
 
 typedef struct rls_call {
     gr_call *call;
+    gr_mem *mem; /* the session's, this and req.ds came from */
     sv_worker *w;
     uint64_t t0; /* uv_hrtime at the start, for the latency histogram */
     gr_pb_request req;
@@ -42,10 +43,10 @@ typedef struct rls_call {
 
 static void rls_free(rls_call *r)
 {
-    gr_pb_request_release(&r->req);
+    gr_pb_request_release(r->mem, &r->req);
     sv_dec_state_free(r->dec);
     sv_rules_release(r->rules);
-    free(r);
+    gr_mem_release(r->mem, r);
 }
 
 static void fail(rls_call *r, int bad_request, int code, const char *msg)
@@ -176,18 +177,19 @@ static void rls_start(gr_call *c, const uint8_t *msg, size_t len)
 {
     sv_worker *w = gr_call_ctx(c);
     const sv_config *cfg = &w->server->cfg;
+    gr_mem *mem = gr_call_mem(c);
     char err[256];
     gr_pb_request req;
-    int rc = gr_pb_decode_request(msg, len, cfg->max_descriptors,
+    int rc = gr_pb_decode_request(mem, msg, len, cfg->max_descriptors,
                                   cfg->max_entries, &req, err, sizeof(err));
     rls_call *r = NULL;
     if (rc == 0) {
         size_t n = req.n;
-        r = calloc(1, sizeof(*r) + n * (sizeof(sv_dec_descriptor) +
-                                        sizeof(sv_dec_status) +
-                                        sizeof(sv_dec_override)));
+        r = gr_mem_calloc(mem, sizeof(*r) + n * (sizeof(sv_dec_descriptor) +
+                                                 sizeof(sv_dec_status) +
+                                                 sizeof(sv_dec_override)));
         if (r == NULL)
-            gr_pb_request_release(&req);
+            gr_pb_request_release(mem, &req);
     }
     if (r == NULL) {
         if (rc == 0 || rc == GR_PB_ENOMEM)
@@ -202,6 +204,7 @@ static void rls_start(gr_call *c, const uint8_t *msg, size_t len)
         return;
     }
     r->call = c;
+    r->mem = mem;
     r->w = w;
     r->t0 = uv_hrtime();
     r->req = req;

@@ -25,6 +25,7 @@ enum {
 
 typedef struct gr_session gr_session;
 typedef struct gr_call gr_call; /* one stream's unary call */
+typedef struct gr_mem gr_mem;   /* mem.h */
 
 /* A method: its path ("/package.Service/Method") and what runs it. */
 typedef struct gr_method {
@@ -90,6 +91,9 @@ void *gr_call_ctx(const gr_call *c);
 /* The method's own state for the call, kept across a wait. */
 void gr_call_set_data(gr_call *c, void *data);
 void *gr_call_data(const gr_call *c);
+/* The session's allocator (mem.h), for the method's state: blocks taken
+ * for a call go back before it is answered or when it is cancelled. */
+gr_mem *gr_call_mem(const gr_call *c);
 /* Room for the answer's len bytes (NULL when out of memory: fail the
  * call), then gr_call_reply() sends it with status OK. */
 uint8_t *gr_call_reply_buf(gr_call *c, size_t len);
