@@ -1,9 +1,9 @@
 -- prelude.lua - what every algorithm's script shares: exact integer
 -- arithmetic on Lua numbers, times as (seconds, nanoseconds) pairs, the
 -- state codec and key expiry.  src/store/redis/*.lua are concatenated in
--- the order CMakeLists.txt gives into one script (one EVALSHA decides every
--- item of a call, whatever their algorithms), so every name here is local
--- to that one chunk.
+-- the order script.cmake gives into one chunk (one FCALL or EVALSHA
+-- decides every item of a call, whatever their algorithms), so every name
+-- here is local to that one chunk.
 --
 -- Redis 7.0 runs Lua 5.1, whose numbers are IEEE doubles: integers are
 -- exact only up to 2^53, and wall-clock ns (about 1.8e18) are not.  So an
@@ -12,10 +12,17 @@
 -- from now, which the limits' bounds (call.c, docs/stores.md) keep below
 -- 2^53.  Products that could pass 2^53 go through muldivmod().
 -- Library functions as locals: looking a global up on every use costs
--- more than these assignments once per run.
-local floor, min, max = math.floor, math.min, math.max
-local format, match, gmatch = string.format, string.match, string.gmatch
-local rcall = redis.call
+-- more than these assignments once per run.  They are assigned by
+-- bind_globals(), not here: a Redis Functions library runs its top level
+-- at FUNCTION LOAD, where Redis 7.0 offers no global but
+-- redis.register_function (not even math or string).
+local floor, min, max, format, match, gmatch, rcall
+
+local function bind_globals()
+    floor, min, max = math.floor, math.min, math.max
+    format, match, gmatch = string.format, string.match, string.gmatch
+    rcall = redis.call
+end
 
 local E9 = 1000000000
 local TWO53 = 9007199254740992
