@@ -12,9 +12,9 @@
  * know; at most one in flight.  Links load the library (FUNCTION LOAD)
  * but need no SCRIPT LOAD: the SHA1 is the same on every node, and a node
  * without the script (or the library) answers NOSCRIPT (or "Function not
- * found"), to which redis_async.c sends EVAL (after the library).  A link that fails is dropped (its
- * calls get no reply, which redis_async.c counts as failures); the next
- * part for that node connects again.
+ * found"), to which redis_async.c sends EVAL (after the library).  A link that
+ * fails is dropped (its calls get no reply, which redis_async.c counts as
+ * failures); the next part for that node connects again.
  *
  * hiredis 0.14's libuv adapter ignores a poll error, so a refused
  * connection or a reset one is not always reported: the link just never

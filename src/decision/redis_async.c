@@ -5,17 +5,17 @@
  *
  * Each thread keeps ONE hiredis async connection (with a Cluster, one per
  * master, cluster_links.c); every call of the thread is an FCALL (an
- * EVALSHA on a server without Redis Functions) pipelined on it, or, while a script call is out, held and sent with
- * the others as one batch (batch.c).  The library builds each call and
- * reads each reply (sl__redis_call_*).  A call that gets no good reply
- * within --redis-timeout of being sent fails ("timeout"; a lost
- * connection or an error reply is "error") and engine.c has the policy
- * decide it.  The breaker (breaker.c) is the connection itself: opened,
- * the connection is dropped and every check goes to the policy with no
+ * EVALSHA on a server without Redis Functions) pipelined on it, or, while a
+ * script call is out, held and sent with the others as one batch (batch.c). The
+ * library builds each call and reads each reply (sl__redis_call_*).  A call
+ * that gets no good reply within --redis-timeout of being sent fails
+ * ("timeout"; a lost connection or an error reply is "error") and engine.c has
+ * the policy decide it.  The breaker (breaker.c) is the connection itself:
+ * opened, the connection is dropped and every check goes to the policy with no
  * I/O; after a backoff a new connection's AUTH, SELECT, SCRIPT LOAD and
- * FUNCTION LOAD (and CLUSTER SLOTS on a Cluster seed, whose connection is then closed)
- * are the half-open probe.  A Cluster part answered MOVED or ASK is sent
- * again where the answer says, at most SL__REDIS_MAX_HOPS times, within
+ * FUNCTION LOAD (and CLUSTER SLOTS on a Cluster seed, whose connection is then
+ * closed) are the half-open probe.  A Cluster part answered MOVED or ASK is
+ * sent again where the answer says, at most SL__REDIS_MAX_HOPS times, within
  * the same deadline; one answered TRYAGAIN (its keys split by a
  * resharding) is sent again after a backoff, TRYAGAIN_MIN_MS doubling,
  * until the deadline.
@@ -62,8 +62,8 @@ struct sd_redis {
     redisAsyncContext *ac; /* the one connection; with a cluster, the probe */
     sd_cluster *cluster;   /* redis-cluster://: the links; else NULL */
     sd_breaker br;
-    char sha[41]; /* the script's SHA1, from the probe's SCRIPT LOAD */
-    int fcall;    /* the server took the library: calls are FCALLs */
+    char sha[41];       /* the script's SHA1, from the probe's SCRIPT LOAD */
+    int fcall;          /* the server took the library: calls are FCALLs */
     uv_timer_t retry;   /* DOWN: reconnect; CONNECTING: probe timeout */
     uv_timer_t timeout; /* the oldest wait's deadline */
     sd_wait_queue waits;
@@ -191,9 +191,9 @@ static void go_down(sd_redis *r, const char *why)
 
 /* Each probe reply's priv: its command's kind (SL__REDIS_CMD_*). */
 static const int probe_kinds[] = {
-    SL__REDIS_CMD_AUTH,          SL__REDIS_CMD_SELECT,
-    SL__REDIS_CMD_SCRIPT_LOAD,   SL__REDIS_CMD_CLUSTER_SLOTS,
-    SL__REDIS_CMD_INFO_CLUSTER,  SL__REDIS_CMD_FUNCTION_LOAD};
+    SL__REDIS_CMD_AUTH,         SL__REDIS_CMD_SELECT,
+    SL__REDIS_CMD_SCRIPT_LOAD,  SL__REDIS_CMD_CLUSTER_SLOTS,
+    SL__REDIS_CMD_INFO_CLUSTER, SL__REDIS_CMD_FUNCTION_LOAD};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {

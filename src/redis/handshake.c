@@ -15,9 +15,9 @@
 #include "internal.h"
 #include "redis/redis_proto.h"
 
-static const char *const cmd_names[] = {"AUTH",          "SELECT",
-                                        "SCRIPT LOAD",   "CLUSTER SLOTS",
-                                        "INFO cluster",  "FUNCTION LOAD"};
+static const char *const cmd_names[] = {"AUTH",         "SELECT",
+                                        "SCRIPT LOAD",  "CLUSTER SLOTS",
+                                        "INFO cluster", "FUNCTION LOAD"};
 
 static void add(sl__redis_handshake *hs, int kind, int argc, const char *a0,
                 const char *a1, const char *a2)

@@ -1,9 +1,9 @@
 /*
  * reply.c - what a reply is, decided in one place: an answer, no reply at
  * all, or one of the error replies a driver acts on (NOSCRIPT or
- * "Function not found": send the script's text; MOVED, ASK, TRYAGAIN, CLUSTERDOWN: Redis Cluster's
- * routing).  Both drivers and the call reader switch on it, so a new
- * error that needs handling is taught here once.
+ * "Function not found": send the script's text; MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN: Redis Cluster's routing).  Both drivers and the call reader
+ * switch on it, so a new error that needs handling is taught here once.
  */
 #include <string.h>
 

@@ -22,8 +22,7 @@ static int is_function(const char *ref)
 
 int sl__redis_script_ref_ok(const char *ref)
 {
-    return ref == NULL || is_function(ref) ||
-           strlen(ref) == SL__REDIS_SHA_LEN;
+    return ref == NULL || is_function(ref) || strlen(ref) == SL__REDIS_SHA_LEN;
 }
 
 const char *sl__redis_script_command(const char *ref, const char **name,

@@ -2,8 +2,9 @@
  * redis_conn.c - one blocking connection to one Redis server (hiredis,
  * synchronous): connect, the protocol core's handshake one command at a
  * time, commands (after ASKING, for a cluster's ASK), and how calls name
- * the script that the handshake loaded (FCALL or EVALSHA).  The plain store has one; a cluster
- * store has one per node it has talked to (redis_cluster_sync.c).
+ * the script that the handshake loaded (FCALL or EVALSHA).  The plain store has
+ * one; a cluster store has one per node it has talked to
+ * (redis_cluster_sync.c).
  *
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
@@ -182,11 +183,11 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
     /* The script and the library are loaded once, for the SHA1 and to
      * know whether FCALL is served; later, after a restart or a flush,
      * the NOSCRIPT path (redis.c) loads the library again. */
-    sl__redis_handshake_init(&hs, ep,
-                             conn->with |
-                                 (conn->sha[0] ? 0
-                                               : SL__REDIS_WITH_SCRIPT_LOAD |
-                                                     SL__REDIS_WITH_FUNCTION_LOAD));
+    sl__redis_handshake_init(
+        &hs, ep,
+        conn->with | (conn->sha[0] ? 0
+                                   : SL__REDIS_WITH_SCRIPT_LOAD |
+                                         SL__REDIS_WITH_FUNCTION_LOAD));
     for (size_t i = 0; i < hs.n; i++) {
         int kind = hs.cmd[i].kind;
         redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
