@@ -849,6 +849,13 @@ static void test_calls_are_fcalls_and_the_library_reloads(void **state)
     expect_eq(tu_redis_calls(c, "fcall"), 6 + 2);
     expect_eq(tu_redis_calls(c, "eval"), 1);
 
+    /* Another store finds the library there ("already exists"): FCALLs. */
+    sl_store_free(red);
+    red = redis_store();
+    decide_alike(mem, red, lim, 8, 2, t, "a second store");
+    expect_eq(tu_redis_calls(c, "fcall"), 8 + 2);
+    expect_eq(tu_redis_calls(c, "eval"), 1);
+
     redisFree(c);
     sl_limit_free(lim);
     sl_store_free(mem);

@@ -420,7 +420,7 @@ static void reload_cb(redisAsyncContext *ac, void *reply, void *priv)
     sd_redis *r = priv;
     const redisReply *rep = reply;
     (void)ac;
-    if (rep == NULL || rep->type == REDIS_REPLY_STRING || !r->fcall)
+    if (rep == NULL || sl__redis_function_loaded(rep) || !r->fcall)
         return; /* loaded (or the connection is gone: no word on it) */
     sl__log(SL__LOG_INFO, NULL,
             "thread %d: redis FUNCTION LOAD refused (%s): calls are EVALSHA",
@@ -431,12 +431,12 @@ static void reload_cb(redisAsyncContext *ac, void *reply, void *priv)
 /* A reply said "Function not found" (or NOSCRIPT): the server (a
  * cluster's node: ac) lost the library, which is loaded there again
  * before the call goes once more as EVAL, so that the calls after it
- * are FCALLs again.  Each such reply sends one: a flush with many calls
- * in flight loads the library a few times, which REPLACE allows. */
+ * are FCALLs again.  Each such reply sends one: after a flush with many
+ * calls in flight, all but the first are answered "already exists". */
 static void reload_library(sd_redis *r, redisAsyncContext *ac)
 {
-    const char *argv[4];
-    size_t lens[4];
+    const char *argv[3];
+    size_t lens[3];
     int argc = sl__redis_function_load_args(argv, lens);
     if (r->fcall)
         redisAsyncCommandArgv(ac, reload_cb, r, argc, argv, lens);

@@ -82,8 +82,7 @@ int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
         return 0;
     }
     if (kind == SL__REDIS_CMD_FUNCTION_LOAD) {
-        if (r->type == REDIS_REPLY_STRING &&
-            strcmp(r->str, sl__redis_function) == 0)
+        if (sl__redis_function_loaded(r))
             return 0;
         sl__set_err(err, errlen, "redis %s: %s", name,
                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");

@@ -52,12 +52,17 @@ int sl__redis_script_ref_ok(const char *ref);
  * ref, which must be ok. */
 const char *sl__redis_script_command(const char *ref, const char **name,
                                      size_t *len);
-/* FUNCTION LOAD REPLACE and the library, as argc (returned, 4) and
- * argv[4], lens[4]: what a driver sends to a server that answered an FCALL
- * "Function not found" (a restart, FUNCTION FLUSH, FLUSHALL), before
- * the call again as EVAL.  REPLACE, so that a library of the same name
- * loaded meanwhile is not an error. */
+/* FUNCTION LOAD and the library, as argc (returned, 3) and argv[3],
+ * lens[3]: what the handshake sends, and what a driver sends to a server
+ * that answered an FCALL "Function not found" (a restart, FUNCTION
+ * FLUSH), before the call again as EVAL.  Not REPLACE: a library of this
+ * name is this library, so a server that has it (another daemon loaded
+ * it, or several calls met the flush) answers a cheap error instead of
+ * compiling it again and sending it to its replicas. */
 int sl__redis_function_load_args(const char **argv, size_t *lens);
+/* 1 if r, the reply to it, says the server has the library now (loaded,
+ * or "already exists"), else 0. */
+int sl__redis_function_loaded(const redisReply *r);
 
 /* ---- what the core takes of a store (src/store/redis_store.h) ---- */
 
@@ -147,8 +152,8 @@ enum {
 #define SL__REDIS_WITH_SCRIPT_LOAD 0x1u
 #define SL__REDIS_WITH_CLUSTER_SLOTS 0x2u
 #define SL__REDIS_WITH_CLUSTER_CHECK 0x4u
-/* FUNCTION LOAD REPLACE of the library, right after SCRIPT LOAD: a
- * refusal of it is not the handshake's failure (check: 1). */
+/* FUNCTION LOAD of the library, right after SCRIPT LOAD: a refusal of it
+ * is not the handshake's failure (check: 1). */
 #define SL__REDIS_WITH_FUNCTION_LOAD 0x8u
 
 /* Commands as argc, argv and lens (for redisCommandArgv and its async
@@ -159,8 +164,8 @@ typedef struct sl__redis_handshake {
     struct {
         int kind; /* SL__REDIS_CMD_* */
         int argc;
-        const char *argv[4];
-        size_t lens[4];
+        const char *argv[3];
+        size_t lens[3];
     } cmd[6];
     char db[24]; /* SELECT's argument */
 } sl__redis_handshake;

@@ -45,11 +45,20 @@ const char *sl__redis_script_command(const char *ref, const char **name,
 
 int sl__redis_function_load_args(const char **argv, size_t *lens)
 {
-    const char *const args[] = {"FUNCTION", "LOAD", "REPLACE",
-                                sl__redis_library};
-    for (int i = 0; i < 4; i++) {
+    const char *const args[] = {"FUNCTION", "LOAD", sl__redis_library};
+    for (int i = 0; i < 3; i++) {
         argv[i] = args[i];
         lens[i] = strlen(args[i]);
     }
-    return 4;
+    return 3;
+}
+
+int sl__redis_function_loaded(const redisReply *r)
+{
+    /* The library's name is its text's hash: one of that name that is
+     * there already is this one. */
+    return r != NULL && ((r->type == REDIS_REPLY_STRING &&
+                          strcmp(r->str, sl__redis_function) == 0) ||
+                         (r->type == REDIS_REPLY_ERROR &&
+                          strstr(r->str, "already exists") != NULL));
 }

@@ -70,13 +70,13 @@ static redisReply *send_part(redis_store *rs, const sl__redis_call *c,
 static void reload_library(redis_store *rs, const sl__redis_call *c,
                            size_t part)
 {
-    const char *argv[4];
-    size_t lens[4];
+    const char *argv[3];
+    size_t lens[3];
     int argc = sl__redis_function_load_args(argv, lens);
     redisReply *r =
         send_to(rs, sl__redis_call_part_slot(c, part), argc, argv, lens);
 
-    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+    if (!sl__redis_function_loaded(r)) {
         if (rs->conn != NULL)
             sl__redis_conn_no_functions(rs->conn);
         else
