@@ -86,6 +86,22 @@ local function limit_of(spec)
     return l
 end
 
+-- The number of an argument that takes few values (a cost, the extra
+-- TTL): tonumber() is strtod, about 1k instructions a call, a look-up
+-- of the string a tenth of that.  At most LIMITS_KEPT are kept.
+local small_nums, n_small_nums = {}, 0
+local function small_num(s)
+    local x = small_nums[s]
+    if x == nil then
+        x = tonumber(s)
+        if n_small_nums == LIMITS_KEPT then
+            small_nums, n_small_nums = {}, 0
+        end
+        small_nums[s], n_small_nums = x, n_small_nums + 1
+    end
+    return x
+end
+
 -- The call of n items whose keys follow keys[k] and whose arguments
 -- follow args[g]: its reply, or raises its error.
 local function decide_call(k, g, n)
@@ -95,14 +111,14 @@ local function decide_call(k, g, n)
     else
         now_s, now_n = tonumber(args[g + 1]), tonumber(args[g + 2])
     end
-    EXTRA_TTL_MS = tonumber(args[g + 3])
+    EXTRA_TTL_MS = small_num(args[g + 3])
     local record = args[g + 4] == '1'
 
     local b = g + CALL_ARGS
     if n == 1 then
         -- One item (most calls): no passes to combine.
         local l = limit_of(args[b + 1])
-        local d = l.check(keys[k + 1], l.lim, tonumber(args[b + 2]), now_s,
+        local d = l.check(keys[k + 1], l.lim, small_num(args[b + 2]), now_s,
                           now_n, record and RECORD or COMMIT)
         return {d.allowed, d.remaining, d.reset_after, d.retry_after, d.delay}
     end
@@ -110,7 +126,7 @@ local function decide_call(k, g, n)
     local ls, costs = {}, {}
     for i = 1, n do
         ls[i] = limit_of(args[b + 1])
-        costs[i] = tonumber(args[b + 2])
+        costs[i] = small_num(args[b + 2])
         b = b + ITEM_ARGS
     end
 
