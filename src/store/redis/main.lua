@@ -120,7 +120,7 @@ local function decide_call(k, g, n)
         local l = limit_of(args[b + 1])
         local d = l.check(keys[k + 1], l.lim, small_num(args[b + 2]), now_s,
                           now_n, record and RECORD or COMMIT)
-        return {d.allowed, d.remaining, d.reset_after, d.retry_after, d.delay}
+        return d
     end
 
     local ls, costs = {}, {}
@@ -135,7 +135,7 @@ local function decide_call(k, g, n)
         for i = 1, n do
             local l = ls[i]
             ds[i] = l.check(keys[k + i], l.lim, costs[i], now_s, now_n, mode)
-            all = all and ds[i].allowed == 1
+            all = all and ds[i][ALLOWED] == 1
         end
         return all, ds
     end
@@ -146,11 +146,11 @@ local function decide_call(k, g, n)
     for i = 1, n do
         local d = ds[i]
         local r = (i - 1) * 5
-        reply[r + 1] = d.allowed
-        reply[r + 2] = d.remaining
-        reply[r + 3] = d.reset_after
-        reply[r + 4] = d.retry_after
-        reply[r + 5] = d.delay
+        reply[r + 1] = d[ALLOWED]
+        reply[r + 2] = d[REMAINING]
+        reply[r + 3] = d[RESET_AFTER]
+        reply[r + 4] = d[RETRY_AFTER]
+        reply[r + 5] = d[DELAY]
     end
     return reply
 end
