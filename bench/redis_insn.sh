@@ -31,8 +31,8 @@ trap 'kill $VPID 2>/dev/null; wait $VPID 2>/dev/null; rm -rf "$DIR"' EXIT
 CLI="redis-cli -p $PORT"
 for _ in $(seq 300); do $CLI ping >/dev/null 2>&1 && break; sleep 0.1; done
 TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
-# The library, as the store loads it (redis_script_cost prints nothing
-# with N=1 that matters; it loads the script and the library).
+# The script and the library loaded as the store loads them: one run of
+# one decision (its figures are not kept).
 "$BUILD/bench/redis_script_cost" "$PORT" 1 1 >/dev/null
 
 # insn NAME CMD...: Redis's instructions while CMD runs, per decision.
