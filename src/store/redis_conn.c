@@ -2,8 +2,8 @@
  * redis_conn.c - one blocking connection to one Redis server (hiredis,
  * synchronous): connect, the protocol core's handshake one command at a
  * time, commands (after ASKING, for a cluster's ASK), and how calls name
- * the script that the handshake loaded (FCALL or EVALSHA).  The plain store has
- * one; a cluster store has one per node it has talked to
+ * the script that the handshake loaded (FCALL or EVALSHA).  The plain
+ * store has one; a cluster store has one per node it has talked to
  * (redis_cluster_sync.c).
  *
  * Any failure drops the connection, so that the next command makes it

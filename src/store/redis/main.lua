@@ -171,7 +171,8 @@ local function run(run_keys, run_args)
         if not ok then
             -- Ours are {err = ...}; Redis's own (a key of another type) and
             -- Lua's are strings or tables with err too.
-            reply = {err = type(reply) == 'table' and reply.err or tostring(reply)}
+            reply = {err = type(reply) == 'table' and reply.err or
+                           tostring(reply)}
         end
         out[c] = reply
         k = k + n
