@@ -1,16 +1,18 @@
 /*
  * redis_script_cost.c - what the Redis store's script costs Redis per
- * decision, alone (one call per EVALSHA) and in batches of B calls per
- * EVALSHA (sl__redis_batch_format, as sluice serve sends them under load):
- * N calls of cost 1, each on a random key of 100k, token_bucket 100/s
- * burst 100 on Redis's clock (the layout of bench/serve_redis.sh), sent
- * 16 commands deep so that the client is never what Redis waits for.
- * Reports Redis's own µs per EVALSHA (INFO commandstats) and per
- * decision, and its whole CPU (INFO cpu, user + sys) per decision, which
- * includes reading and answering the commands.
+ * decision, alone (one call per command) and in batches of B calls per
+ * command (sl__redis_batch_format, as sluice serve sends them under
+ * load), each way the store calls it: FCALL of the Redis Functions
+ * library (Redis 7) and EVALSHA (the fallback; VIA=fcall or VIA=evalsha
+ * runs only one): N calls of cost 1, each on a random key of 100k,
+ * token_bucket 100/s burst 100 on Redis's clock (the layout of
+ * bench/serve_redis.sh), sent 16 commands deep so that the client is
+ * never what Redis waits for.  Reports Redis's own µs per command (INFO
+ * commandstats) and per decision, and its whole CPU (INFO cpu, user +
+ * sys) per decision, which includes reading and answering the commands.
  * bench/redis_script_cost.sh starts the server and the peer's run.
  *
- *   redis_script_cost PORT [N] [B...]     one line per B (default 1 10 64)
+ *   redis_script_cost PORT [N] [B...]   two lines per B (default 1 10 64)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +55,10 @@ static double redis_cpu(redisContext *c)
 int main(int argc, char **argv)
 {
     sl_redis_options o = {0};
-    sl_limit_config cfg = {.algorithm = SL_TOKEN_BUCKET, .limit = 100,
-                           .period = SL_NS_PER_SEC, .burst = 100};
+    sl_limit_config cfg = {.algorithm = SL_TOKEN_BUCKET,
+                           .limit = 100,
+                           .period = SL_NS_PER_SEC,
+                           .burst = 100};
     sl_store *st;
     sl__redis_keyspace ks;
     sl_limit *lim;
@@ -91,9 +95,23 @@ int main(int argc, char **argv)
         must(c, redisCommand(c, "SCRIPT LOAD %s", sl__redis_script));
     snprintf(sha, sizeof(sha), "%s", r->str);
     freeReplyObject(r);
+    /* LOADED=1: the library is loaded already (bench/redis_insn.sh counts
+     * Redis's instructions from here on, and loading costs millions). */
+    r = must(c, getenv("LOADED") ? redisCommand(c, "PING")
+                                 : redisCommand(c, "FUNCTION LOAD REPLACE %s",
+                                                sl__redis_library));
+    if (r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "FUNCTION LOAD: %s\n", r->str);
+        return 1;
+    }
+    freeReplyObject(r);
 
-    for (int b = 0; b < nb; b++) {
-        int B = bs[b];
+    for (int run = 0; run < 2 * nb; run++) {
+        int B = bs[run / 2], fcall = run % 2;
+        const char *ref = fcall ? sl__redis_function : sha;
+        const char *only = getenv("VIA");
+        if (only != NULL && strcmp(only, fcall ? "fcall" : "evalsha") != 0)
+            continue;
         long commands = (n + B - 1) / B, sent = 0, got = 0;
         sl__redis_call *calls[DEPTH][MAX_B];
         double cpu0;
@@ -108,11 +126,12 @@ int main(int argc, char **argv)
                     char key[16];
                     int64_t one = 1;
                     seed = seed * 6364136223846793005u + 1442695040888963407u;
-                    int len = snprintf(key, sizeof(key), "k%llu",
-                                       (unsigned long long)(seed >> 33) % 100000);
+                    int len =
+                        snprintf(key, sizeof(key), "k%llu",
+                                 (unsigned long long)(seed >> 33) % 100000);
                     sl_check_item it = {lim, key, (size_t)len};
-                    if (sl__redis_call_new(&ks, &it, &one, 1, 0, 0, sha,
-                                           &cs[i], err, sizeof(err)) != 0) {
+                    if (sl__redis_call_new(&ks, &it, &one, 1, 0, 0, ref, &cs[i],
+                                           err, sizeof(err)) != 0) {
                         fprintf(stderr, "call: %s\n", err);
                         return 1;
                     }
@@ -125,7 +144,7 @@ int main(int argc, char **argv)
                 } else {
                     char *cmd;
                     size_t len;
-                    if (sl__redis_batch_format(cs, (size_t)B, sha, &cmd, &len))
+                    if (sl__redis_batch_format(cs, (size_t)B, ref, &cmd, &len))
                         return 1;
                     redisAppendFormattedCommand(c, cmd, len);
                     free(cmd);
@@ -149,12 +168,14 @@ int main(int argc, char **argv)
             freeReplyObject(r);
             got++;
         }
-        double per_cmd = info_field(c, "commandstats", "cmdstat_evalsha:",
-                                    "usec_per_call=");
+        double per_cmd = info_field(
+            c, "commandstats",
+            fcall ? "cmdstat_fcall:" : "cmdstat_evalsha:", "usec_per_call=");
         double cpu = redis_cpu(c) - cpu0;
-        printf("sluice_script batch=%d evalsha=%ld usec_per_evalsha=%.2f "
-               "usec_per_decision=%.2f redis_cpu_us_per_decision=%.2f\n",
-               B, commands, per_cmd, per_cmd / B,
+        printf("sluice_script via=%s batch=%d commands=%ld "
+               "usec_per_command=%.2f usec_per_decision=%.2f "
+               "redis_cpu_us_per_decision=%.2f\n",
+               fcall ? "fcall" : "evalsha", B, commands, per_cmd, per_cmd / B,
                cpu * 1e6 / (double)(commands * B));
     }
     redisFree(c);

@@ -27,7 +27,8 @@
 #   peer:   redis-benchmark -c$CONNS -r 100000 -P 1 EVALSHA <token_bucket.lua>
 #           1 rl:tb:__rand_int__ 100 100, the peer's script as its run.sh
 #           loads it from $PEERS_DIR/redis/ (read at run time, not copied).
-# Both: FLUSHALL first; every call is one EVALSHA on Redis's clock.
+# Both: FLUSHALL first; every call is one script call on Redis's clock
+# (sluice: FCALL of its library; the peer: EVALSHA).
 # Output: one line per run, "name rps=... p99_ms=...", then medians.
 set -u
 if [ -z "${LAYOUT:-}" ]; then
@@ -78,10 +79,12 @@ for _ in $(seq 100); do
 done
 TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
 
-# Redis's own time per EVALSHA (INFO commandstats) since the last reset.
+# Redis's own time per script call (INFO commandstats) since the last
+# reset: sluice's FCALLs (EVALSHA on a Redis without Functions), the
+# peer's EVALSHAs.
 usec_per_call() {
   $CLI INFO commandstats | tr -d '\r' |
-    sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
+    sed -n 's/^cmdstat_\(fcall\|evalsha\):.*usec_per_call=\([0-9.]*\).*/\2/p'
 }
 
 # Redis's CPU seconds (user + sys) so far, from INFO cpu.
@@ -120,7 +123,7 @@ run_sluice() {
   calls=$(( $(store_counter sluice_store_calls_total) - calls0 ))
   echo "sluice_serve_redis round=$1 rps=$rps p99_ms=$p99" \
     "redis_usec_per_call=$(usec_per_call)" \
-    "calls_per_evalsha=$(awk -v a="$calls" -v b="$cmds" 'BEGIN {printf "%.1f", b ? a / b : 0}')" \
+    "calls_per_command=$(awk -v a="$calls" -v b="$cmds" 'BEGIN {printf "%.1f", b ? a / b : 0}')" \
     "redis_cpu_us_per_decision=$(awk -v c="$cpu" -v n="$n" 'BEGIN {printf "%.2f", n ? c * 1e6 / n : 0}')" \
     "sluice_cpu_us_per_request=$(awk -v t="$((t1 - t0))" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", n ? t * 1e6 / hz / n : 0}')" \
     "wrk_cpu_us_per_request=$(awk -v n="$n" '$1 == "#" && $2 == "wrk_cpu_s" {printf "%.2f", ($3 + $4) * 1e6 / n}' "$OUT/sluice_$1.txt")"
@@ -139,7 +142,7 @@ run_peer() {
   cpu=$(awk -v a="$cpu0" -v b="$(redis_cpu)" 'BEGIN {printf "%.3f", b - a}')
   tail -1 "$OUT/peer_$1.txt" | tr -d '"' |
     awk -F, -v r="$1" -v u="$(usec_per_call)" -v c="$cpu" -v n="$N_PEER" \
-      '{printf "peer_redis_lua_token_bucket round=%s rps=%s p99_ms=%s redis_usec_per_call=%s calls_per_evalsha=1.0 redis_cpu_us_per_decision=%.2f\n", r, $2, $7, u, c * 1e6 / n}'
+      '{printf "peer_redis_lua_token_bucket round=%s rps=%s p99_ms=%s redis_usec_per_call=%s calls_per_command=1.0 redis_cpu_us_per_decision=%.2f\n", r, $2, $7, u, c * 1e6 / n}'
 }
 
 for r in $(seq "$ROUNDS"); do

@@ -33,6 +33,9 @@ typedef struct tu_redis {
     char sock[192];
     char url[256];
     int cluster_node_timeout_ms; /* > 0: start a Cluster node */
+    /* 1: FUNCTION renamed away, as on a server without Redis Functions
+     * (Redis 6) or one whose operator refuses them. */
+    int no_functions;
 } tu_redis;
 
 /* A port no one listens on now: bind port 0 and ask which we got.  Another
@@ -117,7 +120,8 @@ static inline int tu_redis_start(tu_redis *r)
             execlp("redis-server", "redis-server", "--port", port, "--bind",
                    "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
                    "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
-                   "--daemonize", "no", (char *)NULL);
+                   "--daemonize", "no", "--rename-command", "FUNCTION",
+                   r->no_functions ? "" : "FUNCTION", (char *)NULL);
         }
         _exit(127);
     }
@@ -181,6 +185,34 @@ static inline long long tu_redis_int(redisContext *c, const char *fmt, ...)
     if (rep)
         freeReplyObject(rep);
     return v;
+}
+
+/* How many times the server ran cmd ("fcall", "evalsha", "eval") since
+ * its start or CONFIG RESETSTAT (INFO commandstats). */
+static inline long long tu_redis_calls(redisContext *c, const char *cmd)
+{
+    redisReply *rep = redisCommand(c, "INFO commandstats");
+    char field[64];
+    const char *p;
+    long long n = 0;
+    snprintf(field, sizeof(field), "cmdstat_%s:calls=", cmd);
+    if (rep != NULL && rep->type == REDIS_REPLY_STRING &&
+        (p = strstr(rep->str, field)) != NULL)
+        n = atoll(p + strlen(field));
+    if (rep)
+        freeReplyObject(rep);
+    return n;
+}
+
+/* 1 if the server has the library named lib (FUNCTION LIST). */
+static inline int tu_redis_has_library(redisContext *c, const char *lib)
+{
+    redisReply *rep = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s", lib);
+    int has =
+        rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1;
+    if (rep)
+        freeReplyObject(rep);
+    return has;
 }
 
 /* Runs a command whose reply does not matter (FLUSHALL, SCRIPT FLUSH). */

@@ -559,8 +559,8 @@ static void test_async_calls_decide_as_memory(void **state)
         sl_check_item it = {bl, "k", 1};
         sl__redis_keyspace none;
         expect_eq(sl__redis_store_keyspace(mem, &none), SL_EINVAL);
-        expect_eq(sl__redis_call_new(NULL, &it, &one, 1, t, 0, NULL, &call,
-                                     err, sizeof(err)),
+        expect_eq(sl__redis_call_new(NULL, &it, &one, 1, t, 0, NULL, &call, err,
+                                     sizeof(err)),
                   SL_EINVAL);
         expect_eq(sl__redis_call_new(&ks, &it, &one, 1, t, 0, NULL, &call, err,
                                      sizeof(err)),
@@ -697,8 +697,8 @@ static void test_batches_decide_as_memory(void **state)
             }
             expect_eq(rcs[j], 0);
             for (size_t i = 0; i < k[j]; i++)
-                expect_same("batched item", round, items[j][i].key,
-                            costs[j][i], t, &me[j][i], &re[j][i]);
+                expect_same("batched item", round, items[j][i].key, costs[j][i],
+                            t, &me[j][i], &re[j][i]);
             expect_same("batched overall", round, "", costs[j][0], t, &mo[j],
                         &ro[j]);
         }
@@ -804,6 +804,96 @@ static void test_script_reloads_after_flush(void **state)
     sl_store_free(red);
 }
 
+/* Checks on the store and the memory store decide alike, i from `from`. */
+static void decide_alike(sl_store *mem, sl_store *red, const sl_limit *lim,
+                         int from, int n, sl_nanos t, const char *what)
+{
+    for (int i = from; i < from + n; i++) {
+        sl_decision m = check_or_fail(mem, lim, "k", 1, t);
+        sl_decision r = check_or_fail(red, lim, "k", 1, t);
+        expect_same(what, (size_t)i, "k", 1, t, &m, &r);
+    }
+}
+
+/* On Redis 7 calls are FCALLs of the library, which the store loads at
+ * its first connect.  A FUNCTION FLUSH (which also goes with a restart)
+ * costs one call sent again as EVAL after the library is loaded again;
+ * the calls after it are FCALLs again.  SCRIPT FLUSH does not matter to
+ * them, FLUSHALL keeps the library. */
+static void test_calls_are_fcalls_and_the_library_reloads(void **state)
+{
+    sl_limit *lim = tu_limit(SL_TOKEN_BUCKET, 5, SEC, 5);
+    sl_store *mem = tu_store(), *red;
+    redisContext *c = admin();
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    expect_eq(tu_redis_do(c, "FUNCTION FLUSH"), 0);
+    expect_eq(tu_redis_do(c, "CONFIG RESETSTAT"), 0);
+    red = redis_store();
+    decide_alike(mem, red, lim, 0, 3, t, "fcall");
+    expect_eq(tu_redis_calls(c, "fcall"), 3);
+    expect_eq(tu_redis_calls(c, "evalsha") + tu_redis_calls(c, "eval"), 0);
+    expect_eq(tu_redis_has_library(c, sl__redis_function), 1);
+
+    expect_eq(tu_redis_do(c, "FUNCTION FLUSH"), 0);
+    expect_eq(tu_redis_has_library(c, sl__redis_function), 0);
+    decide_alike(mem, red, lim, 3, 3, t, "after FUNCTION FLUSH");
+    expect_eq(tu_redis_has_library(c, sl__redis_function), 1);
+    /* The refused FCALL, then two: one EVAL between them. */
+    expect_eq(tu_redis_calls(c, "fcall"), 3 + 3);
+    expect_eq(tu_redis_calls(c, "eval"), 1);
+
+    expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
+    decide_alike(mem, red, lim, 6, 2, t, "after SCRIPT FLUSH");
+    expect_eq(tu_redis_calls(c, "fcall"), 6 + 2);
+    expect_eq(tu_redis_calls(c, "eval"), 1);
+
+    /* Another store finds the library there ("already exists"): FCALLs. */
+    sl_store_free(red);
+    red = redis_store();
+    decide_alike(mem, red, lim, 8, 2, t, "a second store");
+    expect_eq(tu_redis_calls(c, "fcall"), 8 + 2);
+    expect_eq(tu_redis_calls(c, "eval"), 1);
+
+    redisFree(c);
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+/* A server without Redis Functions (Redis 6; here FUNCTION renamed
+ * away): the store calls EVALSHA, decides the same, and after a SCRIPT
+ * FLUSH sends the script again as before. */
+static void test_servers_without_functions_get_evalsha(void **state)
+{
+    tu_redis old = {.no_functions = 1};
+    sl_limit *lim = tu_limit(SL_SLIDING_WINDOW, 4, SEC, 0);
+    sl_store *mem = tu_store(), *red;
+    redisContext *c;
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    (void)state;
+
+    assert_int_equal(tu_redis_start(&old), 0);
+    c = tu_redis_admin(&old);
+    assert_non_null(c);
+    red = redis_store_opts(
+        (sl_redis_options){.url = old.url, .extra_ttl_ms = 600000});
+    decide_alike(mem, red, lim, 0, 4, t, "evalsha");
+    expect_eq(tu_redis_calls(c, "evalsha"), 4);
+    expect_eq(tu_redis_calls(c, "fcall"), 0);
+    expect_eq(tu_redis_do(c, "SCRIPT FLUSH"), 0);
+    decide_alike(mem, red, lim, 4, 3, t + SEC, "evalsha after SCRIPT FLUSH");
+    expect_eq(tu_redis_calls(c, "eval"), 1);
+    expect_eq(tu_redis_calls(c, "evalsha"), 4 + 3);
+
+    redisFree(c);
+    sl_store_free(red);
+    tu_redis_cleanup(&old);
+    sl_limit_free(lim);
+    sl_store_free(mem);
+}
+
 static double elapsed_ms(const struct timespec *a)
 {
     struct timespec b;
@@ -841,11 +931,20 @@ static void test_dead_redis_is_estore_then_recovers(void **state)
         fail_msg("last error does not name redis: '%s'", err);
 
     /* Restarted on the same port: the same store works again (the
-     * script is gone with the old server: NOSCRIPT, then EVAL). */
+     * library is gone with the old server: "Function not found", the
+     * library loaded again, then EVAL; then FCALLs). */
     assert_int_equal(tu_redis_start(&server), 0);
     for (int i = 0; i < 3 && (rc = check_rc(red, lim, t)) != 0; i++)
         ;
     expect_eq(rc, 0);
+    {
+        redisContext *c = admin();
+        expect_eq(tu_redis_has_library(c, sl__redis_function), 1);
+        expect_eq(check_rc(red, lim, t), 0);
+        expect_eq(tu_redis_calls(c, "fcall"), 2);
+        expect_eq(tu_redis_calls(c, "eval"), 1);
+        redisFree(c);
+    }
 
     /* Paused (SIGSTOP): no answer at all; the timeout bounds the wait. */
     kill(server.pid, SIGSTOP);
@@ -1054,6 +1153,8 @@ int main(void)
         cmocka_unit_test(test_batches_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
+        cmocka_unit_test(test_calls_are_fcalls_and_the_library_reloads),
+        cmocka_unit_test(test_servers_without_functions_get_evalsha),
         cmocka_unit_test(test_keys_have_ttl_and_vanish_when_initial),
         cmocka_unit_test(test_bad_options_are_refused_clearly),
         cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),

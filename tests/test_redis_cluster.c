@@ -300,6 +300,54 @@ static void test_exact_across_slots(void **state)
     }
 }
 
+/* 1 if node (a master) has the library. */
+static int has_library(int node)
+{
+    redisContext *c = tu_redis_admin(&nodes[node]);
+    int has = c != NULL && tu_redis_has_library(c, sl__redis_function);
+    if (c)
+        redisFree(c);
+    return has;
+}
+
+/* The blocking cluster store loads the library on every master it talks
+ * to, and after a FUNCTION FLUSH on each, loads it again there (the call
+ * that met the flush goes again as EVAL) and stays exact. */
+static void test_library_on_every_master(void **state)
+{
+    const int64_t L = 3;
+    sl_limit *lim = make_limit(SL_GCRA, L);
+    sl_store *s = cluster_store(2000);
+    sl_nanos now = sl_clock_realtime();
+    int masters[NODES] = {0};
+    (void)state;
+
+    for (int round = 0; round < 2 * (int)L; round++) {
+        if (round == (int)L) /* half-way: every master loses the library */
+            for (int n = 0; n < NODES; n++)
+                if (masters[n]) {
+                    redisReply *r = admin_cmd(n, "FUNCTION FLUSH");
+                    assert_non_null(r);
+                    freeReplyObject(r);
+                    assert_int_equal(has_library(n), 0);
+                }
+        for (int k = 0; k < KEYS; k++) {
+            char key[32];
+            sl_decision d;
+            snprintf(key, sizeof(key), "lib:%d", k);
+            masters[master_of(0, slot_of(key))] = 1;
+            assert_int_equal(sl_check(s, lim, key, strlen(key), 1, now, &d), 0);
+            if (d.allowed != (round < (int)L))
+                fail_msg("key %s round %d: allowed %d", key, round, d.allowed);
+        }
+        for (int n = 0; n < NODES; n++)
+            if (masters[n] && !has_library(n))
+                fail_msg("round %d: master %d has no library", round, n);
+    }
+    sl_store_free(s);
+    sl_limit_free(lim);
+}
+
 /* Decides items[0..1] (limits 1 and 5, cost 1 each) twice: the first
  * call is allowed, the second refused by the limit of 1; each[] and
  * *overall are the second's. */
@@ -522,6 +570,7 @@ int main(void)
     const struct CMUnitTest live[] = {
         cmocka_unit_test(test_slots_match_the_servers),
         cmocka_unit_test(test_exact_across_slots),
+        cmocka_unit_test(test_library_on_every_master),
         cmocka_unit_test(test_multi_items),
         cmocka_unit_test(test_tag_delimiter),
         cmocka_unit_test(test_plain_url_at_a_node),

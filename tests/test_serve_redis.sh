@@ -11,7 +11,7 @@
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import json, os, signal, socket, sys, tempfile, time
+import json, os, signal, socket, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 import urllib.error, urllib.request
 
@@ -59,6 +59,11 @@ class Node(harness.Node):
 def storm(nodes, key, value, n, workers=24):
     """n concurrent checks spread over nodes; the results in a list."""
     return harness.storm(lambda i: nodes[i % len(nodes)].check(key, value), n, workers)
+
+def redis_cli(server, *args):
+    """A command on server by redis-cli: its output."""
+    return subprocess.run(["redis-cli", "-p", str(server.port)] + list(args),
+                          capture_output=True, text=True, timeout=10).stdout
 
 def burst(port, key, value, n):
     """n requests for key=value written at once on n connections before
@@ -128,13 +133,14 @@ try:
               "statuses %s, calls %s, script calls %s" % (
                   sorted(codes), calls, cmds))
 
-    # Calls that meet a flushed script (NOSCRIPT) go again as EVAL.  Redis
-    # is stopped while the burst's first call is written to it and a
-    # SCRIPT FLUSH after it; on SIGCONT Redis mostly runs that call first
-    # and the flush next, and the calls held meanwhile meet the flushed
-    # script as a batch (119 calls sent for 60: the batch of 59 twice);
-    # sometimes the flush comes first and the lone call meets it (61).
-    # Either way: exact, no 503, and something was sent again.
+    # Calls that meet a flushed library ("Function not found") go again as
+    # EVAL, after the library is loaded again.  Redis is stopped while the
+    # burst's first call is written to it and a FUNCTION FLUSH after it;
+    # on SIGCONT Redis mostly runs that call first and the flush next, and
+    # the calls held meanwhile meet the flushed library as a batch (119
+    # calls sent for 60: the batch of 59 twice); sometimes the flush comes
+    # first and the lone call meets it (61).  Either way: exact, no 503,
+    # something was sent again, and the library is back.
     k0 = bn.metric("sluice_store_calls_total")
     # Connected (accepted by Redis) before the stop.
     admin = socket.create_connection(("127.0.0.1", redis.port), timeout=10)
@@ -145,7 +151,7 @@ try:
         with ThreadPoolExecutor(1) as ex:
             fut = ex.submit(burst, bn.port, ALGS[0], "flushed", 3 * L)
             time.sleep(0.3)
-            admin.sendall(b"*2\r\n$6\r\nSCRIPT\r\n$5\r\nFLUSH\r\n")
+            admin.sendall(b"*2\r\n$8\r\nFUNCTION\r\n$5\r\nFLUSH\r\n")
             time.sleep(0.2)
             redis.proc.send_signal(signal.SIGCONT)
             codes = fut.result(timeout=30)
@@ -154,11 +160,41 @@ try:
     finally:
         redis.proc.send_signal(signal.SIGCONT)
     calls = bn.metric("sluice_store_calls_total") - k0
-    check("calls after SCRIPT FLUSH are sent again as EVAL: exactly %d "
+    check("calls after FUNCTION FLUSH are sent again as EVAL: exactly %d "
           "of %d allowed (%d calls sent for %d decisions)" % (L, 3 * L, calls, 3 * L),
           codes.count(200) == L and codes.count(429) == 2 * L and
           calls > 3 * L,
           "statuses %s, calls %s" % (sorted(codes), calls))
+    check("the library is loaded again after FUNCTION FLUSH",
+          "sluice_" in redis_cli(redis, "FUNCTION", "LIST"),
+          redis_cli(redis, "FUNCTION", "LIST"))
+
+    # A Redis without Functions (Redis 6; here FUNCTION renamed away):
+    # the node calls EVALSHA, decides exactly, and after a SCRIPT FLUSH
+    # sends the script again as EVAL.
+    old = harness.Redis(extra=["--rename-command", "FUNCTION", ""])
+    old.start()
+    on = harness.Node(SLUICE, tmp, "old", rules, "--threads", "1",
+                      "--store", "redis://127.0.0.1:%d" % old.port,
+                      "--redis-timeout", "2s", "--redis-failure", "fail_closed")
+    check("a node on a Redis without FUNCTION connects", on.wait_status("up"),
+          on.get("/readyz")[1])
+    for key in ("before", "after"):
+        if key == "after":
+            redis_cli(old, "SCRIPT", "FLUSH")
+        codes = burst(on.port, ALGS[0], key, 3 * L)
+        # NOSCRIPT errors, not EVALs, tell the call sent again: --nodes
+        # auto's heartbeat is an EVAL of its own.
+        stats = redis_cli(old, "INFO", "commandstats") + \
+            redis_cli(old, "INFO", "errorstats")
+        check("without FUNCTION, %s SCRIPT FLUSH: exactly %d of %d allowed, "
+              "by EVALSHA" % (key, L, 3 * L),
+              codes.count(200) == L and codes.count(429) == 2 * L and
+              "cmdstat_evalsha:" in stats and "cmdstat_fcall:" not in stats and
+              ("errorstat_NOSCRIPT:" in stats) == (key == "after"),
+              "statuses %s, %s" % (sorted(codes), stats))
+    on.stop()
+    old.kill()
 
     # GET /v1/auth waits on Redis as the JSON APIs do (its descriptors
     # come from headers kept across the wait).
@@ -291,6 +327,10 @@ try:
     late = [n.check("sliding_window", "after-restart")[0] for n in pol]
     check("restarted: the local, fail_open and fail_closed nodes decide on Redis again",
           late == [429, 429, 429], late)
+    stats = redis_cli(redis, "INFO", "commandstats")
+    check("restarted: the library is loaded again and calls are FCALLs",
+          "sluice_" in redis_cli(redis, "FUNCTION", "LIST") and
+          "cmdstat_fcall:" in stats and "cmdstat_evalsha:" not in stats, stats)
 
     # SIGTERM drains and exits 0 (sanitizer builds: no leak reports).
     harness.check_exit(nodes + pol)

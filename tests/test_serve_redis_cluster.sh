@@ -179,6 +179,11 @@ try:
           % (L, 3 * L, len(values) * len(algs), len(algs)), not wrong, wrong)
     spread = [len(cli(m, "--scan", "--pattern", "sl:*").split()) for m in ms]
     check("the keys are spread over all three masters", all(c > 0 for c in spread), spread)
+    fcalls = [("sluice_" in cli(m, "function", "list"),
+               "cmdstat_fcall:" in cli(m, "info", "commandstats"),
+               "cmdstat_evalsha:" in cli(m, "info", "commandstats")) for m in ms]
+    check("every master has the library and is called by FCALL",
+          fcalls == [(True, True, False)] * 3, fcalls)
 
     # A request with descriptors in two slots: decided per slot (stores.md).
     n0 = nodes[0]

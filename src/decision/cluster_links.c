@@ -9,11 +9,12 @@
  * The map comes first from the breaker's probe (CLUSTER SLOTS after
  * SCRIPT LOAD on a seed), then from a refresh: sent on a link after a
  * MOVED, a link lost or refused, or a part for a slot the map does not
- * know; at most one in flight.  Links need no SCRIPT LOAD: the SHA1 is
- * the same on every node, and a node without the script answers NOSCRIPT,
- * to which redis_async.c sends EVAL.  A link that fails is dropped (its
- * calls get no reply, which redis_async.c counts as failures); the next
- * part for that node connects again.
+ * know; at most one in flight.  Links load the library (FUNCTION LOAD)
+ * but need no SCRIPT LOAD: the SHA1 is the same on every node, and a node
+ * without the script (or the library) answers NOSCRIPT (or "Function not
+ * found"), to which redis_async.c sends EVAL (after the library).  A link that
+ * fails is dropped (its calls get no reply, which redis_async.c counts as
+ * failures); the next part for that node connects again.
  *
  * hiredis 0.14's libuv adapter ignores a poll error, so a refused
  * connection or a reset one is not always reported: the link just never
@@ -164,9 +165,11 @@ redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
     cl->n_links++;
     redisAsyncSetConnectCallback(ac, link_connect_cb);
     redisAsyncSetDisconnectCallback(ac, link_disconnect_cb);
-    /* AUTH, pipelined ahead of everything; a refusal shows in the
-     * replies of what follows (NOAUTH), which fail their calls. */
-    sl__redis_handshake_init(&hs, &cl->ep, 0);
+    /* AUTH and FUNCTION LOAD, pipelined ahead of everything: the library
+     * is on every master that serves calls.  A refusal of AUTH shows in
+     * the replies of what follows (NOAUTH), which fail their calls; one
+     * of FUNCTION LOAD in a "Function not found" (reload_library). */
+    sl__redis_handshake_init(&hs, &cl->ep, SL__REDIS_WITH_FUNCTION_LOAD);
     for (size_t i = 0; i < hs.n; i++)
         redisAsyncCommandArgv(ac, NULL, NULL, hs.cmd[i].argc, hs.cmd[i].argv,
                               hs.cmd[i].lens);

@@ -197,7 +197,7 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
     }
     sd_wait *w;
     int rc = sd_wait_new(t, checks, n, now, &t->e->redis_keyspace,
-                         sd_redis_sha(t), &w);
+                         sd_redis_script_ref(t), &w);
     if (rc != 0) {
         for (size_t i = 0; i < n; i++) {
             checks[i].rc = rc;

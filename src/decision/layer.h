@@ -211,8 +211,9 @@ void sd_cluster_write_now(sd_cluster *cl);
 
 /* The thread's Redis, connecting from its loop: 0, or -1. */
 int sd_redis_start(sd_thread *t);
-/* The script's SHA1 once the probe loaded it. */
-const char *sd_redis_sha(const sd_thread *t);
+/* How calls name the script (a ref, src/redis/redis_proto.h) once the
+ * probe loaded it: the library's function, or the script's SHA1. */
+const char *sd_redis_script_ref(const sd_thread *t);
 int sd_redis_up(const sd_thread *t);
 /* Sends every call of w not yet done (its deadline starts now);
  * w->round_done(w) runs once when each has a reply or failed, from a

@@ -4,18 +4,18 @@
  * a bounded wait and then nothing.
  *
  * Each thread keeps ONE hiredis async connection (with a Cluster, one per
- * master, cluster_links.c); every call of the thread is an EVALSHA
- * pipelined on it, or, while a script call is out, held and sent with
- * the others as one batch (batch.c).  The library builds each call and
- * reads each reply (sl__redis_call_*).  A call that gets no good reply
- * within --redis-timeout of being sent fails ("timeout"; a lost
- * connection or an error reply is "error") and engine.c has the policy
- * decide it.  The breaker (breaker.c) is the connection itself: opened,
- * the connection is dropped and every check goes to the policy with no
- * I/O; after a backoff a new connection's AUTH, SELECT and SCRIPT LOAD
- * (and CLUSTER SLOTS on a Cluster seed, whose connection is then closed)
- * are the half-open probe.  A Cluster part answered MOVED or ASK is sent
- * again where the answer says, at most SL__REDIS_MAX_HOPS times, within
+ * master, cluster_links.c); every call of the thread is an FCALL (an
+ * EVALSHA on a server without Redis Functions) pipelined on it, or, while a
+ * script call is out, held and sent with the others as one batch (batch.c). The
+ * library builds each call and reads each reply (sl__redis_call_*).  A call
+ * that gets no good reply within --redis-timeout of being sent fails
+ * ("timeout"; a lost connection or an error reply is "error") and engine.c has
+ * the policy decide it.  The breaker (breaker.c) is the connection itself:
+ * opened, the connection is dropped and every check goes to the policy with no
+ * I/O; after a backoff a new connection's AUTH, SELECT, SCRIPT LOAD and
+ * FUNCTION LOAD (and CLUSTER SLOTS on a Cluster seed, whose connection is then
+ * closed) are the half-open probe.  A Cluster part answered MOVED or ASK is
+ * sent again where the answer says, at most SL__REDIS_MAX_HOPS times, within
  * the same deadline; one answered TRYAGAIN (its keys split by a
  * resharding) is sent again after a backoff, TRYAGAIN_MIN_MS doubling,
  * until the deadline.
@@ -62,7 +62,8 @@ struct sd_redis {
     redisAsyncContext *ac; /* the one connection; with a cluster, the probe */
     sd_cluster *cluster;   /* redis-cluster://: the links; else NULL */
     sd_breaker br;
-    char sha[41];
+    char sha[41];       /* the script's SHA1, from the probe's SCRIPT LOAD */
+    int fcall;          /* the server took the library: calls are FCALLs */
     uv_timer_t retry;   /* DOWN: reconnect; CONNECTING: probe timeout */
     uv_timer_t timeout; /* the oldest wait's deadline */
     sd_wait_queue waits;
@@ -190,24 +191,33 @@ static void go_down(sd_redis *r, const char *why)
 
 /* Each probe reply's priv: its command's kind (SL__REDIS_CMD_*). */
 static const int probe_kinds[] = {
-    SL__REDIS_CMD_AUTH, SL__REDIS_CMD_SELECT, SL__REDIS_CMD_SCRIPT_LOAD,
-    SL__REDIS_CMD_CLUSTER_SLOTS, SL__REDIS_CMD_INFO_CLUSTER};
+    SL__REDIS_CMD_AUTH,         SL__REDIS_CMD_SELECT,
+    SL__REDIS_CMD_SCRIPT_LOAD,  SL__REDIS_CMD_CLUSTER_SLOTS,
+    SL__REDIS_CMD_INFO_CLUSTER, SL__REDIS_CMD_FUNCTION_LOAD};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sd_redis *r = ac->data;
     const redisReply *rep = reply;
-    int kind = *(const int *)priv;
+    int kind = *(const int *)priv, rc;
     char err[256];
     if (r == NULL || ac != r->ac || r->br.state != SD_CONNECTING)
         return;
-    if (sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err)) != 0) {
+    rc = sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err));
+    if (kind == SL__REDIS_CMD_FUNCTION_LOAD && rc >= 0) {
+        if (rc == 1) /* a server without Functions: EVALSHA */
+            sl__log(SL__LOG_INFO, NULL, "thread %d: %s: calls are EVALSHA",
+                    r->t->index, err);
+        r->fcall = rc == 0;
+        rc = 0;
+    }
+    if (rc != 0) {
         sl__log(SL__LOG_ERROR, NULL, "thread %d: %s", r->t->index, err);
         go_down(r, "setup refused");
         return;
     }
-    if (kind !=
-        (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS : SL__REDIS_CMD_SCRIPT_LOAD))
+    if (kind != (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS
+                            : SL__REDIS_CMD_FUNCTION_LOAD))
         return; /* not the last of the probe */
     if (r->cluster != NULL) {
         if (sd_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
@@ -277,6 +287,7 @@ static void start_connect(sd_redis *r)
     /* The probe, pipelined behind the connect. */
     sl__redis_handshake_init(&hs, &ep,
                              SL__REDIS_WITH_SCRIPT_LOAD |
+                                 SL__REDIS_WITH_FUNCTION_LOAD |
                                  (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
                                              : SL__REDIS_WITH_CLUSTER_CHECK));
     for (size_t i = 0; i < hs.n; i++)
@@ -398,6 +409,39 @@ static int follow_redirect(sd_redis *r, redisAsyncContext *ac, sd_part *p,
     return to != NULL && send_part(r, p, to, rd.ask) == 0;
 }
 
+/* How calls name the script: the library's function, or the SHA1. */
+static const char *script_ref(const sd_redis *r)
+{
+    return r->fcall ? sl__redis_function : r->sha;
+}
+
+static void reload_cb(redisAsyncContext *ac, void *reply, void *priv)
+{
+    sd_redis *r = priv;
+    const redisReply *rep = reply;
+    (void)ac;
+    if (rep == NULL || sl__redis_function_loaded(rep) || !r->fcall)
+        return; /* loaded (or the connection is gone: no word on it) */
+    sl__log(SL__LOG_INFO, NULL,
+            "thread %d: redis FUNCTION LOAD refused (%s): calls are EVALSHA",
+            r->t->index, rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+    r->fcall = 0;
+}
+
+/* A reply said "Function not found" (or NOSCRIPT): the server (a
+ * cluster's node: ac) lost the library, which is loaded there again
+ * before the call goes once more as EVAL, so that the calls after it
+ * are FCALLs again.  Each such reply sends one: after a flush with many
+ * calls in flight, all but the first are answered "already exists". */
+static void reload_library(sd_redis *r, redisAsyncContext *ac)
+{
+    const char *argv[3];
+    size_t lens[3];
+    int argc = sl__redis_function_load_args(argv, lens);
+    if (r->fcall)
+        redisAsyncCommandArgv(ac, reload_cb, r, argc, argv, lens);
+}
+
 /* What a part's reply came to, for the breaker. */
 enum { REPLY_OK, REPLY_FAILED, REPLY_RESENT, REPLY_LATE };
 
@@ -429,8 +473,9 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
         rc = sl__redis_call_read_part(c->call, p->index, reply, err,
                                       sizeof(err));
         if (rc == 1 && current) {
-            /* The server lost the script (SCRIPT FLUSH): once more as
-             * EVAL, within the same deadline. */
+            /* The server lost the library or the script (a restart, a
+             * flush): once more as EVAL, within the same deadline. */
+            reload_library(r, ac);
             sl__redis_call_part_use_eval(c->call, p->index);
             if (send_part(r, p, ac, p->asking) == 0)
                 return REPLY_RESENT;
@@ -501,8 +546,8 @@ static int send_batch(sd_redis *r, batch_rec *b)
 
     for (size_t i = 0; i < b->n; i++)
         calls[i] = b->parts[i]->c->call;
-    if (sl__redis_batch_format(calls, b->n, b->eval ? NULL : r->sha, &cmd,
-                               &len) != 0)
+    if (sl__redis_batch_format(calls, b->n, b->eval ? NULL : script_ref(r),
+                               &cmd, &len) != 0)
         return -1;
     rc = redisAsyncFormattedCommand(r->ac, batch_reply_cb, b, cmd, len);
     free(cmd);
@@ -528,6 +573,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         if (sl__redis_reply_kind(reply, NULL) == SL__REDIS_REPLY_NOSCRIPT &&
             !b->eval) {
             b->eval = 1; /* the server lost the script: once more */
+            reload_library(r, ac);
             if (send_batch(r, b) == 0)
                 return;
         }
@@ -777,9 +823,9 @@ int sd_redis_start(sd_thread *t)
     return 0;
 }
 
-const char *sd_redis_sha(const sd_thread *t)
+const char *sd_redis_script_ref(const sd_thread *t)
 {
-    return t->redis->sha;
+    return script_ref(t->redis);
 }
 
 int sd_redis_up(const sd_thread *t)

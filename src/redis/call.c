@@ -190,20 +190,11 @@ static void push_spec(call_args *a, size_t item, const sl_limit *lim)
     push_arg(a, s, len);
 }
 
-/* The first two arguments: EVALSHA sha, or EVAL and the script's text. */
-static void use_sha(call_args *a, const char *sha)
+/* The first two arguments: how the server is to find the script. */
+static void use_sha(call_args *a, const char *ref)
 {
-    if (sha != NULL) {
-        a->argv[0] = "EVALSHA";
-        a->lens[0] = 7;
-        a->argv[1] = sha;
-        a->lens[1] = SL__REDIS_SHA_LEN;
-    } else {
-        a->argv[0] = "EVAL";
-        a->lens[0] = 4;
-        a->argv[1] = sl__redis_script;
-        a->lens[1] = strlen(sl__redis_script);
-    }
+    a->argv[0] = sl__redis_script_command(ref, &a->argv[1], &a->lens[1]);
+    a->lens[0] = strlen(a->argv[0]);
 }
 
 static int build_args(const sl__redis_keyspace *ks, call_args *a,
@@ -342,7 +333,7 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
 
     sl__set_err(errbuf, errlen, "%s", "");
     if (ks == NULL || out == NULL || (flags & ~SL_RECORD) != 0 ||
-        (sha != NULL && strlen(sha) != SL__REDIS_SHA_LEN)) {
+        !sl__redis_script_ref_ok(sha)) {
         sl__set_err(errbuf, errlen, "invalid argument");
         return SL_EINVAL;
     }

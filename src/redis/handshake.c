@@ -1,7 +1,8 @@
 /*
  * handshake.c - what a new connection says before its first call, and
  * what the answers must be: AUTH (Redis 6 ACLs: with the user when there
- * is one), SELECT, SCRIPT LOAD for the SHA1 that EVALSHA names, and
+ * is one), SELECT, SCRIPT LOAD for the SHA1 that EVALSHA names, FUNCTION
+ * LOAD of the library that FCALL calls (a server may refuse it), and
  * CLUSTER SLOTS when the connection is a cluster's probe; INFO cluster
  * on a plain store's, which refuses a Cluster node ("use
  * redis-cluster://").  The blocking
@@ -14,8 +15,9 @@
 #include "internal.h"
 #include "redis/redis_proto.h"
 
-static const char *const cmd_names[] = {"AUTH", "SELECT", "SCRIPT LOAD",
-                                        "CLUSTER SLOTS", "INFO cluster"};
+static const char *const cmd_names[] = {"AUTH",         "SELECT",
+                                        "SCRIPT LOAD",  "CLUSTER SLOTS",
+                                        "INFO cluster", "FUNCTION LOAD"};
 
 static void add(sl__redis_handshake *hs, int kind, int argc, const char *a0,
                 const char *a1, const char *a2)
@@ -47,6 +49,12 @@ void sl__redis_handshake_init(sl__redis_handshake *out,
     if (with & SL__REDIS_WITH_SCRIPT_LOAD)
         add(out, SL__REDIS_CMD_SCRIPT_LOAD, 3, "SCRIPT", "LOAD",
             sl__redis_script);
+    if (with & SL__REDIS_WITH_FUNCTION_LOAD) {
+        size_t i = out->n++;
+        out->cmd[i].kind = SL__REDIS_CMD_FUNCTION_LOAD;
+        out->cmd[i].argc =
+            sl__redis_function_load_args(out->cmd[i].argv, out->cmd[i].lens);
+    }
     if (with & SL__REDIS_WITH_CLUSTER_SLOTS)
         add(out, SL__REDIS_CMD_CLUSTER_SLOTS, 2, "CLUSTER", "SLOTS", NULL);
 }
@@ -72,6 +80,13 @@ int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
             return SL_EINVAL;
         }
         return 0;
+    }
+    if (kind == SL__REDIS_CMD_FUNCTION_LOAD) {
+        if (sl__redis_function_loaded(r))
+            return 0;
+        sl__set_err(err, errlen, "redis %s: %s", name,
+                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        return 1;
     }
     if (r->type == REDIS_REPLY_ERROR) {
         sl__set_err(err, errlen, "redis %s: %s", name, r->str);

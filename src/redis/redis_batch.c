@@ -14,9 +14,10 @@
 #include "internal.h"
 #include "redis/redis_proto.h"
 
-enum { HEAD_ARGS = 5 }; /* EVALSHA sha numkeys 'B' count */
+enum { HEAD_ARGS = 5 }; /* FCALL name (or EVALSHA sha) numkeys 'B' count */
 
-/* A call's command: EVALSHA sha numkeys key... arg...; its numkeys. */
+/* A call's command: FCALL name (or EVALSHA sha) numkeys key... arg...;
+ * its numkeys. */
 typedef struct cmd {
     int argc;
     const char *const *argv;
@@ -42,17 +43,17 @@ static void put(const char **argv, size_t *lens, size_t *at, const char *s,
 int sl__redis_batch_format(sl__redis_call *const *calls, size_t n,
                            const char *sha, char **out, size_t *out_len)
 {
-    const char *head = sha ? "EVALSHA" : "EVAL";
-    const char *script = sha ? sha : sl__redis_script;
+    const char *script, *head;
     char total_keys[24], count[24];
-    size_t args = HEAD_ARGS, keys = 0, k = 0, a;
+    size_t args = HEAD_ARGS, keys = 0, k = 0, a, script_len;
     const char **argv;
     size_t *lens;
     cmd c;
 
     if (n == 0 || out == NULL || out_len == NULL ||
-        (sha != NULL && strlen(sha) != SL__REDIS_SHA_LEN))
+        !sl__redis_script_ref_ok(sha))
         return SL_EINVAL;
+    head = sl__redis_script_command(sha, &script, &script_len);
     for (size_t i = 0; i < n; i++) {
         if (get_cmd(calls[i], &c) != 0)
             return SL_EINVAL;
@@ -66,7 +67,7 @@ int sl__redis_batch_format(sl__redis_call *const *calls, size_t n,
     snprintf(count, sizeof(count), "%zu", n);
     /* The keys go at k, from 3; the other arguments at a, after them. */
     put(argv, lens, &k, head, strlen(head));
-    put(argv, lens, &k, script, strlen(script));
+    put(argv, lens, &k, script, script_len);
     put(argv, lens, &k, total_keys, strlen(total_keys));
     a = k + keys;
     put(argv, lens, &a, "B", 1);

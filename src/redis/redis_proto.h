@@ -26,9 +26,43 @@
  * NUL-terminated string (generated at build time by embed.cmake there),
  * what SCRIPT LOAD loads and EVAL sends. */
 extern const char sl__redis_script[];
+/* The same Lua as a Redis Functions library (FUNCTION LOAD's text), and
+ * the name of the library and of its one function, which FCALL calls:
+ * "sluice_" and 16 hex digits of the Lua's SHA1, so that each build of
+ * the script is a library of its own. */
+extern const char sl__redis_library[];
+extern const char sl__redis_function[];
 
 /* The script's SHA1 in hex, as EVALSHA names it. */
 #define SL__REDIS_SHA_LEN 40
+
+/* ---- naming the script (script.c) ----
+ *
+ * A command names the script on its server by a "ref": a string equal to
+ * sl__redis_function (FCALL: the server took the library), a SHA1
+ * (EVALSHA: a server that refused FUNCTION LOAD), or NULL (EVAL with the
+ * text: the server has neither yet).  A driver keeps the SHA1 from SCRIPT
+ * LOAD beside whether FUNCTION LOAD succeeded, so that a server that lost
+ * the library and refuses it again is still called by EVALSHA. */
+
+/* 1 if ref is one of the three, else 0. */
+int sl__redis_script_ref_ok(const char *ref);
+/* The command ("FCALL", "EVALSHA" or "EVAL") and its first argument
+ * (*name, *len: the function's name, the SHA1 or the script's text) for
+ * ref, which must be ok. */
+const char *sl__redis_script_command(const char *ref, const char **name,
+                                     size_t *len);
+/* FUNCTION LOAD and the library, as argc (returned, 3) and argv[3],
+ * lens[3]: what the handshake sends, and what a driver sends to a server
+ * that answered an FCALL "Function not found" (a restart, FUNCTION
+ * FLUSH), before the call again as EVAL.  Not REPLACE: a library of this
+ * name is this library, so a server that has it (another daemon loaded
+ * it, or several calls met the flush) answers a cheap error instead of
+ * compiling it again and sending it to its replicas. */
+int sl__redis_function_load_args(const char **argv, size_t *lens);
+/* 1 if r, the reply to it, says the server has the library now (loaded,
+ * or "already exists"), else 0. */
+int sl__redis_function_loaded(const redisReply *r);
 
 /* ---- what the core takes of a store (src/store/redis_store.h) ---- */
 
@@ -82,7 +116,9 @@ typedef struct sl__redis_redirect {
 enum {
     SL__REDIS_REPLY_OK,          /* not an error: the command's answer */
     SL__REDIS_REPLY_NONE,        /* NULL: no reply (the connection failed) */
-    SL__REDIS_REPLY_NOSCRIPT,    /* the server lacks the script: EVAL it */
+    SL__REDIS_REPLY_NOSCRIPT,    /* the server lacks the script (NOSCRIPT)
+                                  * or the library ("Function not found"):
+                                  * EVAL it */
     SL__REDIS_REPLY_MOVED,       /* go to rd's node, read the map again */
     SL__REDIS_REPLY_ASK,         /* go to rd's node once, ASKING first */
     SL__REDIS_REPLY_TRYAGAIN,    /* a migration splits the keys: wait */
@@ -106,6 +142,7 @@ enum {
     SL__REDIS_CMD_SCRIPT_LOAD,   /* its reply is the script's SHA1 */
     SL__REDIS_CMD_CLUSTER_SLOTS, /* its reply is the slot map */
     SL__REDIS_CMD_INFO_CLUSTER,  /* cluster_enabled:1 refuses the store */
+    SL__REDIS_CMD_FUNCTION_LOAD, /* an error: the server is called EVALSHA */
 };
 
 /* sl__redis_handshake_init() flags: the optional commands.  INFO cluster
@@ -115,6 +152,9 @@ enum {
 #define SL__REDIS_WITH_SCRIPT_LOAD 0x1u
 #define SL__REDIS_WITH_CLUSTER_SLOTS 0x2u
 #define SL__REDIS_WITH_CLUSTER_CHECK 0x4u
+/* FUNCTION LOAD of the library, right after SCRIPT LOAD: a refusal of it
+ * is not the handshake's failure (check: 1). */
+#define SL__REDIS_WITH_FUNCTION_LOAD 0x8u
 
 /* Commands as argc, argv and lens (for redisCommandArgv and its async
  * twin), pointing into the struct itself and the endpoint's strings:
@@ -126,7 +166,7 @@ typedef struct sl__redis_handshake {
         int argc;
         const char *argv[3];
         size_t lens[3];
-    } cmd[5];
+    } cmd[6];
     char db[24]; /* SELECT's argument */
 } sl__redis_handshake;
 
@@ -140,7 +180,9 @@ void sl__redis_handshake_init(sl__redis_handshake *hs,
  * error reply or, for SCRIPT LOAD, one that is not a SHA1; SL_EINVAL for
  * INFO cluster from a Cluster node (the URL should be redis-cluster://).  For
  * SCRIPT LOAD the SHA1 is copied to sha (41 bytes, NUL-terminated) on success
- * only; sha may be NULL for the other kinds. */
+ * only; sha may be NULL for the other kinds.  FUNCTION LOAD is 0 when the
+ * server took the library (calls FCALL it), 1 for any other reply, with
+ * the reason in err (calls EVALSHA: not an error). */
 int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
                               char *err, size_t errlen);
 

@@ -1,9 +1,9 @@
 /*
  * reply.c - what a reply is, decided in one place: an answer, no reply at
- * all, or one of the error replies a driver acts on (NOSCRIPT: send the
- * script's text; MOVED, ASK, TRYAGAIN, CLUSTERDOWN: Redis Cluster's
- * routing).  Both drivers and the call reader switch on it, so a new
- * error that needs handling is taught here once.
+ * all, or one of the error replies a driver acts on (NOSCRIPT or
+ * "Function not found": send the script's text; MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN: Redis Cluster's routing).  Both drivers and the call reader
+ * switch on it, so a new error that needs handling is taught here once.
  */
 #include <string.h>
 
@@ -25,7 +25,9 @@ int sl__redis_reply_kind(const redisReply *r, sl__redis_redirect *rd)
         return SL__REDIS_REPLY_NONE;
     if (r->type != REDIS_REPLY_ERROR)
         return SL__REDIS_REPLY_OK;
-    if (error_is(r, "NOSCRIPT"))
+    /* FCALL of a function the server does not have: Redis 7's words. */
+    if (error_is(r, "NOSCRIPT") ||
+        (r->len >= 22 && memcmp(r->str, "ERR Function not found", 22) == 0))
         return SL__REDIS_REPLY_NOSCRIPT;
     if (error_is(r, "TRYAGAIN"))
         return SL__REDIS_REPLY_TRYAGAIN;

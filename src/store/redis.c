@@ -4,7 +4,8 @@
  * the files in src/store/redis/ (docs/stores.md).
  *
  * This file is the store's blocking driver around the protocol core
- * (src/redis/: calls, replies): one EVALSHA per check, behind a mutex,
+ * (src/redis/: calls, replies): one FCALL (EVALSHA on a server without
+ * Redis Functions) per check, behind a mutex,
  * sent over the store's one connection (redis_conn.c) or, on a cluster,
  * routed by slot (redis_cluster_sync.c); its options and URL are
  * redis_config.c's.  tests/test_redis.c runs this store and the memory
@@ -13,9 +14,10 @@
  * Failure policy: any failure to reach Redis or to get a well-formed
  * reply is SL_ESTORE, with the reason kept for sl_store_last_error().
  * The connection is then dropped and made again on the next call, so a
- * restarted Redis is picked up without recreating the store; a script
- * flushed from the server (restart, SCRIPT FLUSH) is sent again with EVAL,
- * which also caches it.
+ * restarted Redis is picked up without recreating the store; a library or
+ * script flushed from the server (restart, FUNCTION FLUSH, SCRIPT FLUSH)
+ * is loaded again and the call sent again with EVAL, which also caches
+ * the script.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -41,43 +43,72 @@ typedef struct redis_store {
 
 /* ---- checks ---- */
 
-/* Sends a part's command where it belongs: the one connection, or the
- * node of its slot.  NULL (errstr set) when the exchange failed. */
+/* Sends a command where a part belongs: the one connection, or the node
+ * of its slot.  NULL (errstr set) when the exchange failed. */
+static redisReply *send_to(redis_store *rs, int slot, int argc,
+                           const char *const *argv, const size_t *lens)
+{
+    if (rs->cluster != NULL)
+        return sl__redis_cluster_command(rs->cluster, slot, argc, argv, lens,
+                                         rs->errstr, sizeof(rs->errstr));
+    return sl__redis_conn_command(rs->conn, 0, argc, argv, lens, rs->errstr,
+                                  sizeof(rs->errstr));
+}
+
 static redisReply *send_part(redis_store *rs, const sl__redis_call *c,
                              size_t part)
 {
     const char *const *argv;
     const size_t *lens;
     int argc = sl__redis_call_part_argv(c, part, &argv, &lens);
-
-    if (rs->cluster != NULL)
-        return sl__redis_cluster_command(
-            rs->cluster, sl__redis_call_part_slot(c, part), argc, argv, lens,
-            rs->errstr, sizeof(rs->errstr));
-    return sl__redis_conn_command(rs->conn, 0, argc, argv, lens, rs->errstr,
-                                  sizeof(rs->errstr));
+    return send_to(rs, sl__redis_call_part_slot(c, part), argc, argv, lens);
 }
 
-/* One part, one round trip: EVALSHA, or EVAL when the server has lost
- * the script. */
+/* The server of a part answered an FCALL "Function not found" (restarted,
+ * flushed): the library is loaded there again, for the calls after this
+ * one.  Refused, the store calls EVALSHA from now on. */
+static void reload_library(redis_store *rs, const sl__redis_call *c,
+                           size_t part)
+{
+    const char *argv[3];
+    size_t lens[3];
+    int argc = sl__redis_function_load_args(argv, lens);
+    redisReply *r =
+        send_to(rs, sl__redis_call_part_slot(c, part), argc, argv, lens);
+
+    if (!sl__redis_function_loaded(r)) {
+        if (rs->conn != NULL)
+            sl__redis_conn_no_functions(rs->conn);
+        else
+            sl__redis_cluster_no_functions(rs->cluster);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/* One part, one round trip: FCALL (or EVALSHA), or, when the server has
+ * lost the library (or the script), the library loaded again and the
+ * call sent as EVAL. */
 static int run_part(redis_store *rs, sl__redis_call *c, size_t part)
 {
     char msg[ERR_LEN];
-    const char *sha;
+    const char *ref;
     redisReply *r;
     int err;
 
     if (rs->conn != NULL && (err = sl__redis_conn_connect(rs->conn, rs->errstr,
                                                           sizeof(rs->errstr))))
         return err;
-    /* The SHA is first known after a connect, so it is named only now;
+    /* The ref is first known after a connect, so it is named only now;
      * before any node of a cluster answered there is none: EVAL. */
-    sha = rs->conn != NULL ? sl__redis_conn_sha(rs->conn)
-                           : sl__redis_cluster_sha(rs->cluster);
-    sl__redis_call_part_use_sha(c, part, sha[0] ? sha : NULL);
+    ref = rs->conn != NULL ? sl__redis_conn_script_ref(rs->conn)
+                           : sl__redis_cluster_script_ref(rs->cluster);
+    sl__redis_call_part_use_sha(c, part, ref[0] ? ref : NULL);
     r = send_part(rs, c, part);
     if (sl__redis_reply_kind(r, NULL) == SL__REDIS_REPLY_NOSCRIPT) {
         freeReplyObject(r);
+        if (strcmp(ref, sl__redis_function) == 0)
+            reload_library(rs, c, part);
         sl__redis_call_part_use_eval(c, part);
         r = send_part(rs, c, part);
     }

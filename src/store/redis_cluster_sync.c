@@ -230,10 +230,16 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
     return NULL;
 }
 
-const char *sl__redis_cluster_sha(const sl__redis_cluster *c)
+const char *sl__redis_cluster_script_ref(const sl__redis_cluster *c)
 {
     for (size_t i = 0; i < c->n_conns; i++)
-        if (sl__redis_conn_sha(c->conns[i].conn)[0] != '\0')
-            return sl__redis_conn_sha(c->conns[i].conn);
+        if (sl__redis_conn_script_ref(c->conns[i].conn)[0] != '\0')
+            return sl__redis_conn_script_ref(c->conns[i].conn);
     return "";
+}
+
+void sl__redis_cluster_no_functions(sl__redis_cluster *c)
+{
+    for (size_t i = 0; i < c->n_conns; i++)
+        sl__redis_conn_no_functions(c->conns[i].conn);
 }

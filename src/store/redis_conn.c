@@ -1,9 +1,10 @@
 /*
  * redis_conn.c - one blocking connection to one Redis server (hiredis,
  * synchronous): connect, the protocol core's handshake one command at a
- * time, commands (after ASKING, for a cluster's ASK), and the script's
- * SHA1 that the handshake loaded.  The plain store has one; a cluster
- * store has one per node it has talked to (redis_cluster_sync.c).
+ * time, commands (after ASKING, for a cluster's ASK), and how calls name
+ * the script that the handshake loaded (FCALL or EVALSHA).  The plain
+ * store has one; a cluster store has one per node it has talked to
+ * (redis_cluster_sync.c).
  *
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
@@ -21,9 +22,11 @@ struct sl__redis_conn {
     sl__redis_endpoint ep;
     redisContext *ctx; /* NULL: connect before the next command */
     unsigned with;     /* the handshake's optional commands */
-    /* The script's SHA1, "" before the first SCRIPT LOAD: it outlives the
-     * connection, as a server that lost the script answers NOSCRIPT. */
+    /* The script's SHA1, "" before the first SCRIPT LOAD, and whether the
+     * server took the library (FCALL): both outlive the connection, as a
+     * server that lost them answers NOSCRIPT or "Function not found". */
     char sha[SL__REDIS_SHA_LEN + 1];
+    int fcall;
 };
 
 /*
@@ -90,9 +93,14 @@ void sl__redis_conn_free(sl__redis_conn *conn)
     free(conn);
 }
 
-const char *sl__redis_conn_sha(const sl__redis_conn *conn)
+const char *sl__redis_conn_script_ref(const sl__redis_conn *conn)
 {
-    return conn->sha;
+    return conn->fcall ? sl__redis_function : conn->sha;
+}
+
+void sl__redis_conn_no_functions(sl__redis_conn *conn)
+{
+    conn->fcall = 0;
 }
 
 /* NULL, the connection dropped and err set, when the exchange failed. */
@@ -172,18 +180,27 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
         drop(conn);
         return SL_ESTORE;
     }
-    /* The script is loaded once, for its SHA1; later, after a restart or
-     * SCRIPT FLUSH, the NOSCRIPT path sends it again. */
+    /* The script and the library are loaded once, for the SHA1 and to
+     * know whether FCALL is served; later, after a restart or a flush,
+     * the NOSCRIPT path (redis.c) loads the library again. */
     sl__redis_handshake_init(
-        &hs, ep, conn->with | (conn->sha[0] ? 0 : SL__REDIS_WITH_SCRIPT_LOAD));
+        &hs, ep,
+        conn->with | (conn->sha[0] ? 0
+                                   : SL__REDIS_WITH_SCRIPT_LOAD |
+                                         SL__REDIS_WITH_FUNCTION_LOAD));
     for (size_t i = 0; i < hs.n; i++) {
+        int kind = hs.cmd[i].kind;
         redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
                                 hs.cmd[i].lens, err, errlen);
         int rc = r == NULL ? SL_ESTORE
-                           : sl__redis_handshake_check(hs.cmd[i].kind, r,
-                                                       conn->sha, err, errlen);
+                           : sl__redis_handshake_check(kind, r, conn->sha, err,
+                                                       errlen);
         if (r != NULL)
             freeReplyObject(r);
+        if (kind == SL__REDIS_CMD_FUNCTION_LOAD && rc >= 0) {
+            conn->fcall = rc == 0; /* 1: refused, EVALSHA it is */
+            rc = 0;
+        }
         if (rc != 0) {
             drop(conn);
             return rc;

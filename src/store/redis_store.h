@@ -67,8 +67,8 @@ typedef struct sl__redis_conn sl__redis_conn;
 
 /* No I/O: 0 or SL_ENOMEM.  *ep is copied, its strings are borrowed (valid
  * while the connection is); its seeds are not read.  with: handshake
- * commands beside SCRIPT LOAD (SL__REDIS_WITH_CLUSTER_CHECK for a plain
- * store's server). */
+ * commands beside SCRIPT LOAD and FUNCTION LOAD
+ * (SL__REDIS_WITH_CLUSTER_CHECK for a plain store's server). */
 int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
                        sl__redis_conn **out);
 void sl__redis_conn_free(sl__redis_conn *conn); /* NULL: no-op */
@@ -82,8 +82,13 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen);
 redisReply *sl__redis_conn_command(sl__redis_conn *conn, int asking, int argc,
                                    const char *const *argv, const size_t *lens,
                                    char *err, size_t errlen);
-/* The script's SHA1 once the connection has loaded it, else "". */
-const char *sl__redis_conn_sha(const sl__redis_conn *conn);
+/* How calls name the script on this server (a ref, redis_proto.h): the
+ * library's function once FUNCTION LOAD took it, else the script's SHA1
+ * once SCRIPT LOAD did, else "" (no ref: EVAL). */
+const char *sl__redis_conn_script_ref(const sl__redis_conn *conn);
+/* The server refused the library when it was loaded again: its calls
+ * are EVALSHA from now on. */
+void sl__redis_conn_no_functions(sl__redis_conn *conn);
 
 /* ---- Redis Cluster, blocking (redis_cluster_sync.c) ----
  *
@@ -110,7 +115,10 @@ redisReply *sl__redis_cluster_command(sl__redis_cluster *c, int slot, int argc,
                                       const char *const *argv,
                                       const size_t *lens, char *err,
                                       size_t errlen);
-/* The script's SHA1 once a node has loaded it, else "". */
-const char *sl__redis_cluster_sha(const sl__redis_cluster *c);
+/* The first node's ref with one (sl__redis_conn_script_ref), else "":
+ * every node is sent the same library and script. */
+const char *sl__redis_cluster_script_ref(const sl__redis_cluster *c);
+/* sl__redis_conn_no_functions() on every node's connection. */
+void sl__redis_cluster_no_functions(sl__redis_cluster *c);
 
 #endif /* SL_REDIS_STORE_H */

@@ -122,21 +122,21 @@ end
 -- counts (P).
 local function log_report(log, limit, horizon, cost, fits, now_s, now_n, d)
     local left = 0
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     -- Recordings and logged rejections can take the sum past L.
-    d.remaining = max(0, limit - log.sum)
+    d[REMAINING] = max(0, limit - log.sum)
     if log.sum > 0 then
         local e = log_newest(log)
         local es, en = tadd(e[1], e[2], horizon)
         left = tdiff(es, en, now_s, now_n)
     end
-    d.reset_after = left
+    d[RESET_AFTER] = left
     if not fits and cost > limit then
-        d.retry_after = -1
+        d[RETRY_AFTER] = -1
     elseif not fits then
         local e = log_fits_after(log, limit - cost)
         local es, en = tadd(e[1], e[2], horizon)
-        d.retry_after = tdiff(es, en, now_s, now_n)
+        d[RETRY_AFTER] = tdiff(es, en, now_s, now_n)
     end
     return left
 end

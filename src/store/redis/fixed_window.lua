@@ -17,15 +17,15 @@ local function fixed_window(key, lim, cost, now_s, now_n, mode)
     -- A query passes even when a recording took the count past L.
     local fits = cost == 0 or cost <= limit - count
     local take = (fits and mode == COMMIT) or mode == RECORD
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     if take then
         count = count + cost
     end
-    d.remaining = max(0, limit - count)
+    d[REMAINING] = max(0, limit - count)
     local left = count > 0 and tdiff(es, en, now_s, now_n) or 0
-    d.reset_after = left
+    d[RESET_AFTER] = left
     if not fits then
-        d.retry_after = cost > limit and -1 or tdiff(es, en, now_s, now_n)
+        d[RETRY_AFTER] = cost > limit and -1 or tdiff(es, en, now_s, now_n)
     end
     if mode ~= PEEK then
         put_state(key, st ~= nil, {ws, wn, count}, left, take and cost > 0)

@@ -16,7 +16,7 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
         new_ahead = tat_ahead + cost * lim.t_num
         fits = new_ahead <= tolerance
     end
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     if fits and (mode == COMMIT or mode == RECORD) then
         st = sched_push(lim, st, now_s, now_n, cost)
         tat_ahead = new_ahead
@@ -28,7 +28,7 @@ local function gcra(key, lim, cost, now_s, now_n, mode)
     end
     sched_report(lim, tat_ahead, d)
     if not fits then
-        d.retry_after = cost > lim.burst and -1 or
+        d[RETRY_AFTER] = cost > lim.burst and -1 or
             sched_wait(lim, new_ahead, tolerance)
     end
     sched_save(key, had, st, now_s, now_n, mode, fits, converted)

@@ -12,9 +12,9 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     local room = cost <= burst and (burst - cost) * lim.t_num or -1
     local fits = cost <= burst and queued <= room
 
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     if fits then
-        d.delay = ceil_div(queued, lim.t_den)
+        d[DELAY] = ceil_div(queued, lim.t_den)
         if mode == COMMIT or mode == RECORD then
             st = sched_push(lim, st, now_s, now_n, cost)
             queued = sched_ahead(lim, st, now_s, now_n)
@@ -25,7 +25,7 @@ local function leaky_bucket(key, lim, cost, now_s, now_n, mode)
     end
     sched_report(lim, queued, d)
     if not fits then
-        d.retry_after = cost > burst and -1 or sched_wait(lim, queued, room)
+        d[RETRY_AFTER] = cost > burst and -1 or sched_wait(lim, queued, room)
     end
     sched_save(key, had, st, now_s, now_n, mode, fits, converted)
     return d

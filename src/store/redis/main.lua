@@ -1,8 +1,13 @@
--- main.lua - the dispatcher, last in the script: decides every item of a
--- call atomically (a script runs alone on the server), or, in a batch,
--- several calls one after the other.
+-- main.lua - the dispatcher, last in the chunk: run() decides every item
+-- of a call atomically (a script runs alone on the server), or, in a
+-- batch, several calls one after the other.  embed.cmake ends the chunk in
+-- two ways: the script EVALSHA runs ends with `return run(KEYS, ARGV)`,
+-- and the Redis Functions library registers run() as its one function,
+-- whose FCALL passes the same keys and arguments.  A library's locals
+-- live as long as it is loaded, so run() starts each call afresh (the
+-- server's time) and bounds what it keeps (the limits read).
 --
--- One call: KEYS[i] is item i's key.  ARGV: now's seconds and ns within
+-- One call: keys[i] is item i's key.  args: now's seconds and ns within
 -- the second (both empty: read the server's TIME), the extra TTL in ms, 1
 -- to record (SL_RECORD: every item's cost is consumed, fitting or not),
 -- then ITEM_ARGS values per item: its limit, "algorithm L P B step flags
@@ -11,9 +16,9 @@
 -- its own).  The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay.
 --
--- A batch (src/redis/redis_batch.c): ARGV[1] is 'B', ARGV[2] the number
--- of calls, then per call its number of items and its own ARGV as above;
--- KEYS are the calls' keys one call after the other.  The reply has one
+-- A batch (src/redis/redis_batch.c): args[1] is 'B', args[2] the number
+-- of calls, then per call its number of items and its own args as above;
+-- keys are the calls' keys one call after the other.  The reply has one
 -- element per call: its reply as above, or its error.  Each call is
 -- decided exactly as if it had been sent alone, in order: a call's error
 -- is raised before it writes anything (below) and ends only that call.
@@ -29,8 +34,11 @@ local ALGORITHMS = {
     sliding_window, stepped_window,
 }
 
+-- The run's keys and arguments (EVAL's KEYS and ARGV, FCALL's).
+local keys, args
+
 -- The server's clock, read once per script run: the calls of a batch are
--- decided at one instant, as they run at one.
+-- decided at one instant, as they run at one.  nil: not read yet.
 local time_s, time_n
 local function server_time()
     if not time_s then
@@ -40,13 +48,20 @@ local function server_time()
     return time_s, time_n
 end
 
--- A limit's string, read once per script run: the calls of a batch
--- mostly share a few limits.  The algorithm and the limit's table, which
--- the algorithms only read.
-local limits = {}
+-- A limit's string, read once per script run, and in a library once
+-- while it stays loaded: the calls of a batch, and of a server, mostly
+-- share a few limits.  The algorithm and the limit's table, which the
+-- algorithms only read.  At most LIMITS_KEPT are kept: limits changed at
+-- run time (an adaptive controller's) would otherwise pile up.
+local LIMITS_KEPT = 256
+local limits, n_limits = {}, 0
 local function limit_of(spec)
     local l = limits[spec]
     if l == nil then
+        if n_limits == LIMITS_KEPT then
+            limits, n_limits = {}, 0
+        end
+        n_limits = n_limits + 1
         local a, L, P, B, step, flags, tn, td, base = match(spec,
             '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
         local check = ALGORITHMS[tonumber(a)]
@@ -71,31 +86,47 @@ local function limit_of(spec)
     return l
 end
 
--- The call of n items whose keys follow KEYS[k] and whose ARGV follow
--- ARGV[g]: its reply, or raises its error.
+-- The number of an argument that takes few values (a cost, the extra
+-- TTL): tonumber() is strtod, about 1k instructions a call, a look-up
+-- of the string a tenth of that.  At most LIMITS_KEPT are kept.
+local small_nums, n_small_nums = {}, 0
+local function small_num(s)
+    local x = small_nums[s]
+    if x == nil then
+        x = tonumber(s)
+        if n_small_nums == LIMITS_KEPT then
+            small_nums, n_small_nums = {}, 0
+        end
+        small_nums[s], n_small_nums = x, n_small_nums + 1
+    end
+    return x
+end
+
+-- The call of n items whose keys follow keys[k] and whose arguments
+-- follow args[g]: its reply, or raises its error.
 local function decide_call(k, g, n)
     local now_s, now_n
-    if ARGV[g + 1] == '' then
+    if args[g + 1] == '' then
         now_s, now_n = server_time()
     else
-        now_s, now_n = tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2])
+        now_s, now_n = tonumber(args[g + 1]), tonumber(args[g + 2])
     end
-    EXTRA_TTL_MS = tonumber(ARGV[g + 3])
-    local record = ARGV[g + 4] == '1'
+    EXTRA_TTL_MS = small_num(args[g + 3])
+    local record = args[g + 4] == '1'
 
     local b = g + CALL_ARGS
     if n == 1 then
         -- One item (most calls): no passes to combine.
-        local l = limit_of(ARGV[b + 1])
-        local d = l.check(KEYS[k + 1], l.lim, tonumber(ARGV[b + 2]), now_s,
+        local l = limit_of(args[b + 1])
+        local d = l.check(keys[k + 1], l.lim, small_num(args[b + 2]), now_s,
                           now_n, record and RECORD or COMMIT)
-        return {d.allowed, d.remaining, d.reset_after, d.retry_after, d.delay}
+        return d
     end
 
     local ls, costs = {}, {}
     for i = 1, n do
-        ls[i] = limit_of(ARGV[b + 1])
-        costs[i] = tonumber(ARGV[b + 2])
+        ls[i] = limit_of(args[b + 1])
+        costs[i] = small_num(args[b + 2])
         b = b + ITEM_ARGS
     end
 
@@ -103,8 +134,8 @@ local function decide_call(k, g, n)
         local all, ds = true, {}
         for i = 1, n do
             local l = ls[i]
-            ds[i] = l.check(KEYS[k + i], l.lim, costs[i], now_s, now_n, mode)
-            all = all and ds[i].allowed == 1
+            ds[i] = l.check(keys[k + i], l.lim, costs[i], now_s, now_n, mode)
+            all = all and ds[i][ALLOWED] == 1
         end
         return all, ds
     end
@@ -115,30 +146,37 @@ local function decide_call(k, g, n)
     for i = 1, n do
         local d = ds[i]
         local r = (i - 1) * 5
-        reply[r + 1] = d.allowed
-        reply[r + 2] = d.remaining
-        reply[r + 3] = d.reset_after
-        reply[r + 4] = d.retry_after
-        reply[r + 5] = d.delay
+        reply[r + 1] = d[ALLOWED]
+        reply[r + 2] = d[REMAINING]
+        reply[r + 3] = d[RESET_AFTER]
+        reply[r + 4] = d[RETRY_AFTER]
+        reply[r + 5] = d[DELAY]
     end
     return reply
 end
 
-if ARGV[1] ~= 'B' then
-    return decide_call(0, 0, #KEYS)
-end
-
-local out, k, g = {}, 0, 2
-for c = 1, tonumber(ARGV[2]) do
-    local n = tonumber(ARGV[g + 1])
-    local ok, reply = pcall(decide_call, k, g + 1, n)
-    if not ok then
-        -- Ours are {err = ...}; Redis's own (a key of another type) and
-        -- Lua's are strings or tables with err too.
-        reply = {err = type(reply) == 'table' and reply.err or tostring(reply)}
+-- One run: a call, or a batch of them.
+local function run(run_keys, run_args)
+    if rcall == nil then
+        bind_globals()
     end
-    out[c] = reply
-    k = k + n
-    g = g + 1 + CALL_ARGS + n * ITEM_ARGS
+    keys, args, time_s = run_keys, run_args, nil
+    if args[1] ~= 'B' then
+        return decide_call(0, 0, #keys)
+    end
+    local out, k, g = {}, 0, 2
+    for c = 1, tonumber(args[2]) do
+        local n = tonumber(args[g + 1])
+        local ok, reply = pcall(decide_call, k, g + 1, n)
+        if not ok then
+            -- Ours are {err = ...}; Redis's own (a key of another type) and
+            -- Lua's are strings or tables with err too.
+            reply = {err = type(reply) == 'table' and reply.err or
+                           tostring(reply)}
+        end
+        out[c] = reply
+        k = k + n
+        g = g + 1 + CALL_ARGS + n * ITEM_ARGS
+    end
+    return out
 end
-return out

@@ -1,9 +1,9 @@
 -- prelude.lua - what every algorithm's script shares: exact integer
 -- arithmetic on Lua numbers, times as (seconds, nanoseconds) pairs, the
 -- state codec and key expiry.  src/store/redis/*.lua are concatenated in
--- the order CMakeLists.txt gives into one script (one EVALSHA decides every
--- item of a call, whatever their algorithms), so every name here is local
--- to that one chunk.
+-- the order script.cmake gives into one chunk (one FCALL or EVALSHA
+-- decides every item of a call, whatever their algorithms), so every name
+-- here is local to that one chunk.
 --
 -- Redis 7.0 runs Lua 5.1, whose numbers are IEEE doubles: integers are
 -- exact only up to 2^53, and wall-clock ns (about 1.8e18) are not.  So an
@@ -12,10 +12,17 @@
 -- from now, which the limits' bounds (call.c, docs/stores.md) keep below
 -- 2^53.  Products that could pass 2^53 go through muldivmod().
 -- Library functions as locals: looking a global up on every use costs
--- more than these assignments once per run.
-local floor, min, max = math.floor, math.min, math.max
-local format, match, gmatch = string.format, string.match, string.gmatch
-local rcall = redis.call
+-- more than these assignments once per run.  They are assigned by
+-- bind_globals(), not here: a Redis Functions library runs its top level
+-- at FUNCTION LOAD, where Redis 7.0 offers no global but
+-- redis.register_function (not even math or string).
+local floor, min, max, format, match, gmatch, rcall
+
+local function bind_globals()
+    floor, min, max = math.floor, math.min, math.max
+    format, match, gmatch = string.format, string.match, string.gmatch
+    rcall = redis.call
+end
 
 local E9 = 1000000000
 local TWO53 = 9007199254740992
@@ -28,9 +35,12 @@ local FAR_S = 8388608
 local PEEK, COMMIT, REFUSE, RECORD = 0, 1, 2, 3
 
 -- Lua's tostring keeps 14 digits; every number written to Redis goes
--- through this instead.
+-- through this instead.  '%d' formats the number as a C long, exact for
+-- the integers below 2^53 written here, and costs a fifth of '%.0f'
+-- (glibc's printf_fp; docs/benchmarks.md, "Redis's instructions per
+-- decision").
 local function num(x)
-    return format('%.0f', x)
+    return format('%d', x)
 end
 
 -- Raises an error the C store maps to SL_ERANGE.  Raised only before any
@@ -178,7 +188,7 @@ end
 
 local function encode(t)
     if #t == 3 then
-        return format('%.0f %.0f %.0f', t[1], t[2], t[3])
+        return format('%d %d %d', t[1], t[2], t[3])
     end
     local parts = {}
     for i = 1, #t do
@@ -226,9 +236,13 @@ local function check_sum(sum, cost)
     end
 end
 
--- The decision as an array: allowed, remaining, reset_after, retry_after,
--- delay (the C side fills in limit).
+-- The decision as an array, in the order of the reply (main.lua): a
+-- one-item call's reply is the decision itself.  An array, not a table
+-- of named fields: the named table and its copy into the reply cost 4.9k
+-- instructions a decision in lua5.1, the array 2.0k.  The C side fills
+-- in limit.
+local ALLOWED, REMAINING, RESET_AFTER, RETRY_AFTER, DELAY = 1, 2, 3, 4, 5
+
 local function decision()
-    return {allowed = 0, remaining = 0, reset_after = 0, retry_after = 0,
-            delay = 0}
+    return {0, 0, 0, 0, 0}
 end

@@ -131,17 +131,17 @@ end
 local function sched_stopped(key, lim, cost, now_s, now_n, mode)
     local d = decision()
     local left = sched_left(get_state(key), now_s, now_n)
-    d.allowed = cost == 0 and 1 or 0
-    d.retry_after = cost == 0 and 0 or -1
+    d[ALLOWED] = cost == 0 and 1 or 0
+    d[RETRY_AFTER] = cost == 0 and 0 or -1
     if left > 0 then
-        d.reset_after = left
+        d[RESET_AFTER] = left
     end
     return d
 end
 
 local function sched_report(lim, ahead, d)
-    d.remaining = lim.burst - ceil_div(ahead, lim.t_num)
-    d.reset_after = ceil_div(ahead, lim.t_den)
+    d[REMAINING] = lim.burst - ceil_div(ahead, lim.t_num)
+    d[RESET_AFTER] = ceil_div(ahead, lim.t_den)
 end
 
 local function sched_wait(lim, ahead, allowed)

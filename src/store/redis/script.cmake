@@ -1,6 +1,6 @@
-# The rule that makes the Redis store's one script: the Lua files of this
-# folder, one per algorithm, concatenated in this order into a C string
-# (embed.cmake).  Names must be defined before the files that use them,
+# The rule that makes the Redis store's script and library: the Lua files
+# of this folder, one per algorithm, concatenated in this order into C
+# strings (embed.cmake).  Names must be defined before the files that use them,
 # main.lua last.  Included by CMakeLists.txt and fuzz/CMakeLists.txt.
 function(sl_add_redis_script out)
   set(lua prelude schedule token_bucket gcra leaky_bucket fixed_window

@@ -50,7 +50,7 @@ local function sliding_window(key, lim, cost, now_s, now_n, mode)
     local estimate = muldivmod(prev, period - offset, period) + cur
     local fits = cost == 0 or cost <= limit - estimate
 
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     if (fits and mode == COMMIT) or mode == RECORD then
         -- Recording past L: the count saturates at 2^32 - 1, as the
         -- memory store's packed word does.
@@ -58,19 +58,19 @@ local function sliding_window(key, lim, cost, now_s, now_n, mode)
         cur = cur + add
         estimate = estimate + add
     end
-    d.remaining = limit - estimate
-    if d.remaining < 0 then
-        d.remaining = 0
+    d[REMAINING] = limit - estimate
+    if d[REMAINING] < 0 then
+        d[REMAINING] = 0
     end
     -- start - now, exact: the window start is within 2^23 s of now.
     local to_start = tdiff(ws, wn, now_s, now_n)
     if cur > 0 then
-        d.reset_after = to_start + 2 * period
+        d[RESET_AFTER] = to_start + 2 * period
     elseif prev > 0 then
-        d.reset_after = to_start + period
+        d[RESET_AFTER] = to_start + period
     end
     if not fits and cost > limit then
-        d.retry_after = -1
+        d[RETRY_AFTER] = -1
     elseif not fits then
         local at = period
         if cost <= limit - cur then
@@ -80,11 +80,11 @@ local function sliding_window(key, lim, cost, now_s, now_n, mode)
             local nxt = first_fit(period, cur, limit - cost)
             at = nxt < period and period + nxt or 2 * period
         end
-        d.retry_after = to_start + at
+        d[RETRY_AFTER] = to_start + at
     end
     if mode ~= PEEK then
         -- Rolled forward even when refused (src/core/sliding_window.c).
-        put_state(key, st ~= nil, {ws, wn, prev, cur}, d.reset_after, true)
+        put_state(key, st ~= nil, {ws, wn, prev, cur}, d[RESET_AFTER], true)
     end
     return d
 end

@@ -10,7 +10,7 @@ local function token_bucket(key, lim, cost, now_s, now_n, mode)
     local d = decision()
     local fits = cost <= burst and deficit <= (burst - cost) * lim.t_num
 
-    d.allowed = fits and 1 or 0
+    d[ALLOWED] = fits and 1 or 0
     if fits and (mode == COMMIT or mode == RECORD) then
         st = sched_push(lim, st, now_s, now_n, cost)
         deficit = sched_ahead(lim, st, now_s, now_n)
@@ -19,7 +19,7 @@ local function token_bucket(key, lim, cost, now_s, now_n, mode)
     end
     sched_report(lim, deficit, d)
     if not fits then
-        d.retry_after = cost > burst and -1 or
+        d[RETRY_AFTER] = cost > burst and -1 or
             sched_wait(lim, deficit, (burst - cost) * lim.t_num)
     end
     sched_save(key, had, st, now_s, now_n, mode, fits, converted)
