@@ -95,9 +95,22 @@ extern const sl__algo sl__sched_stopped;
  * exact fraction t_num / t_den (reduced), so the buckets never round:
  * times are kept as a whole number of ns plus a numerator over t_den.
  */
+/* The one-word forms of a state (core/narrow.h); NONE: always two. */
+typedef enum sl__narrow_kind {
+    SL__NARROW_NONE,
+    SL__NARROW_SCHEDULE,
+    SL__NARROW_WINDOW,
+    SL__NARROW_SLIDING
+} sl__narrow_kind;
+
 struct sl_limit {
     sl_limit_config cfg; /* burst and step filled in */
     const sl__algo *algo;
+    /* How the base's states pack into one word (narrow.h): the kind, and
+     * for a schedule the bits of its fraction.  From the base's numbers,
+     * so an override reads the states its base packed. */
+    uint8_t narrow;
+    uint8_t frac_bits;
     uint64_t ident; /* hash of the base's parameters and id */
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;
