@@ -111,6 +111,10 @@ struct sl_limit {
      * so an override reads the states its base packed. */
     uint8_t narrow;
     uint8_t frac_bits;
+    /* A base token_bucket or gcra whose states pack and whose capacity
+     * is below 2^62: a store may decide its COMMITs of cost <= B on a
+     * packed state with sl__sched_fast directly (memory.c). */
+    uint8_t packed_fast;
     uint64_t ident; /* hash of the base's parameters and id */
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;

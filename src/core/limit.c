@@ -106,6 +106,9 @@ static void set_narrow(sl_limit *lim)
             lim->narrow = SL__NARROW_SCHEDULE;
             lim->frac_bits = (uint8_t)bits;
         }
+        lim->packed_fast =
+            lim->narrow == SL__NARROW_SCHEDULE && lim->most_ticks != 0 &&
+            (lim->algo == &sl__token_bucket || lim->algo == &sl__gcra);
     } else if (b->algorithm == SL_FIXED_WINDOW) {
         lim->narrow = SL__NARROW_WINDOW;
     } else if (b->algorithm == SL_SLIDING_WINDOW) {

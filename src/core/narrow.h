@@ -33,21 +33,36 @@
  * leave too little room for time to be worth a slot of their own. */
 #define SL__NARROW_MAX_FRAC 16
 
+/* The SCHEDULE form (above) with frac_bits fb: 1 and *word set if st
+ * fits, else 0. */
+static inline int sl__narrow_pack_schedule(unsigned fb, const sl__state *st,
+                                           int64_t origin, uint64_t *word)
+{
+    uint64_t w1 = (uint64_t)st->w[1];
+    /* S >= origin, so the unsigned difference is exact; it must leave fb
+     * bits free (shifted in two steps, as fb may be 0). */
+    uint64_t d = (uint64_t)st->w[0] - (uint64_t)origin;
+    if (st->w[0] < origin || (d >> (63 - fb)) >> 1 != 0 || w1 >> fb != 0)
+        return 0;
+    *word = d << fb | w1;
+    return 1;
+}
+
+static inline void sl__narrow_unpack_schedule(unsigned fb, uint64_t word,
+                                              int64_t origin, sl__state *st)
+{
+    st->w[0] = (int64_t)((uint64_t)origin + (word >> fb));
+    st->w[1] = (int64_t)(word & ((UINT64_C(1) << fb) - 1));
+}
+
 /* 1 and *word set if st fits one word, else 0. */
 static inline int sl__narrow_pack(const sl_limit *lim, const sl__state *st,
                                   int64_t origin, uint64_t *word)
 {
     uint64_t w0 = (uint64_t)st->w[0], w1 = (uint64_t)st->w[1];
     switch (lim->narrow) {
-    case SL__NARROW_SCHEDULE: {
-        unsigned fb = lim->frac_bits;
-        int64_t d;
-        if (__builtin_sub_overflow(st->w[0], origin, &d) || d < 0 ||
-            w1 >> fb != 0 || (fb != 0 && (uint64_t)d >> (64 - fb) != 0))
-            return 0;
-        *word = (uint64_t)d << fb | w1;
-        return 1;
-    }
+    case SL__NARROW_SCHEDULE:
+        return sl__narrow_pack_schedule(lim->frac_bits, st, origin, word);
     case SL__NARROW_WINDOW:
         if ((w0 | w1) >> 32 != 0)
             return 0;
@@ -64,17 +79,15 @@ static inline int sl__narrow_pack(const sl_limit *lim, const sl__state *st,
 }
 
 /* The state sl__narrow_pack() packed into word, for the same kind of
- * limit and origin. */
+ * limit and origin (a kind other than NONE: every limit that shares a
+ * state has its base's kind). */
 static inline void sl__narrow_unpack(const sl_limit *lim, uint64_t word,
                                      int64_t origin, sl__state *st)
 {
     switch (lim->narrow) {
-    case SL__NARROW_SCHEDULE: {
-        unsigned fb = lim->frac_bits;
-        st->w[0] = (int64_t)((uint64_t)origin + (word >> fb));
-        st->w[1] = (int64_t)(word & ((UINT64_C(1) << fb) - 1));
+    case SL__NARROW_SCHEDULE:
+        sl__narrow_unpack_schedule(lim->frac_bits, word, origin, st);
         break;
-    }
     case SL__NARROW_WINDOW:
         st->w[0] = (int64_t)(word >> 32);
         st->w[1] = (int64_t)(word & UINT32_MAX);

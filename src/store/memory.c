@@ -53,6 +53,7 @@
 #include <sys/random.h>
 
 #include "core/narrow.h"
+#include "core/schedule.h"
 #include "internal.h"
 #include "store/key_hash.h"
 
@@ -161,27 +162,39 @@ static void store_start(memory_store *ms, sl_nanos now)
     }
 }
 
-/* Ticks since the epoch, negative before it (floor). */
-static int64_t ticks(const memory_store *ms, sl_nanos t)
+static int64_t epoch_of(const memory_store *ms)
 {
-    int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
+    return atomic_load_explicit(&ms->epoch, memory_order_relaxed);
+}
+
+/* Ticks since the epoch, negative before it (floor). */
+static int64_t ticks_at(int64_t epoch, sl_nanos t)
+{
     /* now <= 2^62 and epoch >= -2^59: the difference fits. */
     return (t - epoch) >> TICK_SHIFT;
+}
+
+static int64_t ticks(const memory_store *ms, sl_nanos t)
+{
+    return ticks_at(epoch_of(ms), t);
 }
 
 /* The origin of packed schedules (narrow.h): 2^40 ns (18 minutes) before
  * the first decision, so that a clock read a little out of order still
  * packs, and S has 2^(64 - frac_bits) - 2^40 ns after it to run. */
+static int64_t origin_at(int64_t epoch)
+{
+    return epoch + ((int64_t)1 << (31 + TICK_SHIFT)) - ((int64_t)1 << 40);
+}
+
 static int64_t origin_of(const memory_store *ms)
 {
-    return atomic_load_explicit(&ms->epoch, memory_order_relaxed) +
-           ((int64_t)1 << (31 + TICK_SHIFT)) - ((int64_t)1 << 40);
+    return origin_at(epoch_of(ms));
 }
 
 /* An expiry tick, rounded up, clamped to [0, UINT32_MAX]. */
-static uint32_t expiry_tick(const memory_store *ms, sl_nanos t)
+static uint32_t expiry_at(int64_t epoch, sl_nanos t)
 {
-    int64_t epoch = atomic_load_explicit(&ms->epoch, memory_order_relaxed);
     int64_t d;
     if (__builtin_sub_overflow(t, epoch, &d) ||
         d > ((int64_t)UINT32_MAX << TICK_SHIFT))
@@ -189,6 +202,11 @@ static uint32_t expiry_tick(const memory_store *ms, sl_nanos t)
     if (d <= 0)
         return 0;
     return (uint32_t)((d + ((int64_t)1 << TICK_SHIFT) - 1) >> TICK_SHIFT);
+}
+
+static uint32_t expiry_tick(const memory_store *ms, sl_nanos t)
+{
+    return expiry_at(epoch_of(ms), t);
 }
 
 /* Has a slot's state expired at tick `now`? */
@@ -648,12 +666,44 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
 {
     const sl_limit *lim = item->limit;
     shard *sh = ref->sh;
-    sl__call call = {cost, now, mode, 0};
     sl_nanos expires;
     unsigned char *p;
 
+    if (lim->packed_fast && mode == SL__COMMIT && cost <= lim->cfg.burst &&
+        (p = find(&sh->t[NARROW], NARROW, ref->hash)) != NULL) {
+        /* The buckets' common decision on their packed state, all of it
+         * inlined (schedule.h, sl__sched_fast).  A packed schedule is
+         * always the base's own (a tagged one does not pack), which
+         * own_span checks anyway. */
+        nslot *s = (nslot *)p;
+        int64_t epoch = epoch_of(ms), origin = origin_at(epoch);
+        unsigned fb = lim->frac_bits;
+        sl__state st;
+        sl_decision d;
+        uint64_t word;
+        sl__narrow_unpack_schedule(fb, s->word, origin, &st);
+        if ((uint64_t)st.w[1] < lim->own_span) {
+            const sl__call fast = {cost, now, mode, 0};
+            sl__sched_fast(lim, &st, &fast, &d, &expires);
+            if (is_initial(expires, now)) {
+                remove_at(&sh->t[NARROW], NARROW,
+                          index_of(&sh->t[NARROW], NARROW, p));
+                *out = d;
+                return 0;
+            }
+            if (sl__narrow_pack_schedule(fb, &st, origin, &word)) {
+                s->word = word;
+                s->st.expires = expiry_at(epoch, expires);
+                s->st.used = (uint32_t)ticks_at(epoch, now) & ~HEAP_FLAG;
+                *out = d;
+                return 0;
+            }
+        }
+        return check_one_apply(ms, item, ref, cost, now, mode, out);
+    }
     if (lim->algo->heap)
         return check_one_apply(ms, item, ref, cost, now, mode, out);
+    sl__call call = {cost, now, mode, 0};
     if (lim->narrow != SL__NARROW_NONE &&
         (p = find(&sh->t[NARROW], NARROW, ref->hash)) != NULL) {
         table *t = &sh->t[NARROW];
