@@ -980,6 +980,58 @@ static void test_state_that_stops_packing_moves_wide(void **state)
     sl_store_free(st);
 }
 
+/*
+ * Where a key's state is kept must not change a decision.  Store A's
+ * first decision is at time 0, store B's at 2^61, so the same times fall
+ * inside the packed range of one store and outside the other's (before
+ * B's origin, or too far past A's for a fraction of 3 bits): the keys
+ * move between the narrow and wide tables at different points, and every
+ * decision must still agree, field by field.
+ */
+static void test_packing_does_not_change_decisions(void **state)
+{
+    (void)state;
+    const sl_algorithm algs[] = {SL_GCRA, SL_TOKEN_BUCKET, SL_LEAKY_BUCKET,
+                                 SL_FIXED_WINDOW, SL_SLIDING_WINDOW};
+    const sl_nanos far = (sl_nanos)1 << 61;
+    const sl_nanos times[] = {
+        0,          SEC / 3,       5 * SEC,         (sl_nanos)1 << 50,
+        far - 1000, far + SEC / 7, far + 3 * SEC,   SL_MAX_TIME - SEC,
+        SEC,        SL_MAX_TIME,   far + 100 * SEC, 2 * SEC};
+    for (size_t a = 0; a < sizeof(algs) / sizeof(algs[0]); a++) {
+        sl_limit *lim = limit_new(algs[a], 7, SEC, 0);
+        sl_store *sa = store_new(0, 1, 2), *sb = store_new(0, 1, 2);
+        check(sa, lim, "warm", 4, 1, 0);
+        check(sb, lim, "warm", 4, 1, far);
+        for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+            /* A few decisions close enough in time to see each other's
+             * state, costs 0 included (which may leave it initial). */
+            for (int rep = 0; rep < 3; rep++) {
+                for (int c = 0; c < 4; c++) {
+                    const int64_t cost = (int64_t[]){1, 2, 0, 3}[c];
+                    sl_nanos t = times[i] + rep * (SEC / 50);
+                    if (t > SL_MAX_TIME)
+                        t = SL_MAX_TIME;
+                    sl_decision x = check(sa, lim, "k", 1, cost, t);
+                    sl_decision y = check(sb, lim, "k", 1, cost, t);
+                    expect_eq_at(x.allowed, y.allowed, "%s t %lld cost %lld",
+                                 sl_algorithm_name(algs[a]), (long long)t,
+                                 (long long)cost);
+                    expect_eq(x.remaining, y.remaining);
+                    expect_eq(x.reset_after, y.reset_after);
+                    expect_eq(x.retry_after, y.retry_after);
+                    expect_eq(x.delay, y.delay);
+                }
+            }
+        }
+        expect_valid(sa);
+        expect_valid(sb);
+        sl_store_free(sa);
+        sl_store_free(sb);
+        sl_limit_free(lim);
+    }
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -1061,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_log_store_stays_under_cap_at_rest),
         cmocka_unit_test(test_seed_defeats_keys_aimed_at_one_shard),
         cmocka_unit_test(test_state_that_stops_packing_moves_wide),
+        cmocka_unit_test(test_packing_does_not_change_decisions),
         cmocka_unit_test(test_key_hash_distinguishes_short_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

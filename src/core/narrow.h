@@ -38,11 +38,11 @@
 static inline int sl__narrow_pack_schedule(unsigned fb, const sl__state *st,
                                            int64_t origin, uint64_t *word)
 {
-    uint64_t w1 = (uint64_t)st->w[1];
+    uint64_t w1 = (uint64_t)st->w[1], most = UINT64_MAX >> fb;
     /* S >= origin, so the unsigned difference is exact; it must leave fb
-     * bits free (shifted in two steps, as fb may be 0). */
+     * bits free. */
     uint64_t d = (uint64_t)st->w[0] - (uint64_t)origin;
-    if (st->w[0] < origin || (d >> (63 - fb)) >> 1 != 0 || w1 >> fb != 0)
+    if (st->w[0] < origin || d > most || w1 >> fb != 0)
         return 0;
     *word = d << fb | w1;
     return 1;

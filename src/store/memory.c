@@ -645,6 +645,53 @@ check_one_apply(memory_store *ms, const sl_check_item *item, item_ref *ref,
 }
 
 /*
+ * The buckets' common decision, a COMMIT of cost <= B by a base
+ * token_bucket or gcra (lim->packed_fast) on a key in the narrow table,
+ * all of it inlined (schedule.h, sl__sched_fast) with nothing else live,
+ * under the caller's lock.  A packed schedule is always the base's own (a
+ * tagged one does not pack), which own_span checks anyway.  Returns 0
+ * with *out written, or 1 if the general path must decide: the key is not
+ * there, or its new state might not pack.
+ *
+ * Whether it packs is known before deciding, so the decision goes
+ * straight into *out: the new S is the old one (which packed) or at most
+ * most_ns + 1 ns after now (sl__sched_fast admits at most B * T ahead),
+ * and not before now; its fraction stays below t_den <= 2^frac_bits.
+ */
+__attribute__((always_inline)) static inline int
+decide_packed(memory_store *ms, shard *sh, const sl_limit *lim, uint64_t hash,
+              int64_t cost, sl_nanos now, sl_decision *out)
+{
+    table *t = &sh->t[NARROW];
+    unsigned char *p = find(t, NARROW, hash);
+    unsigned fb = lim->frac_bits;
+    int64_t epoch, origin;
+    sl__state st;
+    sl_nanos expires;
+
+    if (p == NULL)
+        return 1;
+    nslot *s = (nslot *)p;
+    epoch = epoch_of(ms);
+    origin = origin_at(epoch);
+    sl__narrow_unpack_schedule(fb, s->word, origin, &st);
+    if ((uint64_t)st.w[1] >= lim->own_span || now < origin ||
+        (uint64_t)(now - origin) >
+            (UINT64_MAX >> fb) - (uint64_t)lim->most_ns - 1)
+        return 1;
+    const sl__call call = {cost, now, SL__COMMIT, 0};
+    sl__sched_fast(lim, &st, &call, out, &expires);
+    if (is_initial(expires, now)) {
+        remove_at(t, NARROW, index_of(t, NARROW, p));
+    } else {
+        s->word = (uint64_t)(st.w[0] - origin) << fb | (uint64_t)st.w[1];
+        s->st.expires = expiry_at(epoch, expires);
+        s->st.used = (uint32_t)ticks_at(epoch, now) & ~HEAP_FLAG;
+    }
+    return 0;
+}
+
+/*
  * One decision under the caller's lock of ref's shard; *out written only
  * on success.
  *
@@ -669,38 +716,6 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
     sl_nanos expires;
     unsigned char *p;
 
-    if (lim->packed_fast && mode == SL__COMMIT && cost <= lim->cfg.burst &&
-        (p = find(&sh->t[NARROW], NARROW, ref->hash)) != NULL) {
-        /* The buckets' common decision on their packed state, all of it
-         * inlined (schedule.h, sl__sched_fast).  A packed schedule is
-         * always the base's own (a tagged one does not pack), which
-         * own_span checks anyway. */
-        nslot *s = (nslot *)p;
-        int64_t epoch = epoch_of(ms), origin = origin_at(epoch);
-        unsigned fb = lim->frac_bits;
-        sl__state st;
-        sl_decision d;
-        uint64_t word;
-        sl__narrow_unpack_schedule(fb, s->word, origin, &st);
-        if ((uint64_t)st.w[1] < lim->own_span) {
-            const sl__call fast = {cost, now, mode, 0};
-            sl__sched_fast(lim, &st, &fast, &d, &expires);
-            if (is_initial(expires, now)) {
-                remove_at(&sh->t[NARROW], NARROW,
-                          index_of(&sh->t[NARROW], NARROW, p));
-                *out = d;
-                return 0;
-            }
-            if (sl__narrow_pack_schedule(fb, &st, origin, &word)) {
-                s->word = word;
-                s->st.expires = expiry_at(epoch, expires);
-                s->st.used = (uint32_t)ticks_at(epoch, now) & ~HEAP_FLAG;
-                *out = d;
-                return 0;
-            }
-        }
-        return check_one_apply(ms, item, ref, cost, now, mode, out);
-    }
     if (lim->algo->heap)
         return check_one_apply(ms, item, ref, cost, now, mode, out);
     sl__call call = {cost, now, mode, 0};
@@ -740,6 +755,14 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
     return 0;
 }
 
+/* sl_check's every other case, out of its way. */
+__attribute__((noinline)) static int
+decide_other(memory_store *ms, const sl_check_item *item, item_ref *ref,
+             int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
+{
+    return decide_locked(ms, item, ref, cost, now, mode, out);
+}
+
 /* sl_check: one item, *out written only on success. */
 static int memory_check_one(sl_store *base, const sl_check_item *item,
                             int64_t cost, sl_nanos now, int record,
@@ -750,8 +773,12 @@ static int memory_check_one(sl_store *base, const sl_check_item *item,
     int err;
 
     shard_lock(ref.sh);
-    err = decide_locked(ms, item, &ref, cost, now,
-                        record ? SL__RECORD : SL__COMMIT, out);
+    if (!item->limit->packed_fast || record || cost > item->limit->cfg.burst ||
+        decide_packed(ms, ref.sh, item->limit, ref.hash, cost, now, out) != 0)
+        err = decide_other(ms, item, &ref, cost, now,
+                           record ? SL__RECORD : SL__COMMIT, out);
+    else
+        err = 0;
     shard_unlock(ref.sh);
     return err;
 }
@@ -771,6 +798,7 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
     item_ref ring[BATCH_AHEAD];
     sl_check_item items[BATCH_AHEAD];
     int w = limit->narrow != SL__NARROW_NONE ? NARROW : WIDE;
+    int fast = limit->packed_fast && cost <= limit->cfg.burst;
 
     store_start(ms, now);
     for (size_t i = 0; i < n + BATCH_AHEAD; i++) {
@@ -778,8 +806,12 @@ static int memory_check_batch(sl_store *base, const sl_limit *limit,
             size_t j = i - BATCH_AHEAD, r = j % BATCH_AHEAD;
             int err;
             shard_lock(ring[r].sh);
-            err = decide_locked(ms, &items[r], &ring[r], cost, now, SL__COMMIT,
-                                &out[j]);
+            if (!fast || decide_packed(ms, ring[r].sh, limit, ring[r].hash,
+                                       cost, now, &out[j]) != 0)
+                err = decide_locked(ms, &items[r], &ring[r], cost, now,
+                                    SL__COMMIT, &out[j]);
+            else
+                err = 0;
             shard_unlock(ring[r].sh);
             if (err)
                 return err;
