@@ -280,8 +280,10 @@ find(const table *t, int w, uint64_t hash)
 }
 
 /* Places the slot at e (stride_of[w] bytes), whose key is not in the
- * table; the table has a free slot. */
-static void place(table *t, int w, const void *e)
+ * table; the table has a free slot.  (Inlined per table below, so that
+ * each copy is of a constant size, not a call to memcpy.) */
+__attribute__((always_inline)) static inline void place_in(table *t, int w,
+                                                           const void *e)
 {
     const size_t size = stride_of[w];
     slot carry, tmp; /* room for either size */
@@ -308,7 +310,8 @@ static void place(table *t, int w, const void *e)
 }
 
 /* Removes slot i by shifting its run back: no tombstones to clean up. */
-static void remove_at(table *t, int w, uint32_t i)
+__attribute__((always_inline)) static inline void remove_in(table *t, int w,
+                                                            uint32_t i)
 {
     for (;;) {
         uint32_t j = next_of(t, i);
@@ -320,6 +323,22 @@ static void remove_at(table *t, int w, uint32_t i)
     }
     memset(slot_at(t, w, i), 0, stride_of[w]);
     t->count--;
+}
+
+static void place(table *t, int w, const void *e)
+{
+    if (w == NARROW)
+        place_in(t, NARROW, e);
+    else
+        place_in(t, WIDE, e);
+}
+
+static void remove_at(table *t, int w, uint32_t i)
+{
+    if (w == NARROW)
+        remove_in(t, NARROW, i);
+    else
+        remove_in(t, WIDE, i);
 }
 
 static uint32_t index_of(const table *t, int w, const unsigned char *p)
@@ -1019,10 +1038,10 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
 {
     sl_memory_options o = {0};
     memory_store *ms;
-    /* Below this the initial tables alone would not fit. */
+    /* The initial tables (224 KiB) and a little room: 256 KiB, as
+     * documented. */
     const size_t floor_bytes =
-        2 * (size_t)NSHARDS * MIN_CAP * (sizeof(slot) + sizeof(nslot)) +
-        sizeof(*ms);
+        2 * (size_t)NSHARDS * MIN_CAP * sizeof(slot) + sizeof(*ms);
 
     if (opts != NULL)
         o = *opts;
