@@ -774,32 +774,49 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
     return 0;
 }
 
-/* sl_check's every other case, out of its way. */
+/*
+ * sl_check: one item, *out written only on success.  The buckets' common
+ * case and every other have a function each, so that neither pays for the
+ * other's registers: memory_check_one only picks one (a tail call).
+ */
 __attribute__((noinline)) static int
-decide_other(memory_store *ms, const sl_check_item *item, item_ref *ref,
-             int64_t cost, sl_nanos now, sl__mode mode, sl_decision *out)
+check_one_packed(memory_store *ms, const sl_check_item *item, int64_t cost,
+                 sl_nanos now, sl_decision *out)
 {
-    return decide_locked(ms, item, ref, cost, now, mode, out);
+    item_ref ref = ref_of(ms, item);
+    int err = 0;
+
+    shard_lock(ref.sh);
+    if (decide_packed(ms, ref.sh, item->limit, ref.hash, cost, now, out) != 0)
+        err = check_one_apply(ms, item, &ref, cost, now, SL__COMMIT, out);
+    shard_unlock(ref.sh);
+    return err;
 }
 
-/* sl_check: one item, *out written only on success. */
+__attribute__((noinline)) static int
+check_one_other(memory_store *ms, const sl_check_item *item, int64_t cost,
+                sl_nanos now, sl__mode mode, sl_decision *out)
+{
+    item_ref ref = ref_of(ms, item);
+    int err;
+
+    shard_lock(ref.sh);
+    err = decide_locked(ms, item, &ref, cost, now, mode, out);
+    shard_unlock(ref.sh);
+    return err;
+}
+
 static int memory_check_one(sl_store *base, const sl_check_item *item,
                             int64_t cost, sl_nanos now, int record,
                             sl_decision *out)
 {
     memory_store *ms = (memory_store *)base;
-    item_ref ref = ref_of(ms, item);
-    int err;
+    const sl_limit *lim = item->limit;
 
-    shard_lock(ref.sh);
-    if (!item->limit->packed_fast || record || cost > item->limit->cfg.burst ||
-        decide_packed(ms, ref.sh, item->limit, ref.hash, cost, now, out) != 0)
-        err = decide_other(ms, item, &ref, cost, now,
+    if (lim->packed_fast && !record && cost <= lim->cfg.burst)
+        return check_one_packed(ms, item, cost, now, out);
+    return check_one_other(ms, item, cost, now,
                            record ? SL__RECORD : SL__COMMIT, out);
-    else
-        err = 0;
-    shard_unlock(ref.sh);
-    return err;
 }
 
 /*
