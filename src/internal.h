@@ -68,6 +68,12 @@ typedef struct sl__algo {
     int (*check)(const sl_limit *lim, sl__state *st, const sl__call *call,
                  sl_decision *d, sl_nanos *expires);
     int heap;
+    /* check() on a state packed in one word (core/narrow.h), in place,
+     * for a store's narrow slots: returns 0 with *word, *d and *expires
+     * written if the new state surely packs, else 1 with nothing written
+     * (the store then decides with check()).  NULL: not offered. */
+    int (*check_word)(const sl_limit *lim, uint64_t *word, const sl__call *call,
+                      sl_decision *d, sl_nanos *expires);
 } sl__algo;
 
 /* What a heap state (an event log, eventlog.h) holds, and freeing it. */

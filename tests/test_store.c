@@ -943,9 +943,9 @@ static void test_seed_defeats_keys_aimed_at_one_shard(void **state)
 /*
  * A key whose state packs into one word lives in a 24-byte narrow slot
  * (core/narrow.h); once its state does not pack (here a sliding_window
- * count past 2^16) it moves to a wide slot with that state, and a state
- * that never packs (a window index past 2^32) starts wide.  Either way the
- * decisions are those of the state, and the store stays valid.
+ * count past 2^16, a fixed_window's index past 2^32) it moves to a wide
+ * slot with that state: the decisions are those of the state, and the
+ * store stays valid.
  */
 static void test_state_that_stops_packing_moves_wide(void **state)
 {
@@ -968,6 +968,7 @@ static void test_state_that_stops_packing_moves_wide(void **state)
     expect_eq(d.allowed, 0);
     expect_eq(d.remaining, 90000);
     expect_eq(stats_of(st).keys, 1);
+    expect_eq(check(st, fw, "k", 1, 1, t).allowed, 1); /* window 10^7 */
     for (int i = 0; i < 5; i++)
         expect_eq(check(st, fw, "k", 1, 1, late).allowed, 1);
     d = check(st, fw, "k", 1, 1, late);

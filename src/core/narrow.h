@@ -55,6 +55,30 @@ static inline void sl__narrow_unpack_schedule(unsigned fb, uint64_t word,
     st->w[1] = (int64_t)(word & ((UINT64_C(1) << fb) - 1));
 }
 
+/* The WINDOW and SLIDING forms (above), for states known to fit. */
+static inline uint64_t sl__narrow_pack_window(const sl__state *st)
+{
+    return (uint64_t)st->w[0] << 32 | (uint64_t)st->w[1];
+}
+
+static inline void sl__narrow_unpack_window(uint64_t word, sl__state *st)
+{
+    st->w[0] = (int64_t)(word >> 32);
+    st->w[1] = (int64_t)(word & UINT32_MAX);
+}
+
+static inline uint64_t sl__narrow_pack_sliding(const sl__state *st)
+{
+    uint64_t w1 = (uint64_t)st->w[1];
+    return (uint64_t)st->w[0] << 32 | (w1 >> 32) << 16 | (w1 & 0xffff);
+}
+
+static inline void sl__narrow_unpack_sliding(uint64_t word, sl__state *st)
+{
+    st->w[0] = (int64_t)(word >> 32);
+    st->w[1] = (int64_t)((word >> 16 & 0xffff) << 32 | (word & 0xffff));
+}
+
 /* 1 and *word set if st fits one word, else 0. */
 static inline int sl__narrow_pack(const sl_limit *lim, const sl__state *st,
                                   int64_t origin, uint64_t *word)
@@ -66,12 +90,12 @@ static inline int sl__narrow_pack(const sl_limit *lim, const sl__state *st,
     case SL__NARROW_WINDOW:
         if ((w0 | w1) >> 32 != 0)
             return 0;
-        *word = w0 << 32 | w1;
+        *word = sl__narrow_pack_window(st);
         return 1;
     case SL__NARROW_SLIDING:
         if (w0 >> 32 != 0 || (w1 & UINT64_C(0xffff0000ffff0000)) != 0)
             return 0;
-        *word = w0 << 32 | (w1 >> 32) << 16 | (w1 & 0xffff);
+        *word = sl__narrow_pack_sliding(st);
         return 1;
     default:
         return 0;
@@ -89,12 +113,10 @@ static inline void sl__narrow_unpack(const sl_limit *lim, uint64_t word,
         sl__narrow_unpack_schedule(lim->frac_bits, word, origin, st);
         break;
     case SL__NARROW_WINDOW:
-        st->w[0] = (int64_t)(word >> 32);
-        st->w[1] = (int64_t)(word & UINT32_MAX);
+        sl__narrow_unpack_window(word, st);
         break;
     default: /* SL__NARROW_SLIDING */
-        st->w[0] = (int64_t)(word >> 32);
-        st->w[1] = (int64_t)((word >> 16 & 0xffff) << 32 | (word & 0xffff));
+        sl__narrow_unpack_sliding(word, st);
         break;
     }
 }

@@ -745,6 +745,19 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
         sl__state st;
         sl_decision d;
         uint64_t word;
+        if (lim->algo->check_word != NULL) {
+            /* The windows decide on the word itself, straight into *out. */
+            nslot *s = (nslot *)p;
+            if (lim->algo->check_word(lim, &s->word, &call, out, &expires))
+                return check_one_apply(ms, item, ref, cost, now, mode, out);
+            if (is_initial(expires, now)) {
+                remove_at(t, NARROW, index_of(t, NARROW, p));
+            } else {
+                s->st.expires = expiry_tick(ms, expires);
+                s->st.used = (uint32_t)ticks(ms, now) & ~HEAP_FLAG;
+            }
+            return 0;
+        }
         sl__narrow_unpack(lim, ((nslot *)p)->word, origin, &st);
         (void)lim->algo->check(lim, &st, &call, &d, &expires);
         if (is_initial(expires, now)) {
