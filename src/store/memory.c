@@ -715,15 +715,15 @@ decide_packed(memory_store *ms, shard *sh, const sl_limit *lim, uint64_t hash,
  * on success.
  *
  * The common case gets a path of its own: a key already in a table, under
- * an algorithm without a heap state.  Such a check
- * cannot fail (only logs can), so it decides on the slot's state (in
- * place in a wide slot, on its unpacked copy in a narrow one), into *out,
- * and then only stamps the slot or, if the state is back to initial,
- * removes it.  A narrow state that no longer packs is decided again by
- * the general path, which moves it (a check is a function of the stored
- * state, so the second decision is the first).  Everything else (a new
- * key, a log) goes through apply().  A key in
- * a table means the epoch is set (store_start): its insert set it before
+ * an algorithm without a heap state.  Such a check cannot fail (only logs
+ * can), so it decides on the slot's state (in place in a wide slot; in a
+ * narrow one on the word itself with the algorithm's check_word, else on
+ * an unpacked copy), into *out, and then only stamps the slot or, if the
+ * state is back to initial, removes it.  A narrow state that would not
+ * pack is decided again by the general path, which moves it (a check is
+ * a function of the stored state, so the second decision is the first).
+ * Everything else (a new key, a log) goes through apply().  A key in a
+ * table means the epoch is set (store_start): its insert set it before
  * taking this lock.
  */
 __attribute__((always_inline)) static inline int
