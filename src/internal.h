@@ -68,6 +68,12 @@ typedef struct sl__algo {
     int (*check)(const sl_limit *lim, sl__state *st, const sl__call *call,
                  sl_decision *d, sl_nanos *expires);
     int heap;
+    /* check() on a state packed in one word (core/narrow.h), in place,
+     * for a store's narrow slots: returns 0 with *word, *d and *expires
+     * written if the new state surely packs, else 1 with nothing written
+     * (the store then decides with check()).  NULL: not offered. */
+    int (*check_word)(const sl_limit *lim, uint64_t *word, const sl__call *call,
+                      sl_decision *d, sl_nanos *expires);
 } sl__algo;
 
 /* What a heap state (an event log, eventlog.h) holds, and freeing it. */
@@ -95,9 +101,26 @@ extern const sl__algo sl__sched_stopped;
  * exact fraction t_num / t_den (reduced), so the buckets never round:
  * times are kept as a whole number of ns plus a numerator over t_den.
  */
+/* The one-word forms of a state (core/narrow.h); NONE: always two. */
+typedef enum sl__narrow_kind {
+    SL__NARROW_NONE,
+    SL__NARROW_SCHEDULE,
+    SL__NARROW_WINDOW,
+    SL__NARROW_SLIDING
+} sl__narrow_kind;
+
 struct sl_limit {
     sl_limit_config cfg; /* burst and step filled in */
     const sl__algo *algo;
+    /* How the base's states pack into one word (narrow.h): the kind, and
+     * for a schedule the bits of its fraction.  From the base's numbers,
+     * so an override reads the states its base packed. */
+    uint8_t narrow;
+    uint8_t frac_bits;
+    /* A base token_bucket or gcra whose states pack and whose capacity
+     * is below 2^62: a store may decide its COMMITs of cost <= B on a
+     * packed state with sl__sched_fast directly (memory.c). */
+    uint8_t packed_fast;
     uint64_t ident; /* hash of the base's parameters and id */
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */
     int64_t t_den;

@@ -7,10 +7,11 @@
  * that falls before window k (threads whose clocks were read a little out
  * of order) is counted in window k: time never runs backwards for a key.
  */
-#include "internal.h"
+#include "narrow.h"
 
-static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                    sl_decision *d, sl_nanos *expires)
+__attribute__((always_inline)) static inline int
+fw_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
+          sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
@@ -41,8 +42,31 @@ static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     return 0;
 }
 
+static int fw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                    sl_decision *d, sl_nanos *expires)
+{
+    return fw_decide(lim, st, call, d, expires);
+}
+
+/* The new window is the stored one or now's, and the count grows by at
+ * most the cost: both below 2^32 means the new state packs. */
+static int fw_check_word(const sl_limit *lim, uint64_t *word,
+                         const sl__call *call, sl_decision *d,
+                         sl_nanos *expires)
+{
+    sl__state st;
+    sl__narrow_unpack_window(*word, &st);
+    if (call->now / lim->cfg.period > (int64_t)UINT32_MAX ||
+        call->cost > (int64_t)UINT32_MAX - st.w[1])
+        return 1;
+    fw_decide(lim, &st, call, d, expires);
+    *word = sl__narrow_pack_window(&st);
+    return 0;
+}
+
 const sl__algo sl__fixed_window = {
     .id = SL_FIXED_WINDOW,
     .name = "fixed_window",
     .check = fw_check,
+    .check_word = fw_check_word,
 };

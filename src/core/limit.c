@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "narrow.h"
 
 static const sl__algo *const algos[SL_ALGORITHM_COUNT] = {
     [SL_TOKEN_BUCKET] = &sl__token_bucket,
@@ -92,6 +93,29 @@ static void set_tags(sl_limit *lim)
                                        : &sl__sched_stopped;
 }
 
+/* The one-word form of the base's states (narrow.h), from lim->base. */
+static void set_narrow(sl_limit *lim)
+{
+    const sl_limit_config *b = &lim->base;
+    lim->narrow = SL__NARROW_NONE;
+    if (is_bucket(b->algorithm)) {
+        int64_t t_den = b->limit / sl__gcd64(b->period, b->limit);
+        unsigned bits =
+            t_den > 1 ? 64 - __builtin_clzll((uint64_t)t_den - 1) : 0;
+        if (bits <= SL__NARROW_MAX_FRAC) {
+            lim->narrow = SL__NARROW_SCHEDULE;
+            lim->frac_bits = (uint8_t)bits;
+        }
+        lim->packed_fast =
+            lim->narrow == SL__NARROW_SCHEDULE && lim->most_ticks != 0 &&
+            (lim->algo == &sl__token_bucket || lim->algo == &sl__gcra);
+    } else if (b->algorithm == SL_FIXED_WINDOW) {
+        lim->narrow = SL__NARROW_WINDOW;
+    } else if (b->algorithm == SL_SLIDING_WINDOW) {
+        lim->narrow = SL__NARROW_SLIDING;
+    }
+}
+
 int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
                  size_t errlen)
 {
@@ -170,6 +194,7 @@ int sl_limit_new(const sl_limit_config *cfg, sl_limit **out, char *errbuf,
     }
     lim->base = c;
     set_tags(lim);
+    set_narrow(lim);
     {
         int64_t words[7] = {
             (int64_t)c.algorithm, c.limit,      c.period, c.burst, c.step,
@@ -257,6 +282,7 @@ int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
     lim->base = *root;
     lim->override = c.limit != root->limit || c.burst != root->burst;
     set_tags(lim);
+    set_narrow(lim);
     *out = lim;
     return 0;
 }

@@ -11,7 +11,7 @@
  * caps L below 2^32, and neither count exceeds L unless recorded past it
  * with SL_RECORD, where it saturates at 2^32 - 1).
  */
-#include "internal.h"
+#include "narrow.h"
 
 /* The smallest offset e' in [0, P] into a window whose previous window
  * held `prev` at which floor(prev * (P - e') / P) <= room. */
@@ -25,8 +25,9 @@ static sl__i128 first_fit(sl__i128 period, int64_t prev, int64_t room)
     return e < 0 ? 0 : e;
 }
 
-static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
-                    sl_decision *d, sl_nanos *expires)
+__attribute__((always_inline)) static inline int
+sw_decide(const sl_limit *lim, sl__state *st, const sl__call *call,
+          sl_decision *d, sl_nanos *expires)
 {
     int64_t cost = call->cost;
     sl_nanos now = call->now;
@@ -90,8 +91,33 @@ static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
     return 0;
 }
 
+static int sw_check(const sl_limit *lim, sl__state *st, const sl__call *call,
+                    sl_decision *d, sl_nanos *expires)
+{
+    return sw_decide(lim, st, call, d, expires);
+}
+
+/* The new window is the stored one or now's; the previous count is one of
+ * the stored counts or 0, and the current one grows by at most the cost
+ * from the stored one or 0: so the window below 2^32 and the current
+ * count plus the cost below 2^16 mean the new state packs. */
+static int sw_check_word(const sl_limit *lim, uint64_t *word,
+                         const sl__call *call, sl_decision *d,
+                         sl_nanos *expires)
+{
+    sl__state st;
+    sl__narrow_unpack_sliding(*word, &st);
+    if (call->now / lim->cfg.period > (int64_t)UINT32_MAX ||
+        call->cost > 0xffff - (int64_t)(*word & 0xffff))
+        return 1;
+    sw_decide(lim, &st, call, d, expires);
+    *word = sl__narrow_pack_sliding(&st);
+    return 0;
+}
+
 const sl__algo sl__sliding_window = {
     .id = SL_SLIDING_WINDOW,
     .name = "sliding_window",
     .check = sw_check,
+    .check_word = sw_check_word,
 };
