@@ -84,7 +84,8 @@ typedef struct cell_env {
     pid_t redis, b, proxy[PROXIES], load, advisor;
     lb_relay *relay;
     /* The counters last read, for per-second deltas. */
-    double prev_cmds, prev_fallback;
+    double prev_cmds[PROXIES], prev_fallback[PROXIES];
+    double limit; /* the last read */
     unsigned long long prev_shed, prev_served;
     int redis_state;
     unsigned delay_ms;
@@ -399,29 +400,30 @@ static void sample(cell_env *e, int t)
         e->prev_served = served;
         json_decref(j);
     }
-    double cmds = 0, fallback = 0;
-    const char *last_metrics = "";
-    char *metrics_copy = NULL;
+    /* Per proxy: one that does not answer in time (a loaded machine)
+     * adds nothing this second, and what it counted shows in the next
+     * (summing the answers alone made a negative second, then a huge
+     * one). */
+    s->redis_cmds = s->fallback = 0;
     for (int i = 0; i < PROXIES; i++) {
         snprintf(target, sizeof(target), "127.0.0.1:%d", e->proxy_port[i]);
         if (ah_request(target, "GET", "/sluice/metrics", NULL, NULL, 0, 500, &r,
-                       NULL, 0) == 0 &&
-            r.status == 200) {
-            cmds += metric_sum(r.body, "sluice_store_commands_total");
-            fallback +=
-                metric_sum(r.body, "sluice_store_fallback_decisions_total");
-            free(metrics_copy);
-            metrics_copy = strdup(r.body);
-            last_metrics = metrics_copy ? metrics_copy : "";
-        }
+                       NULL, 0) != 0 ||
+            r.status != 200)
+            continue;
+        double cmds = metric_sum(r.body, "sluice_store_commands_total"),
+               fallback =
+                   metric_sum(r.body, "sluice_store_fallback_decisions_total");
+        s->redis_cmds += cmds - e->prev_cmds[i];
+        s->fallback += fallback - e->prev_fallback[i];
+        e->prev_cmds[i] = cmds;
+        e->prev_fallback[i] = fallback;
+        double limit = e->c->variant->effective_limit(r.body);
+        if (limit > 0)
+            e->limit = limit;
     }
     ah_response_release(&r);
-    s->redis_cmds = cmds - e->prev_cmds;
-    s->fallback = fallback - e->prev_fallback;
-    e->prev_cmds = cmds;
-    e->prev_fallback = fallback;
-    s->limit = e->c->variant->effective_limit(last_metrics);
-    free(metrics_copy);
+    s->limit = e->limit; /* unread: the last read */
     s->redis_state = e->redis_state;
     s->delay_ms = e->delay_ms;
     s->b_factor = e->b_factor;
@@ -449,6 +451,7 @@ static int run_cell(const run_opts *o, lb_cell *c)
     e.c = c;
     e.load = e.b = e.redis = e.proxy[0] = e.proxy[1] = e.advisor = -1;
     e.b_factor = 1;
+    e.limit = LB_GLOBAL_LIMIT;
     snprintf(e.dir, sizeof(e.dir), "%s/cells/%s-%s-%s", o->out, c->sc->id,
              c->algorithm, c->variant->name);
     mkdir(e.dir, 0755);
@@ -769,12 +772,12 @@ int lb_run_main(int argc, char **argv)
     fclose(samples);
     lb_cells_compare(cells, checks);
     json_t *root = json_pack(
-        "{s:{s:s, s:s, s:I, s:f, s:s, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
+        "{s:{s:s, s:s, s:I, s:f, s:s, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
         "lab", "profile", o.profile, "policy", o.policy, "seed",
         (json_int_t)o.seed, "scale", o.scale, "redis_timeout", o.redis_timeout,
         "global_limit", LB_GLOBAL_LIMIT, "key_limit", LB_KEY_LIMIT, "burst",
-        LB_BURST, "b_servers", LB_B_SERVERS, "b_cap", LB_B_CAP, "cells", cells,
-        "checks", checks);
+        LB_BURST, "key_burst", LB_KEY_BURST, "b_servers", LB_B_SERVERS, "b_cap",
+        LB_B_CAP, "cells", cells, "checks", checks);
     /* Insertion order (jansson keeps it): phases in time order. */
     snprintf(path, sizeof(path), "%s/results.json", o.out);
     if (!root || json_dump_file(root, path, JSON_INDENT(1)) != 0) {

@@ -173,7 +173,7 @@ static double metrics_limit(const char *metrics)
         }
         line = end ? end + 1 : NULL;
     }
-    return LB_GLOBAL_LIMIT; /* not read: the rules' */
+    return -1; /* not there */
 }
 
 static const char *const no_flags[] = {NULL};
