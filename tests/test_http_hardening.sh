@@ -144,7 +144,8 @@ kill -TERM "$PID"; wait "$PID" || bad "serve exit" "status $?"
 
 # The proxy's metrics: not on its public listener unless metrics_path
 # asks for them (the path is forwarded like any other), and on the
-# metrics listener GET /metrics only.
+# metrics listener GET /metrics and /v1/rules (what sluice advisor
+# scrapes) only.
 start proxym proxy --config "$SOURCE_DIR/tests/proxy/timeouts.yaml" --rules "$SOURCE_DIR/examples/proxy/rules.yaml" \
   --upstream "http://127.0.0.1:$UP" --threads 1 --metrics-listen 127.0.0.1:0
 PM=$PORT PMM=$METRICS PMPID=$PID
@@ -155,6 +156,10 @@ out=$(curl -s -m 5 "http://127.0.0.1:$PMM/metrics")
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PMM/api/x")
 [[ "$out" == *"sluice_proxy_requests_total"* ]] && [ "$code" = 404 ] && [ "$(seen ' /api/x ')" = 0 ] &&
   pass "proxy: --metrics-listen answers GET /metrics, 404 otherwise, forwards nothing" || bad "metrics listener" "$code $(head -c 200 <<<"$out")"
+out=$(curl -s -m 5 "http://127.0.0.1:$PMM/v1/rules")
+python3 -c 'import json, sys; r = json.load(sys.stdin); sys.exit(0 if r["version"] and r["rules"] else 1)' <<<"$out" &&
+  [ "$(seen ' /v1/rules ')" = 0 ] &&
+  pass "proxy: the metrics listener answers GET /v1/rules (sluice advisor scrapes it)" || bad "metrics listener /v1/rules" "$(head -c 200 <<<"$out")"
 
 # The proxy's metrics remain usable from the public listener when asked
 # for (metrics_path), as the example config's trusted-proxy limit shows:

@@ -8,7 +8,8 @@
 # rises; idle, it goes back to the rule's number.  The trace the proxy
 # wrote (--adaptive-trace) replays to the very limits it published; a
 # manual override wins over the controller's and the lower automatic one
-# is in force; bad adaptive rules are refused with file:line:col.
+# is in force; bad adaptive rules are refused with file:line:col; an
+# advisor's recommendation (--advisor) is applied.
 # Every wait has a timeout; the processes are killed in a trap.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
@@ -136,4 +137,27 @@ if [ -s "$tmp/published" ] && cmp -s "$tmp/published" "$tmp/replayed"; then
 else bad "replay" "published $(tr '\n' ' ' <"$tmp/published") replayed $(tr '\n' ' ' <"$tmp/replayed")"; fi
 
 stop_clean proxy "$PXPID"
+
+# 7. The proxy polls an advisor (--advisor, as sluice serve does): a
+# fixed answer recommending 60 for the rule, served as a file; the limit
+# in force becomes it, source advisor.
+AP=$(free_port)
+mkdir -p "$tmp/adv/v1"
+printf '{"protocol":"sluice-advisor/1","computed_at_ms":1,"valid_for_ms":60000,"recommendations":[{"limit":"upstream","requests_per_unit":60}]}' \
+  >"$tmp/adv/v1/recommendations"
+python3 -m http.server "$AP" --bind 127.0.0.1 --directory "$tmp/adv" >/dev/null 2>&1 &
+pids+=($!)
+wait_port "$AP"
+start_proxy advised --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 1 --metrics-listen 127.0.0.1:0 \
+  --admin-listen 127.0.0.1:0 --admin-token-file "$tmp/token" \
+  --advisor "http://127.0.0.1:$AP" --advisor-interval 200ms
+A=$ADMIN
+if wait_for 10 "L == 60 and S == 'advisor'"; then
+  m=$(curl -s -m 5 "http://127.0.0.1:$MPORT/metrics")
+  grep -q 'sluice_advisor_polls_total{result="ok"} [1-9]' <<<"$m" &&
+    pass "--advisor: the proxy applies the advisor's 60 (source advisor), polls in /metrics" ||
+    bad "advisor metrics" "$(grep sluice_advisor <<<"$m")"
+else bad "advisor" "limit $L $S; $(tail -5 "$tmp/advised.log")"; fi
+stop_clean advised "$PXPID"
 exit $fail

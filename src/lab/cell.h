@@ -63,4 +63,8 @@ void lb_cell_write_samples(const lb_cell *c, FILE *out, int header);
  * --redis-failure. */
 json_t *lb_cell_measure(const lb_cell *c, const char *policy, json_t *checks);
 
+/* The checks that compare cells (a variant against static in the same
+ * scenario and algorithm), appended to checks. */
+void lb_cells_compare(json_t *cells, json_t *checks);
+
 #endif

@@ -285,6 +285,7 @@ static void check(checker *k, const char *phase, const char *what, double value,
 {
     int pass = strcmp(op, "<=") == 0   ? value <= threshold
                : strcmp(op, ">=") == 0 ? value >= threshold
+               : strcmp(op, "<") == 0  ? value < threshold
                                        : value == threshold;
     char text[96];
     snprintf(text, sizeof(text), "%g %s %g", round(value * 1000) / 1000, op,
@@ -382,16 +383,19 @@ static void checks_for(const lb_cell *c, json_t *phases, json_t *cell,
               "<=", 3, 0);
     }
     if (strcmp(id, "s3") == 0 && (p = json_object_get(phases, "abuse"))) {
-        /* Recalibrated from the first quick run (docs/lab.md,
-         * "Acceptance"): the model's 8% and 99% were missed by
-         * fixed_window (9.2%) and token_bucket (98.6%), both by what
-         * the failure policy decided in seconds of Redis timeouts. */
+        /* P_A recalibrated from the first quick run (docs/lab.md,
+         * "Acceptance"): the model's 8% was missed by fixed_window
+         * (9.2%), by what the failure policy decided in seconds of Redis
+         * timeouts. */
         check(k, "abuse", "P_A %", jnum(p, "P_A"), "<=", 10, 1);
-        check(k, "abuse", "S_L %", jnum(p, "S_L"), ">=", 98, 1);
+        check(k, "abuse", "S_L %", jnum(p, "S_L"), ">=", 99, 1);
         check(k, "abuse", "B p99 ms", jnum(p, "b_p99_ms"), "<=", 300, 1);
     }
     if (strcmp(id, "s4") == 0) {
         int local = strcmp(policy, "fail_open") != 0;
+        /* A moving limit: protects a degraded B, and (the outage guard)
+         * B under fail_open too. */
+        int adaptive = strcmp(c->variant->name, "adaptive") == 0;
         if ((p = json_object_get(phases, "before")))
             check(k, "before", "proxy overhead ms", jnum(p, "overhead_mean_ms"),
                   "<=", 20, 1);
@@ -403,10 +407,13 @@ static void checks_for(const lb_cell *c, json_t *phases, json_t *cell,
                                 "redis_10ms", "b_degraded"};
         for (int i = 0; i < 5; i++)
             if ((p = json_object_get(phases, faults[i]))) {
-                /* Asserted where a static limit can protect B: Redis
-                 * gone under a policy that still limits.  A degraded B
-                 * needs a lower limit: the adaptive variant's check. */
-                int asserted = local && i < 2;
+                /* Asserted where the limit can protect B: Redis gone
+                 * under a policy that still limits (or the adaptive
+                 * variant's outage guard).  A degraded B needs a lower
+                 * limit: the adaptive variant's. */
+                int asserted = (local || adaptive) && i < 2;
+                if (i == 4)
+                    asserted = adaptive;
                 check(k, faults[i], "protection %", jnum(p, "protection_pct"),
                       ">=", 100, asserted);
                 check(k, faults[i], "S_L %", jnum(p, "S_L"), ">=", 97, 0);
@@ -468,4 +475,52 @@ json_t *lb_cell_measure(const lb_cell *c, const char *policy, json_t *checks)
              c->variant->name);
     checks_for(c, phases, cell, policy, &k);
     return cell;
+}
+
+/* The cell of `variant` for (scenario, algorithm) in cells, or NULL. */
+static json_t *find_cell(json_t *cells, const char *scenario,
+                         const char *algorithm, const char *variant)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(cells, i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "scenario")),
+                   scenario) == 0 &&
+            strcmp(json_string_value(json_object_get(c, "algorithm")),
+                   algorithm) == 0 &&
+            strcmp(json_string_value(json_object_get(c, "variant")), variant) ==
+                0)
+            return c;
+    }
+    return NULL;
+}
+
+void lb_cells_compare(json_t *cells, json_t *checks)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(cells, i, c)
+    {
+        const char *variant = json_string_value(json_object_get(c, "variant"));
+        const char *algorithm =
+            json_string_value(json_object_get(c, "algorithm"));
+        if (strcmp(json_string_value(json_object_get(c, "scenario")), "s2") !=
+                0 ||
+            strcmp(variant, "static") == 0)
+            continue;
+        json_t *st = find_cell(cells, "s2", algorithm, "static");
+        if (!st)
+            continue;
+        json_t *mine = json_object_get(json_object_get(c, "phases"), "burst"),
+               *theirs =
+                   json_object_get(json_object_get(st, "phases"), "burst");
+        checker k = {.checks = checks};
+        snprintf(k.cell, sizeof(k.cell), "s2/%s/%s", algorithm, variant);
+        /* The issue's comparison is the controller's; the advisor's
+         * is reported (its forecast needs two seasons of the run). */
+        check(&k, "burst", "% 429 legit < static's",
+              jnum(mine, "pct_429_legit"), "<", jnum(theirs, "pct_429_legit"),
+              strcmp(variant, "adaptive") == 0);
+    }
 }

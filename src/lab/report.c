@@ -545,11 +545,17 @@ int lb_report_write(const char *dir)
         rc = -1;
     if (rc == 0) {
         json_t *lab = json_object_get(r.results, "lab");
-        char params[512];
+        char params[512], key_burst[48] = "";
+        /* Since the per-key burst became its own (results of before
+         * have one burst for both). */
+        json_t *kb = json_object_get(lab, "key_burst");
+        if (kb)
+            snprintf(key_burst, sizeof(key_burst), " (per key %lld)",
+                     (long long)json_integer_value(kb));
         snprintf(params, sizeof(params),
                  "profile %s, seed %lld, Redis failure policy %s and timeout "
                  "%s, global "
-                 "limit %lld/s, per key %lld/s, burst %lld; B: %lld servers, "
+                 "limit %lld/s, per key %lld/s, burst %lld%s; B: %lld servers, "
                  "FIFO cap %lld",
                  json_string_value(json_object_get(lab, "profile")),
                  json_integer_value(json_object_get(lab, "seed")),
@@ -557,7 +563,7 @@ int lb_report_write(const char *dir)
                  json_string_value(json_object_get(lab, "redis_timeout")),
                  json_integer_value(json_object_get(lab, "global_limit")),
                  json_integer_value(json_object_get(lab, "key_limit")),
-                 json_integer_value(json_object_get(lab, "burst")),
+                 json_integer_value(json_object_get(lab, "burst")), key_burst,
                  json_integer_value(json_object_get(lab, "b_servers")),
                  json_integer_value(json_object_get(lab, "b_cap")));
         fprintf(r.md,

@@ -39,11 +39,13 @@
 
 static const char run_usage[] =
     "usage: sluice lab run [--scenario s1,s2,s3,s4] [--algorithms A,...]\n"
-    "         [--variants static] [--profile smoke|quick|full]\n"
+    "         [--variants static,adaptive,advisor] [--profile "
+    "smoke|quick|full]\n"
     "         [--policy local|fail_open|fail_closed] [--seed N]\n"
     "         [--redis-server PATH] [--redis-timeout 20ms] --out DIR\n"
     "Profiles: full (the scenarios' own lengths, ~14 min a cell set),\n"
-    "quick (half), smoke (a tenth; s1 and s4, token_bucket).  docs/lab.md.\n";
+    "quick (half; adaptive and advisor: token_bucket, the scenarios where\n"
+    "they differ), smoke (a tenth; s1 and s4, token_bucket).  docs/lab.md.\n";
 
 static const char *const known_algorithms[] = {
     "token_bucket",   "gcra",           "leaky_bucket", "fixed_window",
@@ -58,6 +60,7 @@ typedef struct run_opts {
     size_t n_variants;
     const char *profile, *policy, *out, *redis_server, *redis_timeout;
     double scale;
+    int scenarios_named, algorithms_named;
     unsigned long long seed;
     char self[PATH_MAX];
 } run_opts;
@@ -77,10 +80,12 @@ typedef struct cell_env {
     lb_cell *c;
     char dir[PATH_MAX];
     int redis_port, relay_port, b_port, proxy_port[PROXIES];
-    pid_t redis, b, proxy[PROXIES], load;
+    int metrics_port[PROXIES], advisor_port; /* the advisor variant's */
+    pid_t redis, b, proxy[PROXIES], load, advisor;
     lb_relay *relay;
     /* The counters last read, for per-second deltas. */
-    double prev_cmds, prev_fallback;
+    double prev_cmds[PROXIES], prev_fallback[PROXIES];
+    double limit; /* the last read */
     unsigned long long prev_shed, prev_served;
     int redis_state;
     unsigned delay_ms;
@@ -118,7 +123,7 @@ static int write_file_rules(cell_env *e)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    int rc = e->c->variant->write_rules(f, e->c->algorithm);
+    int rc = e->c->variant->write_rules(f, e->c->algorithm, e->c->scale);
     if (fclose(f) != 0)
         rc = -1;
     snprintf(path, sizeof(path), "%s/proxy.yaml", e->dir);
@@ -140,7 +145,7 @@ static int write_file_rules(cell_env *e)
 static pid_t start_proxy(cell_env *e, int i)
 {
     char cfg[PATH_MAX + 64], rules[PATH_MAX + 64], log[PATH_MAX + 64], up[64],
-        listen[64], store[64];
+        listen[64], store[64], metrics[64], advisor[64], trace[PATH_MAX + 64];
     snprintf(cfg, sizeof(cfg), "%s/proxy.yaml", e->dir);
     snprintf(rules, sizeof(rules), "%s/rules.yaml", e->dir);
     snprintf(log, sizeof(log), "%s/proxy%d.log", e->dir, i + 1);
@@ -158,13 +163,63 @@ static pid_t start_proxy(cell_env *e, int i)
                       "--redis-failure",  (char *)e->o->policy,
                       "--nodes",          "2"};
     size_t n = 20;
-    for (const char *const *f = e->c->variant->proxy_flags; *f && n < 39; f++)
+    for (const char *const *f = e->c->variant->proxy_flags; *f && n < 32; f++)
         argv[n++] = (char *)*f;
+    if (e->c->variant->controller) {
+        snprintf(trace, sizeof(trace), "%s/adaptive%d.trace", e->dir, i + 1);
+        argv[n++] = "--adaptive-trace";
+        argv[n++] = trace;
+    }
+    if (e->c->variant->advisor) {
+        /* The advisor scrapes the metrics listener (/metrics, /v1/rules);
+         * the proxies poll it each second. */
+        snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", e->metrics_port[i]);
+        snprintf(advisor, sizeof(advisor), "http://127.0.0.1:%d",
+                 e->advisor_port);
+        char *more[] = {"--metrics-listen",   metrics, "--advisor", advisor,
+                        "--advisor-interval", "1s"};
+        for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++)
+            argv[n++] = more[k];
+    }
     argv[n] = NULL;
     pid_t pid = lb_spawn(argv, log);
     if (pid > 0 && !lb_wait_http(e->proxy_port[i], "/sluice/metrics", 5000)) {
         fprintf(stderr, "sluice lab: proxy %d did not start (%s)\n", i + 1,
                 log);
+        lb_stop(pid, 1000);
+        return -1;
+    }
+    return pid;
+}
+
+/* sluice advisor over the proxies' metrics: 1 s steps, the season of
+ * s2's bursts, recommending 3 s ahead. */
+static pid_t start_advisor(cell_env *e)
+{
+    char scrape[128], listen[64], season[32], log[PATH_MAX + 64];
+    snprintf(scrape, sizeof(scrape), "http://127.0.0.1:%d,http://127.0.0.1:%d",
+             e->metrics_port[0], e->metrics_port[1]);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", e->advisor_port);
+    long s = lround(LB_BURST_PERIOD_S * e->c->scale);
+    snprintf(season, sizeof(season), "%lds", s > 1 ? s : 2);
+    snprintf(log, sizeof(log), "%s/advisor.log", e->dir);
+    char *argv[] = {(char *)e->o->self,
+                    "advisor",
+                    "--scrape",
+                    scrape,
+                    "--listen",
+                    listen,
+                    "--step",
+                    "1s",
+                    "--season",
+                    season,
+                    "--horizon",
+                    "3s",
+                    NULL};
+    pid_t pid = lb_spawn(argv, log);
+    if (pid > 0 &&
+        !lb_wait_http(e->advisor_port, "/v1/recommendations", 5000)) {
+        fprintf(stderr, "sluice lab: the advisor did not start (%s)\n", log);
         lb_stop(pid, 1000);
         return -1;
     }
@@ -345,29 +400,30 @@ static void sample(cell_env *e, int t)
         e->prev_served = served;
         json_decref(j);
     }
-    double cmds = 0, fallback = 0;
-    const char *last_metrics = "";
-    char *metrics_copy = NULL;
+    /* Per proxy: one that does not answer in time (a loaded machine)
+     * adds nothing this second, and what it counted shows in the next
+     * (summing the answers alone made a negative second, then a huge
+     * one). */
+    s->redis_cmds = s->fallback = 0;
     for (int i = 0; i < PROXIES; i++) {
         snprintf(target, sizeof(target), "127.0.0.1:%d", e->proxy_port[i]);
         if (ah_request(target, "GET", "/sluice/metrics", NULL, NULL, 0, 500, &r,
-                       NULL, 0) == 0 &&
-            r.status == 200) {
-            cmds += metric_sum(r.body, "sluice_store_commands_total");
-            fallback +=
-                metric_sum(r.body, "sluice_store_fallback_decisions_total");
-            free(metrics_copy);
-            metrics_copy = strdup(r.body);
-            last_metrics = metrics_copy ? metrics_copy : "";
-        }
+                       NULL, 0) != 0 ||
+            r.status != 200)
+            continue;
+        double cmds = metric_sum(r.body, "sluice_store_commands_total"),
+               fallback =
+                   metric_sum(r.body, "sluice_store_fallback_decisions_total");
+        s->redis_cmds += cmds - e->prev_cmds[i];
+        s->fallback += fallback - e->prev_fallback[i];
+        e->prev_cmds[i] = cmds;
+        e->prev_fallback[i] = fallback;
+        double limit = e->c->variant->effective_limit(r.body);
+        if (limit > 0)
+            e->limit = limit;
     }
     ah_response_release(&r);
-    s->redis_cmds = cmds - e->prev_cmds;
-    s->fallback = fallback - e->prev_fallback;
-    e->prev_cmds = cmds;
-    e->prev_fallback = fallback;
-    s->limit = e->c->variant->effective_limit(last_metrics);
-    free(metrics_copy);
+    s->limit = e->limit; /* unread: the last read */
     s->redis_state = e->redis_state;
     s->delay_ms = e->delay_ms;
     s->b_factor = e->b_factor;
@@ -377,12 +433,13 @@ static void stop_all(cell_env *e)
 {
     if (e->load > 0)
         lb_stop(e->load, 15000);
+    lb_stop(e->advisor, 3000);
     for (int i = 0; i < PROXIES; i++)
         lb_stop(e->proxy[i], 5000);
     lb_stop(e->b, 3000);
     lb_stop(e->redis, 3000);
     lb_relay_stop(e->relay);
-    e->load = e->b = e->redis = e->proxy[0] = e->proxy[1] = -1;
+    e->load = e->b = e->redis = e->proxy[0] = e->proxy[1] = e->advisor = -1;
     e->relay = NULL;
 }
 
@@ -392,19 +449,24 @@ static int run_cell(const run_opts *o, lb_cell *c)
     memset(&e, 0, sizeof(e));
     e.o = o;
     e.c = c;
-    e.load = e.b = e.redis = e.proxy[0] = e.proxy[1] = -1;
+    e.load = e.b = e.redis = e.proxy[0] = e.proxy[1] = e.advisor = -1;
     e.b_factor = 1;
+    e.limit = LB_GLOBAL_LIMIT;
     snprintf(e.dir, sizeof(e.dir), "%s/cells/%s-%s-%s", o->out, c->sc->id,
              c->algorithm, c->variant->name);
     mkdir(e.dir, 0755);
     e.redis_port = lb_free_port();
     e.b_port = lb_free_port();
-    for (int i = 0; i < PROXIES; i++)
+    for (int i = 0; i < PROXIES; i++) {
         e.proxy_port[i] = lb_free_port();
+        e.metrics_port[i] = lb_free_port();
+    }
+    e.advisor_port = lb_free_port();
     int ok = write_file_rules(&e) == 0 && (e.redis = start_redis(&e)) > 0 &&
              (e.relay = lb_relay_start(&e.relay_port, e.redis_port)) &&
              (e.b = start_b(&e)) > 0 && (e.proxy[0] = start_proxy(&e, 0)) > 0 &&
-             (e.proxy[1] = start_proxy(&e, 1)) > 0;
+             (e.proxy[1] = start_proxy(&e, 1)) > 0 &&
+             (!c->variant->advisor || (e.advisor = start_advisor(&e)) > 0);
     if (!ok) {
         stop_all(&e);
         return -1;
@@ -486,9 +548,11 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         switch (c) {
         case 's':
             scenarios = optarg;
+            o->scenarios_named = 1;
             break;
         case 'a':
             algorithms = optarg;
+            o->algorithms_named = 1;
             break;
         case 'v':
             variants = optarg;
@@ -602,8 +666,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
     for (size_t i = 0; i < n; i++) {
         if (!(o->variants[o->n_variants++] = lb_variant_find(list[i]))) {
             fprintf(stderr,
-                    "sluice lab run: variant '%s' is not built (built: "
-                    "static)\n",
+                    "sluice lab run: unknown variant: '%s' (static, "
+                    "adaptive, advisor)\n",
                     list[i]);
             return 2;
         }
@@ -618,6 +682,18 @@ static int parse_opts(int argc, char **argv, run_opts *o)
 }
 
 /* ---- the run ---- */
+
+/* Whether the quick profile runs this cell: a variant other than
+ * static runs only token_bucket and the scenarios where it differs,
+ * unless the scenarios or algorithms were named. */
+static int in_profile(const run_opts *o, const lb_variant *v, const char *sc,
+                      const char *algorithm)
+{
+    if (strcmp(o->profile, "quick") != 0 || !v->quick_scenarios)
+        return 1;
+    return (o->scenarios_named || strstr(v->quick_scenarios, sc)) &&
+           (o->algorithms_named || strcmp(algorithm, "token_bucket") == 0);
+}
 
 static void print_checks(json_t *checks, int *failed)
 {
@@ -668,6 +744,9 @@ int lb_run_main(int argc, char **argv)
     for (size_t s = 0; s < o.n_scenarios && !interrupted; s++)
         for (size_t a = 0; a < o.n_algorithms && !interrupted; a++)
             for (size_t v = 0; v < o.n_variants && !interrupted; v++) {
+                if (!in_profile(&o, o.variants[v], o.scenarios[s]->id,
+                                o.algorithms[a]))
+                    continue;
                 lb_cell c;
                 memset(&c, 0, sizeof(c));
                 c.sc = o.scenarios[s];
@@ -691,13 +770,14 @@ int lb_run_main(int argc, char **argv)
                 free(c.sec);
             }
     fclose(samples);
+    lb_cells_compare(cells, checks);
     json_t *root = json_pack(
-        "{s:{s:s, s:s, s:I, s:f, s:s, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
+        "{s:{s:s, s:s, s:I, s:f, s:s, s:i, s:i, s:i, s:i, s:i, s:i}, s:o, s:o}",
         "lab", "profile", o.profile, "policy", o.policy, "seed",
         (json_int_t)o.seed, "scale", o.scale, "redis_timeout", o.redis_timeout,
         "global_limit", LB_GLOBAL_LIMIT, "key_limit", LB_KEY_LIMIT, "burst",
-        LB_BURST, "b_servers", LB_B_SERVERS, "b_cap", LB_B_CAP, "cells", cells,
-        "checks", checks);
+        LB_BURST, "key_burst", LB_KEY_BURST, "b_servers", LB_B_SERVERS, "b_cap",
+        LB_B_CAP, "cells", cells, "checks", checks);
     /* Insertion order (jansson keeps it): phases in time order. */
     snprintf(path, sizeof(path), "%s/results.json", o.out);
     if (!root || json_dump_file(root, path, JSON_INDENT(1)) != 0) {

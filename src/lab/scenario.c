@@ -2,8 +2,11 @@
  * scenario.c - the lab's scenarios and variants (scenario.h), the
  * figures of ../shared/ADAPTIVE.md section 4.
  */
+#define _GNU_SOURCE /* memmem */
 #include "lab/scenario.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char lb_default_algorithms[] = "fixed_window,sliding_window,token_bucket";
@@ -77,7 +80,7 @@ const lb_scenario *lb_scenario_find(const char *id)
     return NULL;
 }
 
-/* ---- static: the rules as written, the same limit all the time ---- */
+/* ---- the variants' rules ---- */
 
 static int has_burst(const char *algorithm)
 {
@@ -86,11 +89,14 @@ static int has_burst(const char *algorithm)
            strcmp(algorithm, "leaky_bucket") == 0;
 }
 
-static int static_rules(FILE *f, const char *algorithm)
+/* The rules, with `adaptive` (NULL: none) on the global rule. */
+static int rules(FILE *f, const char *algorithm, const char *adaptive)
 {
-    char burst[32] = "";
-    if (has_burst(algorithm))
+    char burst[32] = "", key_burst[32] = "";
+    if (has_burst(algorithm)) {
         snprintf(burst, sizeof(burst), ", burst: %d", LB_BURST);
+        snprintf(key_burst, sizeof(key_burst), ", burst: %d", LB_KEY_BURST);
+    }
     return fprintf(f,
                    "# sluice lab: the limits under test (docs/lab.md)\n"
                    "domain: lab\n"
@@ -98,14 +104,21 @@ static int static_rules(FILE *f, const char *algorithm)
                    "  - key: generic_key\n"
                    "    value: global\n"
                    "    rate_limit: {name: global, algorithm: %s, unit: "
-                   "second, requests_per_unit: %d%s}\n"
+                   "second, requests_per_unit: %d%s%s}\n"
                    "  - key: api_key\n"
                    "    rate_limit: {name: per_key, algorithm: %s, unit: "
                    "second, requests_per_unit: %d%s}\n",
-                   algorithm, LB_GLOBAL_LIMIT, burst, algorithm, LB_KEY_LIMIT,
-                   burst) < 0
+                   algorithm, LB_GLOBAL_LIMIT, burst, adaptive ? adaptive : "",
+                   algorithm, LB_KEY_LIMIT, key_burst) < 0
                ? -1
                : 0;
+}
+
+/* static: the rules as written, the same limit all the time. */
+static int static_rules(FILE *f, const char *algorithm, double scale)
+{
+    (void)scale;
+    return rules(f, algorithm, NULL);
 }
 
 static double static_limit(const char *metrics)
@@ -114,10 +127,65 @@ static double static_limit(const char *metrics)
     return LB_GLOBAL_LIMIT;
 }
 
+/* adaptive: the proxies' controller moves the global limit within
+ * [min, max] from B's latency as they see it, with a seasonal forecast
+ * whose season is s2's burst period. */
+static int adaptive_rules(FILE *f, const char *algorithm, double scale)
+{
+    char block[192];
+    snprintf(block, sizeof(block),
+             ",\n      adaptive: {min: %d, max: %d, controller: gradient, "
+             "slo_p99: %dms, forecast_season: %lds, forecast_horizon: 3s}",
+             LB_ADAPTIVE_MIN, LB_ADAPTIVE_MAX, LB_SLO_MS,
+             lround(LB_BURST_PERIOD_S * scale) > 1
+                 ? lround(LB_BURST_PERIOD_S * scale)
+                 : 2L);
+    return rules(f, algorithm, block);
+}
+
+/* advisor: no controller; sluice advisor's recommendations, polled by
+ * the proxies, within the same bounds. */
+static int advisor_rules(FILE *f, const char *algorithm, double scale)
+{
+    (void)scale;
+    char block[128];
+    snprintf(block, sizeof(block),
+             ",\n      adaptive: {min: %d, max: %d, controller: off}",
+             LB_ADAPTIVE_MIN, LB_ADAPTIVE_MAX);
+    return rules(f, algorithm, block);
+}
+
+/* The global rule's limit in force as a proxy's metrics give it:
+ * sluice_limit_requests_per_unit{domain="lab",rule="global",
+ * limit="effective",source=...}. */
+static double metrics_limit(const char *metrics)
+{
+    static const char name[] = "sluice_limit_requests_per_unit{";
+    for (const char *line = metrics; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (strncmp(line, name, sizeof(name) - 1) == 0 &&
+            memmem(line, len, "rule=\"global\"", 13) &&
+            memmem(line, len, "limit=\"effective\"", 17)) {
+            const char *sp = memchr(line, '}', len);
+            if (sp)
+                return strtod(sp + 1, NULL);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return -1; /* not there */
+}
+
 static const char *const no_flags[] = {NULL};
 
 const lb_variant lb_variants[] = {
-    {"static", static_rules, no_flags, static_limit},
+    {"static", static_rules, no_flags, static_limit, 0, 0, NULL},
+    /* Quick: steady (stability), bursts (fewer refusals than static),
+     * faults (the degraded B only a moving limit protects). */
+    {"adaptive", adaptive_rules, no_flags, metrics_limit, 0, 1, "s1,s2,s4"},
+    /* Quick: steady (it must not raise the limit for nothing), bursts
+     * (the forecast's case). */
+    {"advisor", advisor_rules, no_flags, metrics_limit, 1, 0, "s1,s2"},
 };
 const size_t lb_n_variants = sizeof(lb_variants) / sizeof(lb_variants[0]);
 

@@ -18,7 +18,22 @@
 /* The limits under test (docs/lab.md, "Rules"). */
 #define LB_GLOBAL_LIMIT 100 /* generic_key global, per second */
 #define LB_KEY_LIMIT 10     /* per api_key, per second */
-#define LB_BURST 20         /* the buckets' burst */
+#define LB_BURST 20         /* the global bucket's burst */
+/* The per-key bucket's burst: half a second of its rate.  With 20 (two
+ * seconds of it, the thesis's one burst for both limits), two abusers
+ * starting together spent 40 at once against the global burst of 20,
+ * and the legitimate requests of that instant found the global bucket
+ * empty (docs/lab.md, "Acceptance"). */
+#define LB_KEY_BURST 5
+
+/* The adaptive and advisor variants' bounds on the global limit, from
+ * B's capacity (LB_B_SERVERS / LB_B_SERVICE_MS = 200 r/s): never above
+ * 90% of it, where B's queue and p99 grow fast (Erlang C), never below
+ * a quarter of the base; a p99 above LB_SLO_MS is an overload (B's idle
+ * p99 is 184 ms, the protection bound 405 ms). */
+#define LB_ADAPTIVE_MIN 25
+#define LB_ADAPTIVE_MAX 180
+#define LB_SLO_MS 300
 
 /* B (sluice lab target) as the lab runs it. */
 #define LB_B_SERVERS 8
@@ -66,19 +81,35 @@ const lb_scenario *lb_scenario_find(const char *id);
 
 typedef struct lb_variant {
     const char *name;
-    /* Writes the rules file for `algorithm`: 0, or -1. */
-    int (*write_rules)(FILE *f, const char *algorithm);
+    /* Writes the rules file for `algorithm`, the scenarios' times
+     * scaled by `scale`: 0, or -1. */
+    int (*write_rules)(FILE *f, const char *algorithm, double scale);
     /* Added to each proxy's command line; NULL-terminated. */
     const char *const *proxy_flags;
     /* The global limit in force at second t (for the plots and the
      * limit's stability); a controller's variant reads it from the
-     * proxies, `metrics` being their /sluice/metrics text. */
+     * proxies, `metrics` being a proxy's /sluice/metrics text; -1 when
+     * it is not there. */
     double (*effective_limit)(const char *metrics);
+    /* The run starts `sluice advisor` scraping the proxies, and the
+     * proxies poll it (--advisor). */
+    int advisor;
+    /* The proxies run the controller: each writes its trace
+     * (--adaptive-trace) in the cell's directory. */
+    int controller;
+    /* The quick profile's cells of this variant, when the scenarios
+     * and algorithms are not named: these scenarios, token_bucket
+     * only (NULL: every cell). */
+    const char *quick_scenarios;
 } lb_variant;
 
 extern const lb_variant lb_variants[];
 extern const size_t lb_n_variants;
 const lb_variant *lb_variant_find(const char *name);
+
+/* The seconds between the starts of s2's bursts, full profile: the
+ * advisor's season and the forecast's. */
+#define LB_BURST_PERIOD_S 60
 
 /* The algorithms the lab compares by default (the thesis's three). */
 extern const char lb_default_algorithms[];

@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "proxy.h"
+#include "server/router.h"
 
 enum state {
     S_HEAD,       /* reading a request head (or idle between requests) */
@@ -734,6 +735,14 @@ static void answer_metrics(px_client *c)
     answer_local(c, &out, keep);
 }
 
+static void answer_rules(px_client *c)
+{
+    sv_buf out = {0};
+    int keep = c->keep_alive;
+    sv_rules_answer(c->w, &out, keep);
+    answer_local(c, &out, keep);
+}
+
 /* Acts on the request's verdict (admit.c). */
 static void act(px_client *c, const px_decision *pd, const px_verdict *v)
 {
@@ -808,12 +817,17 @@ static void decide(px_client *c)
                      "the root)");
         px_count(c->w, NULL, PX_REJECTED);
     } else if (c->metrics_only) {
-        /* The metrics listener: GET /metrics, nothing forwarded. */
+        /* The metrics listener: GET /metrics and /v1/rules (what sluice
+         * advisor scrapes), nothing forwarded. */
         if (c->parser.method == HTTP_GET && strcmp(pd->path, "/metrics") == 0)
             answer_metrics(c);
+        else if (c->parser.method == HTTP_GET &&
+                 strcmp(pd->path, "/v1/rules") == 0)
+            answer_rules(c);
         else
             answer_error(c, 404, "ENOTFOUND",
-                         "the metrics listener answers GET /metrics only");
+                         "the metrics listener answers GET /metrics and "
+                         "/v1/rules only");
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
                c->parser.method == HTTP_GET &&
                strcmp(cfg->metrics_path, pd->path) == 0) {

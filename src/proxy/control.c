@@ -24,6 +24,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "admin/admin.h"
 #include "admin/controller.h"
 #include "proxy.h"
 #include "server/limits.h"
@@ -36,6 +37,13 @@
 #define PROPOSAL_TTL_MS 3000
 /* Windows of the limit kept for its coefficient of variation. */
 #define CV_WINDOWS 300
+/* The upstream's latency is judged over at least this many answers,
+ * gathered over up to JUDGE_WINDOWS windows: a median of a few dozen
+ * answers of a service with exponential times is off by a quarter one
+ * window in six, and each such window read as an overload cut the limit
+ * (the lab, docs/lab.md "The adaptive variant"). */
+#define JUDGE_ANSWERS 300
+#define JUDGE_WINDOWS 10
 
 typedef struct ad_rule {
     char id[512];
@@ -48,6 +56,9 @@ typedef struct ad_rule {
     double ring[CV_WINDOWS]; /* the published limit, a window each */
     size_t ring_n, ring_at;
     int64_t nodes; /* live proposals last counted in Redis (1: memory) */
+    /* The answers gathered for the next judgement (JUDGE_ANSWERS). */
+    uint64_t hist[PX_AD_BUCKETS], timed, untimed, failed;
+    int windows;
 } ad_rule;
 
 static struct {
@@ -180,34 +191,44 @@ static uint64_t take(atomic_uint_fast64_t *c)
     return atomic_exchange_explicit(c, 0, memory_order_relaxed);
 }
 
-/* Slot k's window summed over the client-facing threads (and zeroed). */
-static void merge(px_proxy *px, size_t k, double seconds, ac_signal *sig,
-                  double *s50_ms, double *s99_ms)
+/* Slot k's window summed over the client-facing threads (and zeroed)
+ * into rule a's signal.  The upstream's answers are gathered until there
+ * are JUDGE_ANSWERS (or JUDGE_WINDOWS windows): until then the signal
+ * has n = 0, which the controller does not judge.  The rates are the
+ * cluster's: this node's times the live nodes, which share the traffic
+ * (a balancer in front), since the limit is the cluster's. */
+static void merge(px_proxy *px, size_t k, double seconds, ad_rule *a,
+                  ac_signal *sig, double *s50_ms, double *s99_ms)
 {
-    static uint64_t hist[PX_AD_BUCKETS];
-    uint64_t timed = 0, allowed = 0, refused = 0, failed = 0, untimed = 0;
-    memset(hist, 0, sizeof(hist));
+    uint64_t allowed = 0, refused = 0;
     for (int t = 0; t < px->n_workers; t++) {
         px_ad_window *win = &px->ad[(size_t)t * PX_AD_MAX + k];
         for (size_t b = 0; b < PX_AD_BUCKETS; b++) {
             uint64_t c = atomic_exchange_explicit(&win->hist[b], 0,
                                                   memory_order_relaxed);
-            hist[b] += c;
-            timed += c;
+            a->hist[b] += c;
+            a->timed += c;
         }
         allowed += take(&win->allowed);
         refused += take(&win->refused);
-        failed += take(&win->failed);
-        untimed += take(&win->untimed);
+        a->failed += take(&win->failed);
+        a->untimed += take(&win->untimed);
     }
-    *s50_ms = quantile_ms(hist, timed, 0.50);
-    *s99_ms = quantile_ms(hist, timed, 0.99);
-    *sig = (ac_signal){.n = (double)(timed + untimed),
-                       .s50 = *s50_ms / 1000,
-                       .s99 = *s99_ms / 1000,
-                       .errors = (double)failed,
-                       .accepted = (double)allowed / seconds,
-                       .refused = (double)refused / seconds};
+    double nodes = a->nodes > 1 ? (double)a->nodes : 1;
+    *sig = (ac_signal){.accepted = nodes * (double)allowed / seconds,
+                       .refused = nodes * (double)refused / seconds};
+    *s50_ms = *s99_ms = 0;
+    if (++a->windows < JUDGE_WINDOWS && a->timed + a->untimed < JUDGE_ANSWERS)
+        return;
+    *s50_ms = quantile_ms(a->hist, a->timed, 0.50);
+    *s99_ms = quantile_ms(a->hist, a->timed, 0.99);
+    sig->n = (double)(a->timed + a->untimed);
+    sig->s50 = *s50_ms / 1000;
+    sig->s99 = *s99_ms / 1000;
+    sig->errors = (double)a->failed;
+    memset(a->hist, 0, sizeof(a->hist));
+    a->timed = a->untimed = a->failed = 0;
+    a->windows = 0;
 }
 
 /* One window of slot k's rule r: the node's proposal into *publish and
@@ -232,7 +253,7 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     }
     ac_signal sig;
     double s50, s99;
-    merge(px, k, seconds, &sig, &s50, &s99);
+    merge(px, k, seconds, a, &sig, &s50, &s99);
     *publish = 0;
     if (!a->live)
         return;
@@ -309,7 +330,8 @@ int px_control_start(sv_worker *control)
     the.ticking = 1;
     the.last_ns = uv_hrtime();
     uv_timer_start(&the.tick, tick_cb, WINDOW_MS, WINDOW_MS);
-    return 0;
+    /* --advisor: polled from this thread, as in sluice serve. */
+    return ad_poll_start(control);
 }
 
 static void closed_cb(uv_handle_t *h)
@@ -321,6 +343,7 @@ void px_control_stop(sv_worker *control)
 {
     if (the.control != control)
         return;
+    ad_poll_stop(control);
     if (the.ticking) {
         the.ticking = 0;
         uv_close((uv_handle_t *)&the.tick, closed_cb);
@@ -411,7 +434,6 @@ void px_control_metrics(sv_server *s, sv_buf *out)
          "nodes whose proposals of the limit are live (the limit in force "
          "is their minimum)"},
     };
-    (void)s;
     pthread_mutex_lock(&the.lock);
     for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
         int any = 0;
@@ -441,4 +463,5 @@ void px_control_metrics(sv_server *s, sv_buf *out)
                           (unsigned long long)the.rules[k].actions[act]);
         }
     pthread_mutex_unlock(&the.lock);
+    ad_poll_metrics(s, out);
 }

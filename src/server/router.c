@@ -43,7 +43,7 @@ static void get_readyz(sv_worker *w, sv_buf *out, int keep_alive)
     json_decref(body);
 }
 
-static void get_rules(sv_worker *w, sv_buf *out, int keep_alive)
+void sv_rules_answer(sv_worker *w, sv_buf *out, int keep_alive)
 {
     sv_server *s = w->server;
     const sl_rules *r = w->rules->rules;
@@ -104,7 +104,7 @@ static void get_healthz(sv_worker *w, sv_buf *out, int keep_alive)
 static const sv_route_entry public_routes[] = {
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
-    {"/v1/rules", HTTP_GET, get_rules, NULL},
+    {"/v1/rules", HTTP_GET, sv_rules_answer, NULL},
     {"/metrics", HTTP_GET, get_public_metrics, NULL},
     {"/v1/check", HTTP_POST, NULL, sv_api_check},
     {"/json", HTTP_POST, NULL, sv_api_lyft},
@@ -124,7 +124,7 @@ const sv_routes sv_public_routes = {
 /* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads. */
 static const sv_route_entry metrics_routes[] = {
     {"/metrics", HTTP_GET, get_metrics, NULL},
-    {"/v1/rules", HTTP_GET, get_rules, NULL},
+    {"/v1/rules", HTTP_GET, sv_rules_answer, NULL},
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
 };

@@ -35,6 +35,11 @@ extern const sv_routes sv_public_routes;
  * /healthz and /readyz. */
 extern const sv_routes sv_metrics_routes;
 
+/* GET /v1/rules: the rules version, domains and each rule with its
+ * limit in force (also on sluice proxy's metrics listener, which
+ * sluice advisor scrapes). */
+void sv_rules_answer(sv_worker *w, sv_buf *out, int keep_alive);
+
 /* Answers the request into out by routes: 0, or SV_AGAIN (nothing
  * answered). */
 int sv_route(const sv_routes *routes, sv_worker *w, const sv_http_request *req,

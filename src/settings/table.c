@@ -85,18 +85,18 @@ const st_setting st_settings_table[] = {
      .help = "append each 1 s window's signals of every\n"
              "`controller: gradient` rule there, for `sluice\n"
              "replay --adaptive` (docs/adaptive.md)"},
-    {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = SERVE,
+    {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = BOTH,
      .kind = ST_SET_HTTP_URL, SRV(advisor_url),
      .help = "poll an advisor for recommended limits\n"
              "(docs/advisor.md): http://HOST:PORT"},
     {.flag = "advisor-interval", .key = "advisor_interval", .arg = "D",
-     .commands = SERVE, .kind = ST_SET_MS, SRV(advisor_interval_ms),
+     .commands = BOTH, .kind = ST_SET_MS, SRV(advisor_interval_ms),
      .def = "10s", .help = "how often the advisor is polled (10s)"},
     {.flag = "advisor-timeout", .key = "advisor_timeout", .arg = "D",
-     .commands = SERVE, .kind = ST_SET_MS, SRV(advisor_timeout_ms),
+     .commands = BOTH, .kind = ST_SET_MS, SRV(advisor_timeout_ms),
      .def = "2s", .help = "how long a poll may take (2s)"},
     {.flag = "advisor-mode", .key = "advisor_mode", .arg = "M",
-     .commands = SERVE, .kind = ST_SET_ENUM, SRV(advisor_shadow),
+     .commands = BOTH, .kind = ST_SET_ENUM, SRV(advisor_shadow),
      .names = advisor_modes, .def = "on",
      .help = "on: apply its recommendations; shadow: only\n"
              "record them"},
