@@ -99,6 +99,11 @@ static void bad_parameters(void **state)
     p.alpha = 0.3;
     p.gamma = -0.1;
     assert_int_equal(hw_init(&m, &p), -1);
+    p.gamma = 0.3;
+    p.damping = 1; /* phi 0: not a trend; --beta 0 is */
+    assert_int_equal(hw_init(&m, &p), -1);
+    p.damping = -0.1;
+    assert_int_equal(hw_init(&m, &p), -1);
 }
 
 /* A constant: forecast = the constant, sigma = 0, at every horizon. */
@@ -259,6 +264,56 @@ static void step_change(void **state)
     hw_release(&m);
 }
 
+/* Demand ramping up through the two seasons of the start, then gone:
+ * the start fits the ramp as a trend (b = 2 per step).  Undamped, at
+ * beta 0.01, that trend outlives the demand by hundreds of steps and
+ * keeps the forecast up (what kept `sluice advisor`'s recommendations
+ * up long after a burst, docs/lab.md); damped by 0.1 a step it fades
+ * and the forecast comes back to the demand. */
+static double after_ramp(double damping, int steps_gone)
+{
+    const size_t season = 10;
+    hw_params p = defaults;
+    p.damping = damping;
+    hw_model m = make(season, &p);
+    for (int t = 0; t < 2 * (int)season; t++)
+        hw_update(&m, 2.0 * t);
+    expect_near(m.trend, 2, 1e-9);
+    for (int t = 0; t < steps_gone; t++)
+        hw_update(&m, 0);
+    hw_check(&m);
+    double worst = -INFINITY;
+    for (size_t h = 1; h <= 5; h++)
+        worst = fmax(worst, hw_forecast(&m, h));
+    hw_release(&m);
+    return worst;
+}
+
+static void ramp_then_gone(void **state)
+{
+    (void)state;
+    double undamped = after_ramp(0, 30), damped = after_ramp(0.1, 30);
+    print_message("ramp 0..38 then 0 for 3 seasons: highest forecast "
+                  "h=1..5, undamped %.2f, damping 0.1 %.2f\n",
+                  undamped, damped);
+    expect_cmp(undamped * 100, >, 500); /* still above 5 */
+    expect_cmp(damped * 100, <, 100);   /* back under 1 */
+    /* Damped, the h-step forecast's trend is phi + ... + phi^h times b,
+     * under phi / (1 - phi) = 9 b whatever the horizon. */
+    hw_params p = defaults;
+    p.damping = 0.1;
+    p.season = 2;
+    hw_model m;
+    assert_int_equal(hw_init(&m, &p), 0);
+    const double warm[] = {1, 3, 3, 5}; /* first_updates_by_hand's start */
+    for (size_t i = 0; i < 4; i++)
+        hw_update(&m, warm[i]);
+    expect_near(hw_forecast(&m, 1), 4.5 + 0.9 - 0.5, 1e-12);
+    expect_near(hw_forecast(&m, 2), 4.5 + 0.9 + 0.81 + 0.5, 1e-12);
+    expect_cmp(hw_forecast(&m, 1000) * 100, <, (4.5 + 9 + 0.5) * 100 + 1);
+    hw_release(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +324,7 @@ int main(void)
         cmocka_unit_test(seasonal_with_trend_noisy),
         cmocka_unit_test(amplitude_change),
         cmocka_unit_test(step_change),
+        cmocka_unit_test(ramp_then_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

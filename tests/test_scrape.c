@@ -1,7 +1,8 @@
 /*
  * test_scrape.c - what `sluice advisor` reads of a node
  * (src/admin/scrape.c): rule ids from GET /v1/rules (name, else path;
- * #2, #3 for later rules of one label) and one counter's series from
+ * #2, #3 for later rules of one label; the rule's own limit, not an
+ * override in force) and one counter's series from
  * Prometheus text, label values unescaped.
  */
 #include "admin/scrape.h"
@@ -19,12 +20,16 @@ static void rule_ids(void **state)
         "{\"domain\":\"b\",\"path\":\"b.user\",\"name\":\"dup\","
         "\"requests_per_unit\":0,\"period_ms\":1000},"
         "{\"domain\":\"c\",\"path\":\"c.k\",\"name\":\"dup\","
-        "\"requests_per_unit\":1,\"period_ms\":1000}]}";
+        "\"requests_per_unit\":1,\"period_ms\":1000},"
+        /* An override in force (179): the base is the rule's 100. */
+        "{\"domain\":\"lab\",\"path\":\"lab.generic_key_global\","
+        "\"name\":\"global\",\"requests_per_unit\":179,"
+        "\"base_requests_per_unit\":100,\"period_ms\":1000}]}";
     as_rules r;
     char err[256];
     assert_int_equal(as_rules_parse(j, strlen(j), &r, err, sizeof(err)), 0);
     assert_string_equal(r.version, "v1");
-    assert_int_equal(r.n, 4);
+    assert_int_equal(r.n, 5);
     assert_string_equal(r.rules[0].id, "api.remote_address");
     assert_string_equal(r.rules[0].label, "api.remote_address");
     assert_string_equal(r.rules[1].id, "dup");
@@ -33,6 +38,7 @@ static void rule_ids(void **state)
     assert_string_equal(r.rules[3].id, "dup#3");
     expect_cmp(r.rules[1].period_ms, ==, 60000);
     expect_cmp(r.rules[1].requests_per_unit, ==, 5);
+    expect_cmp(r.rules[4].requests_per_unit, ==, 100);
     as_rules_release(&r);
 
     static const char *const bad[] = {

@@ -48,7 +48,7 @@
 static const char advisor_usage[] =
     "usage: sluice advisor --scrape URL[,URL...] [--listen HOST:PORT]\n"
     "         [--step 1s] [--season 60s] [--horizon 5s] [--alpha 0.3]\n"
-    "         [--beta 0.01] [--gamma 0.3] [--headroom 1.1]\n"
+    "         [--beta 0.01] [--gamma 0.3] [--damping 0.1] [--headroom 1.1]\n"
     "\n"
     "Scrapes each sluice node's /metrics and /v1/rules every step, forecasts\n"
     "each rule's demand per period (additive seasonal Holt-Winters, ready\n"
@@ -113,15 +113,17 @@ static int parse_options(int argc, char **argv, options *o, char *scrape_buf,
         {"alpha", required_argument, NULL, 'a'},
         {"beta", required_argument, NULL, 'b'},
         {"gamma", required_argument, NULL, 'g'},
+        {"damping", required_argument, NULL, 'd'},
         {"headroom", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'H'},
         {0, 0, 0, 0}};
-    *o = (options){.listen = "127.0.0.1:9300",
-                   .step_ms = 1000,
-                   .season_ms = 60000,
-                   .horizon_ms = 5000,
-                   .hw = {.alpha = 0.3, .beta = 0.01, .gamma = 0.3},
-                   .headroom = 1.1};
+    *o = (options){
+        .listen = "127.0.0.1:9300",
+        .step_ms = 1000,
+        .season_ms = 60000,
+        .horizon_ms = 5000,
+        .hw = {.alpha = 0.3, .beta = 0.01, .gamma = 0.3, .damping = 0.1},
+        .headroom = 1.1};
     const char *scrape = NULL;
     int c, bad = 0;
     optind = 1;
@@ -150,6 +152,9 @@ static int parse_options(int argc, char **argv, options *o, char *scrape_buf,
             break;
         case 'g':
             bad |= parse_real("--gamma", optarg, 0, 1, &o->hw.gamma);
+            break;
+        case 'd': /* below 1: a trend that vanishes at once is --beta 0 */
+            bad |= parse_real("--damping", optarg, 0, 0.99, &o->hw.damping);
             break;
         case 'r':
             bad |= parse_real("--headroom", optarg, 1, 100, &o->headroom);

@@ -22,7 +22,8 @@ int hw_init(hw_model *m, const hw_params *p)
 {
     memset(m, 0, sizeof(*m));
     if (!(p->alpha >= 0 && p->alpha <= 1) || !(p->beta >= 0 && p->beta <= 1) ||
-        !(p->gamma >= 0 && p->gamma <= 1) || p->season < 2 ||
+        !(p->gamma >= 0 && p->gamma <= 1) ||
+        !(p->damping >= 0 && p->damping < 1) || p->season < 2 ||
         p->season > ((size_t)1 << 24))
         return -1;
     m->p = *p;
@@ -92,12 +93,13 @@ void hw_update(hw_model *m, double y)
         return;
     }
     double a = m->p.alpha, b = m->p.beta, g = m->p.gamma;
+    double trend = (1 - m->p.damping) * m->trend; /* phi b */
     double *slot = &m->seasonal[m->t_next % s];
-    double e = y - (m->level + m->trend + *slot);
+    double e = y - (m->level + trend + *slot);
     m->last_error = e;
     m->sigma2 = 0.9 * m->sigma2 + 0.1 * e * e;
-    double level = a * (y - *slot) + (1 - a) * (m->level + m->trend);
-    m->trend = b * (level - m->level) + (1 - b) * m->trend;
+    double level = a * (y - *slot) + (1 - a) * (m->level + trend);
+    m->trend = b * (level - m->level) + (1 - b) * trend;
     m->level = level;
     *slot = g * (y - level) + (1 - g) * *slot;
     m->t_next++;
@@ -107,8 +109,12 @@ double hw_forecast(const hw_model *m, size_t h)
 {
     if (!m->ready)
         return 0;
-    /* t_next - 1 is the last observation; t_next - 1 + h the one asked. */
-    return m->level + (double)h * m->trend +
+    /* t_next - 1 is the last observation; t_next - 1 + h the one asked.
+     * The trend's steps: h, or phi + ... + phi^h when damped. */
+    double phi = 1 - m->p.damping, steps = (double)h;
+    if (m->p.damping > 0)
+        steps = phi * (1 - pow(phi, (double)h)) / m->p.damping;
+    return m->level + steps * m->trend +
            m->seasonal[(m->t_next - 1 + h) % m->p.season];
 }
 

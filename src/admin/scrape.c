@@ -73,7 +73,13 @@ int as_rules_parse(const char *json, size_t len, as_rules *out, char *err,
         const char *domain = json_string_value(json_object_get(r, "domain"));
         const char *path = json_string_value(json_object_get(r, "path"));
         const char *name = json_string_value(json_object_get(r, "name"));
-        json_t *rpu = json_object_get(r, "requests_per_unit");
+        /* The rule's own number, not the one in force: the advisor's
+         * own recommendation in force read as a new base restarted the
+         * rule's model at each one applied (the lab's advisor variant,
+         * docs/lab.md).  Nodes of before have requests_per_unit only. */
+        json_t *rpu = json_object_get(r, "base_requests_per_unit");
+        if (!json_is_integer(rpu))
+            rpu = json_object_get(r, "requests_per_unit");
         json_t *period = json_object_get(r, "period_ms");
         if (domain == NULL || path == NULL || name == NULL ||
             !json_is_integer(rpu) || !json_is_integer(period) ||
