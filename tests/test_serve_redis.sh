@@ -323,7 +323,10 @@ try:
     others = sorted(set(s for s, _, _, _ in res) - {200, 429})
     check("restarted: decisions shared again (exactly %d allowed)" % L,
           allowed == L and not others,
-          "allowed %d, other statuses %s" % (allowed, others))
+          "allowed %d, other statuses %s: %s; the nodes' logs: %s" % (
+              allowed, others,
+              [(s, b, round(dt, 3)) for s, b, _, dt in res if s not in (200, 429)],
+              {n.name: open(n.log).read()[-600:] for n in nodes}))
     late = [n.check("sliding_window", "after-restart")[0] for n in pol]
     check("restarted: the local, fail_open and fail_closed nodes decide on Redis again",
           late == [429, 429, 429], late)
