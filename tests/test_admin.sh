@@ -319,12 +319,18 @@ try:
     check("sluice advisor's forecast drives the rule's limit up (source advisor, within max 300)",
           up and got["source"] == "advisor" and 100 < got["requests_per_unit"] <= 300,
           (got, open(os.path.join(tmp, "ref-advisor.log")).read()[-500:]))
-    t_gone = time.monotonic()
-    down = harness.wait_until(lambda: loop.in_force("test.adaptive")["source"] == "rules", 90)
-    check("and with the demand gone, back down to the rule's 100 (after %.1f s)"
-          % (time.monotonic() - t_gone),
-          down and loop.in_force("test.adaptive")["requests_per_unit"] == 100,
-          loop.in_force("test.adaptive"))
+    # Back down takes about 30 s (the model's error, sigma, fading:
+    # docs/advisor.md): the sanitizer runs (SL_TEST_QUICK) leave it out.
+    if os.environ.get("SL_TEST_QUICK"):
+        print("SKIP back down to the rule's 100 (SL_TEST_QUICK)")
+    else:
+        t_gone = time.monotonic()
+        down = harness.wait_until(
+            lambda: loop.in_force("test.adaptive")["source"] == "rules", 90)
+        check("and with the demand gone, back down to the rule's 100 (after %.1f s)"
+              % (time.monotonic() - t_gone),
+              down and loop.in_force("test.adaptive")["requests_per_unit"] == 100,
+              loop.in_force("test.adaptive"))
     ref.kill()
 
     # ---- two nodes sharing a real Redis ----
