@@ -61,15 +61,7 @@ grpc_bench_files "$OUT"
 SPID=""
 trap 'stop_pid "$SPID"' EXIT
 trap 'exit 130' INT TERM
-taskset -c "$SRV_CPU" "$SLUICE" serve --rules "$OUT/rules.yaml" --threads 1 --public-metrics true \
-  --listen "127.0.0.1:$PORT" --grpc-listen "127.0.0.1:$GPORT" 2>"$OUT/sluice.log" &
-SPID=$!
-wait_port "$PORT" && wait_port "$GPORT" ||
-  { echo "sluice did not start (see $OUT/sluice.log)" >&2; exit 1; }
-decisions() {
-  curl -s "http://127.0.0.1:$PORT/metrics" |
-    awk '/^sluice_checks_total\{/ {n += $2} END {printf "%d\n", n}'
-}
+grpc_bench_serve
 H2=(-d "$OUT/req.bin" -H 'content-type: application/grpc' -H 'te: trailers'
   "http://127.0.0.1:$GPORT$PATH_RLS")
 RT_PRE=()

@@ -145,6 +145,22 @@ rt_policy() {
 # (DIR/req.bin: RateLimitRequest{domain "bench", one descriptor
 # api_key=k000001} with gRPC's 5-byte prefix, for h2load -d and
 # bench/grpc_load).
+# grpc_bench_serve: `sluice serve --threads 1` on CPU $SRV_CPU with
+# $OUT/rules.yaml (grpc_bench_files), HTTP on $PORT and gRPC on $GPORT;
+# its PID in SPID (the caller's trap stops it).  decisions: how many
+# requests it has decided, from its /metrics.
+grpc_bench_serve() {
+  taskset -c "$SRV_CPU" "$SLUICE" serve --rules "$OUT/rules.yaml" --threads 1 --public-metrics true \
+    --listen "127.0.0.1:$PORT" --grpc-listen "127.0.0.1:$GPORT" 2>"$OUT/sluice.log" &
+  SPID=$!
+  wait_port "$PORT" && wait_port "$GPORT" ||
+    { echo "sluice did not start (see $OUT/sluice.log)" >&2; exit 1; }
+}
+decisions() {
+  curl -s "http://127.0.0.1:$PORT/metrics" |
+    awk '/^sluice_checks_total\{/ {n += $2} END {printf "%d\n", n}'
+}
+
 grpc_bench_files() {
   printf 'domain: bench\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n' >"$1/rules.yaml"
   python3 - "$1/req.bin" <<'P'
