@@ -26,6 +26,7 @@ want = [
     ("s2/token_bucket/advisor", "burst", "protection %"),
     ("s2/token_bucket/adaptive", "burst", "B p99 ms"),
     ("s2/token_bucket/adaptive", "burst", "% 429 legit < static's"),
+    ("s2/token_bucket/advisor", "burst", "% 429 legit < static's"),
     ("s3/token_bucket/static", "abuse", "S_L %"),
     ("s4/token_bucket/adaptive", "redis_paused", "protection %"),
     ("s4/token_bucket/adaptive", "redis_stopped", "protection %"),
