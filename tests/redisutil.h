@@ -33,8 +33,8 @@ typedef struct tu_redis {
     char sock[192];
     char url[256];
     int cluster_node_timeout_ms; /* > 0: start a Cluster node */
-    /* 1: FUNCTION renamed away, as on a server without Redis Functions
-     * (Redis 6) or one whose operator refuses them. */
+    /* 1: FUNCTION renamed away, as on a server whose operator refuses
+     * Redis Functions; on a Cluster node FCALL too, as on Redis 6. */
     int no_functions;
 } tu_redis;
 
@@ -109,13 +109,17 @@ static inline int tu_redis_start(tu_redis *r)
             snprintf(timeout, sizeof(timeout), "%d",
                      r->cluster_node_timeout_ms);
             snprintf(bus, sizeof(bus), "%d", tu_free_port());
+            const char *nofn = r->no_functions ? "" : "FUNCTION";
+            const char *nofc = r->no_functions ? "" : "FCALL";
             execlp("redis-server", "redis-server", "--port", port, "--bind",
                    "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
                    r->dir, "--daemonize", "no", "--cluster-enabled", "yes",
                    "--cluster-config-file", "nodes.conf",
                    "--cluster-node-timeout", timeout, "--cluster-port", bus,
                    "--repl-diskless-sync-delay", "0",
-                   "--cluster-replica-validity-factor", "0", (char *)NULL);
+                   "--cluster-replica-validity-factor", "0", "--rename-command",
+                   "FUNCTION", nofn, "--rename-command", "FCALL", nofc,
+                   (char *)NULL);
         } else {
             execlp("redis-server", "redis-server", "--port", port, "--bind",
                    "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
@@ -166,6 +170,9 @@ static inline void tu_redis_cleanup(tu_redis *r)
     snprintf(path, sizeof(path), "%s/redis.log", r->dir);
     unlink(path);
     snprintf(path, sizeof(path), "%s/nodes.conf", r->dir);
+    unlink(path);
+    /* Cluster nodes without replicas were seen to leave one at shutdown. */
+    snprintf(path, sizeof(path), "%s/dump.rdb", r->dir);
     unlink(path);
     unlink(r->sock);
     rmdir(r->dir);

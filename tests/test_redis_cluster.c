@@ -11,7 +11,9 @@
  *   - a slot migrated under the store (ASK while it migrates, MOVED once
  *     it has moved): decisions continue, exact;
  *   - a master killed: bounded failures, then decisions again from its
- *     promoted replica.
+ *     promoted replica;
+ *   - and, on a cluster of its own, a master without FUNCTION and FCALL
+ *     (Redis 6, mid-upgrade): decisions made, by EVALSHA there.
  *
  * Cluster URLs are checked first and need no server; the pure parsers
  * (slots, redirections, slot maps) are tests/test_redis_proto.c's.
@@ -136,17 +138,17 @@ static char *node_id(int node)
     return id;
 }
 
-static int group_setup(void **state)
+/* Starts n Cluster nodes (their fields set by the caller) and joins them
+ * with `redis-cli --cluster create`, each master with `replicas`. */
+static int start_cluster(tu_redis *r, int n, int replicas)
 {
     char cmd[1024];
     int at;
-    (void)state;
-    quick = getenv("SL_TEST_QUICK") != NULL;
-    for (int i = 0; i < NODES; i++) {
-        nodes[i].cluster_node_timeout_ms = 1000;
-        if (tu_redis_start(&nodes[i]) != 0) {
+    for (int i = 0; i < n; i++) {
+        r[i].cluster_node_timeout_ms = 1000;
+        if (tu_redis_start(&r[i]) != 0) {
             char log[256];
-            snprintf(log, sizeof(log), "cat %s/redis.log >&2", nodes[i].dir);
+            snprintf(log, sizeof(log), "cat %s/redis.log >&2", r[i].dir);
             fprintf(stderr, "cannot start redis-server (cluster node %d)\n", i);
             if (system(log) != 0)
                 fprintf(stderr, "no log\n");
@@ -154,30 +156,45 @@ static int group_setup(void **state)
         }
     }
     at = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
-    for (int i = 0; i < NODES; i++)
+    for (int i = 0; i < n; i++)
         at += snprintf(cmd + at, sizeof(cmd) - (size_t)at, " 127.0.0.1:%d",
-                       nodes[i].port);
+                       r[i].port);
     snprintf(cmd + at, sizeof(cmd) - (size_t)at,
-             " --cluster-replicas 1 --cluster-yes > %s/create.log 2>&1",
-             nodes[0].dir);
-    if (system(cmd) != 0 || wait_cluster_ok(-1) != 0) {
+             " --cluster-replicas %d --cluster-yes > %s/create.log 2>&1",
+             replicas, r[0].dir);
+    if (system(cmd) != 0) {
         fprintf(stderr, "cannot create the cluster: %s\n", cmd);
         return -1;
     }
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    quick = getenv("SL_TEST_QUICK") != NULL;
+    if (start_cluster(nodes, NODES, 1) != 0 || wait_cluster_ok(-1) != 0)
+        return -1;
     snprintf(seed_url, sizeof(seed_url), "redis-cluster://127.0.0.1:%d",
              nodes[0].port);
     return 0;
 }
 
-static int group_teardown(void **state)
+/* Stops start_cluster's nodes and removes their directories. */
+static void stop_cluster(tu_redis *r, int n)
 {
     char path[256];
-    (void)state;
-    for (int i = 0; i < NODES; i++) {
-        snprintf(path, sizeof(path), "%s/create.log", nodes[i].dir);
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/create.log", r[i].dir);
         unlink(path);
-        tu_redis_cleanup(&nodes[i]);
+        tu_redis_cleanup(&r[i]);
     }
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    stop_cluster(nodes, NODES);
     return 0;
 }
 
@@ -562,6 +579,82 @@ static void test_failover(void **state)
     sl_store_free(s);
 }
 
+/* ---- a cluster mid-upgrade ---- */
+
+/* Three masters, no replicas; the second without FUNCTION and FCALL, as
+ * Redis 6 in a cluster being upgraded to 7. */
+static tu_redis mixed[MASTERS];
+
+static int mixed_setup(void **state)
+{
+    (void)state;
+    mixed[1].no_functions = 1;
+    if (start_cluster(mixed, MASTERS, 0) != 0)
+        return -1;
+    for (int i = 0; i < 400; i++) { /* 20 s */
+        int ok = 0;
+        for (int n = 0; n < MASTERS; n++) {
+            redisContext *c = tu_redis_admin(&mixed[n]);
+            redisReply *r = c ? redisCommand(c, "CLUSTER INFO") : NULL;
+            ok += r != NULL && r->type == REDIS_REPLY_STRING &&
+                  strstr(r->str, "cluster_state:ok") != NULL;
+            if (r)
+                freeReplyObject(r);
+            if (c)
+                redisFree(c);
+        }
+        if (ok == MASTERS)
+            return 0;
+        tu_sleep_ms(50);
+    }
+    return -1;
+}
+
+static int mixed_teardown(void **state)
+{
+    (void)state;
+    stop_cluster(mixed, MASTERS);
+    return 0;
+}
+
+/* The seed took the library, so calls go as FCALL; the Redis-6 master
+ * answers "unknown command", and the call goes again as EVAL, the store
+ * calling by EVALSHA from then on: every decision made, exact. */
+static void test_a_master_without_functions(void **state)
+{
+    const int64_t L = 3;
+    sl_redis_options o = {.url = NULL, .timeout_ms = 2000};
+    char url[64], err[256];
+    sl_store *s = NULL;
+    sl_limit *lim = make_limit(SL_GCRA, L);
+    sl_nanos now = sl_clock_realtime();
+    (void)state;
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", mixed[0].port);
+    o.url = url;
+    assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), 0);
+    for (int round = 0; round < 2 * (int)L; round++)
+        for (int k = 0; k < KEYS; k++) {
+            char key[32];
+            sl_decision d;
+            snprintf(key, sizeof(key), "up:%d", k);
+            int rc = sl_check(s, lim, key, strlen(key), 1, now, &d);
+            if (rc != 0 || d.allowed != (round < (int)L))
+                fail_msg("key %s round %d: rc %d allowed %d", key, round, rc,
+                         rc == 0 ? d.allowed : -1);
+        }
+    redisContext *c = tu_redis_admin(&mixed[1]);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
+    if (strstr(r->str, "cmdstat_evalsha:") == NULL ||
+        strstr(r->str, "cmdstat_fcall") != NULL)
+        fail_msg("the Redis-6 master was not called by EVALSHA: %s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    sl_store_free(s);
+    sl_limit_free(lim);
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
@@ -577,6 +670,11 @@ int main(void)
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_failover),
     };
+    const struct CMUnitTest upgrade[] = {
+        cmocka_unit_test(test_a_master_without_functions),
+    };
     int failed = cmocka_run_group_tests(pure, NULL, NULL);
-    return failed + cmocka_run_group_tests(live, group_setup, group_teardown);
+    failed += cmocka_run_group_tests(live, group_setup, group_teardown);
+    return failed +
+           cmocka_run_group_tests(upgrade, mixed_setup, mixed_teardown);
 }

@@ -86,6 +86,26 @@ static void test_reply_kinds(void **state)
     expect_eq(kind_of("-CLUSTERDOWN The cluster is down\r\n", NULL),
               SL__REDIS_REPLY_CLUSTERDOWN);
     expect_eq(kind_of("-ERR unknown command\r\n", NULL), SL__REDIS_REPLY_ERROR);
+    /* FCALL unknown (Redis 6, or renamed away): as a lost library. */
+    expect_eq(kind_of("-ERR unknown command `FCALL`, with args beginning "
+                      "with: `sluice_1`, \r\n",
+                      NULL),
+              SL__REDIS_REPLY_NOSCRIPT);
+    expect_eq(kind_of("-ERR unknown command 'FCALL', with args beginning "
+                      "with: 'sluice_1' \r\n",
+                      NULL),
+              SL__REDIS_REPLY_NOSCRIPT);
+    expect_eq(kind_of("-ERR Function not found\r\n", NULL),
+              SL__REDIS_REPLY_NOSCRIPT);
+    /* Another command unknown, or quotes that do not pair: an error. */
+    expect_eq(kind_of("-ERR unknown command 'EVAL', with args\r\n", NULL),
+              SL__REDIS_REPLY_ERROR);
+    expect_eq(kind_of("-ERR unknown command 'FCALLX', with args\r\n", NULL),
+              SL__REDIS_REPLY_ERROR);
+    expect_eq(kind_of("-ERR unknown command 'FCALL\r\n", NULL),
+              SL__REDIS_REPLY_ERROR);
+    expect_eq(kind_of("-ERR unknown command 'FCAL\r\n", NULL),
+              SL__REDIS_REPLY_ERROR);
     /* A word is the whole first word, not a prefix of it. */
     expect_eq(kind_of("-NOSCRIPTS x\r\n", NULL), SL__REDIS_REPLY_ERROR);
     expect_eq(kind_of("-NOSCRIPT\r\n", NULL), SL__REDIS_REPLY_NOSCRIPT);

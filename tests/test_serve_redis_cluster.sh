@@ -35,16 +35,16 @@ def cli(port, *args):
 # ---- the cluster ----
 ports = []
 redis = {}  # port -> harness.Redis
-def start_node(i):
-    d = os.path.join(tmp, "r%d" % i)
+def start_node(name, into=ports, extra=()):
+    d = os.path.join(tmp, "r%s" % name)
     os.makedirs(d, exist_ok=True)
     r = harness.Redis(extra=[
         "--dir", d,
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
         "--cluster-node-timeout", "1000", "--cluster-port", str(free_port()),
         "--repl-diskless-sync-delay", "0",
-        "--cluster-replica-validity-factor", "0"])
-    ports.append(r.port)
+        "--cluster-replica-validity-factor", "0", *extra])
+    into.append(r.port)
     redis[r.port] = r
     r.start()
 
@@ -347,6 +347,40 @@ try:
     s, b, _, _ = nodes[1].check("sliding_window", "fo")
     check("failover: the dead master's key is decided by Redis again (n1)",
           s == 200, (s, b))
+
+    # A rolling upgrade: a cluster whose masters are not all Redis 7. The
+    # second master knows neither FUNCTION nor FCALL, as Redis 6: the seed
+    # took the library, so calls for it go as FCALL, meet "unknown
+    # command", and go once more as EVAL; the node's threads call by
+    # EVALSHA from then on, and no call fails (docs/stores.md).
+    mixed = []
+    for i in range(3):
+        start_node("m%d" % i, mixed, ["--rename-command", "FUNCTION", "",
+                                      "--rename-command", "FCALL", ""] if i == 1 else [])
+    out = subprocess.run(["redis-cli", "--cluster", "create"] +
+                         ["127.0.0.1:%d" % p for p in mixed] +
+                         ["--cluster-replicas", "0", "--cluster-yes"],
+                         capture_output=True, text=True, timeout=60)
+    check("mixed cluster: created, ok", out.returncode == 0 and wait_ok(mixed),
+          out.stdout[-500:])
+    old_master = mixed[1]
+    mx = Node("mx", "redis-cluster://127.0.0.1:%d" % mixed[0], "--redis-failure", "fail_closed")
+    check("mixed cluster: readyz up", mx.wait_status("up"), mx.get("/readyz"))
+    values = ["m%d" % i for i in range(9)]
+    res = storm([mx], [("gcra", v) for v in values], 2 * L)
+    wrong = {kv: sorted(st) for kv, st in res.items()
+             if st.count(200) != L or set(st) - {200, 429}}
+    spread = [len(cli(m, "--scan", "--pattern", "sl:*").split()) for m in mixed]
+    check("mixed cluster: exactly %d allowed per key, no failures, keys on every master %s"
+          % (L, spread), not wrong and all(spread), wrong)
+    stats = cli(old_master, "info", "commandstats")
+    check("mixed cluster: the Redis-6-like master is called by EVAL and EVALSHA",
+          "cmdstat_evalsha:" in stats and "cmdstat_fcall" not in stats, stats)
+    check("mixed cluster: the others have the library",
+          all("sluice_" in cli(m, "function", "list") for m in mixed if m != old_master))
+    check("mixed cluster: the node says so in its log",
+          "calls are EVALSHA" in open(mx.log).read(), open(mx.log).read()[-500:])
+    nodes.append(mx)
 
     harness.check_exit(nodes)
 finally:
