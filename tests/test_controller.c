@@ -132,6 +132,79 @@ static void increase_when_binding(void **state)
     ac_release(&st);
 }
 
+/* A crowd of twice the limit on a healthy upstream, unforecast (the
+ * forecast on and warmed on a flat demand): each judgement raises the
+ * limit by a quarter of the demand it refuses, 100 -> 125 -> 143.75 ...,
+ * not by 5%, and the surge does not stop it; once an overload has been
+ * seen, 5% steps again. */
+static void surge_on_healthy_upstream(void **state)
+{
+    (void)state;
+    ac_params p = base_params;
+    p.season = 10;
+    p.horizon = 1;
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &p), 0);
+    for (int i = 0; i < 30; i++) { /* warm, and three seasons of 60/s */
+        ac_signal w = window(0.040, 60, 0);
+        ac_step(&st, &w, &o);
+    }
+    double lim = 100, want[] = {125, 143.75, 157.8125};
+    for (int i = 0; i < 3; i++) {
+        ac_signal w = window(0.040, lim, 200 - lim); /* demand 200/s */
+        ac_step(&st, &w, &o);
+        expect_eq(o.action, AC_INCREASE);
+        expect_eq(o.limit, (int64_t)llround(want[i]));
+        lim = want[i];
+    }
+    ac_signal w = window(0.200, lim, 200 - lim); /* overload: a ceiling */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    lim = (double)o.limit;
+    for (int i = 0; i < 10; i++) {
+        w = window(0.040, lim, 200 - lim);
+        ac_step(&st, &w, &o);
+        if (o.action == AC_INCREASE) {
+            expect_eq(o.limit, (int64_t)llround(lim * 1.05));
+            break;
+        }
+        lim = (double)o.limit; /* the forecast's raise to C_safe, or held */
+    }
+    expect_eq(o.action, AC_INCREASE);
+    ac_release(&st);
+}
+
+/* Two nodes, each with enough answers to judge on every other window (n 0
+ * on the others), the limit in force the lower of their proposals: under
+ * a surge on a healthy upstream the limit in force rises, each node
+ * keeping its proposal between its judgements. */
+static void two_nodes_rise_together(void **state)
+{
+    (void)state;
+    ac_state node[2];
+    ac_step_out o;
+    warm_up(&node[0], 0.040, 60);
+    warm_up(&node[1], 0.040, 60);
+    double in_force = 100;
+    for (int t = 0; t < 24; t++) {
+        for (int k = 0; k < 2; k++) {
+            ac_signal w = window(0.040, in_force, 200 - in_force);
+            w.in_force = in_force;
+            if (t % 2 != k)
+                w.n = 0; /* gathering answers: not judged */
+            ac_step(&node[k], &w, &o);
+        }
+        in_force =
+            (double)(node[0].published < node[1].published ? node[0].published
+                                                           : node[1].published);
+    }
+    print_message("two nodes: in force %.0f after 24 windows\n", in_force);
+    expect_ge(in_force, 150);
+    ac_release(&node[0]);
+    ac_release(&node[1]);
+}
+
 static void relax_when_idle(void **state)
 {
     (void)state;
@@ -309,6 +382,8 @@ int main(void)
         cmocka_unit_test(decrease_on_slo_and_errors),
         cmocka_unit_test(too_few_answers),
         cmocka_unit_test(increase_when_binding),
+        cmocka_unit_test(surge_on_healthy_upstream),
+        cmocka_unit_test(two_nodes_rise_together),
         cmocka_unit_test(relax_when_idle),
         cmocka_unit_test(steady_overload_is_stable),
         cmocka_unit_test(degrade_and_recover),

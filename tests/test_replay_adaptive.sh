@@ -51,9 +51,19 @@ expect "not after a cut until 5 windows have passed" \
   "$warm"$'\n'"100 40 400 0 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
   "72 hold 0 0 1.0000"
 # the in-force limit (several nodes: the minimum of their proposals) is
-# where a step starts: 60 * 1.05 = 63.
+# where a step starts: 60 + a quarter of the 80 - 60 it refuses = 65 (more
+# than 5%, 63: no overload seen yet).
 expect "a step starts from the limit in force" \
-  "$warm"$'\n'"$bind"$'\n'"100 40 120 0 60 20 60" "63 increase 1 0 1.0000"
+  "$warm"$'\n'"$bind"$'\n'"100 40 120 0 60 20 60" "65 increase 1 0 1.0000"
+# binding and calm from the start, but the baseline not warm (5 of 10
+# judged windows): no increase yet.
+cold=$(for _ in $(seq 5); do echo "100 5 10 0 100 60"; done)
+expect "no increase before the baseline is warm" "$cold" "100 hold 0 0 1.0000"
+# demand of twice the limit, no overload seen: a quarter of the refused
+# demand a window, 100 -> 125 -> 143.75 -> 157.81.
+surge=$(echo "100 40 120 0 100 100"; echo "100 40 120 0 125 75"; echo "100 40 120 0 144 56")
+expect "a surge on a healthy upstream: a quarter of the gap a window" \
+  "$warm"$'\n'"$surge" "158 increase 1 0 1.0000"
 # after a cut, 30 idle windows (10 per second against 50) relax to 100.
 idle=$(for _ in $(seq 30); do echo "25 40 120 0 10 0"; done)
 expect "idle for 30 windows relaxes to the rule's number" \

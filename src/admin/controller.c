@@ -42,7 +42,9 @@
  * baseline that crept up holds the limit at min for good). */
 #define AT_MIN_WINDOWS 5
 /* Demand past the forecast by 4 sigma for 2 windows is not forecast
- * demand: increases wait (an abuser's surge must not raise the limit). */
+ * demand: the forecast waits (a surge, an abuser's or a crowd's, must not
+ * teach it to raise the limit ahead of the next); increases, which follow
+ * the upstream's health, go on. */
 #define ANOMALY_SIGMAS 4.0
 #define ANOMALY_WINDOWS 2
 
@@ -117,7 +119,12 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     double demand = (sig->accepted + sig->refused) * p->period_s;
     double total = sig->accepted + sig->refused;
     int binding = sig->refused > 0 && sig->refused >= BINDING_SHARE * total;
-    double next = lim;
+    /* Holding, a node keeps its own proposal, not the limit in force:
+     * with several nodes the lowest proposal is in force, and a node that
+     * fell back to it on every window between its judgements would undo
+     * each increase before the other nodes had made theirs (in the lab's
+     * bursts, two proxies judging a few windows apart never rose). */
+    double next = st->limit > 0 ? st->limit : lim;
     memset(out, 0, sizeof(*out));
     out->action = AC_HOLD;
     out->gradient = 1;
@@ -163,10 +170,20 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                 if (st->baseline > 2 * s50)
                     st->baseline *= 0.9;
             }
-            if (st->calm >= CALM_WINDOWS && binding &&
-                st->since_decrease >= DECREASE_HOLD &&
-                st->anomalies < ANOMALY_WINDOWS) {
-                double up = lim + fmax(1, 0.05 * lim);
+            /* Not before the baseline is warm: until then a slower
+             * upstream is not seen as one, and a limit raised on an
+             * unknown baseline would take it as its healthy speed. */
+            if (warm && st->calm >= CALM_WINDOWS && binding &&
+                st->since_decrease >= DECREASE_HOLD) {
+                /* 5% of the limit; while no overload is remembered (no
+                 * ceiling), a quarter of the demand it refuses when that
+                 * is more, so that a burst of twice the limit is met in a
+                 * few judgements, not a few dozen.  Near a known edge the
+                 * small steps find it without overshooting. */
+                double step = fmax(1, 0.05 * lim);
+                if (st->ceiling <= 0)
+                    step = fmax(step, 0.25 * (demand - lim));
+                double up = lim + step;
                 up = fmin(up, fmax(2 * acc, lim)); /* no faster than 2x use */
                 up = fmin(up, (double)p->max);
                 if (up > CEILING_NEAR * st->ceiling && st->ceiling > 0 &&
