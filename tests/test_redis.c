@@ -1083,6 +1083,49 @@ static void test_limits_outside_the_exact_bound_are_erange(void **state)
     sl_store_free(red);
 }
 
+/* token_bucket and gcra decide a lone commit in fast.lua, everything else
+ * (a record, an override's state) in the general path: the two share
+ * keys, so each must read what the other wrote.  Times months apart
+ * (beyond the 2^23 s the script computes a difference for) and a state
+ * months ahead of now (cost 0 fits and rewrites it, cost 1 waits) are
+ * decided as the memory store does. */
+static void test_buckets_fast_and_general_paths_share_states(void **state)
+{
+    static const struct {
+        int64_t cost, record;
+        sl_nanos step;
+    } steps[] = {
+        {1, 0, 0},          {2, 0, 3},  {0, 0, 0},         {1, 1, 5 * MS},
+        {1, 0, 0},          {9, 1, 1},  {1, 0, 7},         {1, 0, 200 * DAY},
+        {0, 0, -400 * DAY}, {1, 0, 0},  {1, 1, 0},         {1, 0, 400 * DAY},
+        {3, 0, SEC + 1},    {0, 1, 0},  {1, 0, 100 * DAY}, {1, 0, -200 * DAY},
+        {99, 0, 0},         {99, 1, 0}, {1, 0, 1},
+    };
+    const sl_algorithm algs[] = {SL_TOKEN_BUCKET, SL_GCRA};
+    (void)state;
+
+    flushall();
+    for (size_t a = 0; a < 2; a++) {
+        sl_store *mem = tu_store(), *red = redis_store();
+        sl_limit *lim = tu_limit(algs[a], 3, SEC + 7, 5);
+        sl_nanos t = INT64_C(1700000000) * SEC + 123456789;
+        for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+            sl_decision m, r;
+            t += steps[i].step;
+            m = (steps[i].record ? record_or_fail : check_or_fail)(
+                mem, lim, "k", steps[i].cost, t);
+            r = (steps[i].record ? record_or_fail : check_or_fail)(
+                red, lim, "k", steps[i].cost, t);
+            expect_same(sl_algorithm_name(algs[a]), i, "k", steps[i].cost, t,
+                        &m, &r);
+        }
+        sl_limit_free(lim);
+        sl_store_free(mem);
+        sl_store_free(red);
+        flushall();
+    }
+}
+
 /* A request stamped months before the key's state cannot be computed
  * exactly in doubles: refused, and nothing is written. */
 static void test_far_backwards_now_is_erange(void **state)
@@ -1159,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_bad_options_are_refused_clearly),
         cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),
         cmocka_unit_test(test_far_backwards_now_is_erange),
+        cmocka_unit_test(test_buckets_fast_and_general_paths_share_states),
         cmocka_unit_test(test_server_time_unix_socket_password_and_db),
         cmocka_unit_test(test_dead_redis_is_estore_then_recovers),
     };

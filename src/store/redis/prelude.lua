@@ -43,6 +43,39 @@ local function num(x)
     return format('%d', x)
 end
 
+-- The number of a string that takes few values (a cost, the extra TTL,
+-- the server's seconds, a state's seconds): tonumber() is strtod, about
+-- 1k instructions a call, a look-up of the string a tenth of that.  And
+-- the other way, the decimal of a number that takes few values (the
+-- seconds, a TTL in ms): format() is about 2k.  At most MEMO_KEPT of
+-- each are kept: a library's locals live as long as it is loaded.
+local MEMO_KEPT = 256
+local small_nums, n_small_nums = {}, 0
+local function small_num(s)
+    local x = small_nums[s]
+    if x == nil then
+        x = tonumber(s)
+        if n_small_nums == MEMO_KEPT then
+            small_nums, n_small_nums = {}, 0
+        end
+        small_nums[s], n_small_nums = x, n_small_nums + 1
+    end
+    return x
+end
+
+local small_strs, n_small_strs = {}, 0
+local function str_of(x)
+    local s = small_strs[x]
+    if s == nil then
+        s = format('%d', x)
+        if n_small_strs == MEMO_KEPT then
+            small_strs, n_small_strs = {}, 0
+        end
+        small_strs[x], n_small_strs = s, n_small_strs + 1
+    end
+    return s
+end
+
 -- Raises an error the C store maps to SL_ERANGE.  Raised only before any
 -- write of the call (algorithms compute first and write last; a call
 -- with several items decides them all in a PEEK pass first).

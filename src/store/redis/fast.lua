@@ -1,0 +1,138 @@
+-- fast.lua - the common bucket decision in one function: a token_bucket
+-- or gcra limit of its own numbers (no override's tag), one item,
+-- committed (not recorded), on a state of three fields or none.  The same
+-- decision, field for field, and the same state string and TTL as
+-- token_bucket.lua / gcra.lua through schedule.lua (and src/core/), but
+-- with the arithmetic in locals: the general path's ~45 function calls,
+-- 4 tables and 5 strtods per decision were ~3/4 of the Lua's
+-- instructions (docs/benchmarks.md, "The fast path").  Anything else
+-- (a state of four fields, written under an override; a state not in the
+-- canonical form) returns nil, before any write: the caller then decides
+-- by the general path.
+--
+-- Why one function serves both: with add = cost * T (T = t_num ticks),
+-- token_bucket admits iff cost <= B and deficit <= (B - cost) * T, gcra
+-- iff cost <= B and ahead + add <= B * T, the same inequality in exact
+-- integers below 2^53; both then report the lead plus add, and a refusal
+-- waits ceil((lead + add - B * T) / t_den) ns (-1 over B).
+--
+-- After an admission the lead is lead + add exactly: S' = max(S, now) +
+-- add / t_den, so S' - now in ticks is add when S <= now (lead 0), else
+-- (S - now) + add; past the horizon (lead capped at B * T) only cost 0
+-- fits, and the lead stays B * T.  So sched_ahead() need not run again.
+
+-- ceil(a / b) for integers 0 <= a < 2^53, b >= 1, as ceil_div() (the
+-- same correction of the double quotient), without its two calls.
+local function fast_ceil(a, b)
+    local q = floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+        q, r = q - 1, r + b
+    elseif r >= b then
+        q, r = q + 1, r - b
+    end
+    if r > 0 then
+        q = q + 1
+    end
+    return q
+end
+
+local function sched_fast(key, lim, cost, now_s, now_n)
+    local v = rcall('GET', key)
+    local had, s, n, f = v ~= false, nil, nil, 0
+    local burst, t_num, t_den, most = lim.burst, lim.t_num, lim.t_den, lim.most
+    local lead, d = 0, 0
+    if had then
+        local a, b, c = match(v, '^(%d+) (%d+) (%d+)$')
+        if a == nil then
+            return nil
+        end
+        -- S's seconds and frac take few values (seconds near now, frac <
+        -- t_den, mostly 0): memoized; the ns are read by strtod.  Only
+        -- the states the stores write (n < 1e9, frac < t_den): with these
+        -- the comparisons with now below are the general path's tcmp().
+        s, n, f = small_nums[a] or small_num(a), tonumber(b),
+            small_nums[c] or small_num(c)
+        if n >= E9 or f >= t_den then
+            return nil
+        end
+        -- tdiff_clamped() and sched_ahead(), inline.
+        local ds = s - now_s
+        if ds > FAR_S then
+            d = TWO53
+        elseif ds < -FAR_S then
+            d = -TWO53
+        else
+            d = ds * E9 + (n - now_n)
+        end
+        if d > lim.horizon then
+            lead = most
+        elseif d >= 0 then
+            lead = d * t_den + f
+            if lead > most then
+                lead = most
+            end
+        end
+    end
+
+    local fits, add = cost <= burst, 0
+    if fits then
+        add = cost * t_num
+        fits = lead + add <= most
+    end
+    local retry = 0
+    if fits then
+        -- sched_push(): from max(S, now).
+        local whole = floor(add / t_den)
+        local frac = add - whole * t_den
+        if frac < 0 then
+            whole, frac = whole - 1, frac + t_den
+        elseif frac >= t_den then
+            whole, frac = whole + 1, frac - t_den
+        end
+        if not had or d < 0 then
+            s, n, f, d = now_s, now_n, 0, 0
+        end
+        f = f + frac
+        if f >= t_den then
+            f, whole = f - t_den, whole + 1
+        end
+        -- tadd(s, n, whole) and the difference to now, which moves by
+        -- whole ns (exact unless it was clamped, cost 0).
+        if whole > 0 then
+            local q = floor(whole / E9)
+            local rest = whole - q * E9
+            if rest < 0 then
+                q, rest = q - 1, rest + E9
+            elseif rest >= E9 then
+                q, rest = q + 1, rest - E9
+            end
+            s, n = s + q, n + rest
+            if n >= E9 then
+                s, n = s + 1, n - E9
+            end
+            d = d + whole
+        end
+        lead = lead + add
+    elseif cost > burst then
+        retry = -1
+    else
+        retry = fast_ceil(lead + add - most, t_den)
+    end
+
+    -- sched_save(): sched_left() of the state written, or kept (none:
+    -- d and f are 0).
+    local left = d + (f > 0 and 1 or 0)
+    if left <= 0 then
+        if had then
+            rcall('DEL', key)
+        end
+    elseif fits then
+        local ttl = fast_ceil(left, 1000000) + EXTRA_TTL_MS
+        rcall('SET', key, (small_strs[s] or str_of(s)) .. ' ' ..
+              format('%d', n) .. ' ' .. (small_strs[f] or str_of(f)), 'PX',
+              small_strs[ttl] or str_of(ttl))
+    end
+    return {fits and 1 or 0, burst - fast_ceil(lead, t_num),
+            t_den == 1 and lead or fast_ceil(lead, t_den), retry, 0}
+end
