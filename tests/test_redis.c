@@ -343,6 +343,34 @@ static void test_every_algorithm_decides_as_memory(void **state)
     expect_cmp(lists, >, 0);
 }
 
+/* The windows' start: a period of whole seconds or dividing a second is
+ * computed without muldivmod() (prelude.lua, window_start()); one that is
+ * neither with it.  All decide as the memory store. */
+static void test_windows_whole_and_sub_second_decide_as_memory(void **state)
+{
+    static const trace_cfg windows[] = {
+        CFG(SL_FIXED_WINDOW, 4, 250 * MS, 0, 0, 0),
+        CFG(SL_FIXED_WINDOW, 20, 3 * SEC, 0, 0, 0),
+        CFG(SL_FIXED_WINDOW, 6, 2500 * MS, 0, 0, 0),
+        CFG(SL_SLIDING_WINDOW, 4, 250 * MS, 0, 0, 0),
+        CFG(SL_SLIDING_WINDOW, 20, 3 * SEC, 0, 0, 0),
+        CFG(SL_STEPPED_WINDOW, 8, SEC, 0, 250 * MS, 0),
+        CFG(SL_STEPPED_WINDOW, 30, 6 * SEC, 0, 2 * SEC, 0),
+    };
+    (void)state;
+    flushall();
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++) {
+        sl_store *mem = tu_store(), *red = redis_store();
+        size_t allowed = run_trace(&windows[i], 100 + i, mem, red);
+        if (allowed == 0 || allowed >= trace_len())
+            fail_msg("%s: %zu of %zu allowed", windows[i].what, allowed,
+                     trace_len());
+        flushall();
+        sl_store_free(mem);
+        sl_store_free(red);
+    }
+}
+
 /* The comparison itself can fail: a Redis store deciding a limit one unit
  * larger is told apart on every algorithm's first trace. */
 static void test_comparison_sees_a_different_limit(void **state)
@@ -1203,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),
         cmocka_unit_test(test_far_backwards_now_is_erange),
         cmocka_unit_test(test_buckets_fast_and_general_paths_share_states),
+        cmocka_unit_test(test_windows_whole_and_sub_second_decide_as_memory),
         cmocka_unit_test(test_server_time_unix_socket_password_and_db),
         cmocka_unit_test(test_dead_redis_is_estore_then_recovers),
     };

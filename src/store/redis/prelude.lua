@@ -200,6 +200,25 @@ local function tmod(s, n, p)
     return r
 end
 
+-- The start of the window of length p (1 <= p <= 2^52) holding now, the
+-- windows aligned to time 0: now - tmod(now, p).  Most periods are whole
+-- seconds or divide a second, and then need no muldivmod() (its loop,
+-- one turn per bit of s mod p, was ~10k instructions a decision for a
+-- minute's window): p = q * 1e9 starts at (s - s mod q, 0), p dividing
+-- 1e9 at (s, n - n mod p).  p / 1e9 and 1e9 / p are exact when whole, so
+-- floor() of them times the divisor gives back the dividend only then.
+local function window_start(s, n, p)
+    local q = floor(p / E9)
+    if q * E9 == p then
+        return idiv(s, q) * q, 0
+    end
+    q = floor(E9 / p)
+    if q * p == E9 then
+        return s, idiv(n, p) * p
+    end
+    return tsub(s, n, tmod(s, n, p))
+end
+
 -- ---- state ----
 
 -- A string state is its integers in decimal, separated by spaces.  Most
