@@ -1154,6 +1154,28 @@ static void test_buckets_fast_and_general_paths_share_states(void **state)
     }
 }
 
+/* A count that recordings took to 2^53 cannot grow exactly in doubles:
+ * a further request is refused as out of range (fast.lua leaves it to
+ * the general path, which raises), and nothing is written. */
+static void test_fixed_window_count_past_2_53_is_erange(void **state)
+{
+    sl_store *red = redis_store();
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 1, HOUR, 0);
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    sl_decision d;
+    (void)state;
+
+    flushall();
+    for (int i = 0; i < 8192; i++) /* 2^13 recordings of 2^40: 2^53 */
+        record_or_fail(red, lim, "k", SL_MAX_COUNT, t);
+    /* 2^53 + 2: 2^53 + 1 is no double, and rounds to 2^53. */
+    expect_eq(sl_check(red, lim, "k", 1, 2, t, &d), SL_ERANGE);
+    expect_eq(sl_check(red, lim, "k", 1, 0, t, &d), 0);
+    expect_eq(d.remaining, 0);
+    sl_limit_free(lim);
+    sl_store_free(red);
+}
+
 /* A request stamped months before the key's state cannot be computed
  * exactly in doubles: refused, and nothing is written. */
 static void test_far_backwards_now_is_erange(void **state)
@@ -1230,6 +1252,7 @@ int main(void)
         cmocka_unit_test(test_bad_options_are_refused_clearly),
         cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),
         cmocka_unit_test(test_far_backwards_now_is_erange),
+        cmocka_unit_test(test_fixed_window_count_past_2_53_is_erange),
         cmocka_unit_test(test_buckets_fast_and_general_paths_share_states),
         cmocka_unit_test(test_windows_whole_and_sub_second_decide_as_memory),
         cmocka_unit_test(test_server_time_unix_socket_password_and_db),

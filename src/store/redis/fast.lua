@@ -136,3 +136,70 @@ local function sched_fast(key, lim, cost, now_s, now_n)
     return {fits and 1 or 0, burst - fast_ceil(lead, t_num),
             t_den == 1 and lead or fast_ceil(lead, t_den), retry, 0}
 end
+
+-- fixed_window.lua's decision in the same way: one item, committed, on a
+-- state "s n count" or none.  A window of whole seconds has n = 0 and a
+-- count that takes few values, so the state is read and written through
+-- the memos with no strtod nor format.  Where the general path would
+-- raise (a count past 2^53, a window more than 2^23 s from now) this
+-- returns nil, having written nothing, and the general path raises.
+local function fixed_fast(key, lim, cost, now_s, now_n)
+    local v = rcall('GET', key)
+    local had = v ~= false
+    local limit = lim.limit
+    local ws, wn = window_start(now_s, now_n, lim.period)
+    local count = 0
+    if had then
+        local a, b, c = match(v, '^(%d+) (%d+) (%d+)$')
+        if a == nil then
+            return nil
+        end
+        local ss, sn = small_nums[a] or small_num(a), small_nums[b] or
+                           small_num(b)
+        -- The stored window when now is not past it: tcmp(ws, st) <= 0.
+        if ws < ss or (ws == ss and wn <= sn) then
+            ws, wn, count = ss, sn, small_nums[c] or small_num(c)
+        end
+    end
+    if count + cost > TWO53 then
+        return nil -- check_sum()
+    end
+    local fits = cost == 0 or cost <= limit - count
+    -- The window's end, tadd(ws, wn, period), and its distance from now.
+    local es, en = ws + lim.period_s, wn + lim.period_n
+    if en >= E9 then
+        es, en = es + 1, en - E9
+    end
+    if fits then
+        count = count + cost
+    end
+    -- The general path's tdiff() runs when the count is above 0 (a
+    -- refusal not over L has one): the reset and the wait.  The end is
+    -- after now (the window holds now or is ahead of it), so only the far
+    -- side of its range can be left.
+    local left = 0
+    if count > 0 then
+        local ds = es - now_s
+        if ds > FAR_S then
+            return nil -- tdiff()'s range
+        end
+        left = ds * E9 + (en - now_n)
+    end
+    local retry = 0
+    if not fits then
+        retry = cost > limit and -1 or left
+    end
+    if left <= 0 then
+        if had then
+            rcall('DEL', key)
+        end
+    elseif fits and cost > 0 then
+        local ttl = fast_ceil(left, 1000000) + EXTRA_TTL_MS
+        rcall('SET', key, (small_strs[ws] or str_of(ws)) .. ' ' ..
+              (small_strs[wn] or str_of(wn)) .. ' ' ..
+              (small_strs[count] or str_of(count)), 'PX',
+              small_strs[ttl] or str_of(ttl))
+    end
+    return {fits and 1 or 0, limit > count and limit - count or 0, left, retry,
+            0}
+end

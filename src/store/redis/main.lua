@@ -80,12 +80,18 @@ local function limit_of(spec)
                      t_den = tonumber(td),
                      tag = base ~= '' and L or nil,
                      base_l = base ~= '' and tonumber(base) or L}
-        -- A token_bucket or gcra of its own numbers may take the fast
-        -- path (fast.lua), which wants B * T and its horizon at hand.
-        local fast = base == '' and (a == '0' or a == '1')
-        if fast then
+        -- A token_bucket or gcra of its own numbers, and a fixed_window,
+        -- may take a fast path (fast.lua), which wants some numbers at
+        -- hand: B * T and its horizon, the period as (s, ns).
+        local fast
+        if base == '' and (a == '0' or a == '1') then
+            fast = sched_fast
             lim.most = lim.burst * lim.t_num
             lim.horizon = idiv(lim.most, lim.t_den) + 1
+        elseif a == '3' then
+            fast = fixed_fast
+            lim.period_s = idiv(lim.period, E9)
+            lim.period_n = lim.period - lim.period_s * E9
         end
         l = {check = check, lim = lim, fast = fast}
         limits[spec] = l
@@ -116,7 +122,7 @@ local function decide_call(k, g, n)
         local l = limits[args[b + 1]] or limit_of(args[b + 1])
         local cost = small_nums[args[b + 2]] or small_num(args[b + 2])
         if l.fast and not record then
-            local d = sched_fast(keys[k + 1], l.lim, cost, now_s, now_n)
+            local d = l.fast(keys[k + 1], l.lim, cost, now_s, now_n)
             if d then
                 return d
             end
