@@ -21,22 +21,6 @@
 -- (S - now) + add; past the horizon (lead capped at B * T) only cost 0
 -- fits, and the lead stays B * T.  So sched_ahead() need not run again.
 
--- ceil(a / b) for integers 0 <= a < 2^53, b >= 1, as ceil_div() (the
--- same correction of the double quotient), without its two calls.
-local function fast_ceil(a, b)
-    local q = floor(a / b)
-    local r = a - q * b
-    if r < 0 then
-        q, r = q - 1, r + b
-    elseif r >= b then
-        q, r = q + 1, r - b
-    end
-    if r > 0 then
-        q = q + 1
-    end
-    return q
-end
-
 local function sched_fast(key, lim, cost, now_s, now_n)
     local v = rcall('GET', key)
     local had, s, n, f = v ~= false, nil, nil, 0
@@ -82,13 +66,12 @@ local function sched_fast(key, lim, cost, now_s, now_n)
     end
     local retry = 0
     if fits then
-        -- sched_push(): from max(S, now).
-        local whole = floor(add / t_den)
-        local frac = add - whole * t_den
-        if frac < 0 then
-            whole, frac = whole - 1, frac + t_den
-        elseif frac >= t_den then
-            whole, frac = whole + 1, frac - t_den
+        -- sched_push(): from max(S, now).  idiv() only where a quotient
+        -- is not plain: mostly t_den = 1 and whole < 1 s.
+        local whole, frac = add, 0
+        if t_den > 1 then
+            whole = idiv(add, t_den)
+            frac = add - whole * t_den
         end
         if not had or d < 0 then
             s, n, f, d = now_s, now_n, 0, 0
@@ -99,25 +82,20 @@ local function sched_fast(key, lim, cost, now_s, now_n)
         end
         -- tadd(s, n, whole) and the difference to now, which moves by
         -- whole ns (exact unless it was clamped, cost 0).
-        if whole > 0 then
-            local q = floor(whole / E9)
-            local rest = whole - q * E9
-            if rest < 0 then
-                q, rest = q - 1, rest + E9
-            elseif rest >= E9 then
-                q, rest = q + 1, rest - E9
-            end
-            s, n = s + q, n + rest
-            if n >= E9 then
-                s, n = s + 1, n - E9
-            end
-            d = d + whole
+        d = d + whole
+        if whole >= E9 then
+            local q = idiv(whole, E9)
+            s, whole = s + q, whole - q * E9
+        end
+        n = n + whole
+        if n >= E9 then
+            s, n = s + 1, n - E9
         end
         lead = lead + add
     elseif cost > burst then
         retry = -1
     else
-        retry = fast_ceil(lead + add - most, t_den)
+        retry = ceil_div(lead + add - most, t_den)
     end
 
     -- sched_save(): sched_left() of the state written, or kept (none:
@@ -128,13 +106,14 @@ local function sched_fast(key, lim, cost, now_s, now_n)
             rcall('DEL', key)
         end
     elseif fits then
-        local ttl = fast_ceil(left, 1000000) + EXTRA_TTL_MS
+        local ttl = ceil_div(left, 1000000) + EXTRA_TTL_MS
         rcall('SET', key, (small_strs[s] or str_of(s)) .. ' ' ..
               format('%d', n) .. ' ' .. (small_strs[f] or str_of(f)), 'PX',
               small_strs[ttl] or str_of(ttl))
     end
-    return {fits and 1 or 0, burst - fast_ceil(lead, t_num),
-            t_den == 1 and lead or fast_ceil(lead, t_den), retry, 0}
+    return {fits and 1 or 0,
+            lead == 0 and burst or burst - ceil_div(lead, t_num),
+            t_den == 1 and lead or ceil_div(lead, t_den), retry, 0}
 end
 
 -- fixed_window.lua's decision in the same way: one item, committed, on a
@@ -194,7 +173,7 @@ local function fixed_fast(key, lim, cost, now_s, now_n)
             rcall('DEL', key)
         end
     elseif fits and cost > 0 then
-        local ttl = fast_ceil(left, 1000000) + EXTRA_TTL_MS
+        local ttl = ceil_div(left, 1000000) + EXTRA_TTL_MS
         rcall('SET', key, (small_strs[ws] or str_of(ws)) .. ' ' ..
               (small_strs[wn] or str_of(wn)) .. ' ' ..
               (small_strs[count] or str_of(count)), 'PX',

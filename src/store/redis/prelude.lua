@@ -50,31 +50,33 @@ end
 -- seconds, a TTL in ms): format() is about 2k.  At most MEMO_KEPT of
 -- each are kept: a library's locals live as long as it is loaded.
 local MEMO_KEPT = 256
-local small_nums, n_small_nums = {}, 0
-local function small_num(s)
-    local x = small_nums[s]
-    if x == nil then
-        x = tonumber(s)
-        if n_small_nums == MEMO_KEPT then
-            small_nums, n_small_nums = {}, 0
+
+-- A memo of convert: its table, for the callers that look up first (a
+-- look-up is cheaper than a call), and the function that looks up and
+-- converts on a miss.  Emptied in place when full, so that the table
+-- the callers hold stays the memo's.
+local function memo_of(convert)
+    local t, n = {}, 0
+    return t, function(x)
+        local v = t[x]
+        if v == nil then
+            v = convert(x)
+            if n == MEMO_KEPT then
+                for k in pairs(t) do
+                    t[k] = nil
+                end
+                n = 0
+            end
+            t[x], n = v, n + 1
         end
-        small_nums[s], n_small_nums = x, n_small_nums + 1
+        return v
     end
-    return x
 end
 
-local small_strs, n_small_strs = {}, 0
-local function str_of(x)
-    local s = small_strs[x]
-    if s == nil then
-        s = format('%d', x)
-        if n_small_strs == MEMO_KEPT then
-            small_strs, n_small_strs = {}, 0
-        end
-        small_strs[x], n_small_strs = s, n_small_strs + 1
-    end
-    return s
-end
+local small_nums, small_num = memo_of(function(s)
+    return tonumber(s)
+end)
+local small_strs, str_of = memo_of(num)
 
 -- Raises an error the C store maps to SL_ERANGE.  Raised only before any
 -- write of the call (algorithms compute first and write last; a call
