@@ -371,6 +371,58 @@ static void test_windows_whole_and_sub_second_decide_as_memory(void **state)
     }
 }
 
+/* x^-1 mod m (gcd 1), or 0 when there is none. */
+static int64_t inverse_mod(int64_t x, int64_t m)
+{
+    int64_t a = m, b = x % m, u = 0, v = 1;
+    while (b != 0) {
+        int64_t q = a / b, t = a - q * b;
+        a = b;
+        b = t;
+        t = u - q * v;
+        u = v;
+        v = t;
+    }
+    return a != 1 ? 0 : (u % m + m) % m;
+}
+
+/* sliding_window's weighted previous count floor(prev (P - e) / P) is
+ * one division below 2^53 and muldivmod() above (sliding_window.lua's
+ * fast path): at offsets e where prev (P - e) is one less than a
+ * multiple of P, a product rounded to a double would floor one too
+ * high.  Decided as the memory store does. */
+static void test_sliding_window_weighted_count_is_exact(void **state)
+{
+    const int64_t P = (INT64_C(1) << 40) + 15;
+    sl_limit *lim = tu_limit(SL_SLIDING_WINDOW, UINT32_MAX, P, 0);
+    sl_store *mem = tu_store(), *red = redis_store();
+    sl_nanos t0 = INT64_C(1700000000) * SEC / P * P; /* a window's start */
+    int tried = 0;
+    (void)state;
+
+    flushall();
+    for (int i = 0; i < 40; i++) {
+        int64_t prev = (INT64_C(1) << 31) + 2 * i + 1, e = inverse_mod(prev, P);
+        sl_decision m, r;
+        char key[16];
+        if (e == 0)
+            continue;
+        snprintf(key, sizeof(key), "w%d", i);
+        /* prev in one window, then its weight at offset e in the next */
+        m = check_or_fail(mem, lim, key, prev, t0);
+        r = check_or_fail(red, lim, key, prev, t0);
+        expect_same("fill", (size_t)i, key, prev, t0, &m, &r);
+        m = check_or_fail(mem, lim, key, 0, t0 + P + e);
+        r = check_or_fail(red, lim, key, 0, t0 + P + e);
+        expect_same("weighted", (size_t)i, key, 0, t0 + P + e, &m, &r);
+        tried++;
+    }
+    expect_cmp(tried, >, 20);
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* The comparison itself can fail: a Redis store deciding a limit one unit
  * larger is told apart on every algorithm's first trace. */
 static void test_comparison_sees_a_different_limit(void **state)
@@ -1255,6 +1307,7 @@ int main(void)
         cmocka_unit_test(test_fixed_window_count_past_2_53_is_erange),
         cmocka_unit_test(test_buckets_fast_and_general_paths_share_states),
         cmocka_unit_test(test_windows_whole_and_sub_second_decide_as_memory),
+        cmocka_unit_test(test_sliding_window_weighted_count_is_exact),
         cmocka_unit_test(test_server_time_unix_socket_password_and_db),
         cmocka_unit_test(test_dead_redis_is_estore_then_recovers),
     };

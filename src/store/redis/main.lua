@@ -80,16 +80,17 @@ local function limit_of(spec)
                      t_den = tonumber(td),
                      tag = base ~= '' and L or nil,
                      base_l = base ~= '' and tonumber(base) or L}
-        -- A token_bucket or gcra of its own numbers, and a fixed_window,
-        -- may take a fast path (fast.lua), which wants some numbers at
-        -- hand: B * T and its horizon, the period as (s, ns).
+        -- A token_bucket or gcra of its own numbers, a fixed_window and
+        -- a sliding_window may take a fast path (fast.lua,
+        -- sliding_window.lua), which wants some numbers at hand: B * T
+        -- and its horizon, the period as (s, ns).
         local fast
         if base == '' and (a == '0' or a == '1') then
             fast = sched_fast
             lim.most = lim.burst * lim.t_num
             lim.horizon = idiv(lim.most, lim.t_den) + 1
-        elseif a == '3' then
-            fast = fixed_fast
+        elseif a == '3' or a == '5' then
+            fast = a == '3' and fixed_fast or sliding_fast
             lim.period_s = idiv(lim.period, E9)
             lim.period_n = lim.period - lim.period_s * E9
         end
