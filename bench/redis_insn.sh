@@ -9,6 +9,8 @@
 #
 #   bench/redis_insn.sh                  # N=20000 decisions per case
 #   N=5000 BATCHES="1 64" bench/redis_insn.sh
+#   KEYS=100 bench/redis_insn.sh         # keys of 100: most calls find
+#                                        # their key's state (sluice only)
 #
 # Per case: "name via=... batch=B insn_per_decision=...".  The counters are
 # zeroed after the scripts are loaded and the keys flushed

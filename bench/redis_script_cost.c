@@ -4,7 +4,8 @@
  * command (sl__redis_batch_format, as sluice serve sends them under
  * load), each way the store calls it: FCALL of the Redis Functions
  * library (Redis 7) and EVALSHA (the fallback; VIA=fcall or VIA=evalsha
- * runs only one): N calls of cost 1, each on a random key of 100k,
+ * runs only one): N calls of cost 1, each on a random key of 100k
+ * (KEYS=k: of k, so that most calls find their key's state),
  * token_bucket 100/s burst 100 on Redis's clock (the layout of
  * bench/serve_redis.sh), sent 16 commands deep so that the client is
  * never what Redis waits for.  Reports Redis's own µs per command (INFO
@@ -68,7 +69,11 @@ int main(int argc, char **argv)
     long n = argc > 2 ? atol(argv[2]) : 200000;
     int bs[8] = {1, 10, 64}, nb = 3;
     uint64_t seed = 42;
+    const char *keys_env = getenv("KEYS");
+    unsigned long long nkeys = keys_env ? strtoull(keys_env, NULL, 10) : 0;
 
+    if (nkeys == 0)
+        nkeys = 100000;
     if (port <= 0 || n < 1) {
         fprintf(stderr, "usage: %s PORT [N] [B...]\n", argv[0]);
         return 2;
@@ -128,7 +133,7 @@ int main(int argc, char **argv)
                     seed = seed * 6364136223846793005u + 1442695040888963407u;
                     int len =
                         snprintf(key, sizeof(key), "k%llu",
-                                 (unsigned long long)(seed >> 33) % 100000);
+                                 (unsigned long long)(seed >> 33) % nkeys);
                     sl_check_item it = {lim, key, (size_t)len};
                     if (sl__redis_call_new(&ks, &it, &one, 1, 0, 0, ref, &cs[i],
                                            err, sizeof(err)) != 0) {

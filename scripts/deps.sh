@@ -17,7 +17,9 @@ set -euo pipefail
 # dpkg-dev (dpkg-shlibdeps): scripts/package.sh, tests/test_package.sh.
 # chromium: tests/test_status.sh drives the status page in it, headless
 # (puppeteer-core, tests/status/package-lock.json); groff-base:
-# tests/test_cli.sh renders the man pages.  The first line is what
+# tests/test_cli.sh renders the man pages.  lua5.1: the Redis store's
+# Lua run alone (bench/redis_lua_insn.sh, bench/redis_lua.lua's diff of
+# two versions).  The first line is what
 # building and running sluice takes (libcmocka-dev too: CMake's
 # configure finds the unit tests' framework); the rest, --test.
 PKGS=(build-essential cmake pkg-config libyaml-dev libhiredis-dev
@@ -31,7 +33,7 @@ case "${1:-}" in
   *) echo "usage: scripts/deps.sh [--test | --fuzz]" >&2; exit 2 ;;
 esac
 [ "$test" = 1 ] && PKGS+=(redis-server redis-tools python3 nginx nodejs npm
-  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base)
+  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base lua5.1)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)

@@ -343,6 +343,86 @@ static void test_every_algorithm_decides_as_memory(void **state)
     expect_cmp(lists, >, 0);
 }
 
+/* The windows' start: a period of whole seconds or dividing a second is
+ * computed without muldivmod() (prelude.lua, window_start()); one that is
+ * neither with it.  All decide as the memory store. */
+static void test_windows_whole_and_sub_second_decide_as_memory(void **state)
+{
+    static const trace_cfg windows[] = {
+        CFG(SL_FIXED_WINDOW, 4, 250 * MS, 0, 0, 0),
+        CFG(SL_FIXED_WINDOW, 20, 3 * SEC, 0, 0, 0),
+        CFG(SL_FIXED_WINDOW, 6, 2500 * MS, 0, 0, 0),
+        CFG(SL_SLIDING_WINDOW, 4, 250 * MS, 0, 0, 0),
+        CFG(SL_SLIDING_WINDOW, 20, 3 * SEC, 0, 0, 0),
+        CFG(SL_STEPPED_WINDOW, 8, SEC, 0, 250 * MS, 0),
+        CFG(SL_STEPPED_WINDOW, 30, 6 * SEC, 0, 2 * SEC, 0),
+    };
+    (void)state;
+    flushall();
+    for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++) {
+        sl_store *mem = tu_store(), *red = redis_store();
+        size_t allowed = run_trace(&windows[i], 100 + i, mem, red);
+        if (allowed == 0 || allowed >= trace_len())
+            fail_msg("%s: %zu of %zu allowed", windows[i].what, allowed,
+                     trace_len());
+        flushall();
+        sl_store_free(mem);
+        sl_store_free(red);
+    }
+}
+
+/* x^-1 mod m (gcd 1), or 0 when there is none. */
+static int64_t inverse_mod(int64_t x, int64_t m)
+{
+    int64_t a = m, b = x % m, u = 0, v = 1;
+    while (b != 0) {
+        int64_t q = a / b, t = a - q * b;
+        a = b;
+        b = t;
+        t = u - q * v;
+        u = v;
+        v = t;
+    }
+    return a != 1 ? 0 : (u % m + m) % m;
+}
+
+/* sliding_window's weighted previous count floor(prev (P - e) / P) is
+ * one division below 2^53 and muldivmod() above (sliding_window.lua's
+ * fast path): at offsets e where prev (P - e) is one less than a
+ * multiple of P, a product rounded to a double would floor one too
+ * high.  Decided as the memory store does. */
+static void test_sliding_window_weighted_count_is_exact(void **state)
+{
+    const int64_t P = (INT64_C(1) << 40) + 15;
+    sl_limit *lim = tu_limit(SL_SLIDING_WINDOW, UINT32_MAX, P, 0);
+    sl_store *mem = tu_store(), *red = redis_store();
+    sl_nanos t0 = INT64_C(1700000000) * SEC / P * P; /* a window's start */
+    int tried = 0;
+    (void)state;
+
+    flushall();
+    for (int i = 0; i < 40; i++) {
+        int64_t prev = (INT64_C(1) << 31) + 2 * i + 1, e = inverse_mod(prev, P);
+        sl_decision m, r;
+        char key[16];
+        if (e == 0)
+            continue;
+        snprintf(key, sizeof(key), "w%d", i);
+        /* prev in one window, then its weight at offset e in the next */
+        m = check_or_fail(mem, lim, key, prev, t0);
+        r = check_or_fail(red, lim, key, prev, t0);
+        expect_same("fill", (size_t)i, key, prev, t0, &m, &r);
+        m = check_or_fail(mem, lim, key, 0, t0 + P + e);
+        r = check_or_fail(red, lim, key, 0, t0 + P + e);
+        expect_same("weighted", (size_t)i, key, 0, t0 + P + e, &m, &r);
+        tried++;
+    }
+    expect_cmp(tried, >, 20);
+    sl_limit_free(lim);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* The comparison itself can fail: a Redis store deciding a limit one unit
  * larger is told apart on every algorithm's first trace. */
 static void test_comparison_sees_a_different_limit(void **state)
@@ -1083,6 +1163,71 @@ static void test_limits_outside_the_exact_bound_are_erange(void **state)
     sl_store_free(red);
 }
 
+/* token_bucket and gcra decide a lone commit in fast.lua, everything else
+ * (a record, an override's state) in the general path: the two share
+ * keys, so each must read what the other wrote.  Times months apart
+ * (beyond the 2^23 s the script computes a difference for) and a state
+ * months ahead of now (cost 0 fits and rewrites it, cost 1 waits) are
+ * decided as the memory store does. */
+static void test_buckets_fast_and_general_paths_share_states(void **state)
+{
+    static const struct {
+        int64_t cost, record;
+        sl_nanos step;
+    } steps[] = {
+        {1, 0, 0},          {2, 0, 3},  {0, 0, 0},         {1, 1, 5 * MS},
+        {1, 0, 0},          {9, 1, 1},  {1, 0, 7},         {1, 0, 200 * DAY},
+        {0, 0, -400 * DAY}, {1, 0, 0},  {1, 1, 0},         {1, 0, 400 * DAY},
+        {3, 0, SEC + 1},    {0, 1, 0},  {1, 0, 100 * DAY}, {1, 0, -200 * DAY},
+        {99, 0, 0},         {99, 1, 0}, {1, 0, 1},
+    };
+    const sl_algorithm algs[] = {SL_TOKEN_BUCKET, SL_GCRA};
+    (void)state;
+
+    flushall();
+    for (size_t a = 0; a < 2; a++) {
+        sl_store *mem = tu_store(), *red = redis_store();
+        sl_limit *lim = tu_limit(algs[a], 3, SEC + 7, 5);
+        sl_nanos t = INT64_C(1700000000) * SEC + 123456789;
+        for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+            sl_decision m, r;
+            t += steps[i].step;
+            m = (steps[i].record ? record_or_fail : check_or_fail)(
+                mem, lim, "k", steps[i].cost, t);
+            r = (steps[i].record ? record_or_fail : check_or_fail)(
+                red, lim, "k", steps[i].cost, t);
+            expect_same(sl_algorithm_name(algs[a]), i, "k", steps[i].cost, t,
+                        &m, &r);
+        }
+        sl_limit_free(lim);
+        sl_store_free(mem);
+        sl_store_free(red);
+        flushall();
+    }
+}
+
+/* A count that recordings took to 2^53 cannot grow exactly in doubles:
+ * a further request is refused as out of range (fast.lua leaves it to
+ * the general path, which raises), and nothing is written. */
+static void test_fixed_window_count_past_2_53_is_erange(void **state)
+{
+    sl_store *red = redis_store();
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 1, HOUR, 0);
+    sl_nanos t = INT64_C(1700000000) * SEC;
+    sl_decision d;
+    (void)state;
+
+    flushall();
+    for (int i = 0; i < 8192; i++) /* 2^13 recordings of 2^40: 2^53 */
+        record_or_fail(red, lim, "k", SL_MAX_COUNT, t);
+    /* 2^53 + 2: 2^53 + 1 is no double, and rounds to 2^53. */
+    expect_eq(sl_check(red, lim, "k", 1, 2, t, &d), SL_ERANGE);
+    expect_eq(sl_check(red, lim, "k", 1, 0, t, &d), 0);
+    expect_eq(d.remaining, 0);
+    sl_limit_free(lim);
+    sl_store_free(red);
+}
+
 /* A request stamped months before the key's state cannot be computed
  * exactly in doubles: refused, and nothing is written. */
 static void test_far_backwards_now_is_erange(void **state)
@@ -1159,6 +1304,10 @@ int main(void)
         cmocka_unit_test(test_bad_options_are_refused_clearly),
         cmocka_unit_test(test_limits_outside_the_exact_bound_are_erange),
         cmocka_unit_test(test_far_backwards_now_is_erange),
+        cmocka_unit_test(test_fixed_window_count_past_2_53_is_erange),
+        cmocka_unit_test(test_buckets_fast_and_general_paths_share_states),
+        cmocka_unit_test(test_windows_whole_and_sub_second_decide_as_memory),
+        cmocka_unit_test(test_sliding_window_weighted_count_is_exact),
         cmocka_unit_test(test_server_time_unix_socket_password_and_db),
         cmocka_unit_test(test_dead_redis_is_estore_then_recovers),
     };

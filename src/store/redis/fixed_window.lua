@@ -5,7 +5,7 @@
 local function fixed_window(key, lim, cost, now_s, now_n, mode)
     local period, limit = lim.period, lim.limit
     local st = get_state(key)
-    local ws, wn = tsub(now_s, now_n, tmod(now_s, now_n, period))
+    local ws, wn = window_start(now_s, now_n, period)
     local count = 0
     local d = decision()
 

@@ -43,7 +43,7 @@ local time_s, time_n
 local function server_time()
     if not time_s then
         local t = rcall('TIME') -- seconds, microseconds
-        time_s, time_n = tonumber(t[1]), tonumber(t[2]) * 1000
+        time_s, time_n = small_num(t[1]), tonumber(t[2]) * 1000
     end
     return time_s, time_n
 end
@@ -74,32 +74,30 @@ local function limit_of(spec)
         if base ~= '' and tonumber(a) <= 2 and L == 0 then
             check = sched_stopped
         end
-        l = {check = check,
-             lim = {limit = L, period = tonumber(P),
-                    burst = tonumber(B), step = tonumber(step),
-                    flags = tonumber(flags), t_num = tonumber(tn),
-                    t_den = tonumber(td),
-                    tag = base ~= '' and L or nil,
-                    base_l = base ~= '' and tonumber(base) or L}}
+        local lim = {limit = L, period = tonumber(P),
+                     burst = tonumber(B), step = tonumber(step),
+                     flags = tonumber(flags), t_num = tonumber(tn),
+                     t_den = tonumber(td),
+                     tag = base ~= '' and L or nil,
+                     base_l = base ~= '' and tonumber(base) or L}
+        -- A token_bucket or gcra of its own numbers, a fixed_window and
+        -- a sliding_window may take a fast path (fast.lua,
+        -- sliding_window.lua), which wants some numbers at hand: B * T
+        -- and its horizon, the period as (s, ns).
+        local fast
+        if base == '' and (a == '0' or a == '1') then
+            fast = sched_fast
+            lim.most = lim.burst * lim.t_num
+            lim.horizon = idiv(lim.most, lim.t_den) + 1
+        elseif a == '3' or a == '5' then
+            fast = a == '3' and fixed_fast or sliding_fast
+            lim.period_s = idiv(lim.period, E9)
+            lim.period_n = lim.period - lim.period_s * E9
+        end
+        l = {check = check, lim = lim, fast = fast}
         limits[spec] = l
     end
     return l
-end
-
--- The number of an argument that takes few values (a cost, the extra
--- TTL): tonumber() is strtod, about 1k instructions a call, a look-up
--- of the string a tenth of that.  At most LIMITS_KEPT are kept.
-local small_nums, n_small_nums = {}, 0
-local function small_num(s)
-    local x = small_nums[s]
-    if x == nil then
-        x = tonumber(s)
-        if n_small_nums == LIMITS_KEPT then
-            small_nums, n_small_nums = {}, 0
-        end
-        small_nums[s], n_small_nums = x, n_small_nums + 1
-    end
-    return x
 end
 
 -- The call of n items whose keys follow keys[k] and whose arguments
@@ -107,20 +105,31 @@ end
 local function decide_call(k, g, n)
     local now_s, now_n
     if args[g + 1] == '' then
-        now_s, now_n = server_time()
+        now_s, now_n = time_s, time_n
+        if not now_s then
+            now_s, now_n = server_time()
+        end
     else
         now_s, now_n = tonumber(args[g + 1]), tonumber(args[g + 2])
     end
-    EXTRA_TTL_MS = small_num(args[g + 3])
+    -- The memos looked up here, called only when they miss: a call costs
+    -- more than the look-up.
+    EXTRA_TTL_MS = small_nums[args[g + 3]] or small_num(args[g + 3])
     local record = args[g + 4] == '1'
 
     local b = g + CALL_ARGS
     if n == 1 then
         -- One item (most calls): no passes to combine.
-        local l = limit_of(args[b + 1])
-        local d = l.check(keys[k + 1], l.lim, small_num(args[b + 2]), now_s,
-                          now_n, record and RECORD or COMMIT)
-        return d
+        local l = limits[args[b + 1]] or limit_of(args[b + 1])
+        local cost = small_nums[args[b + 2]] or small_num(args[b + 2])
+        if l.fast and not record then
+            local d = l.fast(keys[k + 1], l.lim, cost, now_s, now_n)
+            if d then
+                return d
+            end
+        end
+        return l.check(keys[k + 1], l.lim, cost, now_s, now_n,
+                       record and RECORD or COMMIT)
     end
 
     local ls, costs = {}, {}
@@ -166,7 +175,7 @@ local function run(run_keys, run_args)
     end
     local out, k, g = {}, 0, 2
     for c = 1, tonumber(args[2]) do
-        local n = tonumber(args[g + 1])
+        local n = small_nums[args[g + 1]] or small_num(args[g + 1])
         local ok, reply = pcall(decide_call, k, g + 1, n)
         if not ok then
             -- Ours are {err = ...}; Redis's own (a key of another type) and

@@ -43,6 +43,41 @@ local function num(x)
     return format('%d', x)
 end
 
+-- The number of a string that takes few values (a cost, the extra TTL,
+-- the server's seconds, a state's seconds): tonumber() is strtod, about
+-- 1k instructions a call, a look-up of the string a tenth of that.  And
+-- the other way, the decimal of a number that takes few values (the
+-- seconds, a TTL in ms): format() is about 2k.  At most MEMO_KEPT of
+-- each are kept: a library's locals live as long as it is loaded.
+local MEMO_KEPT = 256
+
+-- A memo of convert: its table, for the callers that look up first (a
+-- look-up is cheaper than a call), and the function that looks up and
+-- converts on a miss.  Emptied in place when full, so that the table
+-- the callers hold stays the memo's.
+local function memo_of(convert)
+    local t, n = {}, 0
+    return t, function(x)
+        local v = t[x]
+        if v == nil then
+            v = convert(x)
+            if n == MEMO_KEPT then
+                for k in pairs(t) do
+                    t[k] = nil
+                end
+                n = 0
+            end
+            t[x], n = v, n + 1
+        end
+        return v
+    end
+end
+
+local small_nums, small_num = memo_of(function(s)
+    return tonumber(s)
+end)
+local small_strs, str_of = memo_of(num)
+
 -- Raises an error the C store maps to SL_ERANGE.  Raised only before any
 -- write of the call (algorithms compute first and write last; a call
 -- with several items decides them all in a PEEK pass first).
@@ -165,6 +200,25 @@ local function tmod(s, n, p)
         r = r - p
     end
     return r
+end
+
+-- The start of the window of length p (1 <= p <= 2^52) holding now, the
+-- windows aligned to time 0: now - tmod(now, p).  Most periods are whole
+-- seconds or divide a second, and then need no muldivmod() (its loop,
+-- one turn per bit of s mod p, was ~10k instructions a decision for a
+-- minute's window): p = q * 1e9 starts at (s - s mod q, 0), p dividing
+-- 1e9 at (s, n - n mod p).  p / 1e9 and 1e9 / p are exact when whole, so
+-- floor() of them times the divisor gives back the dividend only then.
+local function window_start(s, n, p)
+    local q = floor(p / E9)
+    if q * E9 == p then
+        return idiv(s, q) * q, 0
+    end
+    q = floor(E9 / p)
+    if q * p == E9 then
+        return s, idiv(n, p) * p
+    end
+    return tsub(s, n, tmod(s, n, p))
 end
 
 -- ---- state ----

@@ -3,7 +3,7 @@
 # strings (embed.cmake).  Names must be defined before the files that use them,
 # main.lua last.  Included by CMakeLists.txt and fuzz/CMakeLists.txt.
 function(sl_add_redis_script out)
-  set(lua prelude schedule token_bucket gcra leaky_bucket fixed_window
+  set(lua prelude schedule token_bucket gcra fast leaky_bucket fixed_window
     sliding_window eventlog sliding_log stepped_window main)
   list(TRANSFORM lua PREPEND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/)
   list(TRANSFORM lua APPEND .lua)

@@ -6,7 +6,7 @@
 local function stepped_window(key, lim, cost, now_s, now_n, mode)
     local limit, period = lim.limit, lim.period
     local log = log_open(key)
-    local ss, sn = tsub(now_s, now_n, tmod(now_s, now_n, lim.step))
+    local ss, sn = window_start(now_s, now_n, lim.step)
     local d = decision()
 
     if log.ls and tcmp(log.ls, log.ln, ss, sn) > 0 then
