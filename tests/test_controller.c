@@ -205,6 +205,52 @@ static void two_nodes_rise_together(void **state)
     ac_release(&node[1]);
 }
 
+/* Two nodes judge one overload a windows apart (the limit in force the
+ * lower proposal): the second cuts from its own proposal, not from the
+ * first's cut, so the limit in force is cut once (0.5 of 100), not twice;
+ * then, calm and binding, it is back at C_safe (0.9 of the 100 served) by
+ * quarter steps of the refused demand, not 5% ones. */
+static void two_nodes_cut_once_and_recover(void **state)
+{
+    (void)state;
+    ac_state node[2];
+    ac_step_out o;
+    warm_up(&node[0], 0.040, 60);
+    warm_up(&node[1], 0.040, 60);
+    double in_force = 100;
+    for (int k = 0; k < 2; k++) { /* node k judges window k: slow */
+        for (int j = 0; j < 2; j++) {
+            ac_signal w = window(j == k ? 0.100 : 0.040, 100, 0);
+            w.in_force = in_force;
+            if (j != k)
+                w.n = 0;
+            ac_step(&node[j], &w, &o);
+        }
+        in_force =
+            (double)(node[0].published < node[1].published ? node[0].published
+                                                           : node[1].published);
+    }
+    expect_eq((int64_t)in_force, 50); /* 0.5 * min(100, 100), once */
+    int windows = 0;
+    while (in_force < 90 && windows < 40) {
+        for (int k = 0; k < 2; k++) {
+            ac_signal w = window(0.040, in_force, 200 - in_force);
+            w.in_force = in_force;
+            ac_step(&node[k], &w, &o);
+        }
+        in_force =
+            (double)(node[0].published < node[1].published ? node[0].published
+                                                           : node[1].published);
+        windows++;
+    }
+    print_message("cut once to 50, back at %.0f in %d windows\n", in_force,
+                  windows);
+    expect_le(windows, 12);  /* 5% steps take 16 judgements from 50 */
+    expect_le(in_force, 95); /* not past C_safe (90) but by a 5% step */
+    ac_release(&node[0]);
+    ac_release(&node[1]);
+}
+
 static void relax_when_idle(void **state)
 {
     (void)state;
@@ -384,6 +430,7 @@ int main(void)
         cmocka_unit_test(increase_when_binding),
         cmocka_unit_test(surge_on_healthy_upstream),
         cmocka_unit_test(two_nodes_rise_together),
+        cmocka_unit_test(two_nodes_cut_once_and_recover),
         cmocka_unit_test(relax_when_idle),
         cmocka_unit_test(steady_overload_is_stable),
         cmocka_unit_test(degrade_and_recover),

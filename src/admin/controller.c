@@ -152,11 +152,16 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             if (breach && g > 0.9)
                 g = 0.9;
             out->gradient = g;
+            /* From the node's own proposal, not the limit in force: the
+             * nodes judge one overload a few windows apart, and each
+             * cutting (and taking as its ceiling) what another had
+             * already cut would compound. */
+            double own = st->limit > 0 ? st->limit : lim;
             if (!st->overloaded) {
                 st->c_safe = 0.9 * acc; /* what it served, less 10% */
-                st->ceiling = lim;
+                st->ceiling = own;
             }
-            next = g * (acc < lim ? acc : lim);
+            next = g * (acc < own ? acc : own);
             out->action = AC_DECREASE;
             st->calm = 0;
             st->since_decrease = 0;
@@ -175,14 +180,20 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
              * unknown baseline would take it as its healthy speed. */
             if (warm && st->calm >= CALM_WINDOWS && binding &&
                 st->since_decrease >= DECREASE_HOLD) {
-                /* 5% of the limit; while no overload is remembered (no
-                 * ceiling), a quarter of the demand it refuses when that
-                 * is more, so that a burst of twice the limit is met in a
-                 * few judgements, not a few dozen.  Near a known edge the
-                 * small steps find it without overshooting. */
+                /* 5% of the limit; a quarter of the demand it refuses
+                 * when that is more, while no overload is remembered (no
+                 * ceiling), so that a burst of twice the limit is met in a
+                 * few judgements, not a few dozen, and after one up to
+                 * C_safe, the rate the upstream served calmly, so that a
+                 * cut does not hold the limit under it for minutes.  Near
+                 * a known edge the small steps find it without
+                 * overshooting. */
                 double step = fmax(1, 0.05 * lim);
+                double quarter = 0.25 * (demand - lim);
                 if (st->ceiling <= 0)
-                    step = fmax(step, 0.25 * (demand - lim));
+                    step = fmax(step, quarter);
+                else if (lim < st->c_safe)
+                    step = fmax(step, fmin(quarter, st->c_safe - lim));
                 double up = lim + step;
                 up = fmin(up, fmax(2 * acc, lim)); /* no faster than 2x use */
                 up = fmin(up, (double)p->max);
