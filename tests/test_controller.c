@@ -175,6 +175,20 @@ static void surge_on_healthy_upstream(void **state)
     ac_release(&st);
 }
 
+/* One window of two nodes whose limit in force is the lower of their
+ * proposals: node k gets w[k] with that limit in force (w[k].n 0: still
+ * gathering answers, not judged); the new limit in force. */
+static double two_nodes_step(ac_state node[2], ac_signal w[2], double in_force)
+{
+    ac_step_out o;
+    for (int k = 0; k < 2; k++) {
+        w[k].in_force = in_force;
+        ac_step(&node[k], &w[k], &o);
+    }
+    return (double)(node[0].published < node[1].published ? node[0].published
+                                                          : node[1].published);
+}
+
 /* Two nodes, each with enough answers to judge on every other window (n 0
  * on the others), the limit in force the lower of their proposals: under
  * a surge on a healthy upstream the limit in force rises, each node
@@ -183,21 +197,17 @@ static void two_nodes_rise_together(void **state)
 {
     (void)state;
     ac_state node[2];
-    ac_step_out o;
     warm_up(&node[0], 0.040, 60);
     warm_up(&node[1], 0.040, 60);
     double in_force = 100;
     for (int t = 0; t < 24; t++) {
+        ac_signal w[2];
         for (int k = 0; k < 2; k++) {
-            ac_signal w = window(0.040, in_force, 200 - in_force);
-            w.in_force = in_force;
+            w[k] = window(0.040, in_force, 200 - in_force);
             if (t % 2 != k)
-                w.n = 0; /* gathering answers: not judged */
-            ac_step(&node[k], &w, &o);
+                w[k].n = 0; /* gathering answers: not judged */
         }
-        in_force =
-            (double)(node[0].published < node[1].published ? node[0].published
-                                                           : node[1].published);
+        in_force = two_nodes_step(node, w, in_force);
     }
     print_message("two nodes: in force %.0f after 24 windows\n", in_force);
     expect_ge(in_force, 150);
@@ -214,33 +224,24 @@ static void two_nodes_cut_once_and_recover(void **state)
 {
     (void)state;
     ac_state node[2];
-    ac_step_out o;
     warm_up(&node[0], 0.040, 60);
     warm_up(&node[1], 0.040, 60);
     double in_force = 100;
     for (int k = 0; k < 2; k++) { /* node k judges window k: slow */
+        ac_signal w[2];
         for (int j = 0; j < 2; j++) {
-            ac_signal w = window(j == k ? 0.100 : 0.040, 100, 0);
-            w.in_force = in_force;
+            w[j] = window(j == k ? 0.100 : 0.040, 100, 0);
             if (j != k)
-                w.n = 0;
-            ac_step(&node[j], &w, &o);
+                w[j].n = 0;
         }
-        in_force =
-            (double)(node[0].published < node[1].published ? node[0].published
-                                                           : node[1].published);
+        in_force = two_nodes_step(node, w, in_force);
     }
     expect_eq((int64_t)in_force, 50); /* 0.5 * min(100, 100), once */
     int windows = 0;
     while (in_force < 90 && windows < 40) {
-        for (int k = 0; k < 2; k++) {
-            ac_signal w = window(0.040, in_force, 200 - in_force);
-            w.in_force = in_force;
-            ac_step(&node[k], &w, &o);
-        }
-        in_force =
-            (double)(node[0].published < node[1].published ? node[0].published
-                                                           : node[1].published);
+        ac_signal w[2] = {window(0.040, in_force, 200 - in_force),
+                          window(0.040, in_force, 200 - in_force)};
+        in_force = two_nodes_step(node, w, in_force);
         windows++;
     }
     print_message("cut once to 50, back at %.0f in %d windows\n", in_force,
