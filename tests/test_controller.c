@@ -69,12 +69,19 @@ static void decrease_on_slo_and_errors(void **state)
     ac_state st;
     ac_step_out o;
     warm_up(&st, 0.040, 100);
-    /* p99 over the 300 ms SLO with a calm median: 0.9 of the limit. */
+    /* p99 just over the 300 ms SLO with a calm median: 0.9 of the limit;
+     * twice the SLO: half. */
     ac_signal w = window(0.040, 100, 0);
-    w.s99 = 0.4;
+    w.s99 = 0.31;
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.limit, 90);
+    ac_state st2;
+    warm_up(&st2, 0.040, 100);
+    w.s99 = 0.6;
+    ac_step(&st2, &w, &o);
+    expect_eq(o.limit, 50);
+    ac_release(&st2);
     /* 3% failures: the same. */
     w = window(0.040, 90, 0);
     w.errors = 3;
@@ -85,6 +92,120 @@ static void decrease_on_slo_and_errors(void **state)
     for (int i = 0; i < 30; i++)
         ac_step(&st, &w, &o);
     expect_eq(o.limit, 25);
+    ac_release(&st);
+}
+
+/* While the limit binds its algorithm shapes the arrivals (a fixed
+ * window's clumps), and the upstream's median under them is a baseline
+ * of its own: the first 3 binding judgements, twice as slow as the free
+ * baseline, are held (neither cut nor raised) and teach it; then the
+ * same median is calm and the limit rises; 1.6x that median cuts by the
+ * gradient on it.  The same median with the limit not binding cuts. */
+static void clumps_have_their_own_baseline(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 60);
+    double lim = 100;
+    for (int i = 0; i < 3; i++) {
+        ac_signal w = window(0.080, lim, 300 - lim); /* p99 240 ms */
+        ac_step(&st, &w, &o);
+        expect_eq(o.action, AC_HOLD);
+        expect_eq(o.overload, 0);
+    }
+    int decreases = 0, increases = 0;
+    for (int i = 0; i < 20; i++) {
+        ac_signal w = window(0.080, lim, 300 - lim);
+        ac_step(&st, &w, &o);
+        decreases += o.action == AC_DECREASE;
+        increases += o.action == AC_INCREASE;
+        lim = (double)o.limit;
+    }
+    expect_eq(decreases, 0);
+    expect_ge(increases, 3);
+    ac_signal w = window(0.128, lim, 300 - lim);
+    w.s99 = 0.25;
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, (int64_t)llround(lim * 1.25 * 0.080 / 0.128));
+    ac_release(&st);
+
+    warm_up(&st, 0.040, 60); /* not binding: the free baseline judges */
+    w = window(0.080, 90, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    ac_release(&st);
+}
+
+/* Binding from the start at 5 ms (the binding baseline 5 ms too), then
+ * the upstream 8x slower while the limit still binds: cut. */
+static void slower_while_binding(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &base_params), 0);
+    double lim = 100;
+    for (int i = 0; i < 20; i++) {
+        ac_signal w = window(0.005, lim, 160 - lim);
+        ac_step(&st, &w, &o);
+        expect_cmp(o.action, !=, AC_DECREASE);
+        lim = (double)o.limit;
+    }
+    ac_signal w = window(0.040, lim, 160 - lim);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, (int64_t)llround(0.5 * lim));
+    ac_release(&st);
+}
+
+/* A median 30% over the baseline (within 1.5x) is marginal: held once,
+ * cut when the next judgement says so too, forgotten when it does not. */
+static void marginal_overload_needs_two(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 80);
+    ac_signal w = window(0.052, 80, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, (int64_t)llround(80 * 1.25 * 0.040 / 0.052));
+    ac_release(&st);
+
+    warm_up(&st, 0.040, 80);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    ac_signal calm = window(0.040, 80, 0);
+    ac_step(&st, &calm, &o); /* the next says no */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD); /* marginal again, once: held */
+    ac_release(&st);
+}
+
+/* A judgement is of the answers of the windows since the last one: it
+ * cuts from the busiest one's accepted rate, not from the last window's
+ * (a quiet second after a busy few). */
+static void cut_from_the_judged_windows(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 80);
+    double busy[] = {70, 90, 60};
+    for (int i = 0; i < 3; i++) {
+        ac_signal w = window(0.040, busy[i], 0);
+        w.n = 0; /* gathering answers */
+        ac_step(&st, &w, &o);
+    }
+    ac_signal w = window(0.080, 30, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 56); /* 0.625 * 90, not 0.625 * 30 */
     ac_release(&st);
 }
 
@@ -401,6 +522,41 @@ static void forecast_raises_before_peak(void **state)
     ac_release(&st);
 }
 
+/* The same season, and an overload in the fourth peak: the cut holds
+ * for 5 windows; the forecast, which still sees the peak ahead, does not
+ * put it back at once (C_safe is 90% of the peak's rate, over the cut). */
+static void forecast_waits_after_a_cut(void **state)
+{
+    (void)state;
+    plant pl = {400, 0.020};
+    ac_params p = base_params;
+    p.season = 60;
+    p.horizon = 5;
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &p), 0);
+    double limit = 100;
+    for (int t = 0; t < 3 * 60 + 42; t++) {
+        int phase = t % 60;
+        double demand = phase >= 40 && phase < 50 ? 180 : 60;
+        ac_signal w = plant_window(&pl, demand, limit);
+        ac_step(&st, &w, &o);
+        limit = (double)o.limit;
+    }
+    ac_signal w = plant_window(&pl, 180, limit);
+    w.s99 = 0.6; /* twice the SLO: half */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    double cut = (double)o.limit;
+    for (int t = 0; t < 5; t++) {
+        w = plant_window(&pl, 180, cut);
+        ac_step(&st, &w, &o);
+        expect_cmp(o.action, !=, AC_FORECAST);
+        expect_le(o.limit, cut);
+    }
+    ac_release(&st);
+}
+
 static void bad_params(void **state)
 {
     (void)state;
@@ -427,6 +583,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decrease_on_gradient),
         cmocka_unit_test(decrease_on_slo_and_errors),
+        cmocka_unit_test(clumps_have_their_own_baseline),
+        cmocka_unit_test(slower_while_binding),
+        cmocka_unit_test(marginal_overload_needs_two),
+        cmocka_unit_test(cut_from_the_judged_windows),
         cmocka_unit_test(too_few_answers),
         cmocka_unit_test(increase_when_binding),
         cmocka_unit_test(surge_on_healthy_upstream),
@@ -436,6 +596,7 @@ int main(void)
         cmocka_unit_test(steady_overload_is_stable),
         cmocka_unit_test(degrade_and_recover),
         cmocka_unit_test(forecast_raises_before_peak),
+        cmocka_unit_test(forecast_waits_after_a_cut),
         cmocka_unit_test(bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,9 +34,12 @@ expect "a doubled median cuts to 0.625 of the accepted rate" \
 # 25% over the baseline is within the buffer.
 expect "a median 20% up is no overload" "$warm"$'\n'"100 48 144 0 80 0" \
   "100 hold 0 0 1.0000"
-# p99 past the 300 ms SLO with a calm median: 0.9 of min(100, 80) = 72.
-expect "an SLO breach cuts by 10%" "$warm"$'\n'"100 40 400 0 80 0" \
+# p99 just past the 300 ms SLO with a calm median: 0.9 of min(100, 80)
+# = 72; a third past it (400 ms), by 300/400: 60.
+expect "an SLO breach cuts by 10%" "$warm"$'\n'"100 40 330 0 80 0" \
   "72 decrease 1 1 0.9000"
+expect "an SLO breach cuts by how far past" "$warm"$'\n'"100 40 400 0 80 0" \
+  "60 decrease 1 1 0.7500"
 # 3 failures in 100 answers: over 2%.
 expect "3% failures cut by 10%" "$warm"$'\n'"100 40 120 3 80 0" \
   "72 decrease 1 1 0.9000"
@@ -48,7 +51,7 @@ expect "19 answers judge nothing" "$warm"$'\n'"19 900 900 19 19 0" \
 bind=$(for _ in $(seq 3); do echo "100 40 120 0 100 20"; done)
 expect "binding and calm: +5% a window" "$warm"$'\n'"$bind" "116 increase 1 0 1.0000"
 expect "not after a cut until 5 windows have passed" \
-  "$warm"$'\n'"100 40 400 0 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
+  "$warm"$'\n'"100 40 330 0 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
   "72 hold 0 0 1.0000"
 # the in-force limit (several nodes: the minimum of their proposals) is
 # where a step starts: 60 + a quarter of the 80 - 60 it refuses = 65 (more

@@ -21,11 +21,17 @@
 /* An overload: the median 25% over the baseline (Envoy's buffer), the
  * p99 over the SLO, or more than 2% of answers failures. */
 #define GRADIENT_BUFFER 1.25
+/* A median within 1.5x the baseline (a gradient of 0.83 or more) is a
+ * marginal overload: two judgements in a row cut. */
+#define MARGINAL 1.5
+/* The binding baseline is the mean of this many binding judgements. */
+#define BOUND_WARM 3
 #define MAX_ERROR_RATE 0.02
 /* Fewer answers than this in a window say nothing about the upstream. */
 #define MIN_SAMPLES 20
-/* An increase needs this many calm windows and this many since the
- * last decrease; a limit binds when it refuses 1% of its requests. */
+/* An increase needs this many windows since the last overload (and a
+ * calm judgement) and this many since the last decrease; a limit binds when it
+ * refuses 1% of its requests. */
 #define CALM_WINDOWS 3
 #define DECREASE_HOLD 5
 #define BINDING_SHARE 0.01
@@ -129,28 +135,80 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     out->action = AC_HOLD;
     out->gradient = 1;
     st->windows++;
+    st->calm++; /* windows since the last overload */
+    /* The windows since the last judgement: its answers came from them,
+     * so their rates, not the last window's alone, are what the upstream
+     * was given, and the busiest is the one its latency speaks of (a
+     * judgement that falls in a quiet second after a burst must not cut
+     * to that second's rate, nor to an average with it). */
+    st->acc_sum += acc;
+    st->ref_sum += sig->refused * p->period_s;
+    st->acc_max = fmax(st->acc_max, acc);
 
     if (p->season > 0) {
         st->anomalies = forecast_update(st, demand) ? st->anomalies + 1 : 0;
     }
     if (sig->n >= MIN_SAMPLES) {
         double s50 = sig->s50, err = sig->errors / sig->n;
+        double served = st->acc_max;
+        int bound = st->ref_sum > 0 &&
+                    st->ref_sum >= BINDING_SHARE * (st->acc_sum + st->ref_sum);
+        st->acc_sum = st->ref_sum = 0;
+        st->acc_max = 0;
         int warm = st->warm >= WARM_WINDOWS;
-        int breach = (p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s) ||
-                     err > MAX_ERROR_RATE;
-        int over = breach || (warm && s50 > GRADIENT_BUFFER * st->baseline);
+        int late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s;
+        int breach = late || err > MAX_ERROR_RATE;
+        /* While the limit binds, its algorithm, not the clients, shapes
+         * what reaches the upstream (a fixed window lets a second's worth
+         * in at its start), and the upstream's healthy median is that of
+         * the limit's clumps: a baseline of its own.  When the first
+         * binding judgement is within the free baseline's buffer the
+         * algorithm clumps nothing the median sees, and the free baseline
+         * is taken; else it is learnt from the first binding judgements,
+         * at the limit they found (held meanwhile: not raised, and not
+         * cut for a median slower than the free baseline). */
+        double *b = &st->baseline;
+        int learning = 0;
+        if (bound && warm) {
+            if (st->warm_bound == 0 && !breach &&
+                s50 <= GRADIENT_BUFFER * st->baseline) {
+                st->baseline_bound = st->baseline;
+                st->warm_bound = BOUND_WARM;
+            }
+            if (st->warm_bound >= BOUND_WARM)
+                b = &st->baseline_bound;
+            else
+                learning = 1;
+        }
+        int slow = warm && s50 > GRADIENT_BUFFER * *b;
+        /* A median just past the buffer is within what a judgement's
+         * sampling error can put there: it cuts when the next judgement
+         * says so too. */
+        int marginal = slow && !breach && s50 <= MARGINAL * *b;
+        int over = breach || (slow && !learning && (!marginal || st->suspect));
+        st->suspect = marginal && !learning && !over;
+        st->held = (slow || learning) && !over;
         out->overload = over;
         if (!warm && !over) {
             st->baseline = (st->baseline * (double)st->warm + s50) /
                            (double)(st->warm + 1);
             st->warm++;
         }
+        if (learning && !breach) {
+            st->baseline_bound =
+                (st->baseline_bound * (double)st->warm_bound + s50) /
+                (double)(st->warm_bound + 1);
+            st->warm_bound++;
+        }
         if (over) {
             double g = 1;
-            if (warm && s50 > 0)
-                g = clamp(GRADIENT_BUFFER * st->baseline / s50, 0.5, 1);
-            if (breach && g > 0.9)
-                g = 0.9;
+            if (slow && s50 > 0)
+                g = clamp(GRADIENT_BUFFER * *b / s50, 0.5, 1);
+            /* Past the SLO, by how far past it; failures, by 10%. */
+            if (late)
+                g = fmin(g, clamp(p->slo_p99_s / sig->s99, 0.5, 0.9));
+            if (err > MAX_ERROR_RATE)
+                g = fmin(g, 0.9);
             out->gradient = g;
             /* From the node's own proposal, not the limit in force: the
              * nodes judge one overload a few windows apart, and each
@@ -158,27 +216,31 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
              * already cut would compound. */
             double own = st->limit > 0 ? st->limit : lim;
             if (!st->overloaded) {
-                st->c_safe = 0.9 * acc; /* what it served, less 10% */
+                st->c_safe = 0.9 * served; /* what it served, less 10% */
                 st->ceiling = own;
             }
-            next = g * (acc < own ? acc : own);
+            next = g * (served < own ? served : own);
             out->action = AC_DECREASE;
             st->calm = 0;
             st->since_decrease = 0;
         } else {
-            if (++st->calm >= CEILING_FORGET)
+            if (st->calm >= CEILING_FORGET)
                 st->ceiling = 0;
-            if (acc > st->c_safe)
-                st->c_safe = acc;
-            if (warm) {
-                st->baseline += BASELINE_ALPHA * (s50 - st->baseline);
-                if (st->baseline > 2 * s50)
-                    st->baseline *= 0.9;
+            if (!st->held && served > st->c_safe)
+                st->c_safe = served;
+            /* The binding baseline only falls: binding, the limit is
+             * raised until the median rises, and a baseline that
+             * followed would creep up with each raise. */
+            if (warm && !st->held &&
+                (b == &st->baseline || s50 < st->baseline_bound)) {
+                *b += BASELINE_ALPHA * (s50 - *b);
+                if (*b > 2 * s50)
+                    *b *= 0.9;
             }
             /* Not before the baseline is warm: until then a slower
              * upstream is not seen as one, and a limit raised on an
              * unknown baseline would take it as its healthy speed. */
-            if (warm && st->calm >= CALM_WINDOWS && binding &&
+            if (warm && !st->held && st->calm >= CALM_WINDOWS && binding &&
                 st->since_decrease >= DECREASE_HOLD) {
                 /* 5% of the limit; a quarter of the demand it refuses
                  * when that is more, while no overload is remembered (no
@@ -208,7 +270,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         }
         st->overloaded = over;
         if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
-            st->baseline = s50;
+            *b = s50;
             st->at_min = 0;
         } else if (next > (double)p->min) {
             st->at_min = 0;
@@ -224,9 +286,12 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         out->action = AC_RELAX;
     }
     /* Ahead of a forecast peak: up to the forecast's upper bound, never
-     * past what the upstream has served without overload. */
-    if (p->season > 0 && st->hw.ready && !out->overload &&
-        out->action != AC_DECREASE && st->anomalies < ANOMALY_WINDOWS) {
+     * past what the upstream has served without overload, and not while
+     * a cut holds or a marginal overload waits for its confirmation (in
+     * the lab's bursts the forecast put each cut back the next window). */
+    if (p->season > 0 && st->hw.ready && !out->overload && !st->held &&
+        st->since_decrease >= DECREASE_HOLD && out->action != AC_DECREASE &&
+        st->anomalies < ANOMALY_WINDOWS) {
         double u = hw_forecast(&st->hw, p->horizon) + 2 * hw_sigma(&st->hw);
         double want = fmin(1.1 * u, st->c_safe);
         if (1.1 * u > lim && want > next) {

@@ -55,13 +55,22 @@ const char *ac_action_name(ac_action a);
 
 typedef struct ac_state {
     ac_params p;
-    double limit;          /* the limit the controller holds, per unit */
-    int64_t published;     /* the last one published */
-    double baseline;       /* b: the upstream's healthy median latency, s */
-    size_t warm;           /* windows averaged into the baseline so far */
-    double c_safe;         /* the rate the upstream has served healthily */
-    int overloaded;        /* the last judged window was an overload */
-    size_t calm;           /* windows since the last overload */
+    double limit;      /* the limit the controller holds, per unit */
+    int64_t published; /* the last one published */
+    double baseline;   /* b: the upstream's healthy median latency, s */
+    size_t warm;       /* windows averaged into the baseline so far */
+    /* The healthy median while the limit binds (its clumps), and the
+     * binding judgements averaged into it so far. */
+    double baseline_bound;
+    size_t warm_bound;
+    double c_safe;  /* the rate the upstream has served healthily */
+    int overloaded; /* the last judged window was an overload */
+    int suspect;    /* it was a marginal one, not yet cut for */
+    int held;       /* it was slow, not cut for: no raise */
+    size_t calm;    /* windows since the last overload */
+    /* Per unit, over the windows since the last judgement: accepted and
+     * refused summed, and the most accepted in one. */
+    double acc_sum, ref_sum, acc_max;
     size_t since_decrease; /* windows since the last decrease */
     /* The limit in force when the upstream last overloaded: increases
      * past 95% of it wait PROBE windows after a decrease, so that a
