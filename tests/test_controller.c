@@ -209,6 +209,26 @@ static void cut_from_the_judged_windows(void **state)
     ac_release(&st);
 }
 
+/* Overloaded at 100, then again at 60 (a degrading upstream): C_safe,
+ * the most the forecast and the climb after a cut may raise to, is 90%
+ * of the lower rate, not of the first. */
+static void c_safe_follows_a_degrading_upstream(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = window(0.120, 100, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq((int64_t)llround(st.c_safe), 90);
+    w = window(0.120, 60, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq((int64_t)llround(st.c_safe), 54);
+    ac_release(&st);
+}
+
 static void too_few_answers(void **state)
 {
     (void)state;
@@ -484,12 +504,22 @@ static void degrade_and_recover(void **state)
     expect_le(lowest, 200.0 / 3); /* under the degraded capacity */
     pl.capacity = 200;
     pl.service = 0.040;
+    int back = -1;
     for (int t = 0; t < 600; t++) {
         ac_signal w = plant_window(&pl, 120, limit);
         ac_step(&st, &w, &o);
         limit = (double)o.limit;
+        if (back < 0 && limit >= 100)
+            back = t + 1;
     }
+    print_message("degraded: lowest %.0f; recovered: back at 100 in %d "
+                  "windows\n",
+                  lowest, back);
     expect_ge(limit, 100); /* back to at least the rule's number */
+    /* Calm at the rates that overloaded it degraded, the ceiling of the
+     * degradation is forgotten: quarter steps, not 5% ones. */
+    expect_ge(back, 1);
+    expect_le(back, 20);
     ac_release(&st);
 }
 
@@ -587,6 +617,7 @@ int main(void)
         cmocka_unit_test(slower_while_binding),
         cmocka_unit_test(marginal_overload_needs_two),
         cmocka_unit_test(cut_from_the_judged_windows),
+        cmocka_unit_test(c_safe_follows_a_degrading_upstream),
         cmocka_unit_test(too_few_answers),
         cmocka_unit_test(increase_when_binding),
         cmocka_unit_test(surge_on_healthy_upstream),

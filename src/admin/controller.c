@@ -218,13 +218,25 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             if (!st->overloaded) {
                 st->c_safe = 0.9 * served; /* what it served, less 10% */
                 st->ceiling = own;
+            } else {
+                /* Overloaded again: an upstream that degraded serves less
+                 * at every judgement, and a C_safe of what it served
+                 * before would have the forecast raise the limit back
+                 * into the overload after each cut. */
+                st->c_safe = fmin(st->c_safe, 0.9 * served);
             }
+            st->over_rate = served;
             next = g * (served < own ? served : own);
             out->action = AC_DECREASE;
             st->calm = 0;
             st->since_decrease = 0;
         } else {
-            if (st->calm >= CEILING_FORGET)
+            /* Calm at a rate that once overloaded it, the upstream has
+             * recovered from a degradation: that overload said nothing of
+             * its capacity, and the limit climbs back by quarter steps,
+             * not by 5% ones toward a ceiling. */
+            if (st->calm >= CEILING_FORGET ||
+                (!st->held && served >= st->over_rate))
                 st->ceiling = 0;
             if (!st->held && served > st->c_safe)
                 st->c_safe = served;

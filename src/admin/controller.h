@@ -76,6 +76,7 @@ typedef struct ac_state {
      * past 95% of it wait PROBE windows after a decrease, so that a
      * steady overload point is probed twice a minute at most. */
     double ceiling;
+    double over_rate;   /* the busiest window's rate at the last overload */
     size_t at_min;      /* windows at min in a row */
     size_t idle;        /* windows in a row not binding and under half */
     size_t anomalies;   /* windows in a row of demand past the forecast */
