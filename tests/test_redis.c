@@ -1287,6 +1287,95 @@ static void test_server_time_unix_socket_password_and_db(void **state)
     sl_limit_free(lim);
 }
 
+/* EVAL of the script with argv[0..argc) after it (numkeys first), each
+ * a C string but the last, of last_len bytes. */
+static redisReply *eval_args(redisContext *c, int argc, const char **argv,
+                             size_t last_len)
+{
+    const char *all[24];
+    size_t lens[24];
+    all[0] = "EVAL";
+    all[1] = sl__redis_script;
+    for (int i = 0; i < argc; i++)
+        all[2 + i] = argv[i];
+    for (int i = 0; i < argc + 2; i++)
+        lens[i] = strlen(all[i]);
+    lens[argc + 1] = last_len;
+    redisReply *r = redisCommandArgv(c, argc + 2, all, lens);
+    assert_non_null(r);
+    return r;
+}
+
+/* An integer command's reply (DBSIZE, EXISTS). */
+static long long int_of(redisContext *c, const char *cmd)
+{
+    redisReply *r = redisCommand(c, cmd);
+    long long v = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static int is_error(const redisReply *r, const char *start)
+{
+    return r->type == REDIS_REPLY_ERROR &&
+           strncmp(r->str, start, strlen(start)) == 0;
+}
+
+/* A call's head (main.lua's "ttl,record,spec,cost...") that the script
+ * cannot read is refused (EINVAL), as is a head of more or fewer items
+ * than the call's keys.  In a batch, a call whose head is unreadable
+ * fails with every call after it (where their keys start is unknown),
+ * the calls before it stand; a call that fails after its head was read
+ * fails alone. */
+static void test_unreadable_calls_are_refused(void **state)
+{
+    redisContext *c = admin();
+    const char *spec = "0,0,0 10 1000000000 10 0 0 100000000 1,1";
+    (void)state;
+
+    flushall();
+    const char *none[] = {"1", "k", "", "", "0,0"};
+    redisReply *r = eval_args(c, 5, none, 3);
+    expect_eq(is_error(r, "EINVAL malformed call"), 1);
+    freeReplyObject(r);
+    const char *two_keys[] = {"2", "k", "j", "", "", spec};
+    r = eval_args(c, 6, two_keys, strlen(spec));
+    expect_eq(is_error(r, "EINVAL 2 keys for 1 items"), 1);
+    freeReplyObject(r);
+    const char *bad_cost[] = {"1", "k", "", "", "0,0,0 10 1 10 0 0 1 1,x"};
+    r = eval_args(c, 5, bad_cost, strlen(bad_cost[4]));
+    expect_eq(is_error(r, "EINVAL malformed call"), 1);
+    freeReplyObject(r);
+    expect_eq(int_of(c, "DBSIZE"), 0);
+
+    /* a, then b of another type (fails alone), then c, then d with an
+     * unreadable head: d and e fail, the others decide.  The map: calls
+     * 0, 0, 0, 1, 0 (the second triple is d's). */
+    expect_eq(tu_redis_do(c, "RPUSH b x"), 0);
+    const char *batch[] = {"5", "a", "b", "c",  "d", "e", "B",  "5",
+                           "2", "",  "",  spec, "",  "",  "0,", "\0\0\0\1\0"};
+    r = eval_args(c, 16, batch, 5);
+    expect_eq(r->type, REDIS_REPLY_ARRAY);
+    expect_eq(r->elements, 5);
+    for (size_t i = 0; i < 5 && r->elements == 5; i++) {
+        const redisReply *e = r->element[i];
+        if (i == 0 || i == 2) {
+            /* A full bucket of 10 less 1. */
+            expect_eq(e->type, REDIS_REPLY_ARRAY);
+            expect_eq(e->elements == 5 && e->element[1]->integer == 9, 1);
+        } else if (i == 1) {
+            expect_eq(is_error(e, "WRONGTYPE"), 1);
+        } else {
+            expect_eq(is_error(e, "EINVAL malformed call"), 1);
+        }
+    }
+    freeReplyObject(r);
+    /* The keys written: a and c (and b, the list). */
+    expect_eq(int_of(c, "DBSIZE"), 3);
+    expect_eq(int_of(c, "EXISTS a c"), 2);
+    redisFree(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1297,6 +1386,7 @@ int main(void)
         cmocka_unit_test(test_async_calls_decide_as_memory),
         cmocka_unit_test(test_batches_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
+        cmocka_unit_test(test_unreadable_calls_are_refused),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_calls_are_fcalls_and_the_library_reloads),
         cmocka_unit_test(test_servers_without_functions_get_evalsha),

@@ -20,14 +20,16 @@
 #define EXACT_BOUND (INT64_C(1) << 52)
 
 enum {
-    ITEM_ARGS = 2, /* per item, as src/store/redis/main.lua reads them */
-    CALL_ARGS = 4, /* now (s, ns), extra TTL, record */
+    CALL_ARGS = 3, /* now (s, ns), the head, as main.lua reads them */
     NUM_LEN = 24,  /* an int64 in decimal, NUL included */
     /* algorithm L P B step flags t_num t_den, and for an override of a
      * schedule its base's L (schedule.lua) */
     SPEC_FIELDS = 9,
+    /* The head: the extra TTL and record, then per item its limit and
+     * cost, each field with the separator after it. */
+    HEAD_LEN = 2 * NUM_LEN + SL_MAX_ITEMS * (SPEC_FIELDS + 1) * NUM_LEN,
     IDENT_HEX = 16, /* the limit's identity in a key name */
-    MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS,
+    MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS,
 };
 
 /* ---- what the script can decide, and under which key ---- */
@@ -128,11 +130,12 @@ typedef struct call_args {
     int argc;
     const char *argv[MAX_ARGS];
     size_t lens[MAX_ARGS];
-    char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
+    char nums[3][NUM_LEN]; /* numkeys, now (s, ns) */
     int nnums;
-    /* Each item's limit as one argument: the script reads a limit's
-     * fields once per run, not once per item (main.lua's limit_of). */
-    char specs[SL_MAX_ITEMS][SPEC_FIELDS * NUM_LEN];
+    /* Everything of the call but its keys and now, as one argument
+     * (main.lua's head_of): the script parses a head once and keeps it,
+     * and most calls of a server share a few heads. */
+    char head[HEAD_LEN];
     char *keys;                   /* malloc'd: every key name */
     size_t n;                     /* items */
     int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
@@ -170,8 +173,9 @@ static void push_num(call_args *a, int64_t v)
     push_arg(a, s, put_num(s, v));
 }
 
-/* A limit's fields, space-separated (all >= 0: sl_limit_new). */
-static void push_spec(call_args *a, size_t item, const sl_limit *lim)
+/* A limit's fields at s, space-separated (all >= 0: sl_limit_new): the
+ * length written. */
+static size_t put_spec(char *s, const sl_limit *lim)
 {
     const int64_t f[SPEC_FIELDS] = {
         lim->cfg.algorithm, lim->cfg.limit, lim->cfg.period,
@@ -180,12 +184,29 @@ static void push_spec(call_args *a, size_t item, const sl_limit *lim)
     int fields = lim->override && is_bucket(lim->cfg.algorithm)
                      ? SPEC_FIELDS
                      : SPEC_FIELDS - 1;
-    char *s = a->specs[item];
     size_t len = 0;
     for (int i = 0; i < fields; i++) {
         if (i > 0)
             s[len++] = ' ';
         len += put_num(s + len, f[i]);
+    }
+    return len;
+}
+
+/* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua). */
+static void push_head(call_args *a, const sl__redis_keyspace *ks,
+                      const sl_check_item *items, const int64_t *costs,
+                      size_t n, int record)
+{
+    char *s = a->head;
+    size_t len = put_num(s, ks->extra_ttl_ms);
+    s[len++] = ',';
+    s[len++] = record ? '1' : '0';
+    for (size_t i = 0; i < n; i++) {
+        s[len++] = ',';
+        len += put_spec(s + len, items[i].limit);
+        s[len++] = ',';
+        len += put_num(s + len, costs[i]);
     }
     push_arg(a, s, len);
 }
@@ -226,12 +247,7 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         push_num(a, now / SL_NS_PER_SEC);
         push_num(a, now % SL_NS_PER_SEC);
     }
-    push_num(a, ks->extra_ttl_ms);
-    push_num(a, record != 0);
-    for (size_t i = 0; i < n; i++) {
-        push_spec(a, i, items[i].limit);
-        push_num(a, costs[i]);
-    }
+    push_head(a, ks, items, costs, n, record);
     return 0;
 }
 
