@@ -174,6 +174,52 @@ local function args_of(calls, old)
     args[#args + 1] = #triples == 1 and '' or table.concat(map)
     return args
 end
+-- A reply with fast.lua's one-integer decisions of a bucket (its lead x,
+-- -x - 1 refused) made the 5 integers call.c makes of them
+-- (bucket_decision), so that replies of either form compare.
+local function idiv(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+        q = q - 1
+    elseif r >= b then
+        q = q + 1
+    end
+    return q
+end
+local function ceil_div(a, b)
+    local q = idiv(a, b)
+    return q * b < a and q + 1 or q
+end
+local function expand(ok, reply, calls)
+    local function one(x, c)
+        if type(x) ~= 'number' then
+            return x
+        end
+        local f = {}
+        for w in c[5]:gmatch('%d+') do
+            f[#f + 1] = tonumber(w)
+        end
+        local B, tn, td, cost = f[4], f[7], f[8], tonumber(c[6])
+        local lead = x >= 0 and x or -x - 1
+        local retry = 0
+        if x < 0 then
+            retry = cost > B and -1 or ceil_div(lead + cost * tn - B * tn, td)
+        end
+        return {x >= 0 and 1 or 0, B - ceil_div(lead, tn), ceil_div(lead, td),
+                retry, 0}
+    end
+    if not ok then
+        return reply
+    end
+    if #calls == 1 then
+        return one(reply, calls[1])
+    end
+    for i, c in ipairs(calls) do
+        reply[i] = one(reply[i], c)
+    end
+    return reply
+end
 local now_s, now_n = 1790000000, 0
 for it = 1, ITER do
     local r = R()
@@ -223,6 +269,7 @@ for it = 1, ITER do
     local args = args_of(calls)
     local a, b = {pcall(run_old, keys, args_of(calls, OLD_FORMAT))},
                  {pcall(run_new, keys, args_of(calls))}
+    a[2], b[2] = expand(a[1], a[2], calls), expand(b[1], b[2], calls)
     if ser(a) ~= ser(b) or ser(st_old) ~= ser(st_new) or
         ser(ttl_old) ~= ser(ttl_new) then
         print('run ' .. it .. ' differs: args ' .. ser(args) .. ' keys ' ..

@@ -441,6 +441,64 @@ static void test_call_replies(void **state)
     sl_store_free(st);
 }
 
+/* One call of one item of lim at cost, read from a reply's text. */
+static int read_one(sl_limit *lim, int64_t cost, const char *text,
+                    sl_decision *d)
+{
+    sl_store *st = lazy_store((sl_redis_options){.url = "redis://h:1"});
+    sl__redis_keyspace ks = keyspace_of(st);
+    sl_check_item it = {lim, "k", 1};
+    sl__redis_call *c;
+    char err[256];
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &c, err,
+                                 sizeof(err)),
+              0);
+    int rc = read_reply(c, text, d, err);
+    sl__redis_call_free(c);
+    sl_store_free(st);
+    return rc;
+}
+
+/* A token_bucket or gcra item's reply may be fast.lua's one integer, its
+ * lead in ticks (x admitted, -x - 1 refused): the fields are computed
+ * from it as schedule.h reports them.  Any other call's integer reply, or
+ * a lead no decision leaves, is an unexpected reply. */
+static void test_bucket_integer_replies(void **state)
+{
+    /* T = 1e8 / 1: a unit is 1e8 ticks, B * T = 1e9. */
+    sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 10, SEC, 0);
+    /* gcra 3/s burst 3: T = 1e9 / 3, B * T = 3e9 ticks of 1/3 ns. */
+    sl_limit *gc = tu_limit(SL_GCRA, 3, SEC, 0);
+    sl_limit *fw = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    sl_decision d;
+    (void)state;
+
+    expect_eq(read_one(tb, 1, ":0\r\n", &d), 0);
+    expect_eq(d.allowed && d.limit == 10 && d.remaining == 10, 1);
+    expect_eq(d.reset_after == 0 && d.retry_after == 0 && d.delay == 0, 1);
+    expect_eq(read_one(tb, 1, ":250000000\r\n", &d), 0);
+    expect_eq(d.allowed && d.remaining == 7 && d.reset_after == 250000000, 1);
+    /* Full, cost 3: the wait until 3 units fit, 3e8 ns. */
+    expect_eq(read_one(tb, 3, ":-1000000001\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 0 && d.reset_after == SEC, 1);
+    expect_eq(d.retry_after, 300000000);
+    expect_eq(read_one(tb, 11, ":-1\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 10 && d.retry_after == -1, 1);
+    expect_eq(read_one(gc, 1, ":1000000001\r\n", &d), 0);
+    expect_eq(d.allowed && d.remaining == 1, 1);
+    expect_eq(d.reset_after, 333333334);
+    /* Refused at a lead of 2.5e9 + 1 ticks, cost 1: (0.5e9 + 1) / 3. */
+    expect_eq(read_one(gc, 1, ":-2500000002\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 0, 1);
+    expect_eq(d.retry_after, 166666667);
+    expect_eq(read_one(tb, 1, ":1000000001\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(tb, 1, ":-1000000002\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(fw, 1, ":0\r\n", &d), SL_ESTORE);
+    sl_limit_free(tb);
+    sl_limit_free(gc);
+    sl_limit_free(fw);
+}
+
 /* On a cluster store a call has one part per slot, in ascending slot
  * order, and each part's reply lands on its own items. */
 static void test_call_parts_on_a_cluster(void **state)
@@ -785,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_call_arguments),
         cmocka_unit_test(test_call_replies),
         cmocka_unit_test(test_call_parts_on_a_cluster),
+        cmocka_unit_test(test_bucket_integer_replies),
         cmocka_unit_test(test_batch_format),
         cmocka_unit_test(test_batch_reply_picking),
         cmocka_unit_test(test_endpoint_and_keyspace),

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/schedule.h"
 #include "internal.h"
 #include "redis/redis_proto.h"
 
@@ -125,6 +126,13 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
 
 /* ---- the arguments of one script call ---- */
 
+/* What reading an item's decision needs of its limit and cost: L, and
+ * for a bucket's one-integer reply (fast.lua) B, T and the cost. */
+typedef struct item_numbers {
+    int64_t limit, burst, t_num, t_den, cost;
+    int bucket; /* token_bucket or gcra of its own numbers */
+} item_numbers;
+
 /* The arguments of one call, pointing into bufs it owns. */
 typedef struct call_args {
     int argc;
@@ -136,9 +144,9 @@ typedef struct call_args {
      * (main.lua's head_of): the script parses a head once and keeps it,
      * and most calls of a server share a few heads. */
     char head[HEAD_LEN];
-    char *keys;                   /* malloc'd: every key name */
-    size_t n;                     /* items */
-    int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
+    char *keys;                       /* malloc'd: every key name */
+    size_t n;                         /* items */
+    item_numbers items[SL_MAX_ITEMS]; /* for reading their decisions */
 } call_args;
 
 static void push_arg(call_args *a, const char *s, size_t len)
@@ -230,8 +238,18 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         return SL_ENOMEM;
     a->nnums = 0;
     a->n = n;
-    for (size_t i = 0; i < n; i++)
-        a->limits[i] = items[i].limit->cfg.limit;
+    for (size_t i = 0; i < n; i++) {
+        const sl_limit *lim = items[i].limit;
+        a->items[i] =
+            (item_numbers){.limit = lim->cfg.limit,
+                           .burst = lim->cfg.burst,
+                           .t_num = lim->t_num,
+                           .t_den = lim->t_den,
+                           .cost = costs[i],
+                           .bucket = (lim->cfg.algorithm == SL_TOKEN_BUCKET ||
+                                      lim->cfg.algorithm == SL_GCRA) &&
+                                     !lim->override};
+    }
     a->argc = 2;
     use_sha(a, sha);
     push_num(a, (int64_t)n);
@@ -436,13 +454,42 @@ static int reply_error(const redisReply *r, char *err, size_t errlen)
     return SL_ESTORE;
 }
 
-/* Reads the script's reply: 5 integers per item, item i's limit being
- * limits[i]. */
-static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
-                          sl_decision *each, char *err, size_t errlen)
+/* A bucket's decision from fast.lua's one integer x: the lead in ticks
+ * after it, x when admitted, -x - 1 when refused.  The fields are the
+ * lead's as schedule.lua (and src/core/schedule.h) report them: the
+ * units left, the time until the lead is gone, and a refusal's wait
+ * until lead + cost * T fits in B * T (-1: the cost is over B).  0, or
+ * -1 for a lead no decision leaves. */
+static int bucket_decision(const item_numbers *it, int64_t x, sl_decision *d)
+{
+    int64_t most = it->burst * it->t_num; /* <= 2^52: check_bounds() */
+    int64_t lead = x >= 0 ? x : -(x + 1);
+    if (x < -most - 1 || x > most)
+        return -1;
+    d->allowed = x >= 0;
+    d->limit = it->limit;
+    d->remaining = it->burst - sl__ceil_div64(lead, it->t_num);
+    d->reset_after = sl__ceil_div64(lead, it->t_den);
+    d->retry_after = 0;
+    if (x < 0)
+        d->retry_after =
+            it->cost > it->burst
+                ? -1
+                : sl__ceil_div64(lead + it->cost * it->t_num - most, it->t_den);
+    d->delay = 0;
+    return 0;
+}
+
+/* Reads the script's reply: 5 integers per item, or for one bucket item
+ * fast.lua's one integer. */
+static int read_decisions(const redisReply *r, const item_numbers *items,
+                          size_t n, sl_decision *each, char *err, size_t errlen)
 {
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
+    if (r->type == REDIS_REPLY_INTEGER && n == 1 && items[0].bucket &&
+        bucket_decision(&items[0], r->integer, &each[0]) == 0)
+        return 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
         goto bad;
     for (size_t i = 0; i < 5 * n; i++)
@@ -451,7 +498,7 @@ static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[5 * i];
         each[i].allowed = e[0]->integer != 0;
-        each[i].limit = limits[i];
+        each[i].limit = items[i].limit;
         each[i].remaining = e[1]->integer;
         each[i].reset_after = e[2]->integer;
         each[i].retry_after = e[3]->integer;
@@ -479,8 +526,8 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
     case SL__REDIS_REPLY_NOSCRIPT:
         return 1;
     }
-    if ((rc = read_decisions(reply, p->a.limits, p->a.n, got, errbuf,
-                             errlen)) != 0)
+    if ((rc = read_decisions(reply, p->a.items, p->a.n, got, errbuf, errlen)) !=
+        0)
         return rc;
     for (size_t j = 0; j < p->a.n; j++)
         call->each[p->item_of[j]] = got[j];
