@@ -5,7 +5,8 @@
 -- Redis, and whether two versions of it decide and write the same.
 --
 --   lua5.1 bench/redis_lua.lua insn DIR N B [SPEC] [noop]
---       N decisions of cost 1 on random keys of 100k, B calls per run
+--       N decisions of cost 1 on random keys of 100k (KEYS=k: of k),
+--       B calls per run
 --       (a batch when B > 1), on the stub's clock; SPEC is the limit's
 --       string (default token_bucket 100/s burst 100).  "noop": the
 --       same calls to a run() that does nothing (the driver's own cost).
@@ -55,6 +56,8 @@ end
 if mode == 'insn' then
     local dir, N, B = arg[2], tonumber(arg[3]), tonumber(arg[4])
     local spec = arg[5] or '0 100 1000000000 100 0 0 10000000 1'
+    -- KEYS=100: keys of 100, so that most calls find their key's state.
+    local NKEYS = tonumber(os.getenv('KEYS') or '100000')
     local clock = {s = '1790000000', us = '0'}
     local run = load_chunk(dir, clock)
     if arg[6] == 'noop' then
@@ -74,7 +77,7 @@ if mode == 'insn' then
         end
         for i = 1, B do
             seed = (seed * 1103515245 + 12345) % 2147483648
-            keys[i] = 'k' .. (seed % 100000)
+            keys[i] = 'k' .. (seed % NKEYS)
         end
         run(keys, args)
     end
