@@ -1287,6 +1287,69 @@ static void test_server_time_unix_socket_password_and_db(void **state)
     sl_limit_free(lim);
 }
 
+/* Batches on the server's clock, whose one-item bucket calls main.lua's
+ * batch loop sends to the fast path itself, decide as the memory store:
+ * a batch runs at one instant, so buckets on fresh keys, and the calls
+ * after them on the same keys, decide the same whatever that instant
+ * is.  A key holding a state the fast path leaves to the general path
+ * (four fields, long past) decides as a fresh one too. */
+static void test_server_clock_batches_decide_as_memory(void **state)
+{
+    enum { N = 40 };
+    static const char *const names[] = {"a", "b", "c", "old"};
+    sl_limit *lims[2] = {tu_limit(SL_TOKEN_BUCKET, 10, SEC, 0),
+                         tu_limit(SL_GCRA, 5, 3 * SEC, 0)};
+    sl_store *mem = tu_store(), *red;
+    sl__redis_keyspace ks;
+    redisContext *c = admin();
+    uint64_t s = 5;
+    sl_nanos t = INT64_C(1770000000) * SEC;
+    sl__redis_call *calls[N];
+    sl_decision me[N], re[N][4], ro[N], mo;
+    int rcs[N], noscripts = 0;
+    (void)state;
+
+    red = redis_store_opts((sl_redis_options){
+        .use_server_time = 1, .key_prefix = "sc:", .lazy_connect = 1});
+    expect_eq(sl__redis_store_keyspace(red, &ks), 0);
+    flushall();
+    for (size_t l = 0; l < 2; l++) {
+        /* "old": a state of four fields, at 1 s past the epoch. */
+        sl_check_item it = {lims[l], "old", 3};
+        int64_t one = 1;
+        const char *const *argv;
+        const size_t *lens;
+        expect_eq(sl__redis_call_new(&ks, &it, &one, 1, 0, 0, NULL, &calls[0],
+                                     NULL, 0),
+                  0);
+        sl__redis_call_argv(calls[0], &argv, &lens);
+        redisReply *r =
+            redisCommand(c, "SET %b %s", argv[3], lens[3], "1 0 0 7");
+        freeReplyObject(r);
+        sl__redis_call_free(calls[0]);
+    }
+    for (size_t j = 0; j < N; j++) {
+        const char *key = names[tu_below(&s, 4)];
+        sl_check_item it = {lims[tu_below(&s, 2)], key, strlen(key)};
+        int64_t cost = (int64_t)tu_below(&s, 4);
+        expect_eq(sl_check_costs(mem, &it, &cost, 1, t, 0, &me[j], &mo), 0);
+        expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &calls[j],
+                                     NULL, 0),
+                  0);
+    }
+    send_batch(c, calls, N, NULL, re, ro, rcs, &noscripts);
+    for (size_t j = 0; j < N; j++) {
+        expect_eq(rcs[j], 0);
+        expect_same("server clock", j, "", 0, t, &me[j], &re[j][0]);
+        sl__redis_call_free(calls[j]);
+    }
+    sl_limit_free(lims[0]);
+    sl_limit_free(lims[1]);
+    redisFree(c);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* EVAL of the script with argv[0..argc) after it (numkeys first), each
  * a C string but the last, of last_len bytes. */
 static redisReply *eval_args(redisContext *c, int argc, const char **argv,
@@ -1388,6 +1451,7 @@ int main(void)
         cmocka_unit_test(test_batches_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
         cmocka_unit_test(test_unreadable_calls_are_refused),
+        cmocka_unit_test(test_server_clock_batches_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_calls_are_fcalls_and_the_library_reloads),
         cmocka_unit_test(test_servers_without_functions_get_evalsha),

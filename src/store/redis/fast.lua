@@ -116,7 +116,19 @@ local function sched_fast(key, lim, cost, now_s, now_n)
     elseif fits then
         if s ~= set_s or n ~= set_n or f ~= set_f or left ~= set_left or
             EXTRA_TTL_MS ~= set_extra then
-            local ttl = ceil_div(left, 1000000) + EXTRA_TTL_MS
+            -- ceil_div(left, 1e6) inline: idiv()'s floor and its check,
+            -- then up when a remainder is left.
+            local ttl = floor(left / 1000000)
+            local r = left - ttl * 1000000
+            if r < 0 then
+                ttl, r = ttl - 1, r + 1000000
+            elseif r >= 1000000 then
+                ttl, r = ttl + 1, r - 1000000
+            end
+            if r > 0 then
+                ttl = ttl + 1
+            end
+            ttl = ttl + EXTRA_TTL_MS
             set_s, set_n, set_f, set_left, set_extra = s, n, f, left,
                 EXTRA_TTL_MS
             set_state = (small_strs[s] or str_of(s)) .. ' ' ..
