@@ -201,12 +201,12 @@ local out, count, at, k_at, head_at
 local function decide_batch()
     local h1, map = 3, args[4 + 3 * tonumber(args[3])]
     while at <= count do
+        head_at = nil -- stays nil if the call's head cannot be read
         local g = h1
         if map ~= '' then
             g = h1 + 3 * byte(map, at)
         end
         local head = args[g + 3]
-        head_at = nil -- stays nil if the head raises
         local h = heads[head] or head_of(head)
         head_at = h
         local fast = h.fast
@@ -242,7 +242,7 @@ local function run(run_keys, run_args)
         end
         return decide_call(0, h, args[1], args[2])
     end
-    out, count, at, k_at = {}, tonumber(args[2]), 1, 0
+    out, count, at, k_at, head_at = {}, tonumber(args[2]), 1, 0, nil
     while at <= count do
         local ok, e = pcall(decide_batch)
         if not ok then
