@@ -18,7 +18,9 @@
 -- few, and three arguments a call instead of 4 + 2 per item are what
 -- Redis turns into Lua strings (docs/benchmarks.md, "The call format").
 -- The reply is 5 integers per item:
--- allowed, remaining, reset_after, retry_after, delay.
+-- allowed, remaining, reset_after, retry_after, delay; or, for one
+-- token_bucket or gcra item decided by the fast path, one integer, its
+-- lead (fast.lua), from which call.c computes the five.
 --
 -- A batch (src/redis/redis_batch.c): args[1] is 'B', args[2] the number
 -- of calls, args[3] the number H of distinct (now_s, now_n, head)
