@@ -11,6 +11,9 @@
 #   N=5000 BATCHES="1 64" bench/redis_insn.sh
 #   KEYS=100 bench/redis_insn.sh         # keys of 100: most calls find
 #                                        # their key's state (sluice only)
+#   COST=/tmp/old/redis_script_cost bench/redis_insn.sh
+#                                        # another build's (a copy of
+#                                        # main's), run as it is
 #
 # Per case: "name via=... batch=B insn_per_decision=...".  The counters are
 # zeroed after the scripts are loaded and the keys flushed
@@ -21,8 +24,11 @@ BUILD="${BUILD:-$ROOT/build-bench}"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
 N="${N:-20000}"
 BATCHES="${BATCHES:-1 10 64}"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" --target redis_script_cost -j2 >/dev/null
+if [ -z "${COST:-}" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD" --target redis_script_cost -j2 >/dev/null
+  COST="$BUILD/bench/redis_script_cost"
+fi
 DIR=$(mktemp -d)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.%p" \
@@ -35,7 +41,7 @@ for _ in $(seq 300); do $CLI ping >/dev/null 2>&1 && break; sleep 0.1; done
 TB=$($CLI SCRIPT LOAD "$(cat "$PEERS_DIR/redis/token_bucket.lua")")
 # The script and the library loaded as the store loads them: one run of
 # one decision (its figures are not kept).
-"$BUILD/bench/redis_script_cost" "$PORT" 1 1 >/dev/null
+"$COST" "$PORT" 1 1 >/dev/null
 
 # insn NAME CMD...: Redis's instructions while CMD runs, per decision.
 insn() {
@@ -58,7 +64,7 @@ for b in $BATCHES; do
   for via in fcall evalsha; do
     n=$(( (N + b - 1) / b * b ))
     DECISIONS=$n VIA=$via LOADED=1 insn "sluice_script via=$via batch=$b" \
-      "$BUILD/bench/redis_script_cost" "$PORT" "$N" "$b"
+      "$COST" "$PORT" "$N" "$b"
   done
 done
 redis-server --version | cut -d" " -f1-3

@@ -5,7 +5,8 @@
 -- Redis, and whether two versions of it decide and write the same.
 --
 --   lua5.1 bench/redis_lua.lua insn DIR N B [SPEC] [noop]
---       N decisions of cost 1 on random keys of 100k, B calls per run
+--       N decisions of cost 1 on random keys of 100k (KEYS=k: of k),
+--       B calls per run
 --       (a batch when B > 1), on the stub's clock; SPEC is the limit's
 --       string (default token_bucket 100/s burst 100).  "noop": the
 --       same calls to a run() that does nothing (the driver's own cost).
@@ -15,7 +16,9 @@
 --       override on the same keys, windows of whole, sub- and odd
 --       periods, batches, records, now moving back and months away) to
 --       both; stops at the first run whose reply, written states or
---       TTLs differ.  For changing the Lua: OLD_DIR from git archive.
+--       TTLs differ.  For changing the Lua: OLD_DIR from git archive;
+--       OLD_FORMAT=1 when OLD_DIR takes the arguments of before the
+--       call's head (docs/stores.md).
 local mode = arg[1]
 local ORDER = assert(os.getenv('ORDER'), 'ORDER: the files, in order')
 
@@ -53,6 +56,8 @@ end
 if mode == 'insn' then
     local dir, N, B = arg[2], tonumber(arg[3]), tonumber(arg[4])
     local spec = arg[5] or '0 100 1000000000 100 0 0 10000000 1'
+    -- KEYS=100: keys of 100, so that most calls find their key's state.
+    local NKEYS = tonumber(os.getenv('KEYS') or '100000')
     local clock = {s = '1790000000', us = '0'}
     local run = load_chunk(dir, clock)
     if arg[6] == 'noop' then
@@ -63,20 +68,16 @@ if mode == 'insn' then
         t = t + 137
         clock.s = tostring(1790000000 + math.floor(t / 1000000))
         clock.us = tostring(t % 1000000)
-        local keys, args = {}, {}
-        if B == 1 then
+        -- As call.c and redis_batch.c send them: one call's now (the
+        -- server's) and head; a batch's calls all of one head.
+        local keys, head = {}, '0,0,' .. spec .. ',1'
+        local args = {'', '', head}
+        if B > 1 then
+            args = {'B', tostring(B), '1', '', '', head, ''}
+        end
+        for i = 1, B do
             seed = (seed * 1103515245 + 12345) % 2147483648
-            keys[1] = 'k' .. (seed % 100000)
-            args = {'', '', '0', '0', spec, '1'}
-        else
-            args = {'B', tostring(B)}
-            for i = 1, B do
-                seed = (seed * 1103515245 + 12345) % 2147483648
-                keys[i] = 'k' .. (seed % 100000)
-                for _, a in ipairs({'1', '', '', '0', '0', spec, '1'}) do
-                    args[#args + 1] = a
-                end
-            end
+            keys[i] = 'k' .. (seed % NKEYS)
         end
         run(keys, args)
     end
@@ -130,6 +131,98 @@ local function ser(x)
     table.sort(p)
     return '{' .. table.concat(p, ',') .. '}'
 end
+-- The arguments of calls (each {now_s, now_n, ttl, record, spec, cost,
+-- ...}) as call.c and redis_batch.c send them: one call's now and head
+-- ("ttl,record,spec,cost,..."); a batch's distinct triples and one byte
+-- per call naming its triple.  old: as they were sent before the head
+-- (OLD_FORMAT=1, an OLD_DIR of before 2026-11-26's sixth session): one
+-- call's fields each an argument, a batch's calls each its item count
+-- and fields.
+local OLD_FORMAT = os.getenv('OLD_FORMAT') == '1'
+local function args_of(calls, old)
+    local args = {}
+    if old then
+        if #calls > 1 then
+            args = {'B', tostring(#calls)}
+        end
+        for _, c in ipairs(calls) do
+            if #calls > 1 then
+                args[#args + 1] = tostring((#c - 4) / 2)
+            end
+            for _, x in ipairs(c) do
+                args[#args + 1] = x
+            end
+        end
+        return args
+    end
+    local triples, index, map = {}, {}, {}
+    for i, c in ipairs(calls) do
+        local t = {c[1], c[2], table.concat(c, ',', 3)}
+        local id = table.concat(t, '|')
+        if index[id] == nil then
+            triples[#triples + 1] = t
+            index[id] = #triples - 1
+        end
+        map[i] = string.char(index[id])
+    end
+    if #calls == 1 then
+        return triples[1]
+    end
+    args = {'B', tostring(#calls), tostring(#triples)}
+    for _, t in ipairs(triples) do
+        for _, x in ipairs(t) do
+            args[#args + 1] = x
+        end
+    end
+    args[#args + 1] = #triples == 1 and '' or table.concat(map)
+    return args
+end
+-- A reply with fast.lua's one-integer decisions of a bucket (its lead x,
+-- -x - 1 refused) made the 5 integers call.c makes of them
+-- (bucket_decision), so that replies of either form compare.
+local function idiv(a, b)
+    local q = math.floor(a / b)
+    local r = a - q * b
+    if r < 0 then
+        q = q - 1
+    elseif r >= b then
+        q = q + 1
+    end
+    return q
+end
+local function ceil_div(a, b)
+    local q = idiv(a, b)
+    return q * b < a and q + 1 or q
+end
+local function expand(ok, reply, calls)
+    local function one(x, c)
+        if type(x) ~= 'number' then
+            return x
+        end
+        local f = {}
+        for w in c[5]:gmatch('%d+') do
+            f[#f + 1] = tonumber(w)
+        end
+        local B, tn, td, cost = f[4], f[7], f[8], tonumber(c[6])
+        local lead = x >= 0 and x or -x - 1
+        local retry = 0
+        if x < 0 then
+            retry = cost > B and -1 or ceil_div(lead + cost * tn - B * tn, td)
+        end
+        return {x >= 0 and 1 or 0, B - ceil_div(lead, tn), ceil_div(lead, td),
+                retry, 0}
+    end
+    if not ok then
+        return reply
+    end
+    if #calls == 1 then
+        return one(reply, calls[1])
+    end
+    for i, c in ipairs(calls) do
+        reply[i] = one(reply[i], c)
+    end
+    return reply
+end
 local now_s, now_n = 1790000000, 0
 for it = 1, ITER do
     local r = R()
@@ -153,40 +246,33 @@ for it = 1, ITER do
         now_s, now_n = now_s - 1, now_n + 1e9
     end
     local keys = {}
-    local function one_call(a)
+    -- A call: {now_s, now_n, ttl, record, spec, cost, ...} as strings.
+    local function one_call()
         local n = R() < 0.9 and 1 or R(2, 3)
         local server = R() < 0.1
         if server then
             clock.s, clock.us = tostring(now_s), tostring(math.floor(now_n / 1000))
         end
-        a[#a + 1] = server and '' or tostring(now_s)
-        a[#a + 1] = server and '' or tostring(now_n)
-        a[#a + 1] = tostring(R(0, 2) * 1000)
-        a[#a + 1] = R() < 0.1 and '1' or '0'
+        local c = {server and '' or tostring(now_s),
+                   server and '' or tostring(now_n),
+                   tostring(R(0, 2) * 1000), R() < 0.1 and '1' or '0'}
         for _ = 1, n do
             local l = R() < 0.7 and limits[2 * R(#limits / 2) - 1] or
                           limits[R(#limits)]
             keys[#keys + 1] = l.key
-            a[#a + 1] = l.spec
-            a[#a + 1] = tostring(R() < 0.1 and R(0, 30) or R(0, 3))
+            c[#c + 1] = l.spec
+            c[#c + 1] = tostring(R() < 0.1 and R(0, 30) or R(0, 3))
         end
-        return n
+        return c
     end
-    local args = {}
-    local ncalls = R() < 0.7 and 1 or R(2, 5)
-    if ncalls == 1 then
-        one_call(args)
-    else
-        args = {'B', tostring(ncalls)}
-        for _ = 1, ncalls do
-            local sub = {}
-            args[#args + 1] = tostring(one_call(sub))
-            for _, x in ipairs(sub) do
-                args[#args + 1] = x
-            end
-        end
+    local calls = {}
+    for i = 1, R() < 0.7 and 1 or R(2, 5) do
+        calls[i] = one_call()
     end
-    local a, b = {pcall(run_old, keys, args)}, {pcall(run_new, keys, args)}
+    local args = args_of(calls)
+    local a, b = {pcall(run_old, keys, args_of(calls, OLD_FORMAT))},
+                 {pcall(run_new, keys, args_of(calls))}
+    a[2], b[2] = expand(a[1], a[2], calls), expand(b[1], b[2], calls)
     if ser(a) ~= ser(b) or ser(st_old) ~= ser(st_new) or
         ser(ttl_old) ~= ser(ttl_new) then
         print('run ' .. it .. ' differs: args ' .. ser(args) .. ' keys ' ..

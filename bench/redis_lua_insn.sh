@@ -8,6 +8,7 @@
 #   bench/redis_lua_insn.sh                      # this tree's Lua
 #   DIR=/tmp/old/src/store/redis bench/redis_lua_insn.sh   # another's
 #   SPEC='3 100 60000000000 0 0 0 600000000 1' bench/redis_lua_insn.sh
+#   KEYS=100 bench/redis_lua_insn.sh             # most calls find a state
 #
 # N decisions (2000) per case, BATCHES (1 64) calls per run.
 set -euo pipefail

@@ -1287,6 +1287,159 @@ static void test_server_time_unix_socket_password_and_db(void **state)
     sl_limit_free(lim);
 }
 
+/* Batches on the server's clock, whose one-item bucket calls main.lua's
+ * batch loop sends to the fast path itself, decide as the memory store:
+ * a batch runs at one instant, so buckets on fresh keys, and the calls
+ * after them on the same keys, decide the same whatever that instant
+ * is.  A key holding a state the fast path leaves to the general path
+ * (four fields, long past) decides as a fresh one too. */
+static void test_server_clock_batches_decide_as_memory(void **state)
+{
+    enum { N = 40 };
+    static const char *const names[] = {"a", "b", "c", "old"};
+    sl_limit *lims[2] = {tu_limit(SL_TOKEN_BUCKET, 10, SEC, 0),
+                         tu_limit(SL_GCRA, 5, 3 * SEC, 0)};
+    sl_store *mem = tu_store(), *red;
+    sl__redis_keyspace ks;
+    redisContext *c = admin();
+    uint64_t s = 5;
+    sl_nanos t = INT64_C(1770000000) * SEC;
+    sl__redis_call *calls[N];
+    sl_decision me[N], re[N][4], ro[N], mo;
+    int rcs[N], noscripts = 0;
+    (void)state;
+
+    red = redis_store_opts((sl_redis_options){
+        .use_server_time = 1, .key_prefix = "sc:", .lazy_connect = 1});
+    expect_eq(sl__redis_store_keyspace(red, &ks), 0);
+    flushall();
+    for (size_t l = 0; l < 2; l++) {
+        /* "old": a state of four fields, at 1 s past the epoch. */
+        sl_check_item it = {lims[l], "old", 3};
+        int64_t one = 1;
+        const char *const *argv;
+        const size_t *lens;
+        expect_eq(sl__redis_call_new(&ks, &it, &one, 1, 0, 0, NULL, &calls[0],
+                                     NULL, 0),
+                  0);
+        sl__redis_call_argv(calls[0], &argv, &lens);
+        redisReply *r =
+            redisCommand(c, "SET %b %s", argv[3], lens[3], "1 0 0 7");
+        freeReplyObject(r);
+        sl__redis_call_free(calls[0]);
+    }
+    for (size_t j = 0; j < N; j++) {
+        const char *key = names[tu_below(&s, 4)];
+        sl_check_item it = {lims[tu_below(&s, 2)], key, strlen(key)};
+        int64_t cost = (int64_t)tu_below(&s, 4);
+        expect_eq(sl_check_costs(mem, &it, &cost, 1, t, 0, &me[j], &mo), 0);
+        expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &calls[j],
+                                     NULL, 0),
+                  0);
+    }
+    send_batch(c, calls, N, NULL, re, ro, rcs, &noscripts);
+    for (size_t j = 0; j < N; j++) {
+        expect_eq(rcs[j], 0);
+        expect_same("server clock", j, "", 0, t, &me[j], &re[j][0]);
+        sl__redis_call_free(calls[j]);
+    }
+    sl_limit_free(lims[0]);
+    sl_limit_free(lims[1]);
+    redisFree(c);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
+/* EVAL of the script with argv[0..argc) after it (numkeys first), each
+ * a C string but the last, of last_len bytes. */
+static redisReply *eval_args(redisContext *c, int argc, const char **argv,
+                             size_t last_len)
+{
+    const char *all[24];
+    size_t lens[24];
+    all[0] = "EVAL";
+    all[1] = sl__redis_script;
+    for (int i = 0; i < argc; i++)
+        all[2 + i] = argv[i];
+    for (int i = 0; i < argc + 2; i++)
+        lens[i] = strlen(all[i]);
+    lens[argc + 1] = last_len;
+    redisReply *r = redisCommandArgv(c, argc + 2, all, lens);
+    assert_non_null(r);
+    return r;
+}
+
+/* An integer command's reply (DBSIZE, EXISTS). */
+static long long int_of(redisContext *c, const char *cmd)
+{
+    redisReply *r = redisCommand(c, cmd);
+    long long v = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static int is_error(const redisReply *r, const char *start)
+{
+    return r->type == REDIS_REPLY_ERROR &&
+           strncmp(r->str, start, strlen(start)) == 0;
+}
+
+/* A call's head (main.lua's "ttl,record,spec,cost...") that the script
+ * cannot read is refused (EINVAL), as is a head of more or fewer items
+ * than the call's keys.  In a batch, a call whose head is unreadable
+ * fails with every call after it (where their keys start is unknown),
+ * the calls before it stand; a call that fails after its head was read
+ * fails alone. */
+static void test_unreadable_calls_are_refused(void **state)
+{
+    redisContext *c = admin();
+    const char *spec = "0,0,0 10 1000000000 10 0 0 100000000 1,1";
+    (void)state;
+
+    flushall();
+    const char *none[] = {"1", "k", "", "", "0,0"};
+    redisReply *r = eval_args(c, 5, none, 3);
+    expect_eq(is_error(r, "EINVAL malformed call"), 1);
+    freeReplyObject(r);
+    const char *two_keys[] = {"2", "k", "j", "", "", spec};
+    r = eval_args(c, 6, two_keys, strlen(spec));
+    expect_eq(is_error(r, "EINVAL 2 keys for 1 items"), 1);
+    freeReplyObject(r);
+    const char *bad_cost[] = {"1", "k", "", "", "0,0,0 10 1 10 0 0 1 1,x"};
+    r = eval_args(c, 5, bad_cost, strlen(bad_cost[4]));
+    expect_eq(is_error(r, "EINVAL malformed call"), 1);
+    freeReplyObject(r);
+    expect_eq(int_of(c, "DBSIZE"), 0);
+
+    /* a, then b of another type (fails alone), then c, then d with an
+     * unreadable head: d and e fail, the others decide.  The map: calls
+     * 0, 0, 0, 1, 0 (the second triple is d's). */
+    expect_eq(tu_redis_do(c, "RPUSH b x"), 0);
+    const char *batch[] = {"5", "a", "b", "c",  "d", "e", "B",  "5",
+                           "2", "",  "",  spec, "",  "",  "0,", "\0\0\0\1\0"};
+    r = eval_args(c, 16, batch, 5);
+    expect_eq(r->type, REDIS_REPLY_ARRAY);
+    expect_eq(r->elements, 5);
+    for (size_t i = 0; i < 5 && r->elements == 5; i++) {
+        const redisReply *e = r->element[i];
+        if (i == 0 || i == 2) {
+            /* A full bucket less 1: a lead of T = 1e8 ticks (fast.lua's
+             * one integer). */
+            expect_eq(e->type, REDIS_REPLY_INTEGER);
+            expect_eq(e->integer, 100000000);
+        } else if (i == 1) {
+            expect_eq(is_error(e, "WRONGTYPE"), 1);
+        } else {
+            expect_eq(is_error(e, "EINVAL malformed call"), 1);
+        }
+    }
+    freeReplyObject(r);
+    /* The keys written: a and c (and b, the list). */
+    expect_eq(int_of(c, "DBSIZE"), 3);
+    expect_eq(int_of(c, "EXISTS a c"), 2);
+    redisFree(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1297,6 +1450,8 @@ int main(void)
         cmocka_unit_test(test_async_calls_decide_as_memory),
         cmocka_unit_test(test_batches_decide_as_memory),
         cmocka_unit_test(test_batch_and_binary_keys_decide_as_memory),
+        cmocka_unit_test(test_unreadable_calls_are_refused),
+        cmocka_unit_test(test_server_clock_batches_decide_as_memory),
         cmocka_unit_test(test_script_reloads_after_flush),
         cmocka_unit_test(test_calls_are_fcalls_and_the_library_reloads),
         cmocka_unit_test(test_servers_without_functions_get_evalsha),

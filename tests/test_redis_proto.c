@@ -345,8 +345,8 @@ static void test_call_arguments(void **state)
               0);
     expect_eq(sl__redis_call_parts(c), 1);
     expect_eq(sl__redis_call_part_slot(c, 0), -1);
-    /* EVALSHA sha 1 key now_s now_ns ttl record spec cost */
-    expect_eq(sl__redis_call_argv(c, &argv, &lens), 10);
+    /* EVALSHA sha 1 key now_s now_ns "ttl,record,spec,cost" */
+    expect_eq(sl__redis_call_argv(c, &argv, &lens), 7);
     assert_true(arg_is(c, 0, 0, "EVALSHA") && arg_is(c, 0, 1, SHA));
     assert_true(arg_is(c, 0, 2, "1"));
     /* The key: prefix, the limit's identity, the tag in braces. */
@@ -354,8 +354,8 @@ static void test_call_arguments(void **state)
     assert_memory_equal(argv[3], "t:", 2);
     assert_memory_equal(argv[3] + 18, ":{tenant}/user", 14);
     assert_true(arg_is(c, 0, 4, "5") && arg_is(c, 0, 5, "6"));
-    assert_true(arg_is(c, 0, 6, "7") && arg_is(c, 0, 7, "1"));
-    assert_true(arg_is(c, 0, 9, "3"));
+    /* token_bucket 10/s: L 10, P 1 s, B 10, T = 1e8 / 1. */
+    assert_true(arg_is(c, 0, 6, "7,1,0 10 1000000000 10 0 0 100000000 1,3"));
     sl__redis_call_use_eval(c);
     assert_true(arg_is(c, 0, 0, "EVAL") && arg_is(c, 0, 1, sl__redis_script));
     sl__redis_call_part_use_sha(c, 0, SHA);
@@ -439,6 +439,64 @@ static void test_call_replies(void **state)
     sl__redis_call_free(c);
     sl_limit_free(lim);
     sl_store_free(st);
+}
+
+/* One call of one item of lim at cost, read from a reply's text. */
+static int read_one(sl_limit *lim, int64_t cost, const char *text,
+                    sl_decision *d)
+{
+    sl_store *st = lazy_store((sl_redis_options){.url = "redis://h:1"});
+    sl__redis_keyspace ks = keyspace_of(st);
+    sl_check_item it = {lim, "k", 1};
+    sl__redis_call *c;
+    char err[256];
+    expect_eq(sl__redis_call_new(&ks, &it, &cost, 1, 0, 0, NULL, &c, err,
+                                 sizeof(err)),
+              0);
+    int rc = read_reply(c, text, d, err);
+    sl__redis_call_free(c);
+    sl_store_free(st);
+    return rc;
+}
+
+/* A token_bucket or gcra item's reply may be fast.lua's one integer, its
+ * lead in ticks (x admitted, -x - 1 refused): the fields are computed
+ * from it as schedule.h reports them.  Any other call's integer reply, or
+ * a lead no decision leaves, is an unexpected reply. */
+static void test_bucket_integer_replies(void **state)
+{
+    /* T = 1e8 / 1: a unit is 1e8 ticks, B * T = 1e9. */
+    sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 10, SEC, 0);
+    /* gcra 3/s burst 3: T = 1e9 / 3, B * T = 3e9 ticks of 1/3 ns. */
+    sl_limit *gc = tu_limit(SL_GCRA, 3, SEC, 0);
+    sl_limit *fw = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);
+    sl_decision d;
+    (void)state;
+
+    expect_eq(read_one(tb, 1, ":0\r\n", &d), 0);
+    expect_eq(d.allowed && d.limit == 10 && d.remaining == 10, 1);
+    expect_eq(d.reset_after == 0 && d.retry_after == 0 && d.delay == 0, 1);
+    expect_eq(read_one(tb, 1, ":250000000\r\n", &d), 0);
+    expect_eq(d.allowed && d.remaining == 7 && d.reset_after == 250000000, 1);
+    /* Full, cost 3: the wait until 3 units fit, 3e8 ns. */
+    expect_eq(read_one(tb, 3, ":-1000000001\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 0 && d.reset_after == SEC, 1);
+    expect_eq(d.retry_after, 300000000);
+    expect_eq(read_one(tb, 11, ":-1\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 10 && d.retry_after == -1, 1);
+    expect_eq(read_one(gc, 1, ":1000000001\r\n", &d), 0);
+    expect_eq(d.allowed && d.remaining == 1, 1);
+    expect_eq(d.reset_after, 333333334);
+    /* Refused at a lead of 2.5e9 + 1 ticks, cost 1: (0.5e9 + 1) / 3. */
+    expect_eq(read_one(gc, 1, ":-2500000002\r\n", &d), 0);
+    expect_eq(!d.allowed && d.remaining == 0, 1);
+    expect_eq(d.retry_after, 166666667);
+    expect_eq(read_one(tb, 1, ":1000000001\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(tb, 1, ":-1000000002\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(fw, 1, ":0\r\n", &d), SL_ESTORE);
+    sl_limit_free(tb);
+    sl_limit_free(gc);
+    sl_limit_free(fw);
 }
 
 /* On a cluster store a call has one part per slot, in ascending slot
@@ -545,18 +603,21 @@ static void test_key_tag_escaped(void **state)
 }
 
 /* A batch's command is its calls' commands rearranged: every key first,
- * then 'B', the count, and each call's numkeys and other arguments. */
+ * then 'B', the count, the calls' distinct (now_s, now_n, head) triples
+ * once each, and which triple each call has (one byte per call, or ""
+ * when all have one). */
 static void test_batch_format(void **state)
 {
     sl_store *st = lazy_store((sl_redis_options){.url = "redis://h:1"});
     sl__redis_keyspace ks = keyspace_of(st);
     sl_limit *lim = tu_limit(SL_GCRA, 10, SEC, 0);
     sl_check_item two[2] = {{lim, "x", 1}, {lim, "y", 1}}, one = {lim, "z", 1};
+    sl_check_item again[2] = {{lim, "v", 1}, {lim, "w", 1}};
     int64_t costs[2] = {1, 2};
-    sl__redis_call *calls[2];
-    const char *const *argv[2];
-    const size_t *lens[2];
-    int argc[2];
+    sl__redis_call *calls[3], *many[SL__REDIS_MAX_BATCH + 1];
+    const char *const *argv[3];
+    const size_t *lens[3];
+    int argc[3];
     char *cmd;
     size_t len;
     (void)state;
@@ -567,44 +628,62 @@ static void test_batch_format(void **state)
     expect_eq(sl__redis_call_new(&ks, &one, costs, 1, SEC, SL_RECORD, SHA,
                                  &calls[1], NULL, 0),
               0);
-    for (int i = 0; i < 2; i++)
+    /* Other keys, the same now and head as calls[0]. */
+    expect_eq(sl__redis_call_new(&ks, again, costs, 2, SEC, 0, SHA, &calls[2],
+                                 NULL, 0),
+              0);
+    for (int i = 0; i < 3; i++)
         argc[i] = sl__redis_call_argv(calls[i], &argv[i], &lens[i]);
-    expect_eq(sl__redis_batch_format(calls, 2, SHA, &cmd, &len), 0);
+    expect_eq(sl__redis_batch_format(calls, 3, SHA, &cmd, &len), 0);
     redisReply *b = resp_n(cmd, len);
     free(cmd);
     expect_eq(b->type, REDIS_REPLY_ARRAY);
-    expect_eq(b->elements, 5 + (size_t)(argc[0] - 2) + (size_t)(argc[1] - 2));
-    const char *head[] = {"EVALSHA", SHA, "3"};
+    /* The head, 5 keys, B, 3, 2 (triples), two triples, the map. */
+    expect_eq(b->elements, 3 + 5 + 3 + 2 * 3 + 1);
+    const char *head[] = {"EVALSHA", SHA, "5"};
     for (size_t i = 0; i < 3; i++)
         assert_string_equal(b->element[i]->str, head[i]);
-    /* The keys: x, y, then z. */
+    /* The keys: x, y, z, then v, w. */
     size_t at = 3;
-    for (int c = 0; c < 2; c++)
-        for (int k = 3; k < 3 + (c == 0 ? 2 : 1); k++, at++)
+    for (int c = 0; c < 3; c++)
+        for (int k = 3; k < 3 + (c == 1 ? 1 : 2); k++, at++)
             assert_memory_equal(b->element[at]->str, argv[c][k], lens[c][k]);
     assert_string_equal(b->element[at++]->str, "B");
+    assert_string_equal(b->element[at++]->str, "3");
     assert_string_equal(b->element[at++]->str, "2");
-    for (int c = 0; c < 2; c++) {
-        int keys = c == 0 ? 2 : 1;
-        assert_string_equal(b->element[at++]->str, c == 0 ? "2" : "1");
-        for (int j = 3 + keys; j < argc[c]; j++, at++) {
+    /* calls[0]'s triple, then calls[1]'s: each the call's last three. */
+    for (int c = 0; c < 2; c++)
+        for (int j = argc[c] - 3; j < argc[c]; j++, at++) {
             expect_eq(b->element[at]->len, lens[c][j]);
             assert_memory_equal(b->element[at]->str, argv[c][j], lens[c][j]);
         }
-    }
-    expect_eq(at, b->elements);
+    expect_eq(b->element[at]->len, 3);
+    assert_memory_equal(b->element[at]->str, "\0\1\0", 3);
+    expect_eq(at + 1, b->elements);
     freeReplyObject(b);
 
-    /* sha NULL: EVAL with the script's text. */
+    /* One triple: no map.  sha NULL: EVAL with the script's text. */
     expect_eq(sl__redis_batch_format(calls, 1, NULL, &cmd, &len), 0);
     b = resp_n(cmd, len);
     free(cmd);
     assert_string_equal(b->element[0]->str, "EVAL");
     assert_string_equal(b->element[1]->str, sl__redis_script);
+    expect_eq(b->elements, 3 + 2 + 3 + 3 + 1);
+    assert_string_equal(b->element[7]->str, "1");
+    expect_eq(b->element[b->elements - 1]->len, 0);
     freeReplyObject(b);
     expect_eq(sl__redis_batch_format(calls, 0, SHA, &cmd, &len), SL_EINVAL);
     expect_eq(sl__redis_batch_format(calls, 2, "short", &cmd, &len), SL_EINVAL);
-    for (int i = 0; i < 2; i++)
+    /* At most SL__REDIS_MAX_BATCH calls: a map byte names each's triple. */
+    for (size_t i = 0; i <= SL__REDIS_MAX_BATCH; i++)
+        many[i] = calls[i % 3];
+    expect_eq(
+        sl__redis_batch_format(many, SL__REDIS_MAX_BATCH, SHA, &cmd, &len), 0);
+    free(cmd);
+    expect_eq(
+        sl__redis_batch_format(many, SL__REDIS_MAX_BATCH + 1, SHA, &cmd, &len),
+        SL_EINVAL);
+    for (int i = 0; i < 3; i++)
         sl__redis_call_free(calls[i]);
     sl_limit_free(lim);
     sl_store_free(st);
@@ -764,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_call_arguments),
         cmocka_unit_test(test_call_replies),
         cmocka_unit_test(test_call_parts_on_a_cluster),
+        cmocka_unit_test(test_bucket_integer_replies),
         cmocka_unit_test(test_batch_format),
         cmocka_unit_test(test_batch_reply_picking),
         cmocka_unit_test(test_endpoint_and_keyspace),

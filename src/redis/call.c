@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/schedule.h"
 #include "internal.h"
 #include "redis/redis_proto.h"
 
@@ -20,14 +21,16 @@
 #define EXACT_BOUND (INT64_C(1) << 52)
 
 enum {
-    ITEM_ARGS = 2, /* per item, as src/store/redis/main.lua reads them */
-    CALL_ARGS = 4, /* now (s, ns), extra TTL, record */
+    CALL_ARGS = 3, /* now (s, ns), the head, as main.lua reads them */
     NUM_LEN = 24,  /* an int64 in decimal, NUL included */
     /* algorithm L P B step flags t_num t_den, and for an override of a
      * schedule its base's L (schedule.lua) */
     SPEC_FIELDS = 9,
+    /* The head: the extra TTL and record, then per item its limit and
+     * cost, each field with the separator after it. */
+    HEAD_LEN = 2 * NUM_LEN + SL_MAX_ITEMS * (SPEC_FIELDS + 1) * NUM_LEN,
     IDENT_HEX = 16, /* the limit's identity in a key name */
-    MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS,
+    MAX_ARGS = 3 + SL_MAX_ITEMS + CALL_ARGS,
 };
 
 /* ---- what the script can decide, and under which key ---- */
@@ -123,19 +126,27 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
 
 /* ---- the arguments of one script call ---- */
 
+/* What reading an item's decision needs of its limit and cost: L, and
+ * for a bucket's one-integer reply (fast.lua) B, T and the cost. */
+typedef struct item_numbers {
+    int64_t limit, burst, t_num, t_den, cost;
+    int bucket; /* token_bucket or gcra of its own numbers */
+} item_numbers;
+
 /* The arguments of one call, pointing into bufs it owns. */
 typedef struct call_args {
     int argc;
     const char *argv[MAX_ARGS];
     size_t lens[MAX_ARGS];
-    char nums[(CALL_ARGS + ITEM_ARGS * SL_MAX_ITEMS + 1)][NUM_LEN];
+    char nums[3][NUM_LEN]; /* numkeys, now (s, ns) */
     int nnums;
-    /* Each item's limit as one argument: the script reads a limit's
-     * fields once per run, not once per item (main.lua's limit_of). */
-    char specs[SL_MAX_ITEMS][SPEC_FIELDS * NUM_LEN];
-    char *keys;                   /* malloc'd: every key name */
-    size_t n;                     /* items */
-    int64_t limits[SL_MAX_ITEMS]; /* each item's L, for its decision */
+    /* Everything of the call but its keys and now, as one argument
+     * (main.lua's head_of): the script parses a head once and keeps it,
+     * and most calls of a server share a few heads. */
+    char head[HEAD_LEN];
+    char *keys;                       /* malloc'd: every key name */
+    size_t n;                         /* items */
+    item_numbers items[SL_MAX_ITEMS]; /* for reading their decisions */
 } call_args;
 
 static void push_arg(call_args *a, const char *s, size_t len)
@@ -170,8 +181,9 @@ static void push_num(call_args *a, int64_t v)
     push_arg(a, s, put_num(s, v));
 }
 
-/* A limit's fields, space-separated (all >= 0: sl_limit_new). */
-static void push_spec(call_args *a, size_t item, const sl_limit *lim)
+/* A limit's fields at s, space-separated (all >= 0: sl_limit_new): the
+ * length written. */
+static size_t put_spec(char *s, const sl_limit *lim)
 {
     const int64_t f[SPEC_FIELDS] = {
         lim->cfg.algorithm, lim->cfg.limit, lim->cfg.period,
@@ -180,12 +192,29 @@ static void push_spec(call_args *a, size_t item, const sl_limit *lim)
     int fields = lim->override && is_bucket(lim->cfg.algorithm)
                      ? SPEC_FIELDS
                      : SPEC_FIELDS - 1;
-    char *s = a->specs[item];
     size_t len = 0;
     for (int i = 0; i < fields; i++) {
         if (i > 0)
             s[len++] = ' ';
         len += put_num(s + len, f[i]);
+    }
+    return len;
+}
+
+/* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua). */
+static void push_head(call_args *a, const sl__redis_keyspace *ks,
+                      const sl_check_item *items, const int64_t *costs,
+                      size_t n, int record)
+{
+    char *s = a->head;
+    size_t len = put_num(s, ks->extra_ttl_ms);
+    s[len++] = ',';
+    s[len++] = record ? '1' : '0';
+    for (size_t i = 0; i < n; i++) {
+        s[len++] = ',';
+        len += put_spec(s + len, items[i].limit);
+        s[len++] = ',';
+        len += put_num(s + len, costs[i]);
     }
     push_arg(a, s, len);
 }
@@ -209,8 +238,18 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         return SL_ENOMEM;
     a->nnums = 0;
     a->n = n;
-    for (size_t i = 0; i < n; i++)
-        a->limits[i] = items[i].limit->cfg.limit;
+    for (size_t i = 0; i < n; i++) {
+        const sl_limit *lim = items[i].limit;
+        a->items[i] =
+            (item_numbers){.limit = lim->cfg.limit,
+                           .burst = lim->cfg.burst,
+                           .t_num = lim->t_num,
+                           .t_den = lim->t_den,
+                           .cost = costs[i],
+                           .bucket = (lim->cfg.algorithm == SL_TOKEN_BUCKET ||
+                                      lim->cfg.algorithm == SL_GCRA) &&
+                                     !lim->override};
+    }
     a->argc = 2;
     use_sha(a, sha);
     push_num(a, (int64_t)n);
@@ -226,12 +265,7 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         push_num(a, now / SL_NS_PER_SEC);
         push_num(a, now % SL_NS_PER_SEC);
     }
-    push_num(a, ks->extra_ttl_ms);
-    push_num(a, record != 0);
-    for (size_t i = 0; i < n; i++) {
-        push_spec(a, i, items[i].limit);
-        push_num(a, costs[i]);
-    }
+    push_head(a, ks, items, costs, n, record);
     return 0;
 }
 
@@ -420,13 +454,42 @@ static int reply_error(const redisReply *r, char *err, size_t errlen)
     return SL_ESTORE;
 }
 
-/* Reads the script's reply: 5 integers per item, item i's limit being
- * limits[i]. */
-static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
-                          sl_decision *each, char *err, size_t errlen)
+/* A bucket's decision from fast.lua's one integer x: the lead in ticks
+ * after it, x when admitted, -x - 1 when refused.  The fields are the
+ * lead's as schedule.lua (and src/core/schedule.h) report them: the
+ * units left, the time until the lead is gone, and a refusal's wait
+ * until lead + cost * T fits in B * T (-1: the cost is over B).  0, or
+ * -1 for a lead no decision leaves. */
+static int bucket_decision(const item_numbers *it, int64_t x, sl_decision *d)
+{
+    int64_t most = it->burst * it->t_num; /* <= 2^52: check_bounds() */
+    int64_t lead = x >= 0 ? x : -(x + 1);
+    if (x < -most - 1 || x > most)
+        return -1;
+    d->allowed = x >= 0;
+    d->limit = it->limit;
+    d->remaining = it->burst - sl__ceil_div64(lead, it->t_num);
+    d->reset_after = sl__ceil_div64(lead, it->t_den);
+    d->retry_after = 0;
+    if (x < 0)
+        d->retry_after =
+            it->cost > it->burst
+                ? -1
+                : sl__ceil_div64(lead + it->cost * it->t_num - most, it->t_den);
+    d->delay = 0;
+    return 0;
+}
+
+/* Reads the script's reply: 5 integers per item, or for one bucket item
+ * fast.lua's one integer. */
+static int read_decisions(const redisReply *r, const item_numbers *items,
+                          size_t n, sl_decision *each, char *err, size_t errlen)
 {
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
+    if (r->type == REDIS_REPLY_INTEGER && n == 1 && items[0].bucket &&
+        bucket_decision(&items[0], r->integer, &each[0]) == 0)
+        return 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
         goto bad;
     for (size_t i = 0; i < 5 * n; i++)
@@ -435,7 +498,7 @@ static int read_decisions(const redisReply *r, const int64_t *limits, size_t n,
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[5 * i];
         each[i].allowed = e[0]->integer != 0;
-        each[i].limit = limits[i];
+        each[i].limit = items[i].limit;
         each[i].remaining = e[1]->integer;
         each[i].reset_after = e[2]->integer;
         each[i].retry_after = e[3]->integer;
@@ -463,8 +526,8 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
     case SL__REDIS_REPLY_NOSCRIPT:
         return 1;
     }
-    if ((rc = read_decisions(reply, p->a.limits, p->a.n, got, errbuf,
-                             errlen)) != 0)
+    if ((rc = read_decisions(reply, p->a.items, p->a.n, got, errbuf, errlen)) !=
+        0)
         return rc;
     for (size_t j = 0; j < p->a.n; j++)
         call->each[p->item_of[j]] = got[j];

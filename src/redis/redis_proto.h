@@ -277,13 +277,15 @@ void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,
  * each exactly as if it had been sent alone: its own items all or
  * nothing, and an error (SL_ERANGE, a key of another type...) ends only
  * that call.  Calls must be of one part each and share a server (a plain
- * store; on a cluster, one slot). */
+ * store; on a cluster, one slot).  At most SL__REDIS_MAX_BATCH calls: a
+ * batch names each call's (now, head) by one byte. */
+#define SL__REDIS_MAX_BATCH 256
 
 /* Writes the batch's command in RESP (for redisAsyncFormattedCommand())
  * to *out, which the caller frees with free(); sha NULL: EVAL with the
- * script's text (after a NOSCRIPT).  Returns 0, SL_EINVAL (no calls, a
- * call of several parts, a bad sha) or SL_ENOMEM.  The calls are only
- * read. */
+ * script's text (after a NOSCRIPT).  Returns 0, SL_EINVAL (no calls or
+ * more than SL__REDIS_MAX_BATCH, a call of several parts, a bad sha) or
+ * SL_ENOMEM.  The calls are only read. */
 int sl__redis_batch_format(sl__redis_call *const *calls, size_t n,
                            const char *sha, char **out, size_t *len);
 /* Call i's reply within the batch's reply, for sl__redis_call_read() or

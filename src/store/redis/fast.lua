@@ -16,10 +16,23 @@
 -- integers below 2^53; both then report the lead plus add, and a refusal
 -- waits ceil((lead + add - B * T) / t_den) ns (-1 over B).
 --
+-- The reply is one integer, the lead after the decision, x = lead when
+-- admitted and -lead - 1 when refused (call.c's bucket_decision): the
+-- remaining, the reset and the wait are the lead's functions of B, T and
+-- the cost, which the caller knows, so they cost neither a table here
+-- nor four integers of reply (docs/stores.md, "Fast paths").
+--
 -- After an admission the lead is lead + add exactly: S' = max(S, now) +
 -- add / t_den, so S' - now in ticks is add when S <= now (lead 0), else
 -- (S - now) + add; past the horizon (lead capped at B * T) only cost 0
 -- fits, and the lead stays B * T.  So sched_ahead() need not run again.
+
+-- The last state string written and its TTL, and what they were made
+-- of: the calls of a batch run at one instant, so the keys that had no
+-- state (or an expired one) and pay the same cost all write the same
+-- state, whose string (a format() of its ns, ~2k instructions, and a
+-- concatenation) is then made once.
+local set_s, set_n, set_f, set_left, set_extra, set_state, set_ttl
 
 local function sched_fast(key, lim, cost, now_s, now_n)
     local v = rcall('GET', key)
@@ -64,7 +77,6 @@ local function sched_fast(key, lim, cost, now_s, now_n)
         add = cost * t_num
         fits = lead + add <= most
     end
-    local retry = 0
     if fits then
         -- sched_push(): from max(S, now).  idiv() only where a quotient
         -- is not plain: mostly t_den = 1 and whole < 1 s.
@@ -92,10 +104,6 @@ local function sched_fast(key, lim, cost, now_s, now_n)
             s, n = s + 1, n - E9
         end
         lead = lead + add
-    elseif cost > burst then
-        retry = -1
-    else
-        retry = ceil_div(lead + add - most, t_den)
     end
 
     -- sched_save(): sched_left() of the state written, or kept (none:
@@ -106,14 +114,36 @@ local function sched_fast(key, lim, cost, now_s, now_n)
             rcall('DEL', key)
         end
     elseif fits then
-        local ttl = ceil_div(left, 1000000) + EXTRA_TTL_MS
-        rcall('SET', key, (small_strs[s] or str_of(s)) .. ' ' ..
-              format('%d', n) .. ' ' .. (small_strs[f] or str_of(f)), 'PX',
-              small_strs[ttl] or str_of(ttl))
+        if s ~= set_s or n ~= set_n or f ~= set_f or left ~= set_left or
+            EXTRA_TTL_MS ~= set_extra then
+            -- ceil_div(left, 1e6) inline: idiv()'s floor and its check,
+            -- then up when a remainder is left.
+            local ttl = floor(left / 1000000)
+            local r = left - ttl * 1000000
+            if r < 0 then
+                ttl, r = ttl - 1, r + 1000000
+            elseif r >= 1000000 then
+                ttl, r = ttl + 1, r - 1000000
+            end
+            if r > 0 then
+                ttl = ttl + 1
+            end
+            ttl = ttl + EXTRA_TTL_MS
+            set_s, set_n, set_f, set_left, set_extra = s, n, f, left,
+                EXTRA_TTL_MS
+            set_state = (small_strs[s] or str_of(s)) .. ' ' ..
+                            format('%d', n) .. ' ' ..
+                            (small_strs[f] or str_of(f))
+            set_ttl = small_strs[ttl] or str_of(ttl)
+        end
+        rcall('SET', key, set_state, 'PX', set_ttl)
     end
-    return {fits and 1 or 0,
-            lead == 0 and burst or burst - ceil_div(lead, t_num),
-            t_den == 1 and lead or ceil_div(lead, t_den), retry, 0}
+    -- The reply: the lead, from which call.c computes the decision's
+    -- fields (it knows B, T and the cost) as schedule.lua would.
+    if fits then
+        return lead
+    end
+    return -lead - 1
 end
 
 -- fixed_window.lua's decision in the same way: one item, committed, on a

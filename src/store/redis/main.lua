@@ -8,27 +8,35 @@
 -- server's time) and bounds what it keeps (the limits read).
 --
 -- One call: keys[i] is item i's key.  args: now's seconds and ns within
--- the second (both empty: read the server's TIME), the extra TTL in ms, 1
--- to record (SL_RECORD: every item's cost is consumed, fitting or not),
--- then ITEM_ARGS values per item: its limit, "algorithm L P B step flags
--- t_num t_den" in one string (call.c; an override of a schedule adds its
--- base's L), and its cost (per item, so that a call may charge each limit
--- its own).  The reply is 5 integers per item:
--- allowed, remaining, reset_after, retry_after, delay.
+-- the second (both empty: read the server's TIME), then the call's head,
+-- one string (call.c): "ttl,record,spec,cost[,spec,cost...]" - the extra
+-- TTL in ms, 1 to record (SL_RECORD: every item's cost is consumed,
+-- fitting or not), then per item its limit, "algorithm L P B step flags
+-- t_num t_den" (an override of a schedule adds its base's L), and its
+-- cost (per item, so that a call may charge each limit its own).  A head
+-- is parsed once and kept (head_of): the calls of a server mostly share a
+-- few, and three arguments a call instead of 4 + 2 per item are what
+-- Redis turns into Lua strings (docs/benchmarks.md, "The call format").
+-- The reply is 5 integers per item:
+-- allowed, remaining, reset_after, retry_after, delay; or, for one
+-- token_bucket or gcra item decided by the fast path, one integer, its
+-- lead (fast.lua), from which call.c computes the five.
 --
 -- A batch (src/redis/redis_batch.c): args[1] is 'B', args[2] the number
--- of calls, then per call its number of items and its own args as above;
--- keys are the calls' keys one call after the other.  The reply has one
--- element per call: its reply as above, or its error.  Each call is
--- decided exactly as if it had been sent alone, in order: a call's error
--- is raised before it writes anything (below) and ends only that call.
+-- of calls, args[3] the number H of distinct (now_s, now_n, head)
+-- triples, then the H triples, then which triple each call has: "" when
+-- H is 1, else one byte per call, the triple's index from 0.  keys are
+-- the calls' keys one call after the other.  The reply has one element
+-- per call: its reply as above, or its error.  Each call is decided
+-- exactly as if it had been sent alone, in order: a call's error is
+-- raised before it writes anything (below) and ends only that call.
 --
 -- One item is committed (or recorded) directly.  Several are decided as
 -- the memory store does (memory_check_multi): a PEEK pass that writes
 -- nothing, then a RECORD pass when recording, else a COMMIT pass if all
 -- fit and a REFUSE pass if not, so the call is all-or-nothing, and every
 -- error is raised in the PEEK pass, before any write.
-local CALL_ARGS, ITEM_ARGS = 4, 2
+local HEAD_FIELDS = 2 -- ttl, record; then 2 per item
 local ALGORITHMS = {
     [0] = token_bucket, gcra, leaky_bucket, fixed_window, sliding_log,
     sliding_window, stepped_window,
@@ -100,45 +108,67 @@ local function limit_of(spec)
     return l
 end
 
--- The call of n items whose keys follow keys[k] and whose arguments
--- follow args[g]: its reply, or raises its error.
-local function decide_call(k, g, n)
+-- A call's head parsed: its items' limits and costs (n of each), the
+-- extra TTL, whether to record; for one item its limit and cost at hand.
+-- Kept as the limits are (memo_of, prelude.lua).  Raises, keeping
+-- nothing, on a head call.c does not write.
+local heads, head_of = memo_of(function(head)
+    local f, n = {}, 0
+    for x in gmatch(head .. ',', '([^,]*),') do
+        n = n + 1
+        f[n] = x
+    end
+    local items = (n - HEAD_FIELDS) / 2
+    local h = {n = items, ttl = tonumber(f[1]), record = f[2] == '1',
+               ls = {}, costs = {}}
+    if items < 1 or items ~= floor(items) or h.ttl == nil then
+        error({err = 'EINVAL malformed call ' .. head})
+    end
+    for i = 1, items do
+        h.ls[i] = limit_of(f[HEAD_FIELDS + 2 * i - 1])
+        h.costs[i] = tonumber(f[HEAD_FIELDS + 2 * i])
+        if h.costs[i] == nil then
+            error({err = 'EINVAL malformed call ' .. head})
+        end
+    end
+    h.l, h.cost = h.ls[1], h.costs[1]
+    -- One item committed that may take a fast path: decide_batch() calls
+    -- it directly.
+    if items == 1 and not h.record then
+        h.fast = h.l.fast
+    end
+    return h
+end)
+
+-- The call of head h whose keys follow keys[k], at now (ts, tn: empty
+-- for the server's clock): its reply, or raises its error.
+local function decide_call(k, h, ts, tn)
     local now_s, now_n
-    if args[g + 1] == '' then
+    if ts == '' then
         now_s, now_n = time_s, time_n
         if not now_s then
             now_s, now_n = server_time()
         end
     else
-        now_s, now_n = tonumber(args[g + 1]), tonumber(args[g + 2])
+        now_s, now_n = tonumber(ts), tonumber(tn)
     end
-    -- The memos looked up here, called only when they miss: a call costs
-    -- more than the look-up.
-    EXTRA_TTL_MS = small_nums[args[g + 3]] or small_num(args[g + 3])
-    local record = args[g + 4] == '1'
+    EXTRA_TTL_MS = h.ttl
+    local record, n = h.record, h.n
 
-    local b = g + CALL_ARGS
     if n == 1 then
         -- One item (most calls): no passes to combine.
-        local l = limits[args[b + 1]] or limit_of(args[b + 1])
-        local cost = small_nums[args[b + 2]] or small_num(args[b + 2])
+        local l = h.l
         if l.fast and not record then
-            local d = l.fast(keys[k + 1], l.lim, cost, now_s, now_n)
+            local d = l.fast(keys[k + 1], l.lim, h.cost, now_s, now_n)
             if d then
                 return d
             end
         end
-        return l.check(keys[k + 1], l.lim, cost, now_s, now_n,
+        return l.check(keys[k + 1], l.lim, h.cost, now_s, now_n,
                        record and RECORD or COMMIT)
     end
 
-    local ls, costs = {}, {}
-    for i = 1, n do
-        ls[i] = limit_of(args[b + 1])
-        costs[i] = small_num(args[b + 2])
-        b = b + ITEM_ARGS
-    end
-
+    local ls, costs = h.ls, h.costs
     local function decide_all(mode)
         local all, ds = true, {}
         for i = 1, n do
@@ -164,6 +194,43 @@ local function decide_call(k, g, n)
     return reply
 end
 
+-- A batch's progress, for decide_batch(): its reply, the next call, the
+-- keys before it, and that call's head once known.
+local out, count, at, k_at, head_at
+
+-- Decides the batch's calls from the next one on, into out; run()'s pcall
+-- of it is the batch's only one until a call raises.
+local function decide_batch()
+    local h1, map = 3, args[4 + 3 * tonumber(args[3])]
+    while at <= count do
+        head_at = nil -- stays nil if the call's head cannot be read
+        local g = h1
+        if map ~= '' then
+            g = h1 + 3 * byte(map, at)
+        end
+        local head = args[g + 3]
+        local h = heads[head] or head_of(head)
+        head_at = h
+        local fast = h.fast
+        if fast and args[g + 1] == '' then
+            -- decide_call()'s first steps, inline (a call costs ~0.4k
+            -- instructions): the usual call of a batch.
+            if not time_s then
+                server_time()
+            end
+            EXTRA_TTL_MS = h.ttl
+            local l = h.l
+            out[at] = fast(keys[k_at + 1], l.lim, h.cost, time_s, time_n) or
+                          l.check(keys[k_at + 1], l.lim, h.cost, time_s,
+                                  time_n, COMMIT)
+        else
+            out[at] = decide_call(k_at, h, args[g + 1], args[g + 2])
+        end
+        k_at = k_at + h.n
+        at = at + 1
+    end
+end
+
 -- One run: a call, or a batch of them.
 local function run(run_keys, run_args)
     if rcall == nil then
@@ -171,21 +238,31 @@ local function run(run_keys, run_args)
     end
     keys, args, time_s = run_keys, run_args, nil
     if args[1] ~= 'B' then
-        return decide_call(0, 0, #keys)
+        local h = heads[args[3]] or head_of(args[3])
+        if h.n ~= #keys then
+            error({err = 'EINVAL ' .. #keys .. ' keys for ' .. h.n .. ' items'})
+        end
+        return decide_call(0, h, args[1], args[2])
     end
-    local out, k, g = {}, 0, 2
-    for c = 1, tonumber(args[2]) do
-        local n = small_nums[args[g + 1]] or small_num(args[g + 1])
-        local ok, reply = pcall(decide_call, k, g + 1, n)
+    out, count, at, k_at, head_at = {}, tonumber(args[2]), 1, 0, nil
+    while at <= count do
+        local ok, e = pcall(decide_batch)
         if not ok then
             -- Ours are {err = ...}; Redis's own (a key of another type) and
             -- Lua's are strings or tables with err too.
-            reply = {err = type(reply) == 'table' and reply.err or
-                           tostring(reply)}
+            out[at] = {err = type(e) == 'table' and e.err or tostring(e)}
+            if head_at == nil then
+                -- Its head unread, the call's keys are not known, nor
+                -- where the next call's start: the rest fail alike.
+                for c = at + 1, count do
+                    out[c] = out[at]
+                end
+                break
+            end
+            k_at, at = k_at + head_at.n, at + 1
         end
-        out[c] = reply
-        k = k + n
-        g = g + 1 + CALL_ARGS + n * ITEM_ARGS
     end
-    return out
+    local reply = out
+    out = nil
+    return reply
 end

@@ -16,11 +16,12 @@
 -- bind_globals(), not here: a Redis Functions library runs its top level
 -- at FUNCTION LOAD, where Redis 7.0 offers no global but
 -- redis.register_function (not even math or string).
-local floor, min, max, format, match, gmatch, rcall
+local floor, min, max, format, match, gmatch, byte, rcall
 
 local function bind_globals()
     floor, min, max = math.floor, math.min, math.max
     format, match, gmatch = string.format, string.match, string.gmatch
+    byte = string.byte
     rcall = redis.call
 end
 
