@@ -229,6 +229,42 @@ static void c_safe_follows_a_degrading_upstream(void **state)
     ac_release(&st);
 }
 
+/* After a cut the upstream's queue drains for a while: within 10
+ * windows an overload less severe than the one cut for holds; a worse
+ * one cuts, and so does one past the 10 windows. */
+static void a_cut_settles_before_the_next(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = window(0.200, 100, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 50);
+    w = window(0.120, 50, 0); /* draining: better than 200 ms */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 1);
+    expect_eq(o.limit, 50);
+    w = window(0.250, 50, 0); /* worse: cut again */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 25);
+    ac_release(&st);
+
+    warm_up(&st, 0.040, 100);
+    w = window(0.200, 100, 0);
+    ac_step(&st, &w, &o);
+    for (int i = 0; i < 11; i++) {
+        w = window(0.120, 50, 0);
+        w.n = i < 10 ? 0 : 50; /* judged 11 windows after the cut */
+        ac_step(&st, &w, &o);
+    }
+    expect_eq(o.action, AC_DECREASE);
+    ac_release(&st);
+}
+
 static void too_few_answers(void **state)
 {
     (void)state;
@@ -618,6 +654,7 @@ int main(void)
         cmocka_unit_test(marginal_overload_needs_two),
         cmocka_unit_test(cut_from_the_judged_windows),
         cmocka_unit_test(c_safe_follows_a_degrading_upstream),
+        cmocka_unit_test(a_cut_settles_before_the_next),
         cmocka_unit_test(too_few_answers),
         cmocka_unit_test(increase_when_binding),
         cmocka_unit_test(surge_on_healthy_upstream),

@@ -34,6 +34,9 @@
  * refuses 1% of its requests. */
 #define CALM_WINDOWS 3
 #define DECREASE_HOLD 5
+/* A cut takes this long to show (the upstream's queue drains): until
+ * then only a worse overload cuts again. */
+#define SETTLE_WINDOWS 10
 #define BINDING_SHARE 0.01
 /* Near the last overload's limit, an increase waits this long after a
  * decrease (one probe a minute: at most two reversals a minute under a
@@ -186,9 +189,19 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
          * says so too. */
         int marginal = slow && !breach && s50 <= MARGINAL * *b;
         int over = breach || (slow && !learning && (!marginal || st->suspect));
-        st->suspect = marginal && !learning && !over;
-        st->held = (slow || learning) && !over;
+        /* Soon after a cut, the answers judged are still those of the
+         * requests queued before it: an overload less severe than the one
+         * cut for is that cut taking effect, and cutting again for it
+         * would compound (the lab's degraded B: 114 -> 55 -> 31 -> 28
+         * while its queue drained).  Failures past 2% always cut. */
+        int settling = over && st->since_decrease < SETTLE_WINDOWS &&
+                       err <= MAX_ERROR_RATE && s50 < st->cut_s50 &&
+                       sig->s99 < st->cut_s99;
         out->overload = over;
+        if (settling)
+            over = 0;
+        st->suspect = marginal && !learning && !over;
+        st->held = (slow || learning || settling) && !over;
         if (!warm && !over) {
             st->baseline = (st->baseline * (double)st->warm + s50) /
                            (double)(st->warm + 1);
@@ -227,6 +240,8 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             }
             st->over_rate = served;
             next = g * (served < own ? served : own);
+            st->cut_s50 = s50;
+            st->cut_s99 = sig->s99;
             out->action = AC_DECREASE;
             st->calm = 0;
             st->since_decrease = 0;
@@ -280,7 +295,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                 }
             }
         }
-        st->overloaded = over;
+        st->overloaded = over || settling;
         if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
             *b = s50;
             st->at_min = 0;

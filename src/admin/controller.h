@@ -76,12 +76,13 @@ typedef struct ac_state {
      * past 95% of it wait PROBE windows after a decrease, so that a
      * steady overload point is probed twice a minute at most. */
     double ceiling;
-    double over_rate;   /* the busiest window's rate at the last overload */
-    size_t at_min;      /* windows at min in a row */
-    size_t idle;        /* windows in a row not binding and under half */
-    size_t anomalies;   /* windows in a row of demand past the forecast */
-    int last_sign;      /* of the last published change: -1, 0, 1 */
-    uint64_t reversals; /* published changes against the one before */
+    double over_rate; /* the busiest window's rate at the last overload */
+    double cut_s50, cut_s99; /* the latencies of the last decrease */
+    size_t at_min;           /* windows at min in a row */
+    size_t idle;             /* windows in a row not binding and under half */
+    size_t anomalies;        /* windows in a row of demand past the forecast */
+    int last_sign;           /* of the last published change: -1, 0, 1 */
+    uint64_t reversals;      /* published changes against the one before */
     uint64_t windows;
     hw_model hw;
     double last_gradient;
