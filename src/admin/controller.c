@@ -108,6 +108,13 @@ void ac_release(ac_state *st)
         hw_release(&st->hw);
 }
 
+/* Adds x to the mean *m of *n values: how both baselines are learnt. */
+static void mean_in(double *m, size_t *n, double x)
+{
+    *m = (*m * (double)*n + x) / (double)(*n + 1);
+    (*n)++;
+}
+
 /* Feeds this window's demand to the forecast: 1 when it was an anomaly
  * (far above what was forecast for it). */
 static int forecast_update(ac_state *st, double demand)
@@ -202,17 +209,10 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             over = 0;
         st->suspect = marginal && !learning && !over;
         st->held = (slow || learning || settling) && !over;
-        if (!warm && !over) {
-            st->baseline = (st->baseline * (double)st->warm + s50) /
-                           (double)(st->warm + 1);
-            st->warm++;
-        }
-        if (learning && !breach) {
-            st->baseline_bound =
-                (st->baseline_bound * (double)st->warm_bound + s50) /
-                (double)(st->warm_bound + 1);
-            st->warm_bound++;
-        }
+        if (!warm && !over)
+            mean_in(&st->baseline, &st->warm, s50);
+        if (learning && !breach)
+            mean_in(&st->baseline_bound, &st->warm_bound, s50);
         if (over) {
             double g = 1;
             if (slow && s50 > 0)
