@@ -23,7 +23,18 @@ static ac_signal window(double s50, double accepted, double refused)
                        .s50 = s50,
                        .s99 = 3 * s50,
                        .accepted = accepted,
+                       .answered = accepted,
                        .refused = refused};
+}
+
+/* The same, with a queue building in the upstream: fewer answers came
+ * back than requests went. */
+static ac_signal queued(double s50, double accepted, double refused,
+                        double answered)
+{
+    ac_signal w = window(s50, accepted, refused);
+    w.answered = answered;
+    return w;
 }
 
 /* A controller of base_params, warmed: ten healthy windows. */
@@ -45,13 +56,26 @@ static void decrease_on_gradient(void **state)
     ac_state st;
     ac_step_out o;
     warm_up(&st, 0.040, 80);
-    /* The median doubles: g = 1.25 * 40 / 80 = 0.625 of min(L, accepted). */
-    ac_signal w = window(0.080, 80, 0);
+    /* The median doubles while a queue builds (60 of 80 answered, three
+     * windows): g = 1.25 * 40 / 80 = 0.625 of min(L, accepted) is 50,
+     * and 90% of the 60 answered less the 60 queued over 5 s is 42. */
+    ac_signal w = queued(0.080, 80, 0, 60);
+    w.n = 0;
+    for (int i = 0; i < 2; i++)
+        ac_step(&st, &w, &o);
+    w.n = 80;
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.overload, 1);
     expect_eq(o.publish, 1);
-    expect_eq(o.limit, 50); /* 0.625 * 80 */
+    expect_eq(o.limit, 42);
+    ac_release(&st);
+    /* Every request answered: no deeper than 90% of them. */
+    warm_up(&st, 0.040, 80);
+    w = window(0.080, 80, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 72);
     /* 20% slower is within the buffer: no overload. */
     ac_state st2;
     warm_up(&st2, 0.040, 80);
@@ -69,25 +93,33 @@ static void decrease_on_slo_and_errors(void **state)
     ac_state st;
     ac_step_out o;
     warm_up(&st, 0.040, 100);
-    /* p99 just over the 300 ms SLO with a calm median: 0.9 of the limit;
-     * twice the SLO: half. */
+    /* p99 just over the 300 ms SLO with a calm median and no queue
+     * building: the upstream's own speed, no cut. */
     ac_signal w = window(0.040, 100, 0);
     w.s99 = 0.31;
     ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 0);
+    /* With a queue building (88 of 100 answered): g = 300 / 310 = 0.9 of
+     * the limit, 90, or 90% of the answers (last three windows: 96) less
+     * the 12 queued over 5 s, 84; twice the SLO: half. */
+    w = queued(0.040, 100, 0, 88);
+    w.s99 = 0.31;
+    ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
-    expect_eq(o.limit, 90);
+    expect_eq(o.limit, 84);
     ac_state st2;
     warm_up(&st2, 0.040, 100);
     w.s99 = 0.6;
     ac_step(&st2, &w, &o);
     expect_eq(o.limit, 50);
     ac_release(&st2);
-    /* 3% failures: the same. */
+    /* 3% failures, no queue: 0.9 of min(84 in force, 90 served). */
     w = window(0.040, 90, 0);
     w.errors = 3;
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
-    expect_eq(o.limit, 81);
+    expect_eq(o.limit, 76);
     /* Never under min. */
     for (int i = 0; i < 30; i++)
         ac_step(&st, &w, &o);
@@ -124,7 +156,9 @@ static void clumps_have_their_own_baseline(void **state)
     }
     expect_eq(decreases, 0);
     expect_ge(increases, 3);
-    ac_signal w = window(0.128, lim, 300 - lim);
+    /* (A queue building: by the gradient, 0.78, not the 90% floor of
+     * what was answered.) */
+    ac_signal w = queued(0.128, lim, 300 - lim, 0.9 * lim);
     w.s99 = 0.25;
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
@@ -153,7 +187,7 @@ static void slower_while_binding(void **state)
         expect_cmp(o.action, !=, AC_DECREASE);
         lim = (double)o.limit;
     }
-    ac_signal w = window(0.040, lim, 160 - lim);
+    ac_signal w = queued(0.040, lim, 160 - lim, 0.5 * lim);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.limit, (int64_t)llround(0.5 * lim));
@@ -229,38 +263,95 @@ static void c_safe_follows_a_degrading_upstream(void **state)
     ac_release(&st);
 }
 
-/* After a cut the upstream's queue drains for a while: within 10
- * windows an overload less severe than the one cut for holds; a worse
- * one cuts, and so does one past the 10 windows. */
+/* After a cut for a building queue the queue drains for a while: an
+ * overload judged while it drains (more answers back than requests
+ * sent), or one less severe than the one cut for within 10 windows,
+ * holds; a worse one with the queue building again cuts again. */
 static void a_cut_settles_before_the_next(void **state)
 {
     (void)state;
     ac_state st;
     ac_step_out o;
     warm_up(&st, 0.040, 100);
-    ac_signal w = window(0.200, 100, 0);
+    ac_signal w = queued(0.200, 100, 0, 80);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.limit, 50);
-    w = window(0.120, 50, 0); /* draining: better than 200 ms */
+    w = queued(0.250, 50, 0, 70); /* worse, but draining */
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_HOLD);
     expect_eq(o.overload, 1);
     expect_eq(o.limit, 50);
-    w = window(0.250, 50, 0); /* worse: cut again */
+    w = queued(0.300, 50, 0, 40); /* worse, and building again */
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.limit, 25);
     ac_release(&st);
 
     warm_up(&st, 0.040, 100);
-    w = window(0.200, 100, 0);
+    w = queued(0.200, 100, 0, 80);
     ac_step(&st, &w, &o);
-    for (int i = 0; i < 11; i++) {
-        w = window(0.120, 50, 0);
-        w.n = i < 10 ? 0 : 50; /* judged 11 windows after the cut */
+    w = window(0.120, 50, 0); /* better, not draining, within 10 */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 1);
+    ac_release(&st);
+}
+
+/* Once the queue a cut was for has drained (as many answers back as
+ * requests sent, two windows), the limit goes back to 90% of what the
+ * upstream answered while it built, and the answers gathered are
+ * dropped; a median still 3x the baseline then, with no queue, is the
+ * upstream's own speed (a degraded replica): it becomes the baseline
+ * instead of cutting.  Fast again, the old baseline and the limit served
+ * before come back at once. */
+static void a_slower_upstream_is_its_new_baseline(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = queued(0.600, 100, 0, 70);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    /* g 0.5 of 100, under 90% of the answers (last three windows: 90,
+     * so 81) less the 30 queued over 5 s, 75. */
+    expect_eq(o.limit, 50);
+    int restored = -1;
+    for (int i = 0; i < 10; i++) {
+        w = queued(0.120, 50, 0, i < 2 ? 65 : 50); /* drains, then not */
+        w.n = 0;
         ac_step(&st, &w, &o);
+        if (o.restart) {
+            restored = i;
+            break;
+        }
     }
+    expect_eq(restored, 3); /* two balanced windows, two after the cut */
+    expect_eq(o.action, AC_INCREASE);
+    expect_eq(o.limit, 81);   /* the 81 of the cut */
+    w = window(0.120, 81, 0); /* no queue, still 3x slower */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 1);
+    expect_eq(o.limit, 81);
+    expect_eq(llround(st.baseline * 1000), 120);
+    w = window(0.130, 81, 0); /* calm against the new baseline */
+    ac_step(&st, &w, &o);
+    expect_eq(o.overload, 0);
+    expect_eq(o.limit, 81);
+    w = window(0.040, 81, 60); /* fast again, demand 141 */
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_INCREASE);
+    expect_eq(o.limit, 100); /* C_safe before the overload */
+    expect_eq(llround(st.baseline * 1000), 40);
+    ac_release(&st);
+
+    /* The same slower median without the cut for a queue before it is
+     * an overload, as ever. */
+    warm_up(&st, 0.040, 100);
+    w = window(0.120, 100, 0);
+    ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     ac_release(&st);
 }
@@ -335,20 +426,28 @@ static void surge_on_healthy_upstream(void **state)
         expect_eq(o.limit, (int64_t)llround(want[i]));
         lim = want[i];
     }
-    ac_signal w = window(0.200, lim, 200 - lim); /* overload: a ceiling */
+    /* An overload, every request answered: a ceiling at 157.8, C_safe
+     * 90% of it (142), and a cut to 90% of the last three windows'
+     * answers (128). */
+    ac_signal w = window(0.200, lim, 200 - lim);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 128);
     lim = (double)o.limit;
-    for (int i = 0; i < 10; i++) {
+    int near = 0;
+    for (int i = 0; i < 20 && !near; i++) {
         w = window(0.040, lim, 200 - lim);
         ac_step(&st, &w, &o);
-        if (o.action == AC_INCREASE) {
+        /* Under C_safe, up to it at once; from there by 5% steps. */
+        if (o.action == AC_INCREASE && lim < 142)
+            expect_eq(o.limit, 142);
+        if (o.action == AC_INCREASE && lim >= 142) {
             expect_eq(o.limit, (int64_t)llround(lim * 1.05));
-            break;
+            near = 1;
         }
-        lim = (double)o.limit; /* the forecast's raise to C_safe, or held */
+        lim = (double)o.limit;
     }
-    expect_eq(o.action, AC_INCREASE);
+    expect_eq(near, 1);
     ac_release(&st);
 }
 
@@ -407,7 +506,7 @@ static void two_nodes_cut_once_and_recover(void **state)
     for (int k = 0; k < 2; k++) { /* node k judges window k: slow */
         ac_signal w[2];
         for (int j = 0; j < 2; j++) {
-            w[j] = window(j == k ? 0.100 : 0.040, 100, 0);
+            w[j] = queued(j == k ? 0.100 : 0.040, 100, 0, 80);
             if (j != k)
                 w[j].n = 0;
         }
@@ -437,8 +536,8 @@ static void relax_when_idle(void **state)
     warm_up(&st, 0.040, 80);
     ac_signal w = window(0.080, 80, 0);
     ac_step(&st, &w, &o);
-    expect_eq(o.limit, 50);
-    /* 10 per second against 50: idle; 30 windows later back to 100. */
+    expect_eq(o.limit, 72);
+    /* 10 per second against 72: idle; 30 windows later back to 100. */
     int relaxed_at = -1;
     for (int i = 1; i <= 40 && relaxed_at < 0; i++) {
         w = window(0.040, 10, 0);
@@ -472,6 +571,7 @@ static ac_signal plant_window(const plant *pl, double demand, double limit)
                        .s99 = 4.6 * s50,
                        .errors = failed,
                        .accepted = acc,
+                       .answered = acc,
                        .refused = demand - acc};
 }
 
@@ -610,7 +710,7 @@ static void forecast_waits_after_a_cut(void **state)
         limit = (double)o.limit;
     }
     ac_signal w = plant_window(&pl, 180, limit);
-    w.s99 = 0.6; /* twice the SLO: half */
+    w.s50 = 0.100; /* 5x the service time: cut */
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     double cut = (double)o.limit;
@@ -655,6 +755,7 @@ int main(void)
         cmocka_unit_test(cut_from_the_judged_windows),
         cmocka_unit_test(c_safe_follows_a_degrading_upstream),
         cmocka_unit_test(a_cut_settles_before_the_next),
+        cmocka_unit_test(a_slower_upstream_is_its_new_baseline),
         cmocka_unit_test(too_few_answers),
         cmocka_unit_test(increase_when_binding),
         cmocka_unit_test(surge_on_healthy_upstream),

@@ -28,18 +28,29 @@ expect() {
 }
 
 expect "warm-up holds the rule's number" "$warm" "100 hold 0 0 1.0000"
-# the median doubles: g = 1.25 * 40 / 80 = 0.625 of min(100, 80) = 50.
-expect "a doubled median cuts to 0.625 of the accepted rate" \
-  "$warm"$'\n'"100 80 240 0 80 0" "50 decrease 1 1 0.6250"
+# the median doubles while a queue builds (60 of the 80 answered, the
+# 8th field): g = 1.25 * 40 / 80 = 0.625 of min(100, 80) = 50, under
+# 90% of the last three windows' answers (66.7) less the 20 queued over
+# 5 s, 56.
+expect "a doubled median, a queue building: 0.625 of the accepted rate" \
+  "$warm"$'\n'"100 80 240 0 80 0 0 60" "50 decrease 1 1 0.6250"
+# every request answered (no 8th field: as many as went): no deeper than
+# 90% of them, 72.
+expect "a doubled median, no queue: 90% of the answers" \
+  "$warm"$'\n'"100 80 240 0 80 0" "72 decrease 1 1 0.6250"
 # 25% over the baseline is within the buffer.
 expect "a median 20% up is no overload" "$warm"$'\n'"100 48 144 0 80 0" \
   "100 hold 0 0 1.0000"
-# p99 just past the 300 ms SLO with a calm median: 0.9 of min(100, 80)
-# = 72; a third past it (400 ms), by 300/400: 60.
-expect "an SLO breach cuts by 10%" "$warm"$'\n'"100 40 330 0 80 0" \
-  "72 decrease 1 1 0.9000"
-expect "an SLO breach cuts by how far past" "$warm"$'\n'"100 40 400 0 80 0" \
-  "60 decrease 1 1 0.7500"
+# p99 past the 300 ms SLO with a calm median and no queue: the
+# upstream's own speed, no cut.  With a queue building (70 of 80
+# answered): 0.9 of min(100, 80) = 72, under 90% of the answers (69) less
+# the 10 queued over 5 s, 67; a third past it (400 ms), by 300/400: 60.
+expect "an SLO breach, no queue: no cut" "$warm"$'\n'"100 40 330 0 80 0" \
+  "100 hold 0 0 1.0000"
+expect "an SLO breach, a queue: to 90% of the answers" \
+  "$warm"$'\n'"100 40 330 0 80 0 0 70" "67 decrease 1 1 0.9000"
+expect "an SLO breach cuts by how far past" \
+  "$warm"$'\n'"100 40 400 0 80 0 0 70" "60 decrease 1 1 0.7500"
 # 3 failures in 100 answers: over 2%.
 expect "3% failures cut by 10%" "$warm"$'\n'"100 40 120 3 80 0" \
   "72 decrease 1 1 0.9000"
@@ -51,7 +62,7 @@ expect "19 answers judge nothing" "$warm"$'\n'"19 900 900 19 19 0" \
 bind=$(for _ in $(seq 3); do echo "100 40 120 0 100 20"; done)
 expect "binding and calm: +5% a window" "$warm"$'\n'"$bind" "116 increase 1 0 1.0000"
 expect "not after a cut until 5 windows have passed" \
-  "$warm"$'\n'"100 40 330 0 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
+  "$warm"$'\n'"100 40 120 3 80 0"$'\n'"$(for _ in $(seq 4); do echo "100 40 120 0 72 20"; done)" \
   "72 hold 0 0 1.0000"
 # the in-force limit (several nodes: the minimum of their proposals) is
 # where a step starts: 60 + a quarter of the 80 - 60 it refuses = 65 (more
@@ -67,13 +78,13 @@ expect "no increase before the baseline is warm" "$cold" "100 hold 0 0 1.0000"
 surge=$(echo "100 40 120 0 100 100"; echo "100 40 120 0 125 75"; echo "100 40 120 0 144 56")
 expect "a surge on a healthy upstream: a quarter of the gap a window" \
   "$warm"$'\n'"$surge" "158 increase 1 0 1.0000"
-# after a cut, 30 idle windows (10 per second against 50) relax to 100.
+# after a cut, 30 idle windows (10 per second against 72) relax to 100.
 idle=$(for _ in $(seq 30); do echo "25 40 120 0 10 0"; done)
 expect "idle for 30 windows relaxes to the rule's number" \
   "$warm"$'\n'"100 80 240 0 80 0"$'\n'"$idle" "100 relax 1 0 1.0000"
 idle29=$(for _ in $(seq 29); do echo "25 40 120 0 10 0"; done)
 expect "not after 29" "$warm"$'\n'"100 80 240 0 80 0"$'\n'"$idle29" \
-  "50 hold 0 0 1.0000"
+  "72 hold 0 0 1.0000"
 
 # The same trace, the same limits: a long mixed trace twice.
 for i in $(seq 600); do
@@ -110,7 +121,7 @@ bad_input "five fields" "line 2: expected 'n s50_ms" $'# c\n1 2 3 4 5' "${flags[
 bad_input "a negative field" "line 1: field 4 is not a non-negative number" \
   "1 2 3 -4 5 6" "${flags[@]}"
 bad_input "a word" "line 1: expected" "1 2 x 4 5 6" "${flags[@]}"
-bad_input "eight fields" "line 1: expected" "1 2 3 4 5 6 7 8" "${flags[@]}"
+bad_input "nine fields" "line 1: expected" "1 2 3 4 5 6 7 8 9" "${flags[@]}"
 bad_input "no --base" "usage: sluice replay --adaptive" "" --adaptive --min 1 --max 2
 bad_input "min above max" "min must be at most max" "" --adaptive --base 5 --min 9 --max 2
 bad_input "a bad duration" "invalid slo-p99: 'soon'" "" --adaptive --base 5 --min 1 --max 9 --slo-p99 soon

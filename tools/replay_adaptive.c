@@ -7,8 +7,10 @@
  * expected output (tests/adaptive/), and a limit that moved in
  * production can be explained from what the proxy saw.
  *
- * input:  n s50_ms s99_ms errors accepted refused [in_force]
- *         (per window; blank lines and '#' comments skipped)
+ * input:  n s50_ms s99_ms errors accepted refused [in_force [answered]]
+ *         (per window; blank lines and '#' comments skipped; without
+ *         answered, every request let through is taken as answered in
+ *         its window: no queue builds)
  * output: limit action publish overload gradient
  */
 #define _GNU_SOURCE
@@ -27,9 +29,10 @@ static const char usage[] =
     "                     [--season DURATION] [--horizon DURATION]\n"
     "\n"
     "Reads one line per 1 s window on stdin, 'n s50_ms s99_ms errors\n"
-    "accepted refused [in_force]' (answers timed, their median and p99 in\n"
-    "ms, failures among them, requests let through and refused per second,\n"
-    "and the limit in force, when several nodes share it), and writes the\n"
+    "accepted refused [in_force [answered]]' (answers timed, their median\n"
+    "and p99 in ms, failures among them, requests let through and refused\n"
+    "per second, the limit in force, when several nodes share it, and the\n"
+    "upstream's answers per second), and writes the\n"
     "adaptive controller's answer to each: 'limit action publish overload\n"
     "gradient' (docs/adaptive.md).  --base is the rule's requests_per_unit,\n"
     "--min and --max its adaptive bounds, --period its unit (default 1s).\n"
@@ -70,9 +73,9 @@ static int run(ac_state *st)
         char *p = line + strspn(line, " \t");
         if (*p == '#' || *p == '\n' || *p == '\0')
             continue;
-        double v[7] = {0};
+        double v[8] = {0};
         int n = 0, used;
-        while (n < 7 && sscanf(p, "%lf%n", &v[n], &used) == 1) {
+        while (n < 8 && sscanf(p, "%lf%n", &v[n], &used) == 1) {
             p += used;
             n++;
         }
@@ -80,7 +83,7 @@ static int run(ac_state *st)
         if (n < 6 || *p != '\0') {
             fprintf(stderr,
                     "sluice replay --adaptive: line %lu: expected 'n s50_ms "
-                    "s99_ms errors accepted refused [in_force]'\n",
+                    "s99_ms errors accepted refused [in_force [answered]]'\n",
                     lineno);
             return 2;
         }
@@ -98,7 +101,8 @@ static int run(ac_state *st)
                          .errors = v[3],
                          .accepted = v[4],
                          .refused = v[5],
-                         .in_force = v[6]};
+                         .in_force = v[6],
+                         .answered = n > 7 ? v[7] : v[4]};
         ac_step_out o;
         ac_step(st, &sig, &o);
         printf("%lld %s %d %d %.4f\n", (long long)o.limit,

@@ -29,6 +29,11 @@
 #define MAX_ERROR_RATE 0.02
 /* Fewer answers than this in a window say nothing about the upstream. */
 #define MIN_SAMPLES 20
+/* A median past 4x the baseline in 50 answers is no sampling error (of
+ * 50, the median's relative error is 20%) nor a limit's clumps (the
+ * lab's fixed window doubles it): ac_alarm judges it at once. */
+#define ALARM_ANSWERS 50
+#define ALARM_FACTOR 4.0
 /* An increase needs this many windows since the last overload (and a
  * calm judgement) and this many since the last decrease; a limit binds when it
  * refuses 1% of its requests. */
@@ -37,6 +42,15 @@
 /* A cut takes this long to show (the upstream's queue drains): until
  * then only a worse overload cuts again. */
 #define SETTLE_WINDOWS 10
+/* A queue builds in the upstream when more went to it than came back,
+ * by over 5% of what went and 5 requests (the requests in flight at
+ * either end of the windows judged differ by a few); it drains when
+ * more came back by as much.  A cut for a building queue goes to 90%
+ * of the rate the upstream answered, less the queue spread over
+ * DRAIN_S seconds. */
+#define QUEUE_SHARE 0.05
+#define QUEUE_MIN 5
+#define DRAIN_S 5.0
 #define BINDING_SHARE 0.01
 /* Near the last overload's limit, an increase waits this long after a
  * decrease (one probe a minute: at most two reversals a minute under a
@@ -91,6 +105,7 @@ int ac_init(ac_state *st, const ac_params *p)
     st->published = st->p.base;
     st->c_safe = (double)st->p.base;
     st->since_decrease = DECREASE_HOLD;
+    st->calm_since_cut = 1;
     st->last_gradient = 1;
     if (p->season > 0) {
         /* ADAPTIVE.md's parameters: level 0.3, trend 0.01, season 0.3. */
@@ -113,6 +128,13 @@ static void mean_in(double *m, size_t *n, double x)
 {
     *m = (*m * (double)*n + x) / (double)(*n + 1);
     (*n)++;
+}
+
+int ac_alarm(const ac_state *st, double n, double s50)
+{
+    double b = fmax(st->baseline, st->baseline_bound);
+    return st->warm >= WARM_WINDOWS && n >= ALARM_ANSWERS &&
+           s50 > ALARM_FACTOR * b;
 }
 
 /* Feeds this window's demand to the forecast: 1 when it was an anomaly
@@ -154,6 +176,16 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     st->acc_sum += acc;
     st->ref_sum += sig->refused * p->period_s;
     st->acc_max = fmax(st->acc_max, acc);
+    st->sent_sum += sig->accepted;
+    st->back_sum += sig->answered;
+    st->judged++;
+    /* The last two windows: a queue neither building nor draining. */
+    double sent2 = sig->accepted + st->last_sent;
+    double back2 = sig->answered + st->last_back[0];
+    int balanced = fabs(sent2 - back2) <= QUEUE_SHARE * sent2 + QUEUE_MIN;
+    st->last_sent = sig->accepted;
+    memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
+    st->last_back[0] = sig->answered;
 
     if (p->season > 0) {
         st->anomalies = forecast_update(st, demand) ? st->anomalies + 1 : 0;
@@ -161,12 +193,28 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     if (sig->n >= MIN_SAMPLES) {
         double s50 = sig->s50, err = sig->errors / sig->n;
         double served = st->acc_max;
+        double mean_acc = st->acc_sum / (double)st->judged;
         int bound = st->ref_sum > 0 &&
                     st->ref_sum >= BINDING_SHARE * (st->acc_sum + st->ref_sum);
+        /* What went to the upstream and what came back, in requests
+         * (the windows are of a second), and the rate it answered at. */
+        double growth = st->sent_sum - st->back_sum;
+        int building = growth > QUEUE_SHARE * st->sent_sum + QUEUE_MIN;
+        int draining = -growth > QUEUE_SHARE * st->back_sum + QUEUE_MIN;
+        /* Building, the upstream answers as fast as it can: its rate
+         * over the last windows (the first may have been before the
+         * queue) is what it can serve. */
+        double answered =
+            (st->last_back[0] + st->last_back[1] + st->last_back[2]) / 3 *
+            p->period_s;
         st->acc_sum = st->ref_sum = 0;
         st->acc_max = 0;
+        st->sent_sum = st->back_sum = 0;
+        st->judged = 0;
         int warm = st->warm >= WARM_WINDOWS;
-        int late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s;
+        /* A p99 past the SLO while no queue builds is the upstream's
+         * own speed, which a lower limit does not change. */
+        int late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s && building;
         int breach = late || err > MAX_ERROR_RATE;
         /* While the limit binds, its algorithm, not the clients, shapes
          * what reaches the upstream (a fixed window lets a second's worth
@@ -179,8 +227,9 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
          * cut for a median slower than the free baseline). */
         double *b = &st->baseline;
         int learning = 0;
+        int steady = !building && !draining; /* (a queue's, not clumps') */
         if (bound && warm) {
-            if (st->warm_bound == 0 && !breach &&
+            if (st->warm_bound == 0 && !breach && steady &&
                 s50 <= GRADIENT_BUFFER * st->baseline) {
                 st->baseline_bound = st->baseline;
                 st->warm_bound = BOUND_WARM;
@@ -188,7 +237,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             if (st->warm_bound >= BOUND_WARM)
                 b = &st->baseline_bound;
             else
-                learning = 1;
+                learning = steady;
         }
         int slow = warm && s50 > GRADIENT_BUFFER * *b;
         /* A median just past the buffer is within what a judgement's
@@ -201,12 +250,28 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
          * cut for is that cut taking effect, and cutting again for it
          * would compound (the lab's degraded B: 114 -> 55 -> 31 -> 28
          * while its queue drained).  Failures past 2% always cut. */
-        int settling = over && st->since_decrease < SETTLE_WINDOWS &&
-                       err <= MAX_ERROR_RATE && s50 < st->cut_s50 &&
-                       sig->s99 < st->cut_s99;
+        int settling =
+            over && st->since_decrease < SETTLE_WINDOWS &&
+            err <= MAX_ERROR_RATE &&
+            (draining || (s50 < st->cut_s50 && sig->s99 < st->cut_s99));
+        /* The first judgement after a queue drained and the limit went
+         * back to cruise: still slower than its baseline with no queue
+         * building, the upstream itself is slower (a degraded replica).
+         * That is its baseline now: cutting for it would refuse traffic
+         * without making it any faster. */
+        int slower =
+            st->after_drain && slow && !building && err <= MAX_ERROR_RATE;
+        st->after_drain = 0;
         out->overload = over;
-        if (settling)
+        if (settling || slower)
             over = 0;
+        if (slower) {
+            if (st->baseline_before <= 0)
+                st->baseline_before = st->baseline;
+            st->baseline = st->baseline_bound = s50;
+            st->warm_bound = BOUND_WARM;
+            slow = learning = marginal = 0;
+        }
         st->suspect = marginal && !learning && !over;
         st->held = (slow || learning || settling) && !over;
         if (!warm && !over)
@@ -229,6 +294,8 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
              * already cut would compound. */
             double own = st->limit > 0 ? st->limit : lim;
             if (!st->overloaded) {
+                if (st->baseline_before <= 0)
+                    st->c_safe_before = st->c_safe;
                 st->c_safe = 0.9 * served; /* what it served, less 10% */
                 st->ceiling = own;
             } else {
@@ -239,13 +306,46 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                 st->c_safe = fmin(st->c_safe, 0.9 * served);
             }
             st->over_rate = served;
-            next = g * (served < own ? served : own);
+            double from = served < own ? served : own;
+            /* What the upstream answered is what it can serve: 90% of it,
+             * less what drains a queue that built in DRAIN_S.  A queue
+             * building, that is the cut, and the limit goes back to the
+             * 90% once the queue has drained; else no cut goes deeper
+             * (a median far past the baseline with every request
+             * answered is no reason to refuse half of them). */
+            double q = fmin(0.9 * answered, 0.9 * from) -
+                       fmax(growth, 0) * p->period_s / DRAIN_S;
+            next = g * from;
+            st->cruise = 0;
+            if (building) {
+                st->cruise = 0.9 * answered;
+                next = fmin(next, q);
+                st->c_safe = fmin(st->c_safe, st->cruise);
+            } else {
+                next = fmax(next, q);
+            }
+            st->calm_since_cut = 0;
             st->cut_s50 = s50;
             st->cut_s99 = sig->s99;
             out->action = AC_DECREASE;
             st->calm = 0;
             st->since_decrease = 0;
         } else {
+            if (!st->held)
+                st->calm_since_cut = 1;
+            /* Fast again after it was found slower: its old baseline
+             * back, the ceiling of its slow days forgotten, and the limit
+             * straight back to what it served before (as far as the
+             * demand goes). */
+            double back = 0;
+            if (!st->held && st->baseline_before > 0 &&
+                s50 <= GRADIENT_BUFFER * st->baseline_before) {
+                st->baseline = st->baseline_bound = st->baseline_before;
+                st->baseline_before = 0;
+                st->ceiling = 0;
+                st->c_safe = fmax(st->c_safe, st->c_safe_before);
+                back = fmin(st->c_safe, fmax(demand, lim));
+            }
             /* Calm at a rate that once overloaded it, the upstream has
              * recovered from a degradation: that overload said nothing of
              * its capacity, and the limit climbs back by quarter steps,
@@ -253,8 +353,11 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             if (st->calm >= CEILING_FORGET ||
                 (!st->held && served >= st->over_rate))
                 st->ceiling = 0;
-            if (!st->held && served > st->c_safe)
-                st->c_safe = served;
+            /* (The mean of the windows judged: their busiest, with
+             * several nodes each scaling its own share, runs ahead of
+             * what the upstream was given.) */
+            if (!st->held && mean_acc > st->c_safe)
+                st->c_safe = mean_acc;
             /* The binding baseline only falls: binding, the limit is
              * raised until the median rises, and a baseline that
              * followed would creep up with each raise. */
@@ -294,6 +397,10 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                     out->action = AC_INCREASE;
                 }
             }
+            if (back > next) {
+                next = back;
+                out->action = AC_INCREASE;
+            }
         }
         st->overloaded = over || settling;
         if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
@@ -302,6 +409,19 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         } else if (next > (double)p->min) {
             st->at_min = 0;
         }
+    }
+    /* The queue a cut was for has drained (what went and what came back
+     * match again): back to the rate the upstream answered at while it
+     * built. */
+    if (st->cruise > 0 && out->action != AC_DECREASE &&
+        st->since_decrease >= 2 && balanced) {
+        if (st->cruise > next) {
+            next = st->cruise;
+            out->action = AC_INCREASE;
+        }
+        st->cruise = 0;
+        st->after_drain = 1;
+        out->restart = 1;
     }
     /* Idle: back toward the rule's own number, whatever the traffic
      * (little traffic is no reason to keep a cut). */
@@ -317,6 +437,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
      * a cut holds or a marginal overload waits for its confirmation (in
      * the lab's bursts the forecast put each cut back the next window). */
     if (p->season > 0 && st->hw.ready && !out->overload && !st->held &&
+        st->calm_since_cut && st->baseline_before <= 0 &&
         st->since_decrease >= DECREASE_HOLD && out->action != AC_DECREASE &&
         st->anomalies < ANOMALY_WINDOWS) {
         double u = hw_forecast(&st->hw, p->horizon) + 2 * hw_sigma(&st->hw);

@@ -39,6 +39,10 @@ typedef struct ac_signal {
     double errors;   /* of them, failures (5xx, and 502/504 of the proxy) */
     double accepted; /* requests the limit let through, per second */
     double refused;  /* requests the limit refused (429), per second */
+    /* Answers that came back from the upstream, per second (the
+     * cluster's, like accepted): what it let through and what came back
+     * tell whether a queue builds in the upstream or drains. */
+    double answered;
     /* The limit in force (with several nodes, the minimum of their
      * proposals); 0: the controller's own last one. */
     double in_force;
@@ -71,6 +75,25 @@ typedef struct ac_state {
     /* Per unit, over the windows since the last judgement: accepted and
      * refused summed, and the most accepted in one. */
     double acc_sum, ref_sum, acc_max;
+    /* Per second, over the same windows: accepted and answered summed,
+     * and how many windows. */
+    double sent_sum, back_sum;
+    size_t judged;
+    /* After a cut for a building queue, the rate the upstream answered
+     * while it built (less 10%): the limit to go back to once the queue
+     * has drained; 0: none. */
+    double cruise;
+    double last_sent;    /* the last window's accepted, per second */
+    double last_back[3]; /* the last windows' answered, newest first */
+    /* The limit went back to cruise: the next judgement (of answers
+     * after it) tells a slower upstream from a queue. */
+    int after_drain;
+    /* The baseline before the upstream was found slower, to go back to
+     * when it is fast again (0: none), and C_safe before the overload
+     * that began it. */
+    double baseline_before;
+    double c_safe_before;
+    int calm_since_cut;    /* a calm judgement since the last decrease */
     size_t since_decrease; /* windows since the last decrease */
     /* The limit in force when the upstream last overloaded: increases
      * past 95% of it wait PROBE windows after a decrease, so that a
@@ -95,6 +118,11 @@ typedef struct ac_step_out {
     int64_t limit; /* the limit to publish (when publish) */
     int overload;
     double gradient; /* 1.25 b / s50, clamped to [0.5, 1]; 1 when calm */
+    /* The answers gathered toward the next judgement are dropped: it is
+     * to be of the requests sent from now on (the limit went back up
+     * after a queue drained, and what the queue did to latency says
+     * nothing of the upstream at the new limit). */
+    int restart;
 } ac_step_out;
 
 /* 0, or -1 when the parameters are out of range (1 <= min <= base <= max
@@ -103,5 +131,11 @@ typedef struct ac_step_out {
 int ac_init(ac_state *st, const ac_params *p);
 void ac_release(ac_state *st);
 void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out);
+
+/* 1 when n answers of median s50 (seconds), fewer than a judgement is
+ * usually of, already say the upstream is overloaded beyond doubt (a
+ * median many times the baseline): judge them now, before the queue
+ * that is building grows further. */
+int ac_alarm(const ac_state *st, double n, double s50);
 
 #endif

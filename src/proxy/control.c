@@ -194,34 +194,51 @@ static uint64_t take(atomic_uint_fast64_t *c)
     return atomic_exchange_explicit(c, 0, memory_order_relaxed);
 }
 
+/* The answers gathered toward the next judgement are dropped: it starts
+ * afresh. */
+static void drop_answers(ad_rule *a)
+{
+    memset(a->hist, 0, sizeof(a->hist));
+    a->timed = a->untimed = a->failed = 0;
+    a->windows = 0;
+}
+
 /* Slot k's window summed over the client-facing threads (and zeroed)
  * into rule a's signal.  The upstream's answers are gathered until there
- * are JUDGE_ANSWERS (or JUDGE_WINDOWS windows): until then the signal
- * has n = 0, which the controller does not judge.  The rates are the
+ * are JUDGE_ANSWERS (or JUDGE_WINDOWS windows, or fewer the controller
+ * already finds alarming: ac_alarm): until then the signal has n = 0,
+ * which the controller does not judge.  The rates are the
  * cluster's: this node's times the live nodes, which share the traffic
  * (a balancer in front), since the limit is the cluster's. */
 static void merge(px_proxy *px, size_t k, double seconds, ad_rule *a,
                   ac_signal *sig, double *s50_ms, double *s99_ms)
 {
-    uint64_t allowed = 0, refused = 0;
+    uint64_t allowed = 0, refused = 0, timed = 0, untimed = 0;
     for (int t = 0; t < px->n_workers; t++) {
         px_ad_window *win = &px->ad[(size_t)t * PX_AD_MAX + k];
         for (size_t b = 0; b < PX_AD_BUCKETS; b++) {
             uint64_t c = atomic_exchange_explicit(&win->hist[b], 0,
                                                   memory_order_relaxed);
             a->hist[b] += c;
-            a->timed += c;
+            timed += c;
         }
         allowed += take(&win->allowed);
         refused += take(&win->refused);
         a->failed += take(&win->failed);
-        a->untimed += take(&win->untimed);
+        untimed += take(&win->untimed);
     }
+    a->timed += timed;
+    a->untimed += untimed;
+    uint64_t answered = timed + untimed;
     double nodes = a->nodes > 1 ? (double)a->nodes : 1;
     *sig = (ac_signal){.accepted = nodes * (double)allowed / seconds,
-                       .refused = nodes * (double)refused / seconds};
+                       .refused = nodes * (double)refused / seconds,
+                       .answered = nodes * (double)answered / seconds};
     *s50_ms = *s99_ms = 0;
-    if (++a->windows < JUDGE_WINDOWS && a->timed + a->untimed < JUDGE_ANSWERS)
+    uint64_t n = a->timed + a->untimed;
+    if (++a->windows < JUDGE_WINDOWS && n < JUDGE_ANSWERS &&
+        !ac_alarm(&a->st, (double)n,
+                  quantile_ms(a->hist, a->timed, 0.50) / 1000))
         return;
     *s50_ms = quantile_ms(a->hist, a->timed, 0.50);
     *s99_ms = quantile_ms(a->hist, a->timed, 0.99);
@@ -229,9 +246,7 @@ static void merge(px_proxy *px, size_t k, double seconds, ad_rule *a,
     sig->s50 = *s50_ms / 1000;
     sig->s99 = *s99_ms / 1000;
     sig->errors = (double)a->failed;
-    memset(a->hist, 0, sizeof(a->hist));
-    a->timed = a->untimed = a->failed = 0;
-    a->windows = 0;
+    drop_answers(a);
 }
 
 /* One window of slot k's rule r: the node's proposal into *publish and
@@ -263,6 +278,8 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     sig.in_force = (double)sv_rules_in_force(set, r)->requests_per_unit;
     ac_step_out out;
     ac_step(&a->st, &sig, &out);
+    if (out.restart)
+        drop_answers(a);
     if (out.publish)
         fprintf(stderr, "sluice: adaptive: %s: limit %lld (%s)\n", id,
                 (long long)out.limit, ac_action_name(out.action));
@@ -275,9 +292,10 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     if (a->ring_n < CV_WINDOWS)
         a->ring_n++;
     if (the.trace != NULL)
-        fprintf(the.trace, "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g\n",
-                id, sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
-                sig.in_force);
+        fprintf(the.trace,
+                "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n", id,
+                sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
+                sig.in_force, sig.answered);
     *publish = a->st.published;
     *base = a->st.p.base;
 }
