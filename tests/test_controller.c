@@ -319,7 +319,7 @@ static void a_slower_upstream_is_its_new_baseline(void **state)
     expect_eq(o.limit, 50);
     int restored = -1;
     for (int i = 0; i < 10; i++) {
-        w = queued(0.120, 50, 0, i < 2 ? 65 : 50); /* drains, then not */
+        w = queued(0.120, 50, 0, i < 2 ? 70 : 50); /* drains, then not */
         w.n = 0;
         ac_step(&st, &w, &o);
         if (o.restart) {

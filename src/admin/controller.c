@@ -179,10 +179,12 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     st->sent_sum += sig->accepted;
     st->back_sum += sig->answered;
     st->judged++;
-    /* The last two windows: a queue neither building nor draining. */
+    /* The last two windows: a queue neither building nor draining (within
+     * twice the share: two windows of a node's own share, scaled to the
+     * cluster's, are noisier than a judgement's). */
     double sent2 = sig->accepted + st->last_sent;
     double back2 = sig->answered + st->last_back[0];
-    int balanced = fabs(sent2 - back2) <= QUEUE_SHARE * sent2 + QUEUE_MIN;
+    int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN;
     st->last_sent = sig->accepted;
     memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
     st->last_back[0] = sig->answered;
@@ -250,10 +252,10 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
          * cut for is that cut taking effect, and cutting again for it
          * would compound (the lab's degraded B: 114 -> 55 -> 31 -> 28
          * while its queue drained).  Failures past 2% always cut. */
-        int settling =
-            over && st->since_decrease < SETTLE_WINDOWS &&
-            err <= MAX_ERROR_RATE &&
-            (draining || (s50 < st->cut_s50 && sig->s99 < st->cut_s99));
+        int settling = over && st->since_decrease < SETTLE_WINDOWS &&
+                       err <= MAX_ERROR_RATE &&
+                       (draining || (st->cruise > 0 && !building) ||
+                        (s50 < st->cut_s50 && sig->s99 < st->cut_s99));
         /* The first judgement after a queue drained and the limit went
          * back to cruise: still slower than its baseline with no queue
          * building, the upstream itself is slower (a degraded replica).
@@ -316,7 +318,6 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
             double q = fmin(0.9 * answered, 0.9 * from) -
                        fmax(growth, 0) * p->period_s / DRAIN_S;
             next = g * from;
-            st->cruise = 0;
             if (building) {
                 st->cruise = 0.9 * answered;
                 next = fmin(next, q);
@@ -404,6 +405,8 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         }
         st->overloaded = over || settling;
         if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
+            if (st->baseline_before <= 0)
+                st->baseline_before = st->baseline;
             *b = s50;
             st->at_min = 0;
         } else if (next > (double)p->min) {
