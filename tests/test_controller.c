@@ -243,20 +243,21 @@ static void cut_from_the_judged_windows(void **state)
     ac_release(&st);
 }
 
-/* Overloaded at 100, then again at 60 (a degrading upstream): C_safe,
- * the most the forecast and the climb after a cut may raise to, is 90%
- * of the lower rate, not of the first. */
+/* Overloaded at 100, then again at 60 (a degrading upstream, a queue
+ * building each time): C_safe, the most the forecast and the climb after
+ * a cut may raise to, is 90% of the lower rate, not of the first (and
+ * the first time, 90% of what came back: 84 of the 90 served). */
 static void c_safe_follows_a_degrading_upstream(void **state)
 {
     (void)state;
     ac_state st;
     ac_step_out o;
     warm_up(&st, 0.040, 100);
-    ac_signal w = window(0.120, 100, 0);
+    ac_signal w = queued(0.120, 100, 0, 80);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
-    expect_eq((int64_t)llround(st.c_safe), 90);
-    w = window(0.120, 60, 0);
+    expect_eq((int64_t)llround(st.c_safe), 84);
+    w = queued(0.120, 60, 0, 48);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq((int64_t)llround(st.c_safe), 54);
@@ -347,12 +348,28 @@ static void a_slower_upstream_is_its_new_baseline(void **state)
     expect_eq(llround(st.baseline * 1000), 40);
     ac_release(&st);
 
-    /* The same slower median without the cut for a queue before it is
-     * an overload, as ever. */
+    /* With no queue before it, the same slower median is an overload
+     * (to 90% of what was answered); if the cut leaves the median within
+     * 20% of what it was, it did not help: the upstream is slower. */
     warm_up(&st, 0.040, 100);
     w = window(0.120, 100, 0);
     ac_step(&st, &w, &o);
     expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 90);
+    w = window(0.110, 90, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(llround(st.baseline * 1000), 110);
+    ac_release(&st);
+    /* A cut that helped (120 -> 80 ms) settles, the baseline kept. */
+    warm_up(&st, 0.040, 100);
+    w = window(0.120, 100, 0);
+    ac_step(&st, &w, &o);
+    w = window(0.080, 90, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_HOLD);
+    expect_eq(o.overload, 1);
+    expect_eq(llround(st.baseline * 1000), 40);
     ac_release(&st);
 }
 

@@ -176,9 +176,9 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     st->acc_sum += acc;
     st->ref_sum += sig->refused * p->period_s;
     st->acc_max = fmax(st->acc_max, acc);
+    st->judged++;
     st->sent_sum += sig->accepted;
     st->back_sum += sig->answered;
-    st->judged++;
     /* The last two windows: a queue neither building nor draining (within
      * twice the share: two windows of a node's own share, scaled to the
      * cluster's, are noisier than a judgement's). */
@@ -257,13 +257,15 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                        (draining || (st->cruise > 0 && !building) ||
                         (s50 < st->cut_s50 && sig->s99 < st->cut_s99));
         /* The first judgement after a queue drained and the limit went
-         * back to cruise: still slower than its baseline with no queue
-         * building, the upstream itself is slower (a degraded replica).
-         * That is its baseline now: cutting for it would refuse traffic
-         * without making it any faster. */
+         * back to cruise, or after a cut with no queue building that left
+         * the median within 20% of what it was: still slower than its
+         * baseline with no queue building, the upstream itself is slower
+         * (a degraded replica).  That is its baseline now: cutting for it
+         * would refuse traffic without making it any faster. */
         int slower =
-            st->after_drain && slow && !building && err <= MAX_ERROR_RATE;
-        st->after_drain = 0;
+            slow && !building && err <= MAX_ERROR_RATE &&
+            (st->after_drain || (st->after_cut && s50 > 0.8 * st->cut_s50));
+        st->after_drain = st->after_cut = 0;
         out->overload = over;
         if (settling || slower)
             over = 0;
@@ -324,6 +326,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
                 st->c_safe = fmin(st->c_safe, st->cruise);
             } else {
                 next = fmax(next, q);
+                st->after_cut = 1;
             }
             st->calm_since_cut = 0;
             st->cut_s50 = s50;

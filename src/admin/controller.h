@@ -88,6 +88,7 @@ typedef struct ac_state {
     /* The limit went back to cruise: the next judgement (of answers
      * after it) tells a slower upstream from a queue. */
     int after_drain;
+    int after_cut; /* the last judgement cut with no queue building */
     /* The baseline before the upstream was found slower, to go back to
      * when it is fast again (0: none), and C_safe before the overload
      * that began it. */
