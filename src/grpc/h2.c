@@ -431,13 +431,8 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
     gr_call *c = call_of(user, id);
     if (c == NULL || c->state != ST_READING)
         return 0; /* answered already: the rest is discarded */
-    if (c->in_len < 5) {
-        size_t n = 5 - c->in_len < len ? 5 - c->in_len : len;
-        memcpy(c->head + c->in_len, data, n);
-        c->in_len += n;
-        data += n;
-        len -= n;
-    }
+    for (; len > 0 && c->in_len < 5; len--)
+        c->head[c->in_len++] = *data++;
     if (c->in_len < 5 || (c->in == NULL && message_begins(c) != 0))
         return 0;
     if (len > 5 + c->msg_len - c->in_len) {
