@@ -314,8 +314,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame,
 }
 
 /* :path names the method: by the lengths known since gr_session_new(). */
-static void path_field(gr_session *s, gr_call *c, const uint8_t *value,
-                       size_t valuelen)
+__attribute__((noinline)) static int
+path_field(gr_session *s, gr_call *c, const uint8_t *value, size_t valuelen)
 {
     size_t keep = valuelen < PATH_KEPT ? valuelen : PATH_KEPT;
     memcpy(c->path, value, keep);
@@ -327,26 +327,29 @@ static void path_field(gr_session *s, gr_call *c, const uint8_t *value,
             c->method = s->cfg.methods[i];
             break;
         }
+    return 0;
 }
 
-static void timeout_field(gr_session *s, gr_call *c, const uint8_t *value,
-                          size_t valuelen)
+__attribute__((noinline)) static int
+timeout_field(gr_session *s, gr_call *c, const uint8_t *value, size_t valuelen)
 {
     uint64_t ms;
     if (parse_timeout(value, valuelen, &ms) != 0)
         c->bad_timeout = 1;
     else
         c->deadline = s->now_ms + ms;
+    return 0;
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
-                     const uint8_t *name, size_t namelen, const uint8_t *value,
-                     size_t valuelen, uint8_t flags, void *user)
+/* A header field of call c's request.  Most fields of a request are
+ * none of the four read, and pass here with no call made, so that
+ * on_header() saves no registers for them: the rarer work is in
+ * functions of its own (not inlined), reached by tail calls. */
+static inline int header_field(gr_session *s, gr_call *c,
+                               const nghttp2_frame *frame, const uint8_t *name,
+                               size_t namelen, const uint8_t *value,
+                               size_t valuelen)
 {
-    (void)ng;
-    (void)flags;
-    gr_session *s = user;
-    gr_call *c = call_of(s, frame->hd.stream_id);
     if (c == NULL || c->state != ST_READING)
         return 0;
     /* As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113, 6.5.2). */
@@ -355,12 +358,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
         c->too_big = 1;
     if (c->too_big || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    /* Four fields are read, told apart by their names' lengths first:
-     * the others (most of a request's) cost one switch. */
+    /* Told apart by their names' lengths first. */
     switch (namelen) {
     case sizeof(":path") - 1:
         if (IS(name, namelen, ":path"))
-            path_field(s, c, value, valuelen);
+            return path_field(s, c, value, valuelen);
         break;
     case sizeof(":method") - 1:
         if (IS(name, namelen, ":method"))
@@ -370,10 +372,32 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
         if (IS(name, namelen, "content-type"))
             c->not_grpc = !grpc_type(value, valuelen);
         else if (IS(name, namelen, "grpc-timeout"))
-            timeout_field(s, c, value, valuelen);
+            return timeout_field(s, c, value, valuelen);
         break;
     }
     return 0;
+}
+
+/* A field of another stream than the call last looked up's. */
+__attribute__((noinline)) static int
+other_stream_field(gr_session *s, const nghttp2_frame *frame,
+                   const uint8_t *name, size_t namelen, const uint8_t *value,
+                   size_t valuelen)
+{
+    gr_call *c = call_of(s, frame->hd.stream_id);
+    return header_field(s, c, frame, name, namelen, value, valuelen);
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *user)
+{
+    (void)ng;
+    (void)flags;
+    gr_session *s = user;
+    if (s->last == NULL || s->last->id != frame->hd.stream_id)
+        return other_stream_field(s, frame, name, namelen, value, valuelen);
+    return header_field(s, s->last, frame, name, namelen, value, valuelen);
 }
 
 /* The request's headers are in: is it a call we can run? */
