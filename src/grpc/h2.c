@@ -455,6 +455,12 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
     gr_call *c = call_of(user, id);
     if (c == NULL || c->state != ST_READING)
         return 0; /* answered already: the rest is discarded */
+    if (c->in_len == 0 && len >= 5) { /* usual: the prefix in one piece */
+        memcpy(c->head, data, 5);
+        c->in_len = 5;
+        data += 5;
+        len -= 5;
+    }
     for (; len > 0 && c->in_len < 5; len--)
         c->head[c->in_len++] = *data++;
     if (c->in_len < 5 || (c->in == NULL && message_begins(c) != 0))
