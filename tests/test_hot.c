@@ -51,7 +51,8 @@ static void fake_free(fake *f)
 
 static void hit(sv_worker *w, const char *rule, const char *key, int over)
 {
-    sv_hot_count(w, rule, key, strlen(key), over);
+    sv_hot_count(w, rule, strlen(rule), sv_hot_hash(rule, strlen(rule)), key,
+                 strlen(key), over);
 }
 
 /* The entry of (rule, key) in a report's array; key NULL for hot_rules. */

@@ -298,6 +298,21 @@ try:
     st = c.result(sid)
     check("raw: another content-type is HTTP 415",
           st is not None and st.headers.get(":status") == "415", st and vars(st))
+    # An answer sent before the client ended its side is followed by
+    # RST_STREAM(NO_ERROR) (RFC 9113, 8.1), so that the client stops
+    # sending; an answer to a whole request is not (h2.c, on_frame_send).
+    sid = c.headers(RLS, ctype="application/json")
+    c.wait(lambda: c.streams[sid].reset is not None, 5)
+    st = c.streams[sid]
+    check("raw: an answer before the request's end is followed by RST_STREAM(NO_ERROR)",
+          st.reset == 0 and st.ended and st.headers and
+          st.headers.get(":status") == "415", vars(st))
+    sid = c.call(RLS, rls_request("test", [[("tb", "z")]]))
+    st = c.result(sid)
+    c.pump(0.3)
+    check("raw: an answer to a whole request ends its stream with no RST_STREAM",
+          st is not None and st.grpc_status() == 0 and st.reset is None,
+          st and vars(st))
     sid = c.headers(RLS, method="GET", end=True)
     st = c.result(sid)
     check("raw: another method is HTTP 405",

@@ -45,6 +45,7 @@ struct gr_call {
     int state;
     const gr_method *method; /* NULL: unknown :path */
     int not_post, not_grpc, too_big, bad_timeout;
+    int early; /* answered before the request was whole: counted in early */
     size_t header_bytes;
     char path[PATH_KEPT + 1];
     uint64_t read_by;  /* loop ms the request must be whole by; 0: none */
@@ -72,6 +73,10 @@ struct gr_session {
     /* The call last looked up: a request's header fields and its DATA
      * come together, so this spares most of nghttp2's stream lookups. */
     gr_call *last;
+    size_t *path_len; /* of cfg.methods[i]->path */
+    /* Calls answered before their request was whole: only their answers
+     * may need an RST_STREAM after them (on_frame_send). */
+    size_t early;
     int inside;   /* in a gr_session_* call: its caller sends afterwards */
     int draining; /* a GOAWAY notice went */
     int goaway;   /* the last GOAWAY went */
@@ -98,6 +103,10 @@ static void wake(gr_session *s)
 
 static void answered(gr_call *c)
 {
+    if (c->state == ST_READING) {
+        c->early = 1;
+        c->s->early++;
+    }
     c->state = ST_ANSWERED;
     c->read_by = c->deadline = 0;
     gr_mem_release(c->s->mem, c->in);
@@ -304,14 +313,43 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame,
     return 0;
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
-                     const uint8_t *name, size_t namelen, const uint8_t *value,
-                     size_t valuelen, uint8_t flags, void *user)
+/* :path names the method: by the lengths known since gr_session_new(). */
+__attribute__((noinline)) static int
+path_field(gr_session *s, gr_call *c, const uint8_t *value, size_t valuelen)
 {
-    (void)ng;
-    (void)flags;
-    gr_session *s = user;
-    gr_call *c = call_of(s, frame->hd.stream_id);
+    size_t keep = valuelen < PATH_KEPT ? valuelen : PATH_KEPT;
+    memcpy(c->path, value, keep);
+    c->path[keep] = '\0';
+    c->method = NULL;
+    for (size_t i = 0; i < s->cfg.n_methods; i++)
+        if (valuelen == s->path_len[i] &&
+            memcmp(value, s->cfg.methods[i]->path, valuelen) == 0) {
+            c->method = s->cfg.methods[i];
+            break;
+        }
+    return 0;
+}
+
+__attribute__((noinline)) static int
+timeout_field(gr_session *s, gr_call *c, const uint8_t *value, size_t valuelen)
+{
+    uint64_t ms;
+    if (parse_timeout(value, valuelen, &ms) != 0)
+        c->bad_timeout = 1;
+    else
+        c->deadline = s->now_ms + ms;
+    return 0;
+}
+
+/* A header field of call c's request.  Most fields of a request are
+ * none of the four read, and pass here with no call made, so that
+ * on_header() saves no registers for them: the rarer work is in
+ * functions of its own (not inlined), reached by tail calls. */
+static inline int header_field(gr_session *s, gr_call *c,
+                               const nghttp2_frame *frame, const uint8_t *name,
+                               size_t namelen, const uint8_t *value,
+                               size_t valuelen)
+{
     if (c == NULL || c->state != ST_READING)
         return 0;
     /* As SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113, 6.5.2). */
@@ -320,27 +358,46 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
         c->too_big = 1;
     if (c->too_big || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    if (IS(name, namelen, ":path")) {
-        size_t keep = valuelen < PATH_KEPT ? valuelen : PATH_KEPT;
-        memcpy(c->path, value, keep);
-        c->path[keep] = '\0';
-        c->method = NULL;
-        for (size_t i = 0; i < s->cfg.n_methods; i++)
-            if (valuelen == strlen(s->cfg.methods[i]->path) &&
-                memcmp(value, s->cfg.methods[i]->path, valuelen) == 0)
-                c->method = s->cfg.methods[i];
-    } else if (IS(name, namelen, ":method")) {
-        c->not_post = !IS(value, valuelen, "POST");
-    } else if (IS(name, namelen, "content-type")) {
-        c->not_grpc = !grpc_type(value, valuelen);
-    } else if (IS(name, namelen, "grpc-timeout")) {
-        uint64_t ms;
-        if (parse_timeout(value, valuelen, &ms) != 0)
-            c->bad_timeout = 1;
-        else
-            c->deadline = s->now_ms + ms;
+    /* Told apart by their names' lengths first. */
+    switch (namelen) {
+    case sizeof(":path") - 1:
+        if (IS(name, namelen, ":path"))
+            return path_field(s, c, value, valuelen);
+        break;
+    case sizeof(":method") - 1:
+        if (IS(name, namelen, ":method"))
+            c->not_post = !IS(value, valuelen, "POST");
+        break;
+    case sizeof("content-type") - 1:
+        if (IS(name, namelen, "content-type"))
+            c->not_grpc = !grpc_type(value, valuelen);
+        else if (IS(name, namelen, "grpc-timeout"))
+            return timeout_field(s, c, value, valuelen);
+        break;
     }
     return 0;
+}
+
+/* A field of another stream than the call last looked up's. */
+__attribute__((noinline)) static int
+other_stream_field(gr_session *s, const nghttp2_frame *frame,
+                   const uint8_t *name, size_t namelen, const uint8_t *value,
+                   size_t valuelen)
+{
+    gr_call *c = call_of(s, frame->hd.stream_id);
+    return header_field(s, c, frame, name, namelen, value, valuelen);
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame,
+                     const uint8_t *name, size_t namelen, const uint8_t *value,
+                     size_t valuelen, uint8_t flags, void *user)
+{
+    (void)ng;
+    (void)flags;
+    gr_session *s = user;
+    if (s->last == NULL || s->last->id != frame->hd.stream_id)
+        return other_stream_field(s, frame, name, namelen, value, valuelen);
+    return header_field(s, s->last, frame, name, namelen, value, valuelen);
 }
 
 /* The request's headers are in: is it a call we can run? */
@@ -398,6 +455,12 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
     gr_call *c = call_of(user, id);
     if (c == NULL || c->state != ST_READING)
         return 0; /* answered already: the rest is discarded */
+    if (c->in_len == 0 && len >= 5) { /* usual: the prefix in one piece */
+        memcpy(c->head, data, 5);
+        c->in_len = 5;
+        data += 5;
+        len -= 5;
+    }
     for (; len > 0 && c->in_len < 5; len--)
         c->head[c->in_len++] = *data++;
     if (c->in_len < 5 || (c->in == NULL && message_begins(c) != 0))
@@ -468,8 +531,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame,
                          void *user)
 {
-    (void)user;
+    gr_session *s = user;
     int32_t id = frame->hd.stream_id;
+    if (s->early == 0) /* every answer sent came after its request */
+        return 0;
     if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
         !nghttp2_session_get_stream_remote_close(ng, id))
@@ -488,6 +553,7 @@ static void call_free(gr_session *s, gr_call *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_calls--;
+    s->early -= (size_t)c->early;
     if (s->last == c)
         s->last = NULL;
     gr_mem_release(s->mem, c->in);
@@ -499,11 +565,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error,
                            void *user)
 {
     (void)error;
+    (void)ng;
+    /* The stream goes with this (no_closed_streams): no need to unset
+     * its user data. */
     gr_call *c = call_of(user, id);
-    if (c != NULL) {
-        nghttp2_session_set_stream_user_data(ng, id, NULL);
+    if (c != NULL)
         call_free(user, c);
-    }
     return 0;
 }
 
@@ -521,6 +588,10 @@ gr_session *gr_session_new(const gr_session_config *cfg,
         goto fail;
     s->cfg = *cfg;
     s->io = *io;
+    if ((s->path_len = calloc(cfg->n_methods + 1, sizeof(size_t))) == NULL)
+        goto fail;
+    for (size_t i = 0; i < cfg->n_methods; i++)
+        s->path_len[i] = strlen(cfg->methods[i]->path);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb,
                                                             on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
@@ -556,6 +627,7 @@ fail:
     if (s != NULL) {
         nghttp2_session_del(s->ng);
         gr_mem_free(s->mem);
+        free(s->path_len);
     }
     free(s);
     return NULL;
@@ -571,6 +643,7 @@ void gr_session_free(gr_session *s)
         call_free(s, s->calls);
     nghttp2_session_del(s->ng);
     gr_mem_free(s->mem);
+    free(s->path_len);
     free(s);
 }
 

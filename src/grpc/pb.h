@@ -71,6 +71,9 @@ typedef struct gr_pb_status {
     uint32_t limit_remaining;
     int64_t reset_seconds; /* duration_until_reset */
     int32_t reset_nanos;
+    /* Set by gr_pb_response_size(), for gr_pb_response_encode(): the
+     * encoded sizes of the status and of its two messages. */
+    size_t size, limit_size, duration_size;
 } gr_pb_status;
 
 /* A config.core.v3.HeaderValue of response_headers_to_add. */
@@ -81,14 +84,15 @@ typedef struct gr_pb_header {
 
 typedef struct gr_pb_response {
     int overall_code;
-    const gr_pb_status *statuses;
+    gr_pb_status *statuses;
     size_t n;
     const gr_pb_header *headers;
     size_t n_headers;
 } gr_pb_response;
 
-/* The encoded size of r, then r written in exactly that many bytes. */
-size_t gr_pb_response_size(const gr_pb_response *r);
+/* The encoded size of r (noting its statuses' sizes in them), then r,
+ * unchanged since, written in exactly that many bytes. */
+size_t gr_pb_response_size(gr_pb_response *r);
 void gr_pb_response_encode(const gr_pb_response *r, uint8_t *out);
 
 /* grpc.health.v1: HealthCheckRequest's service (0, or -1 when the

@@ -115,25 +115,25 @@ static int put(char *buf, size_t cap, size_t *len, char sep, const char *s,
 {
     /* The framing is written by hand, not by snprintf: this runs for
      * every entry of every request the server decides, and printf's
-     * format machinery cost more than the rest of the match. */
-    char num[24];
-    size_t i = sizeof(num);
-    num[--i] = ':';
-    size_t v = n;
-    do {
-        num[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    if (sep)
-        num[--i] = sep;
-    size_t plen = sizeof(num) - i;
+     * format machinery cost more than the rest of the match.  The digits
+     * go straight into the key, their count known first, not through a
+     * buffer and a second copy. */
+    size_t digits = 1;
+    for (size_t v = n; v >= 10; v /= 10)
+        digits++;
+    size_t plen = (sep != 0) + digits + 1;
     if (*len + plen + n > cap)
         return -1;
-    memcpy(buf + *len, num + i, plen);
-    *len += plen;
+    char *p = buf + *len;
+    if (sep)
+        *p++ = sep;
+    size_t v = n;
+    for (char *d = p + digits; d > p; v /= 10)
+        *--d = (char)('0' + v % 10);
+    p[digits] = ':';
     if (n > 0)
-        memcpy(buf + *len, s, n);
-    *len += n;
+        memcpy(p + digits + 1, s, n);
+    *len += plen + n;
     return 0;
 }
 
@@ -156,11 +156,10 @@ int sl_rules_counter_key(const char *domain, size_t domain_len,
     return 0;
 }
 
-int sl_rules_match(const sl_rules *rules, const char *domain,
-                   size_t domain_len, const sl_rules_entry *entries,
-                   size_t n_entries, size_t descriptor, sl_rule_match *out,
-                   size_t max_out, size_t *n_out, char *keybuf,
-                   size_t keybuf_len)
+int sl_rules_match(const sl_rules *rules, const char *domain, size_t domain_len,
+                   const sl_rules_entry *entries, size_t n_entries,
+                   size_t descriptor, sl_rule_match *out, size_t max_out,
+                   size_t *n_out, char *keybuf, size_t keybuf_len)
 {
     const sl__rnode *level, *hit = NULL;
     size_t klen = 0, d;

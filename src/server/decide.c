@@ -481,10 +481,14 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
     }
     sv_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
                     near);
-    sv_hot_count(w,
-                 r->index == SIZE_MAX ? "(request's limit)"
-                                      : st->rules->ids[r->index],
-                 m->key, m->key_len, s.over || shadow_pass);
+    if (r->index == SIZE_MAX) {
+        static const char ov[] = "(request's limit)";
+        sv_hot_count(w, ov, sizeof(ov) - 1, sv_hot_hash(ov, sizeof(ov) - 1),
+                     m->key, m->key_len, s.over || shadow_pass);
+    } else
+        sv_hot_count(w, st->rules->ids[r->index], st->rules->id_len[r->index],
+                     st->rules->id_hash[r->index], m->key, m->key_len,
+                     s.over || shadow_pass);
     return s;
 }
 

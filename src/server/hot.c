@@ -186,15 +186,19 @@ static void advance(sv_hot *h, sl_nanos now)
     h->gen = gen;
 }
 
-void sv_hot_count(sv_worker *w, const char *rule, const char *key,
-                  size_t key_len, int over)
+uint64_t sv_hot_hash(const char *id, size_t n)
+{
+    return mix(0, id, n);
+}
+
+void sv_hot_count(sv_worker *w, const char *rule, size_t rule_len,
+                  uint64_t rule_hash, const char *key, size_t key_len, int over)
 {
     sv_hot *h = w->hot;
     if (h == NULL)
         return;
     sl_nanos now = sv_now(w);
-    size_t rule_len = strlen(rule);
-    uint64_t rh = mix(0, rule, rule_len);
+    uint64_t rh = rule_hash;
     uint64_t kh = mix(rh, key, key_len);
     int64_t epoch = now / HOT_STEP_NS;
     pthread_mutex_lock(&h->lock);

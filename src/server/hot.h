@@ -27,10 +27,16 @@ typedef struct sv_hot sv_hot;
 sv_hot *sv_hot_new(void);
 void sv_hot_free(sv_hot *h);
 
-/* One rule decision of thread w at its now: the rule's id and the
- * counter key, over or within the limit. */
-void sv_hot_count(sv_worker *w, const char *rule, const char *key,
-                  size_t key_len, int over);
+/* The hash of a rule's id (n bytes) that sv_hot_count() takes, made
+ * once per rules set (rules_set.c), not once per decision. */
+uint64_t sv_hot_hash(const char *id, size_t n);
+
+/* One rule decision of thread w at its now: the rule's id (rule_len
+ * bytes, its sv_hot_hash) and the counter key, over or within the
+ * limit. */
+void sv_hot_count(sv_worker *w, const char *rule, size_t rule_len,
+                  uint64_t rule_hash, const char *key, size_t key_len,
+                  int over);
 
 /* {"window_s", "hot_keys": [{"key", "rule", "decisions", "over_limit",
  * "error"}...], "hot_rules": [{"rule", "decisions", "over_limit",

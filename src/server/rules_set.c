@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "server/buf.h"
+#include "server/hot.h"
 #include "server/rules_set.h"
 
 const char *sv_rule_label(const sl_rule *r)
@@ -42,6 +43,8 @@ static void free_set(sv_rules *r)
     for (size_t i = 0; r->ids != NULL && i < n; i++)
         free(r->ids[i]);
     free(r->ids);
+    free(r->id_len);
+    free(r->id_hash);
     free(r->text);
     sl_rules_free(r->rules);
     free(r);
@@ -53,7 +56,9 @@ static int make_ids(sv_rules *r)
 {
     size_t n = sl_rules_rule_count(r->rules);
     r->ids = calloc(n ? n : 1, sizeof(*r->ids));
-    if (r->ids == NULL)
+    r->id_len = calloc(n ? n : 1, sizeof(*r->id_len));
+    r->id_hash = calloc(n ? n : 1, sizeof(*r->id_hash));
+    if (r->ids == NULL || r->id_len == NULL || r->id_hash == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
         const char *label = sv_rule_label(sl_rules_rule(r->rules, i));
@@ -69,6 +74,8 @@ static int make_ids(sv_rules *r)
         if (b.failed || b.data == NULL)
             return -1;
         r->ids[i] = b.data;
+        r->id_len[i] = b.len;
+        r->id_hash[i] = sv_hot_hash(b.data, b.len);
     }
     return 0;
 }
@@ -101,6 +108,8 @@ sv_rules *sv_rules_derive(sv_rules *base, sv_effective **effective)
     r->rules = base->rules;
     r->text = base->text;
     r->ids = base->ids;
+    r->id_len = base->id_len;
+    r->id_hash = base->id_hash;
     r->effective = effective;
     atomic_init(&r->refs, 1);
     return r;

@@ -39,6 +39,8 @@ typedef struct sv_rules {
     sl_rules *rules;
     sv_rule_text *text;    /* [rule->index] */
     char **ids;            /* [rule->index]: the rule's id (sv_rule_id) */
+    size_t *id_len;        /* [rule->index]: strlen of its id */
+    uint64_t *id_hash;     /* [rule->index]: sv_hot_hash of its id */
     struct sv_rules *base; /* a generation's base (a reference), or NULL */
     /* A generation's rules in force, [rule->index]: NULL where the base
      * rule is; owned. */
