@@ -259,11 +259,11 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         /* The first judgement after a queue drained and the limit went
          * back to cruise, or after a cut with no queue building that left
          * the median within 20% of what it was: still slower than its
-         * baseline with no queue building, the upstream itself is slower
-         * (a degraded replica).  That is its baseline now: cutting for it
-         * would refuse traffic without making it any faster. */
+         * baseline with no queue building or draining, the upstream itself is
+         * slower (a degraded replica).  That is its baseline now: cutting for
+         * it would refuse traffic without making it any faster. */
         int slower =
-            slow && !building && err <= MAX_ERROR_RATE &&
+            slow && steady && err <= MAX_ERROR_RATE &&
             (st->after_drain || (st->after_cut && s50 > 0.8 * st->cut_s50));
         st->after_drain = st->after_cut = 0;
         out->overload = over;
@@ -427,7 +427,12 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         }
         st->cruise = 0;
         st->after_drain = 1;
+        /* The next judgement is of what is sent from now on: the
+         * proxy's answers and the windows' sums start afresh. */
         out->restart = 1;
+        st->acc_sum = st->ref_sum = st->acc_max = 0;
+        st->sent_sum = st->back_sum = 0;
+        st->judged = 0;
     }
     /* Idle: back toward the rule's own number, whatever the traffic
      * (little traffic is no reason to keep a cut). */
