@@ -3,7 +3,8 @@
 # (docs/adaptive.md): the real proxy in front of an upstream whose latency
 # the test sets (tests/proxy/adaptive_upstream.py), under a steady load
 # above the rule's limit (tests/proxy/adaptive_load.py).  Healthy and
-# binding, the limit rises; the upstream slowed, it falls (an override of
+# binding, the limit rises; the upstream slowed and saturated (a queue
+# building), it falls (an override of
 # source `controller` in /admin/v1/limits and /metrics); fast again it
 # rises; idle, it goes back to the rule's number.  The trace the proxy
 # wrote (--adaptive-trace) replays to the very limits it published; a
@@ -73,10 +74,14 @@ if wait_for 40 "L >= 110 and S == 'controller'"; then
   pass "healthy and binding: the limit rose to $L (source $S)"
 else bad "rise" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
 
-# 2. The upstream slows (5 ms -> 40 ms): the limit falls.
+# 2. The upstream slows (5 ms -> 40 ms) and serves 4 at a time: 100/s at
+# most, under the limit, so a queue builds: the limit falls under the
+# upstream's capacity.  (Slower alone, with no queue, it would only be
+# cut by 10% and then taken as the upstream's speed: docs/adaptive.md.)
+curl -s "http://127.0.0.1:$UP/__capacity/4" >/dev/null
 curl -s "http://127.0.0.1:$UP/__delay/40" >/dev/null
-if wait_for 20 "L <= 60 and S == 'controller'"; then
-  pass "upstream slowed: the limit fell to $L (source $S)"
+if wait_for 30 "L < 100 and S == 'controller'"; then
+  pass "upstream slowed, a queue building: the limit fell to $L (source $S)"
 else bad "fall" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
 # One scrape for all four; the override follows the controller's limit
 # within its tick, so a scrape between the two is taken again.
@@ -112,6 +117,7 @@ read -r L S < <(limit "$A")
 # 4. Fast again: the limit rises from its low (an increase is published).
 ups() { grep -c '(increase)$' "$tmp/proxy.log"; }
 before=$(ups)
+curl -s "http://127.0.0.1:$UP/__capacity/0" >/dev/null
 curl -s "http://127.0.0.1:$UP/__delay/5" >/dev/null
 for _ in $(seq 160); do [ "$(ups)" -gt "$before" ] && break; sleep 0.25; done
 if [ "$(ups)" -gt "$before" ]; then
@@ -123,7 +129,7 @@ else bad "recover" "$(tail -5 "$tmp/proxy.log")"; fi
 touch "$tmp/stop"
 if [ -n "${SL_TEST_QUICK:-}" ]; then
   echo "SKIP idle (SL_TEST_QUICK)"
-elif wait_for 60 "L == 100 and S == 'rules'"; then
+elif wait_for 90 "L == 100 and S == 'rules'"; then
   pass "idle: back to the rule's 100 (source $S)"
 else bad "relax" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
 

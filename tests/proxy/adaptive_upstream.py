@@ -2,15 +2,25 @@
 # tests/test_proxy_adaptive.sh: answers every request after a delay that
 # GET /__delay/MS sets (5 ms at start: steady enough that its median
 # is not noise), so the test decides how healthy the
-# upstream looks to the proxy's adaptive controller.
-import http.server, sys, time
+# upstream looks to the proxy's adaptive controller.  GET /__capacity/N
+# lets at most N requests be served at once, the rest waiting in turn
+# (0: no limit): with a delay, a capacity of N / delay a second, past
+# which a queue builds as in a saturated service.
+import http.server, sys, threading, time
 delay = 0.005
+workers = None
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
-        global delay
+        global delay, workers
         if self.path.startswith("/__delay/"):
             delay = int(self.path[len("/__delay/"):]) / 1000.0
+        elif self.path.startswith("/__capacity/"):
+            n = int(self.path[len("/__capacity/"):])
+            workers = threading.Semaphore(n) if n > 0 else None
+        elif workers is not None:
+            with workers:
+                time.sleep(delay)
         elif delay:
             time.sleep(delay)
         self.send_response(200)
