@@ -137,6 +137,15 @@ int ac_alarm(const ac_state *st, double n, double s50)
            s50 > ALARM_FACTOR * b;
 }
 
+/* The windows' sums start afresh: at each judgement, and when the next
+ * one is to be of what is sent from now on. */
+static void sums_restart(ac_state *st)
+{
+    st->acc_sum = st->ref_sum = st->acc_max = 0;
+    st->sent_sum = st->back_sum = 0;
+    st->judged = 0;
+}
+
 /* Feeds this window's demand to the forecast: 1 when it was an anomaly
  * (far above what was forecast for it). */
 static int forecast_update(ac_state *st, double demand)
@@ -209,10 +218,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         double answered =
             (st->last_back[0] + st->last_back[1] + st->last_back[2]) / 3 *
             p->period_s;
-        st->acc_sum = st->ref_sum = 0;
-        st->acc_max = 0;
-        st->sent_sum = st->back_sum = 0;
-        st->judged = 0;
+        sums_restart(st);
         int warm = st->warm >= WARM_WINDOWS;
         /* A p99 past the SLO while no queue builds is the upstream's
          * own speed, which a lower limit does not change. */
@@ -430,9 +436,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
         /* The next judgement is of what is sent from now on: the
          * proxy's answers and the windows' sums start afresh. */
         out->restart = 1;
-        st->acc_sum = st->ref_sum = st->acc_max = 0;
-        st->sent_sum = st->back_sum = 0;
-        st->judged = 0;
+        sums_restart(st);
     }
     /* Idle: back toward the rule's own number, whatever the traffic
      * (little traffic is no reason to keep a cut). */
