@@ -568,6 +568,45 @@ static void relax_when_idle(void **state)
     ac_release(&st);
 }
 
+/* Idle after the limit rose past the rule's number (to its max, 112):
+ * down by 5% a window to exactly the rule's number, the last step of
+ * under 2% published too (it was not: 112 -> 106 -> 101 stayed at 101,
+ * an override for good). */
+static void relax_from_above_reaches_the_base(void **state)
+{
+    (void)state;
+    ac_params p = base_params;
+    p.max = 112;
+    ac_state st;
+    ac_step_out o;
+    expect_eq(ac_init(&st, &p), 0);
+    int64_t in_force = 100;
+    for (int i = 0; i < 60; i++) {
+        ac_signal w = window(0.040, (double)in_force, i < 10 ? 0 : 60);
+        w.in_force = (double)in_force;
+        ac_step(&st, &w, &o);
+        in_force = o.limit;
+    }
+    expect_eq(in_force, 112);
+    int64_t published[4];
+    int n = 0;
+    for (int i = 1; i <= 40; i++) {
+        ac_signal w = window(0.040, 5, 0);
+        w.n = 25;
+        w.in_force = (double)in_force;
+        ac_step(&st, &w, &o);
+        if (o.publish && n < 4)
+            published[n++] = o.limit;
+        in_force = o.limit;
+    }
+    expect_eq(n, 3);
+    expect_eq(published[0], 106);
+    expect_eq(published[1], 101);
+    expect_eq(published[2], 100);
+    expect_eq(o.limit, 100);
+    ac_release(&st);
+}
+
 /* The model upstream: capacity 200/s, service 40 ms, many servers: the
  * median stays near the service time until the load nears capacity and
  * then grows sharply (1 + load^8 / (1 - load), the shape of an M/M/c
@@ -779,6 +818,7 @@ int main(void)
         cmocka_unit_test(two_nodes_rise_together),
         cmocka_unit_test(two_nodes_cut_once_and_recover),
         cmocka_unit_test(relax_when_idle),
+        cmocka_unit_test(relax_from_above_reaches_the_base),
         cmocka_unit_test(steady_overload_is_stable),
         cmocka_unit_test(degrade_and_recover),
         cmocka_unit_test(forecast_raises_before_peak),

@@ -471,7 +471,11 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     int64_t rounded = (int64_t)llround(next);
     int64_t delta = rounded - st->published;
     double need = fmax(1, 0.02 * (double)st->published);
-    if ((double)llabs(delta) >= need) {
+    /* Changes under 2% are not published (no flapping by a request or
+     * two), save the last step back to the rule's own number: else a
+     * relax from above it by 0.95 a window stops one short, for good
+     * (112 -> 106 -> 101, then 100 is 1% away). */
+    if ((double)llabs(delta) >= need || (delta != 0 && rounded == p->base)) {
         int sign = delta > 0 ? 1 : -1;
         if (st->last_sign != 0 && sign != st->last_sign)
             st->reversals++;
