@@ -213,10 +213,12 @@ uint64_t sl__siphash13(uint64_t k0, uint64_t k1, uint64_t prefix,
  * Stores: memory.c, redis.c.
  */
 typedef struct sl__store_type {
-    /* One item (sl_check), without the bookkeeping of many: *out is
+    /* sl_check, committed, without the bookkeeping of many items: its
+     * own arguments, so that sl_check ends in a jump to it; *out is
      * written only on success.  May be NULL: check_multi then decides. */
-    int (*check_one)(sl_store *st, const sl_check_item *item, int64_t cost,
-                     sl_nanos now, int record, sl_decision *out);
+    int (*check_one)(sl_store *st, const sl_limit *limit, const void *key,
+                     size_t key_len, int64_t cost, sl_nanos now,
+                     sl_decision *out);
     int (*check_multi)(sl_store *st, const sl_check_item *items,
                        const int64_t *costs, size_t n, sl_nanos now, int record,
                        sl_decision *each);

@@ -123,18 +123,34 @@ typedef struct item_ref {
     shard *sh;
 } item_ref;
 
+/*
+ * A waiter backs off exponentially, 1, 2, 4 ... 64 pauses between looks
+ * at the lock.  A look takes the lock's line from the holder, and on a
+ * hot key the holder wants it back at once for its next decision: with a
+ * look every pause two threads on one key made 0.5-0.75x one thread's
+ * decisions, the line crossing between the cores on nearly every one;
+ * backing off, the holder decides a run of them while the line stays
+ * put, and two threads make about what one does (docs/benchmarks.md,
+ * "The shard lock's back-off").  After about 1,000 pauses (some 30 us,
+ * far past any decision) the holder must have been descheduled: yield
+ * rather than burn its time slice.
+ */
+enum { BACKOFF_MAX = 64, SPIN_MAX = 1024 };
+
 __attribute__((always_inline)) static inline void shard_lock(shard *sh)
 {
-    unsigned spins = 0;
+    unsigned wait = 1, spent = 0;
     while (atomic_exchange_explicit(&sh->lock, 1, memory_order_acquire)) {
-        while (atomic_load_explicit(&sh->lock, memory_order_relaxed)) {
-            /* On two cores the holder may be descheduled: yield rather
-             * than burn its time slice. */
-            if (++spins > 64)
+        do {
+            if (spent >= SPIN_MAX) {
                 sched_yield();
-            else
-                __builtin_ia32_pause();
-        }
+            } else {
+                for (unsigned i = 0; i < wait; i++)
+                    __builtin_ia32_pause();
+                spent += wait;
+                wait = wait < BACKOFF_MAX ? wait * 2 : wait;
+            }
+        } while (atomic_load_explicit(&sh->lock, memory_order_relaxed));
     }
 }
 
@@ -637,14 +653,20 @@ static int cmp_shard(const void *a, const void *b)
 }
 
 __attribute__((always_inline)) static inline item_ref
-ref_of(memory_store *ms, const sl_check_item *item)
+ref_of_key(memory_store *ms, const sl_limit *lim, const void *key,
+           size_t key_len)
 {
     item_ref r;
-    r.hash =
-        sl__key_hash(&ms->hasher, item->limit->ident, item->key, item->key_len);
+    r.hash = sl__key_hash(&ms->hasher, lim->ident, key, key_len);
     r.hash += r.hash == 0; /* 0 marks an empty slot */
     r.sh = &ms->shards[r.hash >> (64 - SHARD_BITS)];
     return r;
+}
+
+__attribute__((always_inline)) static inline item_ref
+ref_of(memory_store *ms, const sl_check_item *item)
+{
+    return ref_of_key(ms, item->limit, item->key, item->key_len);
 }
 
 /* A new key, a log, or a state that changes table: the general path,
@@ -793,15 +815,17 @@ decide_locked(memory_store *ms, const sl_check_item *item, item_ref *ref,
  * other's registers: memory_check_one only picks one (a tail call).
  */
 __attribute__((noinline)) static int
-check_one_packed(memory_store *ms, const sl_check_item *item, int64_t cost,
-                 sl_nanos now, sl_decision *out)
+check_one_packed(memory_store *ms, const sl_limit *lim, const void *key,
+                 size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
 {
-    item_ref ref = ref_of(ms, item);
+    item_ref ref = ref_of_key(ms, lim, key, key_len);
     int err = 0;
 
     shard_lock(ref.sh);
-    if (decide_packed(ms, ref.sh, item->limit, ref.hash, cost, now, out) != 0)
-        err = check_one_apply(ms, item, &ref, cost, now, SL__COMMIT, out);
+    if (decide_packed(ms, ref.sh, lim, ref.hash, cost, now, out) != 0) {
+        const sl_check_item item = {lim, key, key_len};
+        err = check_one_apply(ms, &item, &ref, cost, now, SL__COMMIT, out);
+    }
     shard_unlock(ref.sh);
     return err;
 }
@@ -819,17 +843,24 @@ check_one_other(memory_store *ms, const sl_check_item *item, int64_t cost,
     return err;
 }
 
-static int memory_check_one(sl_store *base, const sl_check_item *item,
-                            int64_t cost, sl_nanos now, int record,
-                            sl_decision *out)
+__attribute__((noinline)) static int
+check_one_committed(memory_store *ms, const sl_limit *lim, const void *key,
+                    size_t key_len, int64_t cost, sl_nanos now,
+                    sl_decision *out)
+{
+    const sl_check_item item = {lim, key, key_len};
+    return check_one_other(ms, &item, cost, now, SL__COMMIT, out);
+}
+
+static int memory_check_one(sl_store *base, const sl_limit *lim,
+                            const void *key, size_t key_len, int64_t cost,
+                            sl_nanos now, sl_decision *out)
 {
     memory_store *ms = (memory_store *)base;
-    const sl_limit *lim = item->limit;
 
-    if (lim->packed_fast && !record && cost <= lim->cfg.burst)
-        return check_one_packed(ms, item, cost, now, out);
-    return check_one_other(ms, item, cost, now,
-                           record ? SL__RECORD : SL__COMMIT, out);
+    if (lim->packed_fast && cost <= lim->cfg.burst)
+        return check_one_packed(ms, lim, key, key_len, cost, now, out);
+    return check_one_committed(ms, lim, key, key_len, cost, now, out);
 }
 
 /*
@@ -892,8 +923,11 @@ static int memory_check_multi(sl_store *base, const sl_check_item *items,
     size_t nlocks = 0;
     int err = 0, all = 1;
 
-    if (n == 1) /* the common case, without the bookkeeping of many */
-        return memory_check_one(base, items, costs[0], now, record, each);
+    if (n == 1 && !record) /* the common case, without the bookkeeping */
+        return memory_check_one(base, items[0].limit, items[0].key,
+                                items[0].key_len, costs[0], now, each);
+    if (n == 1)
+        return check_one_other(ms, items, costs[0], now, SL__RECORD, each);
     for (size_t i = 0; i < n; i++) {
         refs[i] = ref_of(ms, &items[i]);
         for (size_t j = 0; j < i; j++)

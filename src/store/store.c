@@ -16,21 +16,33 @@ static int check_input(sl_store *store, const sl_check_item *items, size_t n,
     return sl__check_input(store->max_key_len, items, n, costs, now);
 }
 
+/* sl_check on a store without a check_one: one item of check_multi. */
+__attribute__((noinline)) static int
+check_by_multi(sl_store *store, const sl_limit *limit, const void *key,
+               size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
+{
+    sl_check_item item = {limit, key, key_len};
+    sl_decision d;
+    int err = store->type->check_multi(store, &item, &cost, 1, now, 0, &d);
+
+    if (err == 0)
+        *out = d;
+    return err;
+}
+
 /*
  * The hot path: sl__check_input's checks for one item, in its order (so
  * the same input gets the same error), written out so that they cost a
- * few compares, then the store's own single-item call if it has one.
+ * few compares (a negative time or cost is a huge unsigned one), then a
+ * jump to the store's single-item call: sl_check keeps no frame of its
+ * own.
  */
 int sl_check(sl_store *store, const sl_limit *limit, const void *key,
              size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
 {
-    sl_check_item item = {limit, key, key_len};
-    sl_decision d;
-    int err;
-
-    if (store == NULL || now < 0 || now > SL_MAX_TIME)
+    if (store == NULL || (uint64_t)now > (uint64_t)SL_MAX_TIME)
         return SL_EINVAL;
-    if (cost < 0 || cost > SL_MAX_COUNT)
+    if ((uint64_t)cost > (uint64_t)SL_MAX_COUNT)
         return SL_ECOST;
     if (limit == NULL || (key == NULL && key_len != 0))
         return SL_EINVAL;
@@ -39,11 +51,9 @@ int sl_check(sl_store *store, const sl_limit *limit, const void *key,
     if (out == NULL)
         return SL_EINVAL;
     if (store->type->check_one != NULL)
-        return store->type->check_one(store, &item, cost, now, 0, out);
-    err = store->type->check_multi(store, &item, &cost, 1, now, 0, &d);
-    if (err == 0)
-        *out = d;
-    return err;
+        return store->type->check_one(store, limit, key, key_len, cost, now,
+                                      out);
+    return check_by_multi(store, limit, key, key_len, cost, now, out);
 }
 
 int sl_check_costs(sl_store *store, const sl_check_item *items,
