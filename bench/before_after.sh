@@ -6,12 +6,22 @@
 #
 # Builds bench_decide of REV (git archive into a temporary directory) and
 # of this tree (RelWithDebInfo, as bench/run.sh), and the peer
-# ($PEERS_DIR/c/gcra_bench.c, gcc -O2).  Then, ROUNDS times (default 3),
-# in an order that rotates every round: before, after and the peer on gcra
-# for 1 key, 1M and 10M keys, pinned to CPU 0; and before and after with 2
-# threads (CPUs 0 and 1) on 1 key and 1M keys.  Prints one JSON line per
-# run and a table of medians; instructions per decision (valgrind, the
-# difference of two runs) for 1 key and 100k keys close the run.
+# ($PEERS_DIR/c/gcra_bench.c, gcc -O2) twice: as it is, and "serial", each
+# decision's key made to depend on the slot the last one read (the
+# slot's TAT >> 63, which is 0: the value changes nothing, the dependency
+# stops the processor from starting the next decision's cache miss before
+# the last one's has returned; the peer's own loop, ~65 instructions a
+# decision, lets it overlap about four).  One sl_check call at a time is
+# the serial case: its ~260 instructions after a key's miss fill the
+# processor's reorder window, so the next call's miss cannot start early
+# (docs/benchmarks.md, "One call at a time").  Then, ROUNDS times (default
+# 3), in an order that rotates every round: before, after and the peer on
+# gcra for 1 key, 1M and 10M keys, pinned to CPU 0, and at 1M and 10M keys
+# the serial peer and this tree's sl_check_batch (-b 64); and before and
+# after with 2 threads (CPUs 0 and 1) on 1 key and 1M keys.  Prints one
+# JSON line per run and a table of medians; instructions per decision
+# (valgrind, the difference of two runs) for 1 key and 100k keys close
+# the run.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 REV="${1:?usage: bench/before_after.sh REV}"
@@ -30,6 +40,11 @@ for side in before after; do
     { tail -20 "$OUT/build.txt"; exit 1; }
 done
 gcc -O2 -Wall -o "$WORK/peer" "$PEERS_DIR/c/gcra_bench.c" || exit 1
+sed 's|allowed += gcra(find_or_insert(key), now, T, tau);|{ slot_t *s_ = find_or_insert(key); allowed += gcra(s_, now, T, tau); rng += s_->tat >> 63; }|' \
+  "$PEERS_DIR/c/gcra_bench.c" >"$WORK/peer_serial.c"
+grep -q 'rng += s_->tat >> 63' "$WORK/peer_serial.c" &&
+  gcc -O2 -Wall -o "$WORK/peer_serial" "$WORK/peer_serial.c" ||
+  echo "the peer's loop changed: no serial peer" >&2
 echo "before: $(git -C "$ROOT" rev-parse --short "$REV"), after: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include || echo ' (modified)')" | tee "$OUT/revs.txt"
 
 # run TAG CPUS CMD...: one JSON line, tagged, into runs.jsonl.
@@ -49,6 +64,8 @@ for round in $(seq 1 "$ROUNDS"); do
     keys=$1 cpus=$2 d=$3 pd=$4 t=$5
     cmds=("before" "after" "peer")
     [ "$pd" = - ] && cmds=("before" "after")
+    [ "$keys" -ge 1000000 ] && [ "$pd" != - ] && [ -x "$WORK/peer_serial" ] &&
+      cmds+=("serial" "batch")
     n=${#cmds[@]}
     for k in $(seq 0 $((n - 1))); do
       who=${cmds[$(((k + round) % n))]}
@@ -56,6 +73,8 @@ for round in $(seq 1 "$ROUNDS"); do
         before) run "before $keys keys $t threads" "$cpus" "$B" -a gcra -k "$keys" -d "$d" -t "$t" ;;
         after) run "after $keys keys $t threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t "$t" ;;
         peer) run "peer $keys keys 1 threads" "$cpus" "$WORK/peer" "$keys" "$pd" 0 0 ;;
+        serial) run "serial $keys keys 1 threads" "$cpus" "$WORK/peer_serial" "$keys" "$pd" 0 0 ;;
+        batch) run "batch $keys keys 1 threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t 1 -b 64 ;;
       esac
     done
   done
@@ -103,6 +122,19 @@ for (k, t) in sorted(groups):
     p = med.get("peer")
     ratio = lambda w: f"{med[w] / p:.2f}" if p else "–"
     print(f'| {k} | {t} | {med["before"]:.1f} | {med["after"]:.1f} | {"–" if p is None else round(p, 1)} | {ratio("before")} | {ratio("after")} | {b("after")} | {b("before")} | {len(g["after"])} |')
+one = {k: statistics.median(x["ns_median"] for x in g["after"]) for (k, t), g in groups.items() if t == 1}
+print("\n| keys | after, 1 thread ns | after, 2 threads ns (both) | 2 threads' speed-up | serial peer ns | after / serial peer | after, sl_check_batch of 64 ns | batch / peer |")
+print("|---|---|---|---|---|---|---|---|")
+for (k, t) in sorted(groups):
+    g = groups[(k, t)]
+    if t != 1:
+        continue
+    m = lambda w: statistics.median(x["ns_median"] for x in g[w]) if w in g else None
+    two = groups.get((k, 2), {}).get("after")
+    tm = statistics.median(x["ns_median"] for x in two) if two else None
+    f = lambda v: "–" if v is None else f"{v:.1f}"
+    r = lambda a, b: "–" if a is None or b is None else f"{a / b:.2f}"
+    print(f'| {k} | {f(m("after"))} | {f(tm)} | {r(m("after"), tm)} | {f(m("serial"))} | {r(m("after"), m("serial"))} | {f(m("batch"))} | {r(m("batch"), m("peer"))} |')
 p = os.path.join(out, "insn.jsonl")
 if os.path.exists(p):
     print("\nInstructions per decision (valgrind, bench loop included):", "; ".join(
