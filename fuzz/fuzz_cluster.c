@@ -1,14 +1,15 @@
 /*
- * fuzz_cluster.c - libFuzzer target for what a Redis Cluster node sends
- * that sluice parses (src/redis/slots.c, reply.c): MOVED and ASK error
+ * fuzz_cluster.c - libFuzzer target for what a Redis node sends that
+ * sluice parses (src/redis/slots.c, reply.c, call.c): MOVED and ASK error
  * strings, alone and as error replies to classify, CLUSTER SLOTS replies,
- * and key names hashed to slots; and what a client's key becomes as a
- * key name (src/redis/call.c).
+ * the replies to a decision call, and key names hashed to slots; and what
+ * a client's key becomes as a key name (src/redis/call.c).
  *
  * The first byte picks the parser; the rest is its input.  A CLUSTER
- * SLOTS reply is fed to hiredis's own reader first (as the store and the
- * daemon receive it), so the slot map parser sees every shape of reply a
- * hostile node could send: wrong types, short arrays, huge ranges.
+ * SLOTS reply or a decision call's reply is fed to hiredis's own reader
+ * first (as the store and the daemon receive it), so the parser sees every
+ * shape of reply a hostile node could send: wrong types, short arrays,
+ * huge ranges, integers no decision reports.
  *
  * hiredis 0.14's reader allocates the element array a multi-bulk header
  * announces ("*999999999") before any element arrives (hiredis 1.0 added
@@ -18,9 +19,13 @@
  * Checked besides crashes: a slot is always in [0, 16384); a parsed
  * redirection has a slot in range, a port in 1..65535 and a NUL-
  * terminated host; a parsed map has at least one node, and every slot it
- * maps names a node whose port is valid; a client's key, whatever its
- * bytes, is the whole hash tag of its key name: the first '}' after the
- * first '{' is the name's last byte (no value can choose its slot).
+ * maps names a node whose port is valid; a decision read from a reply,
+ * each item's and the call's, is one a store could make (allowed 0 or 1,
+ * the item's limit, 0 <= remaining <= 2^40, reset and delay >= 0, retry
+ * >= -1, 0 when allowed for a bucket's one-integer reply); a client's
+ * key, whatever its bytes, is the whole hash tag of its key name: the
+ * first '}' after the first '{' is the name's last byte (no value can
+ * choose its slot).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,13 +103,60 @@ static void check_key_name(const char *key, size_t len)
     sl__redis_call_free(c);
 }
 
+static void check_decision(const sl_decision *d, int64_t limit)
+{
+    if ((d->allowed != 0 && d->allowed != 1) || d->limit != limit ||
+        d->remaining < 0 || d->remaining > SL_MAX_COUNT ||
+        d->reset_after < 0 || d->retry_after < -1 || d->delay < 0)
+        abort();
+}
+
+/* reply read as the answer to a one-item token_bucket call (which takes
+ * fast.lua's one integer too) and to a three-item call. */
+static void check_decision_reply(const redisReply *reply)
+{
+    static sl_limit *lim[3];
+    static const sl_limit_config cfg[3] = {
+        {.algorithm = SL_TOKEN_BUCKET, .limit = 10, .period = SL_NS_PER_SEC},
+        {.algorithm = SL_FIXED_WINDOW, .limit = 7, .period = SL_NS_PER_SEC},
+        {.algorithm = SL_GCRA, .limit = 3, .period = SL_NS_PER_SEC},
+    };
+    const sl__redis_keyspace ks = {.prefix = "sl:",
+                                   .use_server_time = 1,
+                                   .max_key_len = SIZE_MAX};
+    for (int i = 0; i < 3; i++)
+        if (lim[i] == NULL && sl_limit_new(&cfg[i], &lim[i], NULL, 0) != 0)
+            return;
+    sl_check_item items[3] = {
+        {lim[0], "a", 1}, {lim[1], "b", 1}, {lim[2], "c", 1}};
+    int64_t costs[3] = {1, 2, 1};
+    for (size_t n = 1; n <= 3; n += 2) {
+        sl__redis_call *c;
+        sl_decision each[3], overall;
+        char err[128];
+        if (sl__redis_call_new(&ks, items, costs, n, 0, 0, NULL, &c, err,
+                               sizeof(err)) != 0)
+            return;
+        if (sl__redis_call_read(c, reply, each, &overall, err, sizeof(err)) ==
+            0) {
+            for (size_t i = 0; i < n; i++)
+                check_decision(&each[i], cfg[i].limit);
+            check_decision(&overall, overall.limit);
+            if (n == 1 && reply->type == REDIS_REPLY_INTEGER &&
+                each[0].allowed && each[0].retry_after != 0)
+                abort();
+        }
+        sl__redis_call_free(c);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
     const char *in = (const char *)data + 1;
     size_t len = size - 1;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: {
         sl__redis_redirect rd;
         int parsed = sl__redis_redirect_parse(in, len, &rd) == 0;
@@ -134,6 +186,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (redisReaderFeed(r, in, len) == REDIS_OK &&
             redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
             check_map(reply);
+            freeReplyObject(reply);
+        }
+        redisReaderFree(r);
+        break;
+    }
+    case 3: {
+        redisReader *r;
+        void *reply = NULL;
+        if (announces_too_many(in, len) || (r = redisReaderCreate()) == NULL)
+            return 0;
+        if (redisReaderFeed(r, in, len) == REDIS_OK &&
+            redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
+            check_decision_reply(reply);
             freeReplyObject(reply);
         }
         redisReaderFree(r);

@@ -18,8 +18,9 @@
 # HTTP framing: JSON bodies of /v1/check and /json, the query and
 # Sluice-* headers of /v1/auth), fuzz_proxy (the proxy's request target,
 # path normalisation, header gathering and filtering, client address and
-# descriptors), fuzz_cluster (what a Redis Cluster node sends: MOVED and
-# ASK errors, CLUSTER SLOTS replies through hiredis's reader, key slots,
+# descriptors), fuzz_cluster (what a Redis node sends: MOVED and
+# ASK errors, CLUSTER SLOTS replies through hiredis's reader, a decision
+# call's replies (five integers an item, a bucket's one), key slots,
 # a client key as a key name whose hash tag is all of it),
 # fuzz_resp (Redis protocol requests split into reads at any point, and
 # CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:

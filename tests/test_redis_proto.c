@@ -436,6 +436,33 @@ static void test_call_replies(void **state)
     expect_eq(
         read_reply(c, "*5\r\n:1\r\n$1\r\n9\r\n:1\r\n:0\r\n:0\r\n", &d, err),
         SL_ESTORE);
+    /* Integers no decision reports: allowed not 0 or 1, a count below 0
+     * or past 2^40, a time below 0 (a retry below -1). */
+    static const char *const out_of_range[] = {
+        "*5\r\n:2\r\n:9\r\n:100\r\n:0\r\n:0\r\n",
+        "*5\r\n:-1\r\n:9\r\n:100\r\n:0\r\n:0\r\n",
+        "*5\r\n:1\r\n:-1\r\n:100\r\n:0\r\n:0\r\n",
+        "*5\r\n:1\r\n:1099511627777\r\n:100\r\n:0\r\n:0\r\n",
+        "*5\r\n:1\r\n:9\r\n:-1\r\n:0\r\n:0\r\n",
+        "*5\r\n:0\r\n:0\r\n:100\r\n:-2\r\n:0\r\n",
+        "*5\r\n:1\r\n:9\r\n:100\r\n:0\r\n:-9223372036854775808\r\n",
+    };
+    for (size_t i = 0; i < sizeof(out_of_range) / sizeof(out_of_range[0]);
+         i++) {
+        expect_eq_at(read_reply(c, out_of_range[i], &d, err), SL_ESTORE,
+                     "reply %zu", i);
+        assert_string_equal(err, "redis: unexpected reply");
+    }
+    /* The edges are decisions: never (-1), a count of 2^40, a time as
+     * far as int64 goes. */
+    expect_eq(read_reply(c,
+                         "*5\r\n:0\r\n:1099511627776\r\n:"
+                         "9223372036854775807\r\n:-1\r\n:0\r\n",
+                         &d, err),
+              0);
+    expect_eq(d.remaining, SL_MAX_COUNT);
+    expect_eq(d.reset_after, INT64_MAX);
+    expect_eq(d.retry_after, -1);
     sl__redis_call_free(c);
     sl_limit_free(lim);
     sl_store_free(st);
@@ -494,6 +521,12 @@ static void test_bucket_integer_replies(void **state)
     expect_eq(read_one(tb, 1, ":1000000001\r\n", &d), SL_ESTORE);
     expect_eq(read_one(tb, 1, ":-1000000002\r\n", &d), SL_ESTORE);
     expect_eq(read_one(fw, 1, ":0\r\n", &d), SL_ESTORE);
+    /* Refused at a lead where the request fits: no decision (found by
+     * fuzz_cluster: its wait came out negative). */
+    expect_eq(read_one(tb, 1, ":-1\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(tb, 1, ":-900000001\r\n", &d), SL_ESTORE);
+    expect_eq(read_one(tb, 1, ":-900000002\r\n", &d), 0);
+    expect_eq(!d.allowed && d.retry_after == 1, 1);
     sl_limit_free(tb);
     sl_limit_free(gc);
     sl_limit_free(fw);

@@ -2,12 +2,14 @@
  * test_serve_buf.c - the server's decision answers are written by hand
  * (src/server/buf.c) instead of dumped by jansson: these tests hold the
  * hand-written strings and integers to jansson's compact output and
- * printf's, byte for byte, so the bytes on the wire stay what they were.
+ * printf's, byte for byte, so the bytes on the wire stay what they were;
+ * and the durations they carry are rounded without overflow.
  */
 #include <limits.h>
 
 #include <jansson.h>
 
+#include "server/decide.h"
 #include "server/respond.h"
 #include "testutil.h"
 
@@ -144,28 +146,29 @@ static void limited_body_length_is_counted(void **state)
         sl_nanos retry_after;
         const char *body;
     } cases[] = {
-        {"a \\\"b\\\"", 1, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
-                          "\"rate limit exceeded: a \\\"b\\\"\",\"retry_after_ms\":1}}\n"},
+        {"a \\\"b\\\"", 1,
+         "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+         "\"rate limit exceeded: a \\\"b\\\"\",\"retry_after_ms\":1}}\n"},
         {"k", 12345678 * SL_NS_PER_MS,
          "{\"error\":{\"code\":\"rate_limited\",\"message\":"
          "\"rate limit exceeded: k\",\"retry_after_ms\":12345678}}\n"},
-        {"never", -1, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
-                      "\"rate limit exceeded: never\",\"retry_after_ms\":null}}\n"},
-        {NULL, 0, "{\"error\":{\"code\":\"rate_limited\",\"message\":"
-                  "\"rate limit exceeded: denied\",\"retry_after_ms\":null}}\n"},
+        {"never", -1,
+         "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+         "\"rate limit exceeded: never\",\"retry_after_ms\":null}}\n"},
+        {NULL, 0,
+         "{\"error\":{\"code\":\"rate_limited\",\"message\":"
+         "\"rate limit exceeded: denied\",\"retry_after_ms\":null}}\n"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sl_rule rule = {.domain = "d", .path = "d.k", .name = ""};
         sv_rule_text text = {.json = (char *)cases[i].json,
-                                 .json_len = cases[i].json
-                                                 ? strlen(cases[i].json)
-                                                 : 0};
+                             .json_len =
+                                 cases[i].json ? strlen(cases[i].json) : 0};
         sv_dec_status st = {.rule = &rule,
                             .text = &text,
                             .d = {.retry_after = cases[i].retry_after}};
-        sv_dec_result res = {.over = 1,
-                             .closest = cases[i].json ? &st : NULL,
-                             .status = &st};
+        sv_dec_result res = {
+            .over = 1, .closest = cases[i].json ? &st : NULL, .status = &st};
         static const char rate[] = "Retry-After: 1\r\n";
         sv_buf out = {0};
         sv_respond_limited(&res, rate, sizeof(rate) - 1, 0, &out, 1);
@@ -182,6 +185,26 @@ static void limited_body_length_is_counted(void **state)
     }
 }
 
+/* Durations round up to ms and s for the headers and bodies, without
+ * overflow however far a store's reply puts them (a reset of INT64_MAX
+ * ns from Redis overflowed ns + 999999). */
+static void durations_round_up_without_overflow(void **state)
+{
+    (void)state;
+    expect_eq(sv_ms_up(-1), -1);
+    expect_eq(sv_ms_up(0), 0);
+    expect_eq(sv_ms_up(1), 1);
+    expect_eq(sv_ms_up(SL_NS_PER_MS), 1);
+    expect_eq(sv_ms_up(SL_NS_PER_MS + 1), 2);
+    expect_eq(sv_ms_up(INT64_MAX), INT64_MAX / SL_NS_PER_MS + 1);
+    expect_eq(sv_sec_up(-5), 0);
+    expect_eq(sv_sec_up(0), 0);
+    expect_eq(sv_sec_up(1), 1);
+    expect_eq(sv_sec_up(SL_NS_PER_SEC), 1);
+    expect_eq(sv_sec_up(SL_NS_PER_SEC + 1), 2);
+    expect_eq(sv_sec_up(INT64_MAX), INT64_MAX / SL_NS_PER_SEC + 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +214,7 @@ int main(void)
         cmocka_unit_test(add_uint_as_printf),
         cmocka_unit_test(rate_headers_quote_the_label),
         cmocka_unit_test(limited_body_length_is_counted),
+        cmocka_unit_test(durations_round_up_without_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

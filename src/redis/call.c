@@ -466,6 +466,11 @@ static int bucket_decision(const item_numbers *it, int64_t x, sl_decision *d)
     int64_t lead = x >= 0 ? x : -(x + 1);
     if (x < -most - 1 || x > most)
         return -1;
+    /* A refusal is of a request that did not fit, lead + cost * T past
+     * B * T, or of a cost over B; any other is no decision (and its wait
+     * would come out negative). */
+    if (x < 0 && it->cost <= it->burst && lead + it->cost * it->t_num <= most)
+        return -1;
     d->allowed = x >= 0;
     d->limit = it->limit;
     d->remaining = it->burst - sl__ceil_div64(lead, it->t_num);
@@ -497,6 +502,13 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
             goto bad;
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[5 * i];
+        /* What no decision reports is not passed on: a server that is
+         * not Redis running our script (or a broken one) gets an error,
+         * not headers with a negative count or a wait that overflows. */
+        if ((uint64_t)e[0]->integer > 1 ||
+            (uint64_t)e[1]->integer > (uint64_t)SL_MAX_COUNT ||
+            e[2]->integer < 0 || e[3]->integer < -1 || e[4]->integer < 0)
+            goto bad;
         each[i].allowed = e[0]->integer != 0;
         each[i].limit = items[i].limit;
         each[i].remaining = e[1]->integer;

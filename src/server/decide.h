@@ -86,14 +86,19 @@ void sv_decide_abandon(sv_dec_state *st);
 /* A decision's durations in the units answers give them, rounded up (a
  * client that waits that long is safe): ms, with -1 for "never" (< 0);
  * whole seconds, with 0 for "now or never". */
+/* Rounded up, without overflow for any ns (a store's reply may be far
+ * in the future). */
 static inline long long sv_ms_up(sl_nanos ns)
 {
-    return ns < 0 ? -1 : (long long)((ns + SL_NS_PER_MS - 1) / SL_NS_PER_MS);
+    return ns < 0 ? -1
+                  : (long long)(ns / SL_NS_PER_MS + (ns % SL_NS_PER_MS != 0));
 }
 
 static inline long long sv_sec_up(sl_nanos ns)
 {
-    return ns <= 0 ? 0 : (long long)((ns + SL_NS_PER_SEC - 1) / SL_NS_PER_SEC);
+    return ns <= 0
+               ? 0
+               : (long long)(ns / SL_NS_PER_SEC + (ns % SL_NS_PER_SEC != 0));
 }
 
 /* The HTTP status of an sv_decide() error: 503 for the store, else 400. */
