@@ -106,8 +106,8 @@ static void check_key_name(const char *key, size_t len)
 static void check_decision(const sl_decision *d, int64_t limit)
 {
     if ((d->allowed != 0 && d->allowed != 1) || d->limit != limit ||
-        d->remaining < 0 || d->remaining > SL_MAX_COUNT ||
-        d->reset_after < 0 || d->retry_after < -1 || d->delay < 0)
+        d->remaining < 0 || d->remaining > SL_MAX_COUNT || d->reset_after < 0 ||
+        d->retry_after < -1 || d->delay < 0)
         abort();
 }
 
@@ -121,9 +121,8 @@ static void check_decision_reply(const redisReply *reply)
         {.algorithm = SL_FIXED_WINDOW, .limit = 7, .period = SL_NS_PER_SEC},
         {.algorithm = SL_GCRA, .limit = 3, .period = SL_NS_PER_SEC},
     };
-    const sl__redis_keyspace ks = {.prefix = "sl:",
-                                   .use_server_time = 1,
-                                   .max_key_len = SIZE_MAX};
+    const sl__redis_keyspace ks = {
+        .prefix = "sl:", .use_server_time = 1, .max_key_len = SIZE_MAX};
     for (int i = 0; i < 3; i++)
         if (lim[i] == NULL && sl_limit_new(&cfg[i], &lim[i], NULL, 0) != 0)
             return;
@@ -148,6 +147,23 @@ static void check_decision_reply(const redisReply *reply)
         }
         sl__redis_call_free(c);
     }
+}
+
+/* The input through hiredis's reader, as a node's reply arrives; a
+ * whole reply goes to check. */
+static void read_reply(const char *in, size_t len,
+                       void (*check)(const redisReply *))
+{
+    redisReader *r;
+    void *reply = NULL;
+    if (announces_too_many(in, len) || (r = redisReaderCreate()) == NULL)
+        return;
+    if (redisReaderFeed(r, in, len) == REDIS_OK &&
+        redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
+        check(reply);
+        freeReplyObject(reply);
+    }
+    redisReaderFree(r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -178,32 +194,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         break;
     }
-    case 1: {
-        redisReader *r;
-        void *reply = NULL;
-        if (announces_too_many(in, len) || (r = redisReaderCreate()) == NULL)
-            return 0;
-        if (redisReaderFeed(r, in, len) == REDIS_OK &&
-            redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
-            check_map(reply);
-            freeReplyObject(reply);
-        }
-        redisReaderFree(r);
+    case 1:
+        read_reply(in, len, check_map);
         break;
-    }
-    case 3: {
-        redisReader *r;
-        void *reply = NULL;
-        if (announces_too_many(in, len) || (r = redisReaderCreate()) == NULL)
-            return 0;
-        if (redisReaderFeed(r, in, len) == REDIS_OK &&
-            redisReaderGetReply(r, &reply) == REDIS_OK && reply != NULL) {
-            check_decision_reply(reply);
-            freeReplyObject(reply);
-        }
-        redisReaderFree(r);
+    case 3:
+        read_reply(in, len, check_decision_reply);
         break;
-    }
     default: {
         int slot = sl__redis_key_slot(in, len);
         if (slot < 0 || slot >= SL__REDIS_SLOTS)
