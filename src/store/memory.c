@@ -130,8 +130,8 @@ typedef struct item_ref {
  * look every pause two threads on one key made 0.5-0.75x one thread's
  * decisions, the line crossing between the cores on nearly every one;
  * backing off, the holder decides a run of them while the line stays
- * put, and two threads make about what one does (docs/benchmarks.md,
- * "The shard lock's back-off").  After about 1,000 pauses (some 30 us,
+ * put, and two threads make 0.82x (docs/benchmarks.md, "Issue 18, eighth
+ * session").  After about 1,000 pauses (some 30 us,
  * far past any decision) the holder must have been descheduled: yield
  * rather than burn its time slice.
  */
