@@ -356,7 +356,7 @@ static double cut_gradient(const ac_params *p, const ac_signal *sig,
  * was given, and with a queue building to the cruise that drains it),
  * C_safe and the ceiling are taken from it.  Returns the new limit. */
 static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
-                  const window *w, ac_step_out *out)
+                  ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double served = j->served, answered = j->answered;
@@ -366,7 +366,7 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
      * nodes judge one overload a few windows apart, and each
      * cutting (and taking as its ceiling) what another had
      * already cut would compound. */
-    double own = st->limit > 0 ? st->limit : w->lim;
+    double own = st->limit; /* at least min: ac_init set it */
     if (!st->overloaded) {
         if (st->baseline_before <= 0)
             st->c_safe_before = st->c_safe;
@@ -545,7 +545,7 @@ static double judge(ac_state *st, const ac_signal *sig, const window *w,
         take_slower(st, &j);
     keep_judgement(st, &j);
     if (j.over)
-        next = cut(st, sig, &j, w, out);
+        next = cut(st, sig, &j, out);
     else
         next = calm_judgement(st, &j, w, next, out);
     st->overloaded = j.over || j.settling;
@@ -657,7 +657,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
      * fell back to it on every window between its judgements would undo
      * each increase before the other nodes had made theirs (in the lab's
      * bursts, two proxies judging a few windows apart never rose). */
-    double next = st->limit > 0 ? st->limit : w.lim;
+    double next = st->limit;
     memset(out, 0, sizeof(*out));
     out->action = AC_HOLD;
     out->gradient = 1;
