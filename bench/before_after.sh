@@ -18,7 +18,9 @@
 # 3), in an order that rotates every round: before, after and the peer on
 # gcra for 1 key, 1M and 10M keys, pinned to CPU 0, and at 1M and 10M keys
 # the serial peer and this tree's sl_check_batch (-b 64); and before and
-# after with 2 threads (CPUs 0 and 1) on 1 key and 1M keys.  Prints one
+# after with 2 threads (CPUs 0 and 1) on 1 key and 1M keys, each with -s
+# where its bench_decide has it (one-thread and two-thread reps in pairs,
+# whose speed-ups are far steadier than two runs').  Prints one
 # JSON line per run and a table of medians; instructions per decision
 # (valgrind, the difference of two runs) for 1 key and 100k keys close
 # the run.
@@ -54,6 +56,8 @@ run() {
   echo "$line" | jq -c --arg tag "$tag" '. + {tag: $tag}' | tee -a "$OUT/runs.jsonl"
 }
 B="$WORK/build-before/bench/bench_decide" A="$WORK/build-after/bench/bench_decide"
+paired() { "$1" -h | grep -q '^  -s'; }
+PB=0 PA=0; paired "$B" && PB=1; paired "$A" && PA=1
 CASES=(
   "1 0 5000000 50000000 1" "1000000 0 3000000 10000000 1" "10000000 0 2000000 5000000 1"
   "1 0,1 3000000 - 2" "1000000 0,1 2000000 - 2"
@@ -70,8 +74,10 @@ for round in $(seq 1 "$ROUNDS"); do
     for k in $(seq 0 $((n - 1))); do
       who=${cmds[$(((k + round) % n))]}
       case $who in
-        before) run "before $keys keys $t threads" "$cpus" "$B" -a gcra -k "$keys" -d "$d" -t "$t" ;;
-        after) run "after $keys keys $t threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t "$t" ;;
+        before) s=(); [ "$t" -gt 1 ] && [ $PB = 1 ] && s=(-s)
+          run "before $keys keys $t threads" "$cpus" "$B" -a gcra -k "$keys" -d "$d" -t "$t" ${s[@]+"${s[@]}"} ;;
+        after) s=(); [ "$t" -gt 1 ] && [ $PA = 1 ] && s=(-s)
+          run "after $keys keys $t threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t "$t" ${s[@]+"${s[@]}"} ;;
         peer) run "peer $keys keys 1 threads" "$cpus" "$WORK/peer" "$keys" "$pd" 0 0 ;;
         serial) run "serial $keys keys 1 threads" "$cpus" "$WORK/peer_serial" "$keys" "$pd" 0 0 ;;
         batch) run "batch $keys keys 1 threads" "$cpus" "$A" -a gcra -k "$keys" -d "$d" -t 1 -b 64 ;;
@@ -123,8 +129,18 @@ for (k, t) in sorted(groups):
     ratio = lambda w: f"{med[w] / p:.2f}" if p else "–"
     print(f'| {k} | {t} | {med["before"]:.1f} | {med["after"]:.1f} | {"–" if p is None else round(p, 1)} | {ratio("before")} | {ratio("after")} | {b("after")} | {b("before")} | {len(g["after"])} |')
 one = {k: statistics.median(x["ns_median"] for x in g["after"]) for (k, t), g in groups.items() if t == 1}
-print("\n| keys | after, 1 thread ns | after, 2 threads ns (both) | 2 threads' speed-up | serial peer ns | after / serial peer | after, sl_check_batch of 64 ns | batch / peer |")
-print("|---|---|---|---|---|---|---|---|")
+print("\n| keys | after, 1 thread ns | after, 2 threads ns (both) | 2 threads' speed-up (paired: -s) | before: the same | serial peer ns | after / serial peer | after, sl_check_batch of 64 ns | batch / peer |")
+print("|---|---|---|---|---|---|---|---|---|")
+def speedup(k, who, one):
+    # Paired reps where the run had them (-s), else two runs' medians.
+    two = groups.get((k, 2), {}).get(who)
+    if not two:
+        return "–"
+    if all("speedup_median" in x for x in two):
+        return f'{statistics.median(x["speedup_median"] for x in two):.2f} (paired)'
+    if one is None:
+        return "–"
+    return f'{one / statistics.median(x["ns_median"] for x in two):.2f}'
 for (k, t) in sorted(groups):
     g = groups[(k, t)]
     if t != 1:
@@ -134,7 +150,7 @@ for (k, t) in sorted(groups):
     tm = statistics.median(x["ns_median"] for x in two) if two else None
     f = lambda v: "–" if v is None else f"{v:.1f}"
     r = lambda a, b: "–" if a is None or b is None else f"{a / b:.2f}"
-    print(f'| {k} | {f(m("after"))} | {f(tm)} | {r(m("after"), tm)} | {f(m("serial"))} | {r(m("after"), m("serial"))} | {f(m("batch"))} | {r(m("batch"), m("peer"))} |')
+    print(f'| {k} | {f(m("after"))} | {f(tm)} | {speedup(k, "after", m("after"))} | {speedup(k, "before", m("before"))} | {f(m("serial"))} | {r(m("after"), m("serial"))} | {f(m("batch"))} | {r(m("batch"), m("peer"))} |')
 p = os.path.join(out, "insn.jsonl")
 if os.path.exists(p):
     print("\nInstructions per decision (valgrind, bench loop included):", "; ".join(

@@ -45,10 +45,11 @@ typedef struct options {
     uint64_t keys;      /* distinct keys, all inserted before timing */
     uint64_t decisions; /* per repetition, over all threads */
     int threads;
-    int reps;           /* timed repetitions; the median is reported */
-    int warmup;         /* untimed repetitions before them */
-    size_t max_bytes;   /* the store's cap */
-    int batch;          /* keys per sl_check_batch call; 0: sl_check */
+    int reps;         /* timed repetitions; the median is reported */
+    int warmup;       /* untimed repetitions before them */
+    size_t max_bytes; /* the store's cap */
+    int batch;        /* keys per sl_check_batch call; 0: sl_check */
+    int scaling;      /* alternate reps of 1 and of all threads */
 } options;
 
 typedef struct worker {
@@ -172,8 +173,8 @@ static void run_batches(worker *w)
             keyv[j] = pick(&rng, nkeys);
             keys[j] = (sl_key){&keyv[j], sizeof(keyv[j])};
         }
-        int err = sl_check_batch(store, limit, keys, m, 1,
-                                 sl_clock_monotonic(), d);
+        int err =
+            sl_check_batch(store, limit, keys, m, 1, sl_clock_monotonic(), d);
         if (err != 0) {
             if (w->failed++ == 0)
                 w->first_err = err;
@@ -257,13 +258,16 @@ static void usage(FILE *f)
             "  -w  untimed warm-up repetitions (default 1)\n"
             "  -m  the store's memory cap in bytes (default 2 GiB)\n"
             "  -b  decide N keys per sl_check_batch call (default 0: "
-            "sl_check)\n");
+            "sl_check)\n"
+            "  -s  scaling: with -t N, alternate reps of one thread and of N\n"
+            "      threads (-r pairs), and report the median of the pairs'\n"
+            "      speed-ups (one thread's ns over N threads' ns)\n");
 }
 
 static int parse_options(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "a:k:d:t:r:w:m:b:h")) != -1) {
+    while ((c = getopt(argc, argv, "a:k:d:t:r:w:m:b:sh")) != -1) {
         switch (c) {
         case 'a':
             if (sl_algorithm_parse(optarg, strlen(optarg), &opt.alg) != 0) {
@@ -293,6 +297,9 @@ static int parse_options(int argc, char **argv)
         case 'b':
             opt.batch = atoi(optarg);
             break;
+        case 's':
+            opt.scaling = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -311,6 +318,22 @@ static int parse_options(int argc, char **argv)
     return 0;
 }
 
+/* Each rep's decisions, shared out among its first `active` workers. */
+static void share_out(worker *workers, int active)
+{
+    for (int i = 0; i < opt.threads; i++)
+        workers[i].decisions =
+            i >= active ? 0
+                        : opt.decisions / (uint64_t)active +
+                              ((uint64_t)i < opt.decisions % (uint64_t)active);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* The i-th CPU of this process's affinity mask, cyclically; -1 if none. */
 static int nth_cpu(const cpu_set_t *mask, int i)
 {
@@ -327,7 +350,7 @@ static int nth_cpu(const cpu_set_t *mask, int i)
 int main(int argc, char **argv)
 {
     static worker workers[MAX_THREADS];
-    double ns[MAX_REPS];
+    double ns[MAX_REPS], ns_one[MAX_REPS], speedup[MAX_REPS];
     sl_memory_options mo = {0};
     sl_limit_config cfg;
     sl_store_stats filled, end;
@@ -364,8 +387,8 @@ int main(int argc, char **argv)
                 now = sl_clock_monotonic();
             int err = sl_check(store, limit, &k, sizeof(k), 1, now, &d);
             if (err != 0) {
-                fprintf(stderr, "bench_decide: insert of key %" PRIu64
-                        ": %s\n", k, sl_strerror(err));
+                fprintf(stderr, "bench_decide: insert of key %" PRIu64 ": %s\n",
+                        k, sl_strerror(err));
                 return 2;
             }
         }
@@ -384,21 +407,31 @@ int main(int argc, char **argv)
         w->cpu = nth_cpu(&mask, i);
         /* Thread 0 draws the peer's sequence. */
         w->rng = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)i * 0x1234567);
-        w->decisions = opt.decisions / (uint64_t)opt.threads +
-                       ((uint64_t)i < opt.decisions % (uint64_t)opt.threads);
         if (pthread_create(&w->tid, NULL, worker_main, w) != 0) {
             fprintf(stderr, "bench_decide: cannot start thread %d\n", i);
             return 1;
         }
     }
+    /* With -s, each rep of all threads follows one of a single thread,
+     * a moment apart: the machine's speed, which drifts by tens of per
+     * cent over seconds here, is nearly the same for both of a pair. */
+    share_out(workers, opt.threads);
     for (int rep = 0; rep < opt.warmup + opt.reps; rep++) {
-        pthread_barrier_wait(&start_line);
-        double a = wall_ns();
-        pthread_barrier_wait(&finish_line);
-        double b = wall_ns();
-        if (rep >= opt.warmup)
-            ns[rep - opt.warmup] = (b - a) / (double)opt.decisions;
-        total += opt.decisions;
+        for (int one = opt.scaling; one >= 0; one--) {
+            if (opt.scaling)
+                share_out(workers, one ? 1 : opt.threads);
+            pthread_barrier_wait(&start_line);
+            double a = wall_ns();
+            pthread_barrier_wait(&finish_line);
+            double b = wall_ns();
+            if (rep >= opt.warmup)
+                (one ? ns_one : ns)[rep - opt.warmup] =
+                    (b - a) / (double)opt.decisions;
+            total += opt.decisions;
+        }
+        if (opt.scaling && rep >= opt.warmup)
+            speedup[rep - opt.warmup] =
+                ns_one[rep - opt.warmup] / ns[rep - opt.warmup];
     }
     __atomic_store_n(&stop_workers, 1, __ATOMIC_RELEASE);
     pthread_barrier_wait(&start_line);
@@ -412,36 +445,41 @@ int main(int argc, char **argv)
     rss_end = rss_bytes();
     sl_store_get_stats(store, &end);
 
-    qsort(ns, (size_t)opt.reps, sizeof(ns[0]), cmp_double);
-    double median = opt.reps % 2
-                        ? ns[opt.reps / 2]
-                        : (ns[opt.reps / 2 - 1] + ns[opt.reps / 2]) / 2;
+    double median = median_of(ns, opt.reps);
     double keys = (double)opt.keys;
-    printf("{\"bench\":\"sluice_decide\",\"algorithm\":\"%s\","
-           "\"keys\":%" PRIu64 ",\"batch\":%d,\"threads\":%d,\"decisions_per_rep\":%" PRIu64
-           ",\"reps\":%d,\"warmup\":%d,\"clock_batch\":%d,"
-           "\"limit\":%" PRId64 ",\"period_ns\":%" PRId64 ",\"burst\":%" PRId64
-           ",\"ns_median\":%.2f,\"ns_min\":%.2f,\"ns_max\":%.2f,"
-           "\"decisions_per_s\":%.0f,\"allowed_frac\":%.4f,\"failed\":%" PRIu64
-           ",\"fill_s\":%.2f,\"store_keys\":%" PRIu64 ",\"store_bytes\":%" PRIu64
-           ",\"store_bytes_per_key\":%.1f,\"rss_bytes_per_key\":%.1f,"
-           "\"store_keys_end\":%" PRIu64 ",\"store_bytes_per_key_end\":%.1f,"
-           "\"rss_bytes_per_key_end\":%.1f,\"max_bytes\":%" PRIu64
-           ",\"evicted\":%" PRIu64 ",\"reclaimed\":%" PRIu64 "}\n",
-           sl_algorithm_name(opt.alg), opt.keys, opt.batch, opt.threads,
-           opt.decisions,
-           opt.reps, opt.warmup, CLOCK_BATCH, sl_limit_get_config(limit)->limit,
-           sl_limit_get_config(limit)->period,
-           sl_limit_get_config(limit)->burst, median, ns[0],
-           ns[opt.reps - 1], 1e9 / median,
-           total ? (double)allowed / (double)total : 0.0, failed, fill_s,
-           filled.keys, filled.bytes, (double)filled.bytes / keys,
-           (double)(rss_filled - rss_before) / keys, end.keys,
-           (double)end.bytes / keys, (double)(rss_end - rss_before) / keys,
-           end.max_bytes, end.evicted, end.reclaimed);
+    printf(
+        "{\"bench\":\"sluice_decide\",\"algorithm\":\"%s\","
+        "\"keys\":%" PRIu64
+        ",\"batch\":%d,\"threads\":%d,\"decisions_per_rep\":%" PRIu64
+        ",\"reps\":%d,\"warmup\":%d,\"clock_batch\":%d,"
+        "\"limit\":%" PRId64 ",\"period_ns\":%" PRId64 ",\"burst\":%" PRId64
+        ",\"ns_median\":%.2f,\"ns_min\":%.2f,\"ns_max\":%.2f,"
+        "\"decisions_per_s\":%.0f,\"allowed_frac\":%.4f,\"failed\":%" PRIu64
+        ",\"fill_s\":%.2f,\"store_keys\":%" PRIu64 ",\"store_bytes\":%" PRIu64
+        ",\"store_bytes_per_key\":%.1f,\"rss_bytes_per_key\":%.1f,"
+        "\"store_keys_end\":%" PRIu64 ",\"store_bytes_per_key_end\":%.1f,"
+        "\"rss_bytes_per_key_end\":%.1f,\"max_bytes\":%" PRIu64
+        ",\"evicted\":%" PRIu64 ",\"reclaimed\":%" PRIu64
+        ",\"lock_waits\":%" PRIu64,
+        sl_algorithm_name(opt.alg), opt.keys, opt.batch, opt.threads,
+        opt.decisions, opt.reps, opt.warmup, CLOCK_BATCH,
+        sl_limit_get_config(limit)->limit, sl_limit_get_config(limit)->period,
+        sl_limit_get_config(limit)->burst, median, ns[0], ns[opt.reps - 1],
+        1e9 / median, total ? (double)allowed / (double)total : 0.0, failed,
+        fill_s, filled.keys, filled.bytes, (double)filled.bytes / keys,
+        (double)(rss_filled - rss_before) / keys, end.keys,
+        (double)end.bytes / keys, (double)(rss_end - rss_before) / keys,
+        end.max_bytes, end.evicted, end.reclaimed, end.lock_waits);
+    if (opt.scaling) {
+        double one = median_of(ns_one, opt.reps);
+        printf(",\"ns_one_thread_median\":%.2f,\"speedup_median\":%.3f", one,
+               median_of(speedup, opt.reps));
+    }
+    printf("}\n");
 
     if (failed != 0) {
-        fprintf(stderr, "bench_decide: %" PRIu64 " decisions failed, first: %s\n",
+        fprintf(stderr,
+                "bench_decide: %" PRIu64 " decisions failed, first: %s\n",
                 failed, sl_strerror(first_err));
         status = 2;
     }
@@ -453,9 +491,12 @@ int main(int argc, char **argv)
                 end.evicted);
         status = 2;
     }
-    if (!may_expire(opt.alg) && (filled.keys != opt.keys || end.keys != opt.keys)) {
-        fprintf(stderr, "bench_decide: store holds %" PRIu64 " then %" PRIu64
-                " keys, not %" PRIu64 "\n", filled.keys, end.keys, opt.keys);
+    if (!may_expire(opt.alg) &&
+        (filled.keys != opt.keys || end.keys != opt.keys)) {
+        fprintf(stderr,
+                "bench_decide: store holds %" PRIu64 " then %" PRIu64
+                " keys, not %" PRIu64 "\n",
+                filled.keys, end.keys, opt.keys);
         status = 2;
     }
     sl_store_free(store);

@@ -387,6 +387,8 @@ typedef struct sl_store_stats {
     uint64_t max_bytes;     /* the cap */
     uint64_t reclaimed;     /* keys dropped because their state expired */
     uint64_t evicted;       /* keys dropped by the LRU policy at the cap */
+    uint64_t lock_waits;    /* decisions that found their shard locked by
+                               another thread and waited (memory store) */
 } sl_store_stats;
 
 SL_EXPORT void sl_store_get_stats(sl_store *store, sl_store_stats *out);

@@ -46,7 +46,6 @@
  * full slots and count <= cap * 7/8, which keeps probe runs short.  No
  * hash is in both tables of a shard, and narrow slots own no heap.
  */
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +55,7 @@
 #include "core/schedule.h"
 #include "internal.h"
 #include "store/key_hash.h"
+#include "store/spinlock.h"
 
 enum {
     SHARD_BITS = 8,
@@ -98,13 +98,27 @@ typedef struct table {
     uint32_t count;       /* full slots */
 } table;
 
+/* A decision touches only the first cache line: the lock and the tables
+ * (and lock_waits when it had to wait). */
 typedef struct shard {
-    atomic_int lock;
-    uint32_t since_sweep; /* inserts since the last full sweep */
+    sl__spinlock lock;
     table t[2];           /* NARROW, WIDE */
+    uint32_t since_sweep; /* inserts since the last full sweep */
     size_t heap_bytes;    /* held by logs */
+    uint64_t lock_waits;
     uint64_t reclaimed, evicted;
 } __attribute__((aligned(64))) shard;
+
+static inline void shard_lock(shard *sh)
+{
+    if (sl__spin_lock(&sh->lock))
+        sh->lock_waits++;
+}
+
+static inline void shard_unlock(shard *sh)
+{
+    sl__spin_unlock(&sh->lock);
+}
 
 /* What every decision reads (base, hasher, epoch) shares the first cache
  * line; the store is allocated 64-aligned. */
@@ -122,42 +136,6 @@ typedef struct item_ref {
     uint64_t hash;
     shard *sh;
 } item_ref;
-
-/*
- * A waiter backs off exponentially, 1, 2, 4 ... 64 pauses between looks
- * at the lock.  A look takes the lock's line from the holder, and on a
- * hot key the holder wants it back at once for its next decision: with a
- * look every pause two threads on one key made 0.5-0.75x one thread's
- * decisions, the line crossing between the cores on nearly every one;
- * backing off, the holder decides a run of them while the line stays
- * put, and two threads make 0.82x (docs/benchmarks.md, "Issue 18, eighth
- * session").  After about 1,000 pauses (some 30 us,
- * far past any decision) the holder must have been descheduled: yield
- * rather than burn its time slice.
- */
-enum { BACKOFF_MAX = 64, SPIN_MAX = 1024 };
-
-__attribute__((always_inline)) static inline void shard_lock(shard *sh)
-{
-    unsigned wait = 1, spent = 0;
-    while (atomic_exchange_explicit(&sh->lock, 1, memory_order_acquire)) {
-        do {
-            if (spent >= SPIN_MAX) {
-                sched_yield();
-            } else {
-                for (unsigned i = 0; i < wait; i++)
-                    __builtin_ia32_pause();
-                spent += wait;
-                wait = wait < BACKOFF_MAX ? wait * 2 : wait;
-            }
-        } while (atomic_load_explicit(&sh->lock, memory_order_relaxed));
-    }
-}
-
-static void shard_unlock(shard *sh)
-{
-    atomic_store_explicit(&sh->lock, 0, memory_order_release);
-}
 
 /* ---- time ---- */
 
@@ -1023,6 +1001,7 @@ static void memory_stats(sl_store *base, sl_store_stats *out)
         out->bytes += shard_bytes(sh);
         out->reclaimed += sh->reclaimed;
         out->evicted += sh->evicted;
+        out->lock_waits += sh->lock_waits;
         shard_unlock(sh);
     }
 }
