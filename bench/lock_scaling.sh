@@ -3,14 +3,15 @@
 # with the shard lock's waiting as it is and as the eighth session left it,
 # side by side in one run.
 #
-#   ROUNDS=10 bench/lock_scaling.sh
+#   ROUNDS=10 [KEYS=1] bench/lock_scaling.sh
 #
 # Builds bench_decide twice from this tree (RelWithDebInfo, as bench/run.sh):
 # as it is ("now"), and with sl__spin_wait (src/store/spinlock.c) replaced by
 # the eighth session's back-off, which started every wait at one pause,
 # doubled to 64 between looks and yielded on every look after 1,024 pauses
 # ("eighth").  Then, ROUNDS times (default 10), alternately, each runs
-# `bench_decide -k 1 -t 2 -s`: 15 pairs of one rep on one thread and one
+# `bench_decide -k KEYS -t 2 -s` (KEYS default 1, the hot key; 1000000 for
+# random keys): 15 pairs of one rep on one thread and one
 # rep on two (CPUs 0 and 1), a moment apart, so both of a pair see the
 # machine at the same speed; its speedup_median is the median of the
 # pairs' one-thread ns over two-thread ns.  Prints one JSON line per run
@@ -20,6 +21,7 @@
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${ROUNDS:-10}"
+KEYS="${KEYS:-1}"
 WORK="$(mktemp -d /tmp/sluice-lock-scaling.XXXXXX)"
 OUT="${OUT:-$ROOT/bench/results/lock-scaling-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT" "$WORK/eighth" || exit 1
@@ -59,12 +61,12 @@ for side in now eighth; do
     cmake --build "$WORK/build-$side" --target bench_decide -j2 >>"$OUT/build.txt" 2>&1 ||
     { tail -20 "$OUT/build.txt"; exit 1; }
 done
-echo "tree: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include || echo ' (modified)')" | tee "$OUT/revs.txt"
+echo "tree: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include || echo ' (modified)'), keys: $KEYS" | tee "$OUT/revs.txt"
 
 for round in $(seq 1 "$ROUNDS"); do
   for side in now eighth; do
     line=$(timeout 600 taskset -c 0,1 "$WORK/build-$side/bench/bench_decide" \
-      -a gcra -k 1 -t 2 -d 2000000 -r 15 -s 2>>"$OUT/stderr.txt") ||
+      -a gcra -k "$KEYS" -t 2 -d 2000000 -r 15 -s 2>>"$OUT/stderr.txt") ||
       { echo "FAILED: $side" >&2; continue; }
     echo "$line" | jq -c --arg tag "$side" '. + {tag: $tag}' | tee -a "$OUT/runs.jsonl"
   done
