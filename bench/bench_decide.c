@@ -259,9 +259,10 @@ static void usage(FILE *f)
             "  -m  the store's memory cap in bytes (default 2 GiB)\n"
             "  -b  decide N keys per sl_check_batch call (default 0: "
             "sl_check)\n"
-            "  -s  scaling: with -t N, alternate reps of one thread and of N\n"
-            "      threads (-r pairs), and report the median of the pairs'\n"
-            "      speed-ups (one thread's ns over N threads' ns)\n");
+            "  -s  scaling: with -t N, alternate reps of one thread (on each\n"
+            "      CPU in turn) and of N threads (-r pairs), and report the\n"
+            "      median of the pairs' speed-ups (one thread's ns over N\n"
+            "      threads' ns)\n");
 }
 
 static int parse_options(int argc, char **argv)
@@ -318,14 +319,17 @@ static int parse_options(int argc, char **argv)
     return 0;
 }
 
-/* Each rep's decisions, shared out among its first `active` workers. */
-static void share_out(worker *workers, int active)
+/* Each rep's decisions, shared out among `active` workers from the
+ * first-th on (cyclically). */
+static void share_out(worker *workers, int active, int first)
 {
-    for (int i = 0; i < opt.threads; i++)
+    for (int i = 0; i < opt.threads; i++) {
+        int k = (i - first + opt.threads) % opt.threads;
         workers[i].decisions =
-            i >= active ? 0
+            k >= active ? 0
                         : opt.decisions / (uint64_t)active +
-                              ((uint64_t)i < opt.decisions % (uint64_t)active);
+                              ((uint64_t)k < opt.decisions % (uint64_t)active);
+    }
 }
 
 static double median_of(double *v, int n)
@@ -414,12 +418,16 @@ int main(int argc, char **argv)
     }
     /* With -s, each rep of all threads follows one of a single thread,
      * a moment apart: the machine's speed, which drifts by tens of per
-     * cent over seconds here, is nearly the same for both of a pair. */
-    share_out(workers, opt.threads);
+     * cent over seconds here, is nearly the same for both of a pair.  The
+     * single thread takes each CPU in turn: this machine's CPUs change
+     * speed independently (by up to 1.7x, for seconds), and the rep of
+     * all threads runs on all of them. */
+    share_out(workers, opt.threads, 0);
     for (int rep = 0; rep < opt.warmup + opt.reps; rep++) {
         for (int one = opt.scaling; one >= 0; one--) {
             if (opt.scaling)
-                share_out(workers, one ? 1 : opt.threads);
+                share_out(workers, one ? 1 : opt.threads,
+                          one ? rep % opt.threads : 0);
             pthread_barrier_wait(&start_line);
             double a = wall_ns();
             pthread_barrier_wait(&finish_line);

@@ -9,15 +9,15 @@
 # as it is ("now"), and with sl__spin_wait (src/store/spinlock.c) replaced by
 # the eighth session's back-off, which started every wait at one pause,
 # doubled to 64 between looks and yielded on every look after 1,024 pauses
-# ("eighth").  Then, ROUNDS times (default 10), alternately, each runs
-# `bench_decide -k KEYS -t 2 -s` (KEYS default 1, the hot key; 1000000 for
-# random keys): 15 pairs of one rep on one thread and one
-# rep on two (CPUs 0 and 1), a moment apart, so both of a pair see the
-# machine at the same speed; its speedup_median is the median of the
-# pairs' one-thread ns over two-thread ns.  Prints one JSON line per run
-# and, per build, the median over rounds of speedup_median and of
-# lock_waits (decisions that found the shard locked and waited, over all
-# reps).
+# ("eighth").  Then, ROUNDS times (default 10), one after the other, each
+# runs `bench_decide -k KEYS -t 2 -s` (KEYS default 1, the hot key; 1000000
+# for random keys): 15 pairs of one rep on one thread (on CPU 0 and CPU 1
+# in turn) and one rep on two (CPUs 0 and 1), a moment apart, so both of a
+# pair see the machine at the same speed; its speedup_median is the median
+# of the pairs' one-thread ns over two-thread ns.  Prints one JSON line per
+# run and, per build, the median over rounds of speedup_median and of
+# lock_waits per million two-thread decisions (decisions that found the
+# shard locked and waited).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${ROUNDS:-10}"
