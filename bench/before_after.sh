@@ -26,6 +26,7 @@
 # the run.
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "$ROOT/bench/lib.sh" # build_bench_decide
 REV="${1:?usage: bench/before_after.sh REV}"
 PEERS_DIR="${PEERS_DIR:-$ROOT/../shared/peers}"
 ROUNDS="${ROUNDS:-3}"
@@ -37,9 +38,7 @@ trap 'rm -rf "$WORK"' EXIT
 git -C "$ROOT" archive "$REV" | tar -x -C "$WORK/src" || exit 1
 for side in before after; do
   src="$WORK/src"; [ "$side" = after ] && src="$ROOT"
-  cmake -S "$src" -B "$WORK/build-$side" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.txt" 2>&1 &&
-    cmake --build "$WORK/build-$side" --target bench_decide -j2 >>"$OUT/build.txt" 2>&1 ||
-    { tail -20 "$OUT/build.txt"; exit 1; }
+  build_bench_decide "$src" "$WORK/build-$side" "$OUT/build.txt" || exit 1
 done
 gcc -O2 -Wall -o "$WORK/peer" "$PEERS_DIR/c/gcra_bench.c" || exit 1
 sed 's|allowed += gcra(find_or_insert(key), now, T, tau);|{ slot_t *s_ = find_or_insert(key); allowed += gcra(s_, now, T, tau); rng += s_->tat >> 63; }|' \

@@ -1,5 +1,14 @@
 # bench/lib.sh - what the bench scripts share; sourced, not run.
 
+# build_bench_decide SRC BUILD LOG: bench_decide of the tree SRC in BUILD,
+# RelWithDebInfo as bench/run.sh builds it, its output appended to LOG
+# (whose tail is shown if it fails).
+build_bench_decide() {
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=RelWithDebInfo >>"$3" 2>&1 &&
+    cmake --build "$2" --target bench_decide -j2 >>"$3" 2>&1 ||
+    { tail -20 "$3"; return 1; }
+}
+
 # nginx_head [MAIN_LINE...]: the top of an nginx config, up to inside
 # `http {`, for a prefix directory (nginx -p DIR/) that holds tmp/: one
 # worker (plus the main-level lines given), no access log, keep-alive

@@ -20,6 +20,7 @@
 # shard locked and waited).
 set -u
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "$ROOT/bench/lib.sh" # build_bench_decide
 ROUNDS="${ROUNDS:-10}"
 KEYS="${KEYS:-1}"
 WORK="$(mktemp -d /tmp/sluice-lock-scaling.XXXXXX)"
@@ -57,9 +58,7 @@ open(p, "w").write(s)
 EOF
 for side in now eighth; do
   src="$ROOT"; [ "$side" = eighth ] && src="$WORK/eighth"
-  cmake -S "$src" -B "$WORK/build-$side" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/build.txt" 2>&1 &&
-    cmake --build "$WORK/build-$side" --target bench_decide -j2 >>"$OUT/build.txt" 2>&1 ||
-    { tail -20 "$OUT/build.txt"; exit 1; }
+  build_bench_decide "$src" "$WORK/build-$side" "$OUT/build.txt" || exit 1
 done
 echo "tree: $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src include || echo ' (modified)'), keys: $KEYS" | tee "$OUT/revs.txt"
 

@@ -387,7 +387,7 @@ typedef struct sl_store_stats {
     uint64_t max_bytes;     /* the cap */
     uint64_t reclaimed;     /* keys dropped because their state expired */
     uint64_t evicted;       /* keys dropped by the LRU policy at the cap */
-    uint64_t lock_waits;    /* decisions that found their shard locked by
+    uint64_t lock_waits;    /* times a call found a shard locked by
                                another thread and waited (memory store) */
 } sl_store_stats;
 
