@@ -1,4 +1,4 @@
--- bench/redis_lua.lua - the Redis store's Lua (src/store/redis/*.lua,
+-- bench/redis_lua.lua - the Redis store's Lua (src/redis/lua/*.lua,
 -- concatenated in script.cmake's order) run by plain lua5.1 with
 -- redis.call stubbed by a table (GET, SET, DEL, TIME; no lists, so not
 -- sliding_log or stepped_window): what the Lua itself costs, without

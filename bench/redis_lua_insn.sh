@@ -6,19 +6,19 @@
 # changing the Lua; what Redis spends is bench/redis_insn.sh's.
 #
 #   bench/redis_lua_insn.sh                      # this tree's Lua
-#   DIR=/tmp/old/src/store/redis bench/redis_lua_insn.sh   # another's
+#   DIR=/tmp/old/src/redis/lua bench/redis_lua_insn.sh   # another's
 #   SPEC='3 100 60000000000 0 0 0 600000000 1' bench/redis_lua_insn.sh
 #   KEYS=100 bench/redis_lua_insn.sh             # most calls find a state
 #
 # N decisions (2000) per case, BATCHES (1 64) calls per run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DIR="${DIR:-$ROOT/src/store/redis}"
+DIR="${DIR:-$ROOT/src/redis/lua}"
 N="${N:-2000}"
 BATCHES="${BATCHES:-1 64}"
 SPEC="${SPEC:-0 100 1000000000 100 0 0 10000000 1}"
 # The files in script.cmake's order (its `set(lua ...)`).
-ORDER=$(sed -n '/set(lua/,/)/p' "$ROOT/src/store/redis/script.cmake" |
+ORDER=$(sed -n '/set(lua/,/)/p' "$ROOT/src/redis/lua/script.cmake" |
   sed 's/set(lua//; s/)//' | tr '\n' ' ')
 export ORDER
 OUT=$(mktemp)

@@ -1,11 +1,11 @@
 /*
  * fuzz_advice.c - what an advisor sends the daemon's poller: the HTTP
- * response read by the admin client's reader (src/admin/http_client.c)
+ * response read by the admin client's reader (src/http/http_client.c)
  * in two reads split at a fuzzer-chosen point, then its body, or the
- * input itself, read by the protocol's parser (src/admin/advice.c).
+ * input itself, read by the protocol's parser (src/adaptive/advice.c).
  * What either accepts must keep the documented bounds.
  *
- * `sluice advisor`'s readers of what a node sends (src/admin/scrape.c)
+ * `sluice advisor`'s readers of what a node sends (src/adaptive/scrape.c)
  * are fuzzed here too.  The first byte chooses, modulo 4: 1, the rest
  * is an HTTP response whose body is then parsed as an answer, split after
  * (second byte * length / 256) bytes; 0, the rest is an answer; 2,
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin/advice.h"
-#include "admin/http_client.h"
-#include "admin/scrape.h"
+#include "adaptive/advice.h"
+#include "http/http_client.h"
+#include "adaptive/scrape.h"
 
 static void check_answer(const char *data, size_t len)
 {

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "serve_fixture.h"
-#include "server/api.h"
-#include "server/router.h"
+#include "api/api.h"
+#include "api/router.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

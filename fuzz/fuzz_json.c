@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_scan.h"
+#include "api/json_scan.h"
 
 static char *scratch;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/label.h"
+#include "runtime/label.h"
 
 /* Strict UTF-8 (RFC 3629) without NUL: 1, or 0. */
 static int valid_utf8(const unsigned char *p, size_t n)

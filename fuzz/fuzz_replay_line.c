@@ -3,7 +3,7 @@
  * the part of the command that reads untrusted bytes.
  *
  * The parser (tokenize, parse_uint, replay_line) is static in
- * tools/replay.c, so this file includes that file whole and calls it
+ * tools/cmd_replay.c, so this file includes that file whole and calls it
  * directly; its error messages go to /dev/null instead of stderr.  The
  * first two input bytes choose the limit (algorithm, L, period, burst,
  * flags); the rest is a trace, cut into lines at '\n' as replay_stream()
@@ -25,7 +25,7 @@
 static FILE *sl_fuzz_devnull;
 #undef stderr /* glibc's is a macro too */
 #define stderr sl_fuzz_devnull
-#include "../tools/replay.c"
+#include "../tools/cmd_replay.c"
 #undef stderr
 #define stderr stderr
 

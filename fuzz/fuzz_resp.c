@@ -1,7 +1,7 @@
 /*
  * fuzz_resp.c - the Redis protocol front end's untrusted input: request
  * bytes split into reads at fuzzer-chosen points and parsed as
- * src/resp/conn.c does (a command cut by a read kept and parsed on), each
+ * src/resp/resp_conn.c does (a command cut by a read kept and parsed on), each
  * command's arguments checked to lie inside it, and CL.THROTTLE and GCRA
  * read from them: what the reader accepts must make a valid limit, and
  * its reply must be built for any decision.
@@ -14,7 +14,7 @@
 
 #include "resp/parse.h"
 #include "resp/throttle.h"
-#include "server/buf.h"
+#include "runtime/buf.h"
 
 static void run(const rp_parser *p, const char *cmd)
 {

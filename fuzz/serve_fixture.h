@@ -12,7 +12,7 @@
 
 #include <stdlib.h>
 
-#include "server/worker.h"
+#include "runtime/worker.h"
 
 static const char rules_text[] =
     "domain: test\n"

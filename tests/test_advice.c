@@ -1,10 +1,10 @@
 /*
  * test_advice.c - the advisor protocol's answer parser and clamp
- * (src/admin/advice.c): a valid answer read field by field, then each
+ * (src/adaptive/advice.c): a valid answer read field by field, then each
  * kind of wrong answer refused with the field named; the clamp's steps,
  * rounding and bounds.
  */
-#include "admin/advice.h"
+#include "adaptive/advice.h"
 #include "testutil.h"
 
 #define GOOD                                                                   \

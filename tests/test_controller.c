@@ -1,5 +1,5 @@
 /*
- * test_controller.c - the adaptive controller (src/admin/controller.c):
+ * test_controller.c - the adaptive controller (src/adaptive/controller.c):
  * each of its rules on hand-made windows, then closed loops against a
  * model upstream (a queue whose latency grows as its load nears
  * capacity, and which fails past it): the limit settles under capacity,
@@ -11,7 +11,7 @@
 
 #include "testutil.h"
 
-#include "admin/controller.h"
+#include "adaptive/controller.h"
 
 static const ac_params base_params = {
     .base = 100, .min = 25, .max = 250, .period_s = 1, .slo_p99_s = 0.3};

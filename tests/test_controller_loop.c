@@ -1,5 +1,5 @@
 /*
- * test_controller_loop.c - the adaptive controller (src/admin/controller.c)
+ * test_controller_loop.c - the adaptive controller (src/adaptive/controller.c)
  * in a closed loop with the lab's target B (src/lab/queue.c: 8 servers,
  * exponential service of 40 ms, a FIFO of 200 and 503 past it): two
  * proxies' controllers judging as src/proxy/control.c does (200 answers
@@ -22,7 +22,7 @@
 
 #include "testutil.h"
 
-#include "admin/controller.h"
+#include "adaptive/controller.h"
 #include "lab/queue.h"
 #include "lab/rng.h"
 

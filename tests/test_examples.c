@@ -5,7 +5,7 @@
  * without logged rejections, the sliding window counter at 30%, and the
  * Databox paper's stepped window "next free time".
  *
- * `sluice demo` (tools/demo.c) narrates the same scenes; the tests named
+ * `sluice demo` (tools/cmd_demo.c) narrates the same scenes; the tests named
  * *_demo_scene replay its requests exactly and check every number it
  * prints, so the demo and this file cannot disagree.
  */

@@ -1,6 +1,6 @@
 /*
  * test_holt_winters.c - the advisor's forecasting model
- * (src/admin/holt_winters.c) on series with known answers: the first
+ * (src/adaptive/holt_winters.c) on series with known answers: the first
  * updates computed by hand, a constant, a pure seasonal series with
  * trend, the same with noise, a season whose amplitude changes, and a
  * step.  Each prints the error figures it checks (docs/advisor.md
@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "admin/holt_winters.h"
+#include "adaptive/holt_winters.h"
 #include "testutil.h"
 
 static const hw_params defaults = {.alpha = 0.3, .beta = 0.01, .gamma = 0.3};

@@ -1,5 +1,5 @@
 /*
- * test_hot.c - the status page's counts (src/server/hot.c): below K keys
+ * test_hot.c - the status page's counts (src/runtime/hot.c): below K keys
  * per thread they are exact; past K (a stream of a few heavy keys among
  * thousands of one-off ones) every key counted more than N/K times is
  * reported, with a count at least its true one and at most its true one
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "server/hot.h"
+#include "runtime/hot.h"
 
 #define SEC SL_NS_PER_SEC
 #define T0 (999990 * SEC) /* a multiple of 30 s */

@@ -1,5 +1,5 @@
 /*
- * test_http_client.c - the admin HTTP client (src/admin/http_client.c)
+ * test_http_client.c - the admin HTTP client (src/http/http_client.c)
  * against a tiny server in a thread: one listening loopback socket, one
  * connection, a scripted answer (whole, byte by byte, never, too much,
  * garbage), and the request it read kept for the test to check.
@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin/http_client.h"
+#include "http/http_client.h"
 #include "testutil.h"
 
 typedef struct server {

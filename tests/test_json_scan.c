@@ -1,12 +1,12 @@
 /*
  * test_json_scan.c - the decision requests' JSON scanner
- * (src/server/json_scan.c): what it accepts and refuses, where it says
+ * (src/api/json_scan.c): what it accepts and refuses, where it says
  * the error is, its tokens and lookups, and decoded strings.  fuzz_json
  * holds it to jansson on random input; these are the cases named.
  */
 #include "testutil.h"
 
-#include "server/json_scan.h"
+#include "api/json_scan.h"
 
 static sv_json j;
 

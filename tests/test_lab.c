@@ -8,7 +8,7 @@
 
 #include "lab/hist.h"
 #include "lab/queue.h"
-#include "lab/schedule.h"
+#include "lab/arrivals.h"
 #include "testutil.h"
 
 /* ---- histogram ---- */

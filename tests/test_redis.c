@@ -238,7 +238,7 @@ static sl_decision record_or_fail(sl_store *st, const sl_limit *lim,
 }
 
 /*
- * The invariants of the logs' lists (src/store/redis/eventlog.lua), read
+ * The invariants of the logs' lists (src/redis/lua/eventlog.lua), read
  * back from Redis: element 0 is "sum s n", then at least one event
  * "s n cost" with cost > 0 and times strictly increasing; sum is their
  * total; every key has a TTL.  Returns the number of lists checked.

@@ -8,7 +8,7 @@
 
 #include "resp/parse.h"
 #include "resp/throttle.h"
-#include "server/buf.h"
+#include "runtime/buf.h"
 
 /* ---- the parser ---- */
 

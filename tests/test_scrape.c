@@ -1,11 +1,11 @@
 /*
  * test_scrape.c - what `sluice advisor` reads of a node
- * (src/admin/scrape.c): rule ids from GET /v1/rules (name, else path;
+ * (src/adaptive/scrape.c): rule ids from GET /v1/rules (name, else path;
  * #2, #3 for later rules of one label; the rule's own limit, not an
  * override in force) and one counter's series from
  * Prometheus text, label values unescaped.
  */
-#include "admin/scrape.h"
+#include "adaptive/scrape.h"
 #include "testutil.h"
 
 static void rule_ids(void **state)

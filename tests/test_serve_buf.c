@@ -1,6 +1,6 @@
 /*
  * test_serve_buf.c - the server's decision answers are written by hand
- * (src/server/buf.c) instead of dumped by jansson: these tests hold the
+ * (src/runtime/buf.c) instead of dumped by jansson: these tests hold the
  * hand-written strings and integers to jansson's compact output and
  * printf's, byte for byte, so the bytes on the wire stay what they were;
  * and the durations they carry are rounded without overflow.
@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "server/decide.h"
-#include "server/respond.h"
+#include "runtime/decide.h"
+#include "http/respond.h"
 #include "testutil.h"
 
 /* s (len bytes) as sv_buf_add_json_string writes it and as jansson

@@ -34,7 +34,7 @@
 #include <hiredis/hiredis.h>
 
 #include "decision/layer.h"
-#include "core/log.h"
+#include "log/log.h"
 
 #define REFRESH_MIN_MS 100
 #define REFRESH_LOST_MS 2000

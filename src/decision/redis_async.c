@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "decision/layer.h"
-#include "core/log.h"
+#include "log/log.h"
 
 #define PROBE_MIN_MS 200
 /* The first wait after a TRYAGAIN; each next one doubles, up to

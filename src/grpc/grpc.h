@@ -16,9 +16,9 @@
 #define GR_GRPC_H
 
 #include "grpc/session.h"
-#include "server/worker.h"
+#include "runtime/worker.h"
 
-/* The door's (tools/serve.c): a connection accepted on l, and on stop
+/* The door's (tools/cmd_serve.c): a connection accepted on l, and on stop
  * every connection told to go (GOAWAY), idle ones closed at once. */
 void gr_accept(sv_listener *l);
 void gr_close_idle(sv_listener *l);

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 
 #include "grpc/grpc.h"
-#include "server/deadline.h"
-#include "server/send.h"
+#include "runtime/deadline.h"
+#include "runtime/send.h"
 
 /* Streams a connection may have open at once (SETTINGS_MAX_CONCURRENT_
  * STREAMS); each holds at most one request message of --max-body-bytes. */

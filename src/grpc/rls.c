@@ -21,9 +21,9 @@
 
 #include "grpc/grpc.h"
 #include "grpc/pb.h"
-#include "server/decide.h"
-#include "server/metrics.h"
-#include "server/respond.h"
+#include "runtime/decide.h"
+#include "runtime/metrics.h"
+#include "http/respond.h"
 
 typedef struct rls_call {
     gr_call *call;

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lab/schedule.h"
+#include "lab/arrivals.h"
 
 #define LB_MAX_TARGETS 8
 #define LB_MAX_GROUPS 16

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admin/http_client.h"
+#include "http/http_client.h"
 
 int lb_free_port(void)
 {

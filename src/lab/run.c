@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "admin/http_client.h"
+#include "http/http_client.h"
 #include "lab/cell.h"
 #include "lab/proc.h"
 #include "lab/relay.h"

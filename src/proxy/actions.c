@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "proxy.h"
-#include "server/query.h"
+#include "http/query.h"
 
 static int in_cidr(const px_cidr *c, int family, const unsigned char *addr)
 {

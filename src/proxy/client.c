@@ -13,7 +13,7 @@
  * past it the next request is not parsed until the client reads (held).  A
  * decision that waits on Redis leaves the request in S_DECIDING, nothing
  * forwarded; a client that goes meanwhile (nginx's 499) has its wait cancelled.
- * Reading: src/server/reader.c; writing: the outbox (send.c).
+ * Reading: src/runtime/reader.c; writing: the outbox (send.c).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@
 #include <strings.h>
 
 #include "proxy.h"
-#include "server/router.h"
+#include "api/router.h"
 
 enum state {
     S_HEAD,       /* reading a request head (or idle between requests) */

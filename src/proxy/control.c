@@ -2,7 +2,7 @@
  * control.c - the adaptive controller of `sluice proxy`, on the control
  * thread (docs/adaptive.md): each second, for each rule with `controller:
  * gradient`, the threads' windows (adaptive.c) merged into one signal,
- * one step of the controller (src/admin/controller.c), and its limit
+ * one step of the controller (src/adaptive/controller.c), and its limit
  * published as the rule's override of source `controller` with a short
  * TTL renewed while it stands (a node that dies leaves nothing behind
  * for long), or the override deleted when the limit is the rule's own.
@@ -24,10 +24,10 @@
 
 #include <hiredis/hiredis.h>
 
-#include "admin/admin.h"
-#include "admin/controller.h"
+#include "control/admin.h"
+#include "adaptive/controller.h"
 #include "proxy.h"
-#include "server/limits.h"
+#include "control/limits.h"
 
 #define WINDOW_MS 1000
 /* The controller's override lives this long unless renewed (each half

@@ -22,13 +22,13 @@
 
 #include <http_parser.h>
 
-#include "server/decide.h"
-#include "server/deadline.h"
-#include "server/hygiene.h"
-#include "server/metrics.h"
-#include "server/reader.h"
-#include "server/respond.h"
-#include "server/send.h"
+#include "runtime/decide.h"
+#include "runtime/deadline.h"
+#include "http/hygiene.h"
+#include "runtime/metrics.h"
+#include "runtime/reader.h"
+#include "http/respond.h"
+#include "runtime/send.h"
 
 /* Fixed caps of the config itself (its settings' defaults and bounds are
  * in the settings table, src/settings/table.c). */
@@ -328,7 +328,7 @@ typedef struct px_worker {
 } px_worker;
 #define PX_AD_NONE 0xff
 
-/* Makes the config again for a reload (tools/proxy.c: the file, then the
+/* Makes the config again for a reload (tools/cmd_proxy.c: the file, then the
  * flags over it): 0 with *out, or -1 with a message in err. */
 typedef int (*px_load_fn)(void *ctx, px_config **out, char *err, size_t errlen);
 

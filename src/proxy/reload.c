@@ -1,6 +1,6 @@
 /*
  * reload.c - the proxy config's hot reload (SIGHUP), in the manner of the
- * rules' (src/server/rules_reload.c): the main thread loads a whole new config,
+ * rules' (src/runtime/rules_reload.c): the main thread loads a whole new config,
  * publishes it, and each thread adopts it between two requests; the old
  * one is freed when the last thread and connection have let go of it.
  * A config that does not load leaves the old one live.
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "proxy.h"
-#include "core/log.h"
+#include "log/log.h"
 
 /* Gives each route of cfg its counter slot, adding the new prefixes;
  * under px->lock.  0, or -1 when the slots would run out. */

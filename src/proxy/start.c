@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin/admin.h"
+#include "control/admin.h"
 #include "proxy.h"
-#include "core/log.h"
+#include "log/log.h"
 
 int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
                  void *load_ctx)

@@ -2,7 +2,7 @@
  * stats.c - the proxy's counters and its part of /metrics: per route,
  * the outcome of every request, the upstream's status classes and the
  * upstream latency (request forwarded to response head).  As in
- * src/server/metrics.c, each thread writes only its own cache-line-aligned
+ * src/runtime/metrics.c, each thread writes only its own cache-line-aligned
  * counters with relaxed atomics and a scrape sums the threads; the
  * decision series (per rule) are the server's own and come first.  A
  * route's counters are found by its slot (reload.c), not its place in
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "proxy.h"
-#include "server/label.h"
+#include "runtime/label.h"
 
 static const char *const outcome_names[PX_N_OUTCOMES] = {
     "forwarded",   "queued",          "limited", "queue_full",

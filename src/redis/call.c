@@ -1,6 +1,6 @@
 /*
  * call.c - one decision as script calls: the arguments of
- * src/store/redis/main.lua made from items, costs and the store's key
+ * src/redis/lua/main.lua made from items, costs and the store's key
  * space, and the script's reply read back into decisions.  A call is one
  * part per Cluster slot of its keys (one in all on a plain store), each
  * a script call of its own.

@@ -22,7 +22,7 @@
 
 #include "sluice.h"
 
-/* The script's text: the Lua files of src/store/redis/ in one
+/* The script's text: the Lua files of src/redis/lua/ in one
  * NUL-terminated string (generated at build time by embed.cmake there),
  * what SCRIPT LOAD loads and EVAL sends. */
 extern const char sl__redis_script[];

@@ -1,6 +1,6 @@
 /*
  * script.c - how a command names the store's Lua on a server.  The Lua is
- * one chunk (src/store/redis/embed.cmake) known to a server in two ways:
+ * one chunk (src/redis/lua/embed.cmake) known to a server in two ways:
  * as a Redis Functions library (FUNCTION LOAD), whose one function FCALL
  * calls, or as a script (SCRIPT LOAD), which EVALSHA runs by its SHA1.
  * FCALL is what a server that has Functions (Redis 7) is asked: a

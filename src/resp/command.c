@@ -11,7 +11,7 @@
 #include <strings.h>
 
 #include "resp/command.h"
-#include "resp/reply.h"
+#include "resp/resp_reply.h"
 
 typedef int (*command_fn)(rp_session *s, rp_str *argv, size_t argc,
                           sv_buf *out);

@@ -7,7 +7,7 @@
 #define RP_COMMAND_H
 
 #include "resp/throttle.h"
-#include "server/decide.h"
+#include "runtime/decide.h"
 
 /* rp_run() besides SV_AGAIN: the reply is written... */
 #define RP_REPLIED 0

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "resp/parse.h"
-#include "server/query.h"
+#include "http/query.h"
 
 void rp_parser_init(rp_parser *p)
 {

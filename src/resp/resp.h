@@ -7,7 +7,7 @@
 #ifndef RP_RESP_H
 #define RP_RESP_H
 
-#include "server/worker.h"
+#include "runtime/worker.h"
 
 /* The door's: a connection accepted, and on stop the idle ones closed. */
 void rp_accept(sv_listener *l);

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "resp/reply.h"
+#include "resp/resp_reply.h"
 #include "resp/throttle.h"
 
 /* The limits' ids: "cl.throt" and "gcra" in ASCII. */

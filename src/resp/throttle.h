@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "server/buf.h"
+#include "runtime/buf.h"
 #include "sluice.h"
 
 /* A client's argument: bytes and length. */

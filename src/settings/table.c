@@ -9,7 +9,7 @@
  */
 #include <stddef.h>
 
-#include "core/log.h"
+#include "log/log.h"
 #include "settings.h"
 
 #define SERVE ST_SET_SERVE

@@ -1,7 +1,7 @@
 /*
  * redis.c - the Redis store: every key's state in a Redis 7 server, each
  * check decided there, atomically, by one call of the Lua script made of
- * the files in src/store/redis/ (docs/stores.md).
+ * the files in src/redis/lua/ (docs/stores.md).
  *
  * This file is the store's blocking driver around the protocol core
  * (src/redis/: calls, replies): one FCALL (EVALSHA on a server without

@@ -1,0 +1,209 @@
+/*
+ * status.c - the live status page: GET /status, one static HTML page
+ * (no external assets: its script and style are inline, and its CSP
+ * allows nothing else), which polls GET /status.json every 2 s and draws
+ * the rules with their limits in force, the decisions, the hottest keys
+ * and rules of the last minute (hot.c), rejections over time and the
+ * store's state.  Served on the admin listener, or read-only on the main
+ * one when there is none (docs/operations.md, "Status page").
+ */
+#include <string.h>
+
+#include "runtime/hot.h"
+#include "control/limits.h"
+#include "runtime/metrics.h"
+#include "http/respond.h"
+#include "api/status.h"
+
+/* How many of the hottest keys and rules the page gets. */
+#define STATUS_TOP 10
+
+static const char page[] =
+    "<!doctype html>\n"
+    "<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
+    "<title>sluice status</title>\n"
+    "<style>\n"
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\n"
+    "h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.2em 0 "
+    ".4em}\n"
+    "table{border-collapse:collapse;min-width:30em}td,th{padding:.2em "
+    ".7em;border-bottom:1px solid #ddd;text-align:left}\n"
+    "td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+    ".tiles{display:flex;gap:1em;flex-wrap:wrap}.tile{border:1px solid "
+    "#ccc;border-radius:6px;padding:.5em 1em;min-width:9em}\n"
+    ".tile b{display:block;font-size:1.6em}.up{color:#080}.down{color:#c00}"
+    ".degraded{color:#c60}\n"
+    "#err{color:#c00}svg{border:1px solid #ddd}code{font-size:.95em}\n"
+    "</style></head><body>\n"
+    "<h1>sluice <span id=\"version\"></span></h1>\n"
+    "<div>rules <code id=\"rules_version\"></code> &middot; updated <span "
+    "id=\"updated\">never</span> <span id=\"err\"></span></div>\n"
+    "<h2>Now</h2><div class=\"tiles\">\n"
+    "<div class=\"tile\">allowed<b id=\"checks_ok\">-</b><span "
+    "id=\"rate_ok\"></span></div>\n"
+    "<div class=\"tile\">over the limit<b id=\"checks_over\">-</b><span "
+    "id=\"rate_over\"></span></div>\n"
+    "<div class=\"tile\">store <span id=\"store_kind\"></span><b "
+    "id=\"store_status\">-</b><span id=\"store_more\"></span></div>\n"
+    "</div>\n"
+    "<h2>Rule decisions per 5 s, last 10 minutes (over the limit in "
+    "red)</h2>\n"
+    "<svg id=\"history\" width=\"600\" height=\"120\" "
+    "role=\"img\"></svg>\n"
+    "<h2>Hottest keys, last minute</h2><table id=\"hot_keys\"><thead><tr>"
+    "<th>key</th><th>rule</th><th class=\"n\">decisions</th><th "
+    "class=\"n\">over</th></tr></thead><tbody></tbody></table>\n"
+    "<h2>Hottest rules, last minute</h2><table id=\"hot_rules\"><thead><tr>"
+    "<th>rule</th><th class=\"n\">decisions</th><th "
+    "class=\"n\">over</th></tr></thead><tbody></tbody></table>\n"
+    "<h2>Rules and their limits in force</h2><table "
+    "id=\"rules\"><thead><tr><th>rule</th><th>domain</th><th "
+    "class=\"n\">limit</th><th>per</th><th>algorithm</th><th>source</th>"
+    "</tr></thead><tbody></tbody></table>\n"
+    "<script>\n"
+    "'use strict';\n"
+    "const $ = id => document.getElementById(id);\n"
+    "let last = null;\n"
+    "function per(ms) { for (const [u, n] of [['d', 86400000], ['h', "
+    "3600000], ['m', 60000], ['s', 1000]]) if (ms % n === 0) return ms / n "
+    "+ u; return ms + 'ms'; }\n"
+    "function cell(row, text, num) { const td = row.insertCell(); "
+    "td.textContent = text === undefined || text === null ? '' : "
+    "String(text); if (num) td.className = 'n'; }\n"
+    "function fill(id, rows, cols) { const body = $(id).tBodies[0]; "
+    "body.replaceChildren(); for (const r of rows) { const tr = "
+    "body.insertRow(); for (const [f, num] of cols) cell(tr, f(r), num); } "
+    "}\n"
+    "function history(points) {\n"
+    "  const svg = $('history'), w = 600, h = 120, n = points.length;\n"
+    "  const max = Math.max(1, ...points.map(p => p.within + p.over));\n"
+    "  const bw = w / n, ns = 'http://www.w3.org/2000/svg';\n"
+    "  svg.replaceChildren();\n"
+    "  points.forEach((p, i) => {\n"
+    "    for (const [v, base, color] of [[p.within, 0, '#4a8'], [p.over, "
+    "p.within, '#d33']]) {\n"
+    "      if (!v) continue;\n"
+    "      const r = document.createElementNS(ns, 'rect');\n"
+    "      r.setAttribute('x', i * bw); r.setAttribute('width', "
+    "Math.max(1, bw - 1));\n"
+    "      r.setAttribute('y', h - (base + v) * h / max); "
+    "r.setAttribute('height', v * h / max);\n"
+    "      r.setAttribute('fill', color); svg.appendChild(r);\n"
+    "    }\n"
+    "  });\n"
+    "}\n"
+    "async function update() {\n"
+    "  try {\n"
+    "    const res = await fetch('status.json', {cache: 'no-store'});\n"
+    "    if (!res.ok) throw new Error('status.json: HTTP ' + res.status);\n"
+    "    const s = await res.json();\n"
+    "    $('version').textContent = s.version;\n"
+    "    $('rules_version').textContent = s.rules_version;\n"
+    "    $('checks_ok').textContent = s.checks.ok;\n"
+    "    $('checks_over').textContent = s.checks.over_limit;\n"
+    "    if (last) { const dt = (s.now_ms - last.now_ms) / 1000 || 1;\n"
+    "      $('rate_ok').textContent = ((s.checks.ok - last.checks.ok) / "
+    "dt).toFixed(1) + '/s';\n"
+    "      $('rate_over').textContent = ((s.checks.over_limit - "
+    "last.checks.over_limit) / dt).toFixed(1) + '/s'; }\n"
+    "    last = s;\n"
+    "    $('store_kind').textContent = s.store.kind;\n"
+    "    $('store_status').textContent = s.store.status;\n"
+    "    $('store_status').className = s.store.status;\n"
+    "    $('store_more').textContent = s.store.kind === 'redis' ? "
+    "s.store.nodes_live + ' nodes live' : s.store.keys + ' keys';\n"
+    "    history(s.history.points);\n"
+    "    fill('hot_keys', s.hot_keys, [[r => r.key], [r => r.rule], [r => "
+    "r.decisions, 1], [r => r.over_limit, 1]]);\n"
+    "    fill('hot_rules', s.hot_rules, [[r => r.rule], [r => r.decisions, "
+    "1], [r => r.over_limit, 1]]);\n"
+    "    fill('rules', s.rules, [[r => r.id + (r.shadow_mode ? ' (shadow)' "
+    ": '')], [r => r.domain], [r => r.requests_per_unit + "
+    "(r.requests_per_unit !== r.base_requests_per_unit ? ' (base ' + "
+    "r.base_requests_per_unit + ')' : ''), 1], [r => per(r.period_ms)], "
+    "[r => r.algorithm], [r => r.source]]);\n"
+    "    $('updated').textContent = new Date(s.now_ms).toLocaleTimeString();\n"
+    "    $('err').textContent = '';\n"
+    "  } catch (e) { $('err').textContent = String(e.message || e); }\n"
+    "}\n"
+    "update(); setInterval(update, 2000);\n"
+    "</script></body></html>\n";
+
+/* Nothing but the page's own inline script and style, and its fetch. */
+#define PAGE_HEADERS                                                           \
+    "Content-Security-Policy: default-src 'none'; script-src "                 \
+    "'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'\r\n"       \
+    "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+
+void sv_status_page(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    (void)w;
+    sv_respond_body(out, 200, "text/html; charset=utf-8", PAGE_HEADERS, page,
+                    sizeof(page) - 1, keep_alive);
+}
+
+json_t *sv_status_json(sv_worker *w)
+{
+    sv_server *s = w->server;
+    sl_nanos now = sv_now(w);
+    uint64_t ok = 0, over = 0;
+    for (int i = 0; i < s->n_workers; i++) {
+        ok += atomic_load_explicit(&s->workers[i].stats.checks_ok,
+                                   memory_order_relaxed);
+        over += atomic_load_explicit(&s->workers[i].stats.checks_over,
+                                     memory_order_relaxed);
+    }
+    int redis = sd_engine_uses_redis(s->engine);
+    sl_store_stats st;
+    sl_store_get_stats(s->store, &st);
+    json_t *store =
+        json_pack("{s:s,s:s,s:I}", "kind", redis ? "redis" : "memory", "status",
+                  sv_metrics_store_status(s), "keys", (json_int_t)st.keys);
+    if (redis)
+        json_object_set_new(store, "nodes_live",
+                            json_integer(sd_engine_nodes(s->engine)));
+    json_t *body = sv_hot_report(s, now, STATUS_TOP);
+    if (body == NULL)
+        body = json_object();
+    json_object_update_new(
+        body,
+        json_pack("{s:s,s:s,s:I,s:{s:I,s:I},s:o,s:o}", "version", SL_VERSION,
+                  "rules_version", sl_rules_version(w->rules->rules), "now_ms",
+                  (json_int_t)(now / SL_NS_PER_MS), "checks", "ok",
+                  (json_int_t)ok, "over_limit", (json_int_t)over, "store",
+                  store, "rules", sv_limits_rules(w)));
+    return body;
+}
+
+void sv_status_json_get(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    json_t *body = sv_status_json(w);
+    sv_respond_json(out, 200, "Cache-Control: no-store\r\n", body, keep_alive);
+    json_decref(body);
+}
+
+/* The main listener serves the page only when no admin listener does:
+ * an operator who set one chose where the status is seen.  1 when it
+ * answered 404 for that. */
+static int on_admin(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (w->server->cfg.admin_listen.host == NULL)
+        return 0;
+    sv_respond_error(out, 404, "ENOTFOUND",
+                     "no such route: the status page is on the admin listener",
+                     keep_alive);
+    return 1;
+}
+
+void sv_status_page_public(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (!on_admin(w, out, keep_alive))
+        sv_status_page(w, out, keep_alive);
+}
+
+void sv_status_json_public(sv_worker *w, sv_buf *out, int keep_alive)
+{
+    if (!on_admin(w, out, keep_alive))
+        sv_status_json_get(w, out, keep_alive);
+}
