@@ -475,10 +475,10 @@ static const sv_routes routes = {
 
 void ad_accept(sv_listener *l)
 {
-    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &routes);
+    sv_http_accept(l->w, (uv_stream_t *)&l->tcp, &routes);
 }
 
 void ad_close_idle(sv_listener *l)
 {
-    sv_conn_close_idle(l->w);
+    sv_http_close_idle(l->w);
 }

@@ -1,15 +1,16 @@
 /*
- * conn.h - one HTTP/1.1 connection of the decision API.
+ * http_conn.h - HTTP/1.1 connections: serve's API, the admin API and the
+ * metrics listener, each answered by its routes.
  */
-#ifndef SV_CONN_H
-#define SV_CONN_H
+#ifndef SV_HTTP_CONN_H
+#define SV_HTTP_CONN_H
 
 #include "api/router.h"
 
-/* conn.c: a connection accepted from listener, answered by routes. */
-void sv_conn_accept(sv_worker *w, uv_stream_t *listener,
+/* A connection accepted from listener, answered by routes. */
+void sv_http_accept(sv_worker *w, uv_stream_t *listener,
                     const sv_routes *routes);
-void sv_conn_close_idle(sv_worker *w); /* on stop */
+void sv_http_close_idle(sv_worker *w); /* on stop */
 
 /* The metrics listener's door (--metrics-listen): its connections are
  * answered by sv_metrics_routes. */

@@ -13,7 +13,8 @@
  * past it the next request is not parsed until the client reads (held).  A
  * decision that waits on Redis leaves the request in S_DECIDING, nothing
  * forwarded; a client that goes meanwhile (nginx's 499) has its wait cancelled.
- * Reading: src/runtime/reader.c; writing: the outbox (send.c).
+ * The connection's life (accept, caps, reading, the outbox, the lingering
+ * close) is the connection machine's (runtime/conn.c).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -21,8 +22,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proxy.h"
 #include "api/router.h"
+#include "proxy.h"
+#include "runtime/conn.h"
 
 enum state {
     S_HEAD,       /* reading a request head (or idle between requests) */
@@ -36,10 +38,9 @@ enum state {
 enum pause_reason { P_NONE, P_HEAD, P_DONE };
 
 struct px_client {
-    uv_tcp_t tcp;      /* first: a handle pointer is a client pointer */
-    sv_deadline timer; /* read timeout of a request, idle timeout between */
-    uv_timer_t delay;  /* the queue */
-    sv_worker *w;
+    sv_conn c; /* first: the machine's connection is ours; its timer is the
+                * read timeout of a request, the idle timeout between */
+    uv_timer_t delay; /* the queue */
     px_config *cfg; /* a reference: what this request is routed by */
     http_parser parser;
     enum state state;
@@ -47,8 +48,7 @@ struct px_client {
     sv_buf url;
     px_headers headers;
     sv_buf rest;  /* read but not parsed while the parser is paused */
-    sv_buf rate;  /* rate-limit header lines for the response */
-    sv_outbox ob; /* the responses (send.c) */
+    sv_buf rate; /* rate-limit header lines for the response */
     struct sockaddr_storage peer;
     char peer_text[INET6_ADDRSTRLEN]; /* peer as text, made at accept */
     const px_route *route;
@@ -65,153 +65,65 @@ struct px_client {
     int header_error;    /* 431: our header callbacks refused; 400 with: */
     const char *refusal; /* what hygiene.c found wrong with the request */
     int unreadable;      /* answered as such: linger before closing */
-    sv_reader reader;    /* reading, and whether the client sent all */
     int flow_paused;     /* stopped reading: the upstream is behind */
-    int closing;         /* close once the writes are done */
-    int lingering;       /* ...after reading and dropping what still comes */
-    uv_shutdown_t shutdown;
-    int driving, again; /* in parse(); resume() asked meanwhile */
+    int driving, again;  /* in parse(); resume() asked meanwhile */
     int metrics_only; /* a client of the metrics listener (--metrics-listen) */
     int held;         /* answers of its own past PX_MAX_PENDING unsent: the next
-                       * request waits until the client has read them (write_cb) */
-    int handles_open;
-    px_client *prev, *next;
+                       * request waits until the client has read them (written) */
 };
 
-static void read_cb(sv_reader *r, ssize_t nread, const char *data);
 static void resume(px_client *c);
-static void timer_cb(uv_timer_t *t);
-static void set_reading(px_client *c, int on);
 
-static void free_cb(uv_handle_t *h)
+static void release(sv_conn *conn)
 {
-    px_client *c = h->data;
-    if (--c->handles_open > 0)
-        return;
-    px_worker *pw = px_worker_of(c->w);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        pw->clients = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    if (pw->clients == NULL && c->w->stopping)
-        sv_readers_close(&c->w->readers);
+    px_client *c = (px_client *)conn;
     sv_buf_release(&c->url);
     sv_buf_release(&c->rest);
     sv_buf_release(&c->rate);
-    sv_buf_release(&c->ob.out);
     px_headers_release(&c->headers);
     px_config_unref(c->cfg);
     px_decision_free(c->pd);
-    sv_unaccept(c->w->server, &c->tcp);
-    free(c);
 }
 
-static void client_close(px_client *c)
+/* What waits outside the connection is given up now, not when it is
+ * freed: the wait may end before then. */
+static void closing(sv_conn *conn)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
-        return;
+    px_client *c = (px_client *)conn;
     if (c->up != NULL) {
         px_upstream_abort(c->up);
         c->up = NULL;
     }
     if (c->state == S_QUEUED)
-        px_worker_of(c->w)->queued--;
-    /* Cancelled now, not when the handles are freed: the wait may end
-     * before then. */
+        px_worker_of(c->c.w)->queued--;
     if (c->wait != NULL) {
         sd_cancel(c->wait);
         px_admit_abandon(c->pd); /* only Redis waits: the client's own */
         c->wait = NULL;
     }
     c->state = S_LOCAL;
-    c->closing = 1;
-    uv_close((uv_handle_t *)&c->tcp, free_cb);
-    uv_close((uv_handle_t *)&c->timer.timer, free_cb);
-    uv_close((uv_handle_t *)&c->delay, free_cb);
 }
 
-static void shutdown_cb(uv_shutdown_t *req, int status)
+static void written(sv_conn *conn)
 {
-    (void)req; /* the read side decides when to close */
-    (void)status;
-}
-
-/* The answer is out and a request body is still coming: send FIN, drop
- * what arrives until the client closes or PX_LINGER_MS passes. */
-static void linger(px_client *c)
-{
-    if (c->reader.eof ||
-        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) {
-        client_close(c);
-        return;
-    }
-    c->state = S_LOCAL;
-    sv_deadline_set(&c->timer, PX_LINGER_MS);
-    set_reading(c, 1);
-}
-
-/* With the writes done: close, or linger first. */
-static void finish(px_client *c)
-{
-    if (c->lingering)
-        linger(c);
-    else
-        client_close(c);
-}
-
-static void set_reading(px_client *c, int on)
-{
-    if (sv_reader_set(&c->reader, on) != 0)
-        client_close(c);
-}
-
-static void write_cb(uv_write_t *req, int status)
-{
-    px_client *c = ((sv_send_req *)req)->owner;
-    sv_outbox_written(&c->ob, req);
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
-        return;
-    if (status < 0) {
-        client_close(c);
-        return;
-    }
-    if (c->closing && c->ob.writes == 0) {
-        finish(c);
-        return;
-    }
-    if (c->up != NULL && c->ob.pending < PX_MAX_PENDING / 2)
+    px_client *c = (px_client *)conn;
+    if (c->up != NULL && c->c.ob.pending < PX_MAX_PENDING / 2)
         px_upstream_pause(c->up, 0);
-    if (c->held && c->ob.pending < PX_MAX_PENDING / 2) {
+    if (c->held && c->c.ob.pending < PX_MAX_PENDING / 2) {
         c->held = 0;
         resume(c);
     }
 }
 
-/* Output is gathered in c->ob.out and sent by flush() in one write: a
- * response head goes out with the first piece of its body. */
+/* Output is gathered in the outbox and sent by sv_conn_flush() in one
+ * write: a response head goes out with the first piece of its body. */
 static int queue(px_client *c, const char *data, size_t len)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
+    if (sv_conn_gone(&c->c))
         return -1;
-    sv_buf_add(&c->ob.out, data, len);
-    if (c->ob.out.failed) {
-        client_close(c);
-        return -1;
-    }
-    return 0;
-}
-
-/* One sv_send (send.c) of what is gathered.  The buffer is kept for the
- * next response unless a streamed body made it large. */
-static int flush(px_client *c)
-{
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
-        return -1;
-    if (sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c, write_cb,
-                        PX_KEEP_OUT) != 0) {
-        client_close(c);
+    sv_buf_add(&c->c.ob.out, data, len);
+    if (c->c.ob.out.failed) {
+        sv_conn_close(&c->c);
         return -1;
     }
     return 0;
@@ -219,21 +131,21 @@ static int flush(px_client *c)
 
 static int send_bytes(px_client *c, const char *data, size_t len)
 {
-    return queue(c, data, len) == 0 ? flush(c) : -1;
+    return queue(c, data, len) == 0 ? sv_conn_flush(&c->c) : -1;
 }
 
 static int send_buf(px_client *c, sv_buf *b)
 {
     int rc = b->failed ? -1 : send_bytes(c, b->data, b->len);
     if (b->failed)
-        client_close(c);
+        sv_conn_close(&c->c);
     sv_buf_release(b);
     return rc;
 }
 
 static size_t up_pending(const px_client *c)
 {
-    return c->ob.pending;
+    return c->c.ob.pending;
 }
 
 static int up_method(const px_client *c)
@@ -256,7 +168,7 @@ static int can_keep(const px_client *c)
 }
 
 /* A request answered here: `out` holds the whole response, whose
- * Connection field said keep_alive (from can_keep()); or it is c->ob.out,
+ * Connection field said keep_alive (from can_keep()); or it is c->c.ob.out,
  * where the response was written directly (after anything queued). */
 static void answer_local(px_client *c, sv_buf *out, int keep_alive)
 {
@@ -265,31 +177,27 @@ static void answer_local(px_client *c, sv_buf *out, int keep_alive)
         px_upstream_abort(c->up);
         c->up = NULL;
     }
-    if (out == &c->ob.out) {
-        if (c->ob.out.failed) {
-            client_close(c);
+    if (out == &c->c.ob.out) {
+        if (c->c.ob.out.failed) {
+            sv_conn_close(&c->c);
             return;
         }
-        if (flush(c) != 0)
+        if (sv_conn_flush(&c->c) != 0)
             return;
     } else if (send_buf(c, out) != 0)
         return;
     if (!keep_alive || had_up || !can_keep(c)) {
-        c->closing = 1;
         /* A body (or an unreadable request) still on its way: linger
          * rather than reset it. */
-        c->lingering = c->unreadable || (c->req_body && !c->req_done);
-        set_reading(c, 0);
-        if (c->ob.writes == 0)
-            finish(c);
+        sv_conn_finish(&c->c, c->unreadable || (c->req_body && !c->req_done));
         return;
     }
     c->state = c->req_done ? S_HEAD : S_LOCAL;
     if (c->state == S_LOCAL) /* the rest of the body, skipped */
-        sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+        sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     /* The same bound as a forwarded response's: pipelined requests for
      * large answers (metrics) must not pile them up unread. */
-    if (c->ob.pending > PX_MAX_PENDING) {
+    if (c->c.ob.pending > PX_MAX_PENDING) {
         c->held = 1;
         return;
     }
@@ -305,11 +213,11 @@ static void answer_error(px_client *c, int status, const char *code,
     answer_local(c, &out, keep);
 }
 
-static void timer_cb(uv_timer_t *t)
+static void timeout(sv_conn *conn)
 {
-    px_client *c = t->data;
-    if (c->lingering) {
-        client_close(c);
+    px_client *c = (px_client *)conn;
+    if (c->c.lingering) {
+        sv_conn_close(&c->c);
     } else if (c->state == S_HEAD && c->in_message) {
         c->keep_alive = 0;
         answer_error(c, 408, "ETIMEOUT",
@@ -317,7 +225,7 @@ static void timer_cb(uv_timer_t *t)
     } else if (c->state == S_HEAD || c->state == S_FORWARD ||
                c->state == S_LOCAL) {
         /* Idle, or a body that stopped arriving. */
-        client_close(c);
+        sv_conn_close(&c->c);
     }
 }
 
@@ -325,7 +233,7 @@ static int on_message_begin(http_parser *p)
 {
     px_client *c = p->data;
     /* Each request is routed by the config current when it begins. */
-    px_config *cfg = px_config_of(c->w);
+    px_config *cfg = px_config_of(c->c.w);
     if (cfg != c->cfg) {
         px_config_ref(cfg);
         px_config_unref(c->cfg);
@@ -341,7 +249,7 @@ static int on_message_begin(http_parser *p)
     c->expect_continue = 0;
     c->route = NULL;
     c->rate.len = 0;
-    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     return 0;
 }
 
@@ -360,7 +268,7 @@ static int on_url(http_parser *p, const char *at, size_t len)
     if (why != NULL)
         return refuse(c, why);
     sv_buf_add(&c->url, at, len);
-    if (c->url.len > c->w->server->cfg.max_header_bytes || c->url.failed) {
+    if (c->url.len > c->c.w->server->cfg.max_header_bytes || c->url.failed) {
         c->header_error = 431;
         return -1;
     }
@@ -374,7 +282,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
     if (why != NULL)
         return refuse(c, why);
     if (px_headers_field(&c->headers, at, len,
-                         c->w->server->cfg.max_header_bytes - c->url.len)) {
+                         c->c.w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
         return -1;
     }
@@ -385,7 +293,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
     if (px_headers_value(&c->headers, at, len,
-                         c->w->server->cfg.max_header_bytes - c->url.len)) {
+                         c->c.w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
         return -1;
     }
@@ -404,13 +312,13 @@ static int on_headers_complete(http_parser *p)
     c->req_length = p->content_length;
     c->req_body = c->req_chunked ||
                   (p->content_length != ULLONG_MAX && p->content_length > 0);
-    c->keep_alive = http_should_keep_alive(p) && !c->w->stopping;
+    c->keep_alive = http_should_keep_alive(p) && !c->c.w->stopping;
     size_t el;
     const char *e = px_headers_find(&c->headers, "expect", &el);
     c->expect_continue = e != NULL && el == 12 &&
                          strncasecmp(e, "100-continue", 12) == 0 &&
                          p->http_major == 1 && p->http_minor >= 1;
-    sv_deadline_clear(&c->timer);
+    sv_deadline_clear(&c->c.timer);
     c->paused_at = P_HEAD;
     http_parser_pause(p, 1);
     return 0;
@@ -432,12 +340,12 @@ static int on_body(http_parser *p, const char *at, size_t len)
     if (rc == 0 && c->req_chunked)
         rc = px_upstream_write(c->up, "\r\n", 2);
     if (rc != 0) {
-        client_close(c);
+        sv_conn_close(&c->c);
         return -1;
     }
     if (px_upstream_pending(c->up) > PX_MAX_PENDING) {
         c->flow_paused = 1;
-        set_reading(c, 0);
+        sv_conn_set_reading(&c->c, 0);
     }
     return 0;
 }
@@ -449,18 +357,18 @@ static int on_message_complete(http_parser *p)
     c->req_done = 1;
     if (c->state == S_FORWARD && c->up != NULL) {
         if (c->req_chunked && px_upstream_write(c->up, "0\r\n\r\n", 5)) {
-            client_close(c);
+            sv_conn_close(&c->c);
             return -1;
         }
         px_upstream_request_sent(c->up);
         /* From here the upstream's response timeout runs, not ours. */
-        sv_deadline_clear(&c->timer);
+        sv_deadline_clear(&c->c.timer);
         /* The next pipelined request waits for this response. */
         c->paused_at = P_DONE;
         http_parser_pause(p, 1);
     } else if (c->state == S_LOCAL) {
         c->state = S_HEAD;
-        sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+        sv_deadline_set(&c->c.timer, c->c.w->server->cfg.idle_timeout_ms);
     }
     return 0;
 }
@@ -482,7 +390,7 @@ static void parse(px_client *c, const char *data, size_t len)
 {
     size_t done = http_parser_execute(&c->parser, &settings, data, len);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
+    if (sv_conn_gone(&c->c))
         return;
     if (e == HPE_PAUSED) {
         /* Reading goes on into `rest` while a request is decided or
@@ -490,11 +398,11 @@ static void parse(px_client *c, const char *data, size_t len)
         int kept =
             sv_reader_keep(&c->rest, data + done, len - done, PX_MAX_PENDING);
         if (kept < 0) {
-            client_close(c);
+            sv_conn_close(&c->c);
             return;
         }
         if (kept > 0)
-            set_reading(c, 0);
+            sv_conn_set_reading(&c->c, 0);
         enum pause_reason why = c->paused_at;
         c->paused_at = P_NONE;
         if (why == P_HEAD)
@@ -508,11 +416,11 @@ static void parse(px_client *c, const char *data, size_t len)
                                          : http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
-            client_close(c); /* a body broke after the head went on */
+            sv_conn_close(&c->c); /* a body broke after the head went on */
             sv_buf_release(&out);
             return;
         }
-        px_count(c->w, c->route, PX_REJECTED);
+        px_count(c->c.w, c->route, PX_REJECTED);
         c->req_done = 1;
         /* The rest of the head (or body) may still be coming: a close
          * with it unread would reset the answer away. */
@@ -534,7 +442,7 @@ static void resume(px_client *c)
     c->driving = 1;
     do {
         c->again = 0;
-        if (uv_is_closing((uv_handle_t *)&c->tcp) || c->closing)
+        if (sv_conn_gone(&c->c) || c->c.closing)
             break;
         http_parser_pause(&c->parser, 0);
         sv_buf kept = c->rest;
@@ -544,53 +452,52 @@ static void resume(px_client *c)
         sv_buf_release(&kept);
     } while (c->again);
     c->driving = 0;
-    if (c->reader.eof && c->rest.len == 0 && c->state == S_HEAD &&
-        !c->in_message && !c->held && !c->closing &&
-        !uv_is_closing((uv_handle_t *)&c->tcp)) {
+    if (c->c.reader.eof && c->rest.len == 0 && c->state == S_HEAD &&
+        !c->in_message && !c->held && !c->c.closing &&
+        !sv_conn_gone(&c->c)) {
         /* The client sent all before its held answers were read: they
          * are, and nothing is left to parse. */
-        c->closing = 1;
-        if (c->ob.writes == 0)
-            client_close(c);
+        c->c.closing = 1;
+        if (c->c.ob.writes == 0)
+            sv_conn_close(&c->c);
         return;
     }
-    if (!uv_is_closing((uv_handle_t *)&c->tcp) && !c->closing &&
+    if (!sv_conn_gone(&c->c) && !c->c.closing &&
         !c->flow_paused && c->rest.len <= PX_MAX_PENDING)
-        set_reading(c, 1);
+        sv_conn_set_reading(&c->c, 1);
 }
 
-static void read_cb(sv_reader *r, ssize_t nread, const char *data)
+static void on_read(sv_conn *conn, ssize_t nread, const char *data)
 {
-    px_client *c = (px_client *)((char *)r - offsetof(px_client, reader));
-    if (c->lingering) { /* the answer is out: drop what comes, until EOF */
+    px_client *c = (px_client *)conn;
+    if (c->c.lingering) { /* the answer goes out: drop what comes */
         if (nread < 0)
-            client_close(c);
+            sv_conn_close(&c->c);
         return;
     }
     if (nread < 0) {
-        c->reader.eof = 1;
         if (c->state == S_DECIDING) {
-            client_close(c); /* nothing was forwarded: drop it all */
+            sv_conn_close(&c->c); /* nothing was forwarded: drop it all */
         } else if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
             /* The client is done sending (or gone): finish the request
              * in hand, then close. */
             c->keep_alive = 0;
-            set_reading(c, 0);
-        } else if (c->state == S_HEAD && !c->in_message && c->ob.writes > 0)
-            c->closing = 1; /* send what is queued, then close */
+            sv_conn_set_reading(&c->c, 0);
+        } else if (c->state == S_HEAD && !c->in_message && c->c.ob.writes > 0)
+            c->c.closing = 1; /* send what is queued, then close */
         else
-            client_close(c);
+            sv_conn_close(&c->c);
         return;
     }
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
-        sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+        sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
         int kept =
             sv_reader_keep(&c->rest, data, (size_t)nread, PX_MAX_PENDING);
         if (kept < 0)
-            client_close(c);
+            sv_conn_close(&c->c);
         else if (kept > 0)
-            set_reading(c, 0);
+            sv_conn_set_reading(&c->c, 0);
         return;
     }
     if (nread > 0) {
@@ -607,16 +514,16 @@ static void up_drained(px_client *c)
     if (c->flow_paused) {
         c->flow_paused = 0;
         if (c->state == S_FORWARD && !c->req_done)
-            set_reading(c, 1);
+            sv_conn_set_reading(&c->c, 1);
     }
 }
 
 static void up_failed(px_client *c, int status, const char *message)
 {
     c->up = NULL;
-    px_ad_answer(c->w, c->adaptive, status, 0, 0);
+    px_ad_answer(c->c.w, c->adaptive, status, 0, 0);
     c->adaptive = 0;
-    px_count(c->w, c->route,
+    px_count(c->c.w, c->route,
              status == 504 ? PX_GATEWAY_TIMEOUT : PX_BAD_GATEWAY);
     answer_error(c, status, status == 504 ? "gateway_timeout" : "bad_gateway",
                  message);
@@ -642,11 +549,11 @@ static void up_ready(px_client *c, px_up *up)
     }
     sv_buf_release(&head);
     c->t_forward = uv_hrtime();
-    px_count(c->w, c->route, PX_FORWARDED);
+    px_count(c->c.w, c->route, PX_FORWARDED);
     if (c->expect_continue && c->req_body &&
         send_bytes(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) != 0)
         return;
-    sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+    sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     resume(c);
 }
 
@@ -654,10 +561,10 @@ static int up_head(px_client *c, int status, const char *reason,
                    size_t reason_len, const px_headers *h, http_parser *p)
 {
     uint64_t took = uv_hrtime() - c->t_forward;
-    px_count_response(c->w, c->route, status, took);
-    px_ad_answer(c->w, c->adaptive, status, took, 1);
+    px_count_response(c->c.w, c->route, status, took);
+    px_ad_answer(c->c.w, c->adaptive, status, took, 1);
     c->adaptive = 0;
-    if (c->w->stopping)
+    if (c->c.w->stopping)
         c->keep_alive = 0;
     sv_buf out = {0};
     c->resp_chunked = px_response_head(
@@ -666,7 +573,7 @@ static int up_head(px_client *c, int status, const char *reason,
         c->cfg->rate_limit_headers ? &c->rate : NULL, &c->keep_alive);
     int rc = out.failed ? -1 : queue(c, out.data, out.len);
     if (out.failed)
-        client_close(c);
+        sv_conn_close(&c->c);
     sv_buf_release(&out);
     return rc;
 }
@@ -681,31 +588,28 @@ static int up_body(px_client *c, const char *at, size_t len)
     }
     if (queue(c, at, len) != 0 || (c->resp_chunked && queue(c, "\r\n", 2) != 0))
         return -1;
-    return flush(c);
+    return sv_conn_flush(&c->c);
 }
 
 static void up_done(px_client *c, int reusable)
 {
     (void)reusable;
     c->up = NULL;
-    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || flush(c) != 0)
+    if ((c->resp_chunked && queue(c, "0\r\n\r\n", 5) != 0) || sv_conn_flush(&c->c) != 0)
         return;
-    if (!c->keep_alive || !c->req_done || c->w->stopping) {
-        c->closing = 1;
-        set_reading(c, 0);
-        if (c->ob.writes == 0)
-            client_close(c);
+    if (!c->keep_alive || !c->req_done || c->c.w->stopping) {
+        sv_conn_finish(&c->c, 0);
         return;
     }
     c->state = S_HEAD;
-    sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+    sv_deadline_set(&c->c.timer, c->c.w->server->cfg.idle_timeout_ms);
     resume(c);
 }
 
 static void up_broken(px_client *c)
 {
     c->up = NULL;
-    client_close(c);
+    sv_conn_close(&c->c);
 }
 
 /* What the upstream connection tells this client. */
@@ -717,13 +621,13 @@ static const px_up_events up_events = {
 static void forward(px_client *c)
 {
     c->state = S_CONNECTING;
-    px_upstream_open(c->w, c, &up_events);
+    px_upstream_open(c->c.w, c, &up_events);
 }
 
 static void delay_cb(uv_timer_t *t)
 {
     px_client *c = t->data;
-    px_worker_of(c->w)->queued--;
+    px_worker_of(c->c.w)->queued--;
     forward(c);
 }
 
@@ -731,7 +635,7 @@ static void delay_cb(uv_timer_t *t)
 static void answer_metrics(px_client *c)
 {
     sv_buf out = {0};
-    int keep = px_metrics_answer(c->w, c->keep_alive, &out);
+    int keep = px_metrics_answer(c->c.w, c->keep_alive, &out);
     answer_local(c, &out, keep);
 }
 
@@ -739,7 +643,7 @@ static void answer_rules(px_client *c)
 {
     sv_buf out = {0};
     int keep = c->keep_alive;
-    sv_rules_answer(c->w, &out, keep);
+    sv_rules_answer(c->c.w, &out, keep);
     answer_local(c, &out, keep);
 }
 
@@ -757,15 +661,15 @@ static void act(px_client *c, const px_decision *pd, const px_verdict *v)
         forward(c);
         break;
     case PX_HOLD:
-        px_worker_of(c->w)->queued++;
+        px_worker_of(c->c.w)->queued++;
         c->state = S_QUEUED;
         uv_timer_start(&c->delay, delay_cb, v->delay_ms, 0);
         break;
     case PX_LIMIT: {
         int keep = can_keep(c);
         px_answer_429(pd, v, c->parser.method == HTTP_HEAD, keep, &c->rate,
-                      &c->ob.out);
-        answer_local(c, &c->ob.out, keep);
+                      &c->c.ob.out);
+        answer_local(c, &c->c.ob.out, keep);
         break;
     }
     case PX_REFUSE:
@@ -780,7 +684,7 @@ static void decided_cb(void *owner)
     px_verdict v;
     c->wait = NULL;
     c->state = S_HEAD;
-    px_admit_finish(c->w, c->pd, &v); /* only Redis waits: the client's own */
+    px_admit_finish(c->c.w, c->pd, &v); /* only Redis waits: the client's own */
     act(c, c->pd, &v);
 }
 
@@ -794,7 +698,7 @@ static void decide(px_client *c)
     const px_config *cfg = c->cfg;
     const char *url = c->url.data ? c->url.data : "";
     size_t raw_len, path_len = 0, loose_len = 0;
-    px_decision *pd = px_decision_get(c->w, &c->pd, c->url.len + 2);
+    px_decision *pd = px_decision_get(c->c.w, &c->pd, c->url.len + 2);
     px_verdict v;
     if (c->parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
@@ -803,7 +707,7 @@ static void decide(px_client *c)
         c->keep_alive = 0;
         answer_error(c, 501, "upgrade_refused",
                      "protocol upgrades and CONNECT are not proxied");
-        px_count(c->w, NULL, PX_REJECTED);
+        px_count(c->c.w, NULL, PX_REJECTED);
     } else if (pd == NULL) {
         answer_error(c, 503, "ENOMEM", "out of memory");
     } else if (px_request_target(url, c->url.len, &c->target_off, &raw_len) !=
@@ -815,7 +719,7 @@ static void decide(px_client *c)
         answer_error(c, 400, "EHTTP",
                      "bad request target (bad encoding, %00, or '..' above "
                      "the root)");
-        px_count(c->w, NULL, PX_REJECTED);
+        px_count(c->c.w, NULL, PX_REJECTED);
     } else if (c->metrics_only) {
         /* The metrics listener: GET /metrics and /v1/rules (what sluice
          * advisor scrapes), nothing forwarded. */
@@ -840,55 +744,57 @@ static void decide(px_client *c)
         px_request_view view = {c->parser.method, pd->path,   path_len,
                                 pd->loose,        pd->lower,  loose_len,
                                 pd->client_addr,  &c->headers};
-        px_admit(c->w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
+        px_admit(c->c.w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
         act(c, pd, &v);
     }
 }
 
-/* A client of `listener`: the proxy's own, or the metrics listener's. */
-static void accept_client(sv_worker *w, uv_stream_t *listener, int metrics_only)
+/* A client of the proxy's listener, or (arg not NULL) of the metrics
+ * listener's. */
+static int on_open(sv_conn *conn, void *arg)
 {
-    sv_server *srv = w->server;
-    px_worker *pw = px_worker_of(w);
-    px_client *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return;
-    c->w = w;
-    c->metrics_only = metrics_only;
+    px_client *c = (px_client *)conn;
+    sv_worker *w = conn->w;
     c->cfg = px_config_of(w);
     px_config_ref(c->cfg);
-    uv_tcp_init(&w->loop, &c->tcp);
-    sv_deadline_init(&w->loop, &c->timer, timer_cb);
+    c->metrics_only = arg != NULL;
     uv_timer_init(&w->loop, &c->delay);
-    c->tcp.data = c->timer.timer.data = c->delay.data = c;
-    c->handles_open = 3;
-    c->next = pw->clients;
-    if (c->next)
-        c->next->prev = c;
-    pw->clients = c;
+    c->delay.data = c;
+    conn->extra = (uv_handle_t *)&c->delay;
     int len = sizeof(c->peer);
-    if (sv_accept(srv, listener, &c->tcp) != 0 ||
-        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len) != 0) {
-        client_close(c);
-        return;
-    }
+    if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&c->peer, &len) != 0)
+        return -1;
     px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    if (sv_reader_start(&c->w->readers, &c->reader, &c->tcp, read_cb) != 0)
-        client_close(c);
+    return 0;
 }
+
+/* The proxy weighs its output against the upstream's (PX_MAX_PENDING)
+ * itself, and closes its idle clients on stop (px_close_idle). */
+static const sv_conn_type px_client_type = {
+    .size = sizeof(px_client),
+    .keep_out = PX_KEEP_OUT,
+    .open = on_open,
+    .read = on_read,
+    .timeout = timeout,
+    .written = written,
+    .closing = closing,
+    .release = release,
+};
 
 void px_client_accept(sv_worker *w)
 {
-    accept_client(w, (uv_stream_t *)&w->listener, 0);
+    sv_conn_accept(w, (uv_stream_t *)&w->listener, &w->conns, &px_client_type,
+                   NULL);
 }
 
 void px_metrics_accept(sv_listener *l)
 {
-    accept_client(l->w, (uv_stream_t *)&l->tcp, 1);
+    static int metrics_only = 1;
+    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &l->w->conns,
+                   &px_client_type, &metrics_only);
 }
 
 void px_metrics_close_idle(sv_listener *l)
@@ -898,14 +804,15 @@ void px_metrics_close_idle(sv_listener *l)
 
 void px_close_idle(sv_worker *w)
 {
-    for (px_client *c = px_worker_of(w)->clients, *next; c; c = next) {
-        next = c->next;
-        if (c->state == S_HEAD && !c->in_message && c->ob.writes == 0)
-            client_close(c);
+    for (sv_conn *conn = w->conns, *next; conn != NULL; conn = next) {
+        next = conn->next;
+        px_client *c = (px_client *)conn;
+        if (c->state == S_HEAD && !c->in_message && conn->ob.writes == 0)
+            sv_conn_close(conn);
         else
             c->keep_alive = 0;
     }
-    if (px_worker_of(w)->clients == NULL)
+    if (sv_worker_quiet(w))
         sv_readers_close(&w->readers);
     px_upstream_close_idle(w);
 }

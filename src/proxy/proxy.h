@@ -309,7 +309,6 @@ void px_control_metrics(sv_server *s, sv_buf *out);
 
 /* The proxy's state for one worker thread. */
 typedef struct px_worker {
-    void *clients; /* open client connections (client.c) */
     void *idle;    /* idle upstream connections (upstream.c) */
     size_t n_idle;
     size_t queued;            /* requests held for their delay */

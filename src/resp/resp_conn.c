@@ -1,5 +1,5 @@
 /*
- * conn.c - one Redis protocol connection: reads, commands parsed and run
+ * resp_conn.c - one Redis protocol connection: reads, commands parsed and run
  * in order, replies written, timeouts (resp.h).
  *
  * Reads land in the thread's read buffer and commands are parsed from it
@@ -19,146 +19,54 @@
  * Timeouts: a command must arrive whole within --read-timeout of its
  * first byte; an idle connection closes after --idle-timeout.
  *
- * A protocol error is answered, then the connection closes as nginx's
- * lingering close does: what the client still sends is read and dropped
- * until it stops (or LINGER_MS pass), because closing with unread bytes
- * makes the kernel send a reset, which can destroy the error reply
- * before the client reads it.
+ * A protocol error is answered, then the connection closes lingering
+ * (conn.h): what the client still sends is read and dropped until it
+ * stops, because closing with unread bytes makes the kernel send a
+ * reset, which can destroy the error reply before the client reads it.
+ *
+ * The connection's life (accept, caps, reading, output and its
+ * backpressure, close) is the connection machine's (runtime/conn.c).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "resp/command.h"
 #include "resp/parse.h"
 #include "resp/resp_reply.h"
 #include "resp/resp.h"
-#include "runtime/deadline.h"
-#include "runtime/send.h"
+#include "runtime/conn.h"
 
 /* Bytes read ahead of a waiting command before reading stops. */
 #define IN_AHEAD_MAX (64 * 1024)
-/* The longest a connection lingers after a protocol error. */
-#define LINGER_MS 2000
 
-typedef struct rp_conn rp_conn;
-struct rp_conn {
-    uv_tcp_t tcp; /* first: a handle pointer is a conn pointer */
-    sv_deadline timer;
-    sv_listener *l;
-    sv_worker *w;
-    sv_reader reader;
-    sv_outbox ob;
+typedef struct rp_conn {
+    sv_conn c; /* first: the machine's connection is ours */
     rp_parser parser;
     sv_buf in;   /* a command cut by a read; what follows a wait */
     int partial; /* `in` starts with a command not yet whole */
-    rp_session s;
-    int closing; /* no more commands; close after the writes */
-    int paused;  /* reading stopped until the client reads */
+    int linger;  /* closing after a protocol error */
     int ended;   /* the client's end came while a command waited */
-    int linger;  /* closing after a protocol error: reads dropped */
-    int handles_open;
-    rp_conn *prev, *next;
-};
+    rp_session s;
+} rp_conn;
 
-static void conn_free_cb(uv_handle_t *h)
-{
-    rp_conn *c = h->data;
-    if (--c->handles_open > 0)
-        return;
-    sv_listener *l = c->l;
-    sv_worker *w = c->w;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        l->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    sv_buf_release(&c->ob.out);
-    sv_buf_release(&c->in);
-    rp_parser_release(&c->parser);
-    sv_unaccept(w->server, &c->tcp);
-    free(c);
-    if (w->stopping && sv_worker_quiet(w))
-        sv_readers_close(&w->readers);
-}
-
-static void conn_close(rp_conn *c)
-{
-    if (c->handles_open != 2 || uv_is_closing((uv_handle_t *)&c->tcp))
-        return;
-    rp_session_release(&c->s); /* a waiting command is given up now */
-    uv_close((uv_handle_t *)&c->tcp, conn_free_cb);
-    uv_close((uv_handle_t *)&c->timer.timer, conn_free_cb);
-}
-
-static void set_reading(rp_conn *c, int on)
-{
-    if (sv_reader_set(&c->reader, on) != 0)
-        conn_close(c);
-}
-
-static int finished(rp_conn *c)
-{
-    return c->closing || (c->w->stopping && !c->s.waiting && !c->partial);
-}
-
-/* Everything is written and the connection is finished: it closes, at
- * once or once the client stops sending (linger). */
-static void written_all(rp_conn *c)
-{
-    if (c->linger)
-        sv_deadline_set(&c->timer, LINGER_MS);
-    else
-        conn_close(c);
-}
-
-static void write_cb(uv_write_t *req, int status)
-{
-    rp_conn *c = ((sv_send_req *)req)->owner;
-    sv_outbox_written(&c->ob, req);
-    if (status < 0) {
-        conn_close(c);
-        return;
-    }
-    if (c->ob.writes == 0 && finished(c)) {
-        written_all(c);
-        return;
-    }
-    if (c->paused && !c->s.waiting &&
-        c->ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
-        c->paused = 0;
-        set_reading(c, 1);
-    }
-}
-
+/* After the commands of a read: closes when they said so, sends their
+ * replies. */
 static void flush(rp_conn *c)
 {
-    if (c->ob.out.failed) {
+    if (c->c.ob.out.failed) {
         /* A reply could not be built whole: the client cannot tell where
          * it ends, so nothing more goes out. */
-        c->ob.out.len = 0;
-        c->ob.out.failed = 0;
-        c->closing = 1;
+        c->c.ob.out.len = 0;
+        c->c.ob.out.failed = 0;
+        c->c.closing = 1;
     }
-    if (c->ob.out.len > 0 && sv_outbox_flush(&c->ob, (uv_stream_t *)&c->tcp, c,
-                                             write_cb, 64 * 1024) != 0) {
-        conn_close(c);
-        return;
-    }
-    if (c->ob.writes == 0) {
-        if (finished(c))
-            written_all(c);
-        return;
-    }
-    if (!c->closing && !c->paused && c->ob.pending > SV_MAX_PENDING_OUTPUT) {
-        c->paused = 1;
-        set_reading(c, 0);
-    }
+    if (c->c.closing)
+        sv_conn_finish(&c->c, c->linger);
+    sv_conn_flush(&c->c);
 }
 
-static void timer_cb(uv_timer_t *t)
+static void timeout(sv_conn *conn)
 {
-    conn_close(t->data);
+    sv_conn_close(conn);
 }
 
 /*
@@ -170,16 +78,16 @@ static size_t run_commands(rp_conn *c, char *buf, size_t len)
 {
     rp_str argv[RP_MAX_ARGS];
     size_t off = 0;
-    while (off < len && !c->closing && !c->s.waiting) {
+    while (off < len && !c->c.closing && !c->s.waiting) {
         char *cmd = buf + off;
         int rc = rp_parse(&c->parser, cmd, len - off);
         if (rc == RP_MORE)
             break;
         if (rc == RP_ERROR) {
             /* As Redis: the error, then the connection closes. */
-            rp_add_error(&c->ob.out, c->parser.err);
+            rp_add_error(&c->c.ob.out, c->parser.err);
             rp_count(&c->s, 1);
-            c->closing = c->linger = 1;
+            c->c.closing = c->linger = 1;
             break;
         }
         size_t argc = c->parser.n_args;
@@ -190,9 +98,9 @@ static size_t run_commands(rp_conn *c, char *buf, size_t len)
         rp_parser_next(&c->parser);
         if (argc == 0)
             continue; /* an empty line or *0: nothing to run */
-        rc = rp_run(&c->s, argv, argc, &c->ob.out);
+        rc = rp_run(&c->s, argv, argc, &c->c.ob.out);
         if (rc == RP_CLOSE)
-            c->closing = 1;
+            c->c.closing = 1;
     }
     return off;
 }
@@ -211,15 +119,16 @@ static void keep_rest(rp_conn *c, const char *buf, size_t len, size_t used)
     }
     if (c->in.failed) {
         c->in.failed = 0;
-        c->closing = 1;
+        c->c.closing = 1;
     }
     /* A command begun starts the read timeout once; only its end clears
      * it, so trickling bytes does not keep it alive. */
+    const sv_config *cfg = &c->c.w->server->cfg;
     int partial = c->in.len > 0 && !c->s.waiting;
     if (partial && !c->partial)
-        sv_deadline_set(&c->timer, c->w->server->cfg.read_timeout_ms);
+        sv_deadline_set(&c->c.timer, cfg->read_timeout_ms);
     else if (!partial && !c->s.waiting)
-        sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
+        sv_deadline_set(&c->c.timer, cfg->idle_timeout_ms);
     c->partial = partial;
 }
 
@@ -230,21 +139,18 @@ static void run_in(rp_conn *c)
     keep_rest(c, c->in.data, c->in.len, used);
 }
 
-static void read_cb(sv_reader *r, ssize_t nread, const char *data)
+static void on_read(sv_conn *conn, ssize_t nread, const char *data)
 {
-    rp_conn *c = (rp_conn *)((char *)r - offsetof(rp_conn, reader));
-    if (c->closing) {
-        if (c->linger && nread < 0)
-            conn_close(c); /* the client stopped: the error was read */
-        return;
-    }
+    rp_conn *c = (rp_conn *)conn;
+    if (c->c.closing)
+        return; /* the replies go out, then the close */
     if (nread < 0) {
         if (c->s.waiting) {
             c->ended = 1; /* the waiting command is answered first */
-            set_reading(c, 0);
+            sv_conn_set_reading(&c->c, 0);
             return;
         }
-        c->closing = 1;
+        c->c.closing = 1;
         flush(c);
         return;
     }
@@ -253,9 +159,9 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
         if (!c->s.waiting)
             run_in(c);
         else if (c->in.len > IN_AHEAD_MAX)
-            set_reading(c, 0);
+            sv_conn_set_reading(&c->c, 0);
         if (c->in.failed)
-            c->closing = 1;
+            c->c.closing = 1;
     } else {
         /* The thread's buffer is this thread's alone until the callback
          * returns: an inline command is unquoted in place there. */
@@ -263,10 +169,9 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
         size_t used = run_commands(c, buf, (size_t)nread);
         keep_rest(c, buf, (size_t)nread, used);
     }
-    if (c->closing && !c->linger)
-        set_reading(c, 0);
+    sd_thread *dec = c->c.w->dec;
     flush(c);
-    sd_flush(c->w->dec);
+    sd_flush(dec);
 }
 
 /* The waiting command's decision came: its reply, then what was read
@@ -274,54 +179,63 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
 static void resume_cb(void *owner)
 {
     rp_conn *c = owner;
-    rp_finish(&c->s, &c->ob.out);
-    if (!c->closing) {
+    rp_finish(&c->s, &c->c.ob.out);
+    if (!c->c.closing) {
         run_in(c);
-        if (!c->s.waiting && !c->closing && c->ended)
-            c->closing = 1; /* the client is done: so is the connection */
-        else if (!c->s.waiting && !c->closing && !c->paused)
-            set_reading(c, 1);
+        if (!c->s.waiting && !c->c.closing && c->ended)
+            c->c.closing = 1; /* the client is done: so is the connection */
+        else if (!c->s.waiting && !c->c.closing)
+            sv_conn_set_reading(&c->c, 1);
     }
     flush(c);
 }
 
-void rp_accept(sv_listener *l)
+static int on_open(sv_conn *conn, void *arg)
 {
-    sv_worker *w = l->w;
-    sv_server *srv = w->server;
-    rp_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return;
-    c->l = l;
-    c->w = w;
-    uv_tcp_init(&w->loop, &c->tcp);
-    sv_deadline_init(&w->loop, &c->timer, timer_cb);
-    c->tcp.data = c->timer.timer.data = c;
-    c->handles_open = 2;
+    rp_conn *c = (rp_conn *)conn;
+    sv_listener *l = arg;
     rp_parser_init(&c->parser);
-    rp_session_init(&c->s, w, (int)(l - w->doors), resume_cb, c);
-    c->next = l->conns;
-    if (c->next)
-        c->next->prev = c;
-    l->conns = c;
-    if (sv_accept(srv, (uv_stream_t *)&l->tcp, &c->tcp) != 0) {
-        conn_close(c);
-        return;
-    }
-    sv_deadline_set(&c->timer, srv->cfg.idle_timeout_ms);
-    if (sv_reader_start(&w->readers, &c->reader, &c->tcp, read_cb) != 0)
-        conn_close(c);
+    rp_session_init(&c->s, l->w, (int)(l - l->w->doors), resume_cb, c);
+    return 0;
 }
 
-/* On stop: idle connections close now; one with a command waiting or
- * replies being written finishes, then closes. */
+static void on_closing(sv_conn *conn)
+{
+    rp_session_release(&((rp_conn *)conn)->s); /* a waiting command is given up */
+}
+
+static void on_release(sv_conn *conn)
+{
+    rp_conn *c = (rp_conn *)conn;
+    sv_buf_release(&c->in);
+    rp_parser_release(&c->parser);
+}
+
+/* On stop: one with a command waiting or begun finishes, then closes. */
+static int is_idle(sv_conn *conn)
+{
+    rp_conn *c = (rp_conn *)conn;
+    return !c->s.waiting && !c->partial && c->c.ob.writes == 0;
+}
+
+static const sv_conn_type rp_conn_type = {
+    .size = sizeof(rp_conn),
+    .max_pending = SV_MAX_PENDING_OUTPUT,
+    .keep_out = 64 * 1024,
+    .open = on_open,
+    .read = on_read,
+    .timeout = timeout,
+    .closing = on_closing,
+    .release = on_release,
+    .idle = is_idle,
+};
+
+void rp_accept(sv_listener *l)
+{
+    sv_conn_accept(l->w, (uv_stream_t *)&l->tcp, &l->conns, &rp_conn_type, l);
+}
+
 void rp_close_idle(sv_listener *l)
 {
-    for (rp_conn *c = l->conns, *next; c != NULL; c = next) {
-        next = c->next;
-        if (!c->s.waiting && !c->partial && c->ob.writes == 0)
-            conn_close(c);
-    }
-    if (sv_worker_quiet(l->w))
-        sv_readers_close(&l->w->readers);
+    sv_conn_close_idle(l->w, &l->conns);
 }

@@ -60,7 +60,7 @@ static void wake_cb(uv_async_t *a)
         if (w->server->cfg.frontend)
             w->server->cfg.frontend->close_idle(w);
         else
-            sv_conn_close_idle(w);
+            sv_http_close_idle(w);
         sd_thread_stop(w->dec);
     }
 }
@@ -73,7 +73,7 @@ static void connection_cb(uv_stream_t *server, int status)
     if (w->server->cfg.frontend)
         w->server->cfg.frontend->accept(w);
     else
-        sv_conn_accept(w, server, &sv_public_routes);
+        sv_http_accept(w, server, &sv_public_routes);
 }
 
 static void door_cb(uv_stream_t *server, int status)

@@ -72,7 +72,7 @@ struct sv_listener {
     uv_tcp_t tcp; /* first: the handle's pointer is the listener's */
     sv_worker *w; /* NULL: the door is not served on this thread */
     const sv_door *door;
-    void *conns; /* the protocol's own list of open connections */
+    struct sv_conn *conns; /* its open connections (conn.h) */
 };
 
 typedef struct sv_config {
@@ -165,7 +165,7 @@ struct sv_worker {
     atomic_int stopping; /* 1: asked by the main thread; 2: done */
     int now_stale;
     sl_nanos now;             /* wall clock ns, sampled once per iteration */
-    void *conns;              /* intrusive list of open connections (conn.c) */
+    struct sv_conn *conns;    /* open connections of the HTTP listeners */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
     sv_readers readers;       /* the proxy's clients (reader.c) */
     /* The JSON body of the decision being answered: built here, then
