@@ -290,6 +290,17 @@ st=$(raw "$B" 'GET /api/x HTTP/1.1\r\nHost: x\r\n')
 ms=$((($(date +%s%N) - start_ms) / 1000000))
 [ "$st" = "HTTP/1.1 408 Request Timeout" ] && [ "$ms" -ge 450 ] && [ "$ms" -lt 3000 ] &&
   pass "stalled request head: 408 in $ms ms" || bad "408" "$st in $ms ms"
+# RFC 9112 3.2: an HTTP/1.1 request has exactly one Host; none, or two,
+# is refused before anything reaches the upstream (two could route or
+# cache by either).  HTTP/1.0 may leave it out.
+[ "$(raw "$A" 'GET /api/nohost HTTP/1.1\r\nX-Api-Key: h1\r\nConnection: close\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
+  pass "HTTP/1.1 without Host: 400" || bad "no Host" "not 400"
+[ "$(raw "$A" 'GET /api/twohosts HTTP/1.1\r\nHost: a\r\nX-Api-Key: h1\r\nHost: b\r\nConnection: close\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
+  pass "two Host fields: 400" || bad "two Hosts" "not 400"
+[ "$(raw "$A" 'GET /api/onehost10 HTTP/1.0\r\nX-Api-Key: h1\r\n\r\n')" = "HTTP/1.1 200 OK" ] &&
+  pass "HTTP/1.0 without Host: forwarded" || bad "HTTP/1.0 without Host" "not 200"
+[ "$(seen /api/nohost)" = 0 ] && [ "$(seen /api/twohosts)" = 0 ] && [ "$(seen /api/onehost10)" = 1 ] &&
+  pass "refused heads never reach the upstream" || bad "Host refusals reached the upstream" "$(grep 'nohost\|twohosts\|onehost10' "$tmp/upstream.log")"
 [ "$(raw "$A" 'POST /files/x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n')" = "HTTP/1.1 400 Bad Request" ] &&
   pass "Content-Length with Transfer-Encoding: 400 (no smuggling)" || bad "smuggling" "not 400"
 # Other spellings of a limited path are limited alike (k2 is used up

@@ -460,6 +460,21 @@ s.sendall(body)
 r = read_responses(s, 1)
 check("body after 100 Continue decided", r.startswith(b"HTTP/1.1 200"), r)
 s.close()
+for name, head, want in [
+        ("HTTP/1.1 without Host: 400 naming it", b"GET /healthz HTTP/1.1\r\n\r\n", b"without a Host"),
+        ("two Host fields: 400 naming it", b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"more than one Host"),
+        ("a Host split over reads counts", None, b'"ok"'),
+        ("HTTP/1.0 without Host: answered", b"GET /healthz HTTP/1.0\r\n\r\n", b'"ok"')]:
+    s = conn()
+    if head is None:
+        for piece in (b"GET /healthz HTTP/1.1\r\nHo", b"st: x\r\nConnection: close\r\n\r\n"):
+            s.sendall(piece)
+            time.sleep(0.05)
+    else:
+        s.sendall(head)
+    r = read_responses(s, 1)
+    check(name, want in r and (r.startswith(b"HTTP/1.1 400") == (b"Host" in want)), r)
+    s.close()
 s = conn()
 s.sendall(b"BLAH /x HTTP/1.1\r\n\r\n")
 r = read_responses(s, 1)
@@ -628,11 +643,11 @@ import socket, sys
 port = int(sys.argv[1])
 a = socket.create_connection(("127.0.0.1", port), timeout=5)
 b = socket.create_connection(("127.0.0.1", port), timeout=5)
-a.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); ra = a.recv(1000)
-b.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); rb = b.recv(1000)
+a.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); ra = a.recv(1000)
+b.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); rb = b.recv(1000)
 c = socket.create_connection(("127.0.0.1", port), timeout=5)
 try:
-    c.sendall(b"GET /healthz HTTP/1.1\r\n\r\n"); rc = c.recv(1000)
+    c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); rc = c.recv(1000)
 except ConnectionResetError:
     rc = b""
 ok = ra.startswith(b"HTTP/1.1 200") and rb.startswith(b"HTTP/1.1 200") and rc == b""

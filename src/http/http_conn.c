@@ -57,8 +57,8 @@
 #include <http_parser.h>
 
 #include "api/router.h"
+#include "http/head.h"
 #include "http/http_conn.h"
-#include "http/hygiene.h"
 #include "http/respond.h"
 #include "runtime/conn.h"
 
@@ -76,12 +76,9 @@ typedef struct hc_conn {
     sv_buf field;    /* the name of the header being read */
     int in_value;    /* the last header callback was a value */
     int keep_header; /* the header being read is a Sluice-* one */
-    size_t header_bytes;
     int in_message;
-    int field_is_expect; /* the header being read is Expect */
-    int expect_continue; /* Expect: 100-continue was asked */
-    int err_status;      /* a cap our callbacks refused: 413, 431; or 400: */
-    const char *refusal; /* what hygiene.c found wrong with the request */
+    sv_head head;   /* what every server checks of a head (head.h) */
+    int err_status; /* the body's cap refused: 413 */
     sv_req rq;           /* the request's state across waits */
     int waiting;         /* rq waits: parser paused */
     int held; /* answers past SV_MAX_PENDING_OUTPUT: parser paused until
@@ -176,60 +173,34 @@ static int on_message_begin(http_parser *p)
     c->hviews.failed = c->field.failed = 0;
     c->field.len = 0;
     c->in_value = 0;
-    c->header_bytes = 0;
-    c->field_is_expect = c->expect_continue = 0;
-    c->refusal = NULL;
+    c->err_status = 0;
+    sv_head_begin(&c->head, c->c.w->server->cfg.max_header_bytes);
     sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     return 0;
-}
-
-static int count_header(hc_conn *c, size_t len)
-{
-    c->header_bytes += len;
-    if (c->header_bytes > c->c.w->server->cfg.max_header_bytes) {
-        c->err_status = 431;
-        return -1;
-    }
-    return 0;
-}
-
-/* A request hygiene.c refuses: 400 naming why. */
-static int refuse(hc_conn *c, const char *why)
-{
-    c->err_status = 400;
-    c->refusal = why;
-    return -1;
 }
 
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     hc_conn *c = p->data;
-    const char *why = sv_hygiene_target(at, len);
-    if (why != NULL)
-        return refuse(c, why);
-    if (count_header(c, len))
+    if (sv_head_url(&c->head, at, len) != 0)
         return -1;
     sv_buf_add(&c->url, at, len);
     return 0;
 }
 
 /* Names and values may arrive split over reads: a name is gathered in
- * c->field until its value starts.  Expect's name and value are short
- * enough that a split one is merely not recognised (the client then
- * sends the body after its own timeout, as RFC 9110 allows). */
+ * c->field until its value starts. */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     hc_conn *c = p->data;
-    const char *why = sv_hygiene_field_name(at, len);
-    if (why != NULL)
-        return refuse(c, why);
+    if (sv_head_field(&c->head, at, len) != 0)
+        return -1;
     if (c->in_value) {
         c->field.len = 0;
         c->in_value = 0;
     }
     sv_buf_add(&c->field, at, len);
-    c->field_is_expect = len == 6 && strncasecmp(at, "expect", 6) == 0;
-    return count_header(c, len);
+    return 0;
 }
 
 #define KEPT_PREFIX "sluice-"
@@ -253,9 +224,8 @@ static int kept_name(const hc_conn *c)
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     hc_conn *c = p->data;
-    if (c->field_is_expect && len == 12 &&
-        strncasecmp(at, "100-continue", 12) == 0)
-        c->expect_continue = 1;
+    if (sv_head_value(&c->head, at, len) != 0)
+        return -1;
     if (!c->in_value) { /* the first piece of this value */
         c->in_value = 1;
         c->keep_header = kept_name(c);
@@ -271,21 +241,20 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         k->value_len += len;
         sv_buf_add(&c->hbytes, at, len);
     }
-    return count_header(c, len);
+    return 0;
 }
 
 static int on_headers_complete(http_parser *p)
 {
     hc_conn *c = p->data;
-    const char *why = sv_hygiene_framing(p);
-    if (why != NULL)
-        return refuse(c, why);
+    if (sv_head_complete(&c->head, p) != 0)
+        return -1;
     if (p->content_length != ULLONG_MAX &&
         p->content_length > c->c.w->server->cfg.max_body_bytes) {
         c->err_status = 413;
         return -1;
     }
-    if (c->expect_continue && p->http_major == 1 && p->http_minor >= 1) {
+    if (c->head.expect_continue) {
         /* Let a client that waits for it send the body now, rather than
          * after its own timeout.  Responses already queued go first. */
         sv_buf_addstr(&c->c.ob.out, "HTTP/1.1 100 Continue\r\n\r\n");
@@ -413,9 +382,10 @@ static void parse(hc_conn *c, const char *data, size_t n)
         else if (kept > 0)
             sv_conn_set_reading(&c->c, 0);
     } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
-        sv_respond_unreadable(&c->c.ob.out, c->err_status,
-                              c->refusal ? c->refusal
-                                         : http_errno_description(e));
+        sv_respond_unreadable(&c->c.ob.out,
+                              c->err_status ? c->err_status : c->head.status,
+                              c->head.refusal ? c->head.refusal
+                                              : http_errno_description(e));
         c->c.closing = 1;
         c->c.lingering = 1;
     }

@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "api/router.h"
+#include "http/head.h"
 #include "proxy.h"
 #include "runtime/conn.h"
 
@@ -62,8 +63,8 @@ struct px_client {
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
-    int header_error;    /* 431: our header callbacks refused; 400 with: */
-    const char *refusal; /* what hygiene.c found wrong with the request */
+    int header_error;    /* 431: the fields' own caps refused */
+    sv_head head;        /* what every server checks of a head (head.h) */
     int unreadable;      /* answered as such: linger before closing */
     int flow_paused;     /* stopped reading: the upstream is behind */
     int driving, again;  /* in parse(); resume() asked meanwhile */
@@ -244,7 +245,7 @@ static int on_message_begin(http_parser *p)
     c->url.failed = 0;
     px_headers_reset(&c->headers);
     c->header_error = 0;
-    c->refusal = NULL;
+    sv_head_begin(&c->head, c->c.w->server->cfg.max_header_bytes);
     c->req_done = c->req_body = c->req_chunked = 0;
     c->expect_continue = 0;
     c->route = NULL;
@@ -253,20 +254,11 @@ static int on_message_begin(http_parser *p)
     return 0;
 }
 
-/* A request hygiene.c refuses: 400 naming why. */
-static int refuse(px_client *c, const char *why)
-{
-    c->header_error = 400;
-    c->refusal = why;
-    return -1;
-}
-
 static int on_url(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
-    const char *why = sv_hygiene_target(at, len);
-    if (why != NULL)
-        return refuse(c, why);
+    if (sv_head_url(&c->head, at, len) != 0)
+        return -1;
     sv_buf_add(&c->url, at, len);
     if (c->url.len > c->c.w->server->cfg.max_header_bytes || c->url.failed) {
         c->header_error = 431;
@@ -278,9 +270,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
-    const char *why = sv_hygiene_field_name(at, len);
-    if (why != NULL)
-        return refuse(c, why);
+    if (sv_head_field(&c->head, at, len) != 0)
+        return -1;
     if (px_headers_field(&c->headers, at, len,
                          c->c.w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
@@ -292,6 +283,8 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
     px_client *c = p->data;
+    if (sv_head_value(&c->head, at, len) != 0)
+        return -1;
     if (px_headers_value(&c->headers, at, len,
                          c->c.w->server->cfg.max_header_bytes - c->url.len)) {
         c->header_error = 431;
@@ -305,19 +298,14 @@ static int on_headers_complete(http_parser *p)
     px_client *c = p->data;
     /* Before anything of the request goes on: http-parser refuses such
      * a head itself only after this callback has paused it. */
-    const char *why = sv_hygiene_framing(p);
-    if (why != NULL)
-        return refuse(c, why);
+    if (sv_head_complete(&c->head, p) != 0)
+        return -1;
     c->req_chunked = (p->flags & F_CHUNKED) != 0;
     c->req_length = p->content_length;
     c->req_body = c->req_chunked ||
                   (p->content_length != ULLONG_MAX && p->content_length > 0);
     c->keep_alive = http_should_keep_alive(p) && !c->c.w->stopping;
-    size_t el;
-    const char *e = px_headers_find(&c->headers, "expect", &el);
-    c->expect_continue = e != NULL && el == 12 &&
-                         strncasecmp(e, "100-continue", 12) == 0 &&
-                         p->http_major == 1 && p->http_minor >= 1;
+    c->expect_continue = c->head.expect_continue;
     sv_deadline_clear(&c->c.timer);
     c->paused_at = P_HEAD;
     http_parser_pause(p, 1);
@@ -411,8 +399,10 @@ static void parse(px_client *c, const char *data, size_t len)
     }
     if (e != HPE_OK || done != len) {
         sv_buf out = {0};
-        sv_respond_unreadable(&out, c->header_error,
-                              c->refusal ? c->refusal
+        sv_respond_unreadable(&out,
+                              c->header_error ? c->header_error
+                                              : c->head.status,
+                              c->head.refusal ? c->head.refusal
                                          : http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
             c->state == S_CONNECTING) {
