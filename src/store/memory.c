@@ -17,9 +17,10 @@
  * the shard, the low 32 the home slot in its table.
  *
  * This file is the store: what its tables hold and when it goes, the
- * read-modify-write of a general decision, sweeps, stats and the vtable.
- * The tables themselves are memory_table.c's, the calls (and the fast
- * paths of a key already in a table) memory_decide.c's.
+ * general path of a decision (read, decide, write back) and the atomic
+ * multi-item call on it, sweeps, stats and the vtable.  The tables
+ * themselves are memory_table.c's; the hot path, one item or a batch on
+ * keys already in a table, is memory_decide.c's.
  *
  * Where a key lives.  A limit whose states pack (lim->narrow) looks in the
  * narrow table first and the wide one only if that holds any key; other
@@ -286,10 +287,10 @@ static int put_state(sl__memory_store *ms, sl__shard *sh, place_ref at,
     return 0;
 }
 
-int sl__memory_apply(sl__memory_store *ms, const sl_check_item *item,
-                     const sl__item_ref *ref, int64_t cost, sl_nanos now,
-                     sl__mode mode, int keep_initial, const sl__item_ref *refs,
-                     size_t nrefs, sl_decision *d)
+static int apply(sl__memory_store *ms, const sl_check_item *item,
+                 const sl__item_ref *ref, int64_t cost, sl_nanos now,
+                 sl__mode mode, int keep_initial, const sl__item_ref *refs,
+                 size_t nrefs, sl_decision *d)
 {
     const sl_limit *lim = item->limit;
     sl__state st;
@@ -306,6 +307,80 @@ int sl__memory_apply(sl__memory_store *ms, const sl_check_item *item,
     put = put_state(ms, ref->sh, at, lim, ref->hash, &st, old_heap, expires,
                     now, keep_initial, refs, nrefs);
     return err ? err : put;
+}
+
+/* A new key, a log, or a state that changes table: the general path,
+ * under the caller's lock. */
+int sl__memory_check_general(sl__memory_store *ms, const sl_check_item *item,
+                             sl__item_ref *ref, int64_t cost, sl_nanos now,
+                             sl__mode mode, sl_decision *out)
+{
+    sl_decision d;
+    int err;
+
+    sl__memory_start(ms, now);
+    err = apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
+    if (err == 0)
+        *out = d;
+    return err;
+}
+
+static int cmp_shard(const void *a, const void *b)
+{
+    const sl__shard *x = *(sl__shard *const *)a, *y = *(sl__shard *const *)b;
+    return (x > y) - (x < y);
+}
+
+int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
+                           const int64_t *costs, size_t n, sl_nanos now,
+                           int record, sl_decision *each)
+{
+    sl__memory_store *ms = (sl__memory_store *)base;
+    sl__item_ref refs[SL_MAX_ITEMS];
+    sl__shard *locks[SL_MAX_ITEMS];
+    size_t nlocks = 0;
+    int err = 0, all = 1;
+
+    if (n == 1 && !record) /* the common case, without the bookkeeping */
+        return sl__memory_check_one(base, items[0].limit, items[0].key,
+                                    items[0].key_len, costs[0], now, each);
+    if (n == 1)
+        return sl__memory_check_other(ms, items, costs[0], now, SL__RECORD,
+                                      each);
+    for (size_t i = 0; i < n; i++) {
+        refs[i] = sl__memory_ref_of(ms, &items[i]);
+        for (size_t j = 0; j < i; j++)
+            if (refs[j].hash == refs[i].hash)
+                return SL_EINVAL; /* the same limit and key twice */
+        locks[nlocks++] = refs[i].sh;
+    }
+    sl__memory_start(ms, now);
+    /* Lock every shard involved, in address order, each once: two calls
+     * that share shards cannot deadlock, and the call is atomic. */
+    if (nlocks > 1)
+        qsort(locks, nlocks, sizeof(locks[0]), cmp_shard);
+    for (size_t i = 0; i < nlocks; i++)
+        if (i == 0 || locks[i] != locks[i - 1])
+            sl__shard_lock(locks[i]);
+
+    /* The first pass decides and reserves the room every log will need,
+     * so that the second cannot fail half-way, recording included. */
+    for (size_t i = 0; i < n && !err; i++) {
+        err = apply(ms, &items[i], &refs[i], costs[i], now, SL__PEEK, 1, refs,
+                    n, &each[i]);
+        all &= each[i].allowed;
+    }
+    for (size_t i = 0; i < n && !err; i++)
+        err = apply(ms, &items[i], &refs[i], costs[i], now,
+                    record ? SL__RECORD
+                    : all  ? SL__COMMIT
+                           : SL__REFUSE,
+                    0, refs, n, &each[i]);
+
+    for (size_t i = nlocks; i-- > 0;)
+        if (i == 0 || locks[i] != locks[i - 1])
+            sl__shard_unlock(locks[i]);
+    return err;
 }
 
 /* sl_store_sweep walks each shard's narrow slots, then its wide ones: a

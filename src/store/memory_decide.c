@@ -1,14 +1,14 @@
 /*
- * memory_decide.c - the memory store's calls: sl_check on one item, with
- * the paths that decide on a slot in place; sl_check_batch, which
- * prefetches the keys ahead; and the atomic multi-item call.
+ * memory_decide.c - the memory store's hot path: sl_check on one item,
+ * with the paths that decide on a slot in place, and sl_check_batch,
+ * which prefetches the keys ahead.
  *
  * Separate from memory.c, which keeps what the tables hold (room,
- * reclaiming, eviction) and the general read-modify-write these calls
- * fall back on (sl__memory_apply) for a new key, a log, or a state that
+ * reclaiming, eviction) and the general path these calls fall back on
+ * (sl__memory_check_general) for a new key, a log, or a state that
  * changes table.  The common case, a key already in a table, is decided
- * here without leaving this file: the lookup (memory_table.h) and the
- * store's clock (memory_store.h) are inline.
+ * here without leaving this file: the lookup (memory_table.h), the key's
+ * hash and the store's clock (memory_store.h) are inline.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,46 +16,6 @@
 #include "core/narrow.h"
 #include "core/schedule.h"
 #include "store/memory_store.h"
-
-static int cmp_shard(const void *a, const void *b)
-{
-    const sl__shard *x = *(sl__shard *const *)a, *y = *(sl__shard *const *)b;
-    return (x > y) - (x < y);
-}
-
-__attribute__((always_inline)) static inline sl__item_ref
-ref_of_key(sl__memory_store *ms, const sl_limit *lim, const void *key,
-           size_t key_len)
-{
-    sl__item_ref r;
-    r.hash = sl__key_hash(&ms->hasher, lim->ident, key, key_len);
-    r.hash += r.hash == 0; /* 0 marks an empty slot */
-    r.sh = &ms->shards[r.hash >> (64 - SL__SHARD_BITS)];
-    return r;
-}
-
-__attribute__((always_inline)) static inline sl__item_ref
-ref_of(sl__memory_store *ms, const sl_check_item *item)
-{
-    return ref_of_key(ms, item->limit, item->key, item->key_len);
-}
-
-/* A new key, a log, or a state that changes table: the general path,
- * under the caller's lock. */
-__attribute__((noinline)) static int
-check_one_apply(sl__memory_store *ms, const sl_check_item *item,
-                sl__item_ref *ref, int64_t cost, sl_nanos now, sl__mode mode,
-                sl_decision *out)
-{
-    sl_decision d;
-    int err;
-
-    sl__memory_start(ms, now);
-    err = sl__memory_apply(ms, item, ref, cost, now, mode, 0, ref, 1, &d);
-    if (err == 0)
-        *out = d;
-    return err;
-}
 
 /*
  * The buckets' common decision, a COMMIT of cost <= B by a base
@@ -117,9 +77,9 @@ decide_packed(sl__memory_store *ms, sl__shard *sh, const sl_limit *lim,
  * state is back to initial, removes it.  A narrow state that would not
  * pack is decided again by the general path, which moves it (a check is
  * a function of the stored state, so the second decision is the first).
- * Everything else (a new key, a log) goes through sl__memory_apply().  A key in
- * a table means the epoch is set (store_start): its insert set it before taking
- * this lock.
+ * Everything else (a new key, a log) goes through the general path.  A
+ * key in a table means the epoch is set (sl__memory_start): its insert set
+ * it before taking this lock.
  */
 __attribute__((always_inline)) static inline int
 decide_locked(sl__memory_store *ms, const sl_check_item *item,
@@ -132,7 +92,7 @@ decide_locked(sl__memory_store *ms, const sl_check_item *item,
     unsigned char *p;
 
     if (lim->algo->heap)
-        return check_one_apply(ms, item, ref, cost, now, mode, out);
+        return sl__memory_check_general(ms, item, ref, cost, now, mode, out);
     sl__call call = {cost, now, mode, 0};
     if (lim->narrow != SL__NARROW_NONE &&
         (p = sl__table_find(&sh->t[SL__TABLE_NARROW], SL__TABLE_NARROW,
@@ -146,7 +106,8 @@ decide_locked(sl__memory_store *ms, const sl_check_item *item,
             /* The windows decide on the word itself, straight into *out. */
             sl__nslot *s = (sl__nslot *)p;
             if (lim->algo->check_word(lim, &s->word, &call, out, &expires))
-                return check_one_apply(ms, item, ref, cost, now, mode, out);
+                return sl__memory_check_general(ms, item, ref, cost, now, mode,
+                                                out);
             if (sl__is_initial(expires, now)) {
                 sl__table_remove(t, SL__TABLE_NARROW,
                                  sl__table_index(t, SL__TABLE_NARROW, p));
@@ -168,7 +129,8 @@ decide_locked(sl__memory_store *ms, const sl_check_item *item,
             s->st.expires = sl__memory_expiry(ms, expires);
             s->st.used = (uint32_t)sl__memory_ticks(ms, now) & ~SL__HEAP_FLAG;
         } else {
-            return check_one_apply(ms, item, ref, cost, now, mode, out);
+            return sl__memory_check_general(ms, item, ref, cost, now, mode,
+                                            out);
         }
         *out = d;
         return 0;
@@ -176,7 +138,7 @@ decide_locked(sl__memory_store *ms, const sl_check_item *item,
     if (sh->t[SL__TABLE_WIDE].count == 0 ||
         (p = sl__table_find(&sh->t[SL__TABLE_WIDE], SL__TABLE_WIDE,
                             ref->hash)) == NULL)
-        return check_one_apply(ms, item, ref, cost, now, mode, out);
+        return sl__memory_check_general(ms, item, ref, cost, now, mode, out);
     sl__slot *s = (sl__slot *)p;
     (void)lim->algo->check(lim, &s->state, &call, out, &expires);
     if (sl__is_initial(expires, now)) {
@@ -199,23 +161,24 @@ __attribute__((noinline)) static int
 check_one_packed(sl__memory_store *ms, const sl_limit *lim, const void *key,
                  size_t key_len, int64_t cost, sl_nanos now, sl_decision *out)
 {
-    sl__item_ref ref = ref_of_key(ms, lim, key, key_len);
+    sl__item_ref ref = sl__memory_ref_of_key(ms, lim, key, key_len);
     int err = 0;
 
     sl__shard_lock(ref.sh);
     if (decide_packed(ms, ref.sh, lim, ref.hash, cost, now, out) != 0) {
         const sl_check_item item = {lim, key, key_len};
-        err = check_one_apply(ms, &item, &ref, cost, now, SL__COMMIT, out);
+        err = sl__memory_check_general(ms, &item, &ref, cost, now, SL__COMMIT,
+                                       out);
     }
     sl__shard_unlock(ref.sh);
     return err;
 }
 
-__attribute__((noinline)) static int
-check_one_other(sl__memory_store *ms, const sl_check_item *item, int64_t cost,
-                sl_nanos now, sl__mode mode, sl_decision *out)
+int sl__memory_check_other(sl__memory_store *ms, const sl_check_item *item,
+                           int64_t cost, sl_nanos now, sl__mode mode,
+                           sl_decision *out)
 {
-    sl__item_ref ref = ref_of(ms, item);
+    sl__item_ref ref = sl__memory_ref_of(ms, item);
     int err;
 
     sl__shard_lock(ref.sh);
@@ -230,7 +193,7 @@ check_one_committed(sl__memory_store *ms, const sl_limit *lim, const void *key,
                     sl_decision *out)
 {
     const sl_check_item item = {lim, key, key_len};
-    return check_one_other(ms, &item, cost, now, SL__COMMIT, out);
+    return sl__memory_check_other(ms, &item, cost, now, SL__COMMIT, out);
 }
 
 int sl__memory_check_one(sl_store *base, const sl_limit *lim, const void *key,
@@ -282,7 +245,7 @@ int sl__memory_check_batch(sl_store *base, const sl_limit *limit,
             size_t r = i % BATCH_AHEAD;
             sl__table *t;
             items[r] = (sl_check_item){limit, keys[i].data, keys[i].len};
-            ring[r] = ref_of(ms, &items[r]);
+            ring[r] = sl__memory_ref_of(ms, &items[r]);
             t = &ring[r].sh->t[w];
             uint64_t cap = __atomic_load_n(&t->cap, __ATOMIC_RELAXED);
             unsigned char *slots = __atomic_load_n(&t->slots, __ATOMIC_RELAXED);
@@ -293,55 +256,4 @@ int sl__memory_check_batch(sl_store *base, const sl_limit *limit,
         }
     }
     return 0;
-}
-
-int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
-                           const int64_t *costs, size_t n, sl_nanos now,
-                           int record, sl_decision *each)
-{
-    sl__memory_store *ms = (sl__memory_store *)base;
-    sl__item_ref refs[SL_MAX_ITEMS];
-    sl__shard *locks[SL_MAX_ITEMS];
-    size_t nlocks = 0;
-    int err = 0, all = 1;
-
-    if (n == 1 && !record) /* the common case, without the bookkeeping */
-        return sl__memory_check_one(base, items[0].limit, items[0].key,
-                                    items[0].key_len, costs[0], now, each);
-    if (n == 1)
-        return check_one_other(ms, items, costs[0], now, SL__RECORD, each);
-    for (size_t i = 0; i < n; i++) {
-        refs[i] = ref_of(ms, &items[i]);
-        for (size_t j = 0; j < i; j++)
-            if (refs[j].hash == refs[i].hash)
-                return SL_EINVAL; /* the same limit and key twice */
-        locks[nlocks++] = refs[i].sh;
-    }
-    sl__memory_start(ms, now);
-    /* Lock every shard involved, in address order, each once: two calls
-     * that share shards cannot deadlock, and the call is atomic. */
-    if (nlocks > 1)
-        qsort(locks, nlocks, sizeof(locks[0]), cmp_shard);
-    for (size_t i = 0; i < nlocks; i++)
-        if (i == 0 || locks[i] != locks[i - 1])
-            sl__shard_lock(locks[i]);
-
-    /* The first pass decides and reserves the room every log will need,
-     * so that the second cannot fail half-way, recording included. */
-    for (size_t i = 0; i < n && !err; i++) {
-        err = sl__memory_apply(ms, &items[i], &refs[i], costs[i], now, SL__PEEK,
-                               1, refs, n, &each[i]);
-        all &= each[i].allowed;
-    }
-    for (size_t i = 0; i < n && !err; i++)
-        err = sl__memory_apply(ms, &items[i], &refs[i], costs[i], now,
-                               record ? SL__RECORD
-                               : all  ? SL__COMMIT
-                                      : SL__REFUSE,
-                               0, refs, n, &each[i]);
-
-    for (size_t i = nlocks; i-- > 0;)
-        if (i == 0 || locks[i] != locks[i - 1])
-            sl__shard_unlock(locks[i]);
-    return err;
 }

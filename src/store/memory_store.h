@@ -4,11 +4,10 @@
  * of coarse ticks from an epoch set at the first decision.
  *
  * Internal to the store's two units: memory.c holds the store (its
- * room, reclaiming and eviction, the read-modify-write every general
- * decision goes through, sweeps, stats, the vtable), memory_decide.c the
- * calls (one item with its fast paths, a batch, a multi-item call).  What
- * a decision reads is static inline here so that the hot path stays one
- * function.
+ * room, reclaiming and eviction, the general path of a decision, the
+ * multi-item call, sweeps, stats, the vtable), memory_decide.c the hot
+ * path (one item with its fast paths, a batch).  What a decision reads is
+ * static inline here so that the hot path stays one function.
  */
 #ifndef SL_STORE_MEMORY_STORE_H
 #define SL_STORE_MEMORY_STORE_H
@@ -111,18 +110,39 @@ static inline int sl__is_initial(sl_nanos expires, sl_nanos now)
     return expires <= now && expires != INT64_MAX;
 }
 
+/* The key of an item hashed, and its shard. */
+__attribute__((always_inline)) static inline sl__item_ref
+sl__memory_ref_of_key(sl__memory_store *ms, const sl_limit *lim,
+                      const void *key, size_t key_len)
+{
+    sl__item_ref r;
+    r.hash = sl__key_hash(&ms->hasher, lim->ident, key, key_len);
+    r.hash += r.hash == 0; /* 0 marks an empty slot */
+    r.sh = &ms->shards[r.hash >> (64 - SL__SHARD_BITS)];
+    return r;
+}
+
+__attribute__((always_inline)) static inline sl__item_ref
+sl__memory_ref_of(sl__memory_store *ms, const sl_check_item *item)
+{
+    return sl__memory_ref_of_key(ms, item->limit, item->key, item->key_len);
+}
+
 /* ---- between the units ---- */
 
-/* Applies one item in one mode under its shard's lock (memory.c): read,
- * decide, write back, making room for a new key.  keep_initial keeps an
- * initial state's slot (a multi-item call's first phase); refs are the
- * call's keys, which eviction spares. */
-int sl__memory_apply(sl__memory_store *ms, const sl_check_item *item,
-                     const sl__item_ref *ref, int64_t cost, sl_nanos now,
-                     sl__mode mode, int keep_initial, const sl__item_ref *refs,
-                     size_t nrefs, sl_decision *d);
+/* The general path of one item (memory.c), under its shard's lock: read,
+ * decide, write back, making room for a new key, a log, or a state that
+ * changes table.  *out written only on success. */
+int sl__memory_check_general(sl__memory_store *ms, const sl_check_item *item,
+                             sl__item_ref *ref, int64_t cost, sl_nanos now,
+                             sl__mode mode, sl_decision *out);
+/* One item in any mode, taking its shard's lock (memory_decide.c). */
+int sl__memory_check_other(sl__memory_store *ms, const sl_check_item *item,
+                           int64_t cost, sl_nanos now, sl__mode mode,
+                           sl_decision *out);
 
-/* The store's calls (memory_decide.c), as sl__store_type has them. */
+/* The store's calls, as sl__store_type has them: one item and a batch
+ * (memory_decide.c), several items atomically (memory.c). */
 int sl__memory_check_one(sl_store *base, const sl_limit *lim, const void *key,
                          size_t key_len, int64_t cost, sl_nanos now,
                          sl_decision *out);
