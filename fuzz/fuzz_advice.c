@@ -6,16 +6,18 @@
  * What either accepts must keep the documented bounds.
  *
  * `sluice advisor`'s readers of what a node sends (src/adaptive/scrape.c)
- * are fuzzed here too.  The first byte chooses, modulo 4: 1, the rest
- * is an HTTP response whose body is then parsed as an answer, split after
- * (second byte * length / 256) bytes; 0, the rest is an answer; 2,
- * Prometheus text; 3, a GET /v1/rules body.
+ * are fuzzed here too, and under them the Prometheus text reader
+ * (src/adaptive/prom_text.c) as the lab uses it as well.  The first byte
+ * chooses, modulo 4: 1, the rest is an HTTP response whose body is then
+ * parsed as an answer, split after (second byte * length / 256) bytes; 0,
+ * the rest is an answer; 2, Prometheus text; 3, a GET /v1/rules body.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adaptive/advice.h"
+#include "adaptive/prom_text.h"
 #include "http/http_client.h"
 #include "adaptive/scrape.h"
 
@@ -79,6 +81,39 @@ static void check_response(const char *data, size_t len, size_t cut)
     ah_response_release(&r);
 }
 
+/* Every sample of any name lies in the text, in line order, and a
+ * label the reader reports unescapes within its bounds. */
+static void check_prom_text(const char *data, size_t len)
+{
+    pt_reader r;
+    pt_sample s;
+    size_t line = 0;
+    int rc;
+    pt_reader_init(&r, data, len);
+    while ((rc = pt_next(&r, NULL, &s)) != 0) {
+        if (s.line <= line || s.line > len + 1)
+            abort();
+        line = s.line;
+        if (rc < 0)
+            continue;
+        if (s.name_len == 0 || s.name < data ||
+            s.name + s.name_len > data + len ||
+            (s.labels != NULL && s.labels + s.labels_len >= data + len))
+            abort();
+        const char *v;
+        size_t vlen;
+        char out[64];
+        if (pt_label(&s, "rule", &v, &vlen) == 1 &&
+            (v < s.labels || v + vlen > s.labels + s.labels_len ||
+             (vlen <= sizeof(out) && pt_unescape(v, vlen, out) > vlen)))
+            abort();
+    }
+    static const pt_matcher global[] = {{"rule", "global"},
+                                        {"limit", "effective"}};
+    double value;
+    pt_find(data, len, "sluice_limit_requests_per_unit", global, 2, &value);
+}
+
 static void check_scrape(const char *data, size_t len, int rules)
 {
     char err[256];
@@ -97,6 +132,7 @@ static void check_scrape(const char *data, size_t len, int rules)
         as_rules_release(&r);
         return;
     }
+    check_prom_text(data, len);
     as_metrics m;
     if (as_metrics_parse(data, len, "sluice_rule_hits_total", &m, err,
                          sizeof(err)) != 0) {

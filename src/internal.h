@@ -119,7 +119,7 @@ struct sl_limit {
     uint8_t frac_bits;
     /* A base token_bucket or gcra whose states pack and whose capacity
      * is below 2^62: a store may decide its COMMITs of cost <= B on a
-     * packed state with sl__sched_fast directly (memory.c). */
+     * packed state with sl__sched_fast directly (memory_decide.c). */
     uint8_t packed_fast;
     uint64_t ident; /* hash of the base's parameters and id */
     int64_t t_num;  /* T = t_num / t_den ns, gcd = 1 */

@@ -878,7 +878,7 @@ static void test_log_store_stays_under_cap_at_rest(void **state)
 
 /* ---- seeded hashing ---- */
 
-/* The store's own mapping (memory.c): its keyed hash (key_hash.h) of
+/* The store's own mapping (memory_store.h): its keyed hash (key_hash.h) of
  * (limit identity, key) under the seed, top 8 bits for the shard.  Used
  * only to build keys that an attacker who knew seed (1, 2) would send. */
 static int shard_under(uint64_t s0, uint64_t s1, const sl_limit *lim,

@@ -1,10 +1,10 @@
 /*
  * scrape.c - a sluice node's rules (JSON, jansson) and one counter of its
- * Prometheus text, read for `sluice advisor`.
+ * Prometheus text (read by prom_text.c), for `sluice advisor`.
  *
- * The Prometheus reader is a few dozen lines rather than a library:
- * Debian packages no C client for the text format, and the advisor reads
- * one counter of one exporter, sluice's own (src/runtime/metrics.c).
+ * Separate from the reader: this is what the advisor makes of a node's
+ * answers (rule ids, a counter's series by domain, rule and descriptor),
+ * the reader only what the format says.
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "adaptive/prom_text.h"
 #include "adaptive/scrape.h"
 
 #define MAX_RULES 100000
@@ -169,128 +170,57 @@ const as_series *as_metrics_find(const as_metrics *m, const char *domain,
     return NULL;
 }
 
-/* A label value from p (after the opening quote) to its closing quote,
- * unescaped; NULL when malformed or out of memory.  *end: after the
- * quote. */
-static char *label_value(const char *p, const char *limit, const char **end)
+/* The label `name` of s, unescaped, in a new string ("" when s has no
+ * such label); NULL when out of memory. */
+static char *label_copy(const pt_sample *s, const char *name)
 {
-    char *v = malloc((size_t)(limit - p) + 1);
-    size_t n = 0;
-    if (v == NULL)
-        return NULL;
-    for (; p < limit && *p != '"'; p++) {
-        if (*p == '\\') {
-            if (++p == limit)
-                break;
-            v[n++] = *p == 'n' ? '\n' : *p;
-        } else {
-            v[n++] = *p;
-        }
-    }
-    if (p == limit) {
-        free(v);
-        return NULL;
-    }
-    v[n] = '\0';
-    *end = p + 1;
-    return v;
-}
-
-/* One line of the counter (after its name) into s: 0 or -1. */
-static int parse_line(const char *p, const char *eol, as_series *s)
-{
-    char **slots[3] = {&s->domain, &s->rule, &s->descriptor};
-    static const char *const keys[3] = {"domain", "rule", "descriptor"};
-    if (p < eol && *p == '{') {
-        p++;
-        while (p < eol && *p != '}') {
-            const char *k = p;
-            while (p < eol && *p != '=')
-                p++;
-            if (p + 1 >= eol || p[1] != '"')
-                return -1;
-            size_t klen = (size_t)(p - k);
-            char *v = label_value(p + 2, eol, &p);
-            if (v == NULL)
-                return -1;
-            int kept = 0;
-            for (int i = 0; i < 3; i++)
-                if (strlen(keys[i]) == klen && strncmp(k, keys[i], klen) == 0) {
-                    free(*slots[i]);
-                    *slots[i] = v;
-                    kept = 1;
-                }
-            if (!kept)
-                free(v);
-            if (p < eol && *p == ',')
-                p++;
-        }
-        if (p == eol)
-            return -1;
-        p++;
-    }
-    if (p == eol || (*p != ' ' && *p != '\t'))
-        return -1;
-    char num[64];
-    while (p < eol && (*p == ' ' || *p == '\t'))
-        p++;
-    size_t n = 0;
-    while (p < eol && *p != ' ' && *p != '\t' && n < sizeof(num) - 1)
-        num[n++] = *p++;
-    num[n] = '\0';
-    char *end;
-    s->value = strtod(num, &end);
-    if (n == 0 || *end != '\0' || !isfinite(s->value))
-        return -1;
-    for (int i = 0; i < 3; i++)
-        if (*slots[i] == NULL && (*slots[i] = calloc(1, 1)) == NULL)
-            return -1;
-    return 0;
+    const char *v = "";
+    size_t len = 0;
+    pt_label(s, name, &v, &len);
+    char *copy = malloc(len + 1);
+    if (copy != NULL)
+        copy[pt_unescape(v, len, copy)] = '\0';
+    return copy;
 }
 
 int as_metrics_parse(const char *text, size_t len, const char *name,
                      as_metrics *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    size_t cap = 0, line = 0, nlen = strlen(name);
-    const char *p = text, *end = text + len;
-    while (p < end) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (eol == NULL)
-            eol = end;
-        line++;
-        const char *q = p;
-        p = eol < end ? eol + 1 : end;
-        if ((size_t)(eol - q) <= nlen || strncmp(q, name, nlen) != 0 ||
-            (q[nlen] != '{' && q[nlen] != ' ' && q[nlen] != '\t'))
-            continue; /* a comment, another metric, a blank line */
+    size_t cap = 0;
+    pt_reader r;
+    pt_sample s;
+    int rc;
+    pt_reader_init(&r, text, len);
+    while ((rc = pt_next(&r, name, &s)) != 0) {
+        /* A counter is a finite number: NaN or Inf is a broken node. */
+        if (rc < 0 || !isfinite(s.value)) {
+            as_metrics_release(out);
+            return failf(err, errlen, "malformed series", s.line);
+        }
         if (out->n == cap) {
             if (cap >= MAX_SERIES) {
                 as_metrics_release(out);
-                return failf(err, errlen, "too many series", line);
+                return failf(err, errlen, "too many series", s.line);
             }
             size_t c = cap ? cap * 2 : 64;
             as_series *grown = realloc(out->series, c * sizeof(*grown));
             if (grown == NULL) {
                 as_metrics_release(out);
-                return failf(err, errlen, "out of memory", line);
+                return failf(err, errlen, "out of memory", s.line);
             }
             out->series = grown;
             cap = c;
         }
-        as_series *s = &out->series[out->n];
-        memset(s, 0, sizeof(*s));
-        const char *eq = eol;
-        if (eq > q && eq[-1] == '\r')
-            eq--;
-        if (parse_line(q + nlen, eq, s) != 0) {
-            free(s->domain);
-            free(s->rule);
-            free(s->descriptor);
+        as_series *x = &out->series[out->n++];
+        x->domain = label_copy(&s, "domain");
+        x->rule = label_copy(&s, "rule");
+        x->descriptor = label_copy(&s, "descriptor");
+        x->value = s.value;
+        if (x->domain == NULL || x->rule == NULL || x->descriptor == NULL) {
             as_metrics_release(out);
-            return failf(err, errlen, "malformed series", line);
+            return failf(err, errlen, "out of memory", s.line);
         }
-        out->n++;
     }
     if (out->n > 1)
         qsort(out->series, out->n, sizeof(*out->series), cmp_series);

@@ -47,11 +47,11 @@ typedef struct as_metrics {
 } as_metrics;
 
 /*
- * The series of counter `name` in Prometheus text (exposition format
- * 0.0.4): comment lines and other metrics skipped, label values
- * unescaped.  0, or -1 with err ("line 12: malformed series") for a
- * malformed line of that counter, a series twice, more than 100000
- * series or out of memory.
+ * The series of counter `name` in Prometheus text, read by prom_text.h:
+ * comment lines and other metrics skipped, label values unescaped.  0,
+ * or -1 with err ("line 12: malformed series") for a line of that
+ * counter that prom_text.h calls malformed or whose value is not finite,
+ * a series twice, more than 100000 series or out of memory.
  */
 int as_metrics_parse(const char *text, size_t len, const char *name,
                      as_metrics *out, char *err, size_t errlen);

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 
+#include "adaptive/prom_text.h"
 #include "http/http_client.h"
 #include "lab/cell.h"
 #include "lab/proc.h"
@@ -356,22 +357,19 @@ static void apply_fault(cell_env *e, const lb_fault *f)
     }
 }
 
-/* The value of every series named `name` (with or without labels),
- * summed; 0 when none. */
-static double metric_sum(const char *text, const char *name)
+/* The value of every series named `name` in text (len bytes), with or
+ * without labels, summed; 0 when none.  A malformed line adds nothing:
+ * one bad series must not hide the others' counts. */
+static double metric_sum(const char *text, size_t len, const char *name)
 {
     double sum = 0;
-    size_t n = strlen(name);
-    for (const char *line = text; line && *line;) {
-        if (strncmp(line, name, n) == 0 && (line[n] == ' ' || line[n] == '{')) {
-            const char *sp = strchr(line + n, ' ');
-            if (sp)
-                sum += strtod(sp + 1, NULL);
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
+    pt_reader r;
+    pt_sample s;
+    int rc;
+    pt_reader_init(&r, text, len);
+    while ((rc = pt_next(&r, name, &s)) != 0)
+        if (rc == 1)
+            sum += s.value;
     return sum;
 }
 
@@ -411,14 +409,15 @@ static void sample(cell_env *e, int t)
                        NULL, 0) != 0 ||
             r.status != 200)
             continue;
-        double cmds = metric_sum(r.body, "sluice_store_commands_total"),
-               fallback =
-                   metric_sum(r.body, "sluice_store_fallback_decisions_total");
+        double cmds = metric_sum(r.body, r.body_len,
+                                 "sluice_store_commands_total"),
+               fallback = metric_sum(r.body, r.body_len,
+                                     "sluice_store_fallback_decisions_total");
         s->redis_cmds += cmds - e->prev_cmds[i];
         s->fallback += fallback - e->prev_fallback[i];
         e->prev_cmds[i] = cmds;
         e->prev_fallback[i] = fallback;
-        double limit = e->c->variant->effective_limit(r.body);
+        double limit = e->c->variant->effective_limit(r.body, r.body_len);
         if (limit > 0)
             e->limit = limit;
     }

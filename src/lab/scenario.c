@@ -2,12 +2,12 @@
  * scenario.c - the lab's scenarios and variants (scenario.h), the
  * figures of ../shared/ADAPTIVE.md section 4.
  */
-#define _GNU_SOURCE /* memmem */
 #include "lab/scenario.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "adaptive/prom_text.h"
 
 const char lb_default_algorithms[] = "fixed_window,sliding_window,token_bucket";
 
@@ -121,9 +121,10 @@ static int static_rules(FILE *f, const char *algorithm, double scale)
     return rules(f, algorithm, NULL);
 }
 
-static double static_limit(const char *metrics)
+static double static_limit(const char *metrics, size_t len)
 {
     (void)metrics;
+    (void)len;
     return LB_GLOBAL_LIMIT;
 }
 
@@ -155,25 +156,18 @@ static int advisor_rules(FILE *f, const char *algorithm, double scale)
     return rules(f, algorithm, block);
 }
 
-/* The global rule's limit in force as a proxy's metrics give it:
- * sluice_limit_requests_per_unit{domain="lab",rule="global",
- * limit="effective",source=...}. */
-static double metrics_limit(const char *metrics)
+/* The global rule's limit in force as a proxy's metrics (len bytes) give
+ * it: sluice_limit_requests_per_unit{domain="lab",rule="global",
+ * limit="effective",source=...}; -1 when not there. */
+static double metrics_limit(const char *metrics, size_t len)
 {
-    static const char name[] = "sluice_limit_requests_per_unit{";
-    for (const char *line = metrics; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        if (strncmp(line, name, sizeof(name) - 1) == 0 &&
-            memmem(line, len, "rule=\"global\"", 13) &&
-            memmem(line, len, "limit=\"effective\"", 17)) {
-            const char *sp = memchr(line, '}', len);
-            if (sp)
-                return strtod(sp + 1, NULL);
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return -1; /* not there */
+    static const pt_matcher global[] = {{"rule", "global"},
+                                        {"limit", "effective"}};
+    double limit;
+    return pt_find(metrics, len, "sluice_limit_requests_per_unit", global, 2,
+                   &limit) == 1
+               ? limit
+               : -1;
 }
 
 static const char *const no_flags[] = {NULL};

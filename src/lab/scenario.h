@@ -88,9 +88,9 @@ typedef struct lb_variant {
     const char *const *proxy_flags;
     /* The global limit in force at second t (for the plots and the
      * limit's stability); a controller's variant reads it from the
-     * proxies, `metrics` being a proxy's /sluice/metrics text; -1 when
-     * it is not there. */
-    double (*effective_limit)(const char *metrics);
+     * proxies, `metrics` being a proxy's /sluice/metrics text (len
+     * bytes); -1 when it is not there. */
+    double (*effective_limit)(const char *metrics, size_t len);
     /* The run starts `sluice advisor` scraping the proxies, and the
      * proxies poll it (--advisor). */
     int advisor;
