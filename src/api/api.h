@@ -18,13 +18,10 @@ int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
 int sv_api_auth(sv_worker *w, const sv_http_request *req, sv_req *rq,
                 sv_buf *out, int keep_alive);
 
-/* client_api.c: POST /v1/increment, GET /v1/delay, and the table of
- * ad hoc limits (init: 0 or -1 when out of memory). */
+/* client_api.c: POST /v1/increment, GET /v1/delay. */
 int sv_api_increment(sv_worker *w, const sv_http_request *req, sv_req *rq,
                      sv_buf *out, int keep_alive);
 int sv_api_delay(sv_worker *w, const sv_http_request *req, sv_req *rq,
                  sv_buf *out, int keep_alive);
-int sv_adhoc_init(sv_server *s);
-void sv_adhoc_release(sv_server *s);
 
 #endif

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "api/adhoc.h"
 #include "http/http_conn.h"
 #include "runtime/decide.h"
 #include "control/limits.h"
