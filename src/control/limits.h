@@ -1,10 +1,11 @@
 /*
  * limits.h - the runtime limits: overrides of the rules' limits, set
- * through the admin API (src/admin/) or by the advisor, kept by the
+ * through the admin API (admin_api.c) or by the advisor, kept by the
  * process (the memory store) or in Redis for every node (--store redis),
  * and applied as a generation of the rules set (rules_set.h), so that the
  * request path reads them like the rules, with no lock.  Everything here
- * but sv_limits_loaded() runs on the control thread (worker.h).
+ * but sv_limits_loaded() runs on the control thread (worker.h).  The
+ * files limits*.c implement it, sharing limits_table.h.
  */
 #ifndef SV_LIMITS_H
 #define SV_LIMITS_H

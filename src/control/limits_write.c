@@ -1,0 +1,191 @@
+/*
+ * limits_write.c - a write of the runtime limits (limits.h): the admin
+ * API's and the advisor's sets and deletes, checked against the loaded
+ * rules and the override's version, then applied to the table at once
+ * (the memory store) or handed to Redis (limits_redis.c), which checks
+ * the version against the shared table.  Apart from the table because it
+ * is the one way in for every writer, with its answers (the HTTP status
+ * and message) written once.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/limits_table.h"
+#include "runtime/decide.h"
+
+/* Checks op against the loaded rules and makes what it would set: 0, or
+ * -1 with op->status and op->err.  Under lim->lock. */
+static int prepare(struct sv_limits *lim, sv_limits_op *op, sv_override *out,
+                   int64_t t)
+{
+    memset(out, 0, sizeof(*out));
+    if (op->del)
+        return 0;
+    size_t idx = sv_rule_find(lim->loaded, op->rule);
+    if (idx == SIZE_MAX) {
+        op->status = 404;
+        snprintf(op->err, sizeof(op->err), "no rule with the id '%.200s'",
+                 op->rule);
+        return -1;
+    }
+    const sl_rule *rule = sl_rules_rule(lim->loaded->rules, idx);
+    if (rule->action != SL_RULE_LIMIT) {
+        op->status = 400;
+        snprintf(op->err, sizeof(op->err),
+                 "rule '%.200s' is %s, not a limit: nothing to override",
+                 op->rule,
+                 rule->action == SL_RULE_DENY ? "a deny rule" : "unlimited");
+        return -1;
+    }
+    sl_limit *check;
+    char why[160];
+    if (sl_limit_override(rule->limit, op->requests_per_unit, op->burst, &check,
+                          why, sizeof(why)) != 0) {
+        op->status = 400;
+        snprintf(op->err, sizeof(op->err), "%s", why);
+        return -1;
+    }
+    sl_limit_free(check);
+    out->rule = strdup(op->rule);
+    out->reason = strdup(op->reason);
+    out->source = op->source;
+    out->requests_per_unit = op->requests_per_unit;
+    out->burst = op->burst;
+    out->created_ms = t;
+    out->expires_ms = t + op->ttl_ms;
+    out->base = sv_override_base(rule);
+    if (out->rule == NULL || out->reason == NULL) {
+        sv_override_release(out);
+        op->status = 503;
+        snprintf(op->err, sizeof(op->err), "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int sv_limits_precondition(sv_limits_op *op, uint64_t there)
+{
+    op->now_version = there;
+    if (op->match == SV_MATCH_VERSION && op->version != there) {
+        op->status = 412;
+        snprintf(op->err, sizeof(op->err),
+                 there ? "the override is at version %" PRIu64 ", not %" PRIu64
+                         ": read it again"
+                       : "no such override (If-Match %" PRIu64 ")",
+                 there ? there : op->version, op->version);
+        return -1;
+    }
+    if (op->match == SV_MATCH_ABSENT && there != 0) {
+        op->status = 412;
+        snprintf(op->err, sizeof(op->err),
+                 "the override exists (version %" PRIu64 ")", there);
+        return -1;
+    }
+    if (op->match == SV_MATCH_NONE && there != 0) {
+        op->status = 428;
+        snprintf(op->err, sizeof(op->err),
+                 "the override exists (version %" PRIu64
+                 "): send If-Match with its version",
+                 there);
+        return -1;
+    }
+    if (op->del && there == 0) {
+        op->status = 404;
+        snprintf(op->err, sizeof(op->err), "no such override");
+        return -1;
+    }
+    return 0;
+}
+
+void sv_limits_op_end(sv_limits_op *op)
+{
+    if (op->abandoned)
+        free(op);
+    else
+        op->done(op->owner);
+}
+
+int sv_limits_write(sv_worker *control, sv_limits_op *op)
+{
+    struct sv_limits *lim = control->server->limits;
+    int64_t t = sv_limits_now_ms(lim->s);
+    sv_override e;
+    op->status = 0;
+    op->err[0] = '\0';
+    pthread_mutex_lock(&lim->lock);
+    sv_override *there = sv_override_find(lim, op->rule, op->source);
+    int rc = prepare(lim, op, &e, t);
+    if (rc == 0 && !sd_engine_uses_redis(lim->s->engine) &&
+        sv_limits_precondition(op, there ? there->version : 0) != 0) {
+        sv_override_release(&e);
+        rc = -1;
+    }
+    if (rc != 0) {
+        pthread_mutex_unlock(&lim->lock);
+        return 0;
+    }
+    if (sd_engine_uses_redis(lim->s->engine)) {
+        /* Redis checks the precondition against the shared table. */
+        pthread_mutex_unlock(&lim->lock);
+        return sv_limits_write_redis(lim, op, &e, t);
+    }
+    op->status = op->del ? 204 : there ? 200 : 201;
+    op->now_version = ++lim->version;
+    sv_override_apply(lim, op->rule, op->source, op->del ? NULL : &e,
+                      lim->version, t, 1);
+    sv_limits_publish(lim);
+    pthread_mutex_unlock(&lim->lock);
+    return 0;
+}
+
+void sv_limits_abandon(sv_limits_op *op)
+{
+    if (op->done != NULL && op->status == 0)
+        op->abandoned = 1; /* freed when its write ends */
+    else
+        free(op);
+}
+
+int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
+                    int64_t requests, int64_t burst, int64_t ttl_ms,
+                    const char *reason)
+{
+    json_t *there = sv_limits_override(control, id, source);
+    int64_t t = sv_limits_now_ms(control->server);
+    if (requests <= 0 && there == NULL)
+        return 0; /* nothing to delete */
+    if (requests > 0 && there != NULL &&
+        json_integer_value(json_object_get(there, "requests_per_unit")) ==
+            requests &&
+        json_integer_value(json_object_get(there, "burst")) == burst &&
+        json_integer_value(json_object_get(there, "expires_ms")) - t >
+            ttl_ms / 2) {
+        json_decref(there);
+        return 0;
+    }
+    sv_limits_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        json_decref(there);
+        return -1;
+    }
+    snprintf(op->rule, sizeof(op->rule), "%s", id);
+    op->del = requests <= 0;
+    op->source = source;
+    op->requests_per_unit = requests;
+    op->burst = burst;
+    op->ttl_ms = ttl_ms;
+    snprintf(op->reason, sizeof(op->reason), "%s", reason);
+    op->match = there ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
+    op->version =
+        there ? (uint64_t)json_integer_value(json_object_get(there, "version"))
+              : 0;
+    op->abandoned = 1; /* nobody waits: freed here or when its write ends */
+    json_decref(there);
+    if (sv_limits_write(control, op) == SV_AGAIN)
+        return 1;
+    int rc = op->status >= 400 ? -1 : 1;
+    free(op);
+    return rc;
+}
