@@ -145,7 +145,7 @@ static void go_on(hc_conn *c)
     if (c->ended) {
         c->c.closing = 1; /* the client is done: so is the connection */
         sv_conn_flush(&c->c);
-    } else if (!c->c.paused) {
+    } else { /* read once the client has read enough (conn.c) */
         sv_conn_set_reading(&c->c, 1);
     }
 }
@@ -441,7 +441,7 @@ static void resume_cb(void *owner)
         }
         if (!c->waiting && !c->held && !c->c.closing && c->ended)
             c->c.closing = 1; /* the client is done: so is the connection */
-        else if (!c->waiting && !c->held && !c->c.closing && !c->c.paused)
+        else if (!c->waiting && !c->held && !c->c.closing)
             sv_conn_set_reading(&c->c, 1);
     }
     sv_conn_flush(&c->c);
