@@ -45,6 +45,7 @@ void sl_rules_free(sl_rules *rules)
     }
     free(rules->domains);
     free(rules->all);
+    free(rules->daemon);
     free(rules);
 }
 
@@ -282,4 +283,11 @@ size_t sl_rules_rule_count(const sl_rules *rules)
 const sl_rule *sl_rules_rule(const sl_rules *rules, size_t i)
 {
     return i < rules->n_rules ? rules->all[i] : NULL;
+}
+
+const sl__rule_daemon *sl__rule_daemon_of(const sl_rules *rules,
+                                          const sl_rule *r)
+{
+    static const sl__rule_daemon none;
+    return r->index < rules->n_rules ? &rules->daemon[r->index] : &none;
 }
