@@ -29,7 +29,30 @@ extern "C" {
 #define SL_EXPORT
 #endif
 
-#define SL_VERSION "0.1.0"
+/*
+ * The version of these headers.  CMakeLists.txt reads its project version
+ * (and so the shared library's file name and the pkg-config version) from
+ * these three lines, so it is written once.  Minor and patch stay below
+ * 100, so that SL_VERSION_NUMBER (major * 10000 + minor * 100 + patch:
+ * 100 for 0.1.0) orders versions, for `#if SL_VERSION_NUMBER >= ...`.
+ */
+#define SL_VERSION_MAJOR 0
+#define SL_VERSION_MINOR 1
+#define SL_VERSION_PATCH 0
+#define SL_VERSION_NUMBER                                                   \
+    (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
+#define SL__STRINGIFY(x) #x
+#define SL__VERSION_TEXT(major, minor, patch)                               \
+    SL__STRINGIFY(major) "." SL__STRINGIFY(minor) "." SL__STRINGIFY(patch)
+/* "0.1.0" */
+#define SL_VERSION                                                          \
+    SL__VERSION_TEXT(SL_VERSION_MAJOR, SL_VERSION_MINOR, SL_VERSION_PATCH)
+
+/* The version of the library a program runs with, which may be newer
+ * than the headers it was built with: SL_VERSION and SL_VERSION_NUMBER
+ * as the library was built.  The string is static. */
+SL_EXPORT const char *sl_version(void);
+SL_EXPORT int sl_version_number(void);
 
 /* Nanoseconds, signed so that differences are natural. */
 typedef int64_t sl_nanos;
