@@ -31,13 +31,18 @@ typedef struct sl_rules sl_rules;
 #define SL_RULES_MAX_LIMITS_PER_NODE 8
 
 /* Caps on what a load accepts; a zero field means its default above.
- * Exceeding one is an error naming the cap, never a truncation. */
+ * Exceeding one is an error naming the cap, never a truncation.  size is
+ * the struct's sizeof, as for every options struct (sluice.h, "Options
+ * structs"). */
 typedef struct sl_rules_options {
+    size_t size; /* sizeof(sl_rules_options): SL_RULES_OPTIONS_INIT */
     size_t max_file_bytes;
     size_t max_files;
     size_t max_depth;
     size_t max_descriptors;
 } sl_rules_options;
+
+#define SL_RULES_OPTIONS_INIT {.size = sizeof(sl_rules_options)}
 
 /*
  * Loads rules from `path`: one YAML file, or a directory whose *.yaml and
@@ -45,11 +50,12 @@ typedef struct sl_rules_options {
  * in strcmp order of their names.  opts may be NULL for the defaults.
  *
  * Returns 0 and sets *out, which the caller frees with sl_rules_free().
- * On error *out is untouched and the return is SL_EINVAL (bad rules, or a
- * file that cannot be read), SL_ERANGE (a cap exceeded) or SL_ENOMEM; if
- * errbuf is not NULL, the FIRST error is written there as
- * "file:line:column: message: 'value'" (line and column 1-based; I/O
- * errors are "path: message").  Loading stops at the first error.
+ * On error *out is untouched and the return is SL_EINVAL (bad rules, a
+ * file that cannot be read, or a refused opts->size), SL_ERANGE (a cap
+ * exceeded) or SL_ENOMEM; if errbuf is not NULL, the FIRST error is
+ * written there as "file:line:column: message: 'value'" (line and column
+ * 1-based; I/O errors are "path: message").  Loading stops at the first
+ * error.
  */
 SL_EXPORT int sl_rules_load(const char *path, const sl_rules_options *opts,
                             sl_rules **out, char *errbuf, size_t errlen);

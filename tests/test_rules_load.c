@@ -182,7 +182,8 @@ static void test_missing_path_is_io_error(void **state)
 
 static void test_file_size_cap(void **state)
 {
-    sl_rules_options o = {.max_file_bytes = 64};
+    sl_rules_options o = {.size = sizeof(sl_rules_options),
+                          .max_file_bytes = 64};
     sl_rules *r = NULL;
     char err[1024], want[2048];
     const char *p = at("rules/valid/lyft_example1.yaml");
@@ -196,7 +197,8 @@ static void test_file_size_cap(void **state)
 
 static void test_descriptor_count_cap(void **state)
 {
-    sl_rules_options o = {.max_descriptors = 2};
+    sl_rules_options o = {.size = sizeof(sl_rules_options),
+                          .max_descriptors = 2};
     sl_rules *r = NULL;
     char err[1024];
     const char *text = "domain: d\ndescriptors:\n  - key: a\n  - key: b\n"
@@ -211,7 +213,7 @@ static void test_descriptor_count_cap(void **state)
 
 static void test_depth_cap_option(void **state)
 {
-    sl_rules_options o = {.max_depth = 1};
+    sl_rules_options o = {.size = sizeof(sl_rules_options), .max_depth = 1};
     sl_rules *r = NULL;
     char err[1024];
     const char *text = "domain: d\ndescriptors:\n  - key: a\n"

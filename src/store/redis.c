@@ -252,11 +252,23 @@ static int connect_now(redis_store *rs)
 int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
                        char *errbuf, size_t errlen)
 {
+    sl_redis_options o;
     redis_store *rs;
     int err;
 
     if (opts == NULL || out == NULL) {
         sl__set_err(errbuf, errlen, "options and out are required");
+        return SL_EINVAL;
+    }
+    /* The end of sl_redis_options' first layout: lazy_connect. */
+    if (sl__options_copy(&o, sizeof(o),
+                         offsetof(sl_redis_options, lazy_connect) +
+                             sizeof(o.lazy_connect),
+                         opts) != 0) {
+        sl__set_err(errbuf, errlen,
+                    "invalid options size: '%zu' (sl_redis_options is %zu "
+                    "bytes: SL_REDIS_OPTIONS_INIT sets it)",
+                    opts->size, sizeof(o));
         return SL_EINVAL;
     }
     if ((rs = calloc(1, sizeof(*rs))) == NULL) {
@@ -267,7 +279,7 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     pthread_mutex_init(&rs->lock, NULL);
     /* The options' own errors are SL_EINVAL with their message in errbuf;
      * any other failure's message is in errstr. */
-    err = sl__redis_config_init(&rs->cfg, opts, errbuf, errlen);
+    err = sl__redis_config_init(&rs->cfg, &o, errbuf, errlen);
     if (err == SL_ENOMEM)
         sl__set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
     if (err == 0) {
@@ -275,7 +287,7 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
         sl__redis_config_keyspace(&rs->cfg, &rs->ks);
         err = make_connections(rs);
     }
-    if (err == 0 && !opts->lazy_connect &&
+    if (err == 0 && !o.lazy_connect &&
         (err = connect_now(rs)) == SL_EINVAL) /* a Cluster node */
         sl__set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0 && err != SL_EINVAL)
