@@ -28,7 +28,8 @@ static void test_older_struct_gets_defaults_after_its_size(void **state)
     v1 old = {.size = sizeof(v1), .first = 7};
     v2 got = {.later = 99};
     (void)state;
-    assert_int_equal(sl__options_copy(&got, sizeof(got), sizeof(v1), &old), 0);
+    assert_int_equal(
+        sl__options_copy(&got, sizeof(got), sizeof(v1), &old, "v", NULL, 0), 0);
     expect_eq(got.first, 7);
     expect_eq(got.later, 0); /* the default */
 }
@@ -38,13 +39,15 @@ static void test_newer_struct_is_read_when_unknown_fields_are_zero(void **state)
     v2 newer = {.size = sizeof(v2), .first = 7};
     v1 got;
     (void)state;
-    assert_int_equal(sl__options_copy(&got, sizeof(got), sizeof(v1), &newer),
-                     0);
+    assert_int_equal(
+        sl__options_copy(&got, sizeof(got), sizeof(v1), &newer, "v", NULL, 0),
+        0);
     expect_eq(got.first, 7);
     newer.later = 1;
     got.first = 0;
-    expect_eq(sl__options_copy(&got, sizeof(got), sizeof(v1), &newer),
-              SL_EINVAL);
+    expect_eq(
+        sl__options_copy(&got, sizeof(got), sizeof(v1), &newer, "v", NULL, 0),
+        SL_EINVAL);
     expect_eq(got.first, 0); /* untouched */
 }
 
@@ -53,10 +56,12 @@ static void test_size_below_first_layout_is_refused(void **state)
     v2 zero = {0}, half = {.size = sizeof(size_t), .first = 7};
     v2 got;
     (void)state;
-    expect_eq(sl__options_copy(&got, sizeof(got), sizeof(v1), &zero),
-              SL_EINVAL);
-    expect_eq(sl__options_copy(&got, sizeof(got), sizeof(v1), &half),
-              SL_EINVAL);
+    expect_eq(
+        sl__options_copy(&got, sizeof(got), sizeof(v1), &zero, "v", NULL, 0),
+        SL_EINVAL);
+    expect_eq(
+        sl__options_copy(&got, sizeof(got), sizeof(v1), &half, "v", NULL, 0),
+        SL_EINVAL);
 }
 
 /* A caller's struct larger than this library's: the public one and

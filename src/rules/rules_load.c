@@ -61,13 +61,8 @@ static int rules_new(const sl_rules_options *opts, sl_rules **out, char *errbuf,
         sl__options_copy(&o, sizeof(o),
                          offsetof(sl_rules_options, max_descriptors) +
                              sizeof(o.max_descriptors),
-                         opts) != 0) {
-        sl__set_err(errbuf, errlen,
-                    "invalid options size: '%zu' (sl_rules_options is %zu "
-                    "bytes: SL_RULES_OPTIONS_INIT sets it)",
-                    opts->size, sizeof(o));
+                         opts, "sl_rules_options", errbuf, errlen) != 0)
         return SL_EINVAL;
-    }
     if ((r = calloc(1, sizeof(*r))) == NULL)
         return SL_ENOMEM;
     r->opts = o;

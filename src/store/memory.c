@@ -1091,7 +1091,7 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
         sl__options_copy(&o, sizeof(o),
                          offsetof(sl_memory_options, max_key_len) +
                              sizeof(o.max_key_len),
-                         opts) != 0)
+                         opts, "sl_memory_options", NULL, 0) != 0)
         return NULL;
     ms = aligned_alloc(64, (sizeof(*ms) + 63) & ~(size_t)63);
     if (ms == NULL)

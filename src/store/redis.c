@@ -264,13 +264,8 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     if (sl__options_copy(&o, sizeof(o),
                          offsetof(sl_redis_options, lazy_connect) +
                              sizeof(o.lazy_connect),
-                         opts) != 0) {
-        sl__set_err(errbuf, errlen,
-                    "invalid options size: '%zu' (sl_redis_options is %zu "
-                    "bytes: SL_REDIS_OPTIONS_INIT sets it)",
-                    opts->size, sizeof(o));
+                         opts, "sl_redis_options", errbuf, errlen) != 0)
         return SL_EINVAL;
-    }
     if ((rs = calloc(1, sizeof(*rs))) == NULL) {
         sl__set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
