@@ -355,7 +355,7 @@ int main(int argc, char **argv)
 {
     static worker workers[MAX_THREADS];
     double ns[MAX_REPS], ns_one[MAX_REPS], speedup[MAX_REPS];
-    sl_memory_options mo = {0};
+    sl_memory_options mo = SL_MEMORY_OPTIONS_INIT;
     sl_limit_config cfg;
     sl_store_stats filled, end;
     cpu_set_t mask;

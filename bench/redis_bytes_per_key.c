@@ -59,7 +59,7 @@ static long long dbsize(redisContext *c)
 
 int main(int argc, char **argv)
 {
-    sl_redis_options o = {0};
+    sl_redis_options o = SL_REDIS_OPTIONS_INIT;
     sl_store *st = NULL;
     redisContext *admin;
     char err[256];

@@ -55,7 +55,7 @@ static double redis_cpu(redisContext *c)
 
 int main(int argc, char **argv)
 {
-    sl_redis_options o = {0};
+    sl_redis_options o = SL_REDIS_OPTIONS_INIT;
     sl_limit_config cfg = {.algorithm = SL_TOKEN_BUCKET,
                            .limit = 100,
                            .period = SL_NS_PER_SEC,

@@ -83,7 +83,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        7, 999999937};
     static out_buf out;
     sl_limit_config cfg = {0};
-    sl_memory_options mopts = {.max_bytes = 1 << 20, .seed0 = 1, .seed1 = 2};
+    sl_memory_options mopts = {.size = sizeof(sl_memory_options),
+                               .max_bytes = 1 << 20,
+                               .seed0 = 1,
+                               .seed1 = 2};
     sl_limit *limit;
     sl_store *store;
     uint64_t lineno = 0;

@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sl_rules *rules = NULL;
     char err[256];
-    sl_rules_options opts = {.max_file_bytes = 64 * 1024};
+    sl_rules_options opts = {.size = sizeof(sl_rules_options),
+                             .max_file_bytes = 64 * 1024};
 
     if (sl_rules_load_buffer("fuzz.yaml", (const char *)data, size, &opts,
                              &rules, err, sizeof(err)) != 0) {

@@ -379,9 +379,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_limit *lims[MAX_LIMITS];
     int nlim = 0, want = 1 + u8(&r) % MAX_LIMITS;
     uint8_t so = u8(&r);
-    sl_memory_options o = {.max_bytes = caps[so % 3],
+    sl_memory_options o = {.size = sizeof(sl_memory_options),
+                           .max_bytes = caps[so % 3],
                            .max_key_len = key_caps[(so / 3) % 3],
-                           .seed0 = 1, .seed1 = 2};
+                           .seed0 = 1,
+                           .seed1 = 2};
     size_t max_key = o.max_key_len ? o.max_key_len : 4096;
     sl_nanos now = (sl_nanos)bytes(&r, 5);
     sl_store *st;

@@ -29,7 +29,30 @@ extern "C" {
 #define SL_EXPORT
 #endif
 
-#define SL_VERSION "0.1.0"
+/*
+ * The version of these headers.  CMakeLists.txt reads its project version
+ * (and so the shared library's file name and the pkg-config version) from
+ * these three lines, so it is written once.  Minor and patch stay below
+ * 100, so that SL_VERSION_NUMBER (major * 10000 + minor * 100 + patch:
+ * 100 for 0.1.0) orders versions, for `#if SL_VERSION_NUMBER >= ...`.
+ */
+#define SL_VERSION_MAJOR 0
+#define SL_VERSION_MINOR 1
+#define SL_VERSION_PATCH 0
+#define SL_VERSION_NUMBER                                                   \
+    (SL_VERSION_MAJOR * 10000 + SL_VERSION_MINOR * 100 + SL_VERSION_PATCH)
+#define SL__STRINGIFY(x) #x
+#define SL__VERSION_TEXT(major, minor, patch)                               \
+    SL__STRINGIFY(major) "." SL__STRINGIFY(minor) "." SL__STRINGIFY(patch)
+/* "0.1.0" */
+#define SL_VERSION                                                          \
+    SL__VERSION_TEXT(SL_VERSION_MAJOR, SL_VERSION_MINOR, SL_VERSION_PATCH)
+
+/* The version of the library a program runs with, which may be newer
+ * than the headers it was built with: SL_VERSION and SL_VERSION_NUMBER
+ * as the library was built.  The string is static. */
+SL_EXPORT const char *sl_version(void);
+SL_EXPORT int sl_version_number(void);
 
 /* Nanoseconds, signed so that differences are natural. */
 typedef int64_t sl_nanos;
@@ -189,7 +212,22 @@ typedef struct sl_decision {
 
 typedef struct sl_store sl_store;
 
+/*
+ * Options structs (sl_memory_options, sl_redis_options, sl_rules_options)
+ * grow without breaking programs built against older headers: each opens
+ * with `size`, which the caller sets to the struct's sizeof, most simply
+ * with its _INIT macro (`sl_memory_options o = SL_MEMORY_OPTIONS_INIT;`)
+ * or `{.size = sizeof(sl_memory_options), ...}`.  New fields are only
+ * appended, and a zero field always means its default, so the library
+ * reads the fields within `size` and gives the rest their defaults.  A
+ * size smaller than the struct's first layout (0 among them: a struct
+ * that was never initialised) is refused as SL_EINVAL, and so is a
+ * larger one whose fields unknown to this library are not all zero.  A
+ * NULL options pointer means every default where a function takes NULL.
+ */
+
 typedef struct sl_memory_options {
+    size_t size; /* sizeof(sl_memory_options): SL_MEMORY_OPTIONS_INIT */
     /* Memory cap in bytes for the whole store (table and logs); 0 means
      * the default, 256 MiB.  At the cap, expired state is reclaimed and
      * then the least recently used state is evicted (docs/stores.md). */
@@ -201,10 +239,13 @@ typedef struct sl_memory_options {
     size_t max_key_len;
 } sl_memory_options;
 
+#define SL_MEMORY_OPTIONS_INIT {.size = sizeof(sl_memory_options)}
+
 /*
  * The embedded in-memory store: thread-safe, memory-bounded, seeded key
- * hashing.  opts may be NULL for defaults.  Returns NULL only when out of
- * memory.  The caller frees it with sl_store_free().
+ * hashing.  opts may be NULL for defaults.  Returns NULL when out of
+ * memory or when opts->size is refused (above).  The caller frees it with
+ * sl_store_free().
  */
 SL_EXPORT sl_store *sl_memory_store_new(const sl_memory_options *opts);
 SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
@@ -214,6 +255,7 @@ SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
  * the duration of sl_redis_store_new() only (the store copies them).
  */
 typedef struct sl_redis_options {
+    size_t size; /* sizeof(sl_redis_options): SL_REDIS_OPTIONS_INIT */
     /* "redis://[[user]:password@]host[:port][/db]",
      * "unix:/path/to/socket[?db=N]" or, for Redis Cluster,
      * "redis-cluster://[[user]:password@]host:port[,host:port...]" (at
@@ -258,13 +300,16 @@ typedef struct sl_redis_options {
     int lazy_connect;
 } sl_redis_options;
 
+#define SL_REDIS_OPTIONS_INIT {.size = sizeof(sl_redis_options)}
+
 /*
  * The Redis store: state in a Redis 7 server, decided there by Lua
  * scripts with exactly the memory store's semantics, one round trip per
  * check (docs/stores.md).  Connects, authenticates and loads the script
- * before returning.  Returns 0 and sets *out (the caller frees it with
- * sl_store_free()), or SL_EINVAL (bad options or URL) or SL_ESTORE (Redis
- * unreachable or refusing) with a message in errbuf when not NULL.
+ * before returning.  opts is required (its url, or host and port, say
+ * where).  Returns 0 and sets *out (the caller frees it with
+ * sl_store_free()), or SL_EINVAL (bad options, size or URL) or SL_ESTORE
+ * (Redis unreachable or refusing) with a message in errbuf when not NULL.
  *
  * Later failures of a check (connection lost, timeout, error reply) return
  * SL_ESTORE and the store reconnects on the next call.  A limit whose

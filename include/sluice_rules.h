@@ -31,13 +31,18 @@ typedef struct sl_rules sl_rules;
 #define SL_RULES_MAX_LIMITS_PER_NODE 8
 
 /* Caps on what a load accepts; a zero field means its default above.
- * Exceeding one is an error naming the cap, never a truncation. */
+ * Exceeding one is an error naming the cap, never a truncation.  size is
+ * the struct's sizeof, as for every options struct (sluice.h, "Options
+ * structs"). */
 typedef struct sl_rules_options {
+    size_t size; /* sizeof(sl_rules_options): SL_RULES_OPTIONS_INIT */
     size_t max_file_bytes;
     size_t max_files;
     size_t max_depth;
     size_t max_descriptors;
 } sl_rules_options;
+
+#define SL_RULES_OPTIONS_INIT {.size = sizeof(sl_rules_options)}
 
 /*
  * Loads rules from `path`: one YAML file, or a directory whose *.yaml and
@@ -45,11 +50,12 @@ typedef struct sl_rules_options {
  * in strcmp order of their names.  opts may be NULL for the defaults.
  *
  * Returns 0 and sets *out, which the caller frees with sl_rules_free().
- * On error *out is untouched and the return is SL_EINVAL (bad rules, or a
- * file that cannot be read), SL_ERANGE (a cap exceeded) or SL_ENOMEM; if
- * errbuf is not NULL, the FIRST error is written there as
- * "file:line:column: message: 'value'" (line and column 1-based; I/O
- * errors are "path: message").  Loading stops at the first error.
+ * On error *out is untouched and the return is SL_EINVAL (bad rules, a
+ * file that cannot be read, or a refused opts->size), SL_ERANGE (a cap
+ * exceeded) or SL_ENOMEM; if errbuf is not NULL, the FIRST error is
+ * written there as "file:line:column: message: 'value'" (line and column
+ * 1-based; I/O errors are "path: message").  Loading stops at the first
+ * error.
  */
 SL_EXPORT int sl_rules_load(const char *path, const sl_rules_options *opts,
                             sl_rules **out, char *errbuf, size_t errlen);
@@ -73,22 +79,16 @@ typedef enum sl_rule_action {
     SL_RULE_DENY       /* `requests_per_unit: 0`: always over the limit */
 } sl_rule_action;
 
-/* rate_limit.adaptive.controller. */
-enum { SL_CONTROLLER_OFF = 0, SL_CONTROLLER_GRADIENT = 1 };
-
-/* rate_limit.store_failure: how a server decides this limit when its
- * shared store (Redis) cannot.  DEFAULT leaves it to the server's global
- * setting (sluice serve --redis-failure). */
-typedef enum sl_rule_failure {
-    SL_RULE_FAILURE_DEFAULT = 0,
-    SL_RULE_FAILURE_LOCAL, /* the embedded store, the limit divided */
-    SL_RULE_FAILURE_OPEN,  /* allow */
-    SL_RULE_FAILURE_CLOSED /* refuse the request with an error */
-} sl_rule_failure;
-
 /*
  * One resolved limit, as read from the rules.  Every pointer is owned by
- * the sl_rules and valid until sl_rules_free().
+ * the sl_rules and valid until sl_rules_free().  The library makes them
+ * and a caller reads them through the pointers it hands out, so fields
+ * are only ever appended: a program built against an older sluice_rules.h
+ * reads the fields it knows.  The format's settings for `sluice serve`
+ * and `sluice proxy` (store_failure, adaptive, max_hits, detailed_metric;
+ * docs/rules.md) are read and checked by the loader, but are no fields of
+ * sl_rule: a program that matches descriptors and checks limits needs
+ * none of them.
  */
 typedef struct sl_rule {
     const char *domain;
@@ -103,28 +103,12 @@ typedef struct sl_rule {
     int64_t unit_multiplier;     /* 1 unless given */
     sl_nanos period;             /* unit * multiplier, or `period` */
     int shadow_mode;             /* decide and count, but always allow */
-    int detailed_metric;
-    sl_rule_failure store_failure; /* rate_limit.store_failure */
-    /* rate_limit.adaptive: the bounds the runtime limits (the advisor)
-     * may move requests_per_unit within; both 0 when not given, and then
-     * the advisor leaves the rule alone. */
-    int64_t adaptive_min, adaptive_max;
-    /* adaptive.controller: SL_CONTROLLER_GRADIENT lets `sluice proxy`
-     * move the limit by what it sees of its upstream (docs/adaptive.md);
-     * with it, adaptive.slo_p99 (0: none), and the seasonal forecast's
-     * season (0: none) and horizon (default 5 s). */
-    int adaptive_controller;
-    sl_nanos adaptive_slo_p99, adaptive_season, adaptive_horizon;
     const char *const *replaces; /* names this rule replaces */
     size_t n_replaces;
     /* This rule's i in sl_rules_rule(rules, i): a caller keeps data of its
      * own per rule (say, text made once) in an array of
      * sl_rules_rule_count() elements. */
     size_t index;
-    /* rate_limit.max_hits: the most hits one report of sent requests
-     * (serve's POST /v1/increment) may carry; 0 when not given, and then
-     * the limit's capacity (its burst, or requests_per_unit) is. */
-    int64_t max_hits;
 } sl_rule;
 
 /* One entry of a request descriptor: (pointer, length) byte strings. */

@@ -26,7 +26,9 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" -j"$(nproc)" --target sluice sluice_shared man >/dev/null
 
-version=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+# The version is written in sluice.h, where CMakeLists.txt reads it.
+version=$(sed -n 's/^#define SL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+  "$root/include/sluice.h" | paste -sd.)
 arch=$(dpkg --print-architecture)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

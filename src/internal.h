@@ -264,6 +264,20 @@ static inline int sl__parse_int(const char *s, size_t n, long lo, long hi,
     return 0;
 }
 
+/*
+ * A caller's options struct (sl_memory_options, sl_redis_options,
+ * sl_rules_options), whose leading size_t says how many bytes it has,
+ * copied into dst, `known` bytes of this library's layout
+ * (options.c): the caller's fields within both sizes, the rest zero (each
+ * field's default).  Sizes below `first`, the end of the struct's first
+ * layout, are refused, and so are bytes past `known` that are not zero: a
+ * newer caller asking for something this library cannot do.  0 or
+ * SL_EINVAL (dst then untouched, and a message naming the struct `name`
+ * in errbuf unless it is NULL).
+ */
+int sl__options_copy(void *dst, size_t known, size_t first, const void *src,
+                     const char *name, char *errbuf, size_t errlen);
+
 /* Asserts the memory store's invariants (tests): 0 or -1. */
 int sl__memory_check(sl_store *store);
 

@@ -18,7 +18,9 @@ set -euo pipefail
 scratch_with_daemons
 
 # ---- --version ----
-want=$(sed -n 's/^project(sluice VERSION \([0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")
+# The version is written in sluice.h, where CMakeLists.txt reads it.
+want=$(sed -n 's/^#define SL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+  "$SOURCE_DIR/include/sluice.h" | paste -sd.)
 [ "$("$SLUICE" --version)" = "sluice $want" ] && [ "$("$SLUICE" version)" = "sluice $want" ] &&
   pass "--version: sluice $want" || bad "--version" "$("$SLUICE" --version)"
 

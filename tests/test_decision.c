@@ -166,8 +166,8 @@ static void test_policy_closed_refuses_and_names_the_reason(void **state)
     sl_check_item it[2] = {{lim, "a", 1}, {lim, "b", 1}};
     int64_t costs[2] = {1, 1};
     /* One item's rule says fail_closed: it outweighs the default. */
-    sl_rule_failure failure[2] = {SL_RULE_FAILURE_DEFAULT,
-                                  SL_RULE_FAILURE_CLOSED};
+    sl__rule_failure failure[2] = {SL__RULE_FAILURE_DEFAULT,
+                                  SL__RULE_FAILURE_CLOSED};
     sd_check c = {.items = it, .costs = costs, .n = 2, .failure = failure};
     sd_policy_decide(&t, &c, SL_NS_PER_SEC, SD_FAIL_BREAKER);
     assert_int_equal(c.rc, SL_ESTORE);
@@ -232,8 +232,8 @@ static void test_policy_local_divides_the_limit(void **state)
     sl_limit *other = tu_limit(SL_FIXED_WINDOW, 1000, HOUR, 0);
     sl_check_item it[2] = {{lim, "user", 4}, {other, "open", 4}};
     int64_t costs[2] = {1, 1};
-    sl_rule_failure failure[2] = {SL_RULE_FAILURE_DEFAULT,
-                                  SL_RULE_FAILURE_OPEN};
+    sl__rule_failure failure[2] = {SL__RULE_FAILURE_DEFAULT,
+                                  SL__RULE_FAILURE_OPEN};
     sl_decision each[2];
     int allowed = 0;
     for (int i = 0; i < 10; i++) {

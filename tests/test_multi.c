@@ -59,7 +59,8 @@ void *malloc(size_t size)
 
 static sl_store *store_new(void)
 {
-    sl_memory_options o = {.seed0 = 11, .seed1 = 12};
+    sl_memory_options o = {
+        .size = sizeof(sl_memory_options), .seed0 = 11, .seed1 = 12};
     sl_store *st = sl_memory_store_new(&o);
     assert_non_null(st);
     return st;
@@ -560,7 +561,10 @@ static void test_null_arguments_are_einval(void **state)
 static void test_input_errors_consume_nothing(void **state)
 {
     (void)state;
-    sl_memory_options opts = {.seed0 = 1, .seed1 = 2, .max_key_len = 4};
+    sl_memory_options opts = {.size = sizeof(sl_memory_options),
+                              .seed0 = 1,
+                              .seed1 = 2,
+                              .max_key_len = 4};
     sl_store *st = sl_memory_store_new(&opts);
     sl_limit *lim = limit_new(SL_SLIDING_LOG, 5, SEC, 0);
     sl_check_item long_key[] = {item(lim, "a"), item(lim, "12345")};

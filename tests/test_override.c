@@ -195,8 +195,10 @@ static void test_base_freed_first(void **state)
  * the gap between the traces' manual clock and real time. */
 static sl_store *redis_store(void)
 {
-    sl_redis_options o = {
-        .url = tu_server()->url, .extra_ttl_ms = 600000, .key_prefix = "o:"};
+    sl_redis_options o = {.size = sizeof(sl_redis_options),
+                          .url = tu_server()->url,
+                          .extra_ttl_ms = 600000,
+                          .key_prefix = "o:"};
     sl_store *st = NULL;
     char err[256] = "";
     int rc = sl_redis_store_new(&o, &st, err, sizeof(err));

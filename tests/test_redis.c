@@ -53,6 +53,7 @@ static sl_store *redis_store_opts(sl_redis_options o)
     sl_store *st = NULL;
     char err[256] = "";
     int rc;
+    o.size = sizeof(o); /* the callers' literals leave it to here */
     if (o.url == NULL && o.unix_path == NULL)
         o.url = server.url;
     rc = sl_redis_store_new(&o, &st, err, sizeof(err));
@@ -1105,7 +1106,9 @@ static void expect_new_fails(sl_redis_options o, int want, const char *says)
 {
     sl_store *st = NULL;
     char err[256] = "";
-    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
+    int rc;
+    o.size = sizeof(o); /* the callers' literals leave it to here */
+    rc = sl_redis_store_new(&o, &st, err, sizeof(err));
     if (rc != want || st != NULL || strstr(err, says) == NULL)
         fail_msg("options (url '%s'): got %s '%s', want %s with '%s'",
                  o.url ? o.url : "(null)", sl_err_name(rc), err,

@@ -52,7 +52,8 @@ static void test_bad_urls(void **state)
                          "redis-cluster://[::1:7000"};
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        sl_redis_options o = {.url = bad[i], .lazy_connect = 1};
+        sl_redis_options o = {
+            .size = sizeof(sl_redis_options), .url = bad[i], .lazy_connect = 1};
         sl_store *s = NULL;
         char err[256] = "";
         assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)),
@@ -200,7 +201,9 @@ static int group_teardown(void **state)
 
 static sl_store *cluster_store(int timeout_ms)
 {
-    sl_redis_options o = {.url = seed_url, .timeout_ms = timeout_ms};
+    sl_redis_options o = {.size = sizeof(sl_redis_options),
+                          .url = seed_url,
+                          .timeout_ms = timeout_ms};
     sl_store *s = NULL;
     char err[256];
     int rc = sl_redis_store_new(&o, &s, err, sizeof(err));
@@ -413,7 +416,9 @@ static void test_multi_items(void **state)
  * one atomic part again. */
 static void test_tag_delimiter(void **state)
 {
-    sl_redis_options o = {.url = seed_url, .tag_delimiter = '/'};
+    sl_redis_options o = {.size = sizeof(sl_redis_options),
+                          .url = seed_url,
+                          .tag_delimiter = '/'};
     sl_store *s = NULL;
     char err[256];
     sl_limit *one = make_limit(SL_FIXED_WINDOW, 1);
@@ -450,7 +455,8 @@ static void test_plain_url_at_a_node(void **state)
     sl_store *s = NULL;
     (void)state;
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", nodes[0].port);
-    sl_redis_options o = {.url = url, .timeout_ms = 2000};
+    sl_redis_options o = {
+        .size = sizeof(sl_redis_options), .url = url, .timeout_ms = 2000};
     assert_int_equal(sl_redis_store_new(&o, &s, err, sizeof(err)), SL_EINVAL);
     assert_null(s);
     assert_non_null(strstr(err, "use redis-cluster://"));
@@ -623,7 +629,8 @@ static int mixed_teardown(void **state)
 static void test_a_master_without_functions(void **state)
 {
     const int64_t L = 3;
-    sl_redis_options o = {.url = NULL, .timeout_ms = 2000};
+    sl_redis_options o = {
+        .size = sizeof(sl_redis_options), .url = NULL, .timeout_ms = 2000};
     char url[64], err[256];
     sl_store *s = NULL;
     sl_limit *lim = make_limit(SL_GCRA, L);

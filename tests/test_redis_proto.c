@@ -47,6 +47,7 @@ static sl_store *lazy_store(sl_redis_options o)
 {
     sl_store *st = NULL;
     char err[256] = "";
+    o.size = sizeof(o); /* the callers' literals leave it to here */
     o.lazy_connect = 1;
     if (sl_redis_store_new(&o, &st, err, sizeof(err)) != 0)
         fail_msg("sl_redis_store_new: %s", err);

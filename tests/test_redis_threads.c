@@ -30,7 +30,9 @@ static void *worker(void *arg)
 
 static void test_threads_share_one_store_exactly(void **state)
 {
-    sl_redis_options o = {.extra_ttl_ms = 600000, .key_prefix = "thr:"};
+    sl_redis_options o = {.size = sizeof(sl_redis_options),
+                          .extra_ttl_ms = 600000,
+                          .key_prefix = "thr:"};
     pthread_t th[THREADS];
     long allowed[THREADS] = {0}, total = 0;
     char err[256] = "";

@@ -264,9 +264,10 @@ else
   fail "version printed '$version'"
 fi
 if [ -n "${SOURCE_DIR:-}" ] && [ -f "$SOURCE_DIR/include/sluice.h" ]; then
-  header=$(sed -n 's/^#define SL_VERSION "\(.*\)"$/\1/p' "$SOURCE_DIR/include/sluice.h")
+  header=$(sed -n 's/^#define SL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+    "$SOURCE_DIR/include/sluice.h" | paste -sd.)
   if [ "$version" = "sluice $header" ]; then
-    pass "version matches SL_VERSION ($header)"
+    pass "version matches sluice.h's SL_VERSION_* ($header)"
   else
     fail "version '$version' but sluice.h says '$header'"
   fi

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "testutil.h"
+#include "rules/rule_daemon.h"
 #include "sluice_rules.h"
 
 /* The source tree, found from this file's path (CMake compiles it by its
@@ -181,7 +182,8 @@ static void test_missing_path_is_io_error(void **state)
 
 static void test_file_size_cap(void **state)
 {
-    sl_rules_options o = {.max_file_bytes = 64};
+    sl_rules_options o = {.size = sizeof(sl_rules_options),
+                          .max_file_bytes = 64};
     sl_rules *r = NULL;
     char err[1024], want[2048];
     const char *p = at("rules/valid/lyft_example1.yaml");
@@ -195,7 +197,8 @@ static void test_file_size_cap(void **state)
 
 static void test_descriptor_count_cap(void **state)
 {
-    sl_rules_options o = {.max_descriptors = 2};
+    sl_rules_options o = {.size = sizeof(sl_rules_options),
+                          .max_descriptors = 2};
     sl_rules *r = NULL;
     char err[1024];
     const char *text = "domain: d\ndescriptors:\n  - key: a\n  - key: b\n"
@@ -210,7 +213,7 @@ static void test_descriptor_count_cap(void **state)
 
 static void test_depth_cap_option(void **state)
 {
-    sl_rules_options o = {.max_depth = 1};
+    sl_rules_options o = {.size = sizeof(sl_rules_options), .max_depth = 1};
     sl_rules *r = NULL;
     char err[1024];
     const char *text = "domain: d\ndescriptors:\n  - key: a\n"
@@ -336,6 +339,7 @@ static void test_extensions_resolve(void **state)
 {
     sl_rules *r = load_ok(at("rules/valid/extensions.yaml"));
     const sl_rule *x;
+    const sl__rule_daemon *d;
     const sl_limit_config *c;
     (void)state;
     expect_eq(sl_rules_rule_count(r), 6);
@@ -346,15 +350,17 @@ static void test_extensions_resolve(void **state)
     expect_eq(c->burst, 20);
     expect_eq(c->period, SEC);
     assert_string_equal(x->unit, "second");
-    expect_eq(x->adaptive_min, 5);
-    expect_eq(x->adaptive_max, 40);
-    expect_eq(x->adaptive_controller, SL_CONTROLLER_GRADIENT);
-    expect_eq(x->adaptive_slo_p99, 300 * MS);
-    expect_eq(x->adaptive_season, DAY);
-    expect_eq(x->adaptive_horizon, 5 * SEC);
+    d = sl__rule_daemon_of(r, x);
+    expect_eq(d->adaptive_min, 5);
+    expect_eq(d->adaptive_max, 40);
+    expect_eq(d->adaptive_controller, SL__CONTROLLER_GRADIENT);
+    expect_eq(d->adaptive_slo_p99, 300 * MS);
+    expect_eq(d->adaptive_season, DAY);
+    expect_eq(d->adaptive_horizon, 5 * SEC);
     x = sl_rules_rule(r, 1);
-    expect_eq(x->adaptive_controller, SL_CONTROLLER_OFF);
-    expect_eq(x->adaptive_max, 0);
+    d = sl__rule_daemon_of(r, x);
+    expect_eq(d->adaptive_controller, SL__CONTROLLER_OFF);
+    expect_eq(d->adaptive_max, 0);
     c = sl_limit_get_config(x->limit);
     expect_eq(c->algorithm, SL_FIXED_WINDOW); /* the default, as lyft */
     expect_eq(c->period, HOUR);
@@ -370,8 +376,10 @@ static void test_extensions_resolve(void **state)
     expect_eq(c->step, 10 * SEC);
     x = sl_rules_rule(r, 4); /* unit: DAY, case-insensitive as lyft */
     assert_string_equal(x->unit, "day");
-    expect_eq(x->store_failure, SL_RULE_FAILURE_CLOSED);
-    expect_eq(sl_rules_rule(r, 0)->store_failure, SL_RULE_FAILURE_DEFAULT);
+    expect_eq(sl__rule_daemon_of(r, x)->store_failure,
+              SL__RULE_FAILURE_CLOSED);
+    expect_eq(sl__rule_daemon_of(r, sl_rules_rule(r, 0))->store_failure,
+              SL__RULE_FAILURE_DEFAULT);
     expect_eq(sl_limit_get_config(x->limit)->algorithm, SL_GCRA);
     x = sl_rules_rule(r, 5); /* value: 500 (an int in YAML) is text */
     assert_string_equal(x->path, "ext.nums_500");
@@ -403,8 +411,8 @@ static void test_lyft_flags_resolve(void **state)
     assert_string_equal(sl_rules_rule(r, 1)->replaces[0], "specific_limit");
     sl_rules_free(r);
     r = load_ok(at("rules/valid/lyft_example8.yaml"));
-    expect_eq(sl_rules_rule(r, 0)->detailed_metric, 1);
-    expect_eq(sl_rules_rule(r, 1)->detailed_metric, 0);
+    expect_eq(sl__rule_daemon_of(r, sl_rules_rule(r, 0))->detailed_metric, 1);
+    expect_eq(sl__rule_daemon_of(r, sl_rules_rule(r, 1))->detailed_metric, 0);
     sl_rules_free(r);
 }
 

@@ -6,6 +6,7 @@
  * request's descriptors.
  */
 #include "testutil.h"
+#include "rules/rule_daemon.h"
 #include "sluice_rules.h"
 
 static sl_rules *rules_of(const char *text)
@@ -741,7 +742,7 @@ static void test_example_config_scenarios(void **state)
     n = match_request(r, "api", up, 1, m, keys);
     expect_eq(n, 1);
     expect_eq(m[0].rule->shadow_mode, 1);
-    expect_eq(m[0].rule->detailed_metric, 1);
+    expect_eq(sl__rule_daemon_of(r, m[0].rule)->detailed_metric, 1);
     const char *dl[] = {"path=/v1/reports/download"};
     n = match_request(r, "api", dl, 1, m, keys);
     expect_eq(n, 1);

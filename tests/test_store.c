@@ -37,8 +37,10 @@
 
 static sl_store *store_new(size_t max_bytes, uint64_t seed0, uint64_t seed1)
 {
-    sl_memory_options o = {
-        .max_bytes = max_bytes, .seed0 = seed0, .seed1 = seed1};
+    sl_memory_options o = {.size = sizeof(sl_memory_options),
+                           .max_bytes = max_bytes,
+                           .seed0 = seed0,
+                           .seed1 = seed1};
     sl_store *st = sl_memory_store_new(&o);
     assert_non_null(st);
     return st;
@@ -534,7 +536,10 @@ static void test_key_length_cap(void **state)
     expect_eq(sl_check(st, lim, big, 4097, 1, 0, &d), SL_EKEYLEN);
     sl_store_free(st);
 
-    sl_memory_options o = {.max_key_len = 8, .seed0 = 1, .seed1 = 2};
+    sl_memory_options o = {.size = sizeof(sl_memory_options),
+                           .max_key_len = 8,
+                           .seed0 = 1,
+                           .seed1 = 2};
     st = sl_memory_store_new(&o);
     assert_non_null(st);
     expect_eq(sl_check(st, lim, "12345678", 8, 1, 0, &d), 0);

@@ -45,7 +45,8 @@ static void thread_error(const char *what, int rc)
 
 static sl_store *store_new(void)
 {
-    sl_memory_options o = {.seed0 = 21, .seed1 = 22};
+    sl_memory_options o = {
+        .size = sizeof(sl_memory_options), .seed0 = 21, .seed1 = 22};
     sl_store *st = sl_memory_store_new(&o);
     assert_non_null(st);
     return st;

@@ -65,7 +65,8 @@ static inline int tu_quick(void)
  * hold, so that nothing is ever evicted behind their back. */
 static inline sl_store *tu_store(void)
 {
-    sl_memory_options o = {.max_bytes = (size_t)1 << 30,
+    sl_memory_options o = {.size = sizeof(sl_memory_options),
+                           .max_bytes = (size_t)1 << 30,
                            .seed0 = UINT64_C(0x5eed0f5e1ce),
                            .seed1 = UINT64_C(0x7e575111)};
     sl_store *st = sl_memory_store_new(&o);

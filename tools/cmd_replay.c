@@ -259,7 +259,8 @@ int cmd_replay(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     sl_limit_config cfg = {0};
-    sl_memory_options mopts = {.max_bytes = (size_t)4 << 30};
+    sl_memory_options mopts = {.size = sizeof(sl_memory_options),
+                               .max_bytes = (size_t)4 << 30};
     int have_alg = 0, have_limit = 0, have_period = 0, c, rc;
     char err[160];
     sl_limit *limit;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "rules/rule_daemon.h"
 #include "sluice.h"
 #include "sluice_rules.h"
 
@@ -47,7 +48,7 @@ static void print_period(sl_nanos p)
     printf("%lldns", (long long)p);
 }
 
-static void print_rule(const sl_rule *r)
+static void print_rule(const sl_rules *rules, const sl_rule *r)
 {
     printf("%s", r->path);
     if (r->name[0] != '\0')
@@ -76,7 +77,7 @@ static void print_rule(const sl_rule *r)
     }
     if (r->shadow_mode)
         printf(" shadow_mode");
-    if (r->detailed_metric)
+    if (sl__rule_daemon_of(rules, r)->detailed_metric)
         printf(" detailed_metric");
     for (size_t i = 0; i < r->n_replaces; i++)
         printf(" replaces=%s", r->replaces[i]);
@@ -121,7 +122,7 @@ int cmd_validate(int argc, char **argv)
     }
     if (list)
         for (size_t i = 0; i < sl_rules_rule_count(rules); i++)
-            print_rule(sl_rules_rule(rules, i));
+            print_rule(rules, sl_rules_rule(rules, i));
     size_t nd = sl_rules_domain_count(rules), nl = sl_rules_rule_count(rules);
     printf("ok: %zu %s, %zu %s (version %s)\n", nd,
            plural(nd, "domain", "domains"), nl, plural(nl, "limit", "limits"),

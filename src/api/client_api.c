@@ -23,6 +23,7 @@
 #include "api/api.h"
 #include "http/query.h"
 #include "http/respond.h"
+#include "rules/rule_daemon.h"
 
 /* Longest id accepted, in bytes. */
 #define ID_MAX_BYTES 256
@@ -208,8 +209,9 @@ static int64_t capacity(const sl_limit *limit)
  * loaded bounds, which the override leaves in place when it goes. */
 static int64_t max_hits(const sl_rules *rules, const sl_rule *r)
 {
-    if (r->max_hits > 0)
-        return r->max_hits;
+    int64_t most = sl__rule_daemon_of(rules, r)->max_hits;
+    if (most > 0)
+        return most;
     int64_t c = capacity(r->limit);
     return c > 0 ? c : capacity(sl_rules_rule(rules, r->index)->limit);
 }

@@ -32,6 +32,7 @@
 #include "runtime/decide.h"
 #include "control/limits.h"
 #include "log/log.h"
+#include "rules/rule_daemon.h"
 
 #define MAX_BACKOFF 8
 #define LEASE_KEY "sluice:{overrides}:advisor"
@@ -94,13 +95,14 @@ static void apply(poller *p, const ad_advice *a)
             continue;
         }
         const sl_rule *rule = sl_rules_rule(set->rules, idx);
-        if (rule->action != SL_RULE_LIMIT || rule->adaptive_max == 0) {
+        const sl__rule_daemon *d = sl__rule_daemon_of(set->rules, rule);
+        if (rule->action != SL_RULE_LIMIT || d->adaptive_max == 0) {
             count(&p->refused); /* the rule did not opt in */
             continue;
         }
         int64_t now = sv_rules_in_force(set, rule)->requests_per_unit;
-        int64_t to = ad_clamp(r->requests_per_unit, now, rule->adaptive_min,
-                              rule->adaptive_max);
+        int64_t to = ad_clamp(r->requests_per_unit, now, d->adaptive_min,
+                              d->adaptive_max);
         if (shadow) {
             count(&p->unchanged);
             continue;

@@ -21,6 +21,7 @@
 
 #include <uv.h>
 
+#include "rules/rule_daemon.h"
 #include "sluice.h"
 #include "sluice_rules.h"
 
@@ -70,7 +71,7 @@ typedef struct sd_check {
     const int64_t *costs;
     size_t n;
     unsigned flags;                 /* 0 or SL_RECORD */
-    const sl_rule_failure *failure; /* per item; NULL: all the default */
+    const sl__rule_failure *failure; /* per item; NULL: all the default */
     sl_decision *each;              /* n results, or NULL */
     /* Results. */
     sl_decision overall;

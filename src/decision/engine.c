@@ -47,7 +47,8 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
     e->cfg = *cfg;
     atomic_init(&e->nodes_live, 1);
     e->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
-    sl_memory_options mo = {.max_bytes = cfg->store_bytes};
+    sl_memory_options mo = {.size = sizeof(sl_memory_options),
+                            .max_bytes = cfg->store_bytes};
     if ((e->memory = sl_memory_store_new(&mo)) == NULL) {
         snprintf(err, errlen, "out of memory");
         sd_engine_free(e);
@@ -57,8 +58,10 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
         /* Only parsed here: the threads connect, asynchronously, and a
          * Redis that is down at start is a store failure like any other.
          * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
-        sl_redis_options ro = {
-            .url = cfg->redis_url, .use_server_time = 1, .lazy_connect = 1};
+        sl_redis_options ro = {.size = sizeof(sl_redis_options),
+                               .url = cfg->redis_url,
+                               .use_server_time = 1,
+                               .lazy_connect = 1};
         /* A counter key is "len:domain" then ",len:key=len:value" per
          * entry (sl_rules_match): up to the first ',' is the domain. */
         if (cfg->redis_tag_domain)

@@ -26,8 +26,8 @@ const char *sd_reason_name(int reason)
 
 static int policy_of(const sd_thread *t, const sd_check *c, size_t i)
 {
-    if (c->failure != NULL && c->failure[i] != SL_RULE_FAILURE_DEFAULT)
-        return (int)c->failure[i] - SL_RULE_FAILURE_LOCAL;
+    if (c->failure != NULL && c->failure[i] != SL__RULE_FAILURE_DEFAULT)
+        return (int)c->failure[i] - SL__RULE_FAILURE_LOCAL;
     return t->e->cfg.redis_failure;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "proxy.h"
+#include "rules/rule_daemon.h"
 
 size_t px_ad_rules(const sl_rules *rules, const sl_rule **out, size_t max)
 {
@@ -17,7 +18,8 @@ size_t px_ad_rules(const sl_rules *rules, const sl_rule **out, size_t max)
     for (size_t i = 0; i < sl_rules_rule_count(rules) && n < max; i++) {
         const sl_rule *r = sl_rules_rule(rules, i);
         if (r->action == SL_RULE_LIMIT &&
-            r->adaptive_controller == SL_CONTROLLER_GRADIENT)
+            sl__rule_daemon_of(rules, r)->adaptive_controller ==
+                SL__CONTROLLER_GRADIENT)
             out[n++] = r;
     }
     return n;
@@ -85,7 +87,9 @@ uint32_t px_ad_admit(sv_worker *w, const px_decision *pd, int go)
     const unsigned char *map = NULL;
     for (size_t i = 0; i < pd->n; i++) {
         const sl_rule *r = pd->status[i].rule;
-        if (r == NULL || r->adaptive_controller != SL_CONTROLLER_GRADIENT)
+        if (r == NULL ||
+            sl__rule_daemon_of(w->rules->rules, r)->adaptive_controller !=
+                SL__CONTROLLER_GRADIENT)
             continue;
         if (map == NULL && (map = slots(w)) == NULL)
             return 0;

@@ -28,6 +28,7 @@
 #include "adaptive/controller.h"
 #include "proxy.h"
 #include "control/limits.h"
+#include "rules/rule_daemon.h"
 
 #define WINDOW_MS 1000
 /* The controller's override lives this long unless renewed (each half
@@ -163,16 +164,17 @@ static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
         free(pr); /* Redis is down: the override stands until its TTL */
 }
 
-static ac_params params_of(const sl_rule *r)
+static ac_params params_of(const sl_rules *rules, const sl_rule *r)
 {
+    const sl__rule_daemon *d = sl__rule_daemon_of(rules, r);
     return (ac_params){
         .base = r->requests_per_unit,
-        .min = r->adaptive_min,
-        .max = r->adaptive_max,
+        .min = d->adaptive_min,
+        .max = d->adaptive_max,
         .period_s = (double)r->period / 1e9,
-        .slo_p99_s = (double)r->adaptive_slo_p99 / 1e9,
-        .season = (size_t)((double)r->adaptive_season / 1e9),
-        .horizon = (size_t)((double)r->adaptive_horizon / 1e9),
+        .slo_p99_s = (double)d->adaptive_slo_p99 / 1e9,
+        .season = (size_t)((double)d->adaptive_season / 1e9),
+        .horizon = (size_t)((double)d->adaptive_horizon / 1e9),
     };
 }
 
@@ -257,7 +259,7 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
                  int64_t *base)
 {
     const char *id = sv_rule_id(set, r->index);
-    ac_params p = params_of(r);
+    ac_params p = params_of(set->rules, r);
     if (!a->live || strcmp(a->id, id) != 0 ||
         memcmp(&a->p, &p, sizeof(p)) != 0) {
         /* New, or the rule changed under reload: start afresh. */

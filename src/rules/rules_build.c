@@ -175,7 +175,7 @@ static int same_limit(const sl_rule *a, const sl_rule *b)
            x->period == y->period && x->burst == y->burst && x->step == y->step;
 }
 
-static int add_to_all(build *b, sl_rule *r)
+static int add_to_all(build *b, sl_rule *r, const sl__rule_daemon *d)
 {
     sl_rules *rs = b->rules;
     if (rs->n_rules == rs->cap_rules) {
@@ -184,9 +184,14 @@ static int add_to_all(build *b, sl_rule *r)
         if (a == NULL)
             return SL_ENOMEM;
         rs->all = a;
+        sl__rule_daemon *da = realloc(rs->daemon, cap * sizeof(*da));
+        if (da == NULL)
+            return SL_ENOMEM;
+        rs->daemon = da;
         rs->cap_rules = cap;
     }
     r->index = rs->n_rules;
+    rs->daemon[rs->n_rules] = *d;
     rs->all[rs->n_rules++] = r;
     return 0;
 }
@@ -213,7 +218,7 @@ static int get_adaptive_duration(build *b, const sl__ynode *a, const char *key,
  * runtime limits may move this limit, {min: N, max: N}, 1 <= min <= max;
  * and, for `sluice proxy`'s controller (docs/adaptive.md), `controller:
  * gradient` with its latency SLO and seasonal forecast. */
-static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
+static int get_adaptive(build *b, const sl__ynode *a, sl__rule_daemon *r)
 {
     static const char *const keys[] = {"min",
                                        "max",
@@ -242,7 +247,7 @@ static int get_adaptive(build *b, const sl__ynode *a, sl_rule *r)
         if ((rc = want_kind(b, ctl, SL__Y_SCALAR, "controller")) != 0)
             return rc;
         if (strcmp(ctl->text, "gradient") == 0)
-            r->adaptive_controller = SL_CONTROLLER_GRADIENT;
+            r->adaptive_controller = SL__CONTROLLER_GRADIENT;
         else if (strcmp(ctl->text, "off") != 0)
             return err_at(b, ctl, SL_EINVAL,
                           "adaptive: unknown controller: '%s' (gradient or "
@@ -277,6 +282,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
         *step, *failure, *adaptive, *max_hits;
     sl_rule *r = &node->rules[node->n_rules];
+    sl__rule_daemon d = {.detailed_metric = detailed};
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
     char listed[96]; /* an enumeration's words, for a message */
@@ -301,7 +307,6 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
     r->shadow_mode = shadow;
-    r->detailed_metric = detailed;
     r->unit_multiplier = 1;
     r->path = dup_n(b->path, b->pathlen);
     r->name = dup_n("", 0);
@@ -320,13 +325,13 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                           "invalid store_failure: '%s' (%s)", failure->text,
                           listed);
         }
-        r->store_failure = (sl_rule_failure)(SL_RULE_FAILURE_LOCAL + i);
+        d.store_failure = (sl__rule_failure)(SL__RULE_FAILURE_LOCAL + i);
     }
 
-    if (adaptive != NULL && (rc = get_adaptive(b, adaptive, r)) != 0)
+    if (adaptive != NULL && (rc = get_adaptive(b, adaptive, &d)) != 0)
         return rc;
     if (max_hits != NULL &&
-        (rc = get_count(b, max_hits, "max_hits", 1, &r->max_hits)) != 0)
+        (rc = get_count(b, max_hits, "max_hits", 1, &d.max_hits)) != 0)
         return rc;
     if (name != NULL) {
         if ((rc = want_kind(b, name, SL__Y_SCALAR, "name")) != 0)
@@ -383,7 +388,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                                   rl->kids[i]->text);
         }
         r->action = SL_RULE_UNLIMITED;
-        return add_to_all(b, r);
+        return add_to_all(b, r, &d);
     }
 
     if (rpu == NULL)
@@ -476,7 +481,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
         if (same_limit(&node->rules[i], r))
             return err_at(b, rl, SL_EINVAL,
                           "duplicate limit on one descriptor: '%s'", b->path);
-    return add_to_all(b, r);
+    return add_to_all(b, r, &d);
 }
 
 static int build_descriptors(build *b, const sl__ynode *seq, sl__rnode *parent,

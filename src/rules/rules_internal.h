@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "internal.h"
+#include "rule_daemon.h"
 #include "sluice_rules.h"
 
 /* ---- the YAML tree ---- */
@@ -82,17 +83,13 @@ struct sl_rules {
     sl__rdomain *domains; /* sorted by name once loading is done */
     size_t n_domains;
     const sl_rule **all;  /* every rule, for listing */
+    sl__rule_daemon *daemon; /* [rule->index], as long as `all` */
     size_t n_rules, cap_rules;
     size_t n_descriptors;
     sl_rules_options opts;
     uint64_t hash;        /* running hash of names and contents */
     char version[17];
 };
-
-/* The failure policies of a rule's store_failure, in sl_rule_failure's
- * order from SL_RULE_FAILURE_LOCAL (rules_build.c); --redis-failure takes
- * the same words (src/settings/table.c).  NULL-terminated. */
-extern const char *const sl__failure_names[];
 
 /* Adds one file's parsed tree to rules (rules_build.c). */
 int sl__rules_add_tree(sl_rules *rules, const char *file,

@@ -45,16 +45,27 @@ void sl_rules_free(sl_rules *rules)
     }
     free(rules->domains);
     free(rules->all);
+    free(rules->daemon);
     free(rules);
 }
 
-static sl_rules *rules_new(const sl_rules_options *opts)
+/* A new, empty sl_rules with the caller's options: 0, or SL_EINVAL (a
+ * refused opts->size, said in errbuf) or SL_ENOMEM. */
+static int rules_new(const sl_rules_options *opts, sl_rules **out, char *errbuf,
+                     size_t errlen)
 {
-    sl_rules *r = calloc(1, sizeof(*r));
-    if (r == NULL)
-        return NULL;
-    if (opts != NULL)
-        r->opts = *opts;
+    sl_rules_options o = {0};
+    sl_rules *r;
+    /* The end of sl_rules_options' first layout: max_descriptors. */
+    if (opts != NULL &&
+        sl__options_copy(&o, sizeof(o),
+                         offsetof(sl_rules_options, max_descriptors) +
+                             sizeof(o.max_descriptors),
+                         opts, "sl_rules_options", errbuf, errlen) != 0)
+        return SL_EINVAL;
+    if ((r = calloc(1, sizeof(*r))) == NULL)
+        return SL_ENOMEM;
+    r->opts = o;
     if (r->opts.max_file_bytes == 0)
         r->opts.max_file_bytes = SL_RULES_MAX_FILE_BYTES;
     if (r->opts.max_files == 0)
@@ -63,7 +74,8 @@ static sl_rules *rules_new(const sl_rules_options *opts)
         r->opts.max_depth = SL_RULES_MAX_DEPTH;
     if (r->opts.max_descriptors == 0)
         r->opts.max_descriptors = SL_RULES_MAX_DESCRIPTORS;
-    return r;
+    *out = r;
+    return 0;
 }
 
 /* One file's text: hashed into the version, parsed, built. */
@@ -112,10 +124,10 @@ int sl_rules_load_buffer(const char *name, const char *text, size_t len,
                          const sl_rules_options *opts, sl_rules **out,
                          char *errbuf, size_t errlen)
 {
-    sl_rules *rules = rules_new(opts);
-    int rc;
-    if (rules == NULL)
-        return SL_ENOMEM;
+    sl_rules *rules;
+    int rc = rules_new(opts, &rules, errbuf, errlen);
+    if (rc != 0)
+        return rc;
     rc = add_text(rules, name, text, len, errbuf, errlen);
     if (rc != 0) {
         sl_rules_free(rules);
@@ -242,8 +254,8 @@ int sl_rules_load(const char *path, const sl_rules_options *opts,
 
     if (stat(path, &st) != 0)
         return io_error(errbuf, errlen, path, "cannot open");
-    if ((rules = rules_new(opts)) == NULL)
-        return SL_ENOMEM;
+    if ((rc = rules_new(opts, &rules, errbuf, errlen)) != 0)
+        return rc;
     if (S_ISDIR(st.st_mode))
         rc = load_dir(rules, path, errbuf, errlen);
     else
@@ -282,4 +294,11 @@ size_t sl_rules_rule_count(const sl_rules *rules)
 const sl_rule *sl_rules_rule(const sl_rules *rules, size_t i)
 {
     return i < rules->n_rules ? rules->all[i] : NULL;
+}
+
+const sl__rule_daemon *sl__rule_daemon_of(const sl_rules *rules,
+                                          const sl_rule *r)
+{
+    static const sl__rule_daemon none;
+    return r->index < rules->n_rules ? &rules->daemon[r->index] : &none;
 }

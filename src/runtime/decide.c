@@ -30,6 +30,7 @@
 #include "runtime/decide.h"
 #include "runtime/hot.h"
 #include "runtime/metrics.h"
+#include "rules/rule_daemon.h"
 
 int sv_decide_status(int rc)
 {
@@ -96,7 +97,7 @@ struct sv_dec_state {
     int deny;
     sl_check_item items[SL_MAX_ITEMS];
     int64_t costs[SL_MAX_ITEMS];
-    sl_rule_failure failure[SL_MAX_ITEMS];
+    sl__rule_failure failure[SL_MAX_ITEMS];
     sl_decision each[SL_MAX_ITEMS];
     /* checks[0]: the enforced items, when there are any; then one per
      * shadow limit, its item and cost in shadow[]. */
@@ -297,7 +298,7 @@ static int64_t hits_of(const sv_dec_state *st, const sl_rule_match *m)
 
 static void check_init(sd_check *c, const sl_check_item *items,
                        const int64_t *costs, size_t n,
-                       const sl_rule_failure *failure, sl_decision *each)
+                       const sl__rule_failure *failure, sl_decision *each)
 {
     c->items = items;
     c->costs = costs;
@@ -311,14 +312,15 @@ static void check_init(sd_check *c, const sl_check_item *items,
  * (docs/adaptive.md): a rule whose limit follows its upstream
  * (`controller: gradient`) is never let open; it is decided locally, at
  * its share of the limit in force, as `local` divides it. */
-static sl_rule_failure failure_of(const sl_rule *r, int redis_failure)
+static sl__rule_failure failure_of(const sl__rule_daemon *d,
+                                   int redis_failure)
 {
-    if (r->adaptive_controller == SL_CONTROLLER_GRADIENT &&
-        (r->store_failure == SL_RULE_FAILURE_OPEN ||
-         (r->store_failure == SL_RULE_FAILURE_DEFAULT &&
+    if (d->adaptive_controller == SL__CONTROLLER_GRADIENT &&
+        (d->store_failure == SL__RULE_FAILURE_OPEN ||
+         (d->store_failure == SL__RULE_FAILURE_DEFAULT &&
           redis_failure == SD_FAIL_OPEN)))
-        return SL_RULE_FAILURE_LOCAL;
-    return r->store_failure;
+        return SL__RULE_FAILURE_LOCAL;
+    return d->store_failure;
 }
 
 /* The checks: every enforced limit in one, all or nothing; each shadow
@@ -351,7 +353,8 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
         }
         size_t k = st->n_items++;
         st->slot[i] = k;
-        st->failure[k] = failure_of(r, redis_failure);
+        st->failure[k] =
+            failure_of(sl__rule_daemon_of(st->rules->rules, r), redis_failure);
         st->costs[k] = hits_of(st, &st->m[i]);
         st->items[k] =
             (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
@@ -378,7 +381,8 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
         struct shadow_item *sh = &st->shadow[j];
         sh->item = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
         sh->cost = hits_of(st, &st->m[i]);
-        check_init(&st->checks[c], &sh->item, &sh->cost, 1, &r->store_failure,
+        check_init(&st->checks[c], &sh->item, &sh->cost, 1,
+                   &sl__rule_daemon_of(st->rules->rules, r)->store_failure,
                    NULL);
         st->slot[i] = c++;
         j++;
@@ -479,8 +483,9 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
         }
         break;
     }
-    sv_metrics_rule(w, r, dd->entries, dd->n_entries, !s.over, shadow_pass,
-                    near);
+    sv_metrics_rule(w, r,
+                    sl__rule_daemon_of(st->rules->rules, r)->detailed_metric,
+                    dd->entries, dd->n_entries, !s.over, shadow_pass, near);
     if (r->index == SIZE_MAX) {
         static const char ov[] = "(request's limit)";
         sv_hot_count(w, ov, sizeof(ov) - 1, sv_hot_hash(ov, sizeof(ov) - 1),

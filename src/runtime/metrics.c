@@ -95,13 +95,13 @@ static void count(sv_series *s, int allowed, int shadow_pass,
  * series is looked up by name).  sv_metrics_rules_changed() empties the
  * cache when the thread adopts another set: an index means nothing in
  * another set. */
-static sv_series **cached(sv_worker *w, const sl_rule *rule)
+static sv_series **cached(sv_worker *w, const sl_rule *rule, int detailed)
 {
     const sl_rules *rules = w->rules ? w->rules->rules : NULL;
     const sl_rule *loaded;
     /* A rule in force under an override is a copy of the loaded one
      * (rules_set.h), sharing its strings: its series is the rule's. */
-    if (rule->detailed_metric || rules == NULL ||
+    if (detailed || rules == NULL ||
         rule->index >= sl_rules_rule_count(rules) ||
         ((loaded = sl_rules_rule(rules, rule->index)) != rule &&
          loaded->path != rule->path))
@@ -272,11 +272,11 @@ static void descriptor_text(sv_buf *desc, const sl_rules_entry *entries,
     sv_buf_release(&raw);
 }
 
-void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
+void sv_metrics_rule(sv_worker *w, const sl_rule *rule, int detailed,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits)
 {
-    sv_series **slot = cached(w, rule);
+    sv_series **slot = cached(w, rule, detailed);
     if (slot != NULL && *slot != NULL) {
         pthread_mutex_lock(&w->series_lock);
         count(*slot, allowed, shadow_pass, near_hits);
@@ -284,7 +284,7 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
         return;
     }
     sv_buf desc = {0};
-    if (rule->detailed_metric)
+    if (detailed)
         descriptor_text(&desc, entries, n_entries);
     const char *label = sv_rule_label(rule);
     const char *d = desc.data ? desc.data : "";
@@ -297,10 +297,10 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
         (w->series == NULL &&
          (w->series = calloc(SERIES_BUCKETS, sizeof(*w->series))) == NULL))
         goto out;
-    if (rule->detailed_metric)
+    if (detailed)
         expire_own(w, now);
     s = find(w, h, rule->domain, label, d);
-    if (s == NULL && rule->detailed_metric &&
+    if (s == NULL && detailed &&
         !(per_value = take_place(w->server))) {
         d = OVERFLOW;
         h = series_hash(rule->domain, label, d, strlen(d));
@@ -323,7 +323,7 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
             goto out;
         }
         s->hash = h;
-        s->expires = (char)rule->detailed_metric;
+        s->expires = (char)detailed;
         s->per_value = (char)per_value;
         s->next = w->series[h % SERIES_BUCKETS];
         w->series[h % SERIES_BUCKETS] = s;

@@ -7,7 +7,8 @@
 #include "runtime/worker.h"
 
 /* metrics.c */
-void sv_metrics_rule(sv_worker *w, const sl_rule *rule,
+/* detailed: the rule's detailed_metric (rule_daemon.h). */
+void sv_metrics_rule(sv_worker *w, const sl_rule *rule, int detailed,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits);
 /* n descriptors of a request for domain (its index in rules, or

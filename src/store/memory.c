@@ -523,8 +523,13 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     const size_t floor_bytes =
         2 * (size_t)SL__NSHARDS * MIN_CAP * sizeof(sl__slot) + sizeof(*ms);
 
-    if (opts != NULL)
-        o = *opts;
+    /* The end of sl_memory_options' first layout: max_key_len. */
+    if (opts != NULL &&
+        sl__options_copy(&o, sizeof(o),
+                         offsetof(sl_memory_options, max_key_len) +
+                             sizeof(o.max_key_len),
+                         opts, "sl_memory_options", NULL, 0) != 0)
+        return NULL;
     ms = aligned_alloc(64, (sizeof(*ms) + 63) & ~(size_t)63);
     if (ms == NULL)
         return NULL;

@@ -252,6 +252,7 @@ static int connect_now(redis_store *rs)
 int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
                        char *errbuf, size_t errlen)
 {
+    sl_redis_options o;
     redis_store *rs;
     int err;
 
@@ -259,6 +260,12 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
         sl__set_err(errbuf, errlen, "options and out are required");
         return SL_EINVAL;
     }
+    /* The end of sl_redis_options' first layout: lazy_connect. */
+    if (sl__options_copy(&o, sizeof(o),
+                         offsetof(sl_redis_options, lazy_connect) +
+                             sizeof(o.lazy_connect),
+                         opts, "sl_redis_options", errbuf, errlen) != 0)
+        return SL_EINVAL;
     if ((rs = calloc(1, sizeof(*rs))) == NULL) {
         sl__set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
@@ -267,7 +274,7 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
     pthread_mutex_init(&rs->lock, NULL);
     /* The options' own errors are SL_EINVAL with their message in errbuf;
      * any other failure's message is in errstr. */
-    err = sl__redis_config_init(&rs->cfg, opts, errbuf, errlen);
+    err = sl__redis_config_init(&rs->cfg, &o, errbuf, errlen);
     if (err == SL_ENOMEM)
         sl__set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
     if (err == 0) {
@@ -275,7 +282,7 @@ int sl_redis_store_new(const sl_redis_options *opts, sl_store **out,
         sl__redis_config_keyspace(&rs->cfg, &rs->ks);
         err = make_connections(rs);
     }
-    if (err == 0 && !opts->lazy_connect &&
+    if (err == 0 && !o.lazy_connect &&
         (err = connect_now(rs)) == SL_EINVAL) /* a Cluster node */
         sl__set_err(errbuf, errlen, "%s", rs->errstr);
     if (err != 0 && err != SL_EINVAL)
