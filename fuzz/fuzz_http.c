@@ -18,7 +18,7 @@
 
 #include "serve_fixture.h"
 #include "api/api.h"
-#include "api/router.h"
+#include "api/routes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,11 +5,14 @@
  */
 #include <stdio.h>
 
-#include "control/admin.h"
+#include "api/api.h"
 #include "commands.h"
+#include "control/admin.h"
+#include "control/limits.h"
 #include "log/log.h"
 #include "grpc/grpc.h"
 #include "resp/resp.h"
+#include "api/routes.h"
 #include "http/http_conn.h"
 #include "runtime/worker.h"
 #include "settings/settings.h"
@@ -58,6 +61,8 @@ int cmd_serve(int argc, char **argv)
         sl__log_setup(cfg.log_json, cfg.log_level);
     /* The control thread keeps the runtime limits (overrides) in step,
      * and polls the advisor. */
+    cfg.frontend = &sv_api_frontend;
+    cfg.plane = &sv_limits_plane;
     cfg.control = 1;
     cfg.control_start = ad_poll_start;
     cfg.control_stop = ad_poll_stop;

@@ -24,4 +24,7 @@ int sv_api_increment(sv_worker *w, const sv_http_request *req, sv_req *rq,
 int sv_api_delay(sv_worker *w, const sv_http_request *req, sv_req *rq,
                  sv_buf *out, int keep_alive);
 
+/* frontend.c: serve's decision API on the main listener. */
+extern const sv_frontend sv_api_frontend;
+
 #endif

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "runtime/metrics.h"
+#include "api/json_scan.h"
 #include "api/request.h"
 #include "http/respond.h"
 
@@ -397,7 +398,9 @@ static int parse_request(sv_worker *w, const sv_http_request *req,
                          sv_request_api api, sv_parsed_request *pr, int *status,
                          const char **code, char *msg, size_t msglen)
 {
-    sv_json *j = &w->json;
+    if (w->json == NULL && (w->json = calloc(1, sizeof(sv_json))) == NULL)
+        return enomem(status, code, msg, msglen);
+    sv_json *j = w->json;
     jreq q = {j, pr};
     memset(pr, 0, sizeof(*pr));
     int rc = sv_json_scan(j, req->body, req->body_len);
@@ -446,8 +449,8 @@ static int sv_parse_request(sv_worker *w, const sv_http_request *req,
     int rc = parse_request(w, req, api, pr, status, code, msg, msglen);
     /* The tokens are kept for the next request, unless a large body
      * grew them: a thread keeps ~80 KiB, not max_body_bytes' worth. */
-    if (w->json.cap > 4096)
-        sv_json_release(&w->json);
+    if (w->json != NULL && w->json->cap > 4096)
+        sv_json_release(w->json);
     if (rc != 0)
         atomic_fetch_add_explicit(&w->stats.bad_requests, 1,
                                   memory_order_relaxed);
@@ -524,6 +527,31 @@ void sv_req_close(sv_req *rq)
     sv_dec_state_free(rq->dec);
     rq->dec = NULL;
 }
+
+static void req_init(sv_req *rq, sd_done_fn resume, void *owner)
+{
+    rq->resume = resume;
+    rq->owner = owner;
+}
+
+static void req_woke(sv_req *rq)
+{
+    rq->wait = NULL; /* it ended */
+}
+
+static void req_free(sv_req *rq)
+{
+    sv_req_close(rq);
+    free(rq);
+}
+
+const sv_req_type sv_api_req = {
+    .size = sizeof(sv_req),
+    .init = req_init,
+    .woke = req_woke,
+    .reset = sv_req_reset,
+    .free = req_free,
+};
 
 void sv_respond_decision(sv_worker *w, const sv_dec_result *res, sv_buf *out,
                          int keep_alive, uint64_t t0)

@@ -6,7 +6,7 @@
 #define SV_REQUEST_H
 
 #include "runtime/decide.h"
-#include "http/http.h"
+#include "http/route.h"
 
 /* The JSON decision requests: their fields are named and typed apart. */
 typedef enum sv_request_api {
@@ -44,6 +44,10 @@ typedef struct sv_req {
     void *api; /* another handler's own state, freed by api_free */
     void (*api_free)(void *api);
 } sv_req;
+
+/* The state of the requests of every route table that answers decision
+ * requests or waits on the store (serve's, the admin API's). */
+extern const sv_req_type sv_api_req;
 
 /* The request is answered: what it kept is released. */
 void sv_req_reset(sv_req *rq);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "runtime/hot.h"
-#include "control/limits.h"
+#include "runtime/rules_json.h"
 #include "runtime/metrics.h"
 #include "http/respond.h"
 #include "api/status.h"
@@ -172,7 +172,7 @@ json_t *sv_status_json(sv_worker *w)
                   "rules_version", sl_rules_version(w->rules->rules), "now_ms",
                   (json_int_t)(now / SL_NS_PER_MS), "checks", "ok",
                   (json_int_t)ok, "over_limit", (json_int_t)over, "store",
-                  store, "rules", sv_limits_rules(w)));
+                  store, "rules", sv_rules_json(w)));
     return body;
 }
 

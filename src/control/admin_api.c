@@ -26,9 +26,11 @@
 #include "control/admin.h"
 #include "http/http_conn.h"
 #include "control/limits.h"
+#include "runtime/rules_json.h"
 #include "runtime/metrics.h"
 #include "http/query.h"
 #include "http/respond.h"
+#include "api/request.h"
 #include "api/status.h"
 
 #define AUTH_FAILS 5 /* failed attempts a second, per peer */
@@ -152,7 +154,7 @@ static int get_limits(sv_worker *w, const sv_http_request *req, sv_req *rq,
     return answer(out, 200,
                   json_pack("{s:s,s:o}", "rules_version",
                             sl_rules_version(w->rules->rules), "limits",
-                            sv_limits_rules(w)),
+                            sv_rules_json(w)),
                   NULL, keep_alive);
 }
 
@@ -471,7 +473,8 @@ static const sv_route_entry admin_routes[] = {
 };
 
 static const sv_routes routes = {
-    admin_routes, sizeof(admin_routes) / sizeof(admin_routes[0]), 1};
+    admin_routes, sizeof(admin_routes) / sizeof(admin_routes[0]), 1,
+    &sv_api_req};
 
 void ad_accept(sv_listener *l)
 {

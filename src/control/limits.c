@@ -268,3 +268,12 @@ void sv_limits_release(sv_server *s)
     free(lim);
     s->limits = NULL;
 }
+
+const sv_plane sv_limits_plane = {
+    .init = sv_limits_init,
+    .release = sv_limits_release,
+    .start = sv_limits_start,
+    .stop = sv_limits_stop,
+    .loaded = sv_limits_loaded,
+    .metrics = sv_limits_metrics,
+};

@@ -63,6 +63,10 @@ typedef struct sv_limits_op {
 
 enum { SV_MATCH_NONE, SV_MATCH_ABSENT, SV_MATCH_VERSION };
 
+/* The runtime limits as the runtime calls them (sv_plane): the
+ * functions below. */
+extern const sv_plane sv_limits_plane;
+
 /* sv_server_run(): made before the threads, started on the control
  * thread's loop, stopped there when it drains, released at the end. */
 int sv_limits_init(sv_server *s);
@@ -96,9 +100,6 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
 json_t *sv_limits_overrides(sv_worker *control);
 json_t *sv_limits_override(sv_worker *control, const char *rule,
                            sv_source source);
-/* Every rule with its base and effective limit, GET /admin/v1/limits
- * and GET /v1/rules (any thread: it reads w->rules). */
-json_t *sv_limits_rules(sv_worker *w);
 /* The change log after seq, GET /admin/v1/events. */
 json_t *sv_limits_events(sv_worker *control, uint64_t after);
 

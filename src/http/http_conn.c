@@ -56,10 +56,10 @@
 
 #include <http_parser.h>
 
-#include "api/router.h"
 #include "http/head.h"
 #include "http/http_conn.h"
 #include "http/respond.h"
+#include "http/route.h"
 #include "runtime/conn.h"
 
 typedef struct hc_conn {
@@ -79,7 +79,7 @@ typedef struct hc_conn {
     int in_message;
     sv_head head;   /* what every server checks of a head (head.h) */
     int err_status; /* the body's cap refused: 413 */
-    sv_req rq;           /* the request's state across waits */
+    struct sv_req *rq;   /* the request's state across waits: the routes' */
     int waiting;         /* rq waits: parser paused */
     int held; /* answers past SV_MAX_PENDING_OUTPUT: parser paused until
                * the client reads them (go_on) */
@@ -110,7 +110,10 @@ static void release(sv_conn *conn)
  * before then. */
 static void closing(sv_conn *conn)
 {
-    sv_req_close(&((hc_conn *)conn)->rq);
+    hc_conn *c = (hc_conn *)conn;
+    if (c->rq != NULL)
+        c->routes->req->free(c->rq);
+    c->rq = NULL;
 }
 
 /* On stop: idle connections close now; one in the middle of a request or
@@ -317,13 +320,13 @@ static int dispatch(hc_conn *c)
         c->hrecs.failed || c->hviews.failed || c->field.failed)
         c->c.ob.out.failed = 1; /* the request itself was not kept whole */
     else {
-        if (sv_route(c->routes, c->c.w, &req, &c->rq, &c->c.ob.out, &keep_alive) ==
+        if (sv_route(c->routes, c->c.w, &req, c->rq, &c->c.ob.out, &keep_alive) ==
             SV_AGAIN) {
             c->waiting = 1;
             http_parser_pause(p, 1);
             return 1;
         }
-        sv_req_reset(&c->rq);
+        c->routes->req->reset(c->rq);
     }
     if (c->c.ob.out.failed) {
         /* Out of memory somewhere in this response: replace what was
@@ -429,7 +432,7 @@ static void on_read(sv_conn *conn, ssize_t nread, const char *data)
 static void resume_cb(void *owner)
 {
     hc_conn *c = owner;
-    c->rq.wait = NULL; /* it ended */
+    c->routes->req->woke(c->rq);
     c->waiting = 0;
     http_parser_pause(&c->parser, 0);
     if (dispatch(c) == 0 && !c->c.closing) {
@@ -461,8 +464,9 @@ static int on_open(sv_conn *conn, void *arg)
         sv_conn_peer(conn, c->peer, sizeof(c->peer), &c->peer_loopback);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    c->rq.resume = resume_cb;
-    c->rq.owner = c;
+    if ((c->rq = calloc(1, c->routes->req->size)) == NULL)
+        return -1;
+    c->routes->req->init(c->rq, resume_cb, c);
     return 0;
 }
 
@@ -488,14 +492,4 @@ void sv_http_accept(sv_worker *w, uv_stream_t *listener,
 void sv_http_close_idle(sv_worker *w)
 {
     sv_conn_close_idle(w, &w->conns);
-}
-
-void sv_metrics_accept(sv_listener *l)
-{
-    sv_http_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
-}
-
-void sv_metrics_close_idle(sv_listener *l)
-{
-    sv_http_close_idle(l->w);
 }

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/router.h"
+#include "api/routes.h"
 #include "http/head.h"
 #include "proxy.h"
 #include "runtime/conn.h"

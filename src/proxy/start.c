@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "control/admin.h"
+#include "control/limits.h"
 #include "proxy.h"
 #include "log/log.h"
 
@@ -58,9 +59,12 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
         scfg.control_start = px_control_start;
         scfg.control_stop = px_control_stop;
         scfg.control_metrics = px_control_metrics;
-        const sv_frontend frontend = {px_client_accept, px_close_idle,
-                                      px_reload, &px};
+        const sv_frontend frontend = {.accept = px_client_accept,
+                                      .close_idle = px_close_idle,
+                                      .reload = px_reload,
+                                      .ctx = &px};
         scfg.frontend = &frontend;
+        scfg.plane = &sv_limits_plane;
         if (scfg.metrics_listen.host != NULL)
             scfg.doors[scfg.n_doors++] =
                 (sv_door){"metrics", scfg.metrics_listen, 0, px_metrics_accept,

@@ -28,7 +28,6 @@
 #include <string.h>
 
 #include "runtime/label.h"
-#include "control/limits.h"
 #include "runtime/metrics.h"
 
 #define SERIES_BUCKETS 1024
@@ -445,7 +444,7 @@ static void render_series(sv_server *s, sv_buf *out)
                     c->descriptor = dup_n(x->descriptor, strlen(x->descriptor));
                 }
                 if (c == NULL || !c->domain || !c->rule || !c->descriptor) {
-                    /* The scrape fails with 503 (router.c). */
+                    /* The scrape fails with 503 (src/http/http_conn.c). */
                     if (c != NULL)
                         series_free(c);
                     out->failed = 1;
@@ -557,7 +556,7 @@ static void render_unmatched(sv_server *s, sv_buf *out)
         pthread_mutex_unlock(&w->series_lock);
     }
     if (failed)
-        out->failed = 1; /* the scrape fails with 503 (router.c) */
+        out->failed = 1; /* the scrape fails with 503 (src/http/http_conn.c) */
     qsort(rows, n, sizeof(*rows), row_cmp);
     sv_buf_addstr(out, "# HELP sluice_unmatched_descriptors_total descriptors "
                        "of an unknown domain or matching no rule (allowed), "
@@ -740,7 +739,8 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
     render_doors(s, out);
-    sv_limits_metrics(s, out);
+    if (s->cfg.plane != NULL)
+        s->cfg.plane->metrics(s, out);
     if (s->cfg.control_metrics != NULL)
         s->cfg.control_metrics(s, out);
 }

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "control/limits.h"
 #include "runtime/metrics.h"
 #include "runtime/rules_reload.h"
 #include "log/log.h"
@@ -95,7 +94,7 @@ int sv_reload_init(sv_server *s)
         sl__log(SL__LOG_ERROR, NULL, "%s", err);
         return -1;
     }
-    sv_limits_loaded(s, r); /* in force with the runtime limits */
+    s->cfg.plane->loaded(s, r); /* in force with the runtime limits */
     return s->current != NULL ? 0 : -1;
 }
 
@@ -117,7 +116,7 @@ void sv_reload_now(sv_server *s)
     sl__log(SL__LOG_INFO, NULL, "rules reloaded: version %s",
             sl_rules_version(r->rules));
     /* Published with the runtime limits applied; every thread woken. */
-    sv_limits_loaded(s, r);
+    s->cfg.plane->loaded(s, r);
     atomic_fetch_add(&s->reloads_ok, 1);
 }
 

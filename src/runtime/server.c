@@ -16,10 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "api/adhoc.h"
-#include "http/http_conn.h"
 #include "runtime/decide.h"
-#include "control/limits.h"
 #include "runtime/metrics.h"
 #include "runtime/peers.h"
 #include "runtime/rules_reload.h"
@@ -45,7 +42,7 @@ static void wake_cb(uv_async_t *a)
         if (!w->control)
             uv_close((uv_handle_t *)&w->listener, noop_close_cb);
         else {
-            sv_limits_stop(w);
+            w->server->cfg.plane->stop(w);
             if (w->server->cfg.control_stop != NULL)
                 w->server->cfg.control_stop(w);
         }
@@ -57,10 +54,7 @@ static void wake_cb(uv_async_t *a)
         }
         uv_close((uv_handle_t *)&w->tick, noop_close_cb);
         uv_close((uv_handle_t *)&w->wake, noop_close_cb);
-        if (w->server->cfg.frontend)
-            w->server->cfg.frontend->close_idle(w);
-        else
-            sv_http_close_idle(w);
+        w->server->cfg.frontend->close_idle(w);
         sd_thread_stop(w->dec);
     }
 }
@@ -70,10 +64,7 @@ static void connection_cb(uv_stream_t *server, int status)
     sv_worker *w = server->data;
     if (status != 0)
         return;
-    if (w->server->cfg.frontend)
-        w->server->cfg.frontend->accept(w);
-    else
-        sv_http_accept(w, server, &sv_public_routes);
+    w->server->cfg.frontend->accept(w);
 }
 
 static void door_cb(uv_stream_t *server, int status)
@@ -219,7 +210,7 @@ static void signal_cb(uv_signal_t *h, int signum)
     if (signum == SIGHUP) {
         const sv_frontend *fe = the_server->cfg.frontend;
         sv_reload_now(the_server);
-        if (fe != NULL && fe->reload != NULL)
+        if (fe->reload != NULL)
             fe->reload(fe->ctx);
         return;
     }
@@ -242,6 +233,7 @@ static int cpu_count(void)
 
 int sv_server_run(const sv_config *cfg)
 {
+    const sv_frontend *fe = cfg->frontend;
     sv_server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return 1;
@@ -264,7 +256,7 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
-    if (sv_adhoc_init(s) != 0 || sv_limits_init(s) != 0 ||
+    if ((fe->init != NULL && fe->init(s) != 0) || cfg->plane->init(s) != 0 ||
         sv_reload_init(s) != 0)
         goto out;
     s->n_public = cfg->threads > 0 ? cfg->threads : cpu_count();
@@ -330,7 +322,7 @@ int sv_server_run(const sv_config *cfg)
         if ((w->dec = sd_thread_new(s->engine, &w->loop, i, &w->stats.store)) ==
                 NULL ||
             (w->control &&
-             (sv_limits_start(w) != 0 ||
+             (cfg->plane->start(w) != 0 ||
               (cfg->control_start != NULL && cfg->control_start(w) != 0))))
             goto stop;
         pthread_create(&w->thread, NULL, worker_main, w);
@@ -379,7 +371,8 @@ stop:
         sd_thread_free(w->dec);
         sv_dec_state_free(w->dec_scratch);
         sv_buf_release(&w->answer);
-        sv_json_release(&w->json);
+        if (fe->thread_release != NULL)
+            fe->thread_release(w);
     }
     for (int i = 0; i < locks; i++) {
         pthread_mutex_destroy(&s->workers[i].series_lock);
@@ -388,8 +381,9 @@ stop:
 out:
     free(s->workers);
     sv_reload_release(s);
-    sv_limits_release(s);
-    sv_adhoc_release(s);
+    cfg->plane->release(s);
+    if (fe->release != NULL)
+        fe->release(s);
     sv_peers_free(s->peers);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);

@@ -14,7 +14,6 @@
 
 #include "decision/decision.h"
 #include "runtime/buf.h"
-#include "api/json_scan.h"
 #include "runtime/reader.h"
 #include "runtime/rules_set.h"
 #include "sluice.h"
@@ -34,9 +33,10 @@
 typedef struct sv_worker sv_worker;
 typedef struct sv_server sv_server;
 
-/* What an accepted connection becomes.  NULL in sv_config means the
- * decision API of conn.c; `sluice proxy` passes its own (src/proxy/), and
- * so shares the threads, listeners, rules reload and drain. */
+/* What an accepted connection of the main listener becomes: serve's
+ * decision API (src/api/frontend.c), or `sluice proxy`'s client
+ * (src/proxy/), which so shares the threads, listeners, rules reload and
+ * drain. */
 typedef struct sv_frontend {
     void (*accept)(sv_worker *w);     /* the listener is readable */
     void (*close_idle)(sv_worker *w); /* on stop: close what is idle */
@@ -44,7 +44,29 @@ typedef struct sv_frontend {
      * end's own config (NULL: it has none to reload). */
     void (*reload)(void *ctx);
     void *ctx; /* the front end's own state */
+    /* Its process-wide state, made before the threads (0, or -1) and
+     * released after them; and a thread's own, released when the thread
+     * is (each may be NULL). */
+    int (*init)(sv_server *s);
+    void (*release)(sv_server *s);
+    void (*thread_release)(sv_worker *w);
 } sv_frontend;
+
+/* The runtime limits (src/control/): the rules set in force is the
+ * loaded one with the overrides applied.  The command installs them
+ * (sv_config.plane); the runtime calls them at these points. */
+typedef struct sv_plane {
+    int (*init)(sv_server *s); /* before the rules load: 0, or -1 */
+    void (*release)(sv_server *s);
+    /* On the control thread: start (0, or -1) and stop its work. */
+    int (*start)(sv_worker *control);
+    void (*stop)(sv_worker *control);
+    /* A rules set was loaded (at start and on reload; the main thread):
+     * publish it with the overrides applied.  Takes the reference. */
+    void (*loaded)(sv_server *s, sv_rules *loaded);
+    /* Its series for /metrics. */
+    void (*metrics)(sv_server *s, sv_buf *out);
+} sv_plane;
 
 /* A listening address. */
 typedef struct sv_addr {
@@ -76,7 +98,8 @@ struct sv_listener {
 };
 
 typedef struct sv_config {
-    const sv_frontend *frontend; /* NULL: conn.c */
+    const sv_frontend *frontend; /* what the main listener serves */
+    const sv_plane *plane;       /* the runtime limits */
     const char *rules_path;
     sv_addr listen;              /* the HTTP listener (or the proxy's) */
     sv_addr resp_listen;         /* --resp-listen; host NULL: off */
@@ -172,9 +195,10 @@ struct sv_worker {
      * copied behind its headers once its length is known; kept between
      * requests so that building it allocates nothing. */
     sv_buf answer;
-    /* The tokens of the decision request being read (request.c), kept
-     * between requests like `answer`. */
-    sv_json json;
+    /* The tokens of the decision request being read (src/api/request.c),
+     * made at the first and kept between requests like `answer`; the
+     * front end's thread_release frees them. */
+    struct sv_json *json;
     sv_stats stats;
     pthread_mutex_t series_lock; /* uncontended: scrape vs this thread */
     sv_series **series;          /* hash buckets */

@@ -1,8 +1,7 @@
 /*
- * router.c - maps (method, path) to a handler, answers the small GET
- * endpoints itself, and formats every response: status line, headers and
- * the JSON error body {"error": {"code", "message"}} whose codes are
- * sl_err_name() names plus the HTTP-specific ones of docs/server.md.
+ * routes.c - serve's route tables (the decision API's listener and the
+ * metrics listener), the small GET answers (health, readiness, rules,
+ * metrics), and the metrics listener's door.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,12 +12,12 @@
 #include <http_parser.h>
 
 #include "api/api.h"
-#include "http/http_conn.h"
-#include "control/limits.h"
-#include "runtime/metrics.h"
-#include "http/respond.h"
-#include "api/router.h"
+#include "api/routes.h"
 #include "api/status.h"
+#include "http/http_conn.h"
+#include "http/respond.h"
+#include "runtime/metrics.h"
+#include "runtime/rules_json.h"
 
 static void get_readyz(sv_worker *w, sv_buf *out, int keep_alive)
 {
@@ -51,7 +50,7 @@ void sv_rules_answer(sv_worker *w, sv_buf *out, int keep_alive)
     for (size_t i = 0; i < sl_rules_domain_count(r); i++)
         json_array_append_new(domains, json_string(sl_rules_domain_name(r, i)));
     /* Each rule with its limit in force and as loaded (limits.h). */
-    json_t *rules = sv_limits_rules(w);
+    json_t *rules = sv_rules_json(w);
     pthread_mutex_lock(&s->reload_lock);
     json_t *err = s->last_error[0] ? json_string(s->last_error) : json_null();
     pthread_mutex_unlock(&s->reload_lock);
@@ -119,7 +118,8 @@ static const sv_route_entry public_routes[] = {
 };
 
 const sv_routes sv_public_routes = {
-    public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0};
+    public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0,
+    &sv_api_req};
 
 /* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads. */
 static const sv_route_entry metrics_routes[] = {
@@ -130,51 +130,15 @@ static const sv_route_entry metrics_routes[] = {
 };
 
 const sv_routes sv_metrics_routes = {
-    metrics_routes, sizeof(metrics_routes) / sizeof(metrics_routes[0]), 0};
+    metrics_routes, sizeof(metrics_routes) / sizeof(metrics_routes[0]), 0,
+    &sv_api_req};
 
-const sv_http_header *sv_http_header_find(const sv_http_request *req,
-                                          const char *name)
+void sv_metrics_accept(sv_listener *l)
 {
-    size_t len = strlen(name);
-    for (size_t i = 0; i < req->n_headers; i++)
-        if (req->headers[i].name_len == len &&
-            strncasecmp(req->headers[i].name, name, len) == 0)
-            return &req->headers[i];
-    return NULL;
+    sv_http_accept(l->w, (uv_stream_t *)&l->tcp, &sv_metrics_routes);
 }
 
-static int path_matches(const char *path, const sv_http_request *req)
+void sv_metrics_close_idle(sv_listener *l)
 {
-    size_t len = strlen(path);
-    if (len > 0 && path[len - 1] == '/') /* a prefix */
-        return req->path_len >= len && memcmp(path, req->path, len) == 0;
-    return len == req->path_len && memcmp(path, req->path, len) == 0;
-}
-
-int sv_route(const sv_routes *routes, sv_worker *w, const sv_http_request *req,
-             sv_req *rq, sv_buf *out, int *keep_alive)
-{
-    for (size_t i = 0; i < routes->n; i++) {
-        const sv_route_entry *r = &routes->entries[i];
-        if (!path_matches(r->path, req))
-            continue;
-        if (r->method != SV_ANY_METHOD && req->method != r->method) {
-            char headers[64], msg[96];
-            snprintf(headers, sizeof(headers), "Allow: %s\r\n",
-                     http_method_str(r->method));
-            snprintf(msg, sizeof(msg), "method not allowed: use %s",
-                     http_method_str(r->method));
-            json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code",
-                                     "EMETHOD", "message", msg);
-            sv_respond_json(out, 405, headers, body, *keep_alive);
-            json_decref(body);
-            return 0;
-        }
-        if (r->post)
-            return r->post(w, req, rq, out, *keep_alive);
-        r->get(w, out, *keep_alive);
-        return 0;
-    }
-    sv_respond_error(out, 404, "ENOTFOUND", "no such route", *keep_alive);
-    return 0;
+    sv_http_close_idle(l->w);
 }
