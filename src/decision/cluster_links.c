@@ -1,7 +1,7 @@
 /*
  * cluster_links.c - `sluice serve --store redis-cluster://...`: where a
- * worker thread sends each part of a call (redis_async.c) on a Redis
- * Cluster.  Kept apart from redis_async.c, which owns calls, timeouts,
+ * worker thread sends each part of a call (redis_async_send.c) on a Redis
+ * Cluster.  Kept apart from redis_async*.c, which own calls, timeouts,
  * the breaker and the failure policy, so that this file is only routing:
  * one hiredis async connection ("link") per master node, made on demand
  * on the worker's loop, and the slot map that picks it.
@@ -12,15 +12,15 @@
  * know; at most one in flight.  Links load the library (FUNCTION LOAD)
  * but need no SCRIPT LOAD: the SHA1 is the same on every node, and a node
  * without the script (or the library) answers NOSCRIPT (or "Function not
- * found"), to which redis_async.c sends EVAL (after the library).  A link that
- * fails is dropped (its calls get no reply, which redis_async.c counts as
- * failures); the next part for that node connects again.
+ * found"), to which redis_async_send.c sends EVAL (after the library).  A link
+ * that fails is dropped (its calls get no reply, which redis_async_send.c
+ * counts as failures); the next part for that node connects again.
  *
  * hiredis 0.14's libuv adapter ignores a poll error, so a refused
  * connection or a reset one is not always reported: the link just never
  * answers.  So every link counts what it was sent and what came back
  * (sd_cluster_sent, _replied), and when calls time out
- * (sd_cluster_timed_out, from redis_async.c's timer) a link that has
+ * (sd_cluster_timed_out, from redis_async_deadline.c's timer) a link that has
  * owed a reply for the whole timeout is dropped and the map read again
  * (from a link that answers): without that, a worker whose breaker stays
  * closed (other masters answer) would keep sending a dead master's slots
@@ -302,7 +302,7 @@ void sd_cluster_timed_out(sd_cluster *cl)
 
 void sd_cluster_close(sd_cluster *cl)
 {
-    /* Freeing a link calls its pending callbacks (redis_async.c's fail
+    /* Freeing a link calls its pending callbacks (redis_async_send.c's fail
      * their parts) and its disconnect callback, which must not refresh. */
     cl->closing = 1;
     while (cl->n_links > 0) {

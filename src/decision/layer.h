@@ -6,7 +6,9 @@
  *   policy.c        a check Redis could not decide, by its failure policy
  *   local.c         the local policy's limits, divided among the nodes
  *   nodes.c         --nodes auto: the live nodes, counted in Redis
- *   redis_async.c   the thread's Redis: connection, probe, sends, replies
+ *   redis_async.c   the thread's Redis: its connection, probe and breaker
+ *   redis_async_send.c      its calls sent, batched, redirected; replies
+ *   redis_async_deadline.c  its waits' deadlines and automatic timeout
  *   wait.c          waits, their checks' calls and parts, the deadlines
  *   breaker.c       when to stop trying Redis and when to try again
  *   batch.c         parts held while a script call is out, sent as one
@@ -207,7 +209,7 @@ void sd_cluster_timed_out(sd_cluster *cl);
 void sd_cluster_close(sd_cluster *cl);
 void sd_cluster_write_now(sd_cluster *cl);
 
-/* ---- redis_async.c ---- */
+/* ---- redis_async.c, redis_async_send.c, redis_async_deadline.c ---- */
 
 /* The thread's Redis, connecting from its loop: 0, or -1. */
 int sd_redis_start(sd_thread *t);

@@ -7,7 +7,7 @@
  *
  * Two drivers do the I/O around it: the blocking one of the library's
  * store (src/store/: redis.c, redis_conn.c, redis_cluster_sync.c) and the
- * asynchronous one of the daemon (src/decision/redis_async.c,
+ * asynchronous one of the daemon (src/decision/redis_async*.c,
  * cluster_links.c).  Nothing here calls either: what the core needs of a
  * store it is given as data (an endpoint, a key space).  Replies are
  * hiredis's, borrowed: nothing here frees one.
