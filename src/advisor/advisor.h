@@ -99,10 +99,15 @@ void av_scraper_join(av_scraper *s);
 
 /* ---- advisor_http.c: the HTTP server ---- */
 
-/* A listening socket on addr (HOST:PORT; [v6]:PORT), and in shown the
- * address it got: the descriptor, or -1 (said on stderr). */
-int av_http_listen(const char *addr, char *shown, size_t shown_len);
-/* Serves GET and HEAD /v1/recommendations from a on lfd until *stop. */
-void av_http_serve(int lfd, av_answer *a, atomic_int *stop);
+typedef struct av_http av_http;
+
+/* The server of a's answer, listening on addr (HOST:PORT; [v6]:PORT),
+ * and in shown the address it got: NULL when it cannot (said on
+ * stderr). */
+av_http *av_http_new(const char *addr, av_answer *a, char *shown,
+                     size_t shown_len);
+/* Serves GET and HEAD /v1/recommendations until *stop. */
+void av_http_serve(av_http *h, atomic_int *stop);
+void av_http_free(av_http *h); /* after the serve; NULL: no-op */
 
 #endif

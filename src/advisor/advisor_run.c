@@ -6,7 +6,6 @@
  * nothing of each other's lifetimes.
  */
 #include <stdio.h>
-#include <unistd.h>
 
 #include "adaptive/advice.h"
 #include "advisor/advisor.h"
@@ -14,14 +13,16 @@
 int av_run(const av_options *o, atomic_int *stop)
 {
     char shown[300];
-    int lfd = av_http_listen(o->listen, shown, sizeof(shown));
-    if (lfd < 0)
-        return 1;
     av_answer a;
     /* At least 1 s: the protocol's floor, and time for a poll to land. */
     av_answer_init(&a, 3 * o->step_ms < AD_MIN_VALID_FOR_MS
                            ? AD_MIN_VALID_FOR_MS
                            : 3 * o->step_ms);
+    av_http *h = av_http_new(o->listen, &a, shown, sizeof(shown));
+    if (h == NULL) {
+        av_answer_release(&a);
+        return 1;
+    }
     fprintf(stderr,
             "sluice advisor: listening on %s; %zu node(s), step %lldms, "
             "season %zu steps, horizon %lldms\n",
@@ -30,13 +31,15 @@ int av_run(const av_options *o, atomic_int *stop)
     av_scraper *s = av_scraper_start(o, &a, stop);
     if (s == NULL) {
         fprintf(stderr, "sluice advisor: cannot start the scraper\n");
-        close(lfd);
+        atomic_store(stop, 1);
+        av_http_serve(h, stop); /* closes what it opened */
+        av_http_free(h);
         av_answer_release(&a);
         return 1;
     }
-    av_http_serve(lfd, &a, stop);
+    av_http_serve(h, stop);
     av_scraper_join(s);
-    close(lfd);
+    av_http_free(h);
     av_answer_release(&a);
     fprintf(stderr, "sluice advisor: stopped\n");
     return 0;

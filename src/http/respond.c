@@ -17,10 +17,18 @@ static const char *reason(int status)
     switch (status) {
     case 200:
         return "OK";
+    case 201:
+        return "Created";
     case 204:
         return "No Content";
+    case 304:
+        return "Not Modified";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
@@ -29,8 +37,14 @@ static const char *reason(int status)
         return "Request Timeout";
     case 413:
         return "Content Too Large";
+    case 409:
+        return "Conflict";
+    case 412:
+        return "Precondition Failed";
     case 415:
         return "Unsupported Media Type";
+    case 428:
+        return "Precondition Required";
     case 429:
         return "Too Many Requests";
     case 431:
@@ -79,9 +93,11 @@ void sv_respond_body(sv_buf *out, int status, const char *type,
 void sv_respond_empty(sv_buf *out, int status, const char *extra_headers,
                       int keep_alive)
 {
-    /* A 204 carries no Content-Length (RFC 9110, 8.6). */
+    /* A 204 carries no Content-Length, and a 304's would be the length
+     * of what a 200 would carry (RFC 9110, 8.6). */
     sv_buf_printf(out, "HTTP/1.1 %d %s\r\n%sConnection: %s\r\n%s\r\n", status,
-                  reason(status), status == 204 ? "" : "Content-Length: 0\r\n",
+                  reason(status),
+                  status == 204 || status == 304 ? "" : "Content-Length: 0\r\n",
                   keep_alive ? "keep-alive" : "close",
                   extra_headers ? extra_headers : "");
 }
