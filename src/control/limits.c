@@ -1,8 +1,9 @@
 /*
  * limits.c - the runtime limits (limits.h): the table of overrides
- * (limits_table.h), its lifecycle, and the generation of the rules set
- * that applies it.  The table's store, its JSON, the tick and the views
- * are files of their own (limits_*.c); this one is what they all change.
+ * (limits_table.h), its lifecycle, the generation of the rules set that
+ * applies it, and a write's precondition against it.  An override as a
+ * value, the table's stores, the tick and the views are files of their
+ * own (limits_*.c); this one is what they all change.
  *
  * Applying.  A change, a reload or an expiry derives a new generation of
  * the loaded set: each overridden rule becomes a copy with the effective
@@ -10,6 +11,8 @@
  * rule's counters, so no client gains or loses what it used.  The new
  * generation is published as the rules are (rules_reload.c).
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,24 +20,6 @@
 #include "log/log.h"
 
 /* ---- the table ---- */
-
-static const char *const source_names[SV_N_SOURCES] = {"manual", "advisor",
-                                                       "controller"};
-
-const char *sv_source_name(sv_source s)
-{
-    return source_names[s];
-}
-
-int sv_source_parse(const char *name, sv_source *out)
-{
-    for (int i = 0; i < SV_N_SOURCES; i++)
-        if (strcmp(name, source_names[i]) == 0) {
-            *out = (sv_source)i;
-            return 0;
-        }
-    return -1;
-}
 
 int64_t sv_limits_now_ms(const sv_server *s)
 {
@@ -57,13 +42,6 @@ uint64_t sv_override_base(const sl_rule *r)
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
         h = (h ^ (uint64_t)words[i]) * 0x100000001b3ULL;
     return h;
-}
-
-void sv_override_release(sv_override *e)
-{
-    free(e->rule);
-    free(e->reason);
-    memset(e, 0, sizeof(*e));
 }
 
 sv_override *sv_override_find(struct sv_limits *lim, const char *rule,
@@ -267,6 +245,48 @@ void sv_limits_release(sv_server *s)
     pthread_mutex_destroy(&lim->lock);
     free(lim);
     s->limits = NULL;
+}
+
+int sv_limits_precondition(sv_limits_op *op, uint64_t there)
+{
+    op->now_version = there;
+    if (op->match == SV_MATCH_VERSION && op->version != there) {
+        op->status = 412;
+        snprintf(op->err, sizeof(op->err),
+                 there ? "the override is at version %" PRIu64 ", not %" PRIu64
+                         ": read it again"
+                       : "no such override (If-Match %" PRIu64 ")",
+                 there ? there : op->version, op->version);
+        return -1;
+    }
+    if (op->match == SV_MATCH_ABSENT && there != 0) {
+        op->status = 412;
+        snprintf(op->err, sizeof(op->err),
+                 "the override exists (version %" PRIu64 ")", there);
+        return -1;
+    }
+    if (op->match == SV_MATCH_NONE && there != 0) {
+        op->status = 428;
+        snprintf(op->err, sizeof(op->err),
+                 "the override exists (version %" PRIu64
+                 "): send If-Match with its version",
+                 there);
+        return -1;
+    }
+    if (op->del && there == 0) {
+        op->status = 404;
+        snprintf(op->err, sizeof(op->err), "no such override");
+        return -1;
+    }
+    return 0;
+}
+
+void sv_limits_op_end(sv_limits_op *op)
+{
+    if (op->abandoned)
+        free(op);
+    else
+        op->done(op->owner);
 }
 
 const sv_plane sv_limits_plane = {

@@ -57,7 +57,6 @@ int64_t sv_limits_now_ms(const sv_server *s);
 /* The identity of a rule's numbers: an override set under other numbers
  * is stale. */
 uint64_t sv_override_base(const sl_rule *r);
-void sv_override_release(sv_override *e);
 sv_override *sv_override_find(struct sv_limits *lim, const char *rule,
                               sv_source source);
 /* Puts e (taken) into the table, or removes (rule, source) when e is
@@ -69,19 +68,20 @@ void sv_override_apply(struct sv_limits *lim, const char *rule,
 /* Derives and publishes the set in force.  Under lim->lock. */
 void sv_limits_publish(struct sv_limits *lim);
 
-/* limits_json.c: an override's JSON (the API's, and Redis's copy), and a
- * change's event. */
+/* limits.c: a write's precondition against the version there (0: none):
+ * 0, or -1 with op->status and op->err; and the end of an op, to its
+ * owner or freed when abandoned. */
+int sv_limits_precondition(sv_limits_op *op, uint64_t there);
+void sv_limits_op_end(sv_limits_op *op);
+
+/* limits_override.c: an override as a value: its fields freed, its JSON
+ * (the API's, and Redis's copy), and a change's event. */
+void sv_override_release(sv_override *e);
 json_t *sv_override_json(const sv_override *e);
 int sv_override_from_json(const json_t *j, sv_override *e);
 json_t *sv_override_event(const char *action, const sv_override *now,
                           const sv_override *before, const char *rule,
                           sv_source source, int64_t at_ms, uint64_t seq);
-
-/* limits_write.c: a write's precondition against the version there (0:
- * none): 0, or -1 with op->status and op->err; and the end of an op, to
- * its owner or freed when abandoned. */
-int sv_limits_precondition(sv_limits_op *op, uint64_t there);
-void sv_limits_op_end(sv_limits_op *op);
 
 /* limits_redis.c: the table on Redis (--store redis).  Writes return as
  * sv_limits_write() does; the rest run on the control thread's tick. */

@@ -65,48 +65,6 @@ static int prepare(struct sv_limits *lim, sv_limits_op *op, sv_override *out,
     return 0;
 }
 
-int sv_limits_precondition(sv_limits_op *op, uint64_t there)
-{
-    op->now_version = there;
-    if (op->match == SV_MATCH_VERSION && op->version != there) {
-        op->status = 412;
-        snprintf(op->err, sizeof(op->err),
-                 there ? "the override is at version %" PRIu64 ", not %" PRIu64
-                         ": read it again"
-                       : "no such override (If-Match %" PRIu64 ")",
-                 there ? there : op->version, op->version);
-        return -1;
-    }
-    if (op->match == SV_MATCH_ABSENT && there != 0) {
-        op->status = 412;
-        snprintf(op->err, sizeof(op->err),
-                 "the override exists (version %" PRIu64 ")", there);
-        return -1;
-    }
-    if (op->match == SV_MATCH_NONE && there != 0) {
-        op->status = 428;
-        snprintf(op->err, sizeof(op->err),
-                 "the override exists (version %" PRIu64
-                 "): send If-Match with its version",
-                 there);
-        return -1;
-    }
-    if (op->del && there == 0) {
-        op->status = 404;
-        snprintf(op->err, sizeof(op->err), "no such override");
-        return -1;
-    }
-    return 0;
-}
-
-void sv_limits_op_end(sv_limits_op *op)
-{
-    if (op->abandoned)
-        free(op);
-    else
-        op->done(op->owner);
-}
-
 int sv_limits_write(sv_worker *control, sv_limits_op *op)
 {
     struct sv_limits *lim = control->server->limits;

@@ -19,13 +19,13 @@
  * and carries the front ends' own commands.  The connection's life is
  * apart from the calls on it: it is set up, lost and retried a few times
  * a run, while the calls go thousands of times a second.  What the three
- * files share is in redis_async.h.
+ * files share is in redis_state.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decision/redis_async.h"
+#include "decision/redis_state.h"
 #include "log/log.h"
 
 #define PROBE_MIN_MS 200
@@ -38,8 +38,11 @@ static void set_up(sd_redis *r, int up)
 /* ---- the connection and its breaker ---- */
 
 static void retry_cb(uv_timer_t *t);
+static void teardown(sd_redis *r);
 
-void sd__redis_go_down(sd_redis *r, const char *why)
+/* Opens the breaker: drops the connection (hiredis fails every call in
+ * flight on it) and schedules the next attempt. */
+static void go_down(sd_redis *r, const char *why)
 {
     redisAsyncContext *ac = r->ac;
     int was = r->br.state;
@@ -90,7 +93,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     }
     if (rc != 0) {
         sl__log(SL__LOG_ERROR, NULL, "thread %d: %s", r->t->index, err);
-        sd__redis_go_down(r, "setup refused");
+        go_down(r, "setup refused");
         return;
     }
     if (kind != (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS
@@ -98,7 +101,7 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         return; /* not the last of the probe */
     if (r->cluster != NULL) {
         if (sd_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
-            sd__redis_go_down(r, "unexpected CLUSTER SLOTS reply");
+            go_down(r, "unexpected CLUSTER SLOTS reply");
             return;
         }
         /* Calls go on the links; hiredis frees this after the callback. */
@@ -121,7 +124,7 @@ static void connect_cb(const redisAsyncContext *ac, int status)
         return;
     /* hiredis frees the context after this callback. */
     r->ac = NULL;
-    sd__redis_go_down(r, ac->errstr[0] ? ac->errstr : "cannot connect");
+    go_down(r, ac->errstr[0] ? ac->errstr : "cannot connect");
 }
 
 static void disconnect_cb(const redisAsyncContext *ac, int status)
@@ -131,7 +134,7 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     if (r == NULL || ac != r->ac)
         return;
     r->ac = NULL; /* being freed by hiredis */
-    sd__redis_go_down(r, "connection lost");
+    go_down(r, "connection lost");
 }
 
 static void start_connect(sd_redis *r)
@@ -147,13 +150,13 @@ static void start_connect(sd_redis *r)
     if (ac == NULL || ac->err) {
         if (ac != NULL)
             redisAsyncFree(ac);
-        sd__redis_go_down(r, "cannot connect");
+        go_down(r, "cannot connect");
         return;
     }
     ac->data = r;
     if (sd_link_attach(ac, r->t->loop) != 0) {
         redisAsyncFree(ac);
-        sd__redis_go_down(r, "out of memory");
+        go_down(r, "out of memory");
         return;
     }
     redisAsyncSetConnectCallback(ac, connect_cb);
@@ -180,7 +183,7 @@ static void retry_cb(uv_timer_t *t)
 {
     sd_redis *r = t->data;
     if (r->br.state == SD_CONNECTING)
-        sd__redis_go_down(r, "probe timed out");
+        go_down(r, "probe timed out");
     else if (r->br.state == SD_DOWN && !r->stopping)
         start_connect(r);
 }
@@ -203,6 +206,8 @@ int sd_redis_start(sd_thread *t)
         return -1;
     }
     r->t = t;
+    r->fail_conn = go_down;
+    r->free_conn = teardown;
     sd_breaker_init(&r->br, t->e->cfg.redis_breaker);
     uv_timer_init(t->loop, &r->retry);
     uv_timer_init(t->loop, &r->timeout);
@@ -231,7 +236,8 @@ static void handle_closed_cb(uv_handle_t *h)
     }
 }
 
-void sd__redis_teardown(sd_redis *r)
+/* Frees the connection and closes the timers; r is freed when they are. */
+static void teardown(sd_redis *r)
 {
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;

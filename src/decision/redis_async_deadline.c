@@ -1,13 +1,13 @@
 /*
  * redis_async_deadline.c - how long a thread's Redis may make a wait wait,
  * and what happens when that time is up: the automatic timeout from the
- * round trips seen (redis_async.h, AUTO_K), the timer on the earliest
+ * round trips seen (redis_state.h, AUTO_K), the timer on the earliest
  * deadline, the calls that miss it failed ("timeout") and counted against
  * the breaker while the server is silent, and the end of a wait's round.
  * Apart from sending because it is about time, not bytes: it runs once a
  * wait, and the policy is one place to read.
  */
-#include "decision/redis_async.h"
+#include "decision/redis_state.h"
 
 uint64_t sd__redis_timeout_for(const sd_redis *r, size_t items)
 {
@@ -66,7 +66,7 @@ static void timeout_cb(uv_timer_t *timer)
             now >= r->last_silence_ms + (w->deadline - w->sent_ms)) {
             r->last_silence_ms = now;
             if (sd_breaker_failure(&r->br))
-                sd__redis_go_down(r, "timeouts");
+                r->fail_conn(r, "timeouts");
         }
         any_timed_out |= timed_out;
         sd__redis_round_end(w); /* dequeues it */

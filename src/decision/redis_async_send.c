@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decision/redis_async.h"
+#include "decision/redis_state.h"
 #include "log/log.h"
 
 /* The first wait after a TRYAGAIN; each next one doubles, up to
@@ -232,7 +232,7 @@ static void settle(sd_redis *r, int current, int res, int had_reply)
     if (res == REPLY_OK)
         sd_breaker_success(&r->br);
     else if (res == REPLY_FAILED && sd_breaker_failure(&r->br))
-        sd__redis_go_down(r, had_reply ? "error replies" : "no reply");
+        r->fail_conn(r, had_reply ? "error replies" : "no reply");
 }
 
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)

@@ -18,9 +18,10 @@
  *
  * This file is the store: what its tables hold and when it goes, the
  * general path of a decision (read, decide, write back) and the atomic
- * multi-item call on it, sweeps, stats and the vtable.  The tables
- * themselves are memory_table.c's; the hot path, one item or a batch on
- * keys already in a table, is memory_decide.c's.
+ * multi-item call on it, sweeps, stats, and the store made.  The tables
+ * themselves are memory_table.c's; the calls as libsluice makes them,
+ * with the hot path (one item or a batch on keys already in a table) and
+ * the store's type, are memory_decide.c's, which calls this file.
  *
  * Where a key lives.  A limit whose states pack (lim->narrow) looks in the
  * narrow table first and the wide one only if that holds any key; other
@@ -331,9 +332,9 @@ static int cmp_shard(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
-                           const int64_t *costs, size_t n, sl_nanos now,
-                           int record, sl_decision *each)
+int sl__memory_check_all(sl_store *base, const sl_check_item *items,
+                         const int64_t *costs, size_t n, sl_nanos now,
+                         int record, sl_decision *each)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
     sl__item_ref refs[SL_MAX_ITEMS];
@@ -341,12 +342,6 @@ int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
     size_t nlocks = 0;
     int err = 0, all = 1;
 
-    if (n == 1 && !record) /* the common case, without the bookkeeping */
-        return sl__memory_check_one(base, items[0].limit, items[0].key,
-                                    items[0].key_len, costs[0], now, each);
-    if (n == 1)
-        return sl__memory_check_other(ms, items, costs[0], now, SL__RECORD,
-                                      each);
     for (size_t i = 0; i < n; i++) {
         refs[i] = sl__memory_ref_of(ms, &items[i]);
         for (size_t j = 0; j < i; j++)
@@ -385,7 +380,7 @@ int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
 
 /* sl_store_sweep walks each shard's narrow slots, then its wide ones: a
  * position in a shard counts both, narrow first. */
-static size_t memory_sweep(sl_store *base, sl_nanos now, size_t max_slots)
+size_t sl__memory_sweep(sl_store *base, sl_nanos now, size_t max_slots)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
     int64_t now_tick;
@@ -431,7 +426,7 @@ static size_t memory_sweep(sl_store *base, sl_nanos now, size_t max_slots)
     return reclaimed;
 }
 
-static void memory_stats(sl_store *base, sl_store_stats *out)
+void sl__memory_stats(sl_store *base, sl_store_stats *out)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
     memset(out, 0, sizeof(*out));
@@ -450,7 +445,7 @@ static void memory_stats(sl_store *base, sl_store_stats *out)
     }
 }
 
-static void memory_destroy(sl_store *base)
+void sl__memory_destroy(sl_store *base)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
     for (int i = 0; i < SL__NSHARDS; i++) {
@@ -505,16 +500,8 @@ int sl__memory_check(sl_store *base)
     return 0;
 }
 
-static const sl__store_type memory_type = {
-    .check_one = sl__memory_check_one,
-    .check_multi = sl__memory_check_multi,
-    .check_batch = sl__memory_check_batch,
-    .sweep = memory_sweep,
-    .stats = memory_stats,
-    .destroy = memory_destroy,
-};
-
-sl_store *sl_memory_store_new(const sl_memory_options *opts)
+sl_store *sl__memory_store_make(const sl_memory_options *opts,
+                                const sl__store_type *type)
 {
     sl_memory_options o = {0};
     sl__memory_store *ms;
@@ -534,7 +521,7 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     if (ms == NULL)
         return NULL;
     memset(ms, 0, sizeof(*ms));
-    ms->base.type = &memory_type;
+    ms->base.type = type;
     ms->max_bytes = o.max_bytes ? o.max_bytes : (size_t)256 << 20;
     if (ms->max_bytes < floor_bytes)
         ms->max_bytes = floor_bytes;
@@ -554,7 +541,7 @@ sl_store *sl_memory_store_new(const sl_memory_options *opts)
     for (int i = 0; i < SL__NSHARDS; i++) {
         for (int w = SL__TABLE_NARROW; w <= SL__TABLE_WIDE; w++) {
             if (sl__table_init(&ms->shards[i].t[w], w, MIN_CAP) != 0) {
-                memory_destroy(&ms->base);
+                sl__memory_destroy(&ms->base);
                 return NULL;
             }
         }

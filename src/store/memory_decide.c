@@ -1,10 +1,12 @@
 /*
- * memory_decide.c - the memory store's hot path: sl_check on one item,
- * with the paths that decide on a slot in place, and sl_check_batch,
- * which prefetches the keys ahead.
+ * memory_decide.c - the memory store's calls, as sl__store_type has
+ * them, and its constructor: the hot path, sl_check on one item with the
+ * paths that decide on a slot in place, sl_check_batch, which prefetches
+ * the keys ahead, and several items, handed to memory.c's atomic call
+ * unless there is only one.
  *
- * Separate from memory.c, which keeps what the tables hold (room,
- * reclaiming, eviction) and the general path these calls fall back on
+ * Above memory.c, which keeps what the tables hold (room, reclaiming,
+ * eviction) and the general path these calls fall back on
  * (sl__memory_check_general) for a new key, a log, or a state that
  * changes table.  The common case, a key already in a table, is decided
  * here without leaving this file: the lookup (memory_table.h), the key's
@@ -155,7 +157,7 @@ decide_locked(sl__memory_store *ms, const sl_check_item *item,
 /*
  * sl_check: one item, *out written only on success.  The buckets' common
  * case and every other have a function each, so that neither pays for the
- * other's registers: sl__memory_check_one only picks one (a tail call).
+ * other's registers: check_one only picks one (a tail call).
  */
 __attribute__((noinline)) static int
 check_one_packed(sl__memory_store *ms, const sl_limit *lim, const void *key,
@@ -174,9 +176,9 @@ check_one_packed(sl__memory_store *ms, const sl_limit *lim, const void *key,
     return err;
 }
 
-int sl__memory_check_other(sl__memory_store *ms, const sl_check_item *item,
-                           int64_t cost, sl_nanos now, sl__mode mode,
-                           sl_decision *out)
+static int check_other(sl__memory_store *ms, const sl_check_item *item,
+                       int64_t cost, sl_nanos now, sl__mode mode,
+                       sl_decision *out)
 {
     sl__item_ref ref = sl__memory_ref_of(ms, item);
     int err;
@@ -193,12 +195,12 @@ check_one_committed(sl__memory_store *ms, const sl_limit *lim, const void *key,
                     sl_decision *out)
 {
     const sl_check_item item = {lim, key, key_len};
-    return sl__memory_check_other(ms, &item, cost, now, SL__COMMIT, out);
+    return check_other(ms, &item, cost, now, SL__COMMIT, out);
 }
 
-int sl__memory_check_one(sl_store *base, const sl_limit *lim, const void *key,
-                         size_t key_len, int64_t cost, sl_nanos now,
-                         sl_decision *out)
+static int check_one(sl_store *base, const sl_limit *lim, const void *key,
+                     size_t key_len, int64_t cost, sl_nanos now,
+                     sl_decision *out)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
 
@@ -214,9 +216,9 @@ int sl__memory_check_one(sl_store *base, const sl_limit *lim, const void *key,
  */
 enum { BATCH_AHEAD = 8 };
 
-int sl__memory_check_batch(sl_store *base, const sl_limit *limit,
-                           const sl_key *keys, size_t n, int64_t cost,
-                           sl_nanos now, sl_decision *out)
+static int check_batch(sl_store *base, const sl_limit *limit,
+                       const sl_key *keys, size_t n, int64_t cost,
+                       sl_nanos now, sl_decision *out)
 {
     sl__memory_store *ms = (sl__memory_store *)base;
     sl__item_ref ring[BATCH_AHEAD];
@@ -256,4 +258,33 @@ int sl__memory_check_batch(sl_store *base, const sl_limit *limit,
         }
     }
     return 0;
+}
+
+/* Several items: one alone takes the one-item paths, without the
+ * bookkeeping of an atomic call (memory.c's). */
+static int check_multi(sl_store *base, const sl_check_item *items,
+                       const int64_t *costs, size_t n, sl_nanos now,
+                       int record, sl_decision *each)
+{
+    if (n == 1 && !record)
+        return check_one(base, items[0].limit, items[0].key,
+                         items[0].key_len, costs[0], now, each);
+    if (n == 1)
+        return check_other((sl__memory_store *)base, items, costs[0], now,
+                           SL__RECORD, each);
+    return sl__memory_check_all(base, items, costs, n, now, record, each);
+}
+
+static const sl__store_type memory_type = {
+    .check_one = check_one,
+    .check_multi = check_multi,
+    .check_batch = check_batch,
+    .sweep = sl__memory_sweep,
+    .stats = sl__memory_stats,
+    .destroy = sl__memory_destroy,
+};
+
+sl_store *sl_memory_store_new(const sl_memory_options *opts)
+{
+    return sl__memory_store_make(opts, &memory_type);
 }

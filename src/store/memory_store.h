@@ -128,29 +128,26 @@ sl__memory_ref_of(sl__memory_store *ms, const sl_check_item *item)
     return sl__memory_ref_of_key(ms, item->limit, item->key, item->key_len);
 }
 
-/* ---- between the units ---- */
+/* ---- memory.c, for memory_decide.c, which calls it and not the other
+ * way round ---- */
 
-/* The general path of one item (memory.c), under its shard's lock: read,
- * decide, write back, making room for a new key, a log, or a state that
- * changes table.  *out written only on success. */
+/* The general path of one item, under its shard's lock: read, decide,
+ * write back, making room for a new key, a log, or a state that changes
+ * table.  *out written only on success. */
 int sl__memory_check_general(sl__memory_store *ms, const sl_check_item *item,
                              sl__item_ref *ref, int64_t cost, sl_nanos now,
                              sl__mode mode, sl_decision *out);
-/* One item in any mode, taking its shard's lock (memory_decide.c). */
-int sl__memory_check_other(sl__memory_store *ms, const sl_check_item *item,
-                           int64_t cost, sl_nanos now, sl__mode mode,
-                           sl_decision *out);
-
-/* The store's calls, as sl__store_type has them: one item and a batch
- * (memory_decide.c), several items atomically (memory.c). */
-int sl__memory_check_one(sl_store *base, const sl_limit *lim, const void *key,
-                         size_t key_len, int64_t cost, sl_nanos now,
-                         sl_decision *out);
-int sl__memory_check_batch(sl_store *base, const sl_limit *limit,
-                           const sl_key *keys, size_t n, int64_t cost,
-                           sl_nanos now, sl_decision *out);
-int sl__memory_check_multi(sl_store *base, const sl_check_item *items,
-                           const int64_t *costs, size_t n, sl_nanos now,
-                           int record, sl_decision *each);
+/* Several items atomically: every shard involved locked, each decided
+ * twice (reserve, then act). */
+int sl__memory_check_all(sl_store *base, const sl_check_item *items,
+                         const int64_t *costs, size_t n, sl_nanos now,
+                         int record, sl_decision *each);
+/* The rest of sl__store_type, and a store of that type made (NULL when
+ * opts are refused or memory is short). */
+size_t sl__memory_sweep(sl_store *base, sl_nanos now, size_t max_slots);
+void sl__memory_stats(sl_store *base, sl_store_stats *out);
+void sl__memory_destroy(sl_store *base);
+sl_store *sl__memory_store_make(const sl_memory_options *opts,
+                                const sl__store_type *type);
 
 #endif

@@ -1,13 +1,14 @@
 /*
- * redis_async.h - what the parts of a thread's Redis share: the state of
+ * redis_state.h - what the parts of a thread's Redis share: the state of
  * its connection (struct sd_redis) and the calls they make in each other.
  * redis_async.c keeps the connection and its breaker, redis_async_send.c
  * sends the calls and reads their replies, redis_async_deadline.c times
- * the waits.  Only those three include it; the rest of the layer sees the
- * sd_redis_* functions of layer.h.
+ * the waits; each calls only the ones after it, and reaches the
+ * connection's reactions through the struct.  Only those three include
+ * it; the rest of the layer sees the sd_redis_* functions of layer.h.
  */
-#ifndef SD_REDIS_ASYNC_H
-#define SD_REDIS_ASYNC_H
+#ifndef SD_REDIS_STATE_H
+#define SD_REDIS_STATE_H
 
 #include "decision/layer.h"
 
@@ -53,6 +54,13 @@ struct sd_redis {
     uint64_t last_reply_ms;
     uint64_t last_silence_ms; /* when a timeout last counted (breaker) */
     uint32_t lat[LAT_BUCKETS], lat_n;
+    /* The connection's own reactions (redis_async.c), reached from the
+     * parts below it — sending and deadlines — without their calling up
+     * into it: open the breaker (drop the connection, schedule the next
+     * attempt), and free the connection and its timers (r goes when they
+     * are closed). */
+    void (*fail_conn)(sd_redis *r, const char *why);
+    void (*free_conn)(sd_redis *r);
 };
 
 /* A reply came for what was sent at sent_ms.  Inline: it runs for every
@@ -74,19 +82,11 @@ static inline void sd__redis_saw_reply(sd_redis *r, uint64_t sent_ms)
     }
 }
 
-/* ---- redis_async.c ---- */
-
-/* Opens the breaker: drops the connection (hiredis fails every call in
- * flight on it) and schedules the next attempt. */
-void sd__redis_go_down(sd_redis *r, const char *why);
-/* Frees the connection and closes the timers; r is freed when they are. */
-void sd__redis_teardown(sd_redis *r);
-
 /* A stopping thread's Redis goes once its last wait has ended. */
 static inline void sd__redis_maybe_teardown(sd_redis *r)
 {
     if (r->stopping && r->waits.head == NULL && r->br.state != SD_STOPPED)
-        sd__redis_teardown(r);
+        r->free_conn(r);
 }
 
 /* ---- redis_async_send.c ---- */

@@ -1,8 +1,10 @@
 /*
- * limits_json.c - the JSON of the runtime limits (limits_table.h): an
- * override as the admin API shows it and as Redis keeps it, and a change's
- * event in the change log.  Apart because the memory store, the Redis
- * store and the views all speak it, and one text keeps them in step.
+ * limits_override.c - one override of the runtime limits
+ * (limits_table.h) as a value: its sources' names, its release, its JSON
+ * as the admin API shows it and as Redis keeps it, and a change's event
+ * in the change log.  Apart, and below the rest of the runtime limits,
+ * because the table, its Redis copy and the views all speak it, and one
+ * text keeps them in step.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +12,31 @@
 #include <string.h>
 
 #include "control/limits_table.h"
+
+static const char *const source_names[SV_N_SOURCES] = {"manual", "advisor",
+                                                       "controller"};
+
+const char *sv_source_name(sv_source s)
+{
+    return source_names[s];
+}
+
+int sv_source_parse(const char *name, sv_source *out)
+{
+    for (int i = 0; i < SV_N_SOURCES; i++)
+        if (strcmp(name, source_names[i]) == 0) {
+            *out = (sv_source)i;
+            return 0;
+        }
+    return -1;
+}
+
+void sv_override_release(sv_override *e)
+{
+    free(e->rule);
+    free(e->reason);
+    memset(e, 0, sizeof(*e));
+}
 
 /* An override's JSON (the API's, and Redis's copy); base as 16 hex digits,
  * since JSON numbers do not hold 64 bits. */
