@@ -33,29 +33,29 @@ int sv_head_url(sv_head *h, const char *at, size_t len)
     return why != NULL ? refuse(h, 400, why) : count(h, len);
 }
 
-/* Keeps the first bytes of a piece of a name or value, and counts all. */
-static void gather(char *buf, size_t cap, size_t *have, const char *at,
-                   size_t len)
-{
-    if (*have < cap)
-        memcpy(buf + *have, at, len < cap - *have ? len : cap - *have);
-    *have += len;
-}
+/* What a field is, known when its value starts: only Host and Expect
+ * matter here. */
+enum { FIELD_OTHER, FIELD_HOST, FIELD_EXPECT };
 
-static int is(const char *buf, size_t len, const char *word)
-{
-    return len == strlen(word) && strncasecmp(buf, word, len) == 0;
-}
+/* A name of at most 8 bytes as one word, each byte lowercased (| 0x20,
+ * exact for the letters the names below are made of). */
+#define WORD4(a, b, c, d)                                                      \
+    ((uint64_t)(a) | (uint64_t)(b) << 8 | (uint64_t)(c) << 16 |              \
+     (uint64_t)(d) << 24)
+#define HOST_WORD WORD4('h', 'o', 's', 't')
+#define EXPECT_WORD                                                            \
+    (WORD4('e', 'x', 'p', 'e') | (uint64_t)'c' << 32 | (uint64_t)'t' << 40)
+#define EXPECT_LEN 6
 
 /* The value of the field before this one is complete. */
 static void end_field(sv_head *h)
 {
-    if (!h->in_value)
-        return;
-    if (is(h->name, h->name_len, "expect") &&
-        is(h->value, h->value_len, "100-continue"))
+    if (h->kind == FIELD_EXPECT && h->value_len == sizeof(h->value) &&
+        strncasecmp(h->value, "100-continue", sizeof(h->value)) == 0)
         h->expect_continue = 1;
     h->in_value = 0;
+    h->kind = FIELD_OTHER;
+    h->name_word = 0;
     h->name_len = h->value_len = 0;
 }
 
@@ -64,8 +64,14 @@ int sv_head_field(sv_head *h, const char *at, size_t len)
     const char *why = sv_hygiene_field_name(at, len);
     if (why != NULL)
         return refuse(h, 400, why);
-    end_field(h);
-    gather(h->name, sizeof(h->name), &h->name_len, at, len);
+    if (h->in_value)
+        end_field(h);
+    /* A name longer than Expect's is neither: its bytes are not kept. */
+    if (h->name_len + len <= EXPECT_LEN)
+        for (size_t i = 0; i < len; i++)
+            h->name_word |= (uint64_t)((unsigned char)at[i] | 0x20)
+                            << (8 * (h->name_len + i));
+    h->name_len += len;
     return count(h, len);
 }
 
@@ -73,15 +79,27 @@ int sv_head_value(sv_head *h, const char *at, size_t len)
 {
     if (!h->in_value) { /* the first piece of this field's value */
         h->in_value = 1;
-        h->hosts += is(h->name, h->name_len, "host");
+        h->kind = h->name_len == 4 && h->name_word == HOST_WORD ? FIELD_HOST
+                  : h->name_len == EXPECT_LEN && h->name_word == EXPECT_WORD
+                      ? FIELD_EXPECT
+                      : FIELD_OTHER;
+        h->hosts += h->kind == FIELD_HOST;
     }
-    gather(h->value, sizeof(h->value), &h->value_len, at, len);
+    if (h->kind == FIELD_EXPECT) { /* its first bytes, and its length */
+        if (h->value_len < sizeof(h->value))
+            memcpy(h->value + h->value_len, at,
+                   len < sizeof(h->value) - h->value_len
+                       ? len
+                       : sizeof(h->value) - h->value_len);
+        h->value_len += len;
+    }
     return count(h, len);
 }
 
 int sv_head_complete(sv_head *h, const http_parser *p)
 {
-    end_field(h);
+    if (h->in_value)
+        end_field(h);
     const char *why = sv_hygiene_framing(p);
     if (why != NULL)
         return refuse(h, 400, why);

@@ -9,6 +9,7 @@
 #define SV_HEAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <http_parser.h>
 
@@ -17,10 +18,13 @@ typedef struct sv_head {
     size_t max_bytes; /* --max-header-bytes */
     int status;       /* once refused: 431 (too large) or 400, with: */
     const char *refusal;
-    /* The field being read, its name's first bytes and whole length
-     * (a name or value may come in pieces over reads). */
-    char name[8];
+    /* The field being read: its name's length and, while it is short
+     * enough to be Host or Expect, its bytes lowercased in one word (a
+     * name or value may come in pieces over reads); what it is once its
+     * value starts; and an Expect's value's first bytes. */
+    uint64_t name_word;
     size_t name_len;
+    int kind; /* head.c's FIELD_* */
     char value[12];
     size_t value_len;
     int in_value;
