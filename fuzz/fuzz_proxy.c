@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         __builtin_trap();
     p += nl ? url_len + 1 : url_len;
 
-    px_headers h = {0};
+    sv_fields h = {0};
     int bad = 0;
     while (p < end && !bad) {
         const char *line_end = memchr(p, '\n', (size_t)(end - p));
@@ -76,12 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (sv_hygiene_field_name(p, (size_t)(name_end - p)) == NULL &&
             memchr(p, ' ', (size_t)(name_end - p)) != NULL)
             __builtin_trap();
-        bad = px_headers_field(&h, p, nl1, 8192) ||
-              px_headers_field(&h, p + nl1, (size_t)(name_end - p) - nl1, 8192);
+        bad = sv_fields_name(&h, p, nl1, 8192) ||
+              sv_fields_name(&h, p + nl1, (size_t)(name_end - p) - nl1, 8192);
         if (!bad && colon) {
             size_t vl = (size_t)(line_end - colon - 1), half = vl / 2;
-            bad = px_headers_value(&h, colon + 1, half, 8192) ||
-                  px_headers_value(&h, colon + 1 + half, vl - half, 8192);
+            bad = sv_fields_value(&h, colon + 1, half, 8192) ||
+                  sv_fields_value(&h, colon + 1 + half, vl - half, 8192);
         }
         p = line_end < end ? line_end + 1 : end;
     }
@@ -126,6 +126,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (px_descriptors(&cfg.routes[0], &view, ds, entries, &n) == 0 &&
         n > cfg.routes[0].n_descriptors)
         __builtin_trap();
-    px_headers_release(&h);
+    sv_fields_release(&h);
     return 0;
 }

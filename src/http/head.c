@@ -1,17 +1,42 @@
 /*
- * head.c - a request head checked as it is parsed (head.h), written once
- * for serve's connections and the proxy's clients, so that what one
- * server refuses the other refuses too.
+ * head.c - a request's head read and checked as it is parsed (head.h),
+ * written once for serve's connections and the proxy's clients, so that
+ * what one server keeps and refuses the other does too.
  */
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
 #include "http/head.h"
 #include "http/hygiene.h"
 
+void sv_head_init(sv_head *h, void *owner,
+                  int (*keep)(const char *name, size_t len))
+{
+    *h = (sv_head){0};
+    http_parser_init(&h->parser, HTTP_REQUEST);
+    h->parser.data = owner;
+    h->fields.keep = keep;
+}
+
+void sv_head_release(sv_head *h)
+{
+    sv_buf_release(&h->url);
+    sv_fields_release(&h->fields);
+}
+
 void sv_head_begin(sv_head *h, size_t max_bytes)
 {
-    *h = (sv_head){.max_bytes = max_bytes};
+    h->url.len = 0;
+    h->url.failed = 0;
+    sv_fields_reset(&h->fields);
+    h->bytes = 0;
+    h->max_bytes = max_bytes;
+    h->status = 0;
+    h->refusal = NULL;
+    h->name_word = 0;
+    h->name_len = h->value_len = 0;
+    h->kind = h->in_value = h->hosts = h->expect_continue = 0;
 }
 
 static int refuse(sv_head *h, int status, const char *why)
@@ -27,10 +52,16 @@ static int count(sv_head *h, size_t len)
     return h->bytes > h->max_bytes ? refuse(h, 431, NULL) : 0;
 }
 
-int sv_head_url(sv_head *h, const char *at, size_t len)
+int sv_head_on_url(http_parser *p, const char *at, size_t len)
 {
+    sv_head *h = (sv_head *)p;
     const char *why = sv_hygiene_target(at, len);
-    return why != NULL ? refuse(h, 400, why) : count(h, len);
+    if (why != NULL)
+        return refuse(h, 400, why);
+    if (count(h, len) != 0)
+        return -1;
+    sv_buf_add(&h->url, at, len);
+    return h->url.failed ? -1 : 0;
 }
 
 /* What a field is, known when its value starts: only Host and Expect
@@ -59,8 +90,9 @@ static void end_field(sv_head *h)
     h->name_len = h->value_len = 0;
 }
 
-int sv_head_field(sv_head *h, const char *at, size_t len)
+int sv_head_on_field(http_parser *p, const char *at, size_t len)
 {
+    sv_head *h = (sv_head *)p;
     const char *why = sv_hygiene_field_name(at, len);
     if (why != NULL)
         return refuse(h, 400, why);
@@ -72,11 +104,17 @@ int sv_head_field(sv_head *h, const char *at, size_t len)
             h->name_word |= (uint64_t)((unsigned char)at[i] | 0x20)
                             << (8 * (h->name_len + i));
     h->name_len += len;
-    return count(h, len);
+    if (count(h, len) != 0)
+        return -1;
+    /* The cap on bytes is counted above; the store's is the fields'. */
+    return sv_fields_name(&h->fields, at, len, SIZE_MAX) != 0
+               ? refuse(h, 431, NULL)
+               : 0;
 }
 
-int sv_head_value(sv_head *h, const char *at, size_t len)
+int sv_head_on_value(http_parser *p, const char *at, size_t len)
 {
+    sv_head *h = (sv_head *)p;
     if (!h->in_value) { /* the first piece of this field's value */
         h->in_value = 1;
         h->kind = h->name_len == 4 && h->name_word == HOST_WORD ? FIELD_HOST
@@ -93,11 +131,16 @@ int sv_head_value(sv_head *h, const char *at, size_t len)
                        : sizeof(h->value) - h->value_len);
         h->value_len += len;
     }
-    return count(h, len);
+    if (count(h, len) != 0)
+        return -1;
+    return sv_fields_value(&h->fields, at, len, SIZE_MAX) != 0
+               ? refuse(h, 431, NULL)
+               : 0;
 }
 
-int sv_head_complete(sv_head *h, const http_parser *p)
+int sv_head_complete(sv_head *h)
 {
+    const http_parser *p = &h->parser;
     if (h->in_value)
         end_field(h);
     const char *why = sv_hygiene_framing(p);

@@ -67,17 +67,13 @@ typedef struct hc_conn {
     const sv_routes *routes;
     char peer[INET6_ADDRSTRLEN]; /* when routes->peer */
     int peer_loopback;
-    http_parser parser;
-    sv_buf url, body;
-    /* The Sluice-* headers: their bytes, their offsets into hbytes (which
-     * may move while it grows), and their views once the message is
+    /* The request's head (head.h: its parser, target and the fields a
+     * handler reads), its body, and the fields' views once it is
      * complete. */
-    sv_buf hbytes, hrecs, hviews;
-    sv_buf field;    /* the name of the header being read */
-    int in_value;    /* the last header callback was a value */
-    int keep_header; /* the header being read is a Sluice-* one */
+    sv_head head;
+    sv_buf body;
+    sv_buf hviews;
     int in_message;
-    sv_head head;   /* what every server checks of a head (head.h) */
     int err_status; /* the body's cap refused: 413 */
     struct sv_req *rq;   /* the request's state across waits: the routes' */
     int waiting;         /* rq waits: parser paused */
@@ -90,19 +86,12 @@ typedef struct hc_conn {
 /* Bytes read ahead of a waiting request before reading stops. */
 #define STASH_MAX (64 * 1024)
 
-typedef struct kept_header {
-    size_t name_off, name_len, value_off, value_len;
-} kept_header;
-
 static void release(sv_conn *conn)
 {
     hc_conn *c = (hc_conn *)conn;
-    sv_buf_release(&c->url);
+    sv_head_release(&c->head);
     sv_buf_release(&c->body);
-    sv_buf_release(&c->hbytes);
-    sv_buf_release(&c->hrecs);
     sv_buf_release(&c->hviews);
-    sv_buf_release(&c->field);
     sv_buf_release(&c->stash);
 }
 
@@ -135,7 +124,7 @@ static void go_on(hc_conn *c)
     while (c->held && !c->waiting && !c->c.closing &&
            c->c.ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
         c->held = 0;
-        http_parser_pause(&c->parser, 0);
+        http_parser_pause(&c->head.parser, 0);
         sv_buf stash = c->stash;
         c->stash = (sv_buf){0};
         if (stash.len > 0)
@@ -171,86 +160,40 @@ static int on_message_begin(http_parser *p)
 {
     hc_conn *c = p->data;
     c->in_message = 1;
-    c->url.len = c->body.len = c->hbytes.len = c->hrecs.len = 0;
-    c->url.failed = c->body.failed = c->hbytes.failed = c->hrecs.failed = 0;
-    c->hviews.failed = c->field.failed = 0;
-    c->field.len = 0;
-    c->in_value = 0;
+    c->body.len = 0;
+    c->body.failed = c->hviews.failed = 0;
     c->err_status = 0;
     sv_head_begin(&c->head, c->c.w->server->cfg.max_header_bytes);
     sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
     return 0;
 }
 
-static int on_url(http_parser *p, const char *at, size_t len)
+/* The fields a handler reads, the only ones kept: the Sluice-* ones (GET
+ * /v1/auth's descriptors), and the admin API's Authorization, If-Match
+ * and If-None-Match.  Every field still counts towards the head's cap.
+ * Told apart by their first letter, since most fields are none of them. */
+static int kept(const char *name, size_t len)
 {
-    hc_conn *c = p->data;
-    if (sv_head_url(&c->head, at, len) != 0)
-        return -1;
-    sv_buf_add(&c->url, at, len);
-    return 0;
-}
-
-/* Names and values may arrive split over reads: a name is gathered in
- * c->field until its value starts. */
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-    hc_conn *c = p->data;
-    if (sv_head_field(&c->head, at, len) != 0)
-        return -1;
-    if (c->in_value) {
-        c->field.len = 0;
-        c->in_value = 0;
+#define NAMED(s) (len == sizeof(s) - 1 && strncasecmp(name, s, len) == 0)
+    if (len == 0)
+        return 0;
+    switch (name[0] | 0x20) {
+    case 's':
+        return len >= 7 && strncasecmp(name, "sluice-", 7) == 0;
+    case 'a':
+        return NAMED("authorization");
+    case 'i':
+        return NAMED("if-match") || NAMED("if-none-match");
+    default:
+        return 0;
     }
-    sv_buf_add(&c->field, at, len);
-    return 0;
-}
-
-#define KEPT_PREFIX "sluice-"
-
-/* The header whose name is in c->field is one a handler reads. */
-static int kept_name(const hc_conn *c)
-{
-    static const char *const names[] = {"authorization", "if-match",
-                                        "if-none-match"};
-    const char *f = c->field.data;
-    size_t len = c->field.len;
-    if (len >= sizeof(KEPT_PREFIX) - 1 &&
-        strncasecmp(f, KEPT_PREFIX, sizeof(KEPT_PREFIX) - 1) == 0)
-        return 1;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (len == strlen(names[i]) && strncasecmp(f, names[i], len) == 0)
-            return 1;
-    return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-    hc_conn *c = p->data;
-    if (sv_head_value(&c->head, at, len) != 0)
-        return -1;
-    if (!c->in_value) { /* the first piece of this value */
-        c->in_value = 1;
-        c->keep_header = kept_name(c);
-        if (c->keep_header) {
-            kept_header k = {c->hbytes.len, c->field.len, 0, 0};
-            sv_buf_add(&c->hbytes, c->field.data, c->field.len);
-            k.value_off = c->hbytes.len;
-            sv_buf_add(&c->hrecs, &k, sizeof(k));
-        }
-    }
-    if (c->keep_header && !c->hrecs.failed) {
-        kept_header *k = (kept_header *)(c->hrecs.data + c->hrecs.len) - 1;
-        k->value_len += len;
-        sv_buf_add(&c->hbytes, at, len);
-    }
-    return 0;
+#undef NAMED
 }
 
 static int on_headers_complete(http_parser *p)
 {
     hc_conn *c = p->data;
-    if (sv_head_complete(&c->head, p) != 0)
+    if (sv_head_complete(&c->head) != 0)
         return -1;
     if (p->content_length != ULLONG_MAX &&
         p->content_length > c->c.w->server->cfg.max_body_bytes) {
@@ -283,20 +226,21 @@ static void resume_cb(void *owner);
  * waits on the store. */
 static int dispatch(hc_conn *c)
 {
-    http_parser *p = &c->parser;
+    http_parser *p = &c->head.parser;
+    const sv_buf *url = &c->head.url;
     sv_http_request req = {
         .method = p->method,
-        .path = c->url.data ? c->url.data : "",
-        .path_len = c->url.len,
+        .path = url->data ? url->data : "",
+        .path_len = url->len,
         .body = c->body.data ? c->body.data : "",
         .body_len = c->body.len,
     };
-    /* The kept headers' views, now that hbytes no longer moves. */
+    /* The kept fields' views, now that their bytes no longer move. */
     c->hviews.len = 0;
-    for (size_t i = 0; i < c->hrecs.len / sizeof(kept_header); i++) {
-        const kept_header *k = (const kept_header *)c->hrecs.data + i;
-        sv_http_header h = {c->hbytes.data + k->name_off, k->name_len,
-                            c->hbytes.data + k->value_off, k->value_len};
+    for (size_t i = 0; i < sv_fields_count(&c->head.fields); i++) {
+        sv_http_header h;
+        sv_fields_get(&c->head.fields, i, &h.name, &h.name_len, &h.value,
+                      &h.value_len);
         sv_buf_add(&c->hviews, &h, sizeof(h));
     }
     req.headers = (const sv_http_header *)c->hviews.data;
@@ -316,8 +260,7 @@ static int dispatch(hc_conn *c)
     int keep_alive =
         http_should_keep_alive(p) && !c->c.w->stopping && !p->upgrade;
     size_t mark = c->c.ob.out.len; /* earlier pipelined responses stay */
-    if (c->url.failed || c->body.failed || c->hbytes.failed ||
-        c->hrecs.failed || c->hviews.failed || c->field.failed)
+    if (sv_head_failed(&c->head) || c->body.failed || c->hviews.failed)
         c->c.ob.out.failed = 1; /* the request itself was not kept whole */
     else {
         if (sv_route(c->routes, c->c.w, &req, c->rq, &c->c.ob.out, &keep_alive) ==
@@ -360,9 +303,9 @@ static int on_message_complete(http_parser *p)
 
 static const http_parser_settings settings = {
     .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
+    .on_url = sv_head_on_url,
+    .on_header_field = sv_head_on_field,
+    .on_header_value = sv_head_on_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
@@ -371,8 +314,8 @@ static const http_parser_settings settings = {
 /* Parses n bytes; when a request goes waiting, the rest is stashed. */
 static void parse(hc_conn *c, const char *data, size_t n)
 {
-    size_t done = http_parser_execute(&c->parser, &settings, data, n);
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    size_t done = http_parser_execute(&c->head.parser, &settings, data, n);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->head.parser);
     if (c->c.closing) {
         /* Paused after a response that closes: ignore what follows. */
     } else if (c->waiting || c->held) {
@@ -384,7 +327,7 @@ static void parse(hc_conn *c, const char *data, size_t n)
             c->c.closing = 1;
         else if (kept > 0)
             sv_conn_set_reading(&c->c, 0);
-    } else if (c->parser.upgrade || (e != HPE_OK) || done != n) {
+    } else if (c->head.parser.upgrade || (e != HPE_OK) || done != n) {
         sv_respond_unreadable(&c->c.ob.out,
                               c->err_status ? c->err_status : c->head.status,
                               c->head.refusal ? c->head.refusal
@@ -436,7 +379,7 @@ static void resume_cb(void *owner)
     hc_conn *c = owner;
     c->routes->req->woke(c->rq);
     c->waiting = 0;
-    http_parser_pause(&c->parser, 0);
+    http_parser_pause(&c->head.parser, 0);
     if (dispatch(c) == 0 && !c->c.closing) {
         if (c->stash.len > 0) {
             sv_buf stash = c->stash;
@@ -464,8 +407,7 @@ static int on_open(sv_conn *conn, void *arg)
     c->routes = arg;
     if (c->routes->peer)
         sv_conn_peer(conn, c->peer, sizeof(c->peer), &c->peer_loopback);
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    sv_head_init(&c->head, c, kept);
     if ((c->rq = calloc(1, c->routes->req->size)) == NULL)
         return -1;
     c->routes->req->init(c->rq, resume_cb, c);

@@ -100,7 +100,7 @@ static int walk_hops(const px_config *cfg, const char *xff, size_t xl,
 
 void px_client_address(const px_config *cfg,
                        const struct sockaddr_storage *peer,
-                       const char *peer_text, const px_headers *h, char *out,
+                       const char *peer_text, const sv_fields *h, char *out,
                        size_t outlen)
 {
     int hops = 0;
@@ -113,10 +113,10 @@ void px_client_address(const px_config *cfg,
     /* Several X-Forwarded-For fields are one list, in order (RFC 9110,
      * 5.3): walked from the last field's right end. */
     int more = trusted(cfg, family, addr);
-    for (size_t i = px_headers_count(h); more && i-- > 0;) {
+    for (size_t i = sv_fields_count(h); more && i-- > 0;) {
         const char *n, *v;
         size_t nl, vl;
-        px_headers_get(h, i, &n, &nl, &v, &vl);
+        sv_fields_get(h, i, &n, &nl, &v, &vl);
         if (nl == 15 && strncasecmp(n, "x-forwarded-for", 15) == 0)
             more = walk_hops(cfg, v, vl, &family, addr, &hops);
     }
@@ -173,10 +173,10 @@ int px_descriptors(const px_route *route, const px_request_view *req,
                 break;
             case PX_REQUEST_HEADER:
                 e->value =
-                    px_headers_find(req->headers, a->header, &e->value_len);
+                    sv_fields_find(req->headers, a->header, &e->value_len);
                 skip = e->value == NULL;
                 if (!skip &&
-                    px_headers_occurrences(req->headers, a->header) > 1)
+                    sv_fields_occurrences(req->headers, a->header) > 1)
                     return -1;
                 break;
             case PX_PATH:

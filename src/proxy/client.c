@@ -43,11 +43,9 @@ struct px_client {
                 * read timeout of a request, the idle timeout between */
     uv_timer_t delay; /* the queue */
     px_config *cfg; /* a reference: what this request is routed by */
-    http_parser parser;
+    sv_head head;   /* the request's head: its parser, target, fields */
     enum state state;
     enum pause_reason paused_at;
-    sv_buf url;
-    px_headers headers;
     sv_buf rest;  /* read but not parsed while the parser is paused */
     sv_buf rate; /* rate-limit header lines for the response */
     struct sockaddr_storage peer;
@@ -63,8 +61,6 @@ struct px_client {
     int in_message, keep_alive, expect_continue;
     int req_chunked, req_body, req_done;
     int resp_chunked;
-    int header_error;    /* 431: the fields' own caps refused */
-    sv_head head;        /* what every server checks of a head (head.h) */
     int unreadable;      /* answered as such: linger before closing */
     int flow_paused;     /* stopped reading: the upstream is behind */
     int driving, again;  /* in parse(); resume() asked meanwhile */
@@ -78,10 +74,9 @@ static void resume(px_client *c);
 static void release(sv_conn *conn)
 {
     px_client *c = (px_client *)conn;
-    sv_buf_release(&c->url);
+    sv_head_release(&c->head);
     sv_buf_release(&c->rest);
     sv_buf_release(&c->rate);
-    px_headers_release(&c->headers);
     px_config_unref(c->cfg);
     px_decision_free(c->pd);
 }
@@ -151,7 +146,7 @@ static size_t up_pending(const px_client *c)
 
 static int up_method(const px_client *c)
 {
-    return c->parser.method;
+    return c->head.parser.method;
 }
 
 /* Whether the connection can go on after a request answered here: a
@@ -241,10 +236,6 @@ static int on_message_begin(http_parser *p)
         c->cfg = cfg;
     }
     c->in_message = 1;
-    c->url.len = 0;
-    c->url.failed = 0;
-    px_headers_reset(&c->headers);
-    c->header_error = 0;
     sv_head_begin(&c->head, c->c.w->server->cfg.max_header_bytes);
     c->req_done = c->req_body = c->req_chunked = 0;
     c->expect_continue = 0;
@@ -254,51 +245,12 @@ static int on_message_begin(http_parser *p)
     return 0;
 }
 
-static int on_url(http_parser *p, const char *at, size_t len)
-{
-    px_client *c = p->data;
-    if (sv_head_url(&c->head, at, len) != 0)
-        return -1;
-    sv_buf_add(&c->url, at, len);
-    if (c->url.len > c->c.w->server->cfg.max_header_bytes || c->url.failed) {
-        c->header_error = 431;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_field(http_parser *p, const char *at, size_t len)
-{
-    px_client *c = p->data;
-    if (sv_head_field(&c->head, at, len) != 0)
-        return -1;
-    if (px_headers_field(&c->headers, at, len,
-                         c->c.w->server->cfg.max_header_bytes - c->url.len)) {
-        c->header_error = 431;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_header_value(http_parser *p, const char *at, size_t len)
-{
-    px_client *c = p->data;
-    if (sv_head_value(&c->head, at, len) != 0)
-        return -1;
-    if (px_headers_value(&c->headers, at, len,
-                         c->c.w->server->cfg.max_header_bytes - c->url.len)) {
-        c->header_error = 431;
-        return -1;
-    }
-    return 0;
-}
-
 static int on_headers_complete(http_parser *p)
 {
     px_client *c = p->data;
     /* Before anything of the request goes on: http-parser refuses such
      * a head itself only after this callback has paused it. */
-    if (sv_head_complete(&c->head, p) != 0)
+    if (sv_head_complete(&c->head) != 0)
         return -1;
     c->req_chunked = (p->flags & F_CHUNKED) != 0;
     c->req_length = p->content_length;
@@ -363,9 +315,9 @@ static int on_message_complete(http_parser *p)
 
 static const http_parser_settings settings = {
     .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_field,
-    .on_header_value = on_header_value,
+    .on_url = sv_head_on_url,
+    .on_header_field = sv_head_on_field,
+    .on_header_value = sv_head_on_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
@@ -376,8 +328,8 @@ static void decide(px_client *c);
 /* Feeds bytes to the parser and acts on why it stopped. */
 static void parse(px_client *c, const char *data, size_t len)
 {
-    size_t done = http_parser_execute(&c->parser, &settings, data, len);
-    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    size_t done = http_parser_execute(&c->head.parser, &settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->head.parser);
     if (sv_conn_gone(&c->c))
         return;
     if (e == HPE_PAUSED) {
@@ -400,8 +352,7 @@ static void parse(px_client *c, const char *data, size_t len)
     if (e != HPE_OK || done != len) {
         sv_buf out = {0};
         sv_respond_unreadable(&out,
-                              c->header_error ? c->header_error
-                                              : c->head.status,
+                              c->head.status,
                               c->head.refusal ? c->head.refusal
                                          : http_errno_description(e));
         if (c->state == S_FORWARD || c->state == S_QUEUED ||
@@ -434,7 +385,7 @@ static void resume(px_client *c)
         c->again = 0;
         if (sv_conn_gone(&c->c) || c->c.closing)
             break;
-        http_parser_pause(&c->parser, 0);
+        http_parser_pause(&c->head.parser, 0);
         sv_buf kept = c->rest;
         c->rest = (sv_buf){0};
         if (kept.len > 0)
@@ -468,7 +419,7 @@ static void on_read(sv_conn *conn, ssize_t nread, const char *data)
     if (nread < 0) {
         if (c->state == S_DECIDING) {
             sv_conn_close(&c->c); /* nothing was forwarded: drop it all */
-        } else if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+        } else if (HTTP_PARSER_ERRNO(&c->head.parser) == HPE_PAUSED) {
             /* The client is done sending (or gone): finish the request
              * in hand, then close. */
             c->keep_alive = 0;
@@ -481,7 +432,7 @@ static void on_read(sv_conn *conn, ssize_t nread, const char *data)
     }
     if (nread > 0 && c->state == S_FORWARD && !c->req_done)
         sv_deadline_set(&c->c.timer, c->c.w->server->cfg.read_timeout_ms);
-    if (nread > 0 && HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED) {
+    if (nread > 0 && HTTP_PARSER_ERRNO(&c->head.parser) == HPE_PAUSED) {
         int kept =
             sv_reader_keep(&c->rest, data, (size_t)nread, PX_MAX_PENDING);
         if (kept < 0)
@@ -524,9 +475,9 @@ static void up_ready(px_client *c, px_up *up)
     c->up = up;
     c->state = S_FORWARD;
     sv_buf head = {0};
-    const char *url = c->url.data ? c->url.data : "";
-    px_request_head(&head, c->parser.method, url + c->target_off,
-                    c->url.len - c->target_off, &c->headers,
+    const char *url = c->head.url.data ? c->head.url.data : "";
+    px_request_head(&head, c->head.parser.method, url + c->target_off,
+                    c->head.url.len - c->target_off, &c->head.fields,
                     c->cfg->upstream_host, c->peer_text,
                     c->req_chunked                ? -1
                     : c->req_length != ULLONG_MAX ? (int64_t)c->req_length
@@ -548,7 +499,7 @@ static void up_ready(px_client *c, px_up *up)
 }
 
 static int up_head(px_client *c, int status, const char *reason,
-                   size_t reason_len, const px_headers *h, http_parser *p)
+                   size_t reason_len, const sv_fields *h, http_parser *p)
 {
     uint64_t took = uv_hrtime() - c->t_forward;
     px_count_response(c->c.w, c->route, status, took);
@@ -558,8 +509,8 @@ static int up_head(px_client *c, int status, const char *reason,
         c->keep_alive = 0;
     sv_buf out = {0};
     c->resp_chunked = px_response_head(
-        &out, status, reason, reason_len, h, p, c->parser.method == HTTP_HEAD,
-        c->parser.http_major == 1 && c->parser.http_minor >= 1,
+        &out, status, reason, reason_len, h, p, c->head.parser.method == HTTP_HEAD,
+        c->head.parser.http_major == 1 && c->head.parser.http_minor >= 1,
         c->cfg->rate_limit_headers ? &c->rate : NULL, &c->keep_alive);
     int rc = out.failed ? -1 : queue(c, out.data, out.len);
     if (out.failed)
@@ -657,7 +608,7 @@ static void act(px_client *c, const px_decision *pd, const px_verdict *v)
         break;
     case PX_LIMIT: {
         int keep = can_keep(c);
-        px_answer_429(pd, v, c->parser.method == HTTP_HEAD, keep, &c->rate,
+        px_answer_429(pd, v, c->head.parser.method == HTTP_HEAD, keep, &c->rate,
                       &c->c.ob.out);
         answer_local(c, &c->c.ob.out, keep);
         break;
@@ -686,11 +637,11 @@ static void decided_cb(void *owner)
 static void decide(px_client *c)
 {
     const px_config *cfg = c->cfg;
-    const char *url = c->url.data ? c->url.data : "";
+    const char *url = c->head.url.data ? c->head.url.data : "";
     size_t raw_len, path_len = 0, loose_len = 0;
-    px_decision *pd = px_decision_get(c->c.w, &c->pd, c->url.len + 2);
+    px_decision *pd = px_decision_get(c->c.w, &c->pd, c->head.url.len + 2);
     px_verdict v;
-    if (c->parser.upgrade) {
+    if (c->head.parser.upgrade) {
         /* Upgrade and CONNECT would need the connection spliced through;
          * say so rather than pass a half-working tunnel.  What follows
          * may be the other protocol already: the connection ends. */
@@ -700,7 +651,7 @@ static void decide(px_client *c)
         px_count(c->c.w, NULL, PX_REJECTED);
     } else if (pd == NULL) {
         answer_error(c, 503, "ENOMEM", "out of memory");
-    } else if (px_request_target(url, c->url.len, &c->target_off, &raw_len) !=
+    } else if (px_request_target(url, c->head.url.len, &c->target_off, &raw_len) !=
                    0 ||
                px_normalize_path(url + c->target_off, raw_len, 0, pd->path,
                                  &path_len) != 0 ||
@@ -713,9 +664,9 @@ static void decide(px_client *c)
     } else if (c->metrics_only) {
         /* The metrics listener: GET /metrics and /v1/rules (what sluice
          * advisor scrapes), nothing forwarded. */
-        if (c->parser.method == HTTP_GET && strcmp(pd->path, "/metrics") == 0)
+        if (c->head.parser.method == HTTP_GET && strcmp(pd->path, "/metrics") == 0)
             answer_metrics(c);
-        else if (c->parser.method == HTTP_GET &&
+        else if (c->head.parser.method == HTTP_GET &&
                  strcmp(pd->path, "/v1/rules") == 0)
             answer_rules(c);
         else
@@ -723,17 +674,17 @@ static void decide(px_client *c)
                          "the metrics listener answers GET /metrics and "
                          "/v1/rules only");
     } else if (cfg->metrics_path && cfg->metrics_path[0] != '\0' &&
-               c->parser.method == HTTP_GET &&
+               c->head.parser.method == HTTP_GET &&
                strcmp(cfg->metrics_path, pd->path) == 0) {
         answer_metrics(c);
     } else {
-        px_client_address(cfg, &c->peer, c->peer_text, &c->headers,
+        px_client_address(cfg, &c->peer, c->peer_text, &c->head.fields,
                           pd->client_addr, sizeof(pd->client_addr));
         for (size_t i = 0; i <= loose_len; i++)
             pd->lower[i] = (char)tolower((unsigned char)pd->loose[i]);
-        px_request_view view = {c->parser.method, pd->path,   path_len,
+        px_request_view view = {c->head.parser.method, pd->path,   path_len,
                                 pd->loose,        pd->lower,  loose_len,
-                                pd->client_addr,  &c->headers};
+                                pd->client_addr,  &c->head.fields};
         px_admit(c->c.w, cfg, pd, &view, decided_cb, c, &c->wait, &v);
         c->route = pd->route;
         act(c, pd, &v);
@@ -756,8 +707,7 @@ static int on_open(sv_conn *conn, void *arg)
     if (uv_tcp_getpeername(&conn->tcp, (struct sockaddr *)&c->peer, &len) != 0)
         return -1;
     px_peer_text(&c->peer, c->peer_text, sizeof(c->peer_text));
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
+    sv_head_init(&c->head, c, NULL);
     return 0;
 }
 

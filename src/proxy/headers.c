@@ -1,118 +1,16 @@
 /*
- * headers.c - the header fields of one HTTP message as http-parser hands
- * them over (a name or value may come in several pieces, split across
- * reads), and the hop-by-hop rules for passing them on.  Both directions
- * use it: the client's request and the upstream's response.
- *
- * Fields are kept as offsets into one byte buffer, which may move while
- * it grows; views are made only when asked for.
+ * headers.c - the hop-by-hop rules for passing a message's header fields
+ * on (src/http/fields.c keeps them): the client's request to the
+ * upstream, and the upstream's response to the client.
  */
 #include <string.h>
 #include <strings.h>
 
 #include "proxy.h"
 
-void px_headers_reset(px_headers *h)
-{
-    h->bytes.len = h->fields.len = 0;
-    h->bytes.failed = h->fields.failed = 0;
-    h->in_value = 0;
-    h->total = 0;
-}
-
-void px_headers_release(px_headers *h)
-{
-    sv_buf_release(&h->bytes);
-    sv_buf_release(&h->fields);
-}
-
-size_t px_headers_count(const px_headers *h)
-{
-    return h->fields.len / sizeof(px_field);
-}
-
-static px_field *last(px_headers *h)
-{
-    return (px_field *)(h->fields.data + h->fields.len) - 1;
-}
-
-static int count(px_headers *h, size_t len, size_t max_bytes)
-{
-    h->total += len;
-    return h->total > max_bytes || h->bytes.failed || h->fields.failed ? -1 : 0;
-}
-
-int px_headers_field(px_headers *h, const char *at, size_t len,
-                     size_t max_bytes)
-{
-    if (h->in_value || h->fields.len == 0) {
-        if (px_headers_count(h) == PX_MAX_HEADERS)
-            return -1;
-        px_field f = {h->bytes.len, 0, 0, 0};
-        sv_buf_add(&h->fields, &f, sizeof(f));
-        h->in_value = 0;
-        if (h->fields.failed)
-            return -1;
-    }
-    sv_buf_add(&h->bytes, at, len);
-    last(h)->name_len += len;
-    return count(h, len, max_bytes);
-}
-
-int px_headers_value(px_headers *h, const char *at, size_t len,
-                     size_t max_bytes)
-{
-    if (h->fields.len == 0)
-        return -1;
-    if (!h->in_value) {
-        h->in_value = 1;
-        last(h)->value_off = h->bytes.len;
-    }
-    sv_buf_add(&h->bytes, at, len);
-    last(h)->value_len += len;
-    return count(h, len, max_bytes);
-}
-
-void px_headers_get(const px_headers *h, size_t i, const char **name,
-                    size_t *name_len, const char **value, size_t *value_len)
-{
-    const px_field *f = (const px_field *)h->fields.data + i;
-    *name = h->bytes.data + f->name_off;
-    *name_len = f->name_len;
-    *value = f->value_len ? h->bytes.data + f->value_off : "";
-    *value_len = f->value_len;
-}
-
 static int name_is(const char *name, size_t len, const char *want)
 {
     return strlen(want) == len && strncasecmp(name, want, len) == 0;
-}
-
-const char *px_headers_find(const px_headers *h, const char *name,
-                            size_t *value_len)
-{
-    for (size_t i = 0; i < px_headers_count(h); i++) {
-        const char *n, *v;
-        size_t nl, vl;
-        px_headers_get(h, i, &n, &nl, &v, &vl);
-        if (name_is(n, nl, name)) {
-            *value_len = vl;
-            return v;
-        }
-    }
-    return NULL;
-}
-
-size_t px_headers_occurrences(const px_headers *h, const char *name)
-{
-    size_t count = 0;
-    for (size_t i = 0; i < px_headers_count(h); i++) {
-        const char *n, *v;
-        size_t nl, vl;
-        px_headers_get(h, i, &n, &nl, &v, &vl);
-        count += name_is(n, nl, name);
-    }
-    return count;
 }
 
 /* Is `name` one of the comma-separated tokens of a Connection value? */
@@ -159,30 +57,30 @@ static int is_hop_by_hop(const char *name, size_t len)
     return 0;
 }
 
-void px_headers_forward(const px_headers *h, const char *const *drop,
+void px_headers_forward(const sv_fields *h, const char *const *drop,
                         sv_buf *out)
 {
-    size_t n = px_headers_count(h);
+    size_t n = sv_fields_count(h);
     /* Every Connection field counts: a message may send several. */
-    size_t conn[PX_MAX_HEADERS], n_conn = 0;
+    size_t conn[SV_MAX_FIELDS], n_conn = 0;
     for (size_t i = 0; i < n; i++) {
         const char *name, *value;
         size_t nl, vl;
-        px_headers_get(h, i, &name, &nl, &value, &vl);
+        sv_fields_get(h, i, &name, &nl, &value, &vl);
         if (name_is(name, nl, "connection"))
             conn[n_conn++] = i;
     }
     for (size_t i = 0; i < n; i++) {
         const char *name, *value;
         size_t nl, vl;
-        px_headers_get(h, i, &name, &nl, &value, &vl);
+        sv_fields_get(h, i, &name, &nl, &value, &vl);
         int skip = is_hop_by_hop(name, nl);
         for (const char *const *d = drop; d && *d && !skip; d++)
             skip = name_is(name, nl, *d);
         for (size_t j = 0; j < n_conn && !skip; j++) {
             const char *cn, *cv;
             size_t cnl, cvl;
-            px_headers_get(h, conn[j], &cn, &cnl, &cv, &cvl);
+            sv_fields_get(h, conn[j], &cn, &cnl, &cv, &cvl);
             skip = listed_in(cv, cvl, name, nl);
         }
         if (skip)
@@ -202,7 +100,7 @@ static void px_add_content_length(sv_buf *b, uint64_t n)
 }
 
 void px_request_head(sv_buf *head, int method, const char *target,
-                     size_t target_len, const px_headers *h,
+                     size_t target_len, const sv_fields *h,
                      const char *upstream_host, const char *peer_text,
                      int64_t length)
 {
@@ -217,7 +115,7 @@ void px_request_head(sv_buf *head, int method, const char *target,
     sv_buf_add(head, target, target_len);
     sv_buf_addstr(head, " HTTP/1.1\r\n");
     px_headers_forward(h, drop, head);
-    if (px_headers_find(h, "host", &hl) == NULL) {
+    if (sv_fields_find(h, "host", &hl) == NULL) {
         sv_buf_addstr(head, "Host: ");
         sv_buf_addstr(head, upstream_host);
         sv_buf_add(head, "\r\n", 2);
@@ -225,10 +123,10 @@ void px_request_head(sv_buf *head, int method, const char *target,
     /* Every X-Forwarded-For field, in order, is one list (RFC 9110,
      * 5.3): a load balancer appends a field of its own. */
     sv_buf_addstr(head, "X-Forwarded-For: ");
-    for (size_t i = 0; i < px_headers_count(h); i++) {
+    for (size_t i = 0; i < sv_fields_count(h); i++) {
         const char *n, *v;
         size_t nl;
-        px_headers_get(h, i, &n, &nl, &v, &xl);
+        sv_fields_get(h, i, &n, &nl, &v, &xl);
         if (xl > 0 && name_is(n, nl, "x-forwarded-for")) {
             sv_buf_add(head, v, xl);
             sv_buf_addstr(head, ", ");
@@ -244,7 +142,7 @@ void px_request_head(sv_buf *head, int method, const char *target,
 }
 
 int px_response_head(sv_buf *out, int status, const char *reason,
-                     size_t reason_len, const px_headers *h,
+                     size_t reason_len, const sv_fields *h,
                      const http_parser *p, int head_request, int http11,
                      const sv_buf *rate, int *keep_alive)
 {

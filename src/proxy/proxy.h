@@ -24,6 +24,7 @@
 
 #include "runtime/decide.h"
 #include "runtime/deadline.h"
+#include "http/fields.h"
 #include "http/hygiene.h"
 #include "runtime/metrics.h"
 #include "runtime/reader.h"
@@ -49,7 +50,6 @@
  * answer before the client has read it. */
 #define PX_LINGER_MS 2000
 /* Header fields of one message, counted as well as --max-header-bytes. */
-#define PX_MAX_HEADERS 100
 /* Bytes queued for one socket before the other side stops being read:
  * a body streams through without ever being held whole. */
 #define PX_MAX_PENDING (256 * 1024)
@@ -153,48 +153,21 @@ const px_route *px_route_find(const px_config *cfg,
 const char *px_route_path(const px_route *route,
                           const struct px_request_view *req, size_t *len);
 
-/* headers.c: the header fields of one message, collected while parsing
- * (names and values may arrive in pieces). */
-typedef struct px_field {
-    size_t name_off, name_len, value_off, value_len;
-} px_field;
-
-typedef struct px_headers {
-    sv_buf bytes;  /* names and values */
-    sv_buf fields; /* px_field records */
-    int in_value;
-    size_t total; /* bytes counted against the cap */
-} px_headers;
-
-void px_headers_reset(px_headers *h);
-void px_headers_release(px_headers *h);
-/* 0, or -1 when over max_bytes or PX_MAX_HEADERS. */
-int px_headers_field(px_headers *h, const char *at, size_t len,
-                     size_t max_bytes);
-int px_headers_value(px_headers *h, const char *at, size_t len,
-                     size_t max_bytes);
-size_t px_headers_count(const px_headers *h);
-/* Field i's name and value (valid until the next add). */
-void px_headers_get(const px_headers *h, size_t i, const char **name,
-                    size_t *name_len, const char **value, size_t *value_len);
-/* The first field named `name` (case-insensitive), or NULL. */
-const char *px_headers_find(const px_headers *h, const char *name,
-                            size_t *value_len);
-/* How many fields are named `name` (case-insensitive). */
-size_t px_headers_occurrences(const px_headers *h, const char *name);
+/* headers.c: the hop-by-hop rules for passing fields on (the fields are
+ * src/http/fields.c's). */
 /* Appends the end-to-end fields as "Name: value\r\n": drops the hop-by-hop
  * ones (RFC 9110, 7.6.1: Connection and the fields it names, Keep-Alive,
  * Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade), the framing
  * (Content-Length; the caller writes its own) and those in `drop`
  * (NULL-terminated, lower case). */
-void px_headers_forward(const px_headers *h, const char *const *drop,
+void px_headers_forward(const sv_fields *h, const char *const *drop,
                         sv_buf *out);
 /* The request's head as the upstream gets it: origin-form target (from
  * the request's target, origin- or absolute-form), its fields less
  * Expect and the X-Forwarded-* ones (set anew from peer_text), Host if it
  * had none, and length: the body's, -1 for chunked, -2 for none. */
 void px_request_head(sv_buf *head, int method, const char *target,
-                     size_t target_len, const px_headers *h,
+                     size_t target_len, const sv_fields *h,
                      const char *upstream_host, const char *peer_text,
                      int64_t length);
 /* The upstream's response head (p parsed it) as the client gets it: its
@@ -203,7 +176,7 @@ void px_request_head(sv_buf *head, int method, const char *target,
  * clears when the client must read to the close.  Returns 1 when the body
  * goes in chunks. */
 int px_response_head(sv_buf *out, int status, const char *reason,
-                     size_t reason_len, const px_headers *h,
+                     size_t reason_len, const sv_fields *h,
                      const http_parser *p, int head_request, int http11,
                      const sv_buf *rate, int *keep_alive);
 
@@ -211,7 +184,7 @@ int px_response_head(sv_buf *out, int status, const char *reason,
  * only when the peer is a trusted proxy; and a route's descriptors. */
 void px_client_address(const px_config *cfg,
                        const struct sockaddr_storage *peer,
-                       const char *peer_text, const px_headers *h, char *out,
+                       const char *peer_text, const sv_fields *h, char *out,
                        size_t outlen);
 /* The request target's path: its offset in url and its length without
  * the query, for origin-form ("/p?q") and absolute-form
@@ -238,7 +211,7 @@ typedef struct px_request_view {
     const char *lower;
     size_t loose_len;
     const char *client_addr;
-    const px_headers *headers;
+    const sv_fields *headers;
 } px_request_view;
 /* Fills ds (room for PX_MAX_DESCRIPTORS) and their entries (room for
  * PX_MAX_DESCRIPTORS * PX_MAX_ACTIONS), pointing into the route and
@@ -459,7 +432,7 @@ typedef struct px_up_events {
     /* The response's head: status line and fields; body framing decided
      * there.  0, or -1 when the client is gone. */
     int (*head)(px_client *c, int status, const char *reason, size_t reason_len,
-                const px_headers *h, http_parser *p);
+                const sv_fields *h, http_parser *p);
     int (*body)(px_client *c, const char *at, size_t len);
     /* The response ended; reusable: the upstream connection may go back
      * to the pool.  The client lets go of up. */

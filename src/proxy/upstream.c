@@ -31,7 +31,7 @@ struct px_up {
     px_client *client;      /* NULL when idle or failed */
     const px_up_events *ev; /* the client's */
     http_parser parser;
-    px_headers headers;
+    sv_fields headers;
     sv_buf reason;
     int connected, req_sent, head_seen, keep_alive, informational;
     int in_pool, reading, message_done;
@@ -64,7 +64,7 @@ static void free_cb(uv_handle_t *h)
     px_up *up = h->data;
     if (--up->handles_open > 0)
         return;
-    px_headers_release(&up->headers);
+    sv_fields_release(&up->headers);
     sv_buf_release(&up->reason);
     free(up);
 }
@@ -141,7 +141,7 @@ static void timer_cb(uv_timer_t *t)
 static int on_message_begin(http_parser *p)
 {
     px_up *up = p->data;
-    px_headers_reset(&up->headers);
+    sv_fields_reset(&up->headers);
     up->reason.len = 0;
     up->reason.failed = 0;
     return 0;
@@ -159,7 +159,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
     px_up *up = p->data;
     if (up->head_seen)
         return 0; /* trailers are not passed on */
-    return px_headers_field(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
+    return sv_fields_name(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
@@ -167,7 +167,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     px_up *up = p->data;
     if (up->head_seen)
         return 0;
-    return px_headers_value(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
+    return sv_fields_value(&up->headers, at, len, PX_MAX_RESPONSE_HEAD);
 }
 
 static int on_headers_complete(http_parser *p)
