@@ -33,22 +33,25 @@ void av_answer_release(av_answer *a)
 
 void av_answer_publish(av_answer *a, json_t *recs, size_t n_recs)
 {
+    /* The time is taken under the lock, and the text made with it, so
+     * that computed_at_ms and the ETag are one number even when two
+     * answers come within a millisecond (the first and the initial). */
+    pthread_mutex_lock(&a->lock);
     int64_t now = wall_ms();
+    if (now <= a->computed_at)
+        now = a->computed_at + 1; /* a new answer, a new ETag */
     json_t *root = json_pack("{s:s,s:I,s:I,s:o}", "protocol", AD_PROTOCOL,
                              "computed_at_ms", (json_int_t)now, "valid_for_ms",
                              (json_int_t)a->valid_for, "recommendations", recs);
     char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
-    if (text == NULL)
-        return; /* out of memory: the last answer stays */
-    pthread_mutex_lock(&a->lock);
-    if (now <= a->computed_at)
-        now = a->computed_at + 1; /* a new answer, a new ETag */
-    free(a->json);
-    a->json = text;
-    a->computed_at = now;
-    a->n_recs = n_recs;
-    snprintf(a->etag, sizeof(a->etag), "\"%lld\"", (long long)now);
+    if (text != NULL) { /* out of memory: the last answer stays */
+        free(a->json);
+        a->json = text;
+        a->computed_at = now;
+        a->n_recs = n_recs;
+        snprintf(a->etag, sizeof(a->etag), "\"%lld\"", (long long)now);
+    }
     pthread_mutex_unlock(&a->lock);
 }
 
