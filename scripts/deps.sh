@@ -11,6 +11,8 @@ set -euo pipefail
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
 # runs examples/nginx/ in front of a test upstream; nodejs, npm: the tests
 # that drive sluice with real Node clients (tests/*/package.json).
+# libssl-dev: TLS on the listeners; openssl: tests/test_tls.sh makes its
+# CA and certificates, and talks to the listeners (s_client).
 # libnghttp2-dev: serve's gRPC door; python3-h2 (hyperframe, hpack):
 # tests/test_serve_grpc.sh's raw HTTP/2 client; nghttp2-client (nghttp,
 # h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
@@ -24,7 +26,7 @@ set -euo pipefail
 # configure finds the unit tests' framework); the rest, --test.
 PKGS=(build-essential cmake pkg-config libyaml-dev libhiredis-dev
       libuv1-dev libhttp-parser-dev libjansson-dev libnghttp2-dev curl
-      libcmocka-dev)
+      libcmocka-dev libssl-dev)
 test=0
 case "${1:-}" in
   --test) test=1 ;;
@@ -33,7 +35,7 @@ case "${1:-}" in
   *) echo "usage: scripts/deps.sh [--test | --fuzz]" >&2; exit 2 ;;
 esac
 [ "$test" = 1 ] && PKGS+=(redis-server redis-tools python3 nginx nodejs npm
-  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base lua5.1)
+  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base lua5.1 openssl)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)

@@ -22,6 +22,7 @@
  * left.
  */
 #include "grpc/grpc.h"
+#include "http/respond.h"
 #include "runtime/conn.h"
 
 /* Streams a connection may have open at once (SETTINGS_MAX_CONCURRENT_
@@ -161,6 +162,9 @@ static int on_open(sv_conn *conn, void *arg)
     return 0;
 }
 
+/* gRPC over TLS is HTTP/2 chosen in ALPN, and nothing else. */
+static const sv_tls_alpn alpn_h2 = {(const unsigned char *)"\x02h2", 3, 1};
+
 /* The session weighs its own output (pump), and drains on stop. */
 static const sv_conn_type gr_conn_type = {
     .size = sizeof(gr_conn),
@@ -170,6 +174,8 @@ static const sv_conn_type gr_conn_type = {
     .timeout = timeout,
     .written = written,
     .closing = on_closing,
+    .alpn = &alpn_h2,
+    .plaintext_answer = sv_http_plaintext_answer,
 };
 
 void gr_accept(sv_listener *l)
@@ -184,6 +190,10 @@ void gr_close_idle(sv_listener *l)
     for (sv_conn *conn = l->conns, *next; conn != NULL; conn = next) {
         next = conn->next;
         gr_conn *c = (gr_conn *)conn;
+        if (!conn->opened) { /* still in its TLS handshake */
+            sv_conn_close(conn);
+            continue;
+        }
         if (c->s == NULL)
             continue;
         c->drain_by = now + l->w->server->cfg.read_timeout_ms;

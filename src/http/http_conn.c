@@ -425,6 +425,8 @@ static const sv_conn_type hc_conn_type = {
     .closing = closing,
     .release = release,
     .idle = idle,
+    .alpn = &sv_http_alpn,
+    .plaintext_answer = sv_http_plaintext_answer,
 };
 
 void sv_http_accept(sv_worker *w, uv_stream_t *listener,

@@ -276,3 +276,17 @@ void sv_respond_limited(const sv_dec_result *res, const char *rate_headers,
                    c ? c->text->json : "denied", c ? c->text->json_len : 6,
                    c ? sv_ms_up(c->d.retry_after) : -1, head, keep_alive);
 }
+
+#define PLAINTEXT_BODY                                                         \
+    "{\"error\":{\"code\":\"ETLS\",\"message\":\"plain HTTP sent to a TLS "    \
+    "port: use https\"}}\n"
+
+const char sv_http_plaintext_answer[] =
+    "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+    "Content-Length: 79\r\nConnection: close\r\n\r\n" PLAINTEXT_BODY;
+
+_Static_assert(sizeof(PLAINTEXT_BODY) - 1 == 79,
+               "sv_http_plaintext_answer's Content-Length");
+
+const sv_tls_alpn sv_http_alpn = {(const unsigned char *)"\x08http/1.1", 9,
+                                  0};

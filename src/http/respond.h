@@ -10,6 +10,7 @@
 
 #include "runtime/buf.h"
 #include "runtime/decide.h"
+#include "runtime/tls.h"
 
 /* The answer to a request that could not be read, closing the
  * connection: 413 or 431 when a cap refused it (cap_status), else 400
@@ -64,5 +65,10 @@ void sv_respond_429(sv_buf *out, const char *rate_headers, size_t rate_len,
                     int keep_alive);
 void sv_respond_limited(const sv_dec_result *res, const char *rate_headers,
                         size_t rate_len, int head, sv_buf *out, int keep_alive);
+
+/* Under TLS: the answer to plain HTTP sent to a TLS listener, and what
+ * an HTTP/1.1 listener says in ALPN. */
+extern const char sv_http_plaintext_answer[];
+extern const sv_tls_alpn sv_http_alpn;
 
 #endif

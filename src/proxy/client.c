@@ -722,6 +722,8 @@ static const sv_conn_type px_client_type = {
     .written = written,
     .closing = closing,
     .release = release,
+    .alpn = &sv_http_alpn,
+    .plaintext_answer = sv_http_plaintext_answer,
 };
 
 void px_client_accept(sv_worker *w)

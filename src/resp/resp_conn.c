@@ -228,6 +228,7 @@ static const sv_conn_type rp_conn_type = {
     .closing = on_closing,
     .release = on_release,
     .idle = is_idle,
+    .plaintext_answer = "-ERR this port speaks TLS\r\n",
 };
 
 void rp_accept(sv_listener *l)

@@ -14,7 +14,9 @@
  * member is the sv_conn.
  *
  * Every byte a connection reads and writes passes here, so that a
- * transport under all doors is written in one place.
+ * transport under all doors is written in one place: with --tls-cert,
+ * every listener's connections speak TLS (tls.h), and a door opens once
+ * the handshake is done, reading and writing plain text as without.
  */
 #ifndef SV_CONN_H
 #define SV_CONN_H
@@ -26,6 +28,7 @@
 #include "runtime/deadline.h"
 #include "runtime/reader.h"
 #include "runtime/send.h"
+#include "runtime/tls.h"
 #include "runtime/worker.h"
 
 typedef struct sv_conn sv_conn;
@@ -61,6 +64,11 @@ typedef struct sv_conn_type {
      * is not finishes what it has, then closes (NULL: the door's
      * stop() does it). */
     int (*idle)(sv_conn *c);
+    /* Under TLS (--tls-cert): what the listener speaks, for ALPN (NULL:
+     * nothing said), and the answer, in plain text, to a client that
+     * sends plain text to it (NULL: the connection just closes). */
+    const sv_tls_alpn *alpn;
+    const char *plaintext_answer;
 } sv_conn_type;
 
 struct sv_conn {
@@ -77,7 +85,17 @@ struct sv_conn {
      * NULL: none. */
     uv_handle_t *extra;
     int handles_open;
-    int opened;    /* accepted and counted: the door's hooks may run */
+    int opened;    /* opened by its door: the door's hooks may run */
+    void *open_arg; /* the door's, until it is opened (after a handshake) */
+    /* TLS: the connection's, over memory BIOs (NULL: plain text); its
+     * handshake done; its records on their way out (the outbox sends
+     * them, its `out` holds the door's plain text meanwhile); and its
+     * place among the thread's connections whose decrypted bytes wait
+     * for the door to read again. */
+    SSL *ssl;
+    int tls_open, tls_shut, tls_todo;
+    sv_buf tls_out;
+    sv_conn *tls_next;
     int want;      /* the door wants reads (sv_conn_set_reading) */
     int closing;   /* no more requests: finish the writes, then end */
     int lingering; /* 1: end by lingering; 2: lingering now */
@@ -112,6 +130,10 @@ int sv_conn_gone(const sv_conn *c);
 /* On stop: each connection of *list its type calls idle closes now;
  * then the thread's reader closes once no connection is left. */
 void sv_conn_close_idle(sv_worker *w, sv_conn **list);
+
+/* The thread's connections whose decrypted bytes waited while their
+ * door did not read, read now that it does (before the loop polls). */
+void sv_conn_tls_resume(sv_worker *w);
 
 /* The client's address as text in buf (INET6_ADDRSTRLEN), and whether
  * it is a loopback one: 0, or -1 when it cannot be read. */

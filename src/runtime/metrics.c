@@ -29,6 +29,7 @@
 
 #include "runtime/label.h"
 #include "runtime/metrics.h"
+#include "runtime/tls.h"
 
 #define SERIES_BUCKETS 1024
 
@@ -741,6 +742,8 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
     render_doors(s, out);
     if (s->cfg.plane != NULL)
         s->cfg.plane->metrics(s, out);
+    if (s->tls != NULL)
+        sv_tls_metrics(s->tls, out);
     if (s->cfg.control_metrics != NULL)
         s->cfg.control_metrics(s, out);
 }

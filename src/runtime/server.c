@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "runtime/conn.h"
 #include "runtime/decide.h"
 #include "runtime/metrics.h"
 #include "runtime/peers.h"
@@ -25,7 +26,10 @@
 
 static void tick_cb(uv_prepare_t *h)
 {
-    ((sv_worker *)h->data)->now_stale = 1;
+    sv_worker *w = h->data;
+    w->now_stale = 1;
+    if (w->tls_todo != NULL)
+        sv_conn_tls_resume(w);
 }
 
 static void noop_close_cb(uv_handle_t *h)
@@ -209,7 +213,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 {
     if (signum == SIGHUP) {
         const sv_frontend *fe = the_server->cfg.frontend;
-        sv_reload_now(the_server);
+        sv_reload_now(the_server); /* the rules, and the certificate */
         if (fe->reload != NULL)
             fe->reload(fe->ctx);
         return;
@@ -256,6 +260,20 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
+    if (cfg->tls_cert != NULL || cfg->tls_key != NULL ||
+        cfg->tls_client_ca != NULL) {
+        const sv_tls_files files = {cfg->tls_cert, cfg->tls_key,
+                                    cfg->tls_client_ca};
+        if (cfg->tls_cert == NULL || cfg->tls_key == NULL) {
+            sl__log(SL__LOG_ERROR, NULL,
+                    "--tls-cert and --tls-key go together");
+            goto out;
+        }
+        if ((s->tls = sv_tls_new(&files, err, sizeof(err))) == NULL) {
+            sl__log(SL__LOG_ERROR, NULL, "%s", err);
+            goto out;
+        }
+    }
     if ((fe->init != NULL && fe->init(s) != 0) || cfg->plane->init(s) != 0 ||
         sv_reload_init(s) != 0)
         goto out;
@@ -385,6 +403,7 @@ out:
     if (fe->release != NULL)
         fe->release(s);
     sv_peers_free(s->peers);
+    sv_tls_free(s->tls);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

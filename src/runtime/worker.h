@@ -109,6 +109,9 @@ typedef struct sv_config {
     sv_addr metrics_listen;      /* --metrics-listen; host NULL: off */
     int public_metrics; /* serve: GET /metrics on the HTTP listener too */
     const char *admin_token_file;
+    /* --tls-cert, --tls-key, --tls-client-ca: TLS on every listener
+     * (tls.h); cert NULL: none. */
+    const char *tls_cert, *tls_key, *tls_client_ca;
     const char *advisor_url;      /* --advisor; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */
     uint64_t advisor_timeout_ms;  /* --advisor-timeout */
@@ -190,6 +193,8 @@ struct sv_worker {
     sl_nanos now;             /* wall clock ns, sampled once per iteration */
     struct sv_conn *conns;    /* open connections of the HTTP listeners */
     char read_buf[64 * 1024]; /* every read of this thread's sockets */
+    char tls_buf[16 * 1024];  /* what TLS decrypts of them (conn.c) */
+    struct sv_conn *tls_todo; /* decrypted bytes waiting for a door (conn.c) */
     sv_readers readers;       /* the proxy's clients (reader.c) */
     /* The JSON body of the decision being answered: built here, then
      * copied behind its headers once its length is known; kept between
@@ -229,6 +234,7 @@ struct sv_server {
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
     struct sv_peers *peers; /* --max-connections-per-address; NULL: off */
+    struct sv_tls *tls;     /* --tls-cert: every listener's; NULL: none */
     /* Connections closed as soon as accepted, by the cap they were over
      * (sv_accept): sluice_connections_closed_at_accept_total. */
     atomic_uint_fast64_t closed_over_max, closed_per_address;

@@ -62,6 +62,17 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_LISTEN, SRV(admin_listen),
      .help = "the admin API there (docs/admin.md): the\n"
              "limits in force, overrides; off by default"},
+    {.flag = "tls-cert", .key = "tls_cert", .arg = "PATH", .commands = BOTH,
+     .kind = ST_SET_PATH, SRV(tls_cert),
+     .help = "PEM certificate chain: TLS (1.2, 1.3) on every\n"
+             "listener, reloaded with the rules (SIGHUP)"},
+    {.flag = "tls-key", .key = "tls_key", .arg = "PATH", .commands = BOTH,
+     .kind = ST_SET_PATH, SRV(tls_key),
+     .help = "its PEM private key (mode 0600)"},
+    {.flag = "tls-client-ca", .key = "tls_client_ca", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(tls_client_ca),
+     .help = "PEM CA certificates: clients must present a\n"
+             "certificate they sign (mutual TLS)"},
     {.flag = "admin-token-file", .key = "admin_token_file", .arg = "PATH",
      .commands = BOTH, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"

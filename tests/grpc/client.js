@@ -12,6 +12,11 @@
 //   {"op": "raw", "path": "/pkg.Svc/Method", "hex": "..."}
 //       -> the request message's bytes as given (malformed ones too):
 //          {"code": 0, "hex": "..."} or {"code": STATUS, "details": "..."}
+//
+// With GRPC_TLS_CA=FILE the channel is TLS (grpc.credentials.createSsl),
+// verifying the server against that CA as "localhost"; GRPC_TLS_CERT and
+// GRPC_TLS_KEY add a client certificate (mutual TLS), for
+// tests/test_tls.sh.
 'use strict';
 const path = require('path');
 const grpc = require('@grpc/grpc-js');
@@ -24,9 +29,19 @@ const def = loader.loadSync(
 const pkg = grpc.loadPackageDefinition(def);
 const addr = process.argv[2];
 const ops = JSON.parse(process.argv[3]);
-const insecure = grpc.credentials.createInsecure();
-const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(addr, insecure);
-const health = new pkg.grpc.health.v1.Health(addr, insecure);
+const fs = require('fs');
+const env = process.env;
+const creds = env.GRPC_TLS_CA
+  ? grpc.credentials.createSsl(
+      fs.readFileSync(env.GRPC_TLS_CA),
+      env.GRPC_TLS_KEY ? fs.readFileSync(env.GRPC_TLS_KEY) : null,
+      env.GRPC_TLS_CERT ? fs.readFileSync(env.GRPC_TLS_CERT) : null)
+  : grpc.credentials.createInsecure();
+const chanOpts = env.GRPC_TLS_CA
+  ? {'grpc.ssl_target_name_override': 'localhost'} : {};
+const rls = new pkg.envoy.service.ratelimit.v3.RateLimitService(addr, creds,
+                                                                 chanOpts);
+const health = new pkg.grpc.health.v1.Health(addr, creds, chanOpts);
 
 function options(op) {
   return op.deadline_ms ? {deadline: Date.now() + op.deadline_ms} : {};
