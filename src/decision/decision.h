@@ -116,7 +116,8 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
 /* The front end no longer wants the answer (its client went away). */
 void sd_cancel(sd_wait *wait);
 /* Sends what this loop iteration's requests asked now, rather than when
- * the loop next polls; from outside any request (it may end waits). */
+ * the loop next polls; from outside any request (it may end waits).
+ * NULL: a server without the decision layer (http/service.c), a no-op. */
 void sd_flush(sd_thread *t);
 
 /* A command of a front end's own (not a decision) on the engine's Redis,

@@ -227,6 +227,6 @@ void sd_cancel(sd_wait *w)
 
 void sd_flush(sd_thread *t)
 {
-    if (t->redis != NULL)
+    if (t != NULL && t->redis != NULL)
         sd_redis_flush(t);
 }

@@ -89,7 +89,7 @@ void sv_fields_get(const sv_fields *h, size_t i, const char **name,
     *value_len = f->value_len;
 }
 
-static int name_is(const char *name, size_t len, const char *want)
+int sv_field_is(const char *name, size_t len, const char *want)
 {
     return strlen(want) == len && strncasecmp(name, want, len) == 0;
 }
@@ -101,7 +101,7 @@ const char *sv_fields_find(const sv_fields *h, const char *name,
         const char *n, *v;
         size_t nl, vl;
         sv_fields_get(h, i, &n, &nl, &v, &vl);
-        if (name_is(n, nl, name)) {
+        if (sv_field_is(n, nl, name)) {
             *value_len = vl;
             return v;
         }
@@ -116,7 +116,7 @@ size_t sv_fields_occurrences(const sv_fields *h, const char *name)
         const char *n, *v;
         size_t nl, vl;
         sv_fields_get(h, i, &n, &nl, &v, &vl);
-        count += name_is(n, nl, name);
+        count += sv_field_is(n, nl, name);
     }
     return count;
 }

@@ -45,6 +45,8 @@ size_t sv_fields_count(const sv_fields *h);
 /* Field i's name and value (valid until the next add). */
 void sv_fields_get(const sv_fields *h, size_t i, const char **name,
                    size_t *name_len, const char **value, size_t *value_len);
+/* A field's name (len bytes) is want (lower case), case-insensitively. */
+int sv_field_is(const char *name, size_t len, const char *want);
 /* The first field named `name` (case-insensitive), or NULL. */
 const char *sv_fields_find(const sv_fields *h, const char *name,
                            size_t *value_len);

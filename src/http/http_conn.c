@@ -366,10 +366,8 @@ static void on_read(sv_conn *conn, ssize_t nread, const char *data)
     parse(c, data, (size_t)nread);
     if (sv_conn_flush(&c->c) == 0)
         go_on(c);
-    /* Last: it may answer other waiting requests (a service that decides
-     * nothing has no decision layer: service.c). */
-    if (dec != NULL)
-        sd_flush(dec);
+    /* Last: it may answer other waiting requests. */
+    sd_flush(dec);
 }
 
 /* The store's result is in: answer the waiting request, then go on with

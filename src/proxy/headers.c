@@ -8,11 +8,6 @@
 
 #include "proxy.h"
 
-static int name_is(const char *name, size_t len, const char *want)
-{
-    return strlen(want) == len && strncasecmp(name, want, len) == 0;
-}
-
 /* Is `name` one of the comma-separated tokens of a Connection value? */
 static int listed_in(const char *list, size_t list_len, const char *name,
                      size_t name_len)
@@ -67,7 +62,7 @@ void px_headers_forward(const sv_fields *h, const char *const *drop,
         const char *name, *value;
         size_t nl, vl;
         sv_fields_get(h, i, &name, &nl, &value, &vl);
-        if (name_is(name, nl, "connection"))
+        if (sv_field_is(name, nl, "connection"))
             conn[n_conn++] = i;
     }
     for (size_t i = 0; i < n; i++) {
@@ -76,7 +71,7 @@ void px_headers_forward(const sv_fields *h, const char *const *drop,
         sv_fields_get(h, i, &name, &nl, &value, &vl);
         int skip = is_hop_by_hop(name, nl);
         for (const char *const *d = drop; d && *d && !skip; d++)
-            skip = name_is(name, nl, *d);
+            skip = sv_field_is(name, nl, *d);
         for (size_t j = 0; j < n_conn && !skip; j++) {
             const char *cn, *cv;
             size_t cnl, cvl;
@@ -127,7 +122,7 @@ void px_request_head(sv_buf *head, int method, const char *target,
         const char *n, *v;
         size_t nl;
         sv_fields_get(h, i, &n, &nl, &v, &xl);
-        if (xl > 0 && name_is(n, nl, "x-forwarded-for")) {
+        if (xl > 0 && sv_field_is(n, nl, "x-forwarded-for")) {
             sv_buf_add(head, v, xl);
             sv_buf_addstr(head, ", ");
         }
