@@ -259,9 +259,10 @@ typedef struct sl_redis_options {
     /* "redis://[[user]:password@]host[:port][/db]",
      * "unix:/path/to/socket[?db=N]" or, for Redis Cluster,
      * "redis-cluster://[[user]:password@]host:port[,host:port...]" (at
-     * most 1024 seed nodes; the slot map is read from them); when set it
-     * overrides host, port, unix_path, db, user and password.  NULL: use
-     * the fields below. */
+     * most 1024 seed nodes; the slot map is read from them), each with
+     * TLS as "rediss://" and "rediss-cluster://"; when set it overrides
+     * host, port, unix_path, db, user and password (and sets tls for
+     * the rediss schemes).  NULL: use the fields below. */
     const char *url;
     const char *host;      /* NULL: "127.0.0.1" (ignored with unix_path) */
     int port;              /* 0: 6379 */
@@ -298,6 +299,21 @@ typedef struct sl_redis_options {
     /* 1: sl_redis_store_new() only checks the options and connects on
      * the first check.  0: connect at once. */
     int lazy_connect;
+    /* TLS to every server (a "rediss://" or "rediss-cluster://" url sets
+     * it): TLS 1.2 or 1.3, the server's certificate verified against
+     * tls_ca_file (NULL: the system's trust store) and its name against
+     * tls_server_name (NULL: the host connected to; also sent as SNI).
+     * A client certificate when tls_cert_file and tls_key_file are set.
+     * tls_insecure skips every verification: for tests only.  The files
+     * are read by sl_redis_store_new(), whose error names a bad one; a
+     * certificate the server presents that fails verification is
+     * SL_EINVAL.  Not with a unix socket. */
+    int tls;
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
+    int tls_insecure;
 } sl_redis_options;
 
 #define SL_REDIS_OPTIONS_INIT {.size = sizeof(sl_redis_options)}

@@ -36,6 +36,8 @@ typedef struct tu_redis {
     /* 1: FUNCTION renamed away, as on a server whose operator refuses
      * Redis Functions; on a Cluster node FCALL too, as on Redis 6. */
     int no_functions;
+    /* More arguments (NULL-terminated; NULL: none), e.g. TLS's. */
+    const char *const *extra;
 } tu_redis;
 
 /* A port no one listens on now: bind port 0 and ask which we got.  Another
@@ -101,32 +103,40 @@ static inline int tu_redis_start(tu_redis *r)
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        const char *argv[64];
+        char timeout[16], bus[16];
+        int n = 0;
+#define TU_ARGS(...)                                                           \
+    do {                                                                       \
+        const char *a_[] = {__VA_ARGS__};                                      \
+        for (size_t i_ = 0; i_ < sizeof(a_) / sizeof(a_[0]); i_++)             \
+            argv[n++] = a_[i_];                                                \
+    } while (0)
+        TU_ARGS("redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
+                "", "--appendonly", "no", "--dir", r->dir, "--daemonize", "no",
+                "--rename-command", "FUNCTION",
+                r->no_functions ? "" : "FUNCTION");
         if (r->cluster_node_timeout_ms > 0) {
             /* A Cluster node: its config file lives in its directory, its
              * bus on a free port of its own (the default, port + 10000,
              * may be taken or past 65535). */
-            char timeout[16], bus[16];
             snprintf(timeout, sizeof(timeout), "%d",
                      r->cluster_node_timeout_ms);
             snprintf(bus, sizeof(bus), "%d", tu_free_port());
-            const char *nofn = r->no_functions ? "" : "FUNCTION";
-            const char *nofc = r->no_functions ? "" : "FCALL";
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-                   r->dir, "--daemonize", "no", "--cluster-enabled", "yes",
-                   "--cluster-config-file", "nodes.conf",
-                   "--cluster-node-timeout", timeout, "--cluster-port", bus,
-                   "--repl-diskless-sync-delay", "0",
-                   "--cluster-replica-validity-factor", "0", "--rename-command",
-                   "FUNCTION", nofn, "--rename-command", "FCALL", nofc,
-                   (char *)NULL);
+            TU_ARGS("--cluster-enabled", "yes", "--cluster-config-file",
+                    "nodes.conf", "--cluster-node-timeout", timeout,
+                    "--cluster-port", bus, "--repl-diskless-sync-delay", "0",
+                    "--cluster-replica-validity-factor", "0",
+                    "--rename-command", "FCALL",
+                    r->no_functions ? "" : "FCALL");
         } else {
-            execlp("redis-server", "redis-server", "--port", port, "--bind",
-                   "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm",
-                   "700", "--save", "", "--appendonly", "no", "--dir", r->dir,
-                   "--daemonize", "no", "--rename-command", "FUNCTION",
-                   r->no_functions ? "" : "FUNCTION", (char *)NULL);
+            TU_ARGS("--unixsocket", r->sock, "--unixsocketperm", "700");
         }
+#undef TU_ARGS
+        for (int i = 0; r->extra != NULL && r->extra[i] != NULL && n < 63; i++)
+            argv[n++] = r->extra[i];
+        argv[n] = NULL;
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) { /* 10 s */

@@ -193,8 +193,10 @@ static const struct {
     {ST_SET_SERVE, {"--redis-hash-tag", "slot"}, ST_SET_EUSAGE,
      "--redis-hash-tag: expected key or domain: 'slot'"},
     {ST_SET_SERVE, {"--store", "redis"}, ST_SET_EUSAGE,
-     "--store: unknown store: 'redis' (memory, redis://..., unix:... or "
-     "redis-cluster://...)"},
+     "--store: unknown store: 'redis' (memory, redis[s]://..., unix:... or "
+     "redis[s]-cluster://...)"},
+    {ST_SET_SERVE, {"--redis-tls-server-name", "a/b"}, ST_SET_EUSAGE,
+     "--redis-tls-server-name: expected a host name: 'a/b'"},
     {ST_SET_PROXY, {"--upstream", "ftp://h"}, ST_SET_EUSAGE,
      "--upstream: expected http://HOST:PORT: 'ftp://h'"},
     /* Unknown flags (--upstream is the proxy's alone), a missing value, an

@@ -149,7 +149,7 @@ redisAsyncContext *sd_cluster_link_to(sd_cluster *cl, const char *host,
         return NULL;
     }
     ac->data = cl;
-    if (sd_link_attach(ac, cl->loop) != 0) {
+    if (sd_link_attach(ac, cl->loop, cl->ep.tls, host) != 0) {
         redisAsyncFree(ac);
         return NULL;
     }

@@ -37,9 +37,16 @@ enum { SD_FAIL_TIMEOUT, SD_FAIL_ERROR, SD_FAIL_BREAKER };
 /* sd_decide(): the checks wait on the store. */
 #define SD_AGAIN 1
 
+/* TLS to Redis (rediss://): sl_redis_options' tls fields. */
+typedef struct sd_redis_tls {
+    const char *ca, *cert, *key, *server_name; /* NULL: unset */
+    int insecure;
+} sd_redis_tls;
+
 typedef struct sd_config {
     size_t store_bytes;        /* memory store cap; 0: the library's default */
     const char *redis_url;     /* NULL: the memory store decides */
+    sd_redis_tls redis_tls;
     int redis_tag_domain;      /* one Cluster slot per domain */
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */

@@ -13,15 +13,19 @@
 #include <string.h>
 
 #include "decision/layer.h"
+#include "log/log.h"
 
-/* A redis:// URL naming a Redis Cluster node would have every call
- * answered MOVED and decided by the failure policy, silently: one
- * connection at start asks the server (INFO cluster) and refuses it
- * with "use redis-cluster://".  1 when refused (the message in err).  A
- * server that cannot be reached now is not refused: Redis down at start
- * is an outage like any other, and the threads' probes ask again. */
-static int refuse_cluster_node(const sl_redis_options *ro, char *err,
-                               size_t errlen)
+/* Two mistakes would have every call decided by the failure policy,
+ * silently: a redis:// URL naming a Redis Cluster node (every call
+ * answered MOVED) and, with TLS, a server certificate the CA or the name
+ * refuses, or a client certificate the server refuses (a Cluster's seeds
+ * are asked only then).  One connection at start finds them (INFO cluster; the
+ * handshake) and refuses to start, with "use redis-cluster://" or what
+ * was wrong with the certificate.  1 when refused (the message in err).
+ * A server that cannot be reached now is not refused: Redis down at
+ * start is an outage like any other, and the threads' probes ask again. */
+static int refuse_at_start(const sl_redis_options *ro, char *err,
+                           size_t errlen)
 {
     sl_redis_options probe = *ro;
     sl_store *st = NULL;
@@ -61,7 +65,12 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
         sl_redis_options ro = {.size = sizeof(sl_redis_options),
                                .url = cfg->redis_url,
                                .use_server_time = 1,
-                               .lazy_connect = 1};
+                               .lazy_connect = 1,
+                               .tls_ca_file = cfg->redis_tls.ca,
+                               .tls_cert_file = cfg->redis_tls.cert,
+                               .tls_key_file = cfg->redis_tls.key,
+                               .tls_server_name = cfg->redis_tls.server_name,
+                               .tls_insecure = cfg->redis_tls.insecure};
         /* A counter key is "len:domain" then ",len:key=len:value" per
          * entry (sl_rules_match): up to the first ',' is the domain. */
         if (cfg->redis_tag_domain)
@@ -71,11 +80,18 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
             return -1;
         }
         sl__redis_store_keyspace(e->redis, &e->redis_keyspace);
-        if (!e->redis_keyspace.cluster &&
-            refuse_cluster_node(&ro, err, errlen)) {
+        sl__redis_endpoint ep;
+        sl__redis_store_endpoint(e->redis, &ep);
+        if ((!e->redis_keyspace.cluster || ep.tls != NULL) &&
+            refuse_at_start(&ro, err, errlen)) {
             sd_engine_free(e);
             return -1;
         }
+        if (cfg->redis_tls.insecure)
+            sl__log(SL__LOG_WARN, NULL,
+                    "--redis-tls-insecure: the Redis servers' certificates "
+                    "are NOT verified: anyone on the path can read and "
+                    "change every decision");
     }
     *out = e;
     return 0;

@@ -14,6 +14,7 @@
  *   batch.c         parts held while a script call is out, sent as one
  *   cluster_links.c a thread's links to a Redis Cluster's masters
  *   link.c          one hiredis connection on a libuv loop
+ *   link_tls.c      the same over TLS
  */
 #ifndef SD_LAYER_H
 #define SD_LAYER_H
@@ -170,10 +171,18 @@ void sd_held_release(sd_held *h);
 /* ---- link.c: one hiredis connection on a libuv loop ---- */
 
 /* Attached with the poll hooks that restart the poll handle only on a
- * change of interest: 0, or -1. */
-int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop);
+ * change of interest, or with tls (NULL: plain) to host by link_tls.c:
+ * 0, or -1. */
+int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
+                   const sl__redis_tls *tls, const char *host);
 /* Writes the commands the connection holds now, not at the next poll. */
 void sd_link_write_now(redisAsyncContext *ac);
+
+/* ---- link_tls.c: the same over TLS ---- */
+
+int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
+                       const sl__redis_tls *tls, const char *host);
+void sd_link_tls_write_now(redisAsyncContext *ac);
 
 /* ---- cluster_links.c ---- */
 

@@ -8,7 +8,8 @@
  * connection's commands when the loop next polls it, after all of the
  * iteration's reads, so Redis and the thread would take turns instead of
  * working at once: sd_link_write_now() lets Redis start on the first
- * calls while the thread parses the next requests.
+ * calls while the thread parses the next requests.  A TLS link
+ * (rediss://) has hooks of its own (link_tls.c).
  */
 #include <hiredis/adapters/libuv.h>
 
@@ -26,8 +27,11 @@ static void add_write(void *privdata)
         redisLibuvAddWrite(privdata);
 }
 
-int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop)
+int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
+                   const sl__redis_tls *tls, const char *host)
 {
+    if (tls != NULL)
+        return sd_link_tls_attach(ac, loop, tls, host);
     if (redisLibuvAttach(ac, loop) != REDIS_OK)
         return -1;
     ac->ev.addRead = add_read;
@@ -37,6 +41,10 @@ int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop)
 
 void sd_link_write_now(redisAsyncContext *ac)
 {
-    if (ac != NULL && sdslen(ac->c.obuf) > 0)
+    if (ac == NULL || sdslen(ac->c.obuf) == 0)
+        return;
+    if (ac->ev.addWrite == add_write)
         redisAsyncHandleWrite(ac);
+    else
+        sd_link_tls_write_now(ac);
 }

@@ -83,6 +83,12 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     char err[256];
     if (r == NULL || ac != r->ac || r->br.state != SD_CONNECTING)
         return;
+    if (rep == NULL && ac->err) { /* the connection, not the reply */
+        sl__log(SL__LOG_ERROR, NULL, "thread %d: redis: %s", r->t->index,
+                ac->errstr);
+        go_down(r, "setup failed");
+        return;
+    }
     rc = sl__redis_handshake_check(kind, rep, r->sha, err, sizeof(err));
     if (kind == SL__REDIS_CMD_FUNCTION_LOAD && rc >= 0) {
         if (rc == 1) /* a server without Functions: EVALSHA */
@@ -154,7 +160,7 @@ static void start_connect(sd_redis *r)
         return;
     }
     ac->data = r;
-    if (sd_link_attach(ac, r->t->loop) != 0) {
+    if (sd_link_attach(ac, r->t->loop, ep.tls, ep.host) != 0) {
         redisAsyncFree(ac);
         go_down(r, "out of memory");
         return;

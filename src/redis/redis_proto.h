@@ -82,6 +82,9 @@ typedef struct sl__redis_endpoint {
     size_t n_seeds;
     const char *const *seed_hosts;
     const int *seed_ports;
+    /* TLS to every server (store/redis_tls.h); NULL: plain TCP.  Only
+     * carried here: the core does no I/O. */
+    const struct sl__redis_tls *tls;
 } sl__redis_endpoint;
 
 /* What a call needs of its store: how keys are named, how long they may

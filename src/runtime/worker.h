@@ -145,6 +145,7 @@ typedef struct sv_config {
     uint64_t metric_series_idle_ms; /* a per-value series unused goes */
     /* --store redis://...: NULL for the memory store (src/decision/). */
     const char *redis_url;
+    sd_redis_tls redis_tls;    /* --redis-tls-*: rediss:// */
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SD_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */

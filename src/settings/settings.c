@@ -130,22 +130,17 @@ static int set_store(st_settings *s, const source *from, const char *text,
         return 0;
     }
     if (strncmp(text, "redis://", 8) == 0 || strncmp(text, "unix:", 5) == 0 ||
-        strncmp(text, "redis-cluster://", 16) == 0) {
+        strncmp(text, "redis-cluster://", 16) == 0 ||
+        strncmp(text, "rediss://", 9) == 0 ||
+        strncmp(text, "rediss-cluster://", 17) == 0) {
         /* The rest is sl_redis_store_new's to check. */
         if ((s->srv->redis_url = keep(s, text, len, "", 0)) == NULL)
             return fail(err, errlen, "out of memory");
         return 0;
     }
-    if (strncmp(text, "rediss://", 9) == 0)
-        /* hiredis 0.14, Debian 12's, has no TLS (docs/stores.md). */
-        return fail(err, errlen,
-                    "%s: rediss:// (TLS) is not supported: '%s'; reach a "
-                    "remote Redis through a TLS tunnel on loopback or a unix "
-                    "socket",
-                    from->where, text);
     return fail(err, errlen,
-                "%s: unknown store: '%s' (memory, redis://..., unix:... or "
-                "redis-cluster://...)",
+                "%s: unknown store: '%s' (memory, redis[s]://..., unix:... or "
+                "redis[s]-cluster://...)",
                 from->where, text);
 }
 
@@ -241,6 +236,15 @@ static int set(st_settings *s, const st_setting *row, const source *from,
     case ST_SET_HTTP_URL:
         if (len <= 7 || strncmp(text, "http://", 7) != 0)
             return fail(err, errlen, "%s: expected http://HOST:PORT: '%.64s'",
+                        from->where, text);
+        if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
+            return fail(err, errlen, "out of memory");
+        return 0;
+    case ST_SET_NAME:
+        if (len == 0 || len > 253 ||
+            strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789.-:") != len)
+            return fail(err, errlen, "%s: expected a host name: '%.64s'",
                         from->where, text);
         if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
             return fail(err, errlen, "out of memory");

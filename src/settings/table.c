@@ -119,7 +119,28 @@ const st_setting st_settings_table[] = {
      .help = "where counters live: memory (the default),\n"
              "redis://[[user]:pass@]host[:port][/db] or\n"
              "unix:/path/redis.sock[?db=N] or\n"
-             "redis-cluster://host:port[,host:port...]"},
+             "redis-cluster://host:port[,host:port...];\n"
+             "rediss:// and rediss-cluster:// with TLS"},
+    {.flag = "redis-tls-ca", .key = "redis_tls_ca", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(redis_tls.ca),
+     .help = "rediss: PEM CA certificates the servers'\n"
+             "must chain to (default: the system's)"},
+    {.flag = "redis-tls-cert", .key = "redis_tls_cert", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(redis_tls.cert),
+     .help = "rediss: a client certificate (PEM chain)"},
+    {.flag = "redis-tls-key", .key = "redis_tls_key", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(redis_tls.key),
+     .help = "rediss: its PEM private key"},
+    {.flag = "redis-tls-server-name", .key = "redis_tls_server_name",
+     .arg = "NAME", .commands = BOTH, .kind = ST_SET_NAME,
+     SRV(redis_tls.server_name),
+     .help = "rediss: the name the servers' certificates\n"
+             "must have, sent as SNI (default: the host)"},
+    {.flag = "redis-tls-insecure", .key = "redis_tls_insecure", .arg = "BOOL",
+     .commands = BOTH, .kind = ST_SET_BOOL, SRV(redis_tls.insecure),
+     .def = "false",
+     .help = "rediss: verify nothing (false; for tests\n"
+             "only, logged)"},
     {.flag = "redis-timeout", .key = "redis_timeout", .arg = "D|auto",
      .commands = BOTH, .kind = ST_SET_MS, SRV(redis_timeout_ms),
      .zero = "auto", .def = "auto",

@@ -82,12 +82,13 @@ static node_conn *conn_for(sl__redis_cluster *c, const char *host, int port)
     nc = &c->conns[c->n_conns];
     if ((nc->host = strdup(host)) == NULL)
         return NULL;
-    /* The store's credentials and timeout; a cluster has only db 0. */
+    /* The store's credentials, timeout and TLS; a cluster has only db 0. */
     ep = (sl__redis_endpoint){.host = nc->host,
                               .port = port,
                               .user = c->ep.user,
                               .password = c->ep.password,
-                              .timeout_ms = c->ep.timeout_ms};
+                              .timeout_ms = c->ep.timeout_ms,
+                              .tls = c->ep.tls};
     if (sl__redis_conn_new(&ep, 0, &nc->conn) != 0) {
         free(nc->host);
         return NULL;
@@ -103,7 +104,8 @@ static void forget_map(sl__redis_cluster *c)
     c->map = NULL;
 }
 
-/* Asks one node for the slot map: 0, or -1 with err set. */
+/* Asks one node for the slot map: 0, or SL_ESTORE (SL_EINVAL: its TLS
+ * certificate refused) with err set. */
 static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
                     size_t errlen)
 {
@@ -113,12 +115,12 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
         sl__redis_conn_command(nc->conn, 0, 2, argv, NULL, err, errlen);
     int rc;
     if (r == NULL)
-        return -1;
+        return sl__redis_conn_failure(nc->conn);
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis CLUSTER SLOTS on '%s:%d': %s", nc->host,
                  nc->port, r->str);
         freeReplyObject(r);
-        return -1;
+        return SL_ESTORE;
     }
     rc = sl__redis_slot_map_new(r, nc->host, &map);
     freeReplyObject(r);
@@ -126,7 +128,7 @@ static int read_map(sl__redis_cluster *c, node_conn *nc, char *err,
         snprintf(err, errlen,
                  "redis CLUSTER SLOTS on '%s:%d': unexpected reply", nc->host,
                  nc->port);
-        return -1;
+        return SL_ESTORE;
     }
     forget_map(c);
     c->map = map;
@@ -137,18 +139,22 @@ int sl__redis_cluster_refresh(sl__redis_cluster *c, char *err, size_t errlen)
 {
     /* Nodes already known first (a seed may be long gone), then the
      * seeds; conn_for may add to conns, so its count is read once. */
+    /* A refused certificate is the configuration's fault, not a node's:
+     * no other node would be accepted either. */
     size_t known = c->n_conns;
+    int rc;
     for (size_t i = 0; i < known; i++)
-        if (read_map(c, &c->conns[i], err, errlen) == 0)
-            return 0;
+        if ((rc = read_map(c, &c->conns[i], err, errlen)) == 0 ||
+            rc == SL_EINVAL)
+            return rc;
     for (size_t i = 0; i < c->ep.n_seeds; i++) {
         node_conn *nc = conn_for(c, c->ep.seed_hosts[i], c->ep.seed_ports[i]);
         if (nc == NULL) {
             snprintf(err, errlen, "out of memory");
             return SL_ENOMEM;
         }
-        if (read_map(c, nc, err, errlen) == 0)
-            return 0;
+        if ((rc = read_map(c, nc, err, errlen)) == 0 || rc == SL_EINVAL)
+            return rc;
     }
     return SL_ESTORE;
 }

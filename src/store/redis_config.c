@@ -1,10 +1,11 @@
 /*
  * redis_config.c - a Redis store's options (sl_redis_options, its URL
- * included: redis://, unix:, redis-cluster://) checked and copied, and
- * what the protocol core takes of them: the endpoint and the key space.
- * Parsing only, no I/O, so that it is the same for a store made with
+ * included: redis[s]://, unix:, redis[s]-cluster://) checked and copied,
+ * and what the protocol core takes of them: the endpoint and the key
+ * space.  No network I/O, so that it is the same for a store made with
  * lazy_connect (the daemon's) and tests/test_redis_proto.c can check it
- * without a server.
+ * without a server; TLS's files are read here, so that a bad one is
+ * refused when the store is made.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -168,27 +169,57 @@ static int parse_cluster_url(sl__redis_config *cfg, const char *p, char *err,
     return (cfg->host = strdup(cfg->seed_hosts[0])) ? 0 : SL_ENOMEM;
 }
 
-static int parse_url(sl__redis_config *cfg, const char *url, char *err,
-                     size_t errlen)
+/* Sets *tls for the rediss schemes. */
+static int parse_url(sl__redis_config *cfg, const char *url, int *tls,
+                     char *err, size_t errlen)
 {
     if (strncmp(url, "redis://", 8) == 0)
         return parse_tcp_url(cfg, url + 8, err, errlen, url);
+    if (strncmp(url, "rediss://", 9) == 0)
+        return *tls = 1, parse_tcp_url(cfg, url + 9, err, errlen, url);
     if (strncmp(url, "unix:", 5) == 0)
         return parse_unix_url(cfg, url + 5, err, errlen, url);
     if (strncmp(url, "redis-cluster://", 16) == 0)
         return parse_cluster_url(cfg, url + 16, err, errlen, url);
+    if (strncmp(url, "rediss-cluster://", 17) == 0)
+        return *tls = 1, parse_cluster_url(cfg, url + 17, err, errlen, url);
     sl__set_err(err, errlen,
-                "invalid redis url: expected redis://host:port[/db], "
-                "unix:/path or redis-cluster://host:port[,host:port...]: '%s'",
+                "invalid redis url: expected redis[s]://host:port[/db], "
+                "unix:/path or redis[s]-cluster://host:port[,host:port...]: "
+                "'%s'",
                 url);
     return SL_EINVAL;
+}
+
+/* The TLS fields of o, with tls set by o or the URL. */
+static int init_tls(sl__redis_config *cfg, const sl_redis_options *o, int tls,
+                    char *err, size_t errlen)
+{
+    sl__redis_tls_files f = {o->tls_ca_file, o->tls_cert_file,
+                             o->tls_key_file, o->tls_server_name,
+                             o->tls_insecure != 0};
+    if (!tls) {
+        if (f.ca_file || f.cert_file || f.key_file || f.server_name ||
+            f.insecure) {
+            sl__set_err(err, errlen,
+                        "redis tls options without TLS: use rediss:// "
+                        "(or rediss-cluster://)");
+            return SL_EINVAL;
+        }
+        return 0;
+    }
+    if (cfg->unix_path != NULL) {
+        sl__set_err(err, errlen, "redis tls: not over a unix socket");
+        return SL_EINVAL;
+    }
+    return sl__redis_tls_new(&f, &cfg->tls, err, errlen);
 }
 
 int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
                           char *err, size_t errlen)
 {
     const char *prefix = o->key_prefix ? o->key_prefix : "sl:";
-    int rc;
+    int rc, tls = o->tls != 0;
 
     cfg->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 1000;
     cfg->use_server_time = o->use_server_time != 0;
@@ -214,7 +245,7 @@ int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
     if ((cfg->prefix = strdup(prefix)) == NULL)
         return SL_ENOMEM;
     if (o->url != NULL) {
-        if ((rc = parse_url(cfg, o->url, err, errlen)) != 0)
+        if ((rc = parse_url(cfg, o->url, &tls, err, errlen)) != 0)
             return rc;
     } else {
         if (o->port < 0 || o->port > 65535 || o->db < 0) {
@@ -235,7 +266,7 @@ int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
         return SL_ENOMEM;
     if (cfg->port == 0)
         cfg->port = 6379;
-    return 0;
+    return init_tls(cfg, o, tls, err, errlen);
 }
 
 void sl__redis_config_release(sl__redis_config *cfg)
@@ -249,6 +280,7 @@ void sl__redis_config_release(sl__redis_config *cfg)
     free(cfg->user);
     free(cfg->password);
     free(cfg->prefix);
+    sl__redis_tls_free(cfg->tls);
 }
 
 void sl__redis_config_endpoint(const sl__redis_config *cfg,
@@ -258,7 +290,7 @@ void sl__redis_config_endpoint(const sl__redis_config *cfg,
         cfg->host,       cfg->port,    cfg->unix_path,
         cfg->db,         cfg->user,    cfg->password,
         cfg->timeout_ms, cfg->n_seeds, (const char *const *)cfg->seed_hosts,
-        cfg->seed_ports};
+        cfg->seed_ports, cfg->tls};
 }
 
 void sl__redis_config_keyspace(const sl__redis_config *cfg,

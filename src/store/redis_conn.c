@@ -8,10 +8,17 @@
  *
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
+ *
+ * With TLS (redis_tls.h) hiredis still formats the commands and parses
+ * the replies, but the bytes go through the session: hiredis 0.14 reads
+ * and writes its socket itself and knows nothing of TLS, so this file
+ * moves its output buffer into SSL_write and SSL_read's bytes into its
+ * reader.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -21,6 +28,9 @@
 struct sl__redis_conn {
     sl__redis_endpoint ep;
     redisContext *ctx; /* NULL: connect before the next command */
+    SSL *ssl;          /* TLS over ctx's socket; NULL: plain */
+    int failure;       /* the last exchange's: SL_ESTORE, or SL_EINVAL for a
+                          certificate refused (redis_tls.h) */
     unsigned with;     /* the handshake's optional commands */
     /* The script's SHA1, "" before the first SCRIPT LOAD, and whether the
      * server took the library (FCALL): both outlive the connection, as a
@@ -73,12 +83,15 @@ int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
         return SL_ENOMEM;
     conn->ep = *ep;
     conn->with = with;
+    conn->failure = SL_ESTORE;
     *out = conn;
     return 0;
 }
 
 static void drop(sl__redis_conn *conn)
 {
+    SSL_free(conn->ssl);
+    conn->ssl = NULL;
     if (conn->ctx != NULL) {
         redisFree(conn->ctx);
         conn->ctx = NULL;
@@ -91,6 +104,11 @@ void sl__redis_conn_free(sl__redis_conn *conn)
         return;
     drop(conn);
     free(conn);
+}
+
+int sl__redis_conn_failure(const sl__redis_conn *conn)
+{
+    return conn->failure;
 }
 
 const char *sl__redis_conn_script_ref(const sl__redis_conn *conn)
@@ -106,10 +124,62 @@ void sl__redis_conn_no_functions(sl__redis_conn *conn)
 /* NULL, the connection dropped and err set, when the exchange failed. */
 static redisReply *failed(sl__redis_conn *conn, char *err, size_t errlen)
 {
-    sl__set_err(err, errlen, "redis: %s",
-                conn->ctx->errstr[0] ? conn->ctx->errstr : "connection lost");
+    if (err[0] == '\0')
+        sl__set_err(err, errlen, "redis: %s",
+                    conn->ctx->errstr[0] ? conn->ctx->errstr
+                                         : "connection lost");
     drop(conn);
     return NULL;
+}
+
+/* The session's failure in err (hiredis knows nothing of it). */
+static int tls_failed(sl__redis_conn *conn, int rc, char *err, size_t errlen)
+{
+    char what[300];
+    snprintf(what, sizeof(what), "redis: tls to '%s:%d'", conn->ep.host,
+             conn->ep.port);
+    return conn->failure =
+               sl__redis_tls_failed(conn->ssl, rc, what, err, errlen);
+}
+
+/* hiredis's output buffer written through the session. */
+static int tls_flush(sl__redis_conn *conn, char *err, size_t errlen)
+{
+    redisContext *c = conn->ctx;
+    while (sdslen(c->obuf) > 0) {
+        int n = SSL_write(conn->ssl, c->obuf, (int)sdslen(c->obuf));
+        if (n <= 0) {
+            tls_failed(conn, n, err, errlen);
+            return -1;
+        }
+        sdsrange(c->obuf, n, -1);
+    }
+    return 0;
+}
+
+/* The next reply: what the commands appended are sent first.  REDIS_OK
+ * with *reply, or REDIS_ERR with err set (TLS) or ctx->errstr. */
+static int get_reply(sl__redis_conn *conn, void **reply, char *err,
+                     size_t errlen)
+{
+    char buf[16384];
+    if (conn->ssl == NULL)
+        return redisGetReply(conn->ctx, reply);
+    if (tls_flush(conn, err, errlen) != 0)
+        return REDIS_ERR;
+    for (;;) {
+        int n;
+        if (redisGetReplyFromReader(conn->ctx, reply) != REDIS_OK)
+            return REDIS_ERR;
+        if (*reply != NULL)
+            return REDIS_OK;
+        if ((n = SSL_read(conn->ssl, buf, (int)sizeof(buf))) <= 0) {
+            tls_failed(conn, n, err, errlen);
+            return REDIS_ERR;
+        }
+        if (redisReaderFeed(conn->ctx->reader, buf, (size_t)n) != REDIS_OK)
+            return REDIS_ERR;
+    }
 }
 
 /* One command on the connection. */
@@ -118,13 +188,18 @@ static redisReply *command(sl__redis_conn *conn, int argc,
                            char *err, size_t errlen)
 {
     pipe_guard g;
-    redisReply *r;
+    void *r = NULL;
+    int ok;
 
+    err[0] = '\0';
+    conn->failure = SL_ESTORE;
     pipe_guard_on(&g);
     /* hiredis 0.14 takes argv without const; it only reads it. */
-    r = redisCommandArgv(conn->ctx, argc, (const char **)argv, lens);
+    ok = redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) ==
+             REDIS_OK &&
+         get_reply(conn, &r, err, errlen) == REDIS_OK;
     pipe_guard_off(&g);
-    return r != NULL ? r : failed(conn, err, errlen);
+    return ok ? r : failed(conn, err, errlen);
 }
 
 /* ASKING and the command, pipelined: the target of an ASK serves the
@@ -137,12 +212,14 @@ static redisReply *command_asking(sl__redis_conn *conn, int argc,
     void *asked = NULL, *r = NULL;
     int ok;
 
+    err[0] = '\0';
+    conn->failure = SL_ESTORE;
     pipe_guard_on(&g);
     ok = redisAppendCommand(conn->ctx, "ASKING") == REDIS_OK &&
          redisAppendCommandArgv(conn->ctx, argc, (const char **)argv, lens) ==
              REDIS_OK &&
-         redisGetReply(conn->ctx, &asked) == REDIS_OK &&
-         redisGetReply(conn->ctx, &r) == REDIS_OK;
+         get_reply(conn, &asked, err, errlen) == REDIS_OK &&
+         get_reply(conn, &r, err, errlen) == REDIS_OK;
     pipe_guard_off(&g);
     if (asked != NULL)
         freeReplyObject(asked);
@@ -152,6 +229,24 @@ static redisReply *command_asking(sl__redis_conn *conn, int argc,
         return failed(conn, err, errlen);
     }
     return r;
+}
+
+/* The session's handshake on the connected socket: 0, or SL_ESTORE or
+ * SL_EINVAL (the server's certificate refused) with err set. */
+static int tls_handshake(sl__redis_conn *conn, char *err, size_t errlen)
+{
+    pipe_guard g;
+    int rc;
+
+    if ((conn->ssl = sl__redis_tls_session(conn->ep.tls, conn->ctx->fd,
+                                           conn->ep.host)) == NULL) {
+        sl__set_err(err, errlen, "redis: out of memory");
+        return SL_ESTORE;
+    }
+    pipe_guard_on(&g);
+    rc = SSL_connect(conn->ssl);
+    pipe_guard_off(&g);
+    return rc == 1 ? 0 : tls_failed(conn, rc, err, errlen);
 }
 
 int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
@@ -180,6 +275,13 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
         drop(conn);
         return SL_ESTORE;
     }
+    if (ep->tls != NULL) {
+        int rc = tls_handshake(conn, err, errlen);
+        if (rc != 0) {
+            drop(conn);
+            return rc;
+        }
+    }
     /* The script and the library are loaded once, for the SHA1 and to
      * know whether FCALL is served; later, after a restart or a flush,
      * the NOSCRIPT path (redis.c) loads the library again. */
@@ -192,7 +294,7 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
         int kind = hs.cmd[i].kind;
         redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
                                 hs.cmd[i].lens, err, errlen);
-        int rc = r == NULL ? SL_ESTORE
+        int rc = r == NULL ? conn->failure
                            : sl__redis_handshake_check(kind, r, conn->sha, err,
                                                        errlen);
         if (r != NULL)
@@ -213,8 +315,11 @@ redisReply *sl__redis_conn_command(sl__redis_conn *conn, int asking, int argc,
                                    const char *const *argv, const size_t *lens,
                                    char *err, size_t errlen)
 {
-    if (sl__redis_conn_connect(conn, err, errlen) != 0)
+    int rc = sl__redis_conn_connect(conn, err, errlen);
+    if (rc != 0) {
+        conn->failure = rc;
         return NULL;
+    }
     return asking ? command_asking(conn, argc, argv, lens, err, errlen)
                   : command(conn, argc, argv, lens, err, errlen);
 }

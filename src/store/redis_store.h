@@ -7,6 +7,7 @@
  *   redis_cluster_sync.c a redis-cluster:// store's routing by slot
  *   redis_conn.c         one blocking connection to one server
  *   redis_config.c       the store's options and URL, checked and copied
+ *   redis_tls.c          TLS: the store's client context, a session each
  *
  * and all of them call the protocol core (src/redis/redis_proto.h).
  */
@@ -20,6 +21,7 @@
 
 #include "redis/redis_proto.h"
 #include "sluice.h"
+#include "store/redis_tls.h"
 
 /* ---- for users above: what the protocol core takes of a store ---- */
 
@@ -44,6 +46,7 @@ typedef struct sl__redis_config {
     char **seed_hosts;
     int *seed_ports;
     size_t n_seeds;
+    sl__redis_tls *tls; /* NULL: plain TCP */
 } sl__redis_config;
 
 /* Fills cfg (which must be zeroed) from o: 0, SL_EINVAL with a message in
@@ -82,6 +85,9 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen);
 redisReply *sl__redis_conn_command(sl__redis_conn *conn, int asking, int argc,
                                    const char *const *argv, const size_t *lens,
                                    char *err, size_t errlen);
+/* Why the last command gave NULL: SL_ESTORE, or SL_EINVAL when the
+ * server's TLS certificate was refused, or it refused ours. */
+int sl__redis_conn_failure(const sl__redis_conn *conn);
 /* How calls name the script on this server (a ref, redis_proto.h): the
  * library's function once FUNCTION LOAD took it, else the script's SHA1
  * once SCRIPT LOAD did, else "" (no ref: EVAL). */
@@ -105,8 +111,9 @@ typedef struct sl__redis_cluster sl__redis_cluster;
 int sl__redis_cluster_new(const sl__redis_endpoint *ep,
                           sl__redis_cluster **out);
 void sl__redis_cluster_free(sl__redis_cluster *c); /* NULL: no-op */
-/* Reads the slot map from the first node that answers: 0, SL_ESTORE or
- * SL_ENOMEM, with a message in err. */
+/* Reads the slot map from the first node that answers: 0, SL_ESTORE,
+ * SL_EINVAL (a TLS certificate refused) or SL_ENOMEM, with a message in
+ * err. */
 int sl__redis_cluster_refresh(sl__redis_cluster *c, char *err, size_t errlen);
 /* Runs a command whose keys all hash to slot on the slot's master,
  * following MOVED and ASK: the reply (the caller frees it; an error reply
