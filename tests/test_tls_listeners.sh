@@ -174,7 +174,7 @@ ok=$(handshakes "$m" admin ok)
 [ "${ok:-0}" -ge 1 ] && ! grep -q 'sluice_tls_handshakes_total{listener="\(http\|metrics\)"' <<<"$m" &&
   pass "metrics: series for the admin listener alone (ok $ok)" || bad "admin-only series" "$(grep tls_ <<<"$m")"
 kill -TERM "$B"
-wait "$B"
+wait "$B" && pass "serve (admin TLS): SIGTERM, exit 0" || bad "exit" "$?"
 
 # ---- sluice proxy: its admin listener's own certificate ----
 UP=$(free_port)
@@ -183,15 +183,21 @@ pids+=("$!")
 wait_port "$UP"
 "$SLUICE" proxy --rules rules.yaml --listen 127.0.0.1:0 --threads 1 \
   --upstream "http://127.0.0.1:$UP" --admin-listen 127.0.0.1:0 \
-  --admin-tls-cert admin.pem --admin-tls-key admin.key 2>p.log &
+  --admin-tls-cert admin.pem --admin-tls-key admin.key \
+  --metrics-listen 127.0.0.1:0 --metrics-tls-cert grpc.pem --metrics-tls-key grpc.key 2>p.log &
 PX=$!
 pids+=("$PX")
-PP=$(port_of p.log "sluice:") && AP=$(port_of p.log "sluice: admin") || { echo "FAIL proxy did not start"; cat p.log; exit 1; }
+PP=$(port_of p.log "sluice:") && AP=$(port_of p.log "sluice: admin") &&
+  MP=$(port_of p.log "sluice: metrics") || { echo "FAIL proxy did not start"; cat p.log; exit 1; }
 out=$(curl -s -m 5 "http://127.0.0.1:$PP/rules.yaml")
 [[ "$out" == "domain: api"* ]] && pass "proxy: its client listener plain" || bad "proxy plain" "$out"
 is_presented "proxy admin listener (--admin-tls-cert)" "$AP" ca-b admin
+is_presented "proxy metrics listener (--metrics-tls-cert)" "$MP" ca-a grpc
+m=$(curl -s -m 5 --cacert ca-a.pem "https://127.0.0.1:$MP/metrics")
+[ "$(handshakes "$m" admin ok)" -ge 1 ] && [ "$(handshakes "$m" metrics ok)" -ge 2 ] &&
+  ! grep -q 'listener="http"' <<<"$m" && pass "proxy metrics: the admin and metrics listeners' series" || bad "proxy series" "$(grep tls_ <<<"$m")"
 kill -TERM "$PX"
-wait "$PX"
+wait "$PX" && pass "proxy: SIGTERM, exit 0" || bad "proxy exit" "$?"
 
 # ---- half a pair: refused at start, exit 2, naming the flags ----
 half() { # WHAT EXPECTED-MESSAGE ARGS...

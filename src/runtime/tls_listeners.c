@@ -2,9 +2,9 @@
  * tls_listeners.c - the listeners' TLS contexts (tls_listeners.h).  The
  * shared files make one context, which every listener without files of
  * its own takes, so that they load, reload and resume sessions once;
- * a listener with its own files has a context of its own.  Apart from
- * tls.c, which knows nothing of listeners, and from server.c, whose
- * process does not depend on which certificate a port presents.
+ * a listener with its own files has a context of its own.  Kept apart
+ * from tls.c, which knows one context and no listener, and from
+ * server.c, which asks for them once at start.
  */
 #include <stdio.h>
 
