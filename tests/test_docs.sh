@@ -1,7 +1,9 @@
 #!/bin/bash
 # Runs every example in docs/: a block marked <!-- doc-test: NAME -->, a
 # ```sh block, then the ``` block with its exact expected output.  A doc
-# example that no longer matches what sluice prints fails the suite.
+# example that no longer matches what sluice prints fails the suite.  The
+# examples run in one directory, a page's in the page's order, so that
+# one may use the files an earlier one made ("with the files made above").
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 export PATH="$(dirname "$SLUICE"):$PATH"
@@ -26,6 +28,8 @@ for name in sorted(os.listdir(docs)):
             f.write(cmd)
         with open(os.path.join(out, f"{name}.{test}.expected"), 'w') as f:
             f.write(expected)
+        with open(os.path.join(out, "order"), 'a') as f:
+            f.write(f"{name}.{test}\n")
         n += 1
 if n == 0:
     sys.exit("no doc-test examples found")
@@ -49,15 +53,14 @@ print("PASS README example quoted from examples/quickstart.c")
 PY
 
 fail=0 total=0
-for script in "$tmp"/*.sh; do
-  name=$(basename "$script" .sh)
+while read -r name; do
   total=$((total + 1))
-  (cd "$tmp" && bash "$script") >"$tmp/$name.actual" 2>&1
+  (cd "$tmp" && bash "$tmp/$name.sh") >"$tmp/$name.actual" 2>&1 </dev/null
   if diff -u "$tmp/$name.expected" "$tmp/$name.actual" >"$tmp/$name.diff"; then
     echo "PASS $name"
   else
     echo "FAIL $name"; cat "$tmp/$name.diff"; fail=$((fail + 1))
   fi
-done
+done <"$tmp/order"
 echo "doc examples: $((total - fail))/$total passed"
 [ "$fail" -eq 0 ]

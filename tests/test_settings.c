@@ -212,6 +212,13 @@ static const struct {
     {ST_SET_SERVE, {"--help=yes"}, ST_SET_EUSAGE, "--help: takes no value"},
     {ST_SET_SERVE, {"--rules", "r.yaml", "stray"}, ST_SET_EUSAGE, ""},
     {ST_SET_PROXY, {"--help"}, ST_SET_HELP_ASKED, ""},
+    /* Half a certificate pair, shared or a listener's own. */
+    {ST_SET_SERVE, {"--tls-key", "k.pem"}, ST_SET_EFILE,
+     "--tls-key needs --tls-cert"},
+    {ST_SET_SERVE, {"--grpc-tls-cert", "c.pem"}, ST_SET_EFILE,
+     "--grpc-tls-cert needs --grpc-tls-key"},
+    {ST_SET_PROXY, {"--admin-tls-client-ca", "ca.pem"}, ST_SET_EFILE,
+     "--admin-tls-client-ca needs --admin-tls-cert"},
 };
 /* clang-format on */
 
@@ -400,6 +407,18 @@ static void table_is_consistent(void **state)
         if (a->flag && a->def && a->help && strstr(a->help, a->def) == NULL)
             fail_msg("--%s: the help does not name the default %s", a->flag,
                      a->def);
+        /* What a path needs is a path of every command that reads it. */
+        unsigned needed = 0;
+        for (size_t j = 0; a->needs != NULL && j < st_settings_count; j++) {
+            const st_setting *b = &st_settings_table[j];
+            if (b->flag && strcmp(b->flag, a->needs) == 0 &&
+                b->kind == ST_SET_PATH)
+                needed |= b->commands;
+        }
+        if (a->needs != NULL &&
+            (a->kind != ST_SET_PATH || (a->commands & ~needed) != 0))
+            fail_msg("--%s needs --%s, not a path of its commands", a->flag,
+                     a->needs);
     }
 }
 

@@ -42,17 +42,17 @@ int cmd_serve(int argc, char **argv)
         rc = ST_SET_EUSAGE; /* err is "" */
     int status = st_settings_outcome(rc, err, "sluice serve", cmd_serve_usage);
     if (status < 0 && cfg.resp_listen.host != NULL)
-        cfg.doors[cfg.n_doors++] =
-            (sv_door){"resp", cfg.resp_listen, 0, rp_accept, rp_close_idle};
+        cfg.doors[cfg.n_doors++] = (sv_door){
+            "resp", cfg.resp_listen, 0, rp_accept, rp_close_idle, cfg.resp_tls};
     if (status < 0 && cfg.grpc_listen.host != NULL)
-        cfg.doors[cfg.n_doors++] =
-            (sv_door){"grpc", cfg.grpc_listen, 0, gr_accept, gr_close_idle};
+        cfg.doors[cfg.n_doors++] = (sv_door){
+            "grpc", cfg.grpc_listen, 0, gr_accept, gr_close_idle, cfg.grpc_tls};
     /* On the control thread, as the admin API: scrapes stay off the
      * threads that answer clients. */
     if (status < 0 && cfg.metrics_listen.host != NULL)
-        cfg.doors[cfg.n_doors++] =
-            (sv_door){"metrics", cfg.metrics_listen, 1, sv_metrics_accept,
-                      sv_metrics_close_idle};
+        cfg.doors[cfg.n_doors++] = (sv_door){
+            "metrics",         cfg.metrics_listen,    1,
+            sv_metrics_accept, sv_metrics_close_idle, cfg.metrics_tls};
     if (status < 0 && ad_door_add(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;

@@ -27,6 +27,7 @@ int ad_door_add(sv_config *cfg, char *err, size_t errlen)
         return -1;
     }
     cfg->doors[cfg->n_doors++] =
-        (sv_door){"admin", cfg->admin_listen, 1, ad_accept, ad_close_idle};
+        (sv_door){"admin",   cfg->admin_listen, 1,
+                  ad_accept, ad_close_idle,     cfg->admin_tls};
     return 0;
 }

@@ -66,9 +66,9 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
         scfg.frontend = &frontend;
         scfg.plane = &sv_limits_plane;
         if (scfg.metrics_listen.host != NULL)
-            scfg.doors[scfg.n_doors++] =
-                (sv_door){"metrics", scfg.metrics_listen, 0, px_metrics_accept,
-                          px_metrics_close_idle};
+            scfg.doors[scfg.n_doors++] = (sv_door){
+                "metrics",         scfg.metrics_listen,   0,
+                px_metrics_accept, px_metrics_close_idle, scfg.metrics_tls};
         status = sv_server_run(&scfg);
     }
     px_reload_release(&px);

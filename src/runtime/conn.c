@@ -264,7 +264,7 @@ static void timer_cb(uv_timer_t *t)
     if (c->lingering == 2) {
         sv_conn_close(c); /* lingered long enough */
     } else if (c->ssl != NULL && !c->tls_open) {
-        sv_tls_count(c->w->server->tls, SV_TLS_TIMEOUT);
+        sv_tls_count(c->tls, SV_TLS_TIMEOUT);
         sv_conn_close(c);
     } else {
         c->type->timeout(c);
@@ -286,7 +286,7 @@ static int open_door(sv_conn *c)
 /* A handshake failed: the alert goes, then the connection. */
 static void tls_failed(sv_conn *c, int result)
 {
-    sv_tls_count(c->w->server->tls, result);
+    sv_tls_count(c->tls, result);
     ERR_clear_error();
     if (tls_send(c) != 0) {
         sv_conn_close(c);
@@ -314,7 +314,7 @@ static void tls_pump(sv_conn *c)
             return;
         }
         c->tls_open = 1;
-        sv_tls_count(c->w->server->tls, SV_TLS_OK);
+        sv_tls_count(c->tls, SV_TLS_OK);
         sv_deadline_set(&c->timer, c->w->server->cfg.idle_timeout_ms);
         if (tls_send(c) != 0 || open_door(c) != 0) {
             sv_conn_close(c);
@@ -361,7 +361,7 @@ static void tls_read(sv_conn *c, ssize_t nread, const char *data)
     if (!c->tls_open && BIO_ctrl_pending(SSL_get_rbio(c->ssl)) == 0 &&
         SSL_in_before(c->ssl) && (unsigned char)data[0] != 0x16) {
         /* Not a handshake record: plain text, answered so. */
-        sv_tls_count(c->w->server->tls, SV_TLS_PLAINTEXT);
+        sv_tls_count(c->tls, SV_TLS_PLAINTEXT);
         SSL_free(c->ssl);
         c->ssl = NULL;
         if (c->type->plaintext_answer != NULL)
@@ -404,6 +404,17 @@ static void read_cb(sv_reader *r, ssize_t nread, const char *data)
         c->type->read(c, nread, data);
 }
 
+/* The TLS of the listener a client came to: the HTTP listener's, or a
+ * door's (a door's listener begins with its socket, and points at its
+ * door among cfg.doors). */
+static sv_tls_listener *listener_tls(sv_worker *w, uv_stream_t *listener)
+{
+    sv_server *s = w->server;
+    if (listener == (uv_stream_t *)&w->listener)
+        return &s->tls_at[0];
+    return &s->tls_at[1 + (((sv_listener *)listener)->door - s->cfg.doors)];
+}
+
 sv_conn *sv_conn_accept(sv_worker *w, uv_stream_t *listener, sv_conn **list,
                         const sv_conn_type *t, void *arg)
 {
@@ -431,9 +442,9 @@ sv_conn *sv_conn_accept(sv_worker *w, uv_stream_t *listener, sv_conn **list,
         return NULL;
     }
     c->open_arg = arg;
-    sv_tls *tls = w->server->tls;
-    if (tls != NULL) { /* the door opens after the handshake */
-        if ((c->ssl = sv_tls_session(tls, t->alpn)) == NULL) {
+    c->tls = listener_tls(w, listener);
+    if (c->tls->tls != NULL) { /* the door opens after the handshake */
+        if ((c->ssl = sv_tls_session(c->tls->tls, t->alpn)) == NULL) {
             sv_conn_close(c);
             return NULL;
         }

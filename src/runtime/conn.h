@@ -14,9 +14,10 @@
  * member is the sv_conn.
  *
  * Every byte a connection reads and writes passes here, so that a
- * transport under all doors is written in one place: with --tls-cert,
- * every listener's connections speak TLS (tls.h), and a door opens once
- * the handshake is done, reading and writing plain text as without.
+ * transport under all doors is written in one place: the connections of
+ * a listener with a certificate (--tls-cert, or its own) speak TLS
+ * (tls.h), and a door opens once the handshake is done, reading and
+ * writing plain text as without.
  */
 #ifndef SV_CONN_H
 #define SV_CONN_H
@@ -64,7 +65,7 @@ typedef struct sv_conn_type {
      * is not finishes what it has, then closes (NULL: the door's
      * stop() does it). */
     int (*idle)(sv_conn *c);
-    /* Under TLS (--tls-cert): what the listener speaks, for ALPN (NULL:
+    /* Under TLS: what the listener speaks, for ALPN (NULL:
      * nothing said), and the answer, in plain text, to a client that
      * sends plain text to it (NULL: the connection just closes). */
     const sv_tls_alpn *alpn;
@@ -87,11 +88,13 @@ struct sv_conn {
     int handles_open;
     int opened;    /* opened by its door: the door's hooks may run */
     void *open_arg; /* the door's, until it is opened (after a handshake) */
-    /* TLS: the connection's, over memory BIOs (NULL: plain text); its
+    /* TLS: its listener's (its context and counts; set once accepted);
+     * the connection's, over memory BIOs (NULL: plain text); its
      * handshake done; its records on their way out (the outbox sends
      * them, its `out` holds the door's plain text meanwhile); and its
      * place among the thread's connections whose decrypted bytes wait
      * for the door to read again. */
+    sv_tls_listener *tls;
     SSL *ssl;
     int tls_open, tls_shut, tls_todo;
     sv_buf tls_out;

@@ -742,8 +742,7 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
     render_doors(s, out);
     if (s->cfg.plane != NULL)
         s->cfg.plane->metrics(s, out);
-    if (s->tls != NULL)
-        sv_tls_metrics(s->tls, out);
+    sv_tls_metrics(s->tls_at, 1 + s->cfg.n_doors, out);
     if (s->cfg.control_metrics != NULL)
         s->cfg.control_metrics(s, out);
 }

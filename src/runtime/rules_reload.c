@@ -24,7 +24,7 @@
 
 #include "runtime/metrics.h"
 #include "runtime/rules_reload.h"
-#include "runtime/tls.h"
+#include "runtime/tls_listeners.h"
 #include "log/log.h"
 
 static uv_timer_t watch_timer;
@@ -102,16 +102,9 @@ int sv_reload_init(sv_server *s)
 void sv_reload_now(sv_server *s)
 {
     char err[512];
-    /* The certificate and key are read again with the rules: a bad new
-     * pair is refused, and the pair in force stays. */
-    if (s->tls != NULL) {
-        if (sv_tls_reload(s->tls, err, sizeof(err)) != 0)
-            sl__log(SL__LOG_ERROR, NULL,
-                    "tls reload refused, the certificate in force stays: %s",
-                    err);
-        else
-            sl__log(SL__LOG_INFO, NULL, "tls: certificate and key reloaded");
-    }
+    /* The certificates and keys are read again with the rules: a bad
+     * new pair is refused, and the pair in force stays on its listeners. */
+    sv_tls_listeners_reload(s);
     sv_rules *r = load(s->cfg.rules_path, err, sizeof(err));
     if (r == NULL) {
         sl__log(SL__LOG_ERROR, NULL, "rules reload failed: %s", err);

@@ -21,6 +21,7 @@
 #include "runtime/metrics.h"
 #include "runtime/peers.h"
 #include "runtime/rules_reload.h"
+#include "runtime/tls_listeners.h"
 #include "log/log.h"
 #include "runtime/hot.h"
 
@@ -213,7 +214,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 {
     if (signum == SIGHUP) {
         const sv_frontend *fe = the_server->cfg.frontend;
-        sv_reload_now(the_server); /* the rules, and the certificate */
+        sv_reload_now(the_server); /* the rules, and the certificates */
         if (fe->reload != NULL)
             fe->reload(fe->ctx);
         return;
@@ -261,20 +262,8 @@ int sv_server_run(const sv_config *cfg)
         goto out;
     }
     s->store = sd_engine_memory(s->engine);
-    if (cfg->tls_cert != NULL || cfg->tls_key != NULL ||
-        cfg->tls_client_ca != NULL) {
-        const sv_tls_files files = {cfg->tls_cert, cfg->tls_key,
-                                    cfg->tls_client_ca};
-        if (cfg->tls_cert == NULL || cfg->tls_key == NULL) {
-            sl__log(SL__LOG_ERROR, NULL,
-                    "--tls-cert and --tls-key go together");
-            goto out;
-        }
-        if ((s->tls = sv_tls_new(&files, err, sizeof(err))) == NULL) {
-            sl__log(SL__LOG_ERROR, NULL, "%s", err);
-            goto out;
-        }
-    }
+    if (sv_tls_listeners_init(s) != 0)
+        goto out;
     if ((fe->init != NULL && fe->init(s) != 0) || cfg->plane->init(s) != 0 ||
         sv_reload_init(s) != 0)
         goto out;
@@ -404,7 +393,7 @@ out:
     if (fe->release != NULL)
         fe->release(s);
     sv_peers_free(s->peers);
-    sv_tls_free(s->tls);
+    sv_tls_listeners_release(s);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

@@ -5,7 +5,9 @@
  * cache or from tickets, OpenSSL's defaults.  A reload builds a whole new
  * context from the files and swaps it in under a lock only if it loaded:
  * a connection holds a reference to the context it began with (SSL_new
- * takes one), so the swap never touches a connection in flight.
+ * takes one), so the swap never touches a connection in flight.  Each
+ * context reloads on its own: a listener's bad files leave the others'
+ * new ones in force.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +24,9 @@ struct sv_tls {
     pthread_mutex_t lock; /* ctx, against a reload on the main thread */
     SSL_CTX *ctx;
     sv_tls_files files; /* owned copies */
-    atomic_uint_fast64_t handshakes[SV_TLS_N];
+    /* What the files were given as, for messages: "--tls" or, a
+     * listener's own, "--admin-tls" ("-cert" and so on follow). */
+    char flag[32];
 };
 
 #define TLS12_CIPHERS                                                          \
@@ -62,8 +66,10 @@ static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     return ours->required ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK;
 }
 
-static SSL_CTX *load(const sv_tls_files *f, char *err, size_t errlen)
+static SSL_CTX *load(const sv_tls_files *f, const char *flag, char *err,
+                     size_t errlen)
 {
+    char what[48];
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -78,11 +84,12 @@ static SSL_CTX *load(const sv_tls_files *f, char *err, size_t errlen)
     SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"sluice", 6);
     SSL_CTX_set_alpn_select_cb(ctx, alpn_cb, NULL);
     if (SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1) {
-        fail(err, errlen, "--tls-cert", "cipher list");
+        fail(err, errlen, "cipher list", TLS12_CIPHERS);
         goto bad;
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, f->cert) != 1) {
-        fail(err, errlen, "--tls-cert", f->cert);
+        snprintf(what, sizeof(what), "%s-cert", flag);
+        fail(err, errlen, what, f->cert);
         goto bad;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, f->key, SSL_FILETYPE_PEM) != 1 ||
@@ -92,10 +99,11 @@ static SSL_CTX *load(const sv_tls_files *f, char *err, size_t errlen)
             ERR_GET_REASON(ERR_peek_last_error()) ==
                 SSL_R_PRIVATE_KEY_MISMATCH) {
             ERR_clear_error();
-            snprintf(err, errlen, "--tls-key '%s' does not match --tls-cert '%s'",
-                     f->key, f->cert);
+            snprintf(err, errlen, "%s-key '%s' does not match %s-cert '%s'",
+                     flag, f->key, flag, f->cert);
         } else {
-            fail(err, errlen, "--tls-key", f->key);
+            snprintf(what, sizeof(what), "%s-key", flag);
+            fail(err, errlen, what, f->key);
         }
         goto bad;
     }
@@ -104,7 +112,8 @@ static SSL_CTX *load(const sv_tls_files *f, char *err, size_t errlen)
         if (names == NULL ||
             SSL_CTX_load_verify_locations(ctx, f->client_ca, NULL) != 1) {
             sk_X509_NAME_pop_free(names, X509_NAME_free);
-            fail(err, errlen, "--tls-client-ca", f->client_ca);
+            snprintf(what, sizeof(what), "%s-client-ca", flag);
+            fail(err, errlen, what, f->client_ca);
             goto bad;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
@@ -123,7 +132,8 @@ static char *dup_or_null(const char *s)
     return s != NULL ? strdup(s) : NULL;
 }
 
-sv_tls *sv_tls_new(const sv_tls_files *files, char *err, size_t errlen)
+sv_tls *sv_tls_new(const sv_tls_files *files, const char *listener, char *err,
+                   size_t errlen)
 {
     sv_tls *t = calloc(1, sizeof(*t));
     if (t == NULL) {
@@ -134,7 +144,11 @@ sv_tls *sv_tls_new(const sv_tls_files *files, char *err, size_t errlen)
     t->files = (sv_tls_files){dup_or_null(files->cert),
                               dup_or_null(files->key),
                               dup_or_null(files->client_ca)};
-    if ((t->ctx = load(&t->files, err, errlen)) == NULL) {
+    if (listener != NULL)
+        snprintf(t->flag, sizeof(t->flag), "--%s-tls", listener);
+    else
+        snprintf(t->flag, sizeof(t->flag), "--tls");
+    if ((t->ctx = load(&t->files, t->flag, err, errlen)) == NULL) {
         sv_tls_free(t);
         return NULL;
     }
@@ -143,7 +157,7 @@ sv_tls *sv_tls_new(const sv_tls_files *files, char *err, size_t errlen)
 
 int sv_tls_reload(sv_tls *t, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = load(&t->files, err, errlen);
+    SSL_CTX *ctx = load(&t->files, t->flag, err, errlen);
     if (ctx == NULL)
         return -1;
     pthread_mutex_lock(&t->lock);
@@ -188,11 +202,6 @@ SSL *sv_tls_session(sv_tls *t, const sv_tls_alpn *alpn)
     return ssl;
 }
 
-void sv_tls_count(sv_tls *t, int result)
-{
-    atomic_fetch_add_explicit(&t->handshakes[result], 1, memory_order_relaxed);
-}
-
 int sv_tls_failure(SSL *ssl)
 {
     int reason = ERR_GET_REASON(ERR_peek_last_error());
@@ -205,16 +214,31 @@ int sv_tls_failure(SSL *ssl)
                : SV_TLS_ERROR;
 }
 
-void sv_tls_metrics(sv_tls *t, sv_buf *out)
+void sv_tls_count(sv_tls_listener *l, int result)
+{
+    atomic_fetch_add_explicit(&l->handshakes[result], 1, memory_order_relaxed);
+}
+
+void sv_tls_metrics(sv_tls_listener *l, int n, sv_buf *out)
 {
     static const char *const names[SV_TLS_N] = {
         "ok", "client_certificate", "plaintext", "timeout", "error"};
-    sv_buf_addstr(out, "# HELP sluice_tls_handshakes_total TLS handshakes "
-                       "on the listeners, by how they ended.\n"
-                       "# TYPE sluice_tls_handshakes_total counter\n");
-    for (int i = 0; i < SV_TLS_N; i++)
-        sv_buf_printf(out, "sluice_tls_handshakes_total{result=\"%s\"} %llu\n",
-                      names[i],
-                      (unsigned long long)atomic_load_explicit(
-                          &t->handshakes[i], memory_order_relaxed));
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        if (l[i].tls == NULL)
+            continue;
+        if (!any++)
+            sv_buf_addstr(out,
+                          "# HELP sluice_tls_handshakes_total TLS handshakes "
+                          "on the listeners, by listener and how they "
+                          "ended.\n"
+                          "# TYPE sluice_tls_handshakes_total counter\n");
+        for (int r = 0; r < SV_TLS_N; r++)
+            sv_buf_printf(out,
+                          "sluice_tls_handshakes_total{listener=\"%s\","
+                          "result=\"%s\"} %llu\n",
+                          l[i].name, names[r],
+                          (unsigned long long)atomic_load_explicit(
+                              &l[i].handshakes[r], memory_order_relaxed));
+    }
 }

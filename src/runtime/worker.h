@@ -16,6 +16,7 @@
 #include "runtime/buf.h"
 #include "runtime/reader.h"
 #include "runtime/rules_set.h"
+#include "runtime/tls.h"
 #include "sluice.h"
 
 /* The caps on untrusted input have flags, whose defaults and bounds are
@@ -80,11 +81,14 @@ typedef struct sv_listener sv_listener;
  * Redis protocol, gRPC), deciding against the same rules and store; the
  * command that runs the server says which (tools/cmd_serve.c). */
 typedef struct sv_door {
-    const char *name; /* "resp": in the start message */
+    /* "resp": in the start message, the TLS series' label, and its own
+     * certificate's flags (--resp-tls-cert) */
+    const char *name;
     sv_addr addr;
     int control; /* served by the control thread alone (the admin API) */
     void (*accept)(sv_listener *l);     /* l is readable */
     void (*close_idle)(sv_listener *l); /* on stop: close what is idle */
+    sv_tls_files tls; /* its own certificate; cert NULL: the shared one */
 } sv_door;
 
 #define SV_MAX_DOORS 4
@@ -110,8 +114,11 @@ typedef struct sv_config {
     int public_metrics; /* serve: GET /metrics on the HTTP listener too */
     const char *admin_token_file;
     /* --tls-cert, --tls-key, --tls-client-ca: TLS on every listener
-     * (tls.h); cert NULL: none. */
-    const char *tls_cert, *tls_key, *tls_client_ca;
+     * without files of its own (tls.h); cert NULL: none. */
+    sv_tls_files tls;
+    /* --resp-tls-cert and so on: a listener's own files, which replace
+     * the shared ones there (tls_listeners.c); cert NULL: none. */
+    sv_tls_files resp_tls, grpc_tls, admin_tls, metrics_tls;
     const char *advisor_url;      /* --advisor; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */
     uint64_t advisor_timeout_ms;  /* --advisor-timeout */
@@ -235,7 +242,10 @@ struct sv_server {
     struct sv_limits *limits; /* limits.c: the runtime limits */
     atomic_int open_conns;
     struct sv_peers *peers; /* --max-connections-per-address; NULL: off */
-    struct sv_tls *tls;     /* --tls-cert: every listener's; NULL: none */
+    /* The shared context (--tls-cert; NULL: none), and each listener's
+     * TLS: the HTTP listener's first, then cfg.doors' (tls_listeners.c). */
+    sv_tls *tls;
+    sv_tls_listener tls_at[1 + SV_MAX_DOORS];
     /* Connections closed as soon as accepted, by the cap they were over
      * (sv_accept): sluice_connections_closed_at_accept_total. */
     atomic_uint_fast64_t closed_over_max, closed_per_address;

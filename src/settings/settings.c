@@ -420,6 +420,28 @@ static int apply_flag(st_settings *s, int c, char **argv, char *err,
     return 0;
 }
 
+/* The rows of the command whose setting is set without the one it
+ * needs (a certificate without its key): ST_SET_EFILE with "--a needs
+ * --b", or 0.  Checked once all is read, a flag and a key being one. */
+static int check_needs(const st_settings *s, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < st_settings_count; i++) {
+        const st_setting *row = &st_settings_table[i];
+        if (row->needs == NULL || !(row->commands & s->command) ||
+            *(const char **)field(s, row) == NULL)
+            continue;
+        for (size_t j = 0; j < st_settings_count; j++) {
+            const st_setting *need = &st_settings_table[j];
+            if (need->flag != NULL && (need->commands & s->command) &&
+                strcmp(need->flag, row->needs) == 0 &&
+                *(const char **)field(s, need) == NULL)
+                return fail(err, errlen, "--%s needs --%s", row->flag,
+                            row->needs);
+        }
+    }
+    return 0;
+}
+
 int st_settings_args(st_settings *s, int argc, char **argv, char *err,
                      size_t errlen)
 {
@@ -454,6 +476,8 @@ int st_settings_args(st_settings *s, int argc, char **argv, char *err,
         rc = apply_flag(s, c, argv, err, errlen);
     if (rc == 0 && optind != argc)
         rc = ST_SET_EUSAGE; /* an argument that is no flag's */
+    if (rc == 0)
+        rc = check_needs(s, err, errlen);
     free(opts);
     return rc;
 }

@@ -66,6 +66,9 @@ typedef struct st_setting {
     const char *def;           /* the default as a user would write it;
                                   NULL: the field stays zero */
     const char *help;          /* --help's text; '\n' starts a line */
+    /* PATH: the flag of the setting without which this one means nothing
+     * (a certificate's key), or NULL; given alone, the command stops. */
+    const char *needs;
     st_set_section_fn section; /* SECTION */
 } st_setting;
 

@@ -24,6 +24,21 @@ _Static_assert(SD_FAIL_LOCAL == 0 && SD_FAIL_OPEN == 1 && SD_FAIL_CLOSED == 2,
 static const char *const hash_tags[] = {"key", "domain", NULL};
 static const char *const advisor_modes[] = {"on", "shadow", NULL};
 
+/* A listener's own certificate (--grpc-tls-cert, grpc_tls_cert...): three
+ * rows, named after its --grpc-listen, each needing the pair whole. */
+#define LISTENER_TLS(l, cmds)                                                  \
+    {.flag = #l "-tls-cert", .key = #l "_tls_cert", .arg = "PATH",           \
+     .commands = cmds, .kind = ST_SET_PATH, SRV(l##_tls.cert),               \
+     .needs = #l "-tls-key",                                                 \
+     .help = "--" #l "-listen's own PEM certificate chain,\n"                \
+             "in place of --tls-cert's and --tls-client-ca's"},              \
+    {.flag = #l "-tls-key", .key = #l "_tls_key", .arg = "PATH",             \
+     .commands = cmds, .kind = ST_SET_PATH, SRV(l##_tls.key),                \
+     .needs = #l "-tls-cert", .help = "its PEM private key"},                \
+    {.flag = #l "-tls-client-ca", .key = #l "_tls_client_ca", .arg = "PATH", \
+     .commands = cmds, .kind = ST_SET_PATH, SRV(l##_tls.client_ca),          \
+     .needs = #l "-tls-cert", .help = "mutual TLS on that listener alone"}
+
 /* A row is one record, its fields read across. */
 /* clang-format off */
 const st_setting st_settings_table[] = {
@@ -63,16 +78,22 @@ const st_setting st_settings_table[] = {
      .help = "the admin API there (docs/admin.md): the\n"
              "limits in force, overrides; off by default"},
     {.flag = "tls-cert", .key = "tls_cert", .arg = "PATH", .commands = BOTH,
-     .kind = ST_SET_PATH, SRV(tls_cert),
+     .kind = ST_SET_PATH, SRV(tls.cert), .needs = "tls-key",
      .help = "PEM certificate chain: TLS (1.2, 1.3) on every\n"
-             "listener, reloaded with the rules (SIGHUP)"},
+             "listener without its own, reloaded with the\n"
+             "rules (SIGHUP)"},
     {.flag = "tls-key", .key = "tls_key", .arg = "PATH", .commands = BOTH,
-     .kind = ST_SET_PATH, SRV(tls_key),
+     .kind = ST_SET_PATH, SRV(tls.key), .needs = "tls-cert",
      .help = "its PEM private key (mode 0600)"},
     {.flag = "tls-client-ca", .key = "tls_client_ca", .arg = "PATH",
-     .commands = BOTH, .kind = ST_SET_PATH, SRV(tls_client_ca),
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(tls.client_ca),
+     .needs = "tls-cert",
      .help = "PEM CA certificates: clients must present a\n"
              "certificate they sign (mutual TLS)"},
+    LISTENER_TLS(resp, SERVE),
+    LISTENER_TLS(grpc, SERVE),
+    LISTENER_TLS(admin, BOTH),
+    LISTENER_TLS(metrics, BOTH),
     {.flag = "admin-token-file", .key = "admin_token_file", .arg = "PATH",
      .commands = BOTH, .kind = ST_SET_PATH, SRV(admin_token_file),
      .help = "the admin API's bearer token (its first line);\n"
