@@ -161,7 +161,7 @@ try:
     refused("TLS options without rediss://", "redis://127.0.0.1:%d" % port,
             ["--redis-tls-ca", f("ca.crt")], "without TLS")
     refused("a bad server name", STORE, CLIENT + ["--redis-tls-server-name", "a b"],
-            "--redis-tls-server-name: expected a host name: 'a b'", 2)
+            "--redis-tls-server-name: expected a host name or an address: 'a b'", 2)
 
     # ---- the insecure opt-out: works against any CA, and says so ----
     c = node("insecure", STORE, "--redis-tls-ca", f("otherca.crt"),

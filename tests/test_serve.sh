@@ -692,7 +692,7 @@ badcfg "bad number" $'rules: limits.yaml\nthreads: many\n' "$tmp/cfg/bad.yaml:2:
 badcfg "bad duration" $'idle_timeout: soon\n' "$tmp/cfg/bad.yaml:1:15: idle_timeout: bad duration: 'soon'"
 badcfg "bad listen" $'listen: nowhere\n' "$tmp/cfg/bad.yaml:1:9: listen: expected HOST:PORT: 'nowhere'"
 badcfg "unknown store" $'store: redis\n' "$tmp/cfg/bad.yaml:1:8: store: unknown store: 'redis'"
-badcfg "bad Redis TLS name" $'redis_tls_server_name: a b\n' "$tmp/cfg/bad.yaml:1:24: redis_tls_server_name: expected a host name: 'a b'"
+badcfg "bad Redis TLS name" $'redis_tls_server_name: a b\n' "$tmp/cfg/bad.yaml:1:24: redis_tls_server_name: expected a host name or an address: 'a b'"
 badcfg "not a scalar" $'threads: [1, 2]\n' "$tmp/cfg/bad.yaml:1:10: threads: expected a single value"
 badcfg "not a mapping" $'- rules\n' "$tmp/cfg/bad.yaml:1:1: expected a mapping"
 badcfg "YAML syntax" $'rules: [x\n' "$tmp/cfg/bad.yaml:"

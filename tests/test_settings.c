@@ -4,6 +4,7 @@
  * files of `sluice serve` and `sluice proxy` read through it with the
  * messages users see, the defaults, and the table's own consistency.
  */
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -196,9 +197,14 @@ static const struct {
      "--store: unknown store: 'redis' (memory, redis[s]://..., unix:... or "
      "redis[s]-cluster://...)"},
     {ST_SET_SERVE, {"--redis-tls-server-name", "a/b"}, ST_SET_EUSAGE,
-     "--redis-tls-server-name: expected a host name: 'a/b'"},
+     "--redis-tls-server-name: expected a host name or an address: 'a/b'"},
     {ST_SET_PROXY, {"--upstream", "ftp://h"}, ST_SET_EUSAGE,
-     "--upstream: expected http://HOST:PORT: 'ftp://h'"},
+     "--upstream: expected http://HOST:PORT or https://HOST:PORT: 'ftp://h'"},
+    {ST_SET_PROXY, {"--upstream-server-name", "api example"}, ST_SET_EUSAGE,
+     "--upstream-server-name: expected a host name or an address: "
+     "'api example'"},
+    {ST_SET_PROXY, {"--upstream-insecure", "yes please"}, ST_SET_EUSAGE,
+     "--upstream-insecure: expected true or false: 'yes please'"},
     /* Unknown flags (--upstream is the proxy's alone), a missing value, an
      * argument left over; and --help, which is no error. */
     {ST_SET_SERVE, {"--colour", "red"}, ST_SET_EUSAGE,
@@ -330,6 +336,10 @@ static const struct {
     {ST_SET_PROXY, "upstream: http://h/p\n",
      "1:11: upstream: a path is not supported, only http://HOST:PORT: "
      "'http://h/p'"},
+    {ST_SET_PROXY, "upstream: https://h/p\n",
+     "1:11: upstream: a path is not supported, only https://HOST:PORT: "
+     "'https://h/p'"},
+    {ST_SET_SERVE, "upstream_ca: ca.pem\n", "1:1: unknown key: 'upstream_ca'"},
     {ST_SET_SERVE, "- rules\n", "1:1: expected a mapping of settings"},
     {ST_SET_PROXY, "routes:\n  - {prefix: /a/, domain: d, match: exact}\n",
      "2:37: match: expected normalized, case_sensitive or rfc3986: 'exact'"},
@@ -373,6 +383,35 @@ static void file_then_flags(void **state)
     expect_eq(r->px->rate_limit_headers, 0);
     /* A relative rules path is the file's directory's. */
     assert_string_equal(r->srv.rules_path, "/tmp/limits.yaml");
+    reading_free(r);
+    unlink(path);
+    free(path);
+}
+
+/* An https:// upstream's settings: its port 443 by default, the paths
+ * from the file taken from its directory, and kept by the config, which
+ * outlives the settings (a reload's does). */
+static void upstream_tls_settings(void **state)
+{
+    (void)state;
+    char *path = config_file("upstream: https://127.0.0.1\n"
+                             "upstream_ca: ca.pem\n"
+                             "upstream_cert: /etc/sluice/client.pem\n");
+    reading *r = read_args(
+        ST_SET_PROXY,
+        (const char *[]){"--config", path, "--upstream-key", "client.key",
+                         "--upstream-server-name", "api.example", NULL});
+    expect_eq(r->rc, 0);
+    st_settings_release(&r->s); /* what the config keeps is its own */
+    expect_eq(r->px->upstream_https, 1);
+    assert_string_equal(r->px->upstream_name, "127.0.0.1");
+    expect_eq(ntohs(((struct sockaddr_in *)&r->px->upstream_addr)->sin_port),
+              443);
+    assert_string_equal(r->px->upstream_ca, "/tmp/ca.pem");
+    assert_string_equal(r->px->upstream_cert, "/etc/sluice/client.pem");
+    assert_string_equal(r->px->upstream_key, "client.key");
+    assert_string_equal(r->px->upstream_server_name, "api.example");
+    expect_eq(r->px->upstream_insecure, 0);
     reading_free(r);
     unlink(path);
     free(path);
@@ -434,6 +473,7 @@ int main(void)
         cmocka_unit_test(defaults),
         cmocka_unit_test(files_refused_with_their_message),
         cmocka_unit_test(file_then_flags),
+        cmocka_unit_test(upstream_tls_settings),
         cmocka_unit_test(table_is_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,7 @@
 
 void cmd_proxy_usage(FILE *to)
 {
-    fputs("usage: sluice proxy --rules PATH --upstream http://HOST:PORT\n"
+    fputs("usage: sluice proxy --rules PATH --upstream http[s]://HOST:PORT\n"
           "                    [--config FILE] [--listen HOST:PORT] "
           "[OPTIONS]\n"
           "\n"
@@ -47,6 +47,8 @@ static int load(const command_line *cl, st_settings *settings, sv_config *srv,
              cfg->upstream == NULL) {
         snprintf(err, errlen, "no upstream (--upstream or `upstream:`)");
         rc = ST_SET_EFILE;
+    } else if (rc == 0 && px_upstream_tls_load(cfg, err, errlen) != 0) {
+        rc = ST_SET_EFILE; /* a reload keeps the config in force */
     }
     if (rc != 0) {
         px_config_free(cfg);

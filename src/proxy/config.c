@@ -31,6 +31,12 @@ void px_config_free(px_config *cfg)
         return;
     free(cfg->upstream);
     free(cfg->upstream_host);
+    free(cfg->upstream_name);
+    free(cfg->upstream_ca);
+    free(cfg->upstream_cert);
+    free(cfg->upstream_key);
+    free(cfg->upstream_server_name);
+    SSL_CTX_free(cfg->tls); /* connections made from it keep it */
     free(cfg->metrics_path);
     for (size_t i = 0; i < cfg->n_routes; i++) {
         px_route *r = &cfg->routes[i];
@@ -97,20 +103,24 @@ const px_route *px_route_find(const px_config *cfg, const px_request_view *req)
 int px_set_upstream(px_config *cfg, const char *url, char *err, size_t errlen)
 {
     const char *p = url;
-    if (strncmp(p, "http://", 7) != 0) {
-        snprintf(err, errlen, "expected http://HOST:PORT: '%s'", url);
+    int https = strncmp(p, "https://", 8) == 0;
+    if (!https && strncmp(p, "http://", 7) != 0) {
+        snprintf(err, errlen,
+                 "expected http://HOST:PORT or https://HOST:PORT: '%s'", url);
         return -1;
     }
-    p += 7;
+    p += https ? 8 : 7;
     size_t hl = strcspn(p, "/");
     if (p[hl] == '/' && p[hl + 1] != '\0') {
         snprintf(err, errlen,
-                 "a path is not supported, only http://HOST:PORT: '%s'", url);
+                 "a path is not supported, only %s://HOST:PORT: '%s'",
+                 https ? "https" : "http", url);
         return -1;
     }
     char host[256], port[8];
     int port_number;
-    if (sl__value_hostport(p, hl, 80, host, sizeof(host), &port_number) != 0) {
+    if (sl__value_hostport(p, hl, https ? 443 : 80, host, sizeof(host),
+                           &port_number) != 0) {
         snprintf(err, errlen, "bad host: '%s'", url);
         return -1;
     }
@@ -128,9 +138,13 @@ int px_set_upstream(px_config *cfg, const char *url, char *err, size_t errlen)
     freeaddrinfo(ai);
     free(cfg->upstream);
     free(cfg->upstream_host);
+    free(cfg->upstream_name);
     cfg->upstream = strdup(url);
     cfg->upstream_host = strndup(p, hl);
-    if (cfg->upstream == NULL || cfg->upstream_host == NULL) {
+    cfg->upstream_name = strdup(host);
+    cfg->upstream_https = https;
+    if (cfg->upstream == NULL || cfg->upstream_host == NULL ||
+        cfg->upstream_name == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }

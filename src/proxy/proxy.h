@@ -8,9 +8,10 @@
  * address), headers.c (collected header fields, hop-by-hop filtering),
  * client.c (one client connection: parsing, deciding, queueing,
  * streaming), upstream.c (the pool of upstream connections and the
- * response side), stats.c (per-route counters and /metrics), reload.c
- * (the config's hot reload: generations shared by the threads), start.c
- * (start-up: the front end handed to sv_server_run), adaptive.c (what
+ * response side), upstream_tls.c (TLS to an https:// upstream), stats.c
+ * (per-route counters and /metrics), reload.c (the config's hot reload:
+ * generations shared by the threads), start.c (start-up: the front end
+ * handed to sv_server_run), adaptive.c (what
  * each thread measures for the adaptive controller), control.c (the
  * controller on the control thread, docs/adaptive.md).
  */
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 
 #include <http_parser.h>
+#include <openssl/ssl.h>
 
 #include "runtime/decide.h"
 #include "runtime/deadline.h"
@@ -110,9 +112,20 @@ typedef struct px_cidr {
 } px_cidr;
 
 typedef struct px_config {
-    char *upstream;      /* as written: http://HOST:PORT */
+    char *upstream;      /* as written: http[s]://HOST:PORT */
     char *upstream_host; /* HOST:PORT, the Host of requests without one */
+    char *upstream_name; /* HOST alone (no brackets) */
     struct sockaddr_storage upstream_addr;
+    /* An https:// upstream (upstream_tls.c): the settings as read, and
+     * the context px_upstream_tls_load() makes of them. */
+    int upstream_https;
+    char *upstream_ca;   /* PEM CAs; NULL: the system's store */
+    char *upstream_cert; /* a client certificate chain and its key */
+    char *upstream_key;
+    char *upstream_server_name; /* SNI and the name checked; NULL: HOST */
+    int upstream_insecure;      /* the certificate is not verified */
+    SSL_CTX *tls;               /* NULL: plain HTTP */
+    const char *tls_sni;        /* one of the names above; NULL: none sent */
     uint64_t connect_timeout_ms, response_timeout_ms;
     size_t queue_max;           /* requests held for their delay, per thread */
     uint64_t queue_max_wait_ms; /* longest delay held; longer gets 429 */
@@ -128,13 +141,61 @@ typedef struct px_config {
     atomic_int refs;
 } px_config;
 
+/* upstream_tls.c: TLS to an https:// upstream, the client side.  Makes
+ * cfg->tls from cfg's upstream TLS settings (its files read now): 0, or
+ * -1 with err naming the file and what is wrong.  For an http:// upstream
+ * it makes nothing, and refuses any of those settings. */
+int px_upstream_tls_load(px_config *cfg, char *err, size_t errlen);
+/* A WARN in the log when cfg does not verify its upstream: at start and
+ * on every reload, so an opt-out is never silent. */
+void px_warn_insecure(const px_config *cfg);
+
+/* One upstream connection's TLS, over memory BIOs: the caller feeds what
+ * it reads (px_tls_feed) and sends what px_tls_take gives it, so that
+ * OpenSSL never touches the socket. */
+struct px_worker;
+typedef struct px_tls {
+    SSL *ssl;             /* NULL: plain HTTP */
+    struct px_worker *pw; /* its thread, which keeps a session to resume */
+    uint64_t generation;  /* of the config the connection was opened by */
+    int open;             /* the handshake is done */
+} px_tls;
+/* px_tls_read's results besides bytes and 0 (nothing more for now). */
+#define PX_TLS_CLOSED (-1) /* the upstream's close_notify */
+#define PX_TLS_FAILED (-2) /* a bad record or an alert: msg says which */
+/* A client side from cfg->tls, resuming the thread's session of the same
+ * generation.  0, or -1 when out of memory. */
+int px_tls_start(px_tls *t, const px_config *cfg, struct px_worker *pw,
+                 uint64_t generation);
+void px_tls_release(px_tls *t);
+/* The thread's session dropped (at the end). */
+void px_tls_forget(struct px_worker *pw);
+/* Bytes read from the socket: 0, or -1 when out of memory. */
+int px_tls_feed(px_tls *t, const char *data, size_t len);
+/* Appends the records to send: 0, or -1 when out of memory. */
+int px_tls_take(px_tls *t, sv_buf *out);
+/* Bytes fed but not yet read: they wait for px_tls_read, not the socket. */
+int px_tls_buffered(const px_tls *t);
+/* Goes on with the handshake: 1 done, 0 more to read, or -1 failed with
+ * the reason in msg ("upstream TLS: certificate verify failed: ..."). */
+int px_tls_handshake(px_tls *t, char *msg, size_t len);
+int px_tls_resumed(const px_tls *t);
+/* Decrypted bytes into buf: their count, 0, PX_TLS_CLOSED or
+ * PX_TLS_FAILED (with msg). */
+int px_tls_read(px_tls *t, char *buf, size_t cap, char *msg, size_t len);
+/* Plain text into records: 0, or -1. */
+int px_tls_write(px_tls *t, const void *data, size_t len);
+/* The close_notify queued (px_tls_take sends it), once the handshake is
+ * done: the session stays resumable. */
+void px_tls_shutdown(px_tls *t);
+
 /* config.c.  A zeroed config, or NULL: the settings (src/settings/) give
  * it its defaults and read the config file into it.  The caller frees it
  * with px_config_free until it is published. */
 px_config *px_config_new(void);
 void px_config_free(px_config *cfg);
-/* upstream: http://HOST:PORT, HOST resolved once.  0, or -1 with what is
- * wrong in err ("bad host: 'URL'"). */
+/* upstream: http://HOST:PORT or https://HOST:PORT, HOST resolved once.  0, or
+ * -1 with what is wrong in err ("bad host: 'URL'"). */
 int px_set_upstream(px_config *cfg, const char *url, char *err, size_t errlen);
 /* The config file's `trusted_proxies` and `routes`, from the YAML tree
  * (src/rules/rules_internal.h): 0, or -1 with "FILE:LINE:COL: message" in
@@ -288,6 +349,10 @@ typedef struct px_worker {
     px_config *cfg;           /* this thread's reference (reload.c) */
     uint64_t generation;      /* of cfg */
     uint64_t pool_generation; /* of the idle upstream connections */
+    /* upstream_tls.c: the last session an https:// upstream gave this
+     * thread, resumed by its next new connection of that generation. */
+    SSL_SESSION *tls_session;
+    uint64_t tls_session_generation;
     /* The decision of requests answered at once (the memory store); with
      * Redis each client has its own (client.c). */
     struct px_decision *scratch;
@@ -318,6 +383,8 @@ typedef struct px_proxy {
     char *slot_names[PX_MAX_SLOTS + 1]; /* [0] "_none_": no route */
     atomic_size_t n_slots;
     atomic_uint_fast64_t reloads_ok, reloads_failed;
+    /* Handshakes with an https:// upstream, by PX_TLS_HS_*. */
+    atomic_uint_fast64_t tls_handshakes[3];
     px_load_fn load; /* NULL: nothing to reload (no config file) */
     void *load_ctx;
 } px_proxy;
@@ -347,6 +414,9 @@ px_route_stats *px_stats(sv_worker *w, const px_route *route);
 void px_count(sv_worker *w, const px_route *route, px_outcome o);
 void px_count_response(sv_worker *w, const px_route *route, int status,
                        uint64_t latency_ns);
+/* How a handshake with an https:// upstream ended. */
+enum { PX_TLS_HS_NEW, PX_TLS_HS_RESUMED, PX_TLS_HS_FAILED };
+void px_count_tls(sv_worker *w, int result);
 /* The server's /metrics text followed by the proxy's series. */
 void px_metrics_render(sv_worker *w, sv_buf *out);
 /* The whole answer to a GET of the metrics path into out; returns

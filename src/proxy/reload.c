@@ -103,6 +103,7 @@ void px_reload(void *ctx)
     atomic_fetch_add_explicit(&px->reloads_ok, 1, memory_order_relaxed);
     sl__log(SL__LOG_INFO, "proxy", "config reloaded (%zu routes)",
             cfg->n_routes);
+    px_warn_insecure(cfg);
 }
 
 void px_reload_release(px_proxy *px)

@@ -33,6 +33,7 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     px.load_ctx = load_ctx;
     sl__log(SL__LOG_INFO, NULL, "proxying to %s (%zu routes)", cfg->upstream,
             cfg->n_routes);
+    px_warn_insecure(cfg);
     /* One more of each for the control thread, whose index follows the
      * client-facing ones' (it closes its idle state like them). */
     size_t n_threads = (size_t)scfg.threads + 1;
@@ -74,6 +75,7 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     px_reload_release(&px);
     for (int i = 0; px.workers != NULL && i <= px.n_workers; i++) {
         px_decision_free(px.workers[i].scratch);
+        px_tls_forget(&px.workers[i]);
         free(px.workers[i].ad_slot);
     }
     free(px.workers);

@@ -61,6 +61,12 @@ void px_count_response(sv_worker *w, const px_route *route, int status,
                               memory_order_relaxed);
 }
 
+void px_count_tls(sv_worker *w, int result)
+{
+    atomic_fetch_add_explicit(&px_of(w)->tls_handshakes[result], 1,
+                              memory_order_relaxed);
+}
+
 static uint64_t sum(px_proxy *px, size_t slot, size_t offset)
 {
     uint64_t total = 0;
@@ -149,6 +155,19 @@ void px_metrics_render(sv_worker *w, sv_buf *out)
                                                  memory_order_relaxed),
         (unsigned long long)atomic_load_explicit(&px->reloads_failed,
                                                  memory_order_relaxed));
+    static const char *const tls_results[3] = {"new", "resumed", "failed"};
+    sv_buf_addstr(out, "# HELP sluice_proxy_upstream_tls_handshakes_total "
+                       "Handshakes with an https:// upstream by result.\n"
+                       "# TYPE sluice_proxy_upstream_tls_handshakes_total "
+                       "counter\n");
+    for (int i = 0; i < 3; i++)
+        sv_buf_printf(
+            out,
+            "sluice_proxy_upstream_tls_handshakes_total{result=\"%s\"} "
+            "%llu\n",
+            tls_results[i],
+            (unsigned long long)atomic_load_explicit(&px->tls_handshakes[i],
+                                                     memory_order_relaxed));
 }
 
 int px_metrics_answer(sv_worker *w, int keep_alive, sv_buf *out)

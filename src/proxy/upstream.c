@@ -13,6 +13,15 @@
  * the request's last byte to the response head, and between reads of the
  * response body.  Before the head: 504; after it, the client connection
  * is closed (its response cannot be completed).
+ *
+ * An https:// upstream (upstream_tls.c): the handshake is part of
+ * connecting (within connect_timeout; a failure is a 502 naming it), and
+ * then what is read goes through OpenSSL before the parser, and what is
+ * written through it before the socket, on the same reads and writes and
+ * with the same pending bytes as plain text.  A pooled connection keeps
+ * its session.  Decrypted bytes may wait inside OpenSSL while the client
+ * is behind; the socket will say nothing more of them, so resuming reads
+ * them on the loop's next turn (tls_later).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +46,16 @@ struct px_up {
     int in_pool, reading, message_done;
     int handles_open;
     size_t pending;
-    uint64_t generation; /* of the config it was opened by (reload.c) */
-    px_up *prev, *next;  /* the idle pool */
+    px_tls tls;           /* an https:// upstream's; tls.ssl NULL: plain */
+    sv_buf wire;          /* its records on their way to the socket */
+    uv_timer_t tls_later; /* TLS: reads bytes OpenSSL kept while paused */
+    uint64_t generation;  /* of the config it was opened by (reload.c) */
+    px_up *prev, *next;   /* the idle pool */
 };
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void write_cb(uv_write_t *req, int status);
+static void tls_later_cb(uv_timer_t *t);
 
 static void pool_remove(px_up *up)
 {
@@ -66,7 +80,22 @@ static void free_cb(uv_handle_t *h)
         return;
     sv_fields_release(&up->headers);
     sv_buf_release(&up->reason);
+    sv_buf_release(&up->wire);
+    px_tls_release(&up->tls);
     free(up);
+}
+
+/* TLS's close_notify, best effort: sent if the socket takes it now, and
+ * only when nothing else waits to be written before it. */
+static void tls_goodbye(px_up *up)
+{
+    px_tls_shutdown(&up->tls);
+    up->wire.len = 0;
+    if (up->pending == 0 && px_tls_take(&up->tls, &up->wire) == 0 &&
+        up->wire.len > 0) {
+        uv_buf_t b = uv_buf_init(up->wire.data, (unsigned)up->wire.len);
+        (void)uv_try_write((uv_stream_t *)&up->tcp, &b, 1);
+    }
 }
 
 static void up_close(px_up *up)
@@ -75,6 +104,10 @@ static void up_close(px_up *up)
         return;
     pool_remove(up);
     up->client = NULL;
+    if (up->tls.ssl != NULL) {
+        tls_goodbye(up);
+        uv_close((uv_handle_t *)&up->tls_later, free_cb);
+    }
     uv_close((uv_handle_t *)&up->tcp, free_cb);
     uv_close((uv_handle_t *)&up->timer.timer, free_cb);
 }
@@ -116,10 +149,14 @@ void px_upstream_pause(px_up *up, int paused)
     if (uv_is_closing((uv_handle_t *)&up->tcp) || up->reading == !paused)
         return;
     up->reading = !paused;
-    if (paused)
+    if (paused) {
         uv_read_stop((uv_stream_t *)&up->tcp);
-    else
-        uv_read_start((uv_stream_t *)&up->tcp, alloc_cb, read_cb);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&up->tcp, alloc_cb, read_cb);
+    /* Not read here: the caller may be in the middle of the response. */
+    if (up->tls.ssl != NULL && up->tls.open && px_tls_buffered(&up->tls))
+        uv_timer_start(&up->tls_later, tls_later_cb, 0, 0);
 }
 
 size_t px_upstream_pending(const px_up *up)
@@ -132,6 +169,8 @@ static void timer_cb(uv_timer_t *t)
     px_up *up = t->data;
     if (!up->connected)
         fail(up, 504, "upstream connect timeout");
+    else if (up->tls.ssl != NULL && !up->tls.open)
+        fail(up, 504, "upstream TLS handshake timeout");
     else if (!up->head_seen)
         fail(up, 504, "upstream response timeout");
     else
@@ -255,9 +294,9 @@ static void finish(px_up *up, int extra_bytes)
     up->ev->done(c, reusable);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* What the upstream said, as plain text (nread < 0: it ended). */
+static void deliver(px_up *up, ssize_t nread, const char *data)
 {
-    px_up *up = (px_up *)s;
     if (up->client == NULL) {
         /* Idle in the pool: a close (or stray bytes) ends it. */
         if (nread != 0)
@@ -271,12 +310,15 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         sv_deadline_set(&up->timer, px_config_of(up->w)->response_timeout_ms);
     size_t done = 0, len = nread > 0 ? (size_t)nread : 0;
     /* At EOF, a length of 0 ends a body read to the close. */
-    done = http_parser_execute(&up->parser, &settings,
-                               nread > 0 ? buf->base : NULL, len);
+    done = http_parser_execute(&up->parser, &settings, nread > 0 ? data : NULL,
+                               len);
     if (uv_is_closing((uv_handle_t *)&up->tcp))
         return;
     if (up->message_done) {
-        finish(up, done < len || nread < 0);
+        /* Bytes after the response, in this read or kept by OpenSSL:
+         * the connection cannot be trusted with another request. */
+        finish(up, done < len || nread < 0 ||
+                       (up->tls.ssl != NULL && px_tls_buffered(&up->tls)));
         return;
     }
     if (nread < 0) {
@@ -285,6 +327,108 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (HTTP_PARSER_ERRNO(&up->parser) != HPE_OK || done != len)
         broken(up, "upstream sent a malformed response");
+}
+
+/* Sends the records OpenSSL has made, as px_upstream_write sends plain
+ * text: 0, or -1 when the socket failed (the caller ends the
+ * connection). */
+static int tls_send(px_up *up)
+{
+    size_t left;
+    int rc = 0;
+    up->wire.len = 0;
+    if (px_tls_take(&up->tls, &up->wire) != 0)
+        return -1;
+    if (up->wire.len > 0) {
+        rc = sv_send((uv_stream_t *)&up->tcp, up->wire.data, up->wire.len,
+                     up->pending > 0, up, write_cb, &left);
+        if (rc == 0)
+            up->pending += left;
+    }
+    if (up->wire.cap > PX_KEEP_OUT)
+        sv_buf_release(&up->wire); /* a body's records: not kept */
+    return rc;
+}
+
+/* The handshake is done: counted, and the client told. */
+static void tls_opened(px_up *up)
+{
+    px_count_tls(up->w,
+                 px_tls_resumed(&up->tls) ? PX_TLS_HS_RESUMED : PX_TLS_HS_NEW);
+    sv_deadline_clear(&up->timer);
+    up->ev->ready(up->client, up);
+}
+
+/* Moves what OpenSSL was fed: the handshake, then the response, as long
+ * as the client keeps up (reading). */
+static void tls_pump(px_up *up)
+{
+    char msg[200];
+    if (!up->tls.open) {
+        int rc = px_tls_handshake(&up->tls, msg, sizeof(msg));
+        if (rc < 0) {
+            px_count_tls(up->w, PX_TLS_HS_FAILED);
+            tls_send(up); /* the alert, best effort */
+            fail(up, 502, msg);
+            return;
+        }
+        if (tls_send(up) != 0) {
+            broken(up, "upstream write failed");
+            return;
+        }
+        if (rc == 0)
+            return;
+        tls_opened(up);
+        if (uv_is_closing((uv_handle_t *)&up->tcp))
+            return;
+    }
+    char *buf = up->w->read_buf;
+    while (up->reading && !uv_is_closing((uv_handle_t *)&up->tcp)) {
+        int n = px_tls_read(&up->tls, buf, sizeof(up->w->read_buf), msg,
+                            sizeof(msg));
+        if (n == 0)
+            break;
+        if (n == PX_TLS_FAILED) {
+            broken(up, msg);
+            return;
+        }
+        deliver(up, n == PX_TLS_CLOSED ? UV_EOF : n, buf);
+        if (n == PX_TLS_CLOSED)
+            return;
+    }
+    /* Reading may have answered the upstream (a key update). */
+    if (!uv_is_closing((uv_handle_t *)&up->tcp) && tls_send(up) != 0)
+        broken(up, "upstream write failed");
+}
+
+static void tls_later_cb(uv_timer_t *t)
+{
+    px_up *up = t->data;
+    if (!uv_is_closing((uv_handle_t *)&up->tcp))
+        tls_pump(up);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    px_up *up = (px_up *)s;
+    if (up->tls.ssl == NULL) {
+        deliver(up, nread, buf->base);
+        return;
+    }
+    if (nread < 0) {
+        if (up->tls.open)
+            deliver(up, nread, NULL); /* closed without a close_notify */
+        else
+            fail(up, 502, "upstream TLS: closed during the handshake");
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (px_tls_feed(&up->tls, buf->base, (size_t)nread) != 0) {
+        broken(up, "out of memory");
+        return;
+    }
+    tls_pump(up);
 }
 
 static void write_cb(uv_write_t *req, int status)
@@ -307,6 +451,12 @@ static void write_cb(uv_write_t *req, int status)
 int px_upstream_write(px_up *up, const void *data, size_t len)
 {
     size_t left;
+    if (up->tls.ssl != NULL) {
+        if (uv_is_closing((uv_handle_t *)&up->tcp) ||
+            px_tls_write(&up->tls, data, len) != 0)
+            return -1;
+        return tls_send(up);
+    }
     if (uv_is_closing((uv_handle_t *)&up->tcp) ||
         sv_send((uv_stream_t *)&up->tcp, data, len, up->pending > 0, up,
                 write_cb, &left) != 0)
@@ -340,9 +490,13 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     up->connected = 1;
-    sv_deadline_clear(&up->timer);
     uv_tcp_nodelay(&up->tcp, 1);
     px_upstream_pause(up, 0);
+    if (up->tls.ssl != NULL) {
+        tls_pump(up); /* the ClientHello; connect_timeout still runs */
+        return;
+    }
+    sv_deadline_clear(&up->timer);
     up->ev->ready(up->client, up);
 }
 
@@ -351,8 +505,10 @@ void px_upstream_open(sv_worker *w, px_client *c, const px_up_events *ev)
     const px_config *cfg = px_config_of(w);
     px_worker *pw = px_worker_of(w);
     if (pw->pool_generation != pw->generation) {
-        /* A new config: idle connections may lead to the old upstream. */
+        /* A new config: idle connections may lead to the old upstream,
+         * and its TLS session was verified under the old settings. */
         px_upstream_close_idle(w);
+        px_tls_forget(pw);
         pw->pool_generation = pw->generation;
     }
     px_up *up = pw->idle;
@@ -372,10 +528,21 @@ void px_upstream_open(sv_worker *w, px_client *c, const px_up_events *ev)
     up->client = c;
     up->ev = ev;
     up->generation = pw->generation;
+    if (cfg->tls != NULL &&
+        px_tls_start(&up->tls, cfg, pw, up->generation) != 0) {
+        free(up);
+        ev->failed(c, 502, "out of memory");
+        return;
+    }
     uv_tcp_init(&w->loop, &up->tcp);
     sv_deadline_init(&w->loop, &up->timer, timer_cb);
     up->tcp.data = up->timer.timer.data = up->connect_req.data = up;
     up->handles_open = 2;
+    if (up->tls.ssl != NULL) {
+        uv_timer_init(&w->loop, &up->tls_later);
+        up->tls_later.data = up;
+        up->handles_open = 3;
+    }
     http_parser_init(&up->parser, HTTP_RESPONSE);
     up->parser.data = up;
     sv_deadline_set(&up->timer, cfg->connect_timeout_ms);

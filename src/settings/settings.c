@@ -11,6 +11,8 @@
  * duration (at least 1ms)" or "expected a scalar" and quote at most 64
  * bytes of the value, as the proxy's file always has.
  */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -153,6 +155,20 @@ static int set_upstream(st_settings *s, const source *from, const char *text,
     return 0;
 }
 
+/* An owned copy into a px_config's string field, which outlives the
+ * settings (a reload's config lives on after they are released). */
+static int set_owned(st_settings *s, const st_setting *row, const char *text,
+                     char *err, size_t errlen)
+{
+    char **to = field(s, row);
+    char *copy = strdup(text);
+    if (copy == NULL)
+        return fail(err, errlen, "out of memory");
+    free(*to);
+    *to = copy;
+    return 0;
+}
+
 /* Where the config file holds a relative path, it means one from the
  * file's directory, whatever the directory the command runs in. */
 static int set_path(st_settings *s, const st_setting *row, const source *from,
@@ -163,7 +179,31 @@ static int set_path(st_settings *s, const st_setting *row, const source *from,
     const char *path = keep(s, from->file, dl, text, len);
     if (path == NULL)
         return fail(err, errlen, "out of memory");
+    if (row->target == ST_SET_PX)
+        return set_owned(s, row, path, err, errlen);
     *(const char **)field(s, row) = path;
+    return 0;
+}
+
+/* A DNS name (letters, digits, '-', '.'; at most 253 bytes) or an IP
+ * address: what a certificate can name. */
+static int set_host(st_settings *s, const st_setting *row, const source *from,
+                    const char *text, size_t len, char *err, size_t errlen)
+{
+    unsigned char addr[16];
+    int ok = len > 0 && len <= 253 && strlen(text) == len;
+    for (size_t i = 0; ok && i < len; i++)
+        ok =
+            isalnum((unsigned char)text[i]) || text[i] == '-' || text[i] == '.';
+    if (!ok && inet_pton(AF_INET6, text, addr) != 1)
+        return fail(err, errlen,
+                    "%s: expected a host name or an address: "
+                    "'%.64s'",
+                    from->where, text);
+    if (row->target == ST_SET_PX)
+        return set_owned(s, row, text, err, errlen);
+    if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
+        return fail(err, errlen, "out of memory");
     return 0;
 }
 
@@ -231,20 +271,13 @@ static int set(st_settings *s, const st_setting *row, const source *from,
         return set_store(s, from, text, len, err, errlen);
     case ST_SET_UPSTREAM:
         return set_upstream(s, from, text, err, errlen);
+    case ST_SET_HOST:
+        return set_host(s, row, from, text, len, err, errlen);
     case ST_SET_URL_PATH:
         return set_url_path(s, row, from, text, len, err, errlen);
     case ST_SET_HTTP_URL:
         if (len <= 7 || strncmp(text, "http://", 7) != 0)
             return fail(err, errlen, "%s: expected http://HOST:PORT: '%.64s'",
-                        from->where, text);
-        if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
-            return fail(err, errlen, "out of memory");
-        return 0;
-    case ST_SET_NAME:
-        if (len == 0 || len > 253 ||
-            strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                         "0123456789.-:") != len)
-            return fail(err, errlen, "%s: expected a host name: '%.64s'",
                         from->where, text);
         if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
             return fail(err, errlen, "out of memory");

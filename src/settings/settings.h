@@ -21,7 +21,8 @@
 
 typedef enum st_set_kind {
     ST_SET_PATH,     /* a path: from a file, a relative one is the file's
-                        directory's */
+                        directory's; into a const char * kept by the
+                        settings, or an owned char * of the px_config */
     ST_SET_INT,      /* a whole number in [min, max] into an int */
     ST_SET_SIZE,     /* the same into a size_t */
     ST_SET_MS,       /* a duration of at least 1ms into uint64_t ms */
@@ -29,10 +30,10 @@ typedef enum st_set_kind {
     ST_SET_ENUM,     /* one of `names`, its index into an int */
     ST_SET_LISTEN,   /* HOST:PORT into an sv_addr */
     ST_SET_STORE,    /* memory, or a Redis URL into redis_url */
-    ST_SET_UPSTREAM, /* http://HOST:PORT, resolved (px_set_upstream) */
+    ST_SET_UPSTREAM, /* http[s]://HOST:PORT, resolved (px_set_upstream) */
+    ST_SET_HOST,     /* a host name or an IP address (PX: an owned char *) */
     ST_SET_URL_PATH, /* "" or a path from '/', into an owned char * */
     ST_SET_HTTP_URL, /* http://HOST:PORT[/path], into a const char * */
-    ST_SET_NAME,     /* a host name or IP literal, into a const char * */
     ST_SET_SECTION,  /* a YAML structure that `section` reads */
     ST_SET_CONFIG,   /* --config FILE */
     ST_SET_HELP      /* --help */

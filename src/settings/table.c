@@ -55,7 +55,31 @@ const st_setting st_settings_table[] = {
              "proxies, and any flag below with '_' for '-';\n"
              "flags override it"},
     {.flag = "upstream", .key = "upstream", .arg = "URL", .commands = PROXY,
-     .kind = ST_SET_UPSTREAM, .help = "where requests go: http://HOST:PORT"},
+     .kind = ST_SET_UPSTREAM,
+     .help = "where requests go: http://HOST:PORT, or\n"
+             "https://HOST:PORT (TLS, the certificate verified)"},
+    {.flag = "upstream-ca", .key = "upstream_ca", .arg = "PATH",
+     .commands = PROXY, .kind = ST_SET_PATH, PX(upstream_ca),
+     .help = "PEM CA certificates an https:// upstream's\n"
+             "certificate must chain to (default: the\n"
+             "system's store)"},
+    {.flag = "upstream-server-name", .key = "upstream_server_name",
+     .arg = "NAME", .commands = PROXY, .kind = ST_SET_HOST,
+     PX(upstream_server_name),
+     .help = "the name sent (SNI) and checked in the\n"
+             "upstream's certificate (default: the URL's host)"},
+    {.flag = "upstream-cert", .key = "upstream_cert", .arg = "PATH",
+     .commands = PROXY, .kind = ST_SET_PATH, PX(upstream_cert),
+     .help = "PEM client certificate chain presented to an\n"
+             "https:// upstream that asks for one"},
+    {.flag = "upstream-key", .key = "upstream_key", .arg = "PATH",
+     .commands = PROXY, .kind = ST_SET_PATH, PX(upstream_key),
+     .help = "its PEM private key"},
+    {.flag = "upstream-insecure", .key = "upstream_insecure", .arg = "BOOL",
+     .commands = PROXY, .kind = ST_SET_BOOL, PX(upstream_insecure),
+     .def = "false",
+     .help = "true: do not verify the upstream's certificate\n"
+             "(a warning in the log; false)"},
     {.flag = "listen", .key = "listen", .arg = "HOST:PORT", .commands = BOTH,
      .kind = ST_SET_LISTEN, SRV(listen), .def = "127.0.0.1:8080",
      .help = "address to listen on (127.0.0.1:8080);\n"
@@ -153,7 +177,7 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_PATH, SRV(redis_tls.key),
      .help = "rediss: its PEM private key"},
     {.flag = "redis-tls-server-name", .key = "redis_tls_server_name",
-     .arg = "NAME", .commands = BOTH, .kind = ST_SET_NAME,
+     .arg = "NAME", .commands = BOTH, .kind = ST_SET_HOST,
      SRV(redis_tls.server_name),
      .help = "rediss: the name the servers' certificates\n"
              "must have, sent as SNI (default: the host)"},
