@@ -260,7 +260,11 @@ typedef struct sl_redis_options {
      * "unix:/path/to/socket[?db=N]" or, for Redis Cluster,
      * "redis-cluster://[[user]:password@]host:port[,host:port...]" (at
      * most 1024 seed nodes; the slot map is read from them), each with
-     * TLS as "rediss://" and "rediss-cluster://"; when set it overrides
+     * TLS as "rediss://" and "rediss-cluster://"; or, for a master that
+     * Redis Sentinel watches,
+     * "redis-sentinel://[[user]:password@]host[:port][,...]/name[/db]"
+     * (Sentinels' port 26379 by default; the master is asked of them
+     * before each connection, docs/stores.md); when set it overrides
      * host, port, unix_path, db, user and password (and sets tls for
      * the rediss schemes).  NULL: use the fields below. */
     const char *url;
@@ -314,6 +318,12 @@ typedef struct sl_redis_options {
     const char *tls_key_file;
     const char *tls_server_name;
     int tls_insecure;
+    /* Redis Sentinel ("redis-sentinel://host:port[,host:port...]/name",
+     * "rediss-sentinel://" with TLS to the Sentinels and the master): the
+     * Sentinels' own AUTH, when they ask for one (the URL's credentials
+     * are the master's).  NULL: none. */
+    const char *sentinel_user;
+    const char *sentinel_password;
 } sl_redis_options;
 
 #define SL_REDIS_OPTIONS_INIT {.size = sizeof(sl_redis_options)}

@@ -7,7 +7,8 @@
 set -euo pipefail
 # libuv1-dev, libhttp-parser-dev, libjansson-dev: `sluice serve`;
 # libhiredis-dev: the Redis store; redis-server, redis-tools: its tests
-# and bench/redis_bytes_per_key.sh;
+# and bench/redis_bytes_per_key.sh; redis-sentinel: the tests of
+# redis-sentinel:// (tests/test_redis_sentinel.sh);
 # curl, python3: the shell tests (tests/*.sh); nginx: tests/test_nginx.sh
 # runs examples/nginx/ in front of a test upstream; nodejs, npm: the tests
 # that drive sluice with real Node clients (tests/*/package.json).
@@ -34,7 +35,7 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: scripts/deps.sh [--test | --fuzz]" >&2; exit 2 ;;
 esac
-[ "$test" = 1 ] && PKGS+=(redis-server redis-tools python3 nginx nodejs npm
+[ "$test" = 1 ] && PKGS+=(redis-server redis-tools redis-sentinel python3 nginx nodejs npm
   nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base lua5.1 openssl)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.

@@ -194,8 +194,8 @@ static const struct {
     {ST_SET_SERVE, {"--redis-hash-tag", "slot"}, ST_SET_EUSAGE,
      "--redis-hash-tag: expected key or domain: 'slot'"},
     {ST_SET_SERVE, {"--store", "redis"}, ST_SET_EUSAGE,
-     "--store: unknown store: 'redis' (memory, redis[s]://..., unix:... or "
-     "redis[s]-cluster://...)"},
+     "--store: unknown store: 'redis' (memory, redis[s]://..., unix:..., "
+     "redis[s]-cluster://... or redis[s]-sentinel://...)"},
     {ST_SET_SERVE, {"--redis-tls-server-name", "a/b"}, ST_SET_EUSAGE,
      "--redis-tls-server-name: expected a host name or an address: 'a/b'"},
     {ST_SET_PROXY, {"--upstream", "ftp://h"}, ST_SET_EUSAGE,

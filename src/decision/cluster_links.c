@@ -16,9 +16,9 @@
  * that fails is dropped (its calls get no reply, which redis_async_send.c
  * counts as failures); the next part for that node connects again.
  *
- * hiredis 0.14's libuv adapter ignores a poll error, so a refused
- * connection or a reset one is not always reported: the link just never
- * answers.  So every link counts what it was sent and what came back
+ * A node that is gone without a word (paused, cut off by the network)
+ * leaves its link open and silent.  So every link counts what it was
+ * sent and what came back
  * (sd_cluster_sent, _replied), and when calls time out
  * (sd_cluster_timed_out, from redis_async_deadline.c's timer) a link that has
  * owed a reply for the whole timeout is dropped and the map read again

@@ -47,6 +47,9 @@ typedef struct sd_config {
     size_t store_bytes;        /* memory store cap; 0: the library's default */
     const char *redis_url;     /* NULL: the memory store decides */
     sd_redis_tls redis_tls;
+    /* redis-sentinel://: the Sentinels' AUTH password, in this file's
+     * first line; NULL: none. */
+    const char *redis_sentinel_password_file;
     int redis_tag_domain;      /* one Cluster slot per domain */
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */

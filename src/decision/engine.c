@@ -8,6 +8,7 @@
  * has failed, finish() writes each check's result (from Redis, or from
  * the failure policy, policy.c) and calls the front end back.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,26 @@ static int refuse_at_start(const sl_redis_options *ro, char *err,
     return 1;
 }
 
+/* The first line of path (a secret kept out of argv and the config
+ * file): 0, or -1 with err naming the file. */
+static int read_secret(const char *path, char *out, size_t n, char *err,
+                       size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    int ok = fgets(out, (int)n, f) != NULL;
+    fclose(f);
+    out[ok ? strcspn(out, "\r\n") : 0] = '\0';
+    if (out[0] == '\0') {
+        snprintf(err, errlen, "'%s': no password on its first line", path);
+        return -1;
+    }
+    return 0;
+}
+
 int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
                   size_t errlen)
 {
@@ -62,6 +83,13 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
         /* Only parsed here: the threads connect, asynchronously, and a
          * Redis that is down at start is a store failure like any other.
          * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
+        char sentinel_password[512];
+        if (cfg->redis_sentinel_password_file != NULL &&
+            read_secret(cfg->redis_sentinel_password_file, sentinel_password,
+                        sizeof(sentinel_password), err, errlen) != 0) {
+            sd_engine_free(e);
+            return -1;
+        }
         sl_redis_options ro = {.size = sizeof(sl_redis_options),
                                .url = cfg->redis_url,
                                .use_server_time = 1,
@@ -70,7 +98,11 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
                                .tls_cert_file = cfg->redis_tls.cert,
                                .tls_key_file = cfg->redis_tls.key,
                                .tls_server_name = cfg->redis_tls.server_name,
-                               .tls_insecure = cfg->redis_tls.insecure};
+                               .tls_insecure = cfg->redis_tls.insecure,
+                               .sentinel_password =
+                                   cfg->redis_sentinel_password_file
+                                       ? sentinel_password
+                                       : NULL};
         /* A counter key is "len:domain" then ",len:key=len:value" per
          * entry (sl_rules_match): up to the first ',' is the domain. */
         if (cfg->redis_tag_domain)

@@ -13,6 +13,7 @@
  *   breaker.c       when to stop trying Redis and when to try again
  *   batch.c         parts held while a script call is out, sent as one
  *   cluster_links.c a thread's links to a Redis Cluster's masters
+ *   sentinel.c      where a redis-sentinel:// store's master is
  *   link.c          one hiredis connection on a libuv loop
  *   link_tls.c      the same over TLS
  */
@@ -183,6 +184,23 @@ void sd_link_write_now(redisAsyncContext *ac);
 int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
                        const sl__redis_tls *tls, const char *host);
 void sd_link_tls_write_now(redisAsyncContext *ac);
+
+/* ---- sentinel.c: where a redis-sentinel:// store's master is ---- */
+
+typedef struct sd_sentinel sd_sentinel;
+
+/* The answer: host and port of the master and which Sentinel said so,
+ * or host NULL and why. */
+typedef void (*sd_sentinel_done)(void *priv, const char *host, int port,
+                                  size_t which, const char *why);
+
+/* Asks ep's Sentinels in turn from the first-th, on loop, and calls done
+ * once.  The question in flight, or NULL when done was called already
+ * (every Sentinel refused at once, or out of memory). */
+sd_sentinel *sd_sentinel_ask(uv_loop_t *loop, const sl__redis_endpoint *ep,
+                             size_t first, sd_sentinel_done done, void *priv);
+/* Drops the question in flight: done is not called. */
+void sd_sentinel_cancel(sd_sentinel *q);
 
 /* ---- cluster_links.c ---- */
 

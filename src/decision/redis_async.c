@@ -15,7 +15,8 @@
  * connection is dropped and every check goes to the policy with no I/O;
  * after a backoff a new connection's AUTH, SELECT, SCRIPT LOAD and
  * FUNCTION LOAD (and CLUSTER SLOTS on a Cluster seed, whose connection is
- * then closed) are the half-open probe.  It also stops the thread's Redis
+ * then closed; before a Sentinel's master, the Sentinels' answer, and
+ * ROLE after) are the half-open probe.  It also stops the thread's Redis
  * and carries the front ends' own commands.  The connection's life is
  * apart from the calls on it: it is set up, lost and retried a few times
  * a run, while the calls go thousands of times a second.  What the three
@@ -51,6 +52,11 @@ static void go_down(sd_redis *r, const char *why)
     set_up(r, 0);
     if (r->cluster != NULL)
         sd_cluster_close(r->cluster);
+    if (r->sentinel != NULL) { /* the probe timed out asking */
+        sd_sentinel_cancel(r->sentinel);
+        r->sentinel = NULL;
+        r->sentinel_first++;
+    }
     if (was == SD_UP) {
         sd_count(&r->t->stats->breaker_opened, 1);
         sl__log(SL__LOG_WARN, NULL,
@@ -73,7 +79,8 @@ static void go_down(sd_redis *r, const char *why)
 static const int probe_kinds[] = {
     SL__REDIS_CMD_AUTH,         SL__REDIS_CMD_SELECT,
     SL__REDIS_CMD_SCRIPT_LOAD,  SL__REDIS_CMD_CLUSTER_SLOTS,
-    SL__REDIS_CMD_INFO_CLUSTER, SL__REDIS_CMD_FUNCTION_LOAD};
+    SL__REDIS_CMD_INFO_CLUSTER, SL__REDIS_CMD_FUNCTION_LOAD,
+    SL__REDIS_CMD_ROLE};
 
 static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -102,8 +109,9 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
         go_down(r, "setup refused");
         return;
     }
-    if (kind != (r->cluster ? SL__REDIS_CMD_CLUSTER_SLOTS
-                            : SL__REDIS_CMD_FUNCTION_LOAD))
+    if (kind != (r->cluster     ? SL__REDIS_CMD_CLUSTER_SLOTS
+                 : r->master[0] ? SL__REDIS_CMD_ROLE
+                                : SL__REDIS_CMD_FUNCTION_LOAD))
         return; /* not the last of the probe */
     if (r->cluster != NULL) {
         if (sd_cluster_set_map(r->cluster, rep, ac->c.tcp.host) != 0) {
@@ -143,16 +151,14 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
     go_down(r, "connection lost");
 }
 
-static void start_connect(sd_redis *r)
+/* The connection to (host, port) and the probe pipelined behind it. */
+static void connect_to(sd_redis *r, const char *host, int port)
 {
     sl__redis_endpoint ep;
     sl__redis_handshake hs;
-    sd_engine *e = r->t->e;
-    sl__redis_store_endpoint(e->redis, &ep);
-    if (r->cluster != NULL)
-        ep.host = sd_cluster_probe_target(r->cluster, &ep.port);
+    sl__redis_store_endpoint(r->t->e->redis, &ep);
     redisAsyncContext *ac = ep.unix_path ? redisAsyncConnectUnix(ep.unix_path)
-                                         : redisAsyncConnect(ep.host, ep.port);
+                                         : redisAsyncConnect(host, port);
     if (ac == NULL || ac->err) {
         if (ac != NULL)
             redisAsyncFree(ac);
@@ -160,7 +166,7 @@ static void start_connect(sd_redis *r)
         return;
     }
     ac->data = r;
-    if (sd_link_attach(ac, r->t->loop, ep.tls, ep.host) != 0) {
+    if (sd_link_attach(ac, r->t->loop, ep.tls, host) != 0) {
         redisAsyncFree(ac);
         go_down(r, "out of memory");
         return;
@@ -169,20 +175,53 @@ static void start_connect(sd_redis *r)
     redisAsyncSetDisconnectCallback(ac, disconnect_cb);
     r->ac = ac;
     r->in_flight = 0;
-    sd_breaker_probing(&r->br);
     /* The probe, pipelined behind the connect. */
-    sl__redis_handshake_init(&hs, &ep,
-                             SL__REDIS_WITH_SCRIPT_LOAD |
-                                 SL__REDIS_WITH_FUNCTION_LOAD |
-                                 (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
-                                             : SL__REDIS_WITH_CLUSTER_CHECK));
+    sl__redis_handshake_init(
+        &hs, &ep,
+        SL__REDIS_WITH_SCRIPT_LOAD | SL__REDIS_WITH_FUNCTION_LOAD |
+            (r->cluster ? SL__REDIS_WITH_CLUSTER_SLOTS
+                        : SL__REDIS_WITH_CLUSTER_CHECK) |
+            (ep.n_sentinels > 0 ? SL__REDIS_WITH_ROLE_CHECK : 0));
     for (size_t i = 0; i < hs.n; i++)
         redisAsyncCommandArgv(ac, setup_reply_cb,
                               (void *)&probe_kinds[hs.cmd[i].kind],
                               hs.cmd[i].argc, hs.cmd[i].argv, hs.cmd[i].lens);
+}
+
+/* The Sentinels' answer: connect to the master they name. */
+static void sentinel_cb(void *priv, const char *host, int port, size_t which,
+                        const char *why)
+{
+    sd_redis *r = priv;
+    r->sentinel = NULL;
+    if (host == NULL) {
+        sl__log(SL__LOG_ERROR, NULL, "thread %d: redis: %s", r->t->index,
+                why);
+        r->sentinel_first++;
+        go_down(r, "no Sentinel named the master");
+        return;
+    }
+    r->sentinel_first = which;
+    snprintf(r->master, sizeof(r->master), "%s", host);
+    connect_to(r, r->master, port);
+}
+
+static void start_connect(sd_redis *r)
+{
+    sl__redis_endpoint ep;
+    sd_engine *e = r->t->e;
+    sl__redis_store_endpoint(e->redis, &ep);
+    sd_breaker_probing(&r->br);
     uint64_t probe = e->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
                    probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
+    if (ep.n_sentinels > 0)
+        r->sentinel = sd_sentinel_ask(r->t->loop, &ep, r->sentinel_first,
+                                      sentinel_cb, r);
+    else if (r->cluster != NULL)
+        connect_to(r, sd_cluster_probe_target(r->cluster, &ep.port), ep.port);
+    else
+        connect_to(r, ep.host, ep.port);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -253,6 +292,9 @@ static void teardown(sd_redis *r)
     sd__redis_fail_later(r);
     if (ac != NULL)
         redisAsyncFree(ac);
+    if (r->sentinel != NULL)
+        sd_sentinel_cancel(r->sentinel);
+    r->sentinel = NULL;
     sd_cluster_free(r->cluster);
     r->cluster = NULL;
     uv_close((uv_handle_t *)&r->retry, handle_closed_cb);

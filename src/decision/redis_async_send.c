@@ -235,6 +235,18 @@ static void settle(sd_redis *r, int current, int res, int had_reply)
         r->fail_conn(r, had_reply ? "error replies" : "no reply");
 }
 
+/* A master that a failover made a replica answers READONLY (and ran
+ * nothing): the connection goes, and the probe after the backoff asks
+ * the Sentinels for the new master.  1 when it went. */
+static int demoted(sd_redis *r, int current, const redisReply *reply)
+{
+    if (!current || r->cluster != NULL || r->br.state != SD_UP ||
+        sl__redis_reply_kind(reply, NULL) != SL__REDIS_REPLY_READONLY)
+        return 0;
+    r->fail_conn(r, "READONLY: the master is a replica now");
+    return 1;
+}
+
 static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
 {
     sd_part *p = priv;
@@ -250,7 +262,7 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *priv)
     if (current && reply != NULL)
         sd__redis_saw_reply(r, p->sent_ms);
     settle(r, current, part_reply(r, ac, p, reply, current), reply != NULL);
-    if (current)
+    if (current && !demoted(r, current, reply))
         sd__redis_send_held(r);
 }
 
@@ -309,7 +321,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *priv)
            : failed ? REPLY_FAILED
                     : REPLY_LATE,
            reply != NULL);
-    if (current)
+    if (current && !demoted(r, current, reply))
         sd__redis_send_held(r);
 }
 

@@ -32,6 +32,11 @@ struct sd_redis {
     sd_thread *t;
     redisAsyncContext *ac; /* the one connection; with a cluster, the probe */
     sd_cluster *cluster;   /* redis-cluster://: the links; else NULL */
+    /* redis-sentinel://: the question to the Sentinels in flight, the one
+     * to ask first (the last that answered), and the master they named. */
+    sd_sentinel *sentinel;
+    size_t sentinel_first;
+    char master[256];
     sd_breaker br;
     char sha[41];       /* the script's SHA1, from the probe's SCRIPT LOAD */
     int fcall;          /* the server took the library: calls are FCALLs */

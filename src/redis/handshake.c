@@ -5,7 +5,8 @@
  * LOAD of the library that FCALL calls (a server may refuse it), and
  * CLUSTER SLOTS when the connection is a cluster's probe; INFO cluster
  * on a plain store's, which refuses a Cluster node ("use
- * redis-cluster://").  The blocking
+ * redis-cluster://"); ROLE on a Sentinel's master, which must still be
+ * one.  The blocking
  * store sends the list one command at a time, the daemon pipelines it
  * behind its connect; both check each reply here.
  */
@@ -15,9 +16,9 @@
 #include "internal.h"
 #include "redis/redis_proto.h"
 
-static const char *const cmd_names[] = {"AUTH",         "SELECT",
-                                        "SCRIPT LOAD",  "CLUSTER SLOTS",
-                                        "INFO cluster", "FUNCTION LOAD"};
+static const char *const cmd_names[] = {
+    "AUTH",         "SELECT",        "SCRIPT LOAD", "CLUSTER SLOTS",
+    "INFO cluster", "FUNCTION LOAD", "ROLE"};
 
 static void add(sl__redis_handshake *hs, int kind, int argc, const char *a0,
                 const char *a1, const char *a2)
@@ -57,6 +58,8 @@ void sl__redis_handshake_init(sl__redis_handshake *out,
     }
     if (with & SL__REDIS_WITH_CLUSTER_SLOTS)
         add(out, SL__REDIS_CMD_CLUSTER_SLOTS, 2, "CLUSTER", "SLOTS", NULL);
+    if (with & SL__REDIS_WITH_ROLE_CHECK)
+        add(out, SL__REDIS_CMD_ROLE, 1, "ROLE", NULL, NULL);
 }
 
 int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
@@ -90,6 +93,20 @@ int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
     }
     if (r->type == REDIS_REPLY_ERROR) {
         sl__set_err(err, errlen, "redis %s: %s", name, r->str);
+        return SL_ESTORE;
+    }
+    if (kind == SL__REDIS_CMD_ROLE) {
+        if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "master") == 0)
+            return 0;
+        sl__set_err(err, errlen,
+                    "redis ROLE: the server the Sentinel named is not the "
+                    "master (%s): a failover is going on",
+                    r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                            r->element[0]->type == REDIS_REPLY_STRING
+                        ? r->element[0]->str
+                        : "unexpected reply");
         return SL_ESTORE;
     }
     if (kind != SL__REDIS_CMD_SCRIPT_LOAD)

@@ -85,6 +85,15 @@ typedef struct sl__redis_endpoint {
     /* TLS to every server (store/redis_tls.h); NULL: plain TCP.  Only
      * carried here: the core does no I/O. */
     const struct sl__redis_tls *tls;
+    /* A redis-sentinel:// store: the Sentinels to ask where master_name's
+     * master is (host and port are then unset until one answers), and
+     * their own credentials; n_sentinels is 0 otherwise. */
+    size_t n_sentinels;
+    const char *const *sentinel_hosts;
+    const int *sentinel_ports;
+    const char *master_name;
+    const char *sentinel_user;
+    const char *sentinel_password;
 } sl__redis_endpoint;
 
 /* What a call needs of its store: how keys are named, how long they may
@@ -126,6 +135,7 @@ enum {
     SL__REDIS_REPLY_ASK,         /* go to rd's node once, ASKING first */
     SL__REDIS_REPLY_TRYAGAIN,    /* a migration splits the keys: wait */
     SL__REDIS_REPLY_CLUSTERDOWN, /* the cluster cannot serve: re-read map */
+    SL__REDIS_REPLY_READONLY,    /* a replica now: ask the Sentinels again */
     SL__REDIS_REPLY_ERROR,       /* any other error, a malformed redirect too */
 };
 
@@ -146,6 +156,7 @@ enum {
     SL__REDIS_CMD_CLUSTER_SLOTS, /* its reply is the slot map */
     SL__REDIS_CMD_INFO_CLUSTER,  /* cluster_enabled:1 refuses the store */
     SL__REDIS_CMD_FUNCTION_LOAD, /* an error: the server is called EVALSHA */
+    SL__REDIS_CMD_ROLE,          /* a Sentinel's master must say "master" */
 };
 
 /* sl__redis_handshake_init() flags: the optional commands.  INFO cluster
@@ -158,6 +169,9 @@ enum {
 /* FUNCTION LOAD of the library, right after SCRIPT LOAD: a refusal of it
  * is not the handshake's failure (check: 1). */
 #define SL__REDIS_WITH_FUNCTION_LOAD 0x8u
+/* ROLE, last: the server a Sentinel named is still the master (a
+ * Sentinel's answer can be old while a failover goes on). */
+#define SL__REDIS_WITH_ROLE_CHECK 0x10u
 
 /* Commands as argc, argv and lens (for redisCommandArgv and its async
  * twin), pointing into the struct itself and the endpoint's strings:
@@ -169,7 +183,7 @@ typedef struct sl__redis_handshake {
         int argc;
         const char *argv[3];
         size_t lens[3];
-    } cmd[6];
+    } cmd[7];
     char db[24]; /* SELECT's argument */
 } sl__redis_handshake;
 
@@ -188,6 +202,19 @@ void sl__redis_handshake_init(sl__redis_handshake *hs,
  * the reason in err (calls EVALSHA: not an error). */
 int sl__redis_handshake_check(int kind, const redisReply *r, char *sha,
                               char *err, size_t errlen);
+
+/* ---- Redis Sentinel (sentinel.c) ---- */
+
+/* The question a Sentinel is asked, SENTINEL get-master-addr-by-name,
+ * as argv and lens (3 each, pointing into ep): its argc. */
+int sl__redis_sentinel_args(const sl__redis_endpoint *ep, const char **argv,
+                            size_t *lens);
+/* Its reply r: 0 with the master's address in host (hostlen bytes) and
+ * *port, or SL_ESTORE with err saying why ("no reply", the Sentinel's
+ * error, "does not know the master ..."). */
+int sl__redis_sentinel_master(const sl__redis_endpoint *ep, const redisReply *r,
+                              char *host, size_t hostlen, int *port, char *err,
+                              size_t errlen);
 
 /* ---- RESP (resp.c) ---- */
 

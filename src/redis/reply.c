@@ -2,7 +2,8 @@
  * reply.c - what a reply is, decided in one place: an answer, no reply at
  * all, or one of the error replies a driver acts on (NOSCRIPT,
  * "Function not found" or FCALL unknown: send the script's text; MOVED, ASK,
- * TRYAGAIN, CLUSTERDOWN: Redis Cluster's routing).  Both drivers and the call
+ * TRYAGAIN, CLUSTERDOWN: Redis Cluster's routing; READONLY: a master that
+ * a failover made a replica).  Both drivers and the call
  * reader switch on it, so a new error that needs handling is taught here once.
  */
 #include <string.h>
@@ -50,6 +51,8 @@ int sl__redis_reply_kind(const redisReply *r, sl__redis_redirect *rd)
         return SL__REDIS_REPLY_TRYAGAIN;
     if (error_is(r, "CLUSTERDOWN"))
         return SL__REDIS_REPLY_CLUSTERDOWN;
+    if (error_is(r, "READONLY"))
+        return SL__REDIS_REPLY_READONLY;
     if (rd == NULL)
         rd = &own;
     if (sl__redis_redirect_parse(r->str, r->len, rd) == 0)

@@ -251,6 +251,8 @@ int sv_server_run(const sv_config *cfg)
     sd_config dc = {.store_bytes = cfg->store_bytes,
                     .redis_url = cfg->redis_url,
                     .redis_tls = cfg->redis_tls,
+                    .redis_sentinel_password_file =
+                        cfg->redis_sentinel_password_file,
                     .redis_tag_domain = cfg->redis_tag_domain,
                     .redis_timeout_ms = cfg->redis_timeout_ms,
                     .redis_failure = cfg->redis_failure,

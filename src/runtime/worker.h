@@ -153,6 +153,7 @@ typedef struct sv_config {
     /* --store redis://...: NULL for the memory store (src/decision/). */
     const char *redis_url;
     sd_redis_tls redis_tls;    /* --redis-tls-*: rediss:// */
+    const char *redis_sentinel_password_file;
     uint64_t redis_timeout_ms; /* per call, from sending to the reply */
     int redis_failure;         /* SD_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */

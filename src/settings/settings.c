@@ -134,15 +134,17 @@ static int set_store(st_settings *s, const source *from, const char *text,
     if (strncmp(text, "redis://", 8) == 0 || strncmp(text, "unix:", 5) == 0 ||
         strncmp(text, "redis-cluster://", 16) == 0 ||
         strncmp(text, "rediss://", 9) == 0 ||
-        strncmp(text, "rediss-cluster://", 17) == 0) {
+        strncmp(text, "rediss-cluster://", 17) == 0 ||
+        strncmp(text, "redis-sentinel://", 17) == 0 ||
+        strncmp(text, "rediss-sentinel://", 18) == 0) {
         /* The rest is sl_redis_store_new's to check. */
         if ((s->srv->redis_url = keep(s, text, len, "", 0)) == NULL)
             return fail(err, errlen, "out of memory");
         return 0;
     }
     return fail(err, errlen,
-                "%s: unknown store: '%s' (memory, redis[s]://..., unix:... or "
-                "redis[s]-cluster://...)",
+                "%s: unknown store: '%s' (memory, redis[s]://..., unix:..., "
+                "redis[s]-cluster://... or redis[s]-sentinel://...)",
                 from->where, text);
 }
 

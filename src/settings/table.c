@@ -164,8 +164,15 @@ const st_setting st_settings_table[] = {
      .help = "where counters live: memory (the default),\n"
              "redis://[[user]:pass@]host[:port][/db] or\n"
              "unix:/path/redis.sock[?db=N] or\n"
-             "redis-cluster://host:port[,host:port...];\n"
-             "rediss:// and rediss-cluster:// with TLS"},
+             "redis-cluster://host:port[,host:port...] or\n"
+             "redis-sentinel://host:port[,...]/MASTER;\n"
+             "rediss://, rediss-cluster://, rediss-sentinel://\n"
+             "with TLS"},
+    {.flag = "redis-sentinel-password-file",
+     .key = "redis_sentinel_password_file", .arg = "PATH", .commands = BOTH,
+     .kind = ST_SET_PATH, SRV(redis_sentinel_password_file),
+     .help = "redis-sentinel: the Sentinels' own AUTH\n"
+             "password (the file's first line)"},
     {.flag = "redis-tls-ca", .key = "redis_tls_ca", .arg = "PATH",
      .commands = BOTH, .kind = ST_SET_PATH, SRV(redis_tls.ca),
      .help = "rediss: PEM CA certificates the servers'\n"

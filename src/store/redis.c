@@ -105,6 +105,17 @@ static int run_part(redis_store *rs, sl__redis_call *c, size_t part)
                            : sl__redis_cluster_script_ref(rs->cluster);
     sl__redis_call_part_use_sha(c, part, ref[0] ? ref : NULL);
     r = send_part(rs, c, part);
+    if (sl__redis_reply_kind(r, NULL) == SL__REDIS_REPLY_READONLY &&
+        rs->conn != NULL) {
+        /* A failover made the master a replica, which ran nothing: the
+         * call goes once more, to the master the Sentinels name now. */
+        freeReplyObject(r);
+        sl__redis_conn_drop(rs->conn);
+        if ((err = sl__redis_conn_connect(rs->conn, rs->errstr,
+                                          sizeof(rs->errstr))))
+            return err;
+        r = send_part(rs, c, part);
+    }
     if (sl__redis_reply_kind(r, NULL) == SL__REDIS_REPLY_NOSCRIPT) {
         freeReplyObject(r);
         if (strcmp(ref, sl__redis_function) == 0)

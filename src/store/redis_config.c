@@ -1,6 +1,7 @@
 /*
  * redis_config.c - a Redis store's options (sl_redis_options, its URL
- * included: redis[s]://, unix:, redis[s]-cluster://) checked and copied,
+ * included: redis[s]://, unix:, redis[s]-cluster://, redis[s]-sentinel://)
+ * checked and copied,
  * and what the protocol core takes of them: the endpoint and the key
  * space.  No network I/O, so that it is the same for a store made with
  * lazy_connect (the daemon's) and tests/test_redis_proto.c can check it
@@ -120,6 +121,44 @@ static int parse_tcp_url(sl__redis_config *cfg, const char *p, char *err,
     return 0;
 }
 
+/* "host:port[,host:port...]" spanning [p, end) into *hosts, *ports and
+ * *n; a node without a port gets def_port (0: a port is required). */
+static int parse_nodes(const char *p, const char *end, int def_port,
+                       char ***hosts, int **ports, size_t *n, char *err,
+                       size_t errlen, const char *url)
+{
+    size_t count = 1;
+    int rc;
+    for (const char *c = p; c < end; c++)
+        count += *c == ',';
+    if (count > SL__REDIS_MAX_NODES) {
+        sl__set_err(err, errlen, "invalid redis url: more than %d nodes: '%s'",
+                    SL__REDIS_MAX_NODES, url);
+        return SL_EINVAL;
+    }
+    if ((*hosts = calloc(count, sizeof(char *))) == NULL ||
+        (*ports = calloc(count, sizeof(int))) == NULL)
+        return SL_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        const char *node_end = memchr(p, ',', (size_t)(end - p));
+        if (node_end == NULL)
+            node_end = end;
+        (*n)++;
+        (*ports)[i] = def_port;
+        if ((rc = parse_host_port(p, node_end, &(*hosts)[i], &(*ports)[i], err,
+                                  errlen, url)) != 0)
+            return rc;
+        if ((*hosts)[i] == NULL || (*ports)[i] == 0) {
+            sl__set_err(err, errlen,
+                        "invalid redis url: each node needs host:port: '%s'",
+                        url);
+            return SL_EINVAL;
+        }
+        p = node_end + 1;
+    }
+    return 0;
+}
+
 /* "redis-cluster://[[user]:password@]host:port[,host:port...]": the
  * seed nodes, each with its port (a cluster has no default one).  No /db:
  * a cluster has only database 0. */
@@ -127,7 +166,6 @@ static int parse_cluster_url(sl__redis_config *cfg, const char *p, char *err,
                              size_t errlen, const char *url)
 {
     const char *end = p + strlen(p);
-    size_t n = 1;
     int rc;
 
     if (memchr(p, '/', (size_t)(end - p)) != NULL) {
@@ -137,36 +175,47 @@ static int parse_cluster_url(sl__redis_config *cfg, const char *p, char *err,
         return SL_EINVAL;
     }
     p = parse_userinfo(cfg, p, end, &rc);
-    if (rc != 0)
+    if (rc != 0 ||
+        (rc = parse_nodes(p, end, 0, &cfg->seed_hosts, &cfg->seed_ports,
+                          &cfg->n_seeds, err, errlen, url)) != 0)
         return rc;
-    for (const char *c = p; *c; c++)
-        n += *c == ',';
-    if (n > SL__REDIS_MAX_NODES) {
-        sl__set_err(err, errlen, "invalid redis url: more than %d nodes: '%s'",
-                    SL__REDIS_MAX_NODES, url);
-        return SL_EINVAL;
-    }
-    if ((cfg->seed_hosts = calloc(n, sizeof(char *))) == NULL ||
-        (cfg->seed_ports = calloc(n, sizeof(int))) == NULL)
-        return SL_ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        const char *seed_end = p + strcspn(p, ",");
-        cfg->n_seeds++;
-        if ((rc = parse_host_port(p, seed_end, &cfg->seed_hosts[i],
-                                  &cfg->seed_ports[i], err, errlen, url)) != 0)
-            return rc;
-        if (cfg->seed_hosts[i] == NULL || cfg->seed_ports[i] == 0) {
-            sl__set_err(err, errlen,
-                        "invalid redis url: each cluster node needs host:port: "
-                        "'%s'",
-                        url);
-            return SL_EINVAL;
-        }
-        p = seed_end + 1;
-    }
     /* The first seed is also the endpoint a plain caller would use. */
     cfg->port = cfg->seed_ports[0];
     return (cfg->host = strdup(cfg->seed_hosts[0])) ? 0 : SL_ENOMEM;
+}
+
+/* "redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/name
+ * [/db]": the Sentinels (port 26379 by default) that say where the
+ * master called name is; the credentials and db are the master's. */
+static int parse_sentinel_url(sl__redis_config *cfg, const char *p, char *err,
+                              size_t errlen, const char *url)
+{
+    const char *end = p + strcspn(p, "/"), *name = end + 1, *name_end;
+    int rc;
+
+    if (*end != '/' || *name == '\0' || *name == '/') {
+        sl__set_err(err, errlen,
+                    "invalid redis url: a Sentinel URL names the master "
+                    "after the nodes (redis-sentinel://host:port/mymaster): "
+                    "'%s'",
+                    url);
+        return SL_EINVAL;
+    }
+    name_end = name + strcspn(name, "/");
+    if (*name_end == '/' && name_end[1] != '\0' &&
+        sl__parse_int(name_end + 1, strlen(name_end + 1), 0, 1 << 20,
+                      &cfg->db)) {
+        sl__set_err(err, errlen, "invalid redis url: bad db number: '%s'", url);
+        return SL_EINVAL;
+    }
+    if ((cfg->master_name = strndup(name, (size_t)(name_end - name))) == NULL)
+        return SL_ENOMEM;
+    p = parse_userinfo(cfg, p, end, &rc);
+    if (rc != 0)
+        return rc;
+    return parse_nodes(p, end, 26379, &cfg->sentinel_hosts,
+                       &cfg->sentinel_ports, &cfg->n_sentinels, err, errlen,
+                       url);
 }
 
 /* Sets *tls for the rediss schemes. */
@@ -183,10 +232,14 @@ static int parse_url(sl__redis_config *cfg, const char *url, int *tls,
         return parse_cluster_url(cfg, url + 16, err, errlen, url);
     if (strncmp(url, "rediss-cluster://", 17) == 0)
         return *tls = 1, parse_cluster_url(cfg, url + 17, err, errlen, url);
+    if (strncmp(url, "redis-sentinel://", 17) == 0)
+        return parse_sentinel_url(cfg, url + 17, err, errlen, url);
+    if (strncmp(url, "rediss-sentinel://", 18) == 0)
+        return *tls = 1, parse_sentinel_url(cfg, url + 18, err, errlen, url);
     sl__set_err(err, errlen,
                 "invalid redis url: expected redis[s]://host:port[/db], "
-                "unix:/path or redis[s]-cluster://host:port[,host:port...]: "
-                "'%s'",
+                "unix:/path, redis[s]-cluster://host:port[,host:port...] or "
+                "redis[s]-sentinel://host:port[,host:port...]/master: '%s'",
                 url);
     return SL_EINVAL;
 }
@@ -261,10 +314,21 @@ int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
             (o->password && !(cfg->password = dup_str(o->password))))
             return SL_ENOMEM;
     }
-    if (cfg->host == NULL && cfg->unix_path == NULL &&
+    if ((o->sentinel_user || o->sentinel_password) && cfg->n_sentinels == 0) {
+        sl__set_err(err, errlen,
+                    "redis sentinel credentials without Sentinels: use "
+                    "redis-sentinel://");
+        return SL_EINVAL;
+    }
+    if ((o->sentinel_user && !(cfg->sentinel_user = dup_str(o->sentinel_user))) ||
+        (o->sentinel_password &&
+         !(cfg->sentinel_password = dup_str(o->sentinel_password))))
+        return SL_ENOMEM;
+    /* A Sentinel's master has no address until one is asked. */
+    if (cfg->host == NULL && cfg->unix_path == NULL && cfg->n_sentinels == 0 &&
         (cfg->host = strdup("127.0.0.1")) == NULL)
         return SL_ENOMEM;
-    if (cfg->port == 0)
+    if (cfg->port == 0 && cfg->n_sentinels == 0)
         cfg->port = 6379;
     return init_tls(cfg, o, tls, err, errlen);
 }
@@ -275,6 +339,13 @@ void sl__redis_config_release(sl__redis_config *cfg)
         free(cfg->seed_hosts[i]);
     free(cfg->seed_hosts);
     free(cfg->seed_ports);
+    for (size_t i = 0; i < cfg->n_sentinels; i++)
+        free(cfg->sentinel_hosts[i]);
+    free(cfg->sentinel_hosts);
+    free(cfg->sentinel_ports);
+    free(cfg->master_name);
+    free(cfg->sentinel_user);
+    free(cfg->sentinel_password);
     free(cfg->host);
     free(cfg->unix_path);
     free(cfg->user);
@@ -290,7 +361,9 @@ void sl__redis_config_endpoint(const sl__redis_config *cfg,
         cfg->host,       cfg->port,    cfg->unix_path,
         cfg->db,         cfg->user,    cfg->password,
         cfg->timeout_ms, cfg->n_seeds, (const char *const *)cfg->seed_hosts,
-        cfg->seed_ports, cfg->tls};
+        cfg->seed_ports, cfg->tls, cfg->n_sentinels,
+        (const char *const *)cfg->sentinel_hosts, cfg->sentinel_ports,
+        cfg->master_name, cfg->sentinel_user, cfg->sentinel_password};
 }
 
 void sl__redis_config_keyspace(const sl__redis_config *cfg,

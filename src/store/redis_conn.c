@@ -4,7 +4,8 @@
  * time, commands (after ASKING, for a cluster's ASK), and how calls name
  * the script that the handshake loaded (FCALL or EVALSHA).  The plain
  * store has one; a cluster store has one per node it has talked to
- * (redis_cluster_sync.c).
+ * (redis_cluster_sync.c), a Sentinel's asks the Sentinels where the
+ * master is before each connect (redis_sentinel.c).
  *
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
@@ -29,6 +30,7 @@ struct sl__redis_conn {
     sl__redis_endpoint ep;
     redisContext *ctx; /* NULL: connect before the next command */
     SSL *ssl;          /* TLS over ctx's socket; NULL: plain */
+    char master[256];  /* a Sentinel's master: ep.host points here */
     int failure;       /* the last exchange's: SL_ESTORE, or SL_EINVAL for a
                           certificate refused (redis_tls.h) */
     unsigned with;     /* the handshake's optional commands */
@@ -88,7 +90,7 @@ int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
     return 0;
 }
 
-static void drop(sl__redis_conn *conn)
+void sl__redis_conn_drop(sl__redis_conn *conn)
 {
     SSL_free(conn->ssl);
     conn->ssl = NULL;
@@ -102,7 +104,7 @@ void sl__redis_conn_free(sl__redis_conn *conn)
 {
     if (conn == NULL)
         return;
-    drop(conn);
+    sl__redis_conn_drop(conn);
     free(conn);
 }
 
@@ -128,7 +130,7 @@ static redisReply *failed(sl__redis_conn *conn, char *err, size_t errlen)
         sl__set_err(err, errlen, "redis: %s",
                     conn->ctx->errstr[0] ? conn->ctx->errstr
                                          : "connection lost");
-    drop(conn);
+    sl__redis_conn_drop(conn);
     return NULL;
 }
 
@@ -257,6 +259,14 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
 
     if (conn->ctx != NULL)
         return 0;
+    if (ep->n_sentinels > 0) {
+        int rc = sl__redis_sentinel_resolve(ep, conn->master,
+                                            sizeof(conn->master),
+                                            &conn->ep.port, err, errlen);
+        if (rc != 0)
+            return rc;
+        conn->ep.host = conn->master;
+    }
     conn->ctx = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, tv)
                               : redisConnectWithTimeout(ep->host, ep->port, tv);
     if (conn->ctx == NULL || conn->ctx->err) {
@@ -267,18 +277,18 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
         else
             sl__set_err(err, errlen, "redis: cannot connect to '%s:%d': %s",
                         ep->host, ep->port, why);
-        drop(conn);
+        sl__redis_conn_drop(conn);
         return SL_ESTORE;
     }
     if (redisSetTimeout(conn->ctx, tv) != REDIS_OK) {
         sl__set_err(err, errlen, "redis: cannot set timeout");
-        drop(conn);
+        sl__redis_conn_drop(conn);
         return SL_ESTORE;
     }
     if (ep->tls != NULL) {
         int rc = tls_handshake(conn, err, errlen);
         if (rc != 0) {
-            drop(conn);
+            sl__redis_conn_drop(conn);
             return rc;
         }
     }
@@ -287,9 +297,13 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
      * the NOSCRIPT path (redis.c) loads the library again. */
     sl__redis_handshake_init(
         &hs, ep,
-        conn->with | (conn->sha[0] ? 0
-                                   : SL__REDIS_WITH_SCRIPT_LOAD |
-                                         SL__REDIS_WITH_FUNCTION_LOAD));
+        (conn->with & SL__REDIS_CONN_BARE)
+            ? 0
+            : conn->with |
+                  (ep->n_sentinels > 0 ? SL__REDIS_WITH_ROLE_CHECK : 0) |
+                  (conn->sha[0] ? 0
+                                : SL__REDIS_WITH_SCRIPT_LOAD |
+                                      SL__REDIS_WITH_FUNCTION_LOAD));
     for (size_t i = 0; i < hs.n; i++) {
         int kind = hs.cmd[i].kind;
         redisReply *r = command(conn, hs.cmd[i].argc, hs.cmd[i].argv,
@@ -304,7 +318,7 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
             rc = 0;
         }
         if (rc != 0) {
-            drop(conn);
+            sl__redis_conn_drop(conn);
             return rc;
         }
     }

@@ -6,6 +6,7 @@
  *   redis.c              the store: options in, checks out (sluice.h)
  *   redis_cluster_sync.c a redis-cluster:// store's routing by slot
  *   redis_conn.c         one blocking connection to one server
+ *   redis_sentinel.c     a redis-sentinel:// store's master, asked
  *   redis_config.c       the store's options and URL, checked and copied
  *   redis_tls.c          TLS: the store's client context, a session each
  *
@@ -47,6 +48,11 @@ typedef struct sl__redis_config {
     int *seed_ports;
     size_t n_seeds;
     sl__redis_tls *tls; /* NULL: plain TCP */
+    /* redis-sentinel://: where to ask for master_name's master. */
+    char **sentinel_hosts;
+    int *sentinel_ports;
+    size_t n_sentinels;
+    char *master_name, *sentinel_user, *sentinel_password;
 } sl__redis_config;
 
 /* Fills cfg (which must be zeroed) from o: 0, SL_EINVAL with a message in
@@ -75,9 +81,18 @@ typedef struct sl__redis_conn sl__redis_conn;
 int sl__redis_conn_new(const sl__redis_endpoint *ep, unsigned with,
                        sl__redis_conn **out);
 void sl__redis_conn_free(sl__redis_conn *conn); /* NULL: no-op */
+/* sl__redis_conn_new()'s `with` for a connection that never calls the
+ * script (a Sentinel's): AUTH only. */
+#define SL__REDIS_CONN_BARE 0x100u
+
 /* Connects and says the handshake, unless connected: 0, or SL_ESTORE
- * with a message in err (SL_EINVAL: a Cluster node behind redis://). */
+ * with a message in err (SL_EINVAL: a Cluster node behind redis://, a
+ * TLS certificate refused).  A redis-sentinel:// endpoint's master is
+ * asked of its Sentinels first, and must answer ROLE as a master. */
 int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen);
+/* Drops the connection: the next command connects again (and asks the
+ * Sentinels again). */
+void sl__redis_conn_drop(sl__redis_conn *conn);
 /* Connects if need be and runs one command; with asking, ASKING goes
  * first on the connection.  The reply (the caller frees it; an error
  * reply is a reply), or NULL with a message in err when the exchange
@@ -95,6 +110,15 @@ const char *sl__redis_conn_script_ref(const sl__redis_conn *conn);
 /* The server refused the library when it was loaded again: its calls
  * are EVALSHA from now on. */
 void sl__redis_conn_no_functions(sl__redis_conn *conn);
+
+/* ---- Redis Sentinel, blocking (redis_sentinel.c) ---- */
+
+/* Asks ep's Sentinels in turn where its master is: 0 with host (hostlen
+ * bytes) and *port, or SL_ESTORE (SL_EINVAL: a TLS certificate refused)
+ * with err naming the master and the last Sentinel's failure. */
+int sl__redis_sentinel_resolve(const sl__redis_endpoint *ep, char *host,
+                               size_t hostlen, int *port, char *err,
+                               size_t errlen);
 
 /* ---- Redis Cluster, blocking (redis_cluster_sync.c) ----
  *
