@@ -142,8 +142,11 @@ static inline int tu_redis_start(tu_redis *r)
     for (int i = 0; i < 200; i++) { /* 10 s */
         redisContext *c = tu_redis_admin(r);
         if (c != NULL) {
+            /* Up: PONG, or NOAUTH from a server with a password. */
             redisReply *rep = redisCommand(c, "PING");
-            int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS;
+            int ok = rep != NULL && (rep->type == REDIS_REPLY_STATUS ||
+                                     (rep->type == REDIS_REPLY_ERROR &&
+                                      strncmp(rep->str, "NOAUTH", 6) == 0));
             if (rep)
                 freeReplyObject(rep);
             redisFree(c);

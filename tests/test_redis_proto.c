@@ -782,6 +782,117 @@ static void test_endpoint_and_keyspace(void **state)
     sl_store_free(st);
 }
 
+static void test_sentinel_endpoint(void **state)
+{
+    sl_store *st = lazy_store((sl_redis_options){
+        .url = "redis-sentinel://u:pw@s1,[::1]:26380,s3:7/mymaster/2",
+        .sentinel_password = "spw"});
+    sl__redis_endpoint ep;
+    (void)state;
+    expect_eq(sl__redis_store_endpoint(st, &ep), 0);
+    expect_eq(ep.n_sentinels, 3);
+    assert_string_equal(ep.sentinel_hosts[0], "s1");
+    expect_eq(ep.sentinel_ports[0], 26379); /* Sentinel's own default */
+    assert_string_equal(ep.sentinel_hosts[1], "::1");
+    expect_eq(ep.sentinel_ports[1], 26380);
+    expect_eq(ep.sentinel_ports[2], 7);
+    assert_string_equal(ep.master_name, "mymaster");
+    expect_eq(ep.db, 2);
+    assert_string_equal(ep.user, "u"); /* the master's */
+    assert_string_equal(ep.password, "pw");
+    assert_null(ep.sentinel_user);
+    assert_string_equal(ep.sentinel_password, "spw");
+    assert_null(ep.host); /* until a Sentinel names the master */
+    expect_eq(ep.n_seeds, 0);
+    sl_store_free(st);
+
+    const char *bad[] = {"redis-sentinel://s1",  "redis-sentinel://s1/",
+                         "redis-sentinel:///m",  "redis-sentinel://s1,/m",
+                         "redis-sentinel://s1:x/m", "redis-sentinel://s1/m/x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sl_redis_options o = {
+            .size = sizeof(o), .url = bad[i], .lazy_connect = 1};
+        sl_store *s = NULL;
+        char err[256] = "";
+        expect_eq(sl_redis_store_new(&o, &s, err, sizeof(err)), SL_EINVAL);
+        if (strstr(err, "invalid redis url") == NULL)
+            fail_msg("'%s': '%s'", bad[i], err);
+        assert_null(s);
+    }
+    sl_redis_options o = {.size = sizeof(o),
+                          .url = "redis://h:1",
+                          .lazy_connect = 1,
+                          .sentinel_password = "x"};
+    sl_store *s = NULL;
+    char err[256];
+    expect_eq(sl_redis_store_new(&o, &s, err, sizeof(err)), SL_EINVAL);
+    assert_non_null(strstr(err, "sentinel credentials without Sentinels"));
+}
+
+/* The Sentinel's answer, as the core reads it. */
+static void test_sentinel_answer(void **state)
+{
+    sl__redis_endpoint ep = {.master_name = "m"};
+    redisReply host = {.type = REDIS_REPLY_STRING, .str = "10.0.0.7", .len = 8};
+    redisReply port = {.type = REDIS_REPLY_STRING, .str = "6380", .len = 4};
+    redisReply bad_port = {.type = REDIS_REPLY_STRING, .str = "0", .len = 1};
+    redisReply *two[] = {&host, &port}, *bad[] = {&host, &bad_port};
+    redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = two};
+    redisReply arr_bad = {.type = REDIS_REPLY_ARRAY, .elements = 2,
+                          .element = bad};
+    redisReply nil = {.type = REDIS_REPLY_NIL};
+    redisReply e = {.type = REDIS_REPLY_ERROR, .str = "NOAUTH x", .len = 8};
+    const char *argv[3];
+    size_t lens[3];
+    char h[64], err[128];
+    int p = 0;
+    (void)state;
+    expect_eq(sl__redis_sentinel_args(&ep, argv, lens), 3);
+    assert_string_equal(argv[1], "get-master-addr-by-name");
+    assert_string_equal(argv[2], "m");
+    expect_eq(sl__redis_sentinel_master(&ep, &arr, h, sizeof(h), &p, err,
+                                        sizeof(err)),
+              0);
+    assert_string_equal(h, "10.0.0.7");
+    expect_eq(p, 6380);
+    expect_eq(sl__redis_sentinel_master(&ep, &nil, h, sizeof(h), &p, err,
+                                        sizeof(err)),
+              SL_ESTORE);
+    assert_non_null(strstr(err, "does not know the master 'm'"));
+    expect_eq(sl__redis_sentinel_master(&ep, &e, h, sizeof(h), &p, err,
+                                        sizeof(err)),
+              SL_ESTORE);
+    assert_non_null(strstr(err, "NOAUTH"));
+    expect_eq(sl__redis_sentinel_master(&ep, &arr_bad, h, sizeof(h), &p, err,
+                                        sizeof(err)),
+              SL_ESTORE);
+    expect_eq(sl__redis_sentinel_master(&ep, NULL, h, sizeof(h), &p, err,
+                                        sizeof(err)),
+              SL_ESTORE);
+    /* A host longer than the caller's buffer is refused, not cut. */
+    expect_eq(sl__redis_sentinel_master(&ep, &arr, h, 8, &p, err, sizeof(err)),
+              SL_ESTORE);
+
+    /* ROLE: only "master" passes. */
+    redisReply master = {.type = REDIS_REPLY_STRING, .str = "master", .len = 6};
+    redisReply slave = {.type = REDIS_REPLY_STRING, .str = "slave", .len = 5};
+    redisReply *rm[] = {&master}, *rs[] = {&slave};
+    redisReply role_m = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = rm};
+    redisReply role_s = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = rs};
+    expect_eq(sl__redis_handshake_check(SL__REDIS_CMD_ROLE, &role_m, NULL, err,
+                                        sizeof(err)),
+              0);
+    expect_eq(sl__redis_handshake_check(SL__REDIS_CMD_ROLE, &role_s, NULL, err,
+                                        sizeof(err)),
+              SL_ESTORE);
+    assert_non_null(strstr(err, "not the master (slave)"));
+    redisReply ro = {.type = REDIS_REPLY_ERROR,
+                     .str = "READONLY You can't write against a read only "
+                            "replica.",
+                     .len = 52};
+    expect_eq(sl__redis_reply_kind(&ro, NULL), SL__REDIS_REPLY_READONLY);
+}
+
 /* ---- Redis Cluster ---- */
 
 static void test_key_slot(void **state)
@@ -881,6 +992,8 @@ int main(void)
         cmocka_unit_test(test_batch_format),
         cmocka_unit_test(test_batch_reply_picking),
         cmocka_unit_test(test_endpoint_and_keyspace),
+        cmocka_unit_test(test_sentinel_endpoint),
+        cmocka_unit_test(test_sentinel_answer),
         cmocka_unit_test(test_key_slot),
         cmocka_unit_test(test_key_tag_escaped),
         cmocka_unit_test(test_redirect_parse),
