@@ -215,13 +215,14 @@ static void start_connect(sd_redis *r)
     uint64_t probe = e->cfg.redis_timeout_ms;
     uv_timer_start(&r->retry, retry_cb,
                    probe < PROBE_MIN_MS ? PROBE_MIN_MS : probe, 0);
-    if (ep.n_sentinels > 0)
+    if (ep.n_sentinels > 0) {
         r->sentinel = sd_sentinel_ask(r->t->loop, &ep, r->sentinel_first,
                                       sentinel_cb, r);
-    else if (r->cluster != NULL)
-        connect_to(r, sd_cluster_probe_target(r->cluster, &ep.port), ep.port);
-    else
-        connect_to(r, ep.host, ep.port);
+        return;
+    }
+    if (r->cluster != NULL) /* a node of the map, or a seed */
+        ep.host = sd_cluster_probe_target(r->cluster, &ep.port);
+    connect_to(r, ep.host, ep.port);
 }
 
 static void retry_cb(uv_timer_t *t)
