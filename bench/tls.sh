@@ -5,7 +5,9 @@
 # 1. POST /v1/check with keep-alive, plain and over TLS (wrk -t1 -c20,
 #    5 s each, the daemon on one thread on CPU 0, wrk on CPU 1):
 #    decisions/s, and the daemon's CPU time per decision from /proc
-#    (user + system), which repeats where rates swing.
+#    (user + system), which repeats where rates swing; then the same for
+#    gRPC's ShouldRateLimit (h2load -t1 -c4 -m100), h2c against h2 over
+#    TLS.
 # 2. TLS handshakes: full ones (TLS 1.3) and resumed ones (TLS 1.2 from
 #    the session cache: s_time -reuse does not resume 1.3's tickets),
 #    openssl s_time on CPU 1 for 5 s each, against sluice and against
@@ -58,6 +60,35 @@ read -r tn tt < <(load "https://127.0.0.1:$PORT/v1/check")
 report plain "$pn" "$pt"
 report tls "$tn" "$tt"
 echo "tls/plain: $(python3 -c "print(round($tn / $pn, 3))")x decisions/s, $(python3 -c "print(round(($tt / $tn) / ($pt / $pn), 3))")x CPU per decision"
+
+echo "# gRPC ShouldRateLimit, h2load -t1 -c4 -m100 for 5 s: h2c, then h2 over TLS (ALPN)"
+source "$ROOT/bench/lib.sh" # grpc_bench_files
+grpc_bench_files "$W"
+GPORT=18754
+grpc() { # URL -> "requests ticks"
+  local t0 n
+  t0=$(cpu_ticks "$SP")
+  n=$(taskset -c 1 h2load -t1 -c4 -m100 -D5 -d "$W/req.bin" \
+    -H 'content-type: application/grpc' -H 'te: trailers' \
+    "$1/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" 2>/dev/null |
+    sed -n 's/^requests: [0-9]* total, [0-9]* started, \([0-9]*\) done.*/\1/p')
+  echo "$n $(($(cpu_ticks "$SP") - t0))"
+}
+gserve() { # ARGS...
+  taskset -c 0 "$SLUICE" serve --rules "$W/rules.yaml" --threads 1 --listen 127.0.0.1:$PORT \
+    --grpc-listen 127.0.0.1:$GPORT "$@" 2>>serve.log &
+  SP=$!
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$GPORT) 2>/dev/null && break; sleep 0.05; done
+}
+gserve
+read -r gpn gpt < <(grpc "http://127.0.0.1:$GPORT")
+kill "$SP"; wait "$SP" 2>/dev/null || true
+gserve --tls-cert server.pem --tls-key server.key
+read -r gtn gtt < <(grpc "https://127.0.0.1:$GPORT")
+kill "$SP"; wait "$SP" 2>/dev/null || true
+report "grpc h2c" "$gpn" "$gpt"
+report "grpc tls" "$gtn" "$gtt"
+echo "grpc tls/plain: $(python3 -c "print(round($gtn / $gpn, 3))")x decisions/s, $(python3 -c "print(round(($gtt / $gtn) / ($gpt / $gpn), 3))")x CPU per decision"
 
 
 echo "# TLS handshakes (openssl s_time, 5 s each): the server's CPU per handshake (new: TLS 1.3; resumed: TLS 1.2)"
