@@ -179,6 +179,18 @@ int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
 /* Writes the commands the connection holds now, not at the next poll. */
 void sd_link_write_now(redisAsyncContext *ac);
 
+/* hiredis's event hooks, whose argument is a link. */
+typedef struct sd_link_hooks {
+    void (*add_read)(void *), (*del_read)(void *);
+    void (*add_write)(void *), (*del_write)(void *);
+    void (*cleanup)(void *);
+} sd_link_hooks;
+
+/* ac's socket polled by poll on loop, and h installed as ac's hooks
+ * with link their argument (and poll's data): 0, or -1. */
+int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop, uv_poll_t *poll,
+                 void *link, const sd_link_hooks *h);
+
 /* ---- link_tls.c: the same over TLS ---- */
 
 int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,

@@ -98,6 +98,24 @@ static void cleanup(void *priv)
     uv_close((uv_handle_t *)&l->poll, close_cb);
 }
 
+int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop, uv_poll_t *poll,
+                 void *link, const sd_link_hooks *h)
+{
+    if (uv_poll_init(loop, poll, ac->c.fd) != 0)
+        return -1;
+    poll->data = link;
+    ac->ev.data = link;
+    ac->ev.addRead = h->add_read;
+    ac->ev.delRead = h->del_read;
+    ac->ev.addWrite = h->add_write;
+    ac->ev.delWrite = h->del_write;
+    ac->ev.cleanup = h->cleanup;
+    return 0;
+}
+
+static const sd_link_hooks plain_hooks = {add_read, del_read, add_write,
+                                          del_write, cleanup};
+
 int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
                    const sl__redis_tls *tls, const char *host)
 {
@@ -106,18 +124,11 @@ int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
         return sd_link_tls_attach(ac, loop, tls, host);
     if ((l = calloc(1, sizeof(*l))) == NULL)
         return -1;
-    if (uv_poll_init(loop, &l->poll, ac->c.fd) != 0) {
+    if (sd_link_hook(ac, loop, &l->poll, l, &plain_hooks) != 0) {
         free(l);
         return -1;
     }
     l->ac = ac;
-    l->poll.data = l;
-    ac->ev.data = l;
-    ac->ev.addRead = add_read;
-    ac->ev.delRead = del_read;
-    ac->ev.addWrite = add_write;
-    ac->ev.delWrite = del_write;
-    ac->ev.cleanup = cleanup;
     return 0;
 }
 

@@ -237,6 +237,9 @@ static void cleanup(void *priv)
     uv_close((uv_handle_t *)&l->poll, close_cb);
 }
 
+static const sd_link_hooks tls_hooks = {add_read, del_read, add_write,
+                                        del_write, cleanup};
+
 int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
                        const sl__redis_tls *tls, const char *host)
 {
@@ -244,19 +247,12 @@ int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
     if (l == NULL)
         return -1;
     if ((l->ssl = sl__redis_tls_session(tls, ac->c.fd, host)) == NULL ||
-        uv_poll_init(loop, &l->poll, ac->c.fd) != 0) {
+        sd_link_hook(ac, loop, &l->poll, l, &tls_hooks) != 0) {
         SSL_free(l->ssl);
         free(l);
         return -1;
     }
     l->ac = ac;
-    l->poll.data = l;
-    ac->ev.data = l;
-    ac->ev.addRead = add_read;
-    ac->ev.delRead = del_read;
-    ac->ev.addWrite = add_write;
-    ac->ev.delWrite = del_write;
-    ac->ev.cleanup = cleanup;
     repoll(l);
     return 0;
 }
