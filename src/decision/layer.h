@@ -187,9 +187,23 @@ typedef struct sd_link_hooks {
 } sd_link_hooks;
 
 /* ac's socket polled by poll on loop, and h installed as ac's hooks
- * with link their argument (and poll's data): 0, or -1. */
-int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop, uv_poll_t *poll,
-                 void *link, const sd_link_hooks *h);
+ * with link their argument (and poll's data): 0, or -1.  Both links'
+ * (link.c, link_tls.c). */
+static inline int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop,
+                               uv_poll_t *poll, void *link,
+                               const sd_link_hooks *h)
+{
+    if (uv_poll_init(loop, poll, ac->c.fd) != 0)
+        return -1;
+    poll->data = link;
+    ac->ev.data = link;
+    ac->ev.addRead = h->add_read;
+    ac->ev.delRead = h->del_read;
+    ac->ev.addWrite = h->add_write;
+    ac->ev.delWrite = h->del_write;
+    ac->ev.cleanup = h->cleanup;
+    return 0;
+}
 
 /* ---- link_tls.c: the same over TLS ---- */
 

@@ -98,21 +98,6 @@ static void cleanup(void *priv)
     uv_close((uv_handle_t *)&l->poll, close_cb);
 }
 
-int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop, uv_poll_t *poll,
-                 void *link, const sd_link_hooks *h)
-{
-    if (uv_poll_init(loop, poll, ac->c.fd) != 0)
-        return -1;
-    poll->data = link;
-    ac->ev.data = link;
-    ac->ev.addRead = h->add_read;
-    ac->ev.delRead = h->del_read;
-    ac->ev.addWrite = h->add_write;
-    ac->ev.delWrite = h->del_write;
-    ac->ev.cleanup = h->cleanup;
-    return 0;
-}
-
 static const sd_link_hooks plain_hooks = {add_read, del_read, add_write,
                                           del_write, cleanup};
 

@@ -247,6 +247,8 @@ static int make_connections(redis_store *rs)
             : sl__redis_conn_new(&ep, SL__REDIS_WITH_CLUSTER_CHECK, &rs->conn);
     if (err != 0)
         sl__set_err(rs->errstr, sizeof(rs->errstr), "out of memory");
+    else if (ep.n_sentinels > 0) /* the master, asked before each connect */
+        sl__redis_conn_locate_with(rs->conn, sl__redis_sentinel_resolve);
     return err;
 }
 

@@ -4,8 +4,8 @@
  * time, commands (after ASKING, for a cluster's ASK), and how calls name
  * the script that the handshake loaded (FCALL or EVALSHA).  The plain
  * store has one; a cluster store has one per node it has talked to
- * (redis_cluster_sync.c), a Sentinel's asks the Sentinels where the
- * master is before each connect (redis_sentinel.c).
+ * (redis_cluster_sync.c); a Sentinel's is told how to ask where the
+ * master is before each connect (sl__redis_conn_locate_with).
  *
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
@@ -30,7 +30,8 @@ struct sl__redis_conn {
     sl__redis_endpoint ep;
     redisContext *ctx; /* NULL: connect before the next command */
     SSL *ssl;          /* TLS over ctx's socket; NULL: plain */
-    char master[256];  /* a Sentinel's master: ep.host points here */
+    sl__redis_locate_fn locate; /* NULL: ep's host and port */
+    char located[256];          /* locate's host: ep.host points here */
     int failure;       /* the last exchange's: SL_ESTORE, or SL_EINVAL for a
                           certificate refused (redis_tls.h) */
     unsigned with;     /* the handshake's optional commands */
@@ -106,6 +107,11 @@ void sl__redis_conn_free(sl__redis_conn *conn)
         return;
     sl__redis_conn_drop(conn);
     free(conn);
+}
+
+void sl__redis_conn_locate_with(sl__redis_conn *conn, sl__redis_locate_fn fn)
+{
+    conn->locate = fn;
 }
 
 int sl__redis_conn_failure(const sl__redis_conn *conn)
@@ -259,13 +265,12 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
 
     if (conn->ctx != NULL)
         return 0;
-    if (ep->n_sentinels > 0) {
-        int rc = sl__redis_sentinel_resolve(ep, conn->master,
-                                            sizeof(conn->master),
-                                            &conn->ep.port, err, errlen);
+    if (conn->locate != NULL) {
+        int rc = conn->locate(ep, conn->located, sizeof(conn->located),
+                              &conn->ep.port, err, errlen);
         if (rc != 0)
             return rc;
-        conn->ep.host = conn->master;
+        conn->ep.host = conn->located;
     }
     conn->ctx = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, tv)
                               : redisConnectWithTimeout(ep->host, ep->port, tv);
@@ -300,7 +305,7 @@ int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen)
         (conn->with & SL__REDIS_CONN_BARE)
             ? 0
             : conn->with |
-                  (ep->n_sentinels > 0 ? SL__REDIS_WITH_ROLE_CHECK : 0) |
+                  (conn->locate != NULL ? SL__REDIS_WITH_ROLE_CHECK : 0) |
                   (conn->sha[0] ? 0
                                 : SL__REDIS_WITH_SCRIPT_LOAD |
                                       SL__REDIS_WITH_FUNCTION_LOAD));

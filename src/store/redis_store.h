@@ -85,10 +85,18 @@ void sl__redis_conn_free(sl__redis_conn *conn); /* NULL: no-op */
  * script (a Sentinel's): AUTH only. */
 #define SL__REDIS_CONN_BARE 0x100u
 
+/* Where the server is, asked before each connect (a Sentinel's master):
+ * 0 with host and *port, or an SL_E* code with err set. */
+typedef int (*sl__redis_locate_fn)(const sl__redis_endpoint *ep, char *host,
+                                   size_t hostlen, int *port, char *err,
+                                   size_t errlen);
+/* The connection asks locate where to connect, and its server must then
+ * answer ROLE as a master. */
+void sl__redis_conn_locate_with(sl__redis_conn *conn, sl__redis_locate_fn fn);
+
 /* Connects and says the handshake, unless connected: 0, or SL_ESTORE
  * with a message in err (SL_EINVAL: a Cluster node behind redis://, a
- * TLS certificate refused).  A redis-sentinel:// endpoint's master is
- * asked of its Sentinels first, and must answer ROLE as a master. */
+ * TLS certificate refused). */
 int sl__redis_conn_connect(sl__redis_conn *conn, char *err, size_t errlen);
 /* Drops the connection: the next command connects again (and asks the
  * Sentinels again). */
