@@ -5,8 +5,8 @@
  *
  *   redis.c              the store: options in, checks out (sluice.h)
  *   redis_cluster_sync.c a redis-cluster:// store's routing by slot
- *   redis_conn.c         one blocking connection to one server
  *   redis_sentinel.c     a redis-sentinel:// store's master, asked
+ *   redis_conn.c         one blocking connection to one server
  *   redis_config.c       the store's options and URL, checked and copied
  *   redis_tls.c          TLS: the store's client context, a session each
  *
