@@ -2,8 +2,9 @@
  * fuzz_cluster.c - libFuzzer target for what a Redis node sends that
  * sluice parses (src/redis/slots.c, reply.c, call.c): MOVED and ASK error
  * strings, alone and as error replies to classify, CLUSTER SLOTS replies,
- * the replies to a decision call, and key names hashed to slots; and what
- * a client's key becomes as a key name (src/redis/call.c).
+ * the replies to a decision call, a Sentinel's answer and a ROLE reply
+ * (src/redis/sentinel.c, handshake.c), and key names hashed to slots; and
+ * what a client's key becomes as a key name (src/redis/call.c).
  *
  * The first byte picks the parser; the rest is its input.  A CLUSTER
  * SLOTS reply or a decision call's reply is fed to hiredis's own reader
@@ -149,6 +150,24 @@ static void check_decision_reply(const redisReply *reply)
     }
 }
 
+/* reply read as a Sentinel's answer to get-master-addr-by-name, and as
+ * a server's to ROLE: an address is a NUL-terminated host that fits and
+ * a port in 1..65535. */
+static void check_sentinel(const redisReply *reply)
+{
+    const sl__redis_endpoint ep = {.master_name = "mymaster"};
+    char host[16], err[128];
+    int port = 0;
+    if (sl__redis_sentinel_master(&ep, reply, host, sizeof(host), &port, err,
+                                  sizeof(err)) == 0 &&
+        (strnlen(host, sizeof(host)) == sizeof(host) || host[0] == '\0' ||
+         port < 1 || port > 65535))
+        abort();
+    (void)sl__redis_handshake_check(SL__REDIS_CMD_ROLE, reply, NULL, err,
+                                    sizeof(err));
+    (void)sl__redis_reply_kind(reply, NULL);
+}
+
 /* The input through hiredis's reader, as a node's reply arrives; a
  * whole reply goes to check. */
 static void read_reply(const char *in, size_t len,
@@ -172,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const char *in = (const char *)data + 1;
     size_t len = size - 1;
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: {
         sl__redis_redirect rd;
         int parsed = sl__redis_redirect_parse(in, len, &rd) == 0;
@@ -199,6 +218,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case 3:
         read_reply(in, len, check_decision_reply);
+        break;
+    case 4:
+        read_reply(in, len, check_sentinel);
         break;
     default: {
         int slot = sl__redis_key_slot(in, len);

@@ -20,7 +20,8 @@
 # path normalisation, header gathering and filtering, client address and
 # descriptors), fuzz_cluster (what a Redis node sends: MOVED and
 # ASK errors, CLUSTER SLOTS replies through hiredis's reader, a decision
-# call's replies (five integers an item, a bucket's one), key slots,
+# call's replies (five integers an item, a bucket's one), a Sentinel's
+# answer and a ROLE reply, key slots,
 # a client key as a key name whose hash tag is all of it),
 # fuzz_resp (Redis protocol requests split into reads at any point, and
 # CL.THROTTLE/GCRA read from them), fuzz_advice (an advisor's answer:
