@@ -324,7 +324,12 @@ static void tls_pump(sv_conn *c)
             return;
     }
     char *buf = c->w->tls_buf;
+    BIO *rbio = SSL_get_rbio(ssl);
     while (c->want && !c->paused && !sv_conn_gone(c) && c->lingering != 2) {
+        /* Nothing left to decrypt: an SSL_read would only say so, and
+         * OpenSSL 3.0 takes a few thousand instructions to. */
+        if (SSL_pending(ssl) == 0 && BIO_ctrl_pending(rbio) == 0)
+            break;
         int n = SSL_read(ssl, buf, (int)sizeof(c->w->tls_buf));
         if (n > 0) {
             c->type->read(c, n, buf);
