@@ -5,11 +5,12 @@
 # --tls-auth-clients yes), two daemons sharing one of them (exact across
 # both), every refusal at start (a wrong CA, a wrong name, no client
 # certificate, unreadable files, TLS options without TLS), the insecure
-# opt-out and its warning, the server restarted under the daemons, and a
-# Redis Cluster over TLS.  Everything started is killed in finally.
+# opt-out and its warning, the server restarted under the daemons, a
+# Redis Sentinel over TLS (rediss-sentinel://) and a Redis Cluster over
+# TLS.  Everything started is killed in finally.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
-for b in redis-server redis-cli openssl; do
+for b in redis-server redis-sentinel redis-cli openssl; do
   if ! command -v $b >/dev/null; then
     echo "FAIL $b is not installed (scripts/deps.sh --test installs it)"
     exit 1
@@ -173,6 +174,32 @@ try:
     check("--redis-tls-insecure is logged loudly",
           "NOT verified" in open(c.log).read())
     harness.check_exit([c])
+
+    # ---- Redis Sentinel over TLS: the Sentinel and the master both ----
+    sm, smport, _ = tls_redis(["--tls-replication", "yes"])
+    sport = free_port()
+    sconf = os.path.join(tmp, "sentinel.conf")
+    with open(sconf, "w") as fh:
+        fh.write("port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\n"
+                 "tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+                 "tls-auth-clients yes\ntls-replication yes\n"
+                 "sentinel monitor mymaster 127.0.0.1 %d 1\n"
+                 % (sport, tmp, f("server.crt"), f("server.key"), f("ca.crt"), smport))
+    harness.start(["redis-sentinel", sconf], os.path.join(tmp, "sentinel.log"),
+                  stdout=subprocess.DEVNULL)
+    harness.wait_port(sport)
+    check("the TLS Sentinel names the master",
+          harness.wait_until(lambda: str(smport) in cli(
+              sport, "SENTINEL", "get-master-addr-by-name", "mymaster"), 10))
+    s = node("sentinel", "rediss-sentinel://127.0.0.1:%d/mymaster" % sport, *CLIENT)
+    codes = [s.check("leaky_bucket", "via-sentinel")[0] for i in range(L + 2)]
+    check("rediss-sentinel://: exact on the master the Sentinel names",
+          codes.count(200) == L and "via-sentinel" in cli(smport, "--scan"), codes)
+    refused("rediss-sentinel:// behind another CA",
+            "rediss-sentinel://127.0.0.1:%d/mymaster" % sport,
+            ["--redis-tls-ca", f("otherca.crt"), "--redis-tls-cert", f("client.crt"),
+             "--redis-tls-key", f("client.key")], "certificate refused")
+    harness.check_exit([s])
 
     # ---- a Redis Cluster over TLS ----
     nodes = [tls_redis(["--cluster-enabled", "yes", "--cluster-config-file",
