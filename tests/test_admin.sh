@@ -25,7 +25,9 @@ open(token_file, "w").write(TOKEN + "\n")
 # domain "test": a rule per algorithm, and one the advisor may move
 rules = harness.rules_file(
     tmp, 100, "  - key: adaptive\n    rate_limit: {unit: hour, requests_per_unit: 100, "
-              "adaptive: {min: 50, max: 300}}\n")
+              "adaptive: {min: 50, max: 300}}\n"
+              "  - key: adaptive_tb\n    rate_limit: {algorithm: token_bucket, unit: hour, "
+              "requests_per_unit: 100, burst: 20, adaptive: {min: 50, max: 300}}\n")
 
 
 class Node(harness.Node):
@@ -263,6 +265,34 @@ try:
           ok and adv.in_force("test.adaptive")["requests_per_unit"] == 100,
           adv.in_force("test.adaptive"))
     check("and the node lives on", adv.get("/healthz")[0] == 200)
+
+    # ---- an advisor's burst is bounded as its requests_per_unit: x2 / /2
+    # a poll, within the bursts adaptive.min and .max scale the rule's to
+    # (20 at 100: 10 at 50, 60 at 300) ----
+    def burst_advice(b):
+        return json.dumps({"protocol": "sluice-advisor/1",
+                           "computed_at_ms": int(time.time() * 1000), "valid_for_ms": 5000,
+                           "recommendations": [{"limit": "test.adaptive_tb",
+                                                "requests_per_unit": 300,
+                                                "burst": b}]}).encode()
+    advice["status"] = 200
+    advice["body"] = lambda: burst_advice(10000000000)
+    seen = []
+    def burst_at(want):
+        r = adv.in_force("test.adaptive_tb")
+        seen.append(r["burst"])
+        return r["source"] == "advisor" and r["burst"] == want
+    ok = harness.wait_until(lambda: burst_at(60), 8)
+    check("an advisor's huge burst climbs x2 a poll and stops at the max's scale (60)",
+          ok and max(seen) == 60 and 40 in seen, seen)
+    codes = [adv.check("adaptive_tb", "b1")[0] for _ in range(80)]
+    check("and the bucket holds 60, not 10^10", codes.count(200) == 60, codes.count(200))
+    seen.clear()
+    advice["body"] = lambda: burst_advice(1)
+    ok = harness.wait_until(lambda: burst_at(10), 8)
+    check("a burst of 1 falls /2 a poll and stops at the min's scale (10)",
+          ok and min(seen) == 10, seen)
+    advice["status"] = 500
     shadow = Node("shadow", "--advisor", "http://127.0.0.1:%d" % srv.server_address[1],
                   "--advisor-interval", "200ms", "--advisor-mode", "shadow")
     advice["status"], advice["body"] = 200, (lambda: recommend(150))

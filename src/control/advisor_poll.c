@@ -8,7 +8,7 @@
  * control loop also serves the admin API.  It checks the answer
  * (advice.c), and for each rule that opted in with `adaptive: {min, max}`,
  * clamps the recommendation to those bounds and to at most ×2 / ÷2 of the
- * limit in force (ad_clamp).  It then sets it as an override with source
+ * limit in force (ad_clamp), and its burst alike.  It then sets it as an override with source
  * `advisor` that expires with the answer (valid_for_ms). So when the
  * advisor stops answering, its overrides lapse on their own, and a
  * manual override always wins over them (limits.c).  A failed or invalid
@@ -82,6 +82,34 @@ static void set_advice(poller *p, const char *id, int64_t requests,
     count(rc < 0 ? &p->refused : rc == 0 ? &p->unchanged : &p->applied);
 }
 
+/* The burst that base's would be scaled to at requests (as
+ * sl_limit_override scales it: rounded up, at least 1). */
+static int64_t scaled_burst(const sl_limit_config *base, int64_t requests)
+{
+    if (base->limit <= 0)
+        return requests;
+    __int128 b = ((__int128)base->burst * requests + base->limit - 1) /
+                 base->limit;
+    return b < 1 ? 1 : b > AD_MAX_REQUESTS ? AD_MAX_REQUESTS : (int64_t)b;
+}
+
+/* A recommendation's burst, bounded as its requests_per_unit is: at most
+ * x2 / /2 of the burst in force, within the bursts the rule's adaptive
+ * min and max scale its own to (docs/advisor.md).  0, scaled with the
+ * limit, when none was given or the algorithm has no burst. */
+static int64_t bound_burst(const sl_rule *rule, const sl_rule *in_force,
+                           const sl__rule_daemon *d, int64_t burst)
+{
+    const sl_limit_config *base = sl_limit_get_config(rule->limit);
+    if (burst <= 0 || (base->algorithm != SL_TOKEN_BUCKET &&
+                       base->algorithm != SL_GCRA &&
+                       base->algorithm != SL_LEAKY_BUCKET))
+        return 0;
+    return ad_clamp(burst, sl_limit_get_config(in_force->limit)->burst,
+                    scaled_burst(base, d->adaptive_min),
+                    scaled_burst(base, d->adaptive_max));
+}
+
 static void apply(poller *p, const ad_advice *a)
 {
     sv_worker *w = p->w;
@@ -100,14 +128,14 @@ static void apply(poller *p, const ad_advice *a)
             count(&p->refused); /* the rule did not opt in */
             continue;
         }
-        int64_t now = sv_rules_in_force(set, rule)->requests_per_unit;
-        int64_t to = ad_clamp(r->requests_per_unit, now, d->adaptive_min,
-                              d->adaptive_max);
+        const sl_rule *in_force = sv_rules_in_force(set, rule);
+        int64_t to = ad_clamp(r->requests_per_unit, in_force->requests_per_unit,
+                              d->adaptive_min, d->adaptive_max);
         if (shadow) {
             count(&p->unchanged);
             continue;
         }
-        set_advice(p, r->limit, to, r->burst > 0 ? r->burst : 0,
+        set_advice(p, r->limit, to, bound_burst(rule, in_force, d, r->burst),
                    a->valid_for_ms, r->reason);
     }
 }
