@@ -130,6 +130,14 @@ try:
     ]:
         out = node.cli(*args)
         check("%s -> %s" % (" ".join(args), want), want in out, out)
+    # Client ids are 1, 2, 3...: nothing of a session's address.
+    ids = [int(node.cli("CLIENT", "ID")) for _ in range(3)]
+    check("CLIENT ID: sequential, small numbers", ids[1] == ids[0] + 1 and
+          ids[2] == ids[1] + 1 and ids[2] < 1000000, ids)
+    out = node.raw(b"HELLO 2\r\nCLIENT ID\r\n").decode()
+    hello_id = int(out.split("$2\r\nid\r\n:")[1].split("\r\n")[0])
+    check("HELLO's id is the connection's CLIENT ID",
+          out.rstrip().endswith(":%d" % hello_id) and hello_id > ids[2], out[-80:])
     out = node.cli("INFO")
     check("INFO says loading:0 and a redis_version", "loading:0" in out and "redis_version:" in out, out)
     out = node.cli("COMMAND", "INFO", "cl.throttle", "nosuch")

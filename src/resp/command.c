@@ -109,7 +109,7 @@ static int cmd_client(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
         return RP_REPLIED;
     }
     if (is(&argv[1], "id")) {
-        rp_add_int(out, (long long)(uintptr_t)s->owner >> 4);
+        rp_add_int(out, (long long)s->id);
         rp_count(s, 0);
         return RP_REPLIED;
     }
@@ -156,7 +156,7 @@ static int cmd_hello(rp_session *s, rp_str *argv, size_t argc, sv_buf *out)
     rp_add_bulk(out, "proto", 5);
     rp_add_int(out, 2);
     rp_add_bulk(out, "id", 2);
-    rp_add_int(out, (long long)(uintptr_t)s->owner >> 4);
+    rp_add_int(out, (long long)s->id);
     rp_add_bulk(out, "mode", 4);
     rp_add_bulk(out, "standalone", 10);
     rp_add_bulk(out, "role", 4);

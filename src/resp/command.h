@@ -17,6 +17,7 @@
  * of the command that waits on the store, if one does.  Embedded in the
  * connection; rp_session_init() it, rp_session_release() it. */
 typedef struct rp_session {
+    uint64_t id;       /* CLIENT ID: the process's sessions in order */
     sv_worker *w;
     int door;          /* index of the door in the worker's doors */
     sd_done_fn resume; /* with owner: the waiting command's decision came */
