@@ -202,6 +202,27 @@ try:
     # ---- brute force is limited ----
     codes = [node.api("GET", "/admin/v1/overrides", token="bad-%d" % i)[0] for i in range(15)]
     check("failed tokens are limited: 401s, then 429", codes[0] == 401 and codes[-1] == 429, codes)
+    # From many addresses (loopback is a /8): each under its own limit,
+    # all together under the global one (a burst of 40, 20 a second).
+    import http.client
+    time.sleep(2.5)
+    def from_addr(i):
+        c = http.client.HTTPConnection("127.0.0.1", node.admin, timeout=10,
+                                       source_address=("127.0.%d.%d" % (i // 250, i % 250 + 2), 0))
+        c.request("GET", "/admin/v1/overrides", headers={"Authorization": "Bearer bad-%d" % i})
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, body
+    many = [from_addr(i) for i in range(300)]
+    n401 = sum(1 for st, _ in many if st == 401)
+    n429 = [b for st, b in many if st == 429]
+    check("failed tokens from 300 addresses: at most the global budget gets a 401",
+          40 <= n401 <= 100 and len(n429) == 300 - n401 and
+          b"from all addresses" in n429[-1], (n401, n429[-1:] if n429 else None))
+    time.sleep(2.5)
+    check("and once it refills, the right token goes through",
+          node.api("GET", "/admin/v1/overrides")[0] == 200)
 
     # ---- a listener off loopback needs a token ----
     p = subprocess.run([SLUICE, "serve", "--rules", rules, "--listen", "127.0.0.1:0",

@@ -8,9 +8,10 @@
  * needs it; so does every request when the listener is not on loopback
  * (serve refuses to start such a listener without a token).  A peer's
  * failed attempts are limited by sluice's own GCRA on the memory store
- * (AUTH_FAILS per second, a burst of AUTH_BURST): past it, the peer is
- * answered 429 before its token is even looked at, so a token cannot be
- * guessed at the speed of the network.
+ * (AUTH_FAILS per second, a burst of AUTH_BURST), and all peers' together
+ * (AUTH_FAILS_ALL, AUTH_BURST_ALL): past either, the peer is answered 429
+ * before its token is even looked at, so a token cannot be guessed at
+ * the speed of the network, from one address or from many.
  *
  * Writes are optimistic: each override has a version (its ETag); a PUT
  * or DELETE of an existing override must send If-Match with it (428
@@ -35,13 +36,17 @@
 
 #define AUTH_FAILS 5 /* failed attempts a second, per peer */
 #define AUTH_BURST 10
+/* ... and from all peers together: many addresses (a /64, loopback's
+ * /8) must not multiply the guesses. */
+#define AUTH_FAILS_ALL 20
+#define AUTH_BURST_ALL 40
 #define MAX_TTL_MS (30LL * 86400 * 1000)
 #define DEFAULT_TTL_MS (3600LL * 1000)
 #define PREFIX "/admin/v1/overrides/"
 
 static char token[512];
 static size_t token_len;
-static sl_limit *auth_limit;
+static sl_limit *auth_limit, *auth_limit_all;
 
 int ad_token_load(const char *path, char *err, size_t errlen)
 {
@@ -50,7 +55,15 @@ int ad_token_load(const char *path, char *err, size_t errlen)
                          .period = SL_NS_PER_SEC,
                          .burst = AUTH_BURST,
                          .id = UINT64_C(0x61646d696e)}; /* "admin" */
-    if (auth_limit == NULL && sl_limit_new(&c, &auth_limit, err, errlen) != 0)
+    sl_limit_config all = {.algorithm = SL_GCRA,
+                           .limit = AUTH_FAILS_ALL,
+                           .period = SL_NS_PER_SEC,
+                           .burst = AUTH_BURST_ALL,
+                           .id = UINT64_C(0x61646d696e616c6c)}; /* adminall */
+    if ((auth_limit == NULL &&
+         sl_limit_new(&c, &auth_limit, err, errlen) != 0) ||
+        (auth_limit_all == NULL &&
+         sl_limit_new(&all, &auth_limit_all, err, errlen) != 0))
         return -1;
     if (path == NULL)
         return 0;
@@ -120,8 +133,9 @@ static int authorize(sv_worker *w, const sv_http_request *req, int write,
     sl_decision d;
     const char *peer = req->peer ? req->peer : "";
     sl_store *store = w->server->store;
-    /* A look (cost 0) at the peer's failures: none left, and the token
-     * is not even compared.  One comes back every 1/AUTH_FAILS s. */
+    /* A look (cost 0) at the peer's failures and at everyone's: none
+     * left, and the token is not even compared.  One comes back every
+     * 1/AUTH_FAILS s (every 1/AUTH_FAILS_ALL s for everyone's). */
     if (sl_check(store, auth_limit, peer, strlen(peer), 0, sv_now(w), &d) ==
             0 &&
         d.remaining <= 0) {
@@ -130,11 +144,19 @@ static int authorize(sv_worker *w, const sv_http_request *req, int write,
              "Retry-After: 1\r\n", keep_alive);
         return -1;
     }
+    if (sl_check(store, auth_limit_all, "", 0, 0, sv_now(w), &d) == 0 &&
+        d.remaining <= 0) {
+        fail(out, 429, "ETOOMANY",
+             "too many failed attempts from all addresses: wait",
+             "Retry-After: 1\r\n", keep_alive);
+        return -1;
+    }
     if (token_len > 0 && h != NULL && h->value_len > 7 &&
         strncasecmp(h->value, "Bearer ", 7) == 0 &&
         same_token(h->value + 7, h->value_len - 7))
         return 0;
     sl_check(store, auth_limit, peer, strlen(peer), 1, sv_now(w), &d);
+    sl_check(store, auth_limit_all, "", 0, 1, sv_now(w), &d);
     fail(out, 401, "EAUTH",
          token_len == 0 ? "no --admin-token-file was given: writes are refused"
          : h == NULL    ? "Authorization: Bearer TOKEN is required"
