@@ -275,6 +275,20 @@ try:
           st == 201 and adv.in_force("test.adaptive")["requests_per_unit"] == 120
           and adv.in_force("test.adaptive")["source"] == "manual", adv.in_force("test.adaptive"))
     adv.delete("test.adaptive", headers={"If-Match": body and '"%d"' % body["version"]})
+    # Answers whose time is wrong are refused: already expired (a day's
+    # validity computed in 1970), or computed ahead of this clock.
+    for name, at in [("expired", 0), ("from the future", int(time.time() * 1000) + 3600000)]:
+        before = adv.metric('sluice_advisor_polls_total{result="invalid"}') or 0
+        advice["body"] = json.dumps({"protocol": "sluice-advisor/1", "computed_at_ms": at,
+                                     "valid_for_ms": 86400000, "recommendations": [
+                                         {"limit": "test.adaptive", "requests_per_unit": 50}]}).encode()
+        ok = harness.wait_until(
+            lambda: (adv.metric('sluice_advisor_polls_total{result="invalid"}') or 0) >= before + 2, 5)
+        check("an answer %s is refused and counted" % name,
+              ok and adv.in_force("test.adaptive")["requests_per_unit"] != 50,
+              adv.in_force("test.adaptive"))
+    check("and the refusal says why", "ms in the past" in open(adv.log).read() or
+          "ahead of this node's clock" in open(adv.log).read(), open(adv.log).read()[-500:])
     advice["body"] = b"{not json"
     time.sleep(1.0)
     m = adv.get("/metrics")[1]

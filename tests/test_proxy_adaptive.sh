@@ -149,7 +149,7 @@ stop_clean proxy "$PXPID"
 # in force becomes it, source advisor.
 AP=$(free_port)
 mkdir -p "$tmp/adv/v1"
-printf '{"protocol":"sluice-advisor/1","computed_at_ms":1,"valid_for_ms":60000,"recommendations":[{"limit":"upstream","requests_per_unit":60}]}' \
+printf '{"protocol":"sluice-advisor/1","computed_at_ms":%s,"valid_for_ms":60000,"recommendations":[{"limit":"upstream","requests_per_unit":60}]}' "$(date +%s%3N)" \
   >"$tmp/adv/v1/recommendations"
 python3 -m http.server "$AP" --bind 127.0.0.1 --directory "$tmp/adv" >/dev/null 2>&1 &
 pids+=($!)

@@ -8,9 +8,11 @@
  * control loop also serves the admin API.  It checks the answer
  * (advice.c), and for each rule that opted in with `adaptive: {min, max}`,
  * clamps the recommendation to those bounds and to at most ×2 / ÷2 of the
- * limit in force (ad_clamp), and its burst alike.  It then sets it as an override with source
- * `advisor` that expires with the answer (valid_for_ms). So when the
- * advisor stops answering, its overrides lapse on their own, and a
+ * limit in force (ad_clamp), and its burst alike.  It then sets it as an
+ * override with source `advisor` that expires with the answer
+ * (computed_at_ms + valid_for_ms, held at most MAX_HOLD_POLLS intervals;
+ * an answer already expired is refused).  So when the advisor stops
+ * answering, its overrides lapse on their own, and a
  * manual override always wins over them (limits.c).  A failed or invalid
  * poll keeps the last good state; polls back off (doubling, up to 8
  * intervals) while they fail.  With --store redis one node polls at a
@@ -110,7 +112,42 @@ static int64_t bound_burst(const sl_rule *rule, const sl_rule *in_force,
                     scaled_burst(base, d->adaptive_max));
 }
 
-static void apply(poller *p, const ad_advice *a)
+/* The answer's validity as this node holds it: from the poll until
+ * computed_at_ms + valid_for_ms, and at most MAX_HOLD_POLLS intervals (an
+ * advisor gone quiet loses its hold soon).  0 with *ttl_ms, or -1 with
+ * why in err: an answer already expired, or computed further ahead of
+ * this node's clock than clocks drift. */
+#define MAX_HOLD_POLLS 10
+#define MAX_AHEAD_MS 60000
+static int hold_for(const poller *p, const ad_advice *a, int64_t now_ms,
+                    int64_t *ttl_ms, char *err, size_t errlen)
+{
+    int64_t expires = a->computed_at_ms > INT64_MAX - a->valid_for_ms
+                          ? INT64_MAX
+                          : a->computed_at_ms + a->valid_for_ms;
+    int64_t cap = MAX_HOLD_POLLS * (int64_t)p->w->server->cfg.advisor_interval_ms;
+    if (a->computed_at_ms > now_ms + MAX_AHEAD_MS) {
+        snprintf(err, errlen,
+                 "computed_at_ms is %" PRId64 " ms ahead of this node's clock",
+                 a->computed_at_ms - now_ms);
+        return -1;
+    }
+    if (expires <= now_ms) {
+        snprintf(err, errlen,
+                 "expired: computed_at_ms + valid_for_ms is %" PRId64
+                 " ms in the past",
+                 now_ms - expires);
+        return -1;
+    }
+    *ttl_ms = expires - now_ms;
+    if (*ttl_ms > a->valid_for_ms)
+        *ttl_ms = a->valid_for_ms;
+    if (*ttl_ms > cap)
+        *ttl_ms = cap;
+    return 0;
+}
+
+static void apply(poller *p, const ad_advice *a, int64_t ttl_ms)
 {
     sv_worker *w = p->w;
     const sv_rules *set = w->rules;
@@ -136,7 +173,7 @@ static void apply(poller *p, const ad_advice *a)
             continue;
         }
         set_advice(p, r->limit, to, bound_burst(rule, in_force, d, r->burst),
-                   a->valid_for_ms, r->reason);
+                   ttl_ms, r->reason);
     }
 }
 
@@ -201,8 +238,12 @@ static void handle(poller *p, int status)
     }
     ad_advice a;
     char err[256];
-    if (ad_advice_parse(p->resp.body, p->resp.body_len, &a, err, sizeof(err)) !=
-        0) {
+    int64_t ttl_ms = 0;
+    int parsed = ad_advice_parse(p->resp.body, p->resp.body_len, &a, err,
+                                 sizeof(err)) == 0;
+    if (!parsed || hold_for(p, &a, now_ms, &ttl_ms, err, sizeof(err)) != 0) {
+        if (parsed)
+            ad_advice_release(&a);
         count(&p->polls[POLL_INVALID]);
         if (p->failures++ == 0)
             sl__log(SL__LOG_WARN, NULL, "advisor: answer refused: %s", err);
@@ -214,7 +255,7 @@ static void handle(poller *p, int status)
     count(&p->polls[POLL_OK]);
     atomic_store_explicit(&p->last_ok_ms, now_ms, memory_order_relaxed);
     p->failures = 0;
-    apply(p, &a);
+    apply(p, &a, ttl_ms);
     ad_advice_release(&a);
     next_poll(p);
 }
