@@ -304,6 +304,47 @@ try:
     check("Redis paused: the failure policy answers within the timeout",
           got.startswith(b"*5\r\n:0\r\n"), got)
     check("the node still answers after a client left mid-wait", n1.cli("PING") == "PONG")
+    # ---- the read timeout: a stalled command is cut, steady pipelining is not ----
+    rt = Node("rt", "--read-timeout", "1s")
+    s = socket.create_connection(("127.0.0.1", rt.resp), 5)
+    s.settimeout(5)
+    got = b""
+    end = time.monotonic() + 3.0
+    sent = 0
+    while time.monotonic() < end:  # 3 s of commands, each write ending inside the next
+        s.sendall(b"NG\r\nPI" if sent else b"PI")
+        sent += 1
+        time.sleep(0.1)
+        s.setblocking(False)
+        try:
+            got += s.recv(65536)
+        except BlockingIOError:
+            pass
+        s.setblocking(True)
+    s.sendall(b"NG\r\n")
+    s.settimeout(5)
+    while got.count(b"+PONG") < sent:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    check("pipelining past --read-timeout, each read ending mid-command: served",
+          got.count(b"+PONG") == sent, (sent, got.count(b"+PONG")))
+    s = socket.create_connection(("127.0.0.1", rt.resp), 5)
+    s.settimeout(5)
+    t0 = time.monotonic()
+    for b in b"PIN":  # one command trickled a byte at a time, never ended
+        s.sendall(bytes([b]))
+        time.sleep(0.6)
+    try:
+        closed = s.recv(16) == b""
+    except OSError:
+        closed = True
+    check("a command trickled byte by byte is cut at --read-timeout",
+          closed and time.monotonic() - t0 < 4, time.monotonic() - t0)
+    s.close()
+
     # ---- every redis-cli example of docs/resp.md and README.md ----
     docs = Node("docs", rules_path=os.path.join(SRC, "examples", "rules"))
     for doc in ("docs/resp.md", "README.md"):
@@ -319,7 +360,7 @@ try:
             out = " ".join(p.stdout.split())
             check("%s example: %s" % (doc, cmd.strip()), want in out, out)
 
-    harness.check_exit([node, n1, n2, docs])
+    harness.check_exit([node, n1, n2, docs, rt])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)

@@ -121,11 +121,13 @@ static void keep_rest(rp_conn *c, const char *buf, size_t len, size_t used)
         c->in.failed = 0;
         c->c.closing = 1;
     }
-    /* A command begun starts the read timeout once; only its end clears
-     * it, so trickling bytes does not keep it alive. */
+    /* A command begun starts the read timeout; only a command's end
+     * starts it again, so trickling a command's bytes does not keep a
+     * connection alive, while one that keeps completing commands
+     * (pipelining, each read ending inside the next) is never cut. */
     const sv_config *cfg = &c->c.w->server->cfg;
     int partial = c->in.len > 0 && !c->s.waiting;
-    if (partial && !c->partial)
+    if (partial && (!c->partial || used > 0))
         sv_deadline_set(&c->c.timer, cfg->read_timeout_ms);
     else if (!partial && !c->s.waiting)
         sv_deadline_set(&c->c.timer, cfg->idle_timeout_ms);
