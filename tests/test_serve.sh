@@ -124,6 +124,17 @@ call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user",
 expect "lyft /json" 200 '"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"per_user","requestsPerUnit":5,"unit":"MINUTE"},"limitRemaining":3,"durationUntilReset":"'
 call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "alice"}]}]}'
 expect "lyft /json over" 429 '"overallCode":"OVER_LIMIT"'
+# A descriptor repeated in one request is counted for each (envoy lets a
+# request through when the service errs, so an error would be a bypass).
+dup='{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "erin"}]}, {"entries": [{"key": "user", "value": "erin"}]}]}'
+call POST /json "$dup"
+expect "a repeated descriptor: both counted" 200 '"statuses":[{"code":"OK","currentLimit":{"name":"per_user","requestsPerUnit":5,"unit":"MINUTE"},"limitRemaining":3,"durationUntilReset":"'
+call POST /json "$dup"; expect "a repeated descriptor: 4 of 5" 200 '"limitRemaining":1,'
+call POST /json "$dup"; expect "a repeated descriptor: 2 more do not fit" 429 '"overallCode":"OVER_LIMIT"'
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "erin"}]}]}'
+expect "a repeated descriptor: the last one left" 200 '"overallCode":"OK"'
+call POST /json '{"domain": "test", "descriptors": [{"entries": [{"key": "user", "value": "erin"}]}]}'
+expect "a repeated descriptor: then none" 429 '"overallCode":"OVER_LIMIT"'
 
 # /json takes envoy's RateLimitRequest as protojson reads it: each field
 # by its proto name or its JSON name, integers as numbers or strings.

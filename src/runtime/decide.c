@@ -344,6 +344,20 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
             st->deny = 1;
         if (r->action != SL_RULE_LIMIT)
             continue;
+        /* A descriptor repeated (the same limit and counter key) is one
+         * item charged for both, as envoyproxy/ratelimit counts both; the
+         * store would refuse the same key twice in one call. */
+        size_t same = SIZE_MAX;
+        for (size_t k = 0; k < st->n_items && same == SIZE_MAX; k++)
+            if (st->items[k].limit == r->limit &&
+                st->items[k].key_len == st->m[i].key_len &&
+                memcmp(st->items[k].key, st->m[i].key, st->m[i].key_len) == 0)
+                same = k;
+        if (same != SIZE_MAX) {
+            st->slot[i] = same;
+            st->costs[same] += hits_of(st, &st->m[i]);
+            continue;
+        }
         if (st->n_items == SL_MAX_ITEMS) {
             snprintf(err, errlen,
                      "more than %d limits matched; one request decides at "
