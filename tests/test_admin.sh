@@ -79,7 +79,16 @@ class Node(harness.Node):
 
 
 try:
+    os.chmod(token_file, 0o644)
     node = Node("a")
+    check("a token file others can read is said in the log",
+          "--admin-token-file %s: mode 644 lets other users read the token" % token_file
+          in open(node.log).read(), open(node.log).read()[-400:])
+    os.chmod(token_file, 0o600)
+    quiet = Node("quiet")
+    check("a 0600 token file is not", "lets other users read" not in open(quiet.log).read(),
+          open(quiet.log).read()[-400:])
+    harness.check_exit([quiet])
     st, body, _ = node.api("GET", "/admin/v1/limits", token=None)
     ids = [r["id"] for r in body["limits"]] if st == 200 else []
     check("loopback reads need no token; every rule has an id",
