@@ -12,8 +12,8 @@
  * redis://) holds the ones pipelined after it, which are read ahead into
  * `in` up to IN_AHEAD_MAX bytes, so replies stay in order and a
  * connection's memory stays bounded (its one command, its read-ahead,
- * and SV_MAX_PENDING_OUTPUT of replies the client has not read, beyond
- * which reading stops).  Clients that want decisions in parallel open
+ * and SV_MAX_PENDING_OUTPUT of replies the client has not read: past it
+ * no further command runs, and reading stops, until half is written).  Clients that want decisions in parallel open
  * connections, as with Redis.
  *
  * Timeouts: a command must arrive whole within --read-timeout of its
@@ -69,6 +69,16 @@ static void timeout(sv_conn *conn)
     sv_conn_close(conn);
 }
 
+/* Replies the client has not read fill SV_MAX_PENDING_OUTPUT: the
+ * commands after wait in `in` (and reading stops, the machine's
+ * backpressure) until half of it is written, so that a client that
+ * pipelines without reading costs at most that, whatever one read holds
+ * (a 9-byte COMMAND has an 842-byte reply). */
+static int out_full(const rp_conn *c)
+{
+    return c->c.ob.out.len + c->c.ob.pending >= SV_MAX_PENDING_OUTPUT;
+}
+
 /*
  * Runs the commands in buf[0..len) (c->in's bytes, or the thread's read
  * buffer), until one waits, the connection is to close, or the bytes end
@@ -78,7 +88,7 @@ static size_t run_commands(rp_conn *c, char *buf, size_t len)
 {
     rp_str argv[RP_MAX_ARGS];
     size_t off = 0;
-    while (off < len && !c->c.closing && !c->s.waiting) {
+    while (off < len && !c->c.closing && !c->s.waiting && !out_full(c)) {
         char *cmd = buf + off;
         int rc = rp_parse(&c->parser, cmd, len - off);
         if (rc == RP_MORE)
@@ -126,7 +136,7 @@ static void keep_rest(rp_conn *c, const char *buf, size_t len, size_t used)
      * connection alive, while one that keeps completing commands
      * (pipelining, each read ending inside the next) is never cut. */
     const sv_config *cfg = &c->c.w->server->cfg;
-    int partial = c->in.len > 0 && !c->s.waiting;
+    int partial = c->in.len > 0 && !c->s.waiting && !out_full(c);
     if (partial && (!c->partial || used > 0))
         sv_deadline_set(&c->c.timer, cfg->read_timeout_ms);
     else if (!partial && !c->s.waiting)
@@ -139,6 +149,24 @@ static void run_in(rp_conn *c)
 {
     size_t used = run_commands(c, c->in.data, c->in.len);
     keep_rest(c, c->in.data, c->in.len, used);
+}
+
+/* Sends the replies, and while that leaves the output under half full
+ * and commands held back by it remain in `in`, runs them and sends
+ * theirs: a write the kernel takes at once has no completion to wait
+ * for (on_written). */
+static void flush_more(rp_conn *c)
+{
+    flush(c);
+    while (!sv_conn_gone(&c->c) && c->in.len > 0 && !c->s.waiting &&
+           !c->c.closing &&
+           c->c.ob.out.len + c->c.ob.pending < SV_MAX_PENDING_OUTPUT / 2) {
+        size_t before = c->in.len;
+        run_in(c);
+        flush(c);
+        if (c->in.len == before)
+            break; /* a command not yet whole: more must come */
+    }
 }
 
 static void on_read(sv_conn *conn, ssize_t nread, const char *data)
@@ -172,7 +200,7 @@ static void on_read(sv_conn *conn, ssize_t nread, const char *data)
         keep_rest(c, buf, (size_t)nread, used);
     }
     sd_thread *dec = c->c.w->dec;
-    flush(c);
+    flush_more(c);
     sd_flush(dec);
 }
 
@@ -184,12 +212,12 @@ static void resume_cb(void *owner)
     rp_finish(&c->s, &c->c.ob.out);
     if (!c->c.closing) {
         run_in(c);
-        if (!c->s.waiting && !c->c.closing && c->ended)
+        if (!c->s.waiting && !c->c.closing && c->ended && !out_full(c))
             c->c.closing = 1; /* the client is done: so is the connection */
         else if (!c->s.waiting && !c->c.closing)
             sv_conn_set_reading(&c->c, 1);
     }
-    flush(c);
+    flush_more(c);
 }
 
 static int on_open(sv_conn *conn, void *arg)
@@ -213,6 +241,17 @@ static void on_release(sv_conn *conn)
     rp_parser_release(&c->parser);
 }
 
+/* Replies went out: the commands held back by a full output run now. */
+static void on_written(sv_conn *conn)
+{
+    rp_conn *c = (rp_conn *)conn;
+    sd_thread *dec = c->c.w->dec;
+    if (c->in.len == 0 || c->s.waiting || c->c.closing)
+        return;
+    flush_more(c);
+    sd_flush(dec);
+}
+
 /* On stop: one with a command waiting or begun finishes, then closes. */
 static int is_idle(sv_conn *conn)
 {
@@ -227,6 +266,7 @@ static const sv_conn_type rp_conn_type = {
     .open = on_open,
     .read = on_read,
     .timeout = timeout,
+    .written = on_written,
     .closing = on_closing,
     .release = on_release,
     .idle = is_idle,
