@@ -84,15 +84,16 @@ static void set_advice(poller *p, const char *id, int64_t requests,
     count(rc < 0 ? &p->refused : rc == 0 ? &p->unchanged : &p->applied);
 }
 
-/* The burst that base's would be scaled to at requests (as
- * sl_limit_override scales it: rounded up, at least 1). */
-static int64_t scaled_burst(const sl_limit_config *base, int64_t requests)
+/* The burst rule's limit takes at requests when none is given: asked of
+ * sl_limit_override, which owns the scaling (rounded up, at least 1). */
+static int64_t scaled_burst(const sl_rule *rule, int64_t requests)
 {
-    if (base->limit <= 0)
-        return requests;
-    __int128 b = ((__int128)base->burst * requests + base->limit - 1) /
-                 base->limit;
-    return b < 1 ? 1 : b > AD_MAX_REQUESTS ? AD_MAX_REQUESTS : (int64_t)b;
+    sl_limit *at;
+    if (sl_limit_override(rule->limit, requests, 0, &at, NULL, 0) != 0)
+        return sl_limit_get_config(rule->limit)->burst;
+    int64_t burst = sl_limit_get_config(at)->burst;
+    sl_limit_free(at);
+    return burst;
 }
 
 /* A recommendation's burst, bounded as its requests_per_unit is: at most
@@ -108,8 +109,8 @@ static int64_t bound_burst(const sl_rule *rule, const sl_rule *in_force,
                        base->algorithm != SL_LEAKY_BUCKET))
         return 0;
     return ad_clamp(burst, sl_limit_get_config(in_force->limit)->burst,
-                    scaled_burst(base, d->adaptive_min),
-                    scaled_burst(base, d->adaptive_max));
+                    scaled_burst(rule, d->adaptive_min),
+                    scaled_burst(rule, d->adaptive_max));
 }
 
 /* The answer's validity as this node holds it: from the poll until
