@@ -280,6 +280,88 @@ for target in "$JUNK" "$HANG"; do
   kill -TERM "$A"; wait "$A"; st=$?
   [ "$st" = 0 ] || bad "advisor exit ($target)" "$st; its log: $(cat "$tmp/adv-$target.log")"
 done
+# Slow clients: 64 connections from one address trickling a byte every
+# 2 s (a slowloris) while polls come from another address: each poll is
+# answered at once, that address holds at most 16 connections (the rest
+# are closed at once), and a trickled request is cut at the 3 s read
+# timeout with a 408.
+"$SLUICE" advisor --scrape "127.0.0.1:$JUNK" --listen 127.0.0.1:0 \
+  --step 200ms --season 1s --horizon 200ms 2>"$tmp/adv-slow.log" &
+A=$!
+pids+=("$A")
+AP=$(port_of "$tmp/adv-slow.log" "sluice advisor") || exit 1
+cat >"$tmp/slow.py" <<'EOF'
+import socket, sys, threading, time
+port = int(sys.argv[1])
+stop = time.monotonic() + 12
+fate = {"refused": 0, "cut": 0, "other": 0}
+lock = threading.Lock()
+def trickle():
+    s = socket.create_connection(("127.0.0.1", port), 3)
+    s.settimeout(0.2)
+    end = "other"
+    for b in b"GET /v1/recommendations HTTP/1.1\r\nHost: a\r\n\r\n":
+        if time.monotonic() > stop:
+            break
+        try:
+            s.sendall(bytes([b]))
+            got = s.recv(4096)
+            end = "cut" if got.startswith(b"HTTP/1.1 408") else "refused" if got == b"" else "other"
+            break
+        except socket.timeout:
+            time.sleep(1.8)
+        except OSError:
+            end = "refused"
+            break
+    with lock:
+        fate[end] += 1
+threads = [threading.Thread(target=trickle, daemon=True) for _ in range(64)]
+for t in threads:
+    t.start()
+time.sleep(1)
+worst, answered, polls = 0.0, 0, 0
+while time.monotonic() < stop - 1:
+    polls += 1
+    t0 = time.monotonic()
+    try:
+        c = socket.socket()
+        c.bind(("127.0.0.2", 0))
+        c.settimeout(2)
+        c.connect(("127.0.0.1", port))
+        c.sendall(b"GET /v1/recommendations HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        got = b""
+        while True:
+            b = c.recv(65536)
+            if not b:
+                break
+            got += b
+        if got.startswith(b"HTTP/1.1 200"):
+            answered += 1
+            worst = max(worst, time.monotonic() - t0)
+        c.close()
+    except OSError:
+        pass
+    time.sleep(0.5)
+for t in threads:
+    t.join(5)
+print(polls, answered, "%.3f" % worst, fate["refused"], fate["cut"], fate["other"])
+EOF
+read -r polls answered worst refused cut other < <(python3 "$tmp/slow.py" "$AP")
+if [ "${polls:-0}" -ge 15 ] && [ "$answered" = "$polls" ] &&
+   python3 -c "import sys; sys.exit(not $worst < 1.0)"; then
+  pass "64 slow clients: every poll from another address answered ($answered of $polls, worst ${worst}s)"
+else
+  bad "slow clients: polls" "$polls polls, $answered answered, worst $worst"
+fi
+[ "$refused" = 48 ] && [ "$cut" = 16 ] &&
+  pass "one address: 16 slow connections held, then cut by a 408; 48 refused" ||
+  bad "slow clients: per address" "refused $refused, cut $cut, other $other"
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$AP/v1/recommendations")
+[ "$code" = 200 ] && pass "after the slow clients, a poll from their address is answered" ||
+  bad "after slow clients" "$code"
+kill -TERM "$A"; wait "$A"; st=$?
+[ "$st" = 0 ] || bad "advisor exit (slow)" "$st; its log: $(cat "$tmp/adv-slow.log")"
+
 grep -q 'malformed series' "$tmp/adv-$JUNK.log" && pass "junk logged" ||
   bad "junk log" "$(cat "$tmp/adv-$JUNK.log")"
 grep -q 'timed out' "$tmp/adv-$HANG.log" && pass "silence logged" ||

@@ -388,6 +388,39 @@ try:
         check("50 clients pipelining COMMAND without reading: at most ~1.5 MB each "
               "(grew %.0f MB)" % grown, grown < 50 * 1.5, grown)
 
+    # ---- CL.THROTTLE's keys live under --resp-store-bytes: a flood of
+    # them evicts each other, never a rule's counter ----
+    st = Node("state", "--store-bytes", "4194304", "--resp-store-bytes", "1048576")
+    for i in range(5):
+        st.cli("SLUICE.CHECK", "api", "1", "1", "user", "victim")
+    out = ints(st.cli("SLUICE.CHECK", "api", "1", "1", "user", "victim"))
+    check("a rule's client is held at its limit", out.startswith("1 5 0"), out)
+    flood = socket.create_connection(("127.0.0.1", st.resp), 5)
+    flood.settimeout(60)
+    n_keys, got = 200000, 0
+    batch = 10000
+    for b in range(0, n_keys, batch):
+        flood.sendall(b"".join(b"CL.THROTTLE k%d 10 10 3600\r\n" % i
+                               for i in range(b, b + batch)))
+        want = (b + batch) * 5  # five integers a reply
+        while got < want:
+            chunk = flood.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk.count(b":")
+    flood.close()
+    check("200,000 CL.THROTTLE keys answered", got >= n_keys * 5, got)
+    out = ints(st.cli("SLUICE.CHECK", "api", "1", "1", "user", "victim"))
+    check("after 200,000 CL.THROTTLE keys the rule's client is still held",
+          out.startswith("1 5 0"), out)
+    m = st.get("/metrics")[1]
+    ev = harness.metric(m, "sluice_resp_store_evicted_total")
+    keys = harness.metric(m, "sluice_resp_store_keys")
+    check("the commands' store evicted at its cap (%s evicted, %s keys)" % (ev, keys),
+          ev and ev > 0 and keys and keys < n_keys, m[-1500:])
+    check("the rules' store evicted nothing",
+          harness.metric(m, "sluice_store_evicted_total") == 0, m[-1500:])
+
     # ---- every redis-cli example of docs/resp.md and README.md ----
     docs = Node("docs", rules_path=os.path.join(SRC, "examples", "rules"))
     for doc in ("docs/resp.md", "README.md"):
@@ -403,7 +436,7 @@ try:
             out = " ".join(p.stdout.split())
             check("%s example: %s" % (doc, cmd.strip()), want in out, out)
 
-    harness.check_exit([node, n1, n2, docs, rt, big])
+    harness.check_exit([node, n1, n2, docs, rt, big, st])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)

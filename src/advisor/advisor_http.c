@@ -18,8 +18,14 @@
 #include "http/respond.h"
 #include "http/service.h"
 
-#define MAX_CONNS 64
+/* Its clients are a fleet's sluice nodes, each polling on one connection,
+ * and a few people: room for many, but no address may take more than a
+ * few, and a request must come whole quickly, so that clients trickling
+ * bytes hold neither the slots nor the legitimate polls up. */
+#define MAX_CONNS 1024
+#define MAX_PER_ADDRESS 16
 #define MAX_REQUEST 8192 /* bytes of a request's head, and of a body */
+#define READ_MS 3000     /* a request must arrive whole within */
 #define IDLE_MS 10000    /* a connection silent this long is closed */
 #define STOP_POLL_MS 100 /* how often the stop flag is looked at */
 
@@ -125,10 +131,11 @@ av_http *av_http_new(const char *addr, av_answer *a, char *shown,
     sv_http_service_opts so = {.routes = &routes,
                                .ctx = h,
                                .max_connections = MAX_CONNS,
+                               .max_connections_per_address = MAX_PER_ADDRESS,
                                .max_header_bytes = MAX_REQUEST,
                                .max_body_bytes = MAX_REQUEST,
                                .idle_timeout_ms = IDLE_MS,
-                               .read_timeout_ms = IDLE_MS};
+                               .read_timeout_ms = READ_MS};
     char err[128] = "out of memory";
     if (h == NULL ||
         (h->svc = sv_http_service_new(ai->ai_addr, &so, err, sizeof(err))) ==

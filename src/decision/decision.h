@@ -45,6 +45,9 @@ typedef struct sd_redis_tls {
 
 typedef struct sd_config {
     size_t store_bytes;        /* memory store cap; 0: the library's default */
+    /* The command store's cap (sd_check.command); 0: no such store, and
+     * such checks go to the memory store. */
+    size_t command_store_bytes;
     const char *redis_url;     /* NULL: the memory store decides */
     sd_redis_tls redis_tls;
     /* redis-sentinel://: the Sentinels' AUTH password, in this file's
@@ -82,6 +85,12 @@ typedef struct sd_check {
     size_t n;
     unsigned flags;                 /* 0 or SL_RECORD */
     const sl__rule_failure *failure; /* per item; NULL: all the default */
+    /* The limit is one a client's command named (CL.THROTTLE, GCRA), not
+     * a rule: on the memory store its state is kept in the command
+     * store, under a cap of its own, so that a client making keys by
+     * the million evicts only such state, never a rule's counters.  (On
+     * Redis it goes to Redis, with its TTL, like every other.) */
+    int command;
     sl_decision *each;              /* n results, or NULL */
     /* Results. */
     sl_decision overall;
@@ -97,6 +106,8 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
                   size_t errlen);
 void sd_engine_free(sd_engine *e); /* NULL: no-op */
 sl_store *sd_engine_memory(const sd_engine *e);
+/* The command store, or NULL. */
+sl_store *sd_engine_commands(const sd_engine *e);
 int sd_engine_uses_redis(const sd_engine *e);
 /* The process's clock: the wall time at start plus the monotonic time
  * since (so it never steps back), in ns. */

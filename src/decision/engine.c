@@ -74,7 +74,11 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
     e->wall_offset = sl_clock_realtime() - (sl_nanos)uv_hrtime();
     sl_memory_options mo = {.size = sizeof(sl_memory_options),
                             .max_bytes = cfg->store_bytes};
-    if ((e->memory = sl_memory_store_new(&mo)) == NULL) {
+    sl_memory_options co = {.size = sizeof(sl_memory_options),
+                            .max_bytes = cfg->command_store_bytes};
+    if ((e->memory = sl_memory_store_new(&mo)) == NULL ||
+        (cfg->command_store_bytes > 0 &&
+         (e->commands = sl_memory_store_new(&co)) == NULL)) {
         snprintf(err, errlen, "out of memory");
         sd_engine_free(e);
         return -1;
@@ -134,6 +138,7 @@ void sd_engine_free(sd_engine *e)
     if (e == NULL)
         return;
     sl_store_free(e->memory);
+    sl_store_free(e->commands);
     sl_store_free(e->redis);
     free(e);
 }
@@ -141,6 +146,11 @@ void sd_engine_free(sd_engine *e)
 sl_store *sd_engine_memory(const sd_engine *e)
 {
     return e->memory;
+}
+
+sl_store *sd_engine_commands(const sd_engine *e)
+{
+    return e->commands;
 }
 
 sl_nanos sd_engine_clock(const sd_engine *e)
@@ -226,7 +236,10 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
     if (t->redis == NULL) {
         for (size_t i = 0; i < n; i++) {
             sd_check *k = &checks[i];
-            k->rc = sl_check_costs(t->e->memory, k->items, k->costs, k->n, now,
+            sl_store *store = k->command && t->e->commands != NULL
+                                  ? t->e->commands
+                                  : t->e->memory;
+            k->rc = sl_check_costs(store, k->items, k->costs, k->n, now,
                                    k->flags, k->each, &k->overall);
             if (k->rc != 0)
                 snprintf(k->err, sizeof(k->err), "store: %s",

@@ -30,6 +30,7 @@
 struct sd_engine {
     sd_config cfg;
     sl_store *memory; /* the store, or Redis's local fallback */
+    sl_store *commands; /* sd_check.command's state on the memory store */
     sl_store *redis;  /* parsed only, never connects; or NULL */
     /* redis's key space, fetched once: every call is built with it. */
     sl__redis_keyspace redis_keyspace;

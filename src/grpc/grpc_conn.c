@@ -17,9 +17,11 @@
  * One timer per connection (deadline.c) serves every timeout: a
  * connection without streams is closed after --idle-timeout (with a
  * GOAWAY), a request must arrive whole within --read-timeout of its
- * HEADERS, a call's grpc-timeout ends it with DEADLINE_EXCEEDED, and on
- * stop a draining connection is closed after --read-timeout whatever is
- * left.
+ * HEADERS, a call's grpc-timeout ends it with DEADLINE_EXCEEDED, an
+ * answer the peer does not take within --write-timeout (its window kept
+ * shut) has its stream reset, a connection left with nothing but such
+ * answers for --idle-timeout is closed, and on stop a draining
+ * connection is closed after --read-timeout whatever is left.
  */
 #include "grpc/grpc.h"
 #include "http/respond.h"
@@ -34,7 +36,7 @@
 typedef struct gr_conn {
     sv_conn c;     /* first: the machine's connection is ours */
     gr_session *s; /* NULL once closing */
-    uint64_t idle_at;  /* loop ms: closed then if still without streams */
+    uint64_t idle_at;  /* loop ms: closed then if still not busy */
     uint64_t drain_by; /* on stop: closed then, whatever is left */
     int failed; /* the session ended in error: close once written */
 } gr_conn;
@@ -67,7 +69,7 @@ static void pump(gr_conn *c)
         sv_conn_set_reading(&c->c, 1);
     if (c->s == NULL)
         return; /* the socket failed */
-    if (gr_session_streams(c->s) > 0)
+    if (gr_session_busy(c->s) > 0)
         c->idle_at = 0;
     else if (c->idle_at == 0)
         c->idle_at = now + cfg->idle_timeout_ms;
@@ -114,8 +116,15 @@ static void timeout(sv_conn *conn)
         sv_conn_close(conn);
         return;
     }
-    if (c->idle_at && now >= c->idle_at && gr_session_streams(c->s) == 0)
+    if (c->idle_at && now >= c->idle_at) {
+        /* Streams left now only hold answers the peer never took (their
+         * resets wait behind them too): nothing graceful can reach it. */
+        if (gr_session_streams(c->s) > 0) {
+            sv_conn_close(conn);
+            return;
+        }
         gr_session_drain(c->s); /* a GOAWAY, then the close */
+    }
     pump(c);
 }
 
@@ -154,6 +163,7 @@ static int on_open(sv_conn *conn, void *arg)
         .max_header_bytes = cfg->max_header_bytes,
         .max_streams = GR_MAX_STREAMS,
         .read_timeout_ms = cfg->read_timeout_ms,
+        .write_timeout_ms = cfg->write_timeout_ms,
     };
     gr_session_io io = {conn_write, conn_wake, c};
     if ((c->s = gr_session_new(&sc, &io)) == NULL)

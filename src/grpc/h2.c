@@ -50,12 +50,17 @@ struct gr_call {
     char path[PATH_KEPT + 1];
     uint64_t read_by;  /* loop ms the request must be whole by; 0: none */
     uint64_t deadline; /* grpc-timeout, in loop ms; 0: none */
+    /* Answered: loop ms its answer must be sent by (set at the first
+     * expiry pass after the answer); UINT64_MAX once reset for it. */
+    uint64_t write_by;
     /* The request: its 5-byte prefix gathers in head; once it is whole,
-     * in holds the prefix and room for exactly the message it announces
-     * (at most max_message_bytes), in_len bytes of which came. */
+     * in holds the prefix and the in_len - 5 bytes of the message that
+     * came, in room (in_cap) grown as they come, never by the length the
+     * prefix announces (msg_len, at most max_message_bytes): a stranger's
+     * prefix alone costs nothing. */
     uint8_t head[5];
     uint8_t *in;
-    size_t in_len, msg_len;
+    size_t in_len, in_cap, msg_len;
     uint8_t *out;   /* the answer's prefix and message, once replied */
     size_t out_len; /* of out */
     size_t out_off; /* of out, handed to nghttp2 */
@@ -70,6 +75,7 @@ struct gr_session {
     gr_session_io io;
     gr_call *calls;
     size_t n_calls;
+    size_t busy; /* of n_calls, not answered yet */
     /* The call last looked up: a request's header fields and its DATA
      * come together, so this spares most of nghttp2's stream lookups. */
     gr_call *last;
@@ -107,6 +113,7 @@ static void answered(gr_call *c)
         c->early = 1;
         c->s->early++;
     }
+    c->s->busy--;
     c->state = ST_ANSWERED;
     c->read_by = c->deadline = 0;
     gr_mem_release(c->s->mem, c->in);
@@ -308,6 +315,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame,
         c->next->prev = c;
     s->calls = c;
     s->n_calls++;
+    s->busy++;
     s->last = c;
     nghttp2_session_set_stream_user_data(ng, c->id, c);
     return 0;
@@ -419,10 +427,11 @@ static void headers_done(gr_call *c)
     }
 }
 
-/* The message's 5-byte prefix is whole: 0 with room made for the
- * message, or -1 with the call answered with why it cannot be one unary
- * request of at most the cap. */
-static int message_begins(gr_call *c)
+/* The message's 5-byte prefix is whole, and arrived bytes follow it in
+ * this DATA frame: 0 with room made for the prefix and them, or -1 with
+ * the call answered with why it cannot be one unary request of at most
+ * the cap. */
+static int message_begins(gr_call *c, size_t arrived)
 {
     const uint8_t *p = c->head;
     uint64_t len = (uint64_t)p[1] << 24 | (uint64_t)p[2] << 16 |
@@ -437,14 +446,38 @@ static int message_begins(gr_call *c)
         gr_call_fail(c, GR_RESOURCE_EXHAUSTED,
                      "request message larger than the cap "
                      "(--max-body-bytes)");
-    else if ((c->in = gr_mem_alloc(c->s->mem, 5 + (size_t)len)) == NULL)
-        gr_call_fail(c, GR_RESOURCE_EXHAUSTED, "out of memory");
     else {
-        memcpy(c->in, p, 5);
         c->msg_len = (size_t)len;
-        return 0;
+        c->in_cap = 5 + (arrived < c->msg_len ? arrived : c->msg_len);
+        if ((c->in = gr_mem_alloc(c->s->mem, c->in_cap)) != NULL) {
+            memcpy(c->in, p, 5);
+            return 0;
+        }
+        gr_call_fail(c, GR_RESOURCE_EXHAUSTED, "out of memory");
     }
     return -1;
+}
+
+/* Room in c->in for len more bytes of the message (which fit in it):
+ * doubled, up to the message's own length, so that a message split in
+ * many frames is copied O(log n) times. */
+static int message_room(gr_call *c, size_t len)
+{
+    if (c->in_len + len <= c->in_cap)
+        return 0;
+    size_t cap = c->in_cap * 2;
+    if (cap < c->in_len + len)
+        cap = c->in_len + len;
+    if (cap > 5 + c->msg_len)
+        cap = 5 + c->msg_len;
+    uint8_t *in = gr_mem_realloc(c->s->mem, c->in, cap);
+    if (in == NULL) {
+        gr_call_fail(c, GR_RESOURCE_EXHAUSTED, "out of memory");
+        return -1;
+    }
+    c->in = in;
+    c->in_cap = cap;
+    return 0;
 }
 
 static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
@@ -463,15 +496,18 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id,
     }
     for (; len > 0 && c->in_len < 5; len--)
         c->head[c->in_len++] = *data++;
-    if (c->in_len < 5 || (c->in == NULL && message_begins(c) != 0))
+    if (c->in_len < 5 || (c->in == NULL && message_begins(c, len) != 0))
         return 0;
     if (len > 5 + c->msg_len - c->in_len) {
         gr_call_fail(c, GR_INTERNAL,
                      "more than one request message for a unary method");
         return 0;
     }
-    if (len > 0)
-        memcpy(c->in + c->in_len, data, len);
+    if (len == 0)
+        return 0;
+    if (message_room(c, len) != 0)
+        return 0;
+    memcpy(c->in + c->in_len, data, len);
     c->in_len += len;
     return 0;
 }
@@ -553,6 +589,7 @@ static void call_free(gr_session *s, gr_call *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_calls--;
+    s->busy -= c->state != ST_ANSWERED;
     s->early -= (size_t)c->early;
     if (s->last == c)
         s->last = NULL;
@@ -688,6 +725,11 @@ size_t gr_session_streams(const gr_session *s)
     return s->n_calls;
 }
 
+size_t gr_session_busy(const gr_session *s)
+{
+    return s->busy;
+}
+
 void gr_session_drain(gr_session *s)
 {
     if (s->draining)
@@ -707,8 +749,23 @@ uint64_t gr_session_expire(gr_session *s, uint64_t now_ms)
     s->now_ms = now_ms;
     s->inside = 1;
     for (gr_call *c = s->calls; c != NULL; c = c->next) {
-        if (c->state == ST_ANSWERED)
+        if (c->state == ST_ANSWERED) {
+            if (s->cfg.write_timeout_ms == 0 || c->write_by == UINT64_MAX)
+                continue;
+            if (c->write_by == 0)
+                c->write_by = now_ms + s->cfg.write_timeout_ms;
+            else if (now_ms >= c->write_by) {
+                /* Not flow-controlled: it goes even into a closed window,
+                 * and the stream closes (on_stream_close frees it). */
+                nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, c->id,
+                                          NGHTTP2_CANCEL);
+                c->write_by = UINT64_MAX;
+                continue;
+            }
+            if (next == 0 || c->write_by < next)
+                next = c->write_by;
             continue;
+        }
         if (c->deadline && now_ms >= c->deadline) {
             if (c->state == ST_CALLED)
                 c->method->cancel(c);

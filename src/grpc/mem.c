@@ -219,6 +219,11 @@ void *gr_mem_alloc(gr_mem *m, size_t len)
     return mem_alloc(m, len);
 }
 
+void *gr_mem_realloc(gr_mem *m, void *p, size_t len)
+{
+    return ng_realloc(p, len, m);
+}
+
 void gr_mem_release(gr_mem *m, void *p)
 {
     mem_release(m, p);

@@ -32,6 +32,10 @@ void gr_mem_free(gr_mem *m);
  * the codec alone). */
 void *gr_mem_alloc(gr_mem *m, size_t len);
 void *gr_mem_calloc(gr_mem *m, size_t len);
+/* A block of gr_mem_alloc(m, ...) (or NULL) made len bytes long, its
+ * bytes kept up to the shorter length; NULL when out of memory (p is
+ * then still valid). */
+void *gr_mem_realloc(gr_mem *m, void *p, size_t len);
 /* A block of gr_mem_alloc(m, ...) back (NULL: no-op). */
 void gr_mem_release(gr_mem *m, void *p);
 

@@ -48,6 +48,10 @@ typedef struct gr_session_config {
     size_t max_header_bytes;  /* a request's header list, as HTTP/2 counts */
     uint32_t max_streams;     /* SETTINGS_MAX_CONCURRENT_STREAMS */
     uint64_t read_timeout_ms; /* HEADERS to the request's end */
+    /* An answer ready to its last byte sent (0: no bound); past it the
+     * stream is reset, since a peer that never opens its flow-control
+     * window would hold the stream, and the connection, for good. */
+    uint64_t write_timeout_ms;
 } gr_session_config;
 
 /* Where the session's bytes go: write() appends them to the connection's
@@ -78,11 +82,17 @@ int gr_session_send(gr_session *s, size_t max_bytes);
 int gr_session_done(gr_session *s);
 /* Open streams. */
 size_t gr_session_streams(const gr_session *s);
+/* Open streams whose request is still coming or whose call runs: those
+ * the connection is busy with; an answered stream only waits for the
+ * peer to take its answer. */
+size_t gr_session_busy(const gr_session *s);
 /* The server stops: GOAWAY, the graceful way (a notice first, then the
  * last stream once the peer answered a PING); calls under way finish. */
 void gr_session_drain(gr_session *s);
 /* Fails the calls whose grpc-timeout, and the requests whose read
- * timeout, passed by now_ms; returns the next such time, 0 for none. */
+ * timeout, passed by now_ms, and resets the streams whose answers the
+ * peer did not take within the write timeout; returns the next such
+ * time, 0 for none. */
 uint64_t gr_session_expire(gr_session *s, uint64_t now_ms);
 
 /* ---- for the methods ---- */

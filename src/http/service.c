@@ -13,6 +13,7 @@
 #include "http/http_conn.h"
 #include "http/service.h"
 #include "runtime/conn.h"
+#include "runtime/peers.h"
 
 struct sv_http_service {
     sv_server server;
@@ -47,6 +48,14 @@ sv_http_service *sv_http_service_new(const struct sockaddr *addr,
     sv_config *cfg = &s->server.cfg;
     cfg->frontend = &s->frontend;
     cfg->max_connections = o->max_connections;
+    cfg->max_connections_per_address = o->max_connections_per_address;
+    if (o->max_connections_per_address > 0 &&
+        (s->server.peers = sv_peers_new(o->max_connections_per_address)) ==
+            NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(s);
+        return NULL;
+    }
     cfg->max_header_bytes = o->max_header_bytes;
     cfg->max_body_bytes = o->max_body_bytes;
     cfg->idle_timeout_ms = o->idle_timeout_ms;
@@ -114,5 +123,6 @@ void sv_http_service_free(sv_http_service *s)
     if (s == NULL)
         return;
     uv_loop_close(&s->worker.loop);
+    sv_peers_free(s->server.peers);
     free(s);
 }

@@ -21,6 +21,7 @@ typedef struct sv_http_service_opts {
     const sv_routes *routes;
     void *ctx; /* the handlers' (sv_http_service_ctx) */
     int max_connections;
+    size_t max_connections_per_address; /* 0: no cap */
     size_t max_header_bytes, max_body_bytes;
     uint64_t idle_timeout_ms, read_timeout_ms;
 } sv_http_service_opts;

@@ -76,7 +76,8 @@ int rp_throttle_run(rp_session *s, rp_throttle_kind kind, rp_str *argv,
         return RP_REPLIED;
     }
     s->item = (sl_check_item){s->limit, key.p, key.len};
-    s->check = (sd_check){.items = &s->item, .costs = &s->th.cost, .n = 1};
+    s->check = (sd_check){
+        .items = &s->item, .costs = &s->th.cost, .n = 1, .command = 1};
     int rc = sd_decide(s->w->dec, &s->check, 1, sv_now(s->w), s->resume,
                        s->owner, &s->wait);
     if (rc == SD_AGAIN) {

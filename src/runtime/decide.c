@@ -306,6 +306,7 @@ static void check_init(sd_check *c, const sl_check_item *items,
     c->flags = 0;
     c->failure = failure;
     c->each = each;
+    c->command = 0;
 }
 
 /* A rule's policy when Redis cannot decide.  The outage guard

@@ -721,6 +721,31 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   "sluice_store_bytes %llu\n",
                   atomic_load(&s->open_conns), (unsigned long long)st.keys,
                   (unsigned long long)st.bytes);
+    sv_buf_printf(out,
+                  "# HELP sluice_store_evicted_total keys the memory store "
+                  "dropped at its cap, least recently used first\n"
+                  "# TYPE sluice_store_evicted_total counter\n"
+                  "sluice_store_evicted_total %llu\n",
+                  (unsigned long long)st.evicted);
+    sl_store *commands = sd_engine_commands(s->engine);
+    if (commands != NULL) {
+        sl_store_get_stats(commands, &st);
+        sv_buf_printf(
+            out,
+            "# HELP sluice_resp_store_keys CL.THROTTLE and GCRA keys "
+            "holding state (their own store, --resp-store-bytes)\n"
+            "# TYPE sluice_resp_store_keys gauge\n"
+            "sluice_resp_store_keys %llu\n"
+            "# HELP sluice_resp_store_bytes bytes held by that store\n"
+            "# TYPE sluice_resp_store_bytes gauge\n"
+            "sluice_resp_store_bytes %llu\n"
+            "# HELP sluice_resp_store_evicted_total keys that store "
+            "dropped at its cap\n"
+            "# TYPE sluice_resp_store_evicted_total counter\n"
+            "sluice_resp_store_evicted_total %llu\n",
+            (unsigned long long)st.keys, (unsigned long long)st.bytes,
+            (unsigned long long)st.evicted);
+    }
     sv_buf_printf(
         out,
         "# HELP sluice_connections_closed_at_accept_total connections closed "

@@ -249,6 +249,9 @@ int sv_server_run(const sv_config *cfg)
     int status = 1;
 
     sd_config dc = {.store_bytes = cfg->store_bytes,
+                    .command_store_bytes = cfg->resp_listen.host != NULL
+                                               ? cfg->resp_store_bytes
+                                               : 0,
                     .redis_url = cfg->redis_url,
                     .redis_tls = cfg->redis_tls,
                     .redis_sentinel_password_file =

@@ -141,12 +141,14 @@ typedef struct sv_config {
     size_t max_entries;
     uint64_t idle_timeout_ms;
     uint64_t read_timeout_ms;
+    uint64_t write_timeout_ms; /* gRPC: an answer's stream reset past it */
     int max_connections;
     size_t max_connections_per_address; /* 0: no cap */
     /* Descriptors each thread may hold beyond its clients' and its own
      * (the proxy's idle upstream connections): RLIMIT_NOFILE at start. */
     size_t fds_per_thread;
     size_t store_bytes; /* memory store cap; 0: library default */
+    size_t resp_store_bytes; /* CL.THROTTLE's and GCRA's store (sd_check) */
     size_t max_adhoc_limits;
     size_t max_metric_series;       /* per-value series, all threads */
     uint64_t metric_series_idle_ms; /* a per-value series unused goes */

@@ -224,6 +224,11 @@ const st_setting st_settings_table[] = {
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
      .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},
+    {.flag = "resp-store-bytes", .key = "resp_store_bytes", .arg = "N",
+     .commands = SERVE, .kind = ST_SET_SIZE, SRV(resp_store_bytes),
+     .min = 1, .max = SL_MAX_COUNT, .def = "33554432",
+     .help = "memory cap of the state of CL.THROTTLE and GCRA\n"
+             "keys, kept apart from the rules' (33554432)"},
     {.flag = "max-body-bytes", .key = "max_body_bytes", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_body_bytes), .min = 1,
      .max = SL_MAX_COUNT, .def = "65536",
@@ -246,6 +251,11 @@ const st_setting st_settings_table[] = {
     {.flag = "read-timeout", .key = "read_timeout", .arg = "D",
      .commands = BOTH, .kind = ST_SET_MS, SRV(read_timeout_ms), .def = "10s",
      .help = "a request must arrive within (10s)"},
+    {.flag = "write-timeout", .key = "write_timeout", .arg = "D",
+     .commands = SERVE, .kind = ST_SET_MS, SRV(write_timeout_ms),
+     .def = "10s",
+     .help = "an answer the client does not take within D is\n"
+             "given up: its gRPC stream is reset (10s)"},
     {.flag = "max-connections", .key = "max_connections", .arg = "N",
      .commands = BOTH, .kind = ST_SET_INT, SRV(max_connections), .min = 1,
      .max = 1000000, .def = "10000",

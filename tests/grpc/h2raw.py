@@ -250,3 +250,19 @@ class Conn:
 
     def close(self):
         self.sock.close()
+
+
+def announcing_conns(port, n, streams=100, announced=65536):
+    """n connections, each with `streams` calls whose message prefix
+    announces `announced` bytes and then sends one: requests that never
+    come whole, the cheapest way to ask a server for memory."""
+    conns = []
+    for _ in range(n):
+        c = Conn(port)
+        for _ in range(streams):
+            sid = c.headers(RLS)
+            c.data(sid, b"\x00" + announced.to_bytes(4, "big") + b"x")
+        conns.append(c)
+    for c in conns:
+        c.pump(0.02)
+    return conns
