@@ -82,7 +82,7 @@ try:
     os.chmod(token_file, 0o644)
     node = Node("a")
     check("a token file others can read is said in the log",
-          "--admin-token-file %s: mode 644 lets other users read the token" % token_file
+          "--admin-token-file %s: mode 644 lets other users read it" % token_file
           in open(node.log).read(), open(node.log).read()[-400:])
     os.chmod(token_file, 0o600)
     quiet = Node("quiet")

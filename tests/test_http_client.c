@@ -403,7 +403,8 @@ static void bad_arguments(void **state)
     } cases[] = {
         {"127.0.0.1", "GET", "/", NULL, AH_EADDR},
         {"example.com:80", "GET", "/", NULL, AH_EADDR}, /* no DNS */
-        {"https://127.0.0.1:1", "GET", "/", NULL, AH_EADDR},
+        {"ftp://127.0.0.1:1", "GET", "/", NULL, AH_EADDR},
+        {"https://127.0.0.1:1", "GET", "/", NULL, AH_ECONNECT}, /* parsed */
         {"127.0.0.1:99999", "GET", "/", NULL, AH_EADDR},
         {"127.0.0.1:0", "GET", "/", NULL, AH_EADDR},
         {"127.0.0.1:8x", "GET", "/", NULL, AH_EADDR},

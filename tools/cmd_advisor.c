@@ -18,6 +18,7 @@ static const char advisor_usage[] =
     "usage: sluice advisor --scrape URL[,URL...] [--listen HOST:PORT]\n"
     "         [--step 1s] [--season 60s] [--horizon 5s] [--alpha 0.3]\n"
     "         [--beta 0.01] [--gamma 0.3] [--damping 0.1] [--headroom 1.1]\n"
+    "         [--tls-cert PATH --tls-key PATH] [--token-file PATH]\n"
     "\n"
     "Scrapes each sluice node's /metrics and /v1/rules every step, forecasts\n"
     "each rule's demand per period (additive seasonal Holt-Winters, ready\n"
@@ -25,7 +26,10 @@ static const char advisor_usage[] =
     "GET /v1/recommendations (protocol sluice-advisor/1, docs/advisor.md):\n"
     "a rule gets ceil(headroom * U), U = the highest forecast up to the\n"
     "horizon + 2 sigma, when that is above its base limit.\n"
-    "  --listen   default 127.0.0.1:9300 (port 0: any free port)\n";
+    "  --listen   default 127.0.0.1:9300 (port 0: any free port)\n"
+    "  --tls-cert, --tls-key  serve HTTPS with this PEM chain and key\n"
+    "  --token-file  answer only requests with Authorization: Bearer and\n"
+    "             the file's first line (at least 16 bytes)\n";
 
 void cmd_advisor_usage(FILE *to)
 {
@@ -75,6 +79,9 @@ static int parse_options(int argc, char **argv, av_options *o, char *scrape_buf,
         {"gamma", required_argument, NULL, 'g'},
         {"damping", required_argument, NULL, 'd'},
         {"headroom", required_argument, NULL, 'r'},
+        {"tls-cert", required_argument, NULL, 'c'},
+        {"tls-key", required_argument, NULL, 'k'},
+        {"token-file", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'H'},
         {0, 0, 0, 0}};
     *o = (av_options){
@@ -118,6 +125,15 @@ static int parse_options(int argc, char **argv, av_options *o, char *scrape_buf,
             break;
         case 'r':
             bad |= parse_real("--headroom", optarg, 1, 100, &o->headroom);
+            break;
+        case 'c':
+            o->tls_cert = optarg;
+            break;
+        case 'k':
+            o->tls_key = optarg;
+            break;
+        case 't':
+            o->token_file = optarg;
             break;
         case 'H':
             fputs(advisor_usage, stdout);

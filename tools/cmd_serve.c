@@ -53,7 +53,8 @@ int cmd_serve(int argc, char **argv)
         cfg.doors[cfg.n_doors++] = (sv_door){
             "metrics",         cfg.metrics_listen,    1,
             sv_metrics_accept, sv_metrics_close_idle, cfg.metrics_tls};
-    if (status < 0 && ad_door_add(&cfg, err, sizeof(err)) != 0) {
+    if (status < 0 && (ad_door_add(&cfg, err, sizeof(err)) != 0 ||
+                       ad_poll_init(&cfg, err, sizeof(err)) != 0)) {
         fprintf(stderr, "sluice serve: %s\n", err);
         status = 2;
     }

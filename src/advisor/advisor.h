@@ -33,6 +33,10 @@ typedef struct av_options {
     char *nodes[AV_MAX_NODES]; /* base URLs of the sluice nodes */
     size_t n_nodes;
     const char *listen; /* HOST:PORT */
+    /* Serve over TLS with this certificate chain and key (both, or
+     * neither); ask for a bearer token, the file's first line (NULL:
+     * none). */
+    const char *tls_cert, *tls_key, *token_file;
     int64_t step_ms, season_ms, horizon_ms;
     hw_params hw; /* hw.season: steps a season */
     double headroom;
@@ -101,10 +105,10 @@ void av_scraper_join(av_scraper *s);
 
 typedef struct av_http av_http;
 
-/* The server of a's answer, listening on addr (HOST:PORT; [v6]:PORT),
- * and in shown the address it got: NULL when it cannot (said on
- * stderr). */
-av_http *av_http_new(const char *addr, av_answer *a, char *shown,
+/* The server of a's answer, listening on o->listen (HOST:PORT;
+ * [v6]:PORT) with o's TLS and token, and in shown the address it got:
+ * NULL when it cannot (said on stderr, naming the flag and file). */
+av_http *av_http_new(const av_options *o, av_answer *a, char *shown,
                      size_t shown_len);
 /* Serves GET and HEAD /v1/recommendations until *stop. */
 void av_http_serve(av_http *h, atomic_int *stop);

@@ -2,7 +2,9 @@
  * advisor_http.c - the HTTP server of `sluice advisor` (advisor.h): GET
  * and HEAD /v1/recommendations with its ETag and If-None-Match, from the
  * answer in force (advisor_answer.c), on the daemon's own HTTP server
- * (http/service.c) with its bounds and timeouts.  Apart because it is
+ * (http/service.c) with its bounds and timeouts, over TLS with
+ * --tls-cert, asking for a bearer token with --token-file.  Apart
+ * because it is
  * the advisor's only server I/O, on the calling thread, and needs of the
  * rest no more than av_answer_read().
  */
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <http_parser.h>
 
@@ -17,6 +20,8 @@
 #include "api/request.h"
 #include "http/respond.h"
 #include "http/service.h"
+#include "log/secret.h"
+#include "runtime/tls.h"
 
 /* Its clients are a fleet's sluice nodes, each polling on one connection,
  * and a few people: room for many, but no address may take more than a
@@ -29,8 +34,14 @@
 #define IDLE_MS 10000    /* a connection silent this long is closed */
 #define STOP_POLL_MS 100 /* how often the stop flag is looked at */
 
+/* A bearer token shorter than this is refused at start. */
+#define MIN_TOKEN 16
+
 struct av_http {
     sv_http_service *svc;
+    sv_tls *tls; /* NULL: plain text */
+    char token[512];
+    size_t token_len; /* 0: none asked */
     av_answer *a;
     atomic_int *stop;
     uv_timer_t stop_timer;
@@ -75,6 +86,26 @@ static void answer_cb(void *priv, const char *json, const char *etag)
         sv_buf_add(an->out, json, len);
 }
 
+/* No token asked, or the request's Authorization is "Bearer <token>",
+ * compared in a time that depends on the lengths only. */
+static int authorized(const av_http *h, const sv_http_request *req)
+{
+    if (h->token_len == 0)
+        return 1;
+    const sv_http_header *auth = sv_http_header_find(req, "Authorization");
+    static const char scheme[] = "Bearer ";
+    size_t n = sizeof(scheme) - 1;
+    if (auth == NULL || auth->value_len < n ||
+        strncasecmp(auth->value, scheme, n) != 0)
+        return 0;
+    const char *given = auth->value + n;
+    size_t len = auth->value_len - n;
+    unsigned char diff = (unsigned char)(len != h->token_len);
+    for (size_t i = 0; i < h->token_len; i++)
+        diff |= (unsigned char)(h->token[i] ^ (i < len ? given[i] : 0));
+    return diff == 0;
+}
+
 static int recommendations(sv_worker *w, const sv_http_request *req,
                            sv_req *rq, sv_buf *out, int keep_alive)
 {
@@ -88,6 +119,16 @@ static int recommendations(sv_worker *w, const sv_http_request *req,
         return 0;
     }
     av_http *h = sv_http_service_ctx(w);
+    if (!authorized(h, req)) {
+        json_t *body = json_pack("{s:{s:s,s:s}}", "error", "code", "EAUTH",
+                                 "message",
+                                 "a bearer token is required "
+                                 "(Authorization: Bearer ...)");
+        sv_respond_json(out, 401, "WWW-Authenticate: Bearer\r\n", body,
+                        keep_alive);
+        json_decref(body);
+        return 0;
+    }
     answering an = {req, out, keep_alive};
     av_answer_read(h->a, answer_cb, &an);
     return 0;
@@ -99,9 +140,43 @@ static const sv_route_entry entries[] = {
 
 static const sv_routes routes = {entries, 1, 0, &sv_api_req};
 
-av_http *av_http_new(const char *addr, av_answer *a, char *shown,
+/* The token and the certificate, read before the socket is made: 0, or
+ * -1 said on stderr. */
+static int read_files(av_http *h, const av_options *o)
+{
+    char err[300];
+    if (o->token_file != NULL) {
+        int n = sl__secret_read(o->token_file, "--token-file", h->token,
+                                sizeof(h->token), err, sizeof(err));
+        if (n >= 0 && n < MIN_TOKEN)
+            snprintf(err, sizeof(err),
+                     "--token-file: '%s': the token must be at least %d "
+                     "bytes",
+                     o->token_file, MIN_TOKEN);
+        if (n < MIN_TOKEN) {
+            fprintf(stderr, "sluice advisor: %s\n", err);
+            return -1;
+        }
+        h->token_len = (size_t)n;
+    }
+    if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
+        fprintf(stderr, "sluice advisor: --tls-cert and --tls-key go "
+                        "together\n");
+        return -1;
+    }
+    sv_tls_files f = {o->tls_cert, o->tls_key, NULL};
+    if (o->tls_cert != NULL &&
+        (h->tls = sv_tls_new(&f, NULL, err, sizeof(err))) == NULL) {
+        fprintf(stderr, "sluice advisor: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+av_http *av_http_new(const av_options *o, av_answer *a, char *shown,
                      size_t shown_len)
 {
+    const char *addr = o->listen;
     char host[256];
     const char *colon = strrchr(addr, ':');
     if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
@@ -128,6 +203,12 @@ av_http *av_http_new(const char *addr, av_answer *a, char *shown,
         return NULL;
     }
     av_http *h = calloc(1, sizeof(*h));
+    if (h != NULL && read_files(h, o) != 0) {
+        sv_tls_free(h->tls);
+        free(h);
+        freeaddrinfo(ai);
+        return NULL;
+    }
     sv_http_service_opts so = {.routes = &routes,
                                .ctx = h,
                                .max_connections = MAX_CONNS,
@@ -135,12 +216,15 @@ av_http *av_http_new(const char *addr, av_answer *a, char *shown,
                                .max_header_bytes = MAX_REQUEST,
                                .max_body_bytes = MAX_REQUEST,
                                .idle_timeout_ms = IDLE_MS,
-                               .read_timeout_ms = READ_MS};
+                               .read_timeout_ms = READ_MS,
+                               .tls = h ? h->tls : NULL};
     char err[128] = "out of memory";
     if (h == NULL ||
         (h->svc = sv_http_service_new(ai->ai_addr, &so, err, sizeof(err))) ==
             NULL) {
         fprintf(stderr, "sluice advisor: --listen '%s': %s\n", addr, err);
+        if (h != NULL)
+            sv_tls_free(h->tls);
         free(h);
         freeaddrinfo(ai);
         return NULL;
@@ -177,5 +261,6 @@ void av_http_free(av_http *h)
     if (h == NULL)
         return;
     sv_http_service_free(h->svc);
+    sv_tls_free(h->tls);
     free(h);
 }

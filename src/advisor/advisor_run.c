@@ -18,7 +18,7 @@ int av_run(const av_options *o, atomic_int *stop)
     av_answer_init(&a, 3 * o->step_ms < AD_MIN_VALID_FOR_MS
                            ? AD_MIN_VALID_FOR_MS
                            : 3 * o->step_ms);
-    av_http *h = av_http_new(o->listen, &a, shown, sizeof(shown));
+    av_http *h = av_http_new(o, &a, shown, sizeof(shown));
     if (h == NULL) {
         av_answer_release(&a);
         return 1;

@@ -26,7 +26,10 @@ void ad_accept(sv_listener *l);
 void ad_close_idle(sv_listener *l);
 
 /* poll.c: the advisor poller (--advisor), on the control thread; and its
- * series of /metrics. */
+ * series of /metrics.  ad_poll_init reads its files before the threads
+ * start (the CA of an https:// advisor, the bearer token): 0, or -1
+ * with err naming the file. */
+int ad_poll_init(const sv_config *cfg, char *err, size_t errlen);
 int ad_poll_start(sv_worker *control);
 void ad_poll_stop(sv_worker *control);
 void ad_poll_metrics(sv_server *s, sv_buf *out);

@@ -19,7 +19,6 @@
  */
 #include <ctype.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +29,7 @@
 #include "control/limits.h"
 #include "runtime/rules_json.h"
 #include "log/log.h"
+#include "log/secret.h"
 #include "runtime/metrics.h"
 #include "http/query.h"
 #include "http/respond.h"
@@ -69,26 +69,11 @@ int ad_token_load(const char *path, char *err, size_t errlen)
         return -1;
     if (path == NULL)
         return 0;
-    FILE *f = fopen(path, "r");
-    struct stat st;
-    if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot open", path);
+    int n = sl__secret_read(path, "--admin-token-file", token, sizeof(token),
+                            err, errlen);
+    if (n < 0)
         return -1;
-    }
-    /* A token others can read is no secret: said, not refused (a service
-     * user made by systemd cannot own it; LoadCredential= is the way,
-     * docs/operations.md). */
-    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077) != 0)
-        sl__log(SL__LOG_WARN, NULL,
-                "--admin-token-file %s: mode %03o lets other users read the "
-                "token: make it 0600 (or 0400), or pass it with systemd's "
-                "LoadCredential=",
-                path, (unsigned)(st.st_mode & 0777));
-    size_t n = fread(token, 1, sizeof(token) - 1, f);
-    fclose(f);
-    token[n] = '\0';
-    token_len = strcspn(token, "\r\n");
-    token[token_len] = '\0';
+    token_len = (size_t)n;
     if (token_len < AD_TOKEN_MIN) {
         snprintf(err, errlen, "%s: the token must be at least %d bytes", path,
                  AD_TOKEN_MIN);

@@ -18,7 +18,9 @@
  * intervals) while they fail.  With --store redis one node polls at a
  * time: a lease in Redis (ADVISOR_LEASE), renewed by its holder.
  * --advisor-mode shadow computes everything and records it in /metrics
- * without applying it.
+ * without applying it.  An https:// advisor is verified against
+ * --advisor-ca (or the system's CAs), and --advisor-token-file's token
+ * goes with every poll as a bearer token; both are read once, at start.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,6 +36,8 @@
 #include "runtime/decide.h"
 #include "control/limits.h"
 #include "log/log.h"
+#include "log/secret.h"
+#include "store/tls_client.h"
 #include "rules/rule_daemon.h"
 
 #define MAX_BACKOFF 8
@@ -51,6 +55,8 @@ typedef struct poller {
     uv_work_t work;
     int busy, stopping, failures;
     char node_id[96];
+    sl__tls_client *tls; /* an https:// advisor's; NULL: plain */
+    char auth[600];      /* "Authorization: Bearer …", or "" */
     /* The request, made on the loop, run in the pool. */
     char path[256], if_none[96], etag[64];
     ah_response resp;
@@ -183,11 +189,17 @@ static void apply(poller *p, const ad_advice *a, int64_t ttl_ms)
 static void work_cb(uv_work_t *req)
 {
     poller *p = req->data;
-    const char *headers[] = {p->if_none[0] ? p->if_none : NULL, NULL};
-    p->rc = ah_request(p->w->server->cfg.advisor_url, "GET", p->path,
-                       headers[0] ? headers : NULL, NULL, 0,
-                       (int)p->w->server->cfg.advisor_timeout_ms, &p->resp,
-                       p->err, sizeof(p->err));
+    const char *headers[3];
+    size_t n = 0;
+    if (p->auth[0])
+        headers[n++] = p->auth;
+    if (p->if_none[0])
+        headers[n++] = p->if_none;
+    headers[n] = NULL;
+    p->rc = ah_request_tls(p->tls, p->w->server->cfg.advisor_url, "GET",
+                           p->path, headers, NULL, 0,
+                           (int)p->w->server->cfg.advisor_timeout_ms,
+                           &p->resp, p->err, sizeof(p->err));
 }
 
 static void timer_cb(uv_timer_t *t);
@@ -209,6 +221,10 @@ static void after_work_cb(uv_work_t *req, int status)
 {
     poller *p = req->data;
     p->busy = 0;
+    if (p->stopping) {
+        sl__tls_client_free(p->tls);
+        p->tls = NULL;
+    }
     handle(p, status);
     ah_response_release(&p->resp);
 }
@@ -221,9 +237,13 @@ static void handle(poller *p, int status)
     if (status != 0 || p->rc != 0 ||
         (p->resp.status != 200 && p->resp.status != 304)) {
         count(&p->polls[POLL_FAILED]);
-        if (p->failures++ == 0)
+        if (p->failures++ == 0 && (status != 0 || p->rc != 0))
             sl__log(SL__LOG_WARN, NULL, "advisor: %s",
-                    p->rc != 0 ? p->err : "an answer other than 200 or 304");
+                    status != 0 ? uv_strerror(status) : p->err);
+        else if (p->failures == 1)
+            sl__log(SL__LOG_WARN, NULL,
+                    "advisor: answered %d (200 or 304 expected)",
+                    p->resp.status);
         next_poll(p);
         return;
     }
@@ -321,6 +341,32 @@ static void timer_cb(uv_timer_t *t)
     }
 }
 
+int ad_poll_init(const sv_config *cfg, char *err, size_t errlen)
+{
+    poller *p = &the_poller;
+    if (cfg->advisor_url == NULL)
+        return 0;
+    if (cfg->advisor_token_file != NULL) {
+        char token[512];
+        if (sl__secret_read(cfg->advisor_token_file, "--advisor-token-file",
+                            token, sizeof(token), err, errlen) < 0)
+            return -1;
+        snprintf(p->auth, sizeof(p->auth), "Authorization: Bearer %s", token);
+    }
+    if (strncmp(cfg->advisor_url, "https://", 8) != 0) {
+        if (cfg->advisor_ca != NULL) {
+            snprintf(err, errlen, "--advisor-ca: the advisor is not https://");
+            return -1;
+        }
+        return 0;
+    }
+    sl__tls_client_files f = {.label = "--advisor-ca",
+                              .ca_file = cfg->advisor_ca};
+    if (sl__tls_client_new(&f, &p->tls, err, errlen) != 0)
+        return -1;
+    return 0;
+}
+
 int ad_poll_start(sv_worker *control)
 {
     poller *p = &the_poller;
@@ -354,6 +400,10 @@ void ad_poll_stop(sv_worker *control)
         return;
     p->stopping = 1;
     uv_close((uv_handle_t *)&p->timer, closed_cb);
+    if (!p->busy) { /* else the poll's end frees it */
+        sl__tls_client_free(p->tls);
+        p->tls = NULL;
+    }
 }
 
 void ad_poll_metrics(sv_server *s, sv_buf *out)

@@ -15,6 +15,7 @@
 
 #include "decision/layer.h"
 #include "log/log.h"
+#include "log/secret.h"
 
 /* Two mistakes would have every call decided by the failure policy,
  * silently: a redis:// URL naming a Redis Cluster node (every call
@@ -41,25 +42,6 @@ static int refuse_at_start(const sl_redis_options *ro, char *err,
     return 1;
 }
 
-/* The first line of path (a secret kept out of argv and the config
- * file): 0, or -1 with err naming the file. */
-static int read_secret(const char *path, char *out, size_t n, char *err,
-                       size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    int ok = fgets(out, (int)n, f) != NULL;
-    fclose(f);
-    out[ok ? strcspn(out, "\r\n") : 0] = '\0';
-    if (out[0] == '\0') {
-        snprintf(err, errlen, "'%s': no password on its first line", path);
-        return -1;
-    }
-    return 0;
-}
 
 int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
                   size_t errlen)
@@ -89,8 +71,10 @@ int sd_engine_new(const sd_config *cfg, sd_engine **out, char *err,
          * Decisions use Redis's clock (docs/stores.md, "Whose clock"). */
         char sentinel_password[512];
         if (cfg->redis_sentinel_password_file != NULL &&
-            read_secret(cfg->redis_sentinel_password_file, sentinel_password,
-                        sizeof(sentinel_password), err, errlen) != 0) {
+            sl__secret_read(cfg->redis_sentinel_password_file,
+                            "--redis-sentinel-password-file",
+                            sentinel_password, sizeof(sentinel_password), err,
+                            errlen) < 0) {
             sd_engine_free(e);
             return -1;
         }

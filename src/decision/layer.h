@@ -176,7 +176,7 @@ void sd_held_release(sd_held *h);
  * change of interest, or with tls (NULL: plain) to host by link_tls.c:
  * 0, or -1. */
 int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
-                   const sl__redis_tls *tls, const char *host);
+                   const sl__tls_client *tls, const char *host);
 /* Writes the commands the connection holds now, not at the next poll. */
 void sd_link_write_now(redisAsyncContext *ac);
 
@@ -209,7 +209,7 @@ static inline int sd_link_hook(redisAsyncContext *ac, uv_loop_t *loop,
 /* ---- link_tls.c: the same over TLS ---- */
 
 int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
-                       const sl__redis_tls *tls, const char *host);
+                       const sl__tls_client *tls, const char *host);
 void sd_link_tls_write_now(redisAsyncContext *ac);
 
 /* ---- sentinel.c: where a redis-sentinel:// store's master is ---- */

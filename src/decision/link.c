@@ -102,7 +102,7 @@ static const sd_link_hooks plain_hooks = {add_read, del_read, add_write,
                                           del_write, cleanup};
 
 int sd_link_attach(redisAsyncContext *ac, uv_loop_t *loop,
-                   const sl__redis_tls *tls, const char *host)
+                   const sl__tls_client *tls, const char *host)
 {
     plain_link *l;
     if (tls != NULL)

@@ -89,7 +89,7 @@ static void fail(tls_link *l, const char *why)
 static void fail_ssl(tls_link *l, int rc, const char *what)
 {
     char err[sizeof(l->ac->c.errstr)];
-    sl__redis_tls_failed(l->ssl, rc, what, err, sizeof(err));
+    sl__tls_client_failed(l->ssl, rc, what, err, sizeof(err));
     fail(l, err);
 }
 
@@ -146,7 +146,7 @@ static void receive(tls_link *l)
             int e = SSL_get_error(l->ssl, n);
             if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
                 break;
-            sl__redis_tls_failed(l->ssl, n, "tls read", err, sizeof(err));
+            sl__tls_client_failed(l->ssl, n, "tls read", err, sizeof(err));
             redisProcessCallbacks(l->ac);
             if (l->ac != NULL)
                 fail(l, err);
@@ -241,12 +241,12 @@ static const sd_link_hooks tls_hooks = {add_read, del_read, add_write,
                                         del_write, cleanup};
 
 int sd_link_tls_attach(redisAsyncContext *ac, uv_loop_t *loop,
-                       const sl__redis_tls *tls, const char *host)
+                       const sl__tls_client *tls, const char *host)
 {
     tls_link *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return -1;
-    if ((l->ssl = sl__redis_tls_session(tls, ac->c.fd, host)) == NULL ||
+    if ((l->ssl = sl__tls_client_session(tls, ac->c.fd, host)) == NULL ||
         sd_link_hook(ac, loop, &l->poll, l, &tls_hooks) != 0) {
         SSL_free(l->ssl);
         free(l);

@@ -7,6 +7,12 @@
  * serve reads requests on libuv's loops, this writes one request and
  * waits for its answer, for tools and for serve's control thread, where
  * a blocking call with a deadline is simpler than a loop of its own.
+ *
+ * https:// goes through OpenSSL on the same non-blocking socket, the
+ * deadline still bounding the handshake, the writes and the reads (a
+ * want-read or want-write is a wait on the socket), with the client
+ * context of libsluice's Redis TLS (src/store/tls_client.c), so that a
+ * server is verified here exactly as a Redis is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+
 #include "http/http_client.h"
+#include "sluice.h"
+#include "store/tls_client.h"
 
 const char *ah_err_name(int err)
 {
@@ -312,6 +322,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 /* The parts of a target: host (no brackets), port, the base path. */
 typedef struct target {
     char host[256], port[8], base[256];
+    int tls; /* https:// */
 } target;
 
 static int parse_target(const char *s, target *t, char *err, size_t errlen)
@@ -322,9 +333,14 @@ static int parse_target(const char *s, target *t, char *err, size_t errlen)
     if (strncasecmp(s, "http://", 7) == 0) {
         s += 7;
         url = 1;
+    } else if (strncasecmp(s, "https://", 8) == 0) {
+        s += 8;
+        url = t->tls = 1;
     } else if (strstr(s, "://") != NULL) {
         return fail(err, errlen, AH_EADDR,
-                    "bad address: '%s': only http:// is supported", in);
+                    "bad address: '%s': only http:// and https:// are "
+                    "supported",
+                    in);
     }
     size_t hostpart = strcspn(s, "/");
     const char *host = s, *end = s + hostpart, *colon;
@@ -356,7 +372,7 @@ static int parse_target(const char *s, target *t, char *err, size_t errlen)
                         in);
         memcpy(t->port, colon + 1, plen);
     } else if (url) {
-        strcpy(t->port, "80");
+        strcpy(t->port, t->tls ? "443" : "80");
     } else {
         return fail(err, errlen, AH_EADDR, "bad address: '%s': no port", in);
     }
@@ -490,55 +506,140 @@ static int connect_target(const target *t, int64_t deadline, char *err,
     return fd >= 0 ? fd : rc;
 }
 
-static int send_all(int fd, const char *data, size_t len, int64_t deadline,
+/* One connection: its socket, and TLS over it (NULL: plain text). */
+typedef struct chan {
+    int fd;
+    SSL *ssl;
+} chan;
+
+/* After an SSL call returned rc: waits for what OpenSSL wants of the
+ * socket.  1 to call again, 0 timed out, -1 failed (not a want). */
+static int tls_wait(const chan *c, int rc, int64_t deadline)
+{
+    int e = SSL_get_error(c->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ)
+        return wait_fd(c->fd, POLLIN, deadline);
+    if (e == SSL_ERROR_WANT_WRITE)
+        return wait_fd(c->fd, POLLOUT, deadline);
+    return -1;
+}
+
+/* A TLS failure after rc, as code with OpenSSL's reason after what. */
+static int tls_fail(const chan *c, int rc, int code, const char *what,
                     char *err, size_t errlen)
 {
+    char why[256];
+    if (sl__tls_client_failed(c->ssl, rc, what, why, sizeof(why)) == SL_EINVAL)
+        code = AH_ECONNECT; /* a certificate refused: no server here */
+    return fail(err, errlen, code, "%s", why);
+}
+
+/* The handshake, the server's certificate verified by tls: 0, or a
+ * negative AH_E…. */
+static int tls_start(chan *c, const sl__tls_client *tls, const target *t,
+                     int64_t deadline, char *err, size_t errlen)
+{
+    if ((c->ssl = sl__tls_client_session(tls, c->fd, t->host)) == NULL)
+        return fail(err, errlen, AH_ENOMEM, "out of memory");
+    for (;;) {
+        ERR_clear_error();
+        int rc = SSL_connect(c->ssl);
+        if (rc == 1)
+            return 0;
+        int w = tls_wait(c, rc, deadline);
+        if (w == 0)
+            return fail(err, errlen, AH_ETIMEDOUT,
+                        "tls handshake with %s:%s: timed out", t->host,
+                        t->port);
+        if (w < 0) {
+            char what[300];
+            snprintf(what, sizeof(what), "tls handshake with %s:%s", t->host,
+                     t->port);
+            return tls_fail(c, rc, AH_ECONNECT, what, err, errlen);
+        }
+    }
+}
+
+static int send_all(const chan *c, const char *data, size_t len,
+                    int64_t deadline, char *err, size_t errlen)
+{
     while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        ssize_t n;
+        int w = 1;
+        if (c->ssl != NULL) {
+            ERR_clear_error();
+            int chunk = len > INT32_MAX ? INT32_MAX : (int)len;
+            if ((n = SSL_write(c->ssl, data, chunk)) <= 0 &&
+                (w = tls_wait(c, (int)n, deadline)) < 0)
+                return tls_fail(c, (int)n, AH_EIO, "write", err, errlen);
+        } else {
+            n = send(c->fd, data, len, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            w = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+                    ? wait_fd(c->fd, POLLOUT, deadline)
+                    : -1;
+            if (n <= 0 && w < 0)
+                return fail(err, errlen, AH_EIO, "write: %s", strerror(errno));
+        }
         if (n > 0) {
             data += n;
             len -= (size_t)n;
-            continue;
+        } else if (w == 0) {
+            return fail(err, errlen, AH_ETIMEDOUT,
+                        "write: timed out with %zu bytes unsent", len);
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_fd(fd, POLLOUT, deadline);
-            if (w == 0)
-                return fail(err, errlen, AH_ETIMEDOUT,
-                            "write: timed out with %zu bytes unsent", len);
-            if (w > 0)
-                continue;
-        }
-        return fail(err, errlen, AH_EIO, "write: %s", strerror(errno));
     }
     return 0;
 }
 
-static int read_response(int fd, ah_parser *p, int64_t deadline, char *err,
-                         size_t errlen)
+/* The server's end of a TLS stream: close_notify, or (as many servers
+ * end a Connection: close answer) the socket closed without it; whether
+ * the response is whole is the parser's to say. */
+static int tls_ended(const chan *c, int rc)
+{
+    int e = SSL_get_error(c->ssl, rc);
+    return e == SSL_ERROR_ZERO_RETURN ||
+           (e == SSL_ERROR_SYSCALL && errno == 0) ||
+           (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_error()) ==
+                                      SSL_R_UNEXPECTED_EOF_WHILE_READING);
+}
+
+static int read_response(const chan *c, ah_parser *p, int64_t deadline,
+                         char *err, size_t errlen)
 {
     char buf[16384];
     for (;;) {
-        ssize_t n = recv(fd, buf, sizeof(buf), 0);
-        int rc;
-        if (n > 0) {
-            rc = ah_parser_feed(p, buf, (size_t)n);
-        } else if (n == 0) {
-            rc = ah_parser_eof(p);
-        } else if (errno == EINTR) {
-            continue;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int w = wait_fd(fd, POLLIN, deadline);
-            if (w == 0)
-                return fail(err, errlen, AH_ETIMEDOUT,
-                            "read: timed out after %zu bytes", p->received);
-            if (w > 0)
-                continue;
-            return fail(err, errlen, AH_EIO, "read: %s", strerror(errno));
+        ssize_t n;
+        int w = 1;
+        if (c->ssl != NULL) {
+            ERR_clear_error();
+            errno = 0;
+            int r = SSL_read(c->ssl, buf, (int)sizeof(buf));
+            n = r;
+            if (r <= 0 && tls_ended(c, r))
+                n = 0;
+            else if (r <= 0 && (w = tls_wait(c, r, deadline)) < 0)
+                return tls_fail(c, r, AH_EIO, "read", err, errlen);
+            else if (r <= 0)
+                n = -1;
         } else {
-            return fail(err, errlen, AH_EIO, "read: %s", strerror(errno));
+            n = recv(c->fd, buf, sizeof(buf), 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                w = wait_fd(c->fd, POLLIN, deadline);
+            else if (n < 0)
+                w = -1;
+            if (w < 0)
+                return fail(err, errlen, AH_EIO, "read: %s", strerror(errno));
         }
+        if (n < 0 && w == 0)
+            return fail(err, errlen, AH_ETIMEDOUT,
+                        "read: timed out after %zu bytes", p->received);
+        if (n < 0)
+            continue;
+        int rc = n > 0 ? ah_parser_feed(p, buf, (size_t)n) : ah_parser_eof(p);
         if (rc < 0)
             return fail(err, errlen, rc, "%s", p->errmsg);
         if (rc == 1)
@@ -549,6 +650,16 @@ static int read_response(int fd, ah_parser *p, int64_t deadline, char *err,
 int ah_request(const char *target_s, const char *method, const char *path,
                const char *const *headers, const char *body, size_t body_len,
                int timeout_ms, ah_response *out, char *err, size_t errlen)
+{
+    return ah_request_tls(NULL, target_s, method, path, headers, body, body_len,
+                          timeout_ms, out, err, errlen);
+}
+
+int ah_request_tls(const sl__tls_client *tls, const char *target_s,
+                   const char *method, const char *path,
+                   const char *const *headers, const char *body,
+                   size_t body_len, int timeout_ms, ah_response *out, char *err,
+                   size_t errlen)
 {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -561,24 +672,39 @@ int ah_request(const char *target_s, const char *method, const char *path,
     int rc = parse_target(target_s, &t, err, errlen);
     if (rc != 0)
         return rc;
+    sl__tls_client *own = NULL;
+    if (t.tls && tls == NULL) {
+        /* No settings given: the system's CAs, and the host's name. */
+        sl__tls_client_files f = {.label = "tls"};
+        char why[256];
+        if (sl__tls_client_new(&f, &own, why, sizeof(why)) != 0)
+            return fail(err, errlen, AH_EINVAL, "%s", why);
+        tls = own;
+    }
     size_t len = 0;
     char *req = format_request(&t, method, path, headers, body, body_len, &len,
                                &rc, err, errlen);
-    if (req == NULL)
-        return rc;
-    int fd = connect_target(&t, deadline, err, errlen);
-    if (fd < 0) {
-        free(req);
-        return fd;
-    }
-    rc = send_all(fd, req, len, deadline, err, errlen);
+    chan c = {.fd =
+                  req != NULL ? connect_target(&t, deadline, err, errlen) : -1};
+    if (req != NULL && c.fd < 0)
+        rc = c.fd;
+    if (c.fd >= 0 && t.tls)
+        rc = tls_start(&c, tls, &t, deadline, err, errlen);
+    if (c.fd >= 0 && rc == 0)
+        rc = send_all(&c, req, len, deadline, err, errlen);
     free(req);
-    if (rc == 0) {
+    if (c.fd >= 0 && rc == 0) {
         ah_parser p;
         ah_parser_init(&p, out, strcmp(method, "HEAD") == 0);
-        rc = read_response(fd, &p, deadline, err, errlen);
+        rc = read_response(&c, &p, deadline, err, errlen);
     }
-    close(fd);
+    if (c.ssl != NULL && rc == 0)
+        SSL_shutdown(c.ssl); /* our close_notify, best effort */
+    SSL_free(c.ssl);
+    ERR_clear_error();
+    if (c.fd >= 0)
+        close(c.fd);
+    sl__tls_client_free(own);
     if (rc != 0)
         ah_response_release(out);
     return rc;

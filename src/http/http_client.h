@@ -3,9 +3,9 @@
  * tools: `sluice limits` (the admin API), serve's advisor poller and
  * `sluice advisor` (scraping /metrics and /v1/rules).
  *
- * One request per connection (`Connection: close`), plain TCP only, one
- * deadline over connect, write and read (poll()-based), and a cap on the
- * bytes of the response.  Hosts are numeric IPv4 or IPv6 addresses or
+ * One request per connection (`Connection: close`), over TCP or TLS
+ * (https://), one deadline over connect, handshake, write and read
+ * (poll()-based), and a cap on the bytes of the response.  Hosts are numeric IPv4 or IPv6 addresses or
  * "localhost": nothing is looked up in DNS, whose blocking resolver the
  * deadline could not bound.  The response is read with http-parser
  * (Debian libhttp-parser-dev, as serve reads requests); its parsing is
@@ -80,7 +80,8 @@ void ah_response_release(ah_response *r);
  * one response serves a series of requests).
  *
  * target: "HOST:PORT", "[V6]:PORT", or "http://HOST[:PORT][/BASE]" (port
- *   80 by default; BASE is put before path).  HOST is numeric or
+ *   80 by default; BASE is put before path), or https:// alike (port
+ *   443).  HOST is numeric or
  *   "localhost" (each address tried in turn).
  * method, path: "GET", "/v1/recommendations?rules_version=V".
  * headers: NULL, or a NULL-terminated list of "Name: value" lines, sent
@@ -98,6 +99,17 @@ void ah_response_release(ah_response *r);
 int ah_request(const char *target, const char *method, const char *path,
                const char *const *headers, const char *body, size_t body_len,
                int timeout_ms, ah_response *out, char *err, size_t errlen);
+
+/* The same, an https:// target's server verified by tls (its CA, its
+ * name, a client certificate: src/store/tls_client.h), borrowed for the
+ * call; NULL, as for ah_request(): the system's CAs and the target's
+ * host.  A refused certificate is AH_ECONNECT, its reason in err. */
+typedef struct sl__tls_client sl__tls_client;
+int ah_request_tls(const sl__tls_client *tls, const char *target,
+                   const char *method, const char *path,
+                   const char *const *headers, const char *body,
+                   size_t body_len, int timeout_ms, ah_response *out,
+                   char *err, size_t errlen);
 
 /*
  * The response reader on its own: bytes in any pieces, then the end of

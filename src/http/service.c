@@ -60,6 +60,8 @@ sv_http_service *sv_http_service_new(const struct sockaddr *addr,
     cfg->max_body_bytes = o->max_body_bytes;
     cfg->idle_timeout_ms = o->idle_timeout_ms;
     cfg->read_timeout_ms = o->read_timeout_ms;
+    s->server.tls_at[0].tls = o->tls;
+    s->server.tls_at[0].name = "http";
     s->server.workers = &s->worker;
     s->server.n_workers = s->server.n_public = 1;
     sv_worker *w = &s->worker;

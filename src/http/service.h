@@ -24,6 +24,9 @@ typedef struct sv_http_service_opts {
     size_t max_connections_per_address; /* 0: no cap */
     size_t max_header_bytes, max_body_bytes;
     uint64_t idle_timeout_ms, read_timeout_ms;
+    /* Its clients speak TLS (runtime/tls.h; borrowed, kept by the caller
+     * until the service is freed); NULL: plain text. */
+    struct sv_tls *tls;
 } sv_http_service_opts;
 
 /* A service listening on addr, its loop made: NULL with err set. */

@@ -47,7 +47,8 @@ int px_proxy_run(const sv_config *server_cfg, px_config *cfg, px_load_fn load,
     char err[300];
     if (!published || px.workers == NULL || px.stats == NULL || px.ad == NULL) {
         sl__log(SL__LOG_ERROR, "proxy", "out of memory");
-    } else if (ad_door_add(&scfg, err, sizeof(err)) != 0) {
+    } else if (ad_door_add(&scfg, err, sizeof(err)) != 0 ||
+               ad_poll_init(&scfg, err, sizeof(err)) != 0) {
         sl__log(SL__LOG_ERROR, "proxy", "%s", err);
         status = 2;
     } else {

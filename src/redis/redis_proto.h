@@ -82,9 +82,9 @@ typedef struct sl__redis_endpoint {
     size_t n_seeds;
     const char *const *seed_hosts;
     const int *seed_ports;
-    /* TLS to every server (store/redis_tls.h); NULL: plain TCP.  Only
+    /* TLS to every server (store/tls_client.h); NULL: plain TCP.  Only
      * carried here: the core does no I/O. */
-    const struct sl__redis_tls *tls;
+    const struct sl__tls_client *tls;
     /* A redis-sentinel:// store: the Sentinels to ask where master_name's
      * master is (host and port are then unset until one answers), and
      * their own credentials; n_sentinels is 0 otherwise. */

@@ -120,6 +120,8 @@ typedef struct sv_config {
      * the shared ones there (tls_listeners.c); cert NULL: none. */
     sv_tls_files resp_tls, grpc_tls, admin_tls, metrics_tls;
     const char *advisor_url;      /* --advisor; NULL: none */
+    const char *advisor_ca;       /* --advisor-ca; NULL: the system's */
+    const char *advisor_token_file; /* --advisor-token-file; NULL: none */
     uint64_t advisor_interval_ms; /* --advisor-interval */
     uint64_t advisor_timeout_ms;  /* --advisor-timeout */
     int advisor_shadow;           /* --advisor-mode shadow: only record */

@@ -278,8 +278,11 @@ static int set(st_settings *s, const st_setting *row, const source *from,
     case ST_SET_URL_PATH:
         return set_url_path(s, row, from, text, len, err, errlen);
     case ST_SET_HTTP_URL:
-        if (len <= 7 || strncmp(text, "http://", 7) != 0)
-            return fail(err, errlen, "%s: expected http://HOST:PORT: '%.64s'",
+        if (!(len > 7 && strncmp(text, "http://", 7) == 0) &&
+            !(len > 8 && strncmp(text, "https://", 8) == 0))
+            return fail(err, errlen,
+                        "%s: expected http://HOST:PORT or https://HOST:PORT: "
+                        "'%.64s'",
                         from->where, text);
         if ((*(const char **)field(s, row) = keep(s, text, len, "", 0)) == NULL)
             return fail(err, errlen, "out of memory");

@@ -33,7 +33,7 @@ typedef enum st_set_kind {
     ST_SET_UPSTREAM, /* http[s]://HOST:PORT, resolved (px_set_upstream) */
     ST_SET_HOST,     /* a host name or an IP address (PX: an owned char *) */
     ST_SET_URL_PATH, /* "" or a path from '/', into an owned char * */
-    ST_SET_HTTP_URL, /* http://HOST:PORT[/path], into a const char * */
+    ST_SET_HTTP_URL, /* http[s]://HOST:PORT[/path], into a const char * */
     ST_SET_SECTION,  /* a YAML structure that `section` reads */
     ST_SET_CONFIG,   /* --config FILE */
     ST_SET_HELP      /* --help */

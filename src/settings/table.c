@@ -144,7 +144,16 @@ const st_setting st_settings_table[] = {
     {.flag = "advisor", .key = "advisor", .arg = "URL", .commands = BOTH,
      .kind = ST_SET_HTTP_URL, SRV(advisor_url),
      .help = "poll an advisor for recommended limits\n"
-             "(docs/advisor.md): http://HOST:PORT"},
+             "(docs/advisor.md): http[s]://HOST:PORT"},
+    {.flag = "advisor-ca", .key = "advisor_ca", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(advisor_ca),
+     .help = "https advisor: PEM CA certificates its\n"
+             "certificate must chain to (default: the system's)"},
+    {.flag = "advisor-token-file", .key = "advisor_token_file",
+     .arg = "PATH", .commands = BOTH, .kind = ST_SET_PATH,
+     SRV(advisor_token_file),
+     .help = "send the file's first line to the advisor as\n"
+             "a bearer token (Authorization: Bearer)"},
     {.flag = "advisor-interval", .key = "advisor_interval", .arg = "D",
      .commands = BOTH, .kind = ST_SET_MS, SRV(advisor_interval_ms),
      .def = "10s", .help = "how often the advisor is polled (10s)"},

@@ -248,9 +248,12 @@ static int parse_url(sl__redis_config *cfg, const char *url, int *tls,
 static int init_tls(sl__redis_config *cfg, const sl_redis_options *o, int tls,
                     char *err, size_t errlen)
 {
-    sl__redis_tls_files f = {o->tls_ca_file, o->tls_cert_file,
-                             o->tls_key_file, o->tls_server_name,
-                             o->tls_insecure != 0};
+    sl__tls_client_files f = {.label = "redis tls",
+                              .ca_file = o->tls_ca_file,
+                              .cert_file = o->tls_cert_file,
+                              .key_file = o->tls_key_file,
+                              .server_name = o->tls_server_name,
+                              .insecure = o->tls_insecure != 0};
     if (!tls) {
         if (f.ca_file || f.cert_file || f.key_file || f.server_name ||
             f.insecure) {
@@ -265,7 +268,7 @@ static int init_tls(sl__redis_config *cfg, const sl_redis_options *o, int tls,
         sl__set_err(err, errlen, "redis tls: not over a unix socket");
         return SL_EINVAL;
     }
-    return sl__redis_tls_new(&f, &cfg->tls, err, errlen);
+    return sl__tls_client_new(&f, &cfg->tls, err, errlen);
 }
 
 int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
@@ -320,7 +323,8 @@ int sl__redis_config_init(sl__redis_config *cfg, const sl_redis_options *o,
                     "redis-sentinel://");
         return SL_EINVAL;
     }
-    if ((o->sentinel_user && !(cfg->sentinel_user = dup_str(o->sentinel_user))) ||
+    if ((o->sentinel_user &&
+         !(cfg->sentinel_user = dup_str(o->sentinel_user))) ||
         (o->sentinel_password &&
          !(cfg->sentinel_password = dup_str(o->sentinel_password))))
         return SL_ENOMEM;
@@ -351,19 +355,29 @@ void sl__redis_config_release(sl__redis_config *cfg)
     free(cfg->user);
     free(cfg->password);
     free(cfg->prefix);
-    sl__redis_tls_free(cfg->tls);
+    sl__tls_client_free(cfg->tls);
 }
 
 void sl__redis_config_endpoint(const sl__redis_config *cfg,
                                sl__redis_endpoint *out)
 {
-    *out = (sl__redis_endpoint){
-        cfg->host,       cfg->port,    cfg->unix_path,
-        cfg->db,         cfg->user,    cfg->password,
-        cfg->timeout_ms, cfg->n_seeds, (const char *const *)cfg->seed_hosts,
-        cfg->seed_ports, cfg->tls, cfg->n_sentinels,
-        (const char *const *)cfg->sentinel_hosts, cfg->sentinel_ports,
-        cfg->master_name, cfg->sentinel_user, cfg->sentinel_password};
+    *out = (sl__redis_endpoint){cfg->host,
+                                cfg->port,
+                                cfg->unix_path,
+                                cfg->db,
+                                cfg->user,
+                                cfg->password,
+                                cfg->timeout_ms,
+                                cfg->n_seeds,
+                                (const char *const *)cfg->seed_hosts,
+                                cfg->seed_ports,
+                                cfg->tls,
+                                cfg->n_sentinels,
+                                (const char *const *)cfg->sentinel_hosts,
+                                cfg->sentinel_ports,
+                                cfg->master_name,
+                                cfg->sentinel_user,
+                                cfg->sentinel_password};
 }
 
 void sl__redis_config_keyspace(const sl__redis_config *cfg,

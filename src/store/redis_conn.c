@@ -10,7 +10,7 @@
  * Any failure drops the connection, so that the next command makes it
  * again: a restarted server is picked up without recreating the store.
  *
- * With TLS (redis_tls.h) hiredis still formats the commands and parses
+ * With TLS (tls_client.h) hiredis still formats the commands and parses
  * the replies, but the bytes go through the session: hiredis 0.14 reads
  * and writes its socket itself and knows nothing of TLS, so this file
  * moves its output buffer into SSL_write and SSL_read's bytes into its
@@ -33,7 +33,7 @@ struct sl__redis_conn {
     sl__redis_locate_fn locate; /* NULL: ep's host and port */
     char located[256];          /* locate's host: ep.host points here */
     int failure;       /* the last exchange's: SL_ESTORE, or SL_EINVAL for a
-                          certificate refused (redis_tls.h) */
+                          certificate refused (tls_client.h) */
     unsigned with;     /* the handshake's optional commands */
     /* The script's SHA1, "" before the first SCRIPT LOAD, and whether the
      * server took the library (FCALL): both outlive the connection, as a
@@ -147,7 +147,7 @@ static int tls_failed(sl__redis_conn *conn, int rc, char *err, size_t errlen)
     snprintf(what, sizeof(what), "redis: tls to '%s:%d'", conn->ep.host,
              conn->ep.port);
     return conn->failure =
-               sl__redis_tls_failed(conn->ssl, rc, what, err, errlen);
+               sl__tls_client_failed(conn->ssl, rc, what, err, errlen);
 }
 
 /* hiredis's output buffer written through the session. */
@@ -246,7 +246,7 @@ static int tls_handshake(sl__redis_conn *conn, char *err, size_t errlen)
     pipe_guard g;
     int rc;
 
-    if ((conn->ssl = sl__redis_tls_session(conn->ep.tls, conn->ctx->fd,
+    if ((conn->ssl = sl__tls_client_session(conn->ep.tls, conn->ctx->fd,
                                            conn->ep.host)) == NULL) {
         sl__set_err(err, errlen, "redis: out of memory");
         return SL_ESTORE;

@@ -8,7 +8,7 @@
  *   redis_sentinel.c     a redis-sentinel:// store's master, asked
  *   redis_conn.c         one blocking connection to one server
  *   redis_config.c       the store's options and URL, checked and copied
- *   redis_tls.c          TLS: the store's client context, a session each
+ *   tls_client.c          TLS: the store's client context, a session each
  *
  * and all of them call the protocol core (src/redis/redis_proto.h).
  */
@@ -22,7 +22,7 @@
 
 #include "redis/redis_proto.h"
 #include "sluice.h"
-#include "store/redis_tls.h"
+#include "store/tls_client.h"
 
 /* ---- for users above: what the protocol core takes of a store ---- */
 
@@ -47,7 +47,7 @@ typedef struct sl__redis_config {
     char **seed_hosts;
     int *seed_ports;
     size_t n_seeds;
-    sl__redis_tls *tls; /* NULL: plain TCP */
+    sl__tls_client *tls; /* NULL: plain TCP */
     /* redis-sentinel://: where to ask for master_name's master. */
     char **sentinel_hosts;
     int *sentinel_ports;

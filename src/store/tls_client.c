@@ -1,10 +1,11 @@
 /*
- * redis_tls.c - TLS to Redis: the store's client context and each
- * connection's session (redis_tls.h).
+ * tls_client.c - sluice's TLS client: a context and each connection's
+ * session (tls_client.h), for Redis and for the HTTP client.
  *
- * The context is made once per store: the CA and the client certificate
- * are read at creation, so that a missing or broken file is the store's
- * own error (SL_EINVAL, naming it) and never a failure at check time.
+ * The context is made once per store (or poller): the CA and the client
+ * certificate are read at creation, so that a missing or broken file is
+ * its owner's own error (SL_EINVAL, naming it) and never a failure at
+ * check time.
  * Every session verifies the server's chain and its name (the host
  * connected to, or server_name: a Cluster's nodes are reached by the
  * addresses CLUSTER SLOTS gives, usually IPs, while their certificates
@@ -20,9 +21,9 @@
 #include <openssl/x509v3.h>
 
 #include "internal.h"
-#include "store/redis_tls.h"
+#include "store/tls_client.h"
 
-struct sl__redis_tls {
+struct sl__tls_client {
     SSL_CTX *ctx;
     char *server_name; /* NULL: each connection's host */
     int insecure;
@@ -36,17 +37,17 @@ static const char *ssl_reason(const char *fallback)
     return r ? r : fallback;
 }
 
-static int refuse(SSL_CTX *ctx, char *err, size_t errlen, const char *what,
-                  const char *file)
+static int refuse(SSL_CTX *ctx, char *err, size_t errlen, const char *label,
+                  const char *what, const char *file)
 {
     /* OpenSSL says "system lib" for a file it cannot open: say why. */
     int sys = strcmp(file, "(system)") == 0;
     FILE *f = sys ? NULL : fopen(file, "r");
-    const char *why = f != NULL || sys ? ssl_reason("unreadable")
-                                       : strerror(errno);
+    const char *why =
+        f != NULL || sys ? ssl_reason("unreadable") : strerror(errno);
     if (f != NULL)
         fclose(f);
-    sl__set_err(err, errlen, "redis tls: %s '%s': %s", what, file, why);
+    sl__set_err(err, errlen, "%s: %s '%s': %s", label, what, file, why);
     ERR_clear_error();
     SSL_CTX_free(ctx);
     return SL_EINVAL;
@@ -63,11 +64,11 @@ static int asked_cb(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
     return 0;
 }
 
-int sl__redis_tls_new(const sl__redis_tls_files *f, sl__redis_tls **out,
-                      char *err, size_t errlen)
+int sl__tls_client_new(const sl__tls_client_files *f, sl__tls_client **out,
+                       char *err, size_t errlen)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-    sl__redis_tls *t;
+    sl__tls_client *t;
 
     if (ctx == NULL)
         return SL_ENOMEM;
@@ -76,25 +77,27 @@ int sl__redis_tls_new(const sl__redis_tls_files *f, sl__redis_tls **out,
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     if ((f->cert_file == NULL) != (f->key_file == NULL)) {
         sl__set_err(err, errlen,
-                    "redis tls: a client certificate needs both the "
-                    "certificate and its key");
+                    "%s: a client certificate needs both the "
+                    "certificate and its key",
+                    f->label);
         SSL_CTX_free(ctx);
         return SL_EINVAL;
     }
     if (f->ca_file != NULL
             ? SSL_CTX_load_verify_locations(ctx, f->ca_file, NULL) != 1
             : SSL_CTX_set_default_verify_paths(ctx) != 1)
-        return refuse(ctx, err, errlen, "cannot load the CA file",
+        return refuse(ctx, err, errlen, f->label, "cannot load the CA file",
                       f->ca_file ? f->ca_file : "(system)");
     if (f->cert_file != NULL &&
         SSL_CTX_use_certificate_chain_file(ctx, f->cert_file) != 1)
-        return refuse(ctx, err, errlen, "cannot load the certificate",
+        return refuse(ctx, err, errlen, f->label, "cannot load the certificate",
                       f->cert_file);
     if (f->key_file != NULL &&
         SSL_CTX_use_PrivateKey_file(ctx, f->key_file, SSL_FILETYPE_PEM) != 1)
-        return refuse(ctx, err, errlen, "cannot load the key", f->key_file);
+        return refuse(ctx, err, errlen, f->label, "cannot load the key",
+                      f->key_file);
     if (f->key_file != NULL && SSL_CTX_check_private_key(ctx) != 1)
-        return refuse(ctx, err, errlen,
+        return refuse(ctx, err, errlen, f->label,
                       "the key does not match the certificate", f->key_file);
     SSL_CTX_set_verify(ctx, f->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
                        NULL);
@@ -113,7 +116,7 @@ int sl__redis_tls_new(const sl__redis_tls_files *f, sl__redis_tls **out,
     return 0;
 }
 
-void sl__redis_tls_free(sl__redis_tls *t)
+void sl__tls_client_free(sl__tls_client *t)
 {
     if (t == NULL)
         return;
@@ -128,7 +131,7 @@ static int is_ip(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-SSL *sl__redis_tls_session(const sl__redis_tls *t, int fd, const char *host)
+SSL *sl__tls_client_session(const sl__tls_client *t, int fd, const char *host)
 {
     const char *name = t->server_name ? t->server_name : host;
     SSL *ssl = SSL_new(t->ctx);
@@ -168,8 +171,8 @@ static int refused_us(unsigned long e)
     }
 }
 
-int sl__redis_tls_failed(SSL *ssl, int rc, const char *what, char *err,
-                         size_t errlen)
+int sl__tls_client_failed(SSL *ssl, int rc, const char *what, char *err,
+                          size_t errlen)
 {
     long v = SSL_get_verify_result(ssl);
     int e = SSL_get_error(ssl, rc);
