@@ -44,6 +44,9 @@ typedef struct reader {
     int fd;
     const char *path;
     uint64_t size, pos; /* the file's size, and how far it has been read */
+    /* The header agreed with the size: what does not fit after it is
+     * damage, not a file cut short. */
+    int sized;
     sl_memory_load_info *info;
     char *errbuf;
     size_t errlen;
@@ -73,7 +76,7 @@ static int take(reader *r, void *buf, uint64_t n, const char *what)
 {
     unsigned char *b = buf;
     if (n > r->size - r->pos)
-        return bad(r, SL_STATE_TRUNCATED,
+        return bad(r, r->sized ? SL_STATE_CORRUPT : SL_STATE_TRUNCATED,
                    "%s: needs %llu bytes at offset %llu of %llu", what,
                    (unsigned long long)n, (unsigned long long)r->pos,
                    (unsigned long long)r->size);
@@ -140,7 +143,7 @@ static int check_limits(reader *r, const sl_memory_load_options *o, uint32_t n)
     unsigned char *b;
     int err;
     if (len > r->size - r->pos)
-        return bad(r, SL_STATE_TRUNCATED, "limits: %u do not fit", n);
+        return bad(r, SL_STATE_CORRUPT, "limits: %u do not fit", n);
     if ((b = malloc(len)) == NULL)
         return SL_ENOMEM;
     if ((err = take(r, b, len, "limits")) != 0)
@@ -294,8 +297,8 @@ static int read_shard(reader *r, const sl__memory_store *ms, int k,
         (uint64_t)nn * SL__STATE_NSLOT + (uint64_t)nw * SL__STATE_WSLOT +
                 nev * SL__STATE_EVENT + 4 >
             left)
-        return bad(r, SL_STATE_TRUNCATED, "shard %d: %u + %u keys do not fit",
-                   k, nn, nw);
+        return bad(r, SL_STATE_CORRUPT, "shard %d: %u + %u keys do not fit", k,
+                   nn, nw);
     size_t len = (size_t)nn * SL__STATE_NSLOT + (size_t)nw * SL__STATE_WSLOT +
                  (size_t)nev * SL__STATE_EVENT;
     if ((body = malloc(len + 4)) == NULL)
@@ -372,8 +375,10 @@ static int read_file(reader *r, const sl__memory_store *ms,
     int err;
 
     if ((err = take(r, h, SL__STATE_HEADER, "header")) != 0 ||
-        (err = check_header(r, h)) != 0 ||
-        (err = check_limits(r, o, sl__get32(h + SL__STH_LIMITS))) != 0)
+        (err = check_header(r, h)) != 0)
+        return err;
+    r->sized = 1;
+    if ((err = check_limits(r, o, sl__get32(h + SL__STH_LIMITS))) != 0)
         return err;
     for (int k = 0; k < SL__NSHARDS; k++)
         if ((err = read_shard(r, ms, k, &ns[k], &keys, &events)) != 0)
@@ -392,7 +397,7 @@ int sl_memory_store_load(sl_store *store, const char *path,
     sl_memory_load_options o = {0};
     sl_memory_load_info got = {0};
     unsigned char h[SL__STATE_HEADER];
-    reader r = {-1, path, 0, 0, &got, errbuf, errlen};
+    reader r = {-1, path, 0, 0, 0, &got, errbuf, errlen};
     new_shard *ns = NULL;
     struct stat stbuf;
     int err;
