@@ -120,7 +120,7 @@ try:
     e = node("corrupt", "--state-save-interval", "1h")
     log = open(e.log).read()
     check("a corrupt file is said loudly",
-          "checksum mismatch (corrupt): STARTING EMPTY" in log, log)
+          "(corrupt): STARTING EMPTY, every counter reset" in log, log)
     check("and counted", e.metric('sluice_state_load{result="corrupt"}') == 1)
     check("and the daemon starts empty", hit(e, "gcra", "abuser")[0] == "OK")
     e.p.kill()

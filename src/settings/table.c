@@ -236,7 +236,8 @@ const st_setting st_settings_table[] = {
      .commands = BOTH, .kind = ST_SET_BOOL, SRV(state_required),
      .def = "false",
      .help = "a --state-file that exists but cannot be used\n"
-             "stops the start, instead of starting empty"},
+             "stops the start, instead of starting empty\n"
+             "(false)"},
     {.flag = "max-body-bytes", .key = "max_body_bytes", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_body_bytes), .min = 1,
      .max = SL_MAX_COUNT, .def = "65536",
