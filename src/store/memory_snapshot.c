@@ -67,6 +67,9 @@ static int buf_reserve(out_buf *b, size_t cap)
     unsigned char *n = realloc(b->p, cap);
     if (n == NULL)
         return SL_ENOMEM;
+    /* Touched here, so that the copy under a shard's lock takes no page
+     * fault. */
+    memset(n + b->cap, 0, cap - b->cap);
     b->p = n;
     b->cap = cap;
     return 0;
@@ -87,28 +90,79 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* The most one shard's section can take now: its slots, and its logs'
- * events, which are at most what the logs hold (16 bytes an event). */
-static size_t section_bound(const sl__shard *sh)
+/* A shard as copied under its lock: both tables' slots as they are (a
+ * wide slot that owns a log with the log's event count in w[0]), then the
+ * logs' events, slot by slot.  A plain memcpy of the tables keeps the
+ * lock's hold to the copy of some bytes; the compaction and the encoding
+ * happen after it is released. */
+typedef struct raw_shard {
+    uint32_t cap[2], count[2];
+    uint64_t events;
+    unsigned char *slots[2];
+    sl__event *ev;
+} raw_shard;
+
+/* The bytes one shard's copy can take now: its tables, and its logs'
+ * events, which are at most what the logs hold. */
+static size_t raw_bound(const sl__shard *sh)
 {
-    return SL__STATE_SECTION_HEAD +
-           (size_t)sh->t[SL__TABLE_NARROW].count * SL__STATE_NSLOT +
-           (size_t)sh->t[SL__TABLE_WIDE].count * SL__STATE_WSLOT +
-           sh->heap_bytes + 4;
+    return sl__table_bytes(SL__TABLE_NARROW, sh->t[SL__TABLE_NARROW].cap) +
+           sl__table_bytes(SL__TABLE_WIDE, sh->t[SL__TABLE_WIDE].cap) +
+           sh->heap_bytes + 64;
 }
 
-/* Copies one shard (locked by the caller) into b: the section without
- * its CRC.  b has room (section_bound).  *events gets the log events. */
-static void copy_shard(const sl__shard *sh, out_buf *b, uint64_t *events)
+/* Copies one shard, locked by the caller, into raw's buffer b, which
+ * has room (raw_bound). */
+static void copy_shard(const sl__shard *sh, out_buf *b, raw_shard *raw)
 {
-    const sl__table *nt = &sh->t[SL__TABLE_NARROW];
+    unsigned char *o = b->p;
+    for (int w = SL__TABLE_NARROW; w <= SL__TABLE_WIDE; w++) {
+        const sl__table *t = &sh->t[w];
+        raw->cap[w] = t->cap;
+        raw->count[w] = t->count;
+        raw->slots[w] = o;
+        memcpy(o, t->slots, sl__table_bytes(w, t->cap));
+        o += sl__table_bytes(w, t->cap);
+    }
+    /* The events, and each log's count where its pointer was. */
+    raw->ev = (sl__event *)(void *)(b->p + (((size_t)(o - b->p) + 15) & ~15u));
+    raw->events = 0;
     const sl__table *wt = &sh->t[SL__TABLE_WIDE];
-    unsigned char *head = b->p, *o = b->p + SL__STATE_SECTION_HEAD;
-    uint64_t nev = 0;
+    for (uint32_t i = 0; i < wt->cap; i++) {
+        const sl__slot *s =
+            (const sl__slot *)sl__table_slot(wt, SL__TABLE_WIDE, i);
+        if (s->hash == 0 || !(s->st.used & SL__HEAP_FLAG))
+            continue;
+        const sl__eventlog *log = sl__elog(&s->state);
+        sl__slot *copy = (sl__slot *)(void *)(raw->slots[SL__TABLE_WIDE] +
+                                              (size_t)i * sizeof(sl__slot));
+        copy->state.w[0] = log->len;
+        /* A log left empty by a PEEK is the initial state: no log. */
+        if (log->len == 0)
+            copy->st.used &= ~SL__HEAP_FLAG;
+        for (uint32_t k = 0; k < log->len; k++)
+            raw->ev[raw->events++] = *sl__elog_at(log, k);
+    }
+}
 
-    for (uint32_t i = 0; i < nt->cap; i++) {
+/* The section of a copied shard, without its CRC, into b. */
+static int encode_shard(const raw_shard *raw, out_buf *b)
+{
+    size_t need = SL__STATE_SECTION_HEAD +
+                  (size_t)raw->count[0] * SL__STATE_NSLOT +
+                  (size_t)raw->count[1] * SL__STATE_WSLOT +
+                  (size_t)raw->events * SL__STATE_EVENT + 4;
+    if (buf_reserve(b, need) != 0)
+        return SL_ENOMEM;
+    unsigned char *o = b->p;
+    sl__put32(o, raw->count[SL__TABLE_NARROW]);
+    sl__put32(o + 4, raw->count[SL__TABLE_WIDE]);
+    sl__put64(o + 8, raw->events);
+    o += SL__STATE_SECTION_HEAD;
+    for (uint32_t i = 0; i < raw->cap[SL__TABLE_NARROW]; i++) {
         const sl__nslot *s =
-            (const sl__nslot *)sl__table_slot(nt, SL__TABLE_NARROW, i);
+            (const sl__nslot *)(const void *)(raw->slots[SL__TABLE_NARROW] +
+                                              (size_t)i * sizeof(sl__nslot));
         if (s->hash == 0)
             continue;
         sl__put64(o, s->hash);
@@ -117,44 +171,25 @@ static void copy_shard(const sl__shard *sh, out_buf *b, uint64_t *events)
         sl__put32(o + 20, s->st.used);
         o += SL__STATE_NSLOT;
     }
-    /* The events go after every wide slot: count those first. */
-    for (uint32_t i = 0; i < wt->cap; i++) {
+    for (uint32_t i = 0; i < raw->cap[SL__TABLE_WIDE]; i++) {
         const sl__slot *s =
-            (const sl__slot *)sl__table_slot(wt, SL__TABLE_WIDE, i);
-        if (s->hash != 0 && (s->st.used & SL__HEAP_FLAG))
-            nev += sl__elog(&s->state)->len;
-    }
-    unsigned char *ev = o + (size_t)wt->count * SL__STATE_WSLOT;
-    for (uint32_t i = 0; i < wt->cap; i++) {
-        const sl__slot *s =
-            (const sl__slot *)sl__table_slot(wt, SL__TABLE_WIDE, i);
+            (const sl__slot *)(const void *)(raw->slots[SL__TABLE_WIDE] +
+                                             (size_t)i * sizeof(sl__slot));
         if (s->hash == 0)
             continue;
-        uint64_t w0 = (uint64_t)s->state.w[0];
-        uint32_t used = s->st.used;
-        if (used & SL__HEAP_FLAG) {
-            const sl__eventlog *log = sl__elog(&s->state);
-            w0 = log->len;
-            /* A log left empty by a PEEK is the initial state: no log. */
-            if (log->len == 0)
-                used &= ~SL__HEAP_FLAG;
-            for (uint32_t k = 0; k < log->len; k++, ev += SL__STATE_EVENT) {
-                sl__put64(ev, (uint64_t)sl__elog_at(log, k)->at);
-                sl__put64(ev + 8, (uint64_t)sl__elog_at(log, k)->cost);
-            }
-        }
         sl__put64(o, s->hash);
-        sl__put64(o + 8, w0);
+        sl__put64(o + 8, (uint64_t)s->state.w[0]);
         sl__put64(o + 16, (uint64_t)s->state.w[1]);
         sl__put32(o + 24, s->st.expires);
-        sl__put32(o + 28, used);
+        sl__put32(o + 28, s->st.used);
         o += SL__STATE_WSLOT;
     }
-    sl__put32(head, nt->count);
-    sl__put32(head + 4, wt->count);
-    sl__put64(head + 8, nev);
-    b->len = (size_t)(ev - b->p);
-    *events = nev;
+    for (uint64_t k = 0; k < raw->events; k++, o += SL__STATE_EVENT) {
+        sl__put64(o, (uint64_t)raw->ev[k].at);
+        sl__put64(o + 8, (uint64_t)raw->ev[k].cost);
+    }
+    b->len = (size_t)(o - b->p);
+    return 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -217,32 +252,35 @@ static void put_header(unsigned char *h, const sl__memory_store *ms,
 
 /* Every shard's section written to fd; *keys, *events, *bytes and
  * *longest added to.  0, SL_ENOMEM, or -1 for a failed write (errno). */
-static int put_shards(sl__memory_store *ms, int fd, out_buf *b, uint64_t *keys,
-                      uint64_t *events, uint64_t *bytes, sl_nanos *longest)
+static int put_shards(sl__memory_store *ms, int fd, out_buf *raw_buf,
+                      out_buf *b, uint64_t *keys, uint64_t *events,
+                      uint64_t *bytes, sl_nanos *longest)
 {
     for (int k = 0; k < SL__NSHARDS; k++) {
         sl__shard *sh = &ms->shards[k];
-        uint64_t nev;
+        raw_shard raw;
         sl_nanos t0;
         /* Room is found outside the lock: a realloc under it would be a
          * stall that decisions wait out. */
         for (;;) {
             sl__shard_lock(sh);
-            size_t need = section_bound(sh);
-            if (need <= b->cap)
+            size_t need = raw_bound(sh);
+            if (need <= raw_buf->cap)
                 break;
             sl__shard_unlock(sh);
-            if (buf_reserve(b, need + need / 4) != 0)
+            if (buf_reserve(raw_buf, need + need / 4) != 0)
                 return SL_ENOMEM;
         }
         t0 = mono_now();
-        *keys += sh->t[SL__TABLE_NARROW].count + sh->t[SL__TABLE_WIDE].count;
-        copy_shard(sh, b, &nev);
+        copy_shard(sh, raw_buf, &raw);
         sl__shard_unlock(sh);
         sl_nanos held = mono_now() - t0;
         if (held > *longest)
             *longest = held;
-        *events += nev;
+        if (encode_shard(&raw, b) != 0)
+            return SL_ENOMEM;
+        *keys += (uint64_t)raw.count[0] + raw.count[1];
+        *events += raw.events;
         sl__put32(b->p + b->len, sl__state_crc(0, b->p, b->len));
         b->len += 4;
         if (write_all(fd, b->p, b->len) != 0)
@@ -292,7 +330,7 @@ int sl_memory_store_save(sl_store *store, const char *path, sl_nanos now,
     sl_memory_save_info done = {0};
     sl_nanos t0 = mono_now();
     unsigned char header[SL__STATE_HEADER];
-    out_buf b = {0};
+    out_buf b = {0}, raw = {0};
     uint64_t events = 0;
     uint32_t n_limits = 0;
     char tmp[4096];
@@ -341,8 +379,9 @@ int sl_memory_store_save(sl_store *store, const char *path, sl_nanos now,
         err = fail_io(errbuf, errlen, tmp, "write");
         goto fail;
     }
-    err = put_shards(ms, fd, &b, &done.keys, &events, &done.bytes,
+    err = put_shards(ms, fd, &raw, &b, &done.keys, &events, &done.bytes,
                      &done.longest_lock);
+    free(raw.p);
     if (err == SL_ENOMEM)
         goto fail;
     if (err != 0) {
