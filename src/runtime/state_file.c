@@ -77,7 +77,7 @@ int sv_state_load(sv_server *s)
     sl_memory_load_info info;
     char err[512];
     o.limits = lims;
-    o.n_limits = lims != NULL ? n : 0;
+    o.n_limits = n;
     int rc = sl_memory_store_load(s->store, cfg->state_file, &o, &info, err,
                                   sizeof(err));
     free(lims);
@@ -128,7 +128,7 @@ void sv_state_save(sv_server *s, const char *why)
     sl_memory_save_info info;
     char err[512];
     o.limits = lims;
-    o.n_limits = lims != NULL ? n : 0;
+    o.n_limits = n;
     o.wall = sl_clock_realtime();
     int rc = sl_memory_store_save(s->store, s->cfg.state_file,
                                   sd_engine_clock(s->engine), &o, &info, err,

@@ -137,7 +137,7 @@ static int check_header(reader *r, const unsigned char *h)
 }
 
 /* The limits the file was saved under, against those in force. */
-static int check_limits(reader *r, const sl_memory_load_options *o, uint32_t n)
+static int check_limits(reader *r, const sl_memory_save_options *o, uint32_t n)
 {
     uint64_t len = (uint64_t)n * 8 + 4;
     unsigned char *b;
@@ -368,7 +368,7 @@ static void install(sl__memory_store *ms, new_shard *ns, const unsigned char *h)
 
 /* The file at r->path, opened and checked whole, into ns: 0 or error. */
 static int read_file(reader *r, const sl__memory_store *ms,
-                     const sl_memory_load_options *o, new_shard *ns,
+                     const sl_memory_save_options *o, new_shard *ns,
                      unsigned char *h)
 {
     uint64_t keys = 0, events = 0;
@@ -394,7 +394,7 @@ int sl_memory_store_load(sl_store *store, const char *path,
                          const sl_memory_load_options *opts,
                          sl_memory_load_info *info, char *errbuf, size_t errlen)
 {
-    sl_memory_load_options o = {0};
+    sl_memory_save_options o; /* the load's: the same fields */
     sl_memory_load_info got = {0};
     unsigned char h[SL__STATE_HEADER];
     reader r = {-1, path, 0, 0, 0, &got, errbuf, errlen};
@@ -410,17 +410,9 @@ int sl_memory_store_load(sl_store *store, const char *path,
         sl__set_err(errbuf, errlen, "not an unused memory store");
         return SL_EINVAL;
     }
-    if (opts != NULL &&
-        sl__options_copy(&o, sizeof(o),
-                         offsetof(sl_memory_load_options, n_limits) +
-                             sizeof(o.n_limits),
-                         opts, "sl_memory_load_options", errbuf, errlen) != 0)
+    if (sl__state_options(&o, opts, "sl_memory_load_options", errbuf, errlen) !=
+        0)
         return SL_EINVAL;
-    if (o.n_limits > 0 && o.limits == NULL) {
-        sl__set_err(errbuf, errlen, "n_limits without limits: '%zu'",
-                    o.n_limits);
-        return SL_EINVAL;
-    }
     if ((r.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         err = bad(&r, errno == ENOENT ? SL_STATE_MISSING : SL_STATE_UNREADABLE,
                   "cannot open: %s", strerror(errno));
@@ -447,8 +439,7 @@ int sl_memory_store_load(sl_store *store, const char *path,
     got.result = SL_STATE_LOADED;
     got.saved_now = (sl_nanos)sl__get64(h + SL__STH_NOW);
     got.saved_wall = (sl_nanos)sl__get64(h + SL__STH_WALL);
-    sl_nanos wall = o.wall != 0 ? o.wall : sl_clock_realtime();
-    sl_nanos gone = wall > got.saved_wall ? wall - got.saved_wall : 0;
+    sl_nanos gone = o.wall > got.saved_wall ? o.wall - got.saved_wall : 0;
     got.resume_now = sl__sat_add(got.saved_now, gone);
     if (got.resume_now > SL_MAX_TIME)
         got.resume_now = SL_MAX_TIME;

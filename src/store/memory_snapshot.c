@@ -49,6 +49,37 @@ uint32_t sl__state_crc(uint32_t crc, const void *p, size_t n)
     return crc;
 }
 
+/* The two options structs are one layout under two names. */
+#define SAME_FIELD(f)                                                          \
+    _Static_assert(offsetof(sl_memory_save_options, f) ==                      \
+                       offsetof(sl_memory_load_options, f),                    \
+                   "the options' " #f)
+SAME_FIELD(wall);
+SAME_FIELD(limits);
+SAME_FIELD(n_limits);
+_Static_assert(sizeof(sl_memory_save_options) == sizeof(sl_memory_load_options),
+               "the options' size");
+
+int sl__state_options(sl_memory_save_options *o, const void *opts,
+                      const char *name, char *errbuf, size_t errlen)
+{
+    memset(o, 0, sizeof(*o));
+    if (opts != NULL &&
+        sl__options_copy(o, sizeof(*o),
+                         offsetof(sl_memory_save_options, n_limits) +
+                             sizeof(o->n_limits),
+                         opts, name, errbuf, errlen) != 0)
+        return SL_EINVAL;
+    if (o->n_limits > 0 && o->limits == NULL) {
+        sl__set_err(errbuf, errlen, "n_limits without limits: '%zu'",
+                    o->n_limits);
+        return SL_EINVAL;
+    }
+    if (o->wall == 0)
+        o->wall = sl_clock_realtime();
+    return 0;
+}
+
 static sl_nanos mono_now(void)
 {
     return sl_clock_monotonic();
@@ -345,19 +376,9 @@ int sl_memory_store_save(sl_store *store, const char *path, sl_nanos now,
         sl__set_err(errbuf, errlen, "now out of range: '%lld'", (long long)now);
         return SL_EINVAL;
     }
-    if (opts != NULL &&
-        sl__options_copy(&o, sizeof(o),
-                         offsetof(sl_memory_save_options, n_limits) +
-                             sizeof(o.n_limits),
-                         opts, "sl_memory_save_options", errbuf, errlen) != 0)
+    if (sl__state_options(&o, opts, "sl_memory_save_options", errbuf, errlen) !=
+        0)
         return SL_EINVAL;
-    if (o.n_limits > 0 && o.limits == NULL) {
-        sl__set_err(errbuf, errlen, "n_limits without limits: '%zu'",
-                    o.n_limits);
-        return SL_EINVAL;
-    }
-    if (o.wall == 0)
-        o.wall = sl_clock_realtime();
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
         sl__set_err(errbuf, errlen, "path too long: '%s'", path);
         return SL_EINVAL;

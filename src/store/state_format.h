@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sluice.h"
+
 #define SL__STATE_MAGIC "SLUICEST"
 #define SL__STATE_BOM UINT32_C(0x01020304)
 
@@ -85,5 +87,11 @@ static inline uint64_t sl__get64(const unsigned char *p)
 
 /* zlib's CRC-32 of n bytes, continuing from crc (0 to start). */
 uint32_t sl__state_crc(uint32_t crc, const void *p, size_t n);
+
+/* A save's or a load's options (sl_memory_save_options and
+ * sl_memory_load_options have the same fields), checked and copied into
+ * *o, defaults filled in (wall read): 0, or SL_EINVAL with a message. */
+int sl__state_options(sl_memory_save_options *o, const void *opts,
+                      const char *name, char *errbuf, size_t errlen);
 
 #endif
