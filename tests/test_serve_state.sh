@@ -6,11 +6,13 @@
 # used keeps its remaining count; after kill -9 the state is the last
 # save's (SIGUSR1), not newer; periodic saves happen, and one that cannot
 # be written is counted and retried while decisions go on; a corrupt file
-# starts the daemon empty, loudly, or stops it with --state-required.
+# starts the daemon empty, loudly, or stops it with --state-required; and
+# `sluice proxy` keeps its counters the same way.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
 import os, re, shutil, signal, stat, subprocess, sys, tempfile, time
+import urllib.error, urllib.request
 
 sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
 import harness
@@ -133,6 +135,36 @@ try:
     check("--state-required: a corrupt file stops the start (exit 1)",
           p.returncode == 1 and "not starting (--state-required)" in err,
           (p.returncode, err))
+
+    # ---- sluice proxy: the same flags, its limits kept across SIGTERM ----
+    src = sys.argv[2]
+    pstate = os.path.join(tmp, "proxy.state")
+
+    def proxy(name):
+        return harness.Daemon(name, [SLUICE, "proxy", "--config",
+                                     src + "/examples/proxy/proxy.yaml",
+                                     "--upstream", "http://127.0.0.1:%d" % harness.free_port(),
+                                     "--metrics-listen", "127.0.0.1:0",
+                                     "--state-file", pstate], tmp)
+
+    def api(p):
+        # per_api_key: gcra, 5 a minute (examples/proxy/rules.yaml).
+        req = urllib.request.Request("http://127.0.0.1:%d/api/x" % p.port,
+                                     headers={"X-Api-Key": "abuser"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    f = proxy("proxy1")
+    codes = [api(f) for _ in range(7)]
+    check("proxy: the sixth request of a key is refused", codes[5:] == [429, 429], codes)
+    check("proxy: SIGTERM exits 0 and saves", f.stop() == 0 and os.path.exists(pstate))
+    g = proxy("proxy2")
+    check("proxy: refused after the restart", api(g) == 429)
+    check("proxy: says what it loaded", "state: loaded" in open(g.log).read())
+    g.stop()
 finally:
     harness.kill_all()
     shutil.rmtree(tmp, ignore_errors=True)
