@@ -60,8 +60,11 @@ static void make_limits(sl_limit *lim[NLIM])
     lim[6] = tu_limit(SL_STEPPED_WINDOW, 5, 10 * SEC, 0);
     char err[128];
     assert_int_equal(sl_limit_override(lim[0], 3, 0, &lim[7], err, 128), 0);
-    sl_limit_config c = {.algorithm = SL_SLIDING_LOG, .limit = 4,
-                         .period = 5 * SEC, .flags = SL_LOG_REJECTED, .id = 7};
+    sl_limit_config c = {.algorithm = SL_SLIDING_LOG,
+                         .limit = 4,
+                         .period = 5 * SEC,
+                         .flags = SL_LOG_REJECTED,
+                         .id = 7};
     lim[8] = tu_limit_cfg(&c);
 }
 
@@ -135,8 +138,8 @@ static void test_loaded_store_decides_as_the_saved_one(void **state)
     sl_memory_save_info si;
     assert_int_equal(save(a, t, lim, NLIM, T0, &si), 0);
     expect_ge(si.keys, 50 * 7);
-    expect_le(si.bytes, si.keys * 40 + 128 + 256 * 20 + NLIM * 8 + 4 +
-                            50 * 2 * 8 * 16);
+    expect_le(si.bytes,
+              si.keys * 40 + 128 + 256 * 20 + NLIM * 8 + 4 + 50 * 2 * 8 * 16);
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     expect_eq(sb.st_mode & 0777, 0600);
@@ -199,11 +202,49 @@ static void test_refused_key_stays_refused(void **state)
         expect_eq_at(db.allowed, 0, "limit %d", l);
         expect_same(&da, &db, l, 0, T0 + 12 * MS);
         if (l != 8 && before[l].retry_after > 0)
-            expect_eq_at(db.retry_after, before[l].retry_after - MS,
-                         "limit %d", l);
+            expect_eq_at(db.retry_after, before[l].retry_after - MS, "limit %d",
+                         l);
     }
     sl_store_free(a);
     sl_store_free(b);
+    free_limits(lim);
+}
+
+/* Loaded two hours of wall clock after the save: resume_now is two hours
+ * on, and there the loaded store decides as the saved one does two hours
+ * on: every window of these limits has passed, nothing is refused. */
+static void test_time_passes_while_down(void **state)
+{
+    (void)state;
+    sl_limit *lim[NLIM];
+    make_limits(lim);
+    sl_store *a = fresh_store(0), *b = fresh_store(0);
+    drive(a, lim, 20, T0);
+    sl_nanos t = T0 + SEC, wall = 1800000000 * SEC;
+    assert_int_equal(save(a, t, lim, NLIM, wall, NULL), 0);
+    sl_memory_load_info li;
+    char err[256] = "";
+    assert_int_equal(load(b, lim, NLIM, wall + 2 * HOUR, &li, err, sizeof(err)),
+                     0);
+    expect_eq(li.saved_wall, wall);
+    expect_eq(li.resume_now, t + 2 * HOUR);
+    char key[32];
+    for (int l = 0; l < NLIM; l++)
+        for (int k = 0; k < 20; k++) {
+            snprintf(key, sizeof(key), "k%d", k);
+            sl_decision da = tu_check(a, lim[l], key, 1, li.resume_now);
+            sl_decision db = tu_check(b, lim[l], key, 1, li.resume_now);
+            expect_same(&da, &db, l, k, li.resume_now);
+            expect_eq_at(db.allowed, 1, "limit %d key %d", l, k);
+        }
+    /* A wall clock that went back gives no time back: resume_now is the
+     * saved now. */
+    sl_store *c = fresh_store(0);
+    assert_int_equal(load(c, lim, NLIM, wall - HOUR, &li, err, sizeof(err)), 0);
+    expect_eq(li.resume_now, t);
+    sl_store_free(a);
+    sl_store_free(b);
+    sl_store_free(c);
     free_limits(lim);
 }
 
@@ -379,11 +420,10 @@ static void test_misuse_and_failed_saves(void **state)
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     assert_int_equal(mkdir(tmp, 0700), 0); /* the temporary cannot open */
     (void)tu_check(a, lim[0], "y", 1, T0);
-    assert_int_equal(sl_memory_store_save(a, path, T0, NULL, NULL, err,
-                                          sizeof(err)),
-                     SL_ESTORE);
-    expect_eq_at(strstr(err, "state.tmp: cannot create") != NULL, 1, "%s",
-                 err);
+    assert_int_equal(
+        sl_memory_store_save(a, path, T0, NULL, NULL, err, sizeof(err)),
+        SL_ESTORE);
+    expect_eq_at(strstr(err, "state.tmp: cannot create") != NULL, 1, "%s", err);
     rmdir(tmp);
     size_t len2;
     unsigned char *after = get_file(&len2);
@@ -461,8 +501,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             test_loaded_store_decides_as_the_saved_one, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refused_key_stays_refused,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_key_stays_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_time_passes_while_down, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_damaged_files_are_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_misuse_and_failed_saves, setup,
