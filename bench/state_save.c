@@ -146,8 +146,8 @@ int main(int argc, char **argv)
     }
     sl_memory_options mo = {.size = sizeof(mo), .max_bytes = (size_t)8 << 30};
     store = sl_memory_store_new(&mo);
-    sl_limit_config cfg = {.algorithm = alg, .limit = 100,
-                           .period = 3600 * SL_NS_PER_SEC};
+    sl_limit_config cfg = {
+        .algorithm = alg, .limit = 100, .period = 3600 * SL_NS_PER_SEC};
     sl_limit *lim;
     if (sl_limit_new(&cfg, &lim, NULL, 0) != 0)
         return 1;
@@ -163,8 +163,7 @@ int main(int argc, char **argv)
             keys[j].data = buf[j];
             key_of(i + j, buf[j], &keys[j].len);
         }
-        sl_check_batch(store, lim, keys, n, 1, 1700000000 * SL_NS_PER_SEC,
-                       out);
+        sl_check_batch(store, lim, keys, n, 1, 1700000000 * SL_NS_PER_SEC, out);
     }
 
     pthread_t th;
@@ -207,9 +206,9 @@ int main(int argc, char **argv)
            (double)sc.info.bytes / (double)sc.info.keys,
            (double)sc.info.longest_lock / 1e6, during_n,
            (unsigned long long)(st1.lock_waits - st0.lock_waits),
-           (double)runq_during / 1e6,
-           (double)call_during / 1e6, (double)call_baseline / 1e6,
-           (double)during / 1e6, (double)baseline / 1e6);
+           (double)runq_during / 1e6, (double)call_during / 1e6,
+           (double)call_baseline / 1e6, (double)during / 1e6,
+           (double)baseline / 1e6);
     sl_store_free(loaded);
     sl_store_free(store);
     sl_limit_free(lim);

@@ -168,8 +168,7 @@ static void test_state_file_checks_size(void **state)
               SL_EINVAL);
     assert_non_null(strstr(err, "sl_memory_load_options"));
     sl_memory_save_options o = SL_MEMORY_SAVE_OPTIONS_INIT;
-    expect_eq(sl_memory_store_save(st, path, 0, &o, NULL, err, sizeof(err)),
-              0);
+    expect_eq(sl_memory_store_save(st, path, 0, &o, NULL, err, sizeof(err)), 0);
     expect_eq(sl_memory_store_load(st, path, NULL, NULL, err, sizeof(err)), 0);
     unlink(path);
     sl_store_free(st);
