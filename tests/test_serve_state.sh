@@ -124,6 +124,10 @@ try:
     check("a corrupt file is said loudly",
           "(corrupt): STARTING EMPTY, every counter reset" in log, log)
     check("and counted", e.metric('sluice_state_load{result="corrupt"}') == 1)
+    check("and kept aside as PATH.bad",
+          os.path.exists(state + ".bad") and not os.path.exists(state) and
+          "it is kept as PATH.bad" in log)
+    shutil.copy(state + ".bad", state)
     check("and the daemon starts empty", hit(e, "gcra", "abuser")[0] == "OK")
     e.p.kill()
     e.p.wait()

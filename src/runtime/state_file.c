@@ -20,6 +20,7 @@
  * wall clock was stepped while the saving daemon ran.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,10 +111,17 @@ int sv_state_load(sv_server *s)
                 sl_state_result_name(info.result));
         return -1;
     }
+    /* Kept aside for a look, rather than replaced by the next save. */
+    char aside[4096];
+    const char *kept = "it is replaced at the next save";
+    if (info.result != SL_STATE_UNREADABLE &&
+        (size_t)snprintf(aside, sizeof(aside), "%s.bad", cfg->state_file) <
+            sizeof(aside) &&
+        rename(cfg->state_file, aside) == 0)
+        kept = "it is kept as PATH.bad";
     sl__log(SL__LOG_ERROR, "state",
-            "%s (%s): STARTING EMPTY, every counter reset; the file is "
-            "replaced at the next save",
-            err, sl_state_result_name(info.result));
+            "%s (%s): STARTING EMPTY, every counter reset; %s", err,
+            sl_state_result_name(info.result), kept);
     return 0;
 }
 
