@@ -34,7 +34,9 @@
 # pieces, timeouts and a drain), fuzz_json (the decision requests' JSON
 # scanner against jansson: the same verdict and the same values),
 # fuzz_label (/metrics' label values from any bytes: valid UTF-8,
-# capped, escaped).
+# capped, escaped), fuzz_state (a memory store's state file through its
+# loader, checksums made right for odd first bytes, and a loaded store
+# saved and loaded back).
 # Each starts from the
 # seeds in fuzz/corpus/TARGET and keeps what it finds in
 # build-fuzz/corpus/TARGET; a crash is written to build-fuzz/artifacts/
@@ -54,7 +56,7 @@ else
   limit=(-max_total_time="$seconds")
 fi
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice fuzz_grpc_pb fuzz_grpc_h2 fuzz_json fuzz_label)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_parse fuzz_replay_line fuzz_store fuzz_rules fuzz_http fuzz_proxy fuzz_cluster fuzz_resp fuzz_advice fuzz_grpc_pb fuzz_grpc_h2 fuzz_json fuzz_label fuzz_state)
 build=${SL_FUZZ_BUILD:-$root/build-fuzz}
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang is needed (apt-get install clang)" >&2; exit 2; }

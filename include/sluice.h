@@ -251,6 +251,113 @@ SL_EXPORT sl_store *sl_memory_store_new(const sl_memory_options *opts);
 SL_EXPORT void sl_store_free(sl_store *store); /* NULL is a no-op */
 
 /*
+ * The memory store's state in a file, so that counters survive a restart
+ * (docs/stores.md, "State file": the format, what is kept, the time base).
+ */
+typedef struct sl_memory_save_options {
+    size_t size; /* sizeof(...): SL_MEMORY_SAVE_OPTIONS_INIT */
+    /* CLOCK_REALTIME at the save in ns; 0: read it. */
+    sl_nanos wall;
+    /* The limits in force, whose identities the file records, so that a
+     * load can tell whether it is for the same limits.  Borrowed for the
+     * call; may be NULL with n_limits 0. */
+    const sl_limit *const *limits;
+    size_t n_limits;
+} sl_memory_save_options;
+
+#define SL_MEMORY_SAVE_OPTIONS_INIT                                            \
+    {                                                                          \
+        .size = sizeof(sl_memory_save_options)                                 \
+    }
+
+typedef struct sl_memory_save_info {
+    uint64_t keys;         /* keys written */
+    uint64_t bytes;        /* the file's size */
+    sl_nanos duration;     /* the whole save, fsync and rename included */
+    sl_nanos longest_lock; /* the longest one shard was held by the save */
+} sl_memory_save_info;
+
+/*
+ * Writes the store's state to `path`, atomically: to "path.tmp", mode
+ * 0600, fsync'd, then renamed over path (and the directory fsync'd).
+ * Decisions go on meanwhile: the save copies one shard at a time under
+ * that shard's lock, so each key is as it was at some moment of the save
+ * and no decision waits for more than one shard's copy.  `now` is the
+ * caller's now (its time base) at the save.  opts may be NULL; info may
+ * be NULL.  One save of a path at a time.  Returns 0, SL_EINVAL (not a
+ * memory store, now out of range, refused opts), SL_ENOMEM or SL_ESTORE
+ * (the file cannot be written: the message names it and the reason); on
+ * error the previous file at path is untouched.
+ */
+SL_EXPORT int sl_memory_store_save(sl_store *store, const char *path,
+                                   sl_nanos now,
+                                   const sl_memory_save_options *opts,
+                                   sl_memory_save_info *info, char *errbuf,
+                                   size_t errlen);
+
+/* What a load found; sl_state_result_name() gives each its word. */
+typedef enum sl_state_result {
+    SL_STATE_LOADED = 0,   /* "loaded" */
+    SL_STATE_MISSING,      /* "missing": no file at path */
+    SL_STATE_UNREADABLE,   /* "unreadable": permissions, I/O */
+    SL_STATE_TRUNCATED,    /* "truncated": shorter than it says */
+    SL_STATE_CORRUPT,      /* "corrupt": a checksum or a record is wrong */
+    SL_STATE_VERSION,      /* "version": another format version */
+    SL_STATE_ENDIAN,       /* "endian": another byte order */
+    SL_STATE_OTHER_LIMITS, /* "other_limits": none of its limits in force */
+    SL_STATE_TOO_BIG,      /* "too_big": over the store's memory cap */
+    SL_STATE_RESULT_COUNT
+} sl_state_result;
+
+SL_EXPORT const char *sl_state_result_name(sl_state_result r);
+
+typedef struct sl_memory_load_options {
+    size_t size; /* sizeof(...): SL_MEMORY_LOAD_OPTIONS_INIT */
+    /* CLOCK_REALTIME at the load in ns; 0: read it. */
+    sl_nanos wall;
+    /* The limits in force now: a file that recorded limits none of
+     * which is among them is refused (SL_STATE_OTHER_LIMITS).  NULL with
+     * n_limits 0: no such check. */
+    const sl_limit *const *limits;
+    size_t n_limits;
+} sl_memory_load_options;
+
+#define SL_MEMORY_LOAD_OPTIONS_INIT                                            \
+    {                                                                          \
+        .size = sizeof(sl_memory_load_options)                                 \
+    }
+
+typedef struct sl_memory_load_info {
+    sl_state_result result;
+    uint64_t keys, bytes; /* loaded: keys, and the file's size */
+    sl_nanos saved_now;   /* the saving caller's now */
+    sl_nanos saved_wall;  /* and CLOCK_REALTIME then */
+    /* Where the caller's time base goes on: saved_now plus the wall-clock
+     * time since the save (0 if the wall clock went back).  A caller whose
+     * now is the wall clock is there already; one whose now runs from a
+     * base of its own sets it so that now is resume_now at the load. */
+    sl_nanos resume_now;
+    uint64_t limits_saved; /* limit identities the file recorded */
+    uint64_t limits_kept;  /* of those, in opts->limits */
+} sl_memory_load_info;
+
+/*
+ * Loads a file written by sl_memory_store_save() into `store`, a memory
+ * store that has made no decision yet: its keys, the hash key they were
+ * placed under, and its time base.  Nothing in the file is trusted
+ * before it is checked (length, checksums, every record); a bad file
+ * leaves the store empty and as it was.  info (may be NULL) says what was
+ * found.  Returns 0 (SL_STATE_LOADED), SL_EINVAL for a file that is
+ * missing or cannot be used (info->result says why, errbuf names the file
+ * and what is wrong) or for a store that is not an unused memory store,
+ * or SL_ENOMEM.
+ */
+SL_EXPORT int sl_memory_store_load(sl_store *store, const char *path,
+                                   const sl_memory_load_options *opts,
+                                   sl_memory_load_info *info, char *errbuf,
+                                   size_t errlen);
+
+/*
  * Where the Redis store connects, and how.  All strings are borrowed for
  * the duration of sl_redis_store_new() only (the store copies them).
  */

@@ -8,6 +8,8 @@
  */
 #include <stddef.h>
 
+#include <unistd.h>
+
 #include "testutil.h"
 #include "internal.h"
 #include "sluice_rules.h"
@@ -144,6 +146,34 @@ static void test_redis_store_checks_size(void **state)
     sl_store_free(st);
 }
 
+/* The state file's options: an unset size, and unknown fields that are
+ * not zero, are refused with the struct named; NULL is the defaults. */
+static void test_state_file_checks_size(void **state)
+{
+    (void)state;
+    sl_store *st = sl_memory_store_new(NULL);
+    char path[] = "/tmp/sl-options-XXXXXX", err[256] = "";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    sl_memory_save_options bad = {.wall = 1};
+    expect_eq(sl_memory_store_save(st, path, 0, &bad, NULL, err, sizeof(err)),
+              SL_EINVAL);
+    assert_non_null(strstr(err, "sl_memory_save_options"));
+    struct {
+        sl_memory_load_options o;
+        uint64_t unknown;
+    } big = {.o = {.size = sizeof(big)}, .unknown = 1};
+    expect_eq(sl_memory_store_load(st, path, &big.o, NULL, err, sizeof(err)),
+              SL_EINVAL);
+    assert_non_null(strstr(err, "sl_memory_load_options"));
+    sl_memory_save_options o = SL_MEMORY_SAVE_OPTIONS_INIT;
+    expect_eq(sl_memory_store_save(st, path, 0, &o, NULL, err, sizeof(err)), 0);
+    expect_eq(sl_memory_store_load(st, path, NULL, NULL, err, sizeof(err)), 0);
+    unlink(path);
+    sl_store_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +184,7 @@ int main(void)
         cmocka_unit_test(test_memory_store_checks_size),
         cmocka_unit_test(test_rules_load_checks_size),
         cmocka_unit_test(test_redis_store_checks_size),
+        cmocka_unit_test(test_state_file_checks_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,10 @@ hard=$(ulimit -Hn)
 port=$(free_port)
 mport=$(free_port)
 uid=61999
+# The unit's StateDirectory=, as systemd would make it for the user.
+state_dir=/var/lib/sluice
+grep -qx 'StateDirectory=sluice' "$unit" || bad "unit" "no StateDirectory=sluice"
+install -d -m 0700 -o $uid -g $uid "$state_dir"
 (cd / && ulimit -n "$nofile" &&
   exec setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs --inh-caps=-all \
     $exec_start --listen 127.0.0.1:"$port" --metrics-listen 127.0.0.1:"$mport") 2>"$tmp/serve.log" &
@@ -140,12 +144,15 @@ kill -TERM "$pid"
 rc=0; wait "$pid" || rc=$?
 pid=""
 [ "$rc" = 0 ] && pass "SIGTERM (the unit's KillSignal): exit 0" || bad "stop" "exit $rc"
+[ "$(stat -c '%a %u' "$state_dir/state" 2>/dev/null)" = "600 $uid" ] &&
+  pass "state_file: saved at stop in $state_dir, mode 0600" ||
+  bad "state file" "$(ls -la "$state_dir"; cat "$tmp/serve.log")"
 
 # ---- remove ----
 DEBIAN_FRONTEND=noninteractive apt-get purge "${apt_opts[@]}" sluice >"$tmp/apt.log" 2>&1 &&
   installed=0 || bad "apt-get purge" "$(cat "$tmp/apt.log")"
 left=$(while read -r f; do if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi; done <"$tmp/files")
-[ -z "$left" ] && [ ! -e /etc/sluice ] && ! dpkg-query -W sluice >/dev/null 2>&1 &&
+[ -z "$left" ] && [ ! -e /etc/sluice ] && [ ! -e "$state_dir" ] && ! dpkg-query -W sluice >/dev/null 2>&1 &&
   pass "apt-get purge: every file gone, /etc/sluice too ($(wc -l <"$tmp/files") files)" ||
   bad "purge" "left: $left $(ls -d /etc/sluice 2>/dev/null)"
 

@@ -243,11 +243,13 @@ static void flags_refused_with_their_message(void **state)
 static void flags_set_their_fields(void **state)
 {
     (void)state;
-    reading *r = read_args(ST_SET_SERVE,
-                           (const char *[]){"--listen", "[::1]:0", "--nodes",
-                                            "auto", "--thr", "3",
-                                            "--redis-failure", "fail_closed",
-                                            "--store", "redis://h:1/2", NULL});
+    reading *r = read_args(
+        ST_SET_SERVE,
+        (const char *[]){"--listen", "[::1]:0", "--nodes", "auto", "--thr", "3",
+                         "--redis-failure", "fail_closed", "--store",
+                         "redis://h:1/2", "--state-file", "/var/s",
+                         "--state-save-interval", "5m", "--state-required",
+                         "true", NULL});
     expect_eq(r->rc, 0);
     assert_string_equal(r->srv.listen.host, "::1");
     expect_eq(r->srv.listen.port, 0);
@@ -255,6 +257,9 @@ static void flags_set_their_fields(void **state)
     expect_eq(r->srv.threads, 3); /* getopt_long: a unique prefix */
     expect_eq(r->srv.redis_failure, SD_FAIL_CLOSED);
     assert_string_equal(r->srv.redis_url, "redis://h:1/2");
+    assert_string_equal(r->srv.state_file, "/var/s");
+    expect_eq(r->srv.state_save_interval_ms, 300000);
+    expect_eq(r->srv.state_required, 1);
     reading_free(r);
 }
 
@@ -281,6 +286,9 @@ static void defaults(void **state)
     expect_eq(r->srv.redis_breaker, 3);
     expect_eq(r->srv.redis_tag_domain, 0);
     expect_eq(r->srv.nodes, SD_NODES_AUTO);
+    assert_null(r->srv.state_file);
+    expect_eq(r->srv.state_save_interval_ms, 30000);
+    expect_eq(r->srv.state_required, 0);
     assert_null(r->px->upstream);
     expect_eq(r->px->connect_timeout_ms, 1000);
     expect_eq(r->px->response_timeout_ms, 30000);

@@ -12,6 +12,7 @@
 #include "runtime/hot.h"
 #include "runtime/rules_json.h"
 #include "runtime/metrics.h"
+#include "runtime/state_file.h"
 #include "http/respond.h"
 #include "api/status.h"
 
@@ -163,6 +164,9 @@ json_t *sv_status_json(sv_worker *w)
     if (redis)
         json_object_set_new(store, "nodes_live",
                             json_integer(sd_engine_nodes(s->engine)));
+    json_t *state_file = sv_state_json(s);
+    if (state_file != NULL)
+        json_object_set_new(store, "state_file", state_file);
     json_t *body = sv_hot_report(s, now, STATUS_TOP);
     if (body == NULL)
         body = json_object();

@@ -39,6 +39,14 @@ static sl__eventlog *resize(sl__eventlog *log, uint32_t new_cap)
     return n;
 }
 
+sl__eventlog *sl__elog_new(uint32_t n)
+{
+    uint32_t cap = MIN_CAP;
+    while (cap < n)
+        cap *= 2;
+    return resize(NULL, cap);
+}
+
 /* Moves an inline event to a new heap log of MIN_CAP: 0 or SL_ENOMEM. */
 static int to_heap(sl__state *st)
 {

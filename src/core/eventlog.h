@@ -75,6 +75,11 @@ static inline int64_t sl__elog_sum(const sl__state *st)
     return log == NULL ? 0 : log->sum;
 }
 
+/* An empty heap log with room for n events (n <= 2^30), to be filled by
+ * a reader of saved state (ev[], len, sum) and checked with
+ * sl__heap_check(); NULL when out of memory.  Freed as any heap log. */
+sl__eventlog *sl__elog_new(uint32_t n);
+
 /* Moves the latest time on to t (>= it) and drops the events with at <=
  * upto: an inline event still live at t moves to the heap first.  0 or
  * SL_ENOMEM (then nothing has changed). */

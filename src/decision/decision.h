@@ -112,6 +112,10 @@ int sd_engine_uses_redis(const sd_engine *e);
 /* The process's clock: the wall time at start plus the monotonic time
  * since (so it never steps back), in ns. */
 sl_nanos sd_engine_clock(const sd_engine *e);
+/* Sets the clock so that it reads now at this moment and runs on from
+ * there: a loaded state file's time base (src/runtime/state_file.c).
+ * Before any thread reads the clock. */
+void sd_engine_resume(sd_engine *e, sl_nanos now);
 /* The local policy's divisor: --nodes N, or the live nodes last counted. */
 int sd_engine_nodes(const sd_engine *e);
 

@@ -142,6 +142,11 @@ sl_nanos sd_engine_clock(const sd_engine *e)
     return e->wall_offset + (sl_nanos)uv_hrtime();
 }
 
+void sd_engine_resume(sd_engine *e, sl_nanos now)
+{
+    e->wall_offset = now - (sl_nanos)uv_hrtime();
+}
+
 int sd_engine_uses_redis(const sd_engine *e)
 {
     return e->redis != NULL;

@@ -29,6 +29,7 @@
 
 #include "runtime/label.h"
 #include "runtime/metrics.h"
+#include "runtime/state_file.h"
 #include "runtime/tls.h"
 
 #define SERIES_BUCKETS 1024
@@ -765,6 +766,7 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
     if (sd_engine_uses_redis(s->engine))
         render_store(s, out);
     render_doors(s, out);
+    sv_state_metrics(s, out);
     if (s->cfg.plane != NULL)
         s->cfg.plane->metrics(s, out);
     sv_tls_metrics(s->tls_at, 1 + s->cfg.n_doors, out);

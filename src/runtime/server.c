@@ -21,6 +21,7 @@
 #include "runtime/metrics.h"
 #include "runtime/peers.h"
 #include "runtime/rules_reload.h"
+#include "runtime/state_file.h"
 #include "runtime/tls_listeners.h"
 #include "log/log.h"
 #include "runtime/hot.h"
@@ -272,6 +273,10 @@ int sv_server_run(const sv_config *cfg)
     if ((fe->init != NULL && fe->init(s) != 0) || cfg->plane->init(s) != 0 ||
         sv_reload_init(s) != 0)
         goto out;
+    /* Counters before clients: the state file, with the rules in force
+     * to compare its limits with. */
+    if (sv_state_load(s) != 0)
+        goto out;
     s->n_public = cfg->threads > 0 ? cfg->threads : cpu_count();
     s->n_workers = s->n_public + (cfg->control != 0);
     if (raise_nofile(cfg, s->n_workers) != 0 ||
@@ -291,6 +296,8 @@ int sv_server_run(const sv_config *cfg)
     sigaddset(&stop_sigs, SIGTERM);
     sigaddset(&stop_sigs, SIGINT);
     sigaddset(&stop_sigs, SIGHUP);
+    if (cfg->state_file != NULL)
+        sigaddset(&stop_sigs, SIGUSR1); /* a save, once handled */
     pthread_sigmask(SIG_BLOCK, &stop_sigs, &old_mask);
 
     /* Every thread's lock exists before any thread starts: a thread
@@ -357,11 +364,13 @@ int sv_server_run(const sv_config *cfg)
         uv_signal_init(&main_loop, &sigs[i]);
         uv_signal_start(&sigs[i], signal_cb, signums[i]);
     }
+    sv_state_start(s, &main_loop);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     sv_reload_start_watch(s, &main_loop);
     uv_run(&main_loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 3; i++)
         uv_close((uv_handle_t *)&sigs[i], noop_close_cb);
+    sv_state_stop(s);
     uv_run(&main_loop, UV_RUN_DEFAULT);
     uv_loop_close(&main_loop);
     status = 0;
@@ -376,6 +385,9 @@ stop:
      * draining may be rendering /metrics, which reads all threads' series. */
     for (int i = 0; i < started; i++)
         pthread_join(s->workers[i].thread, NULL);
+    /* Drained: no decision can follow this save. */
+    if (status == 0)
+        sv_state_save(s, "shutdown");
     for (int i = 0; i < started; i++) {
         sv_worker *w = &s->workers[i];
         uv_loop_close(&w->loop);
@@ -399,6 +411,7 @@ out:
         fe->release(s);
     sv_peers_free(s->peers);
     sv_tls_listeners_release(s);
+    sv_state_free(s);
     sd_engine_free(s->engine);
     pthread_mutex_destroy(&s->reload_lock);
     free(s);

@@ -151,6 +151,11 @@ typedef struct sv_config {
     size_t fds_per_thread;
     size_t store_bytes; /* memory store cap; 0: library default */
     size_t resp_store_bytes; /* CL.THROTTLE's and GCRA's store (sd_check) */
+    /* --state-file: the memory store saved and loaded (state_file.c);
+     * NULL: none.  --state-required: a bad file stops the start. */
+    const char *state_file;
+    uint64_t state_save_interval_ms;
+    int state_required;
     size_t max_adhoc_limits;
     size_t max_metric_series;       /* per-value series, all threads */
     uint64_t metric_series_idle_ms; /* a per-value series unused goes */
@@ -262,6 +267,7 @@ struct sv_server {
     char last_error[512]; /* "" when the last reload succeeded */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     struct sv_adhoc *adhoc; /* client_api.c: ad hoc limits */
+    struct sv_state *state; /* state_file.c: --state-file; NULL: none */
 };
 
 /* server.c: accepts a client of listener onto tcp (initialised on w's

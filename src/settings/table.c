@@ -238,6 +238,20 @@ const st_setting st_settings_table[] = {
      .min = 1, .max = SL_MAX_COUNT, .def = "33554432",
      .help = "memory cap of the state of CL.THROTTLE and GCRA\n"
              "keys, kept apart from the rules' (33554432)"},
+    {.flag = "state-file", .key = "state_file", .arg = "PATH",
+     .commands = BOTH, .kind = ST_SET_PATH, SRV(state_file),
+     .help = "keep the memory store's counters across\n"
+             "restarts: loaded at start, saved every\n"
+             "--state-save-interval, on SIGUSR1 and on exit"},
+    {.flag = "state-save-interval", .key = "state_save_interval", .arg = "D",
+     .commands = BOTH, .kind = ST_SET_MS, SRV(state_save_interval_ms),
+     .def = "30s", .help = "how often --state-file is saved (30s)"},
+    {.flag = "state-required", .key = "state_required", .arg = "BOOL",
+     .commands = BOTH, .kind = ST_SET_BOOL, SRV(state_required),
+     .def = "false",
+     .help = "a --state-file that exists but cannot be used\n"
+             "stops the start, instead of starting empty\n"
+             "(false)"},
     {.flag = "max-body-bytes", .key = "max_body_bytes", .arg = "N",
      .commands = BOTH, .kind = ST_SET_SIZE, SRV(max_body_bytes), .min = 1,
      .max = SL_MAX_COUNT, .def = "65536",

@@ -55,7 +55,6 @@
 #include "store/memory_store.h"
 
 enum {
-    MIN_CAP = 16,
     EVICT_SAMPLE = 16,
 };
 
@@ -143,14 +142,6 @@ static int evict_near(sl__shard *sh, int w, uint64_t hash, int64_t now_tick,
     return 1;
 }
 
-/* What a shard holds, counted against its share of the cap. */
-static size_t shard_bytes(const sl__shard *sh)
-{
-    return sl__table_bytes(SL__TABLE_NARROW, sh->t[SL__TABLE_NARROW].cap) +
-           sl__table_bytes(SL__TABLE_WIDE, sh->t[SL__TABLE_WIDE].cap) +
-           sh->heap_bytes;
-}
-
 /* Makes room in table w for one more key: reclaim, grow, or evict, in
  * that order.  Slots of both tables may move. */
 static int make_room(sl__memory_store *ms, sl__shard *sh, int w, uint64_t hash,
@@ -168,7 +159,7 @@ static int make_room(sl__memory_store *ms, sl__shard *sh, int w, uint64_t hash,
             return 0;
     }
     uint32_t new_cap = t->cap + t->cap / 4;
-    if (shard_bytes(sh) + sl__table_bytes(w, new_cap) -
+    if (sl__shard_bytes(sh) + sl__table_bytes(w, new_cap) -
                 sl__table_bytes(w, t->cap) <=
             ms->shard_max_bytes &&
         sl__table_grow(t, w, new_cap) == 0)
@@ -282,7 +273,7 @@ static int put_state(sl__memory_store *ms, sl__shard *sh, place_ref at,
                 (new_heap != 0 ? SL__HEAP_FLAG : 0);
     sh->heap_bytes += new_heap - old_heap;
     /* Logs grow after the fact; bring the shard back under its cap. */
-    while (shard_bytes(sh) > ms->shard_max_bytes &&
+    while (sl__shard_bytes(sh) > ms->shard_max_bytes &&
            evict_near(sh, SL__TABLE_WIDE, hash, now_tick, refs, nrefs))
         ;
     return 0;
@@ -437,7 +428,7 @@ void sl__memory_stats(sl_store *base, sl_store_stats *out)
         sl__shard_lock(sh);
         out->keys +=
             sh->t[SL__TABLE_NARROW].count + sh->t[SL__TABLE_WIDE].count;
-        out->bytes += shard_bytes(sh);
+        out->bytes += sl__shard_bytes(sh);
         out->reclaimed += sh->reclaimed;
         out->evicted += sh->evicted;
         out->lock_waits += sh->lock_waits;
@@ -508,7 +499,8 @@ sl_store *sl__memory_store_make(const sl_memory_options *opts,
     /* The initial tables (224 KiB) and a little room: 256 KiB, as
      * documented. */
     const size_t floor_bytes =
-        2 * (size_t)SL__NSHARDS * MIN_CAP * sizeof(sl__slot) + sizeof(*ms);
+        2 * (size_t)SL__NSHARDS * SL__TABLE_MIN_CAP * sizeof(sl__slot) +
+        sizeof(*ms);
 
     /* The end of sl_memory_options' first layout: max_key_len. */
     if (opts != NULL &&
@@ -540,7 +532,8 @@ sl_store *sl__memory_store_make(const sl_memory_options *opts,
     atomic_init(&ms->epoch, INT64_MIN);
     for (int i = 0; i < SL__NSHARDS; i++) {
         for (int w = SL__TABLE_NARROW; w <= SL__TABLE_WIDE; w++) {
-            if (sl__table_init(&ms->shards[i].t[w], w, MIN_CAP) != 0) {
+            if (sl__table_init(&ms->shards[i].t[w], w, SL__TABLE_MIN_CAP) !=
+                0) {
                 sl__memory_destroy(&ms->base);
                 return NULL;
             }

@@ -22,6 +22,7 @@
 enum {
     SL__SHARD_BITS = 8,
     SL__NSHARDS = 1 << SL__SHARD_BITS,
+    SL__TABLE_MIN_CAP = 16, /* a table's slots when the store is made */
 };
 
 /* A decision touches only the first cache line: the lock and the tables
@@ -56,6 +57,14 @@ typedef struct sl__memory_store {
     atomic_size_t cursor; /* sl_store_sweep's position, in slots */
     sl__shard shards[SL__NSHARDS];
 } sl__memory_store;
+
+/* What a shard holds, counted against its share of the cap. */
+static inline size_t sl__shard_bytes(const sl__shard *sh)
+{
+    return sl__table_bytes(SL__TABLE_NARROW, sh->t[SL__TABLE_NARROW].cap) +
+           sl__table_bytes(SL__TABLE_WIDE, sh->t[SL__TABLE_WIDE].cap) +
+           sh->heap_bytes;
+}
 
 /* The key of one item of a call, hashed, with its shard. */
 typedef struct sl__item_ref {
