@@ -41,7 +41,7 @@ apt_opts=(-y -qq -o DPkg::Lock::Timeout=300)
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   [ "$installed" = 1 ] && DEBIAN_FRONTEND=noninteractive apt-get purge "${apt_opts[@]}" sluice >/dev/null 2>&1
-  rm -rf "$tmp"
+  rm -rf "$tmp" ${cred:+"$cred"}
 }
 trap cleanup EXIT
 
@@ -107,7 +107,18 @@ fi
 # ExecStart's command line, LimitNOFILE's limit, and a user of
 # DynamicUser's range (61184-65519) with no groups, capabilities or way to
 # gain privileges; the listener moved to a free port (as a drop-in would).
+token=/etc/sluice/admin.token
+[ "$(stat -c '%a %U' "$token" 2>/dev/null)" = "600 root" ] && grep -Eqx '[0-9a-f]{64}' "$token" &&
+  grep -qx "LoadCredential=admin-token:$token" "$unit" &&
+  pass "install made $token (root, 0600, 32 random bytes) and the unit loads it as a credential" ||
+  bad "admin token" "$(ls -l "$token" 2>&1) $(grep LoadCredential "$unit")"
+# systemd's %d: the credentials directory, a copy only the service reads
+# (outside $tmp, which the service's user may not enter).
+cred=$(mktemp -d)
+chown 61999:61999 "$cred"
+install -m 0400 -o 61999 -g 61999 "$token" "$cred/admin-token"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+exec_start=${exec_start//%d/$cred}
 nofile=$(sed -n 's/^LimitNOFILE=//p' "$unit")
 # A container may cap the hard limit below it (raising it needs
 # CAP_SYS_RESOURCE): then the cap is what systemd could give too.
@@ -115,6 +126,7 @@ hard=$(ulimit -Hn)
 [ "$hard" != unlimited ] && [ "$hard" -lt "$nofile" ] && nofile=$hard
 port=$(free_port)
 mport=$(free_port)
+aport=$(free_port)
 uid=61999
 # The unit's StateDirectory=, as systemd would make it for the user.
 state_dir=/var/lib/sluice
@@ -122,7 +134,8 @@ grep -qx 'StateDirectory=sluice' "$unit" || bad "unit" "no StateDirectory=sluice
 install -d -m 0700 -o $uid -g $uid "$state_dir"
 (cd / && ulimit -n "$nofile" &&
   exec setpriv --reuid=$uid --regid=$uid --clear-groups --no-new-privs --inh-caps=-all \
-    $exec_start --listen 127.0.0.1:"$port" --metrics-listen 127.0.0.1:"$mport") 2>"$tmp/serve.log" &
+    $exec_start --listen 127.0.0.1:"$port" --metrics-listen 127.0.0.1:"$mport" \
+      --admin-listen 127.0.0.1:"$aport") 2>"$tmp/serve.log" &
 pid=$!
 wait_port "$port"
 base="http://127.0.0.1:$port"
@@ -134,6 +147,18 @@ limit=$(sed -n 's/^Max open files *\([0-9]*\).*/\1/p' "/proc/$pid/limits")
 grep -q '"status":"ready"' <<<"$ready" && [ "$st" = 200 ] && [ "$running_uid" = $uid ] && [ "$limit" = "$nofile" ] &&
   pass "ExecStart as uid $uid with LimitNOFILE $nofile: ready, decides" ||
   bad "run" "ready '$ready', check $st, uid $running_uid, nofile $limit: $(cat "$tmp/serve.log")"
+
+put() { # TOKEN: the status of a PUT of an override with that token
+  curl -s -o /dev/null -w '%{http_code}' -X PUT -H "Authorization: Bearer $1" \
+    -d '{"requests_per_unit":5,"ttl":"1m"}' "http://127.0.0.1:$aport/admin/v1/overrides/api.remote_address"
+}
+wrong=$(put not-the-token-0123456789)
+right=$(put "$(cat "$token")")
+[ "$wrong" = 401 ] && { [ "$right" = 201 ] || [ "$right" = 200 ]; } &&
+  pass "the admin API takes the installed token through the credential, and no other" ||
+  bad "admin token at run" "wrong $wrong, right $right: $(cat "$tmp/serve.log")"
+! grep -q "lets other users read" "$tmp/serve.log" &&
+  pass "the credential is not readable by others (no warning)" || bad "credential mode" "$(cat "$tmp/serve.log")"
 
 reload=$(sed -n 's/^ExecReload=//p' "$unit")
 ${reload//\$MAINPID/$pid}
