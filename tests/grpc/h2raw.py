@@ -139,6 +139,14 @@ class Conn:
     def send(self, data):
         self.sock.sendall(data)
 
+    def send_quiet(self, data):
+        """send() of what the client owes the server (acks, window
+        updates): a server that closed meanwhile is not an error here."""
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.closed = True
+
     def headers(self, path, ctype="application/grpc", method="POST",
                 extra=(), end=False):
         sid = self.next_id
@@ -206,9 +214,9 @@ class Conn:
                 st.ended = True
             if f.flow_controlled_length:
                 n = f.flow_controlled_length
-                self.send(WindowUpdateFrame(0, window_increment=n).serialize())
+                self.send_quiet(WindowUpdateFrame(0, window_increment=n).serialize())
                 if not st.ended:
-                    self.send(WindowUpdateFrame(f.stream_id, window_increment=n).serialize())
+                    self.send_quiet(WindowUpdateFrame(f.stream_id, window_increment=n).serialize())
         elif isinstance(f, RstStreamFrame):
             self.streams.setdefault(f.stream_id, Stream()).reset = f.error_code
 
