@@ -6,15 +6,23 @@
 #   bench/grpc_vs_nghttpd.sh                 # 3 rounds of 10 s, a quarter of peak
 #   ROUNDS=5 DUR=10 FRAC=25 C=16 bench/grpc_vs_nghttpd.sh [SLUICE...]
 #
-# Servers, each on CPU $SRV_CPU: `sluice serve --threads 1 --grpc-listen`
-# (one call: ShouldRateLimit of bench/lib.sh's request, a limit no run
-# reaches) and `nghttpd --no-tls` serving a 1-byte file (installed from
-# Debian's nghttp2-server when missing).  Load on CPU $CLI_CPU:
-#   peak   h2load -t1 -c4 -m100 -D$DUR against sluice: the calls it
-#          answered a second (the batched peak)
+# Servers, each on CPU $SRV_CPU (every thread of the process):
+#   sluice       `sluice serve --threads 1 --grpc-listen`: ShouldRateLimit
+#                of bench/lib.sh's request, a limit no run reaches
+#   nghttpd      `nghttpd --no-tls` (Debian's nghttp2-server, installed
+#                when missing) answering GET of a 1-byte file
+#   nghttpd-grpc the same nghttpd answering the gRPC call's own frames:
+#                the request's HEADERS and DATA (h2load -d, the same
+#                body and path), a 1-byte file and a trailer (`--trailer
+#                'grpc-status: 0'`), so that h2load does the same work
+#                for both and only the servers differ
+# Load on CPU $CLI_CPU:
+#   peak   h2load -t1 -c4 -m100 -D$DUR against sluice, three times: the
+#          median of the calls it answered a second (the batched peak)
 #   paced  h2load -t1 -c$C -m100 --rps=R/$C -D$DUR at R = peak*FRAC/100,
 #          against each server in turn, round after round; p50, p99 and
-#          p99.9 of the request times h2load logs (--log-file)
+#          p99.9 of the request times h2load logs (--log-file), and the
+#          server's CPU (user + system, /proc) per request
 # Several SLUICE binaries (default: build/sluice) are measured in the
 # same rounds, before and after a change.
 set -u
@@ -43,50 +51,69 @@ fi
 NGHTTPD=$(command -v nghttpd || echo /usr/sbin/nghttpd)
 ports_free "$PORT" "$NPORT"
 grpc_bench_files "$OUT"
-mkdir -p "$OUT/www" && printf x >"$OUT/www/x"
+mkdir -p "$OUT/www$(dirname "$RLS")" && printf x >"$OUT/www/x" && printf x >"$OUT/www$RLS"
 
 # One server per binary, each on ports of its own; nghttpd beside them.
 gports=()
+spids=()
 i=0
 for bin in "$@"; do
   p=$((PORT + 2 * i))
   taskset -c "$SRV_CPU" "$bin" serve --rules "$OUT/rules.yaml" --threads 1 \
     --listen "127.0.0.1:$p" --grpc-listen "127.0.0.1:$((p + 1))" 2>"$OUT/sluice$i.log" &
+  spids+=("$!")
   wait_port "$((p + 1))" || { echo "$bin did not start" >&2; exit 1; }
   gports+=("$((p + 1))")
   i=$((i + 1))
 done
 taskset -c "$SRV_CPU" "$NGHTTPD" --no-tls -d "$OUT/www" "$NPORT" >/dev/null 2>&1 &
-wait_port "$NPORT" || { echo "nghttpd did not start" >&2; exit 1; }
+npid=$!
+taskset -c "$SRV_CPU" "$NGHTTPD" --no-tls --trailer 'grpc-status: 0' -d "$OUT/www" \
+  "$((NPORT - 1))" >/dev/null 2>&1 &
+tpid=$!
+wait_port "$NPORT" && wait_port "$((NPORT - 1))" || { echo "nghttpd did not start" >&2; exit 1; }
+for pid in "${spids[@]}"; do # the process's other threads on its CPU too
+  for t in /proc/"$pid"/task/*; do taskset -p -c "$SRV_CPU" "${t##*/}" >/dev/null; done
+done
 
 grpc_h2load() { # PORT EXTRA...: h2load of ShouldRateLimit calls
   local port=$1; shift
   taskset -c "$CLI_CPU" h2load -t1 -d "$OUT/req.bin" -H 'content-type: application/grpc' \
     -H 'te: trailers' "$@" "http://127.0.0.1:$port$RLS"
 }
-percentiles() { # LOG: "p50 p99 p999" of its request times, in ms
-  python3 - "$1" <<'P'
-import sys
+percentiles() { # LOG TICKS: "p50 p99 p999 requests cpu_us_per_request"
+  python3 - "$1" "$2" <<'P'
+import os, sys
 t = sorted(int(l.split("\t")[2]) for l in open(sys.argv[1]) if l.strip())
 q = lambda f: t[min(len(t) - 1, int(f * len(t)))] / 1000.0
-print("%.3f %.3f %.3f %d" % (q(0.50), q(0.99), q(0.999), len(t)))
+us = int(sys.argv[2]) * 1e6 / os.sysconf("SC_CLK_TCK") / max(1, len(t))
+print("%.3f %.3f %.3f %d %.2f" % (q(0.50), q(0.99), q(0.999), len(t), us))
 P
 }
+paced() { # NAME PID RUN...: one paced run of RUN, its line printed
+  local name=$1 pid=$2 t0
+  shift 2
+  rm -f "$OUT/log" # h2load appends
+  t0=$(cpu_ticks "$pid")
+  "$@" -c"$C" -m100 --rps="$per" -D "$DUR" --log-file="$OUT/log" >"$OUT/h2" 2>&1
+  printf '%-6s %-36s %9s %9s %9s %9s %9s %s\n' "$r" "$name" \
+    $(percentiles "$OUT/log" $(($(cpu_ticks "$pid") - t0))) \
+    "$(grep -q '^status codes: [0-9]* 2xx, 0 3xx, 0 4xx, 0 5xx' "$OUT/h2" || echo '(not all 2xx!)')"
+}
 
-peak=$(grpc_h2load "${gports[0]}" -c4 -m100 -D "$DUR" |
-  awk '/^finished in/ {sub(",", "", $5); print int($5)}')
+peak=$(for k in 1 2 3; do
+  grpc_h2load "${gports[0]}" -c4 -m100 -D "$DUR" | awk '/^finished in/ {print int($4)}'
+done | sort -n | sed -n 2p)
 rate=$((peak * FRAC / 100))
 per=$((rate / C))
 echo "peak (h2load -c4 -m100, $1): $peak calls/s; paced: $rate/s (--rps $per on $C connections)"
-printf '%-8s %-40s %10s %10s %10s %8s\n' round server p50_ms p99_ms p999_ms requests
+printf '%-6s %-36s %9s %9s %9s %9s %9s\n' round server p50_ms p99_ms p999_ms requests cpu_us
 for r in $(seq "$ROUNDS"); do
   i=0
   for bin in "$@"; do
-    grpc_h2load "${gports[$i]}" -c"$C" -m100 --rps="$per" -D "$DUR" --log-file="$OUT/log" >/dev/null 2>&1
-    printf '%-8s %-40s %10s %10s %10s %8s\n' "$r" "$bin" $(percentiles "$OUT/log")
+    paced "$bin" "${spids[$i]}" grpc_h2load "${gports[$i]}"
     i=$((i + 1))
   done
-  taskset -c "$CLI_CPU" h2load -t1 -c"$C" -m100 --rps="$per" -D "$DUR" --log-file="$OUT/log" \
-    "http://127.0.0.1:$NPORT/x" >/dev/null 2>&1
-  printf '%-8s %-40s %10s %10s %10s %8s\n' "$r" nghttpd $(percentiles "$OUT/log")
+  paced nghttpd "$npid" taskset -c "$CLI_CPU" h2load -t1 "http://127.0.0.1:$NPORT/x"
+  paced nghttpd-grpc "$tpid" grpc_h2load "$((NPORT - 1))"
 done
