@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "redis/redis_proto.h"
 #include "rules/rule_daemon.h"
 #include "sluice.h"
 #include "sluice_rules.h"
@@ -135,6 +136,18 @@ int cmd_validate(int argc, char **argv)
      * a mistake: on stderr, the load still valid. */
     for (size_t i = 0; i < sl__rules_warning_count(rules); i++)
         fprintf(stderr, "warning: %s\n", sl__rules_warning(rules, i));
+    /* A limit the Redis store's script cannot decide exactly (a period
+     * no tick of 10^k ns brings below 2^52 ns) loads on the memory store
+     * and is refused by `sluice serve --store redis://` as it loads. */
+    for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
+        const sl_rule *r = sl_rules_rule(rules, i);
+        char why[256];
+        if (r->action == SL_RULE_LIMIT &&
+            sl__redis_limit_fits(r->limit, why, sizeof(why)) != 0)
+            fprintf(stderr, "warning: rule '%s': refused with --store "
+                            "redis://: %s\n",
+                    r->path, why);
+    }
     if (list)
         for (size_t i = 0; i < sl_rules_rule_count(rules); i++)
             print_rule(rules, sl_rules_rule(rules, i));

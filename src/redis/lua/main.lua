@@ -12,7 +12,8 @@
 -- one string (call.c): "ttl,record,spec,cost[,spec,cost...]" - the extra
 -- TTL in ms, 1 to record (SL_RECORD: every item's cost is consumed,
 -- fitting or not), then per item its limit, "algorithm L P B step flags
--- t_num t_den" (an override of a schedule adds its base's L), and its
+-- t_num t_den" (an override of a schedule adds its base's L; the
+-- algorithm may be followed by "/k", below), and its
 -- cost (per item, so that a call may charge each limit its own).  A head
 -- is parsed once and kept (head_of): the calls of a server mostly share a
 -- few, and three arguments a call instead of 4 + 2 per item are what
@@ -21,6 +22,15 @@
 -- allowed, remaining, reset_after, retry_after, delay; or, for one
 -- token_bucket or gcra item decided by the fast path, one integer, its
 -- lead (fast.lua), from which call.c computes the five.
+--
+-- Ticks.  A limit whose period (or a bucket's B * T) would take its
+-- times in ns past 2^52, where doubles stop being exact, is sent with its
+-- times in ticks of 10^k ns (call.c chooses the least k that fits, the
+-- same for every call of the limit): the algorithm is written "a/k" and
+-- P, step, t_num and t_den are in ticks.  Its item then sees now in
+-- ticks and answers durations in ticks, which call.c turns back into ns,
+-- and its keys' TTLs are set from ticks (prelude.lua's ttl_ms).  Such an
+-- item takes no fast path: those read now and TTLs in ns.
 --
 -- A batch (src/redis/redis_batch.c): args[1] is 'B', args[2] the number
 -- of calls, args[3] the number H of distinct (now_s, now_n, head)
@@ -70,8 +80,8 @@ local function limit_of(spec)
             limits, n_limits = {}, 0
         end
         n_limits = n_limits + 1
-        local a, L, P, B, step, flags, tn, td, base = match(spec,
-            '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
+        local a, k, L, P, B, step, flags, tn, td, base = match(spec,
+            '^(%d+)/?(%d*) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
         local check = ALGORITHMS[tonumber(a)]
         if check == nil then
             error({err = 'EINVAL unknown algorithm or malformed limit ' .. spec})
@@ -93,7 +103,10 @@ local function limit_of(spec)
         -- sliding_window.lua), which wants some numbers at hand: B * T
         -- and its horizon, the period as (s, ns).
         local fast
-        if base == '' and (a == '0' or a == '1') then
+        if k ~= '' then
+            lim.tick = 10 ^ tonumber(k)
+            lim.tick_f = E9 / lim.tick
+        elseif base == '' and (a == '0' or a == '1') then
             fast = sched_fast
             lim.most = lim.burst * lim.t_num
             lim.horizon = idiv(lim.most, lim.t_den) + 1
@@ -164,7 +177,12 @@ local function decide_call(k, h, ts, tn)
                 return d
             end
         end
-        return l.check(keys[k + 1], l.lim, h.cost, now_s, now_n,
+        local lim, s, ns = l.lim, now_s, now_n
+        TICK = lim.tick or 1
+        if lim.tick then
+            s, ns = in_ticks(s, ns, lim.tick, lim.tick_f)
+        end
+        return l.check(keys[k + 1], lim, h.cost, s, ns,
                        record and RECORD or COMMIT)
     end
 
@@ -173,7 +191,12 @@ local function decide_call(k, h, ts, tn)
         local all, ds = true, {}
         for i = 1, n do
             local l = ls[i]
-            ds[i] = l.check(keys[k + i], l.lim, costs[i], now_s, now_n, mode)
+            local lim, s, ns = l.lim, now_s, now_n
+            TICK = lim.tick or 1
+            if lim.tick then
+                s, ns = in_ticks(s, ns, lim.tick, lim.tick_f)
+            end
+            ds[i] = l.check(keys[k + i], lim, costs[i], s, ns, mode)
             all = all and ds[i][ALLOWED] == 1
         end
         return all, ds
