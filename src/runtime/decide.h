@@ -44,6 +44,10 @@ typedef struct sv_dec_status {
     const sv_rule_text *text; /* the rule's; NULL with it */
     sl_decision d;
     int shadow; /* the reported rule is in shadow mode */
+    /* The limit refused, whether or not that made the descriptor
+     * OVER_LIMIT (shadow mode); ratelimit's answers then say 0 left. */
+    int limited;
+    int quota; /* the reported rule is in quota mode */
 } sv_dec_status;
 
 typedef struct sv_dec_result {
