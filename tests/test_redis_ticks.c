@@ -12,30 +12,10 @@
 #include "internal.h"
 #include "redisutil.h"
 
-static tu_redis server;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    if (tu_redis_start(&server) != 0) {
-        fprintf(stderr, "cannot start redis-server (scripts/deps.sh "
-                        "installs it)\n");
-        return -1;
-    }
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tu_redis_cleanup(&server);
-    return 0;
-}
-
 static sl_store *redis_store(void)
 {
     sl_redis_options o = {.size = sizeof(o),
-                          .url = server.url,
+                          .url = tu_server()->url,
                           .extra_ttl_ms = 600000,
                           .key_prefix = "k:"};
     sl_store *st = NULL;
@@ -47,20 +27,6 @@ static sl_store *redis_store(void)
 }
 
 #define YEAR (365 * DAY)
-
-static sl_decision decide(sl_store *st, const sl_limit *lim, const char *key,
-                          int64_t cost, sl_nanos t)
-{
-    sl_decision d;
-    int rc = sl_check(st, lim, key, strlen(key), cost, t, &d);
-    if (rc != 0) {
-        char err[256];
-        sl_store_last_error(st, err, sizeof(err));
-        fail_msg("sl_check(cost %lld, t %lld): %s (%s)", (long long)cost,
-                 (long long)t, sl_err_name(rc), err);
-    }
-    return d;
-}
 
 /* Durations of r are m's to within two ticks: now is counted from its
  * tick's start, a duration is rounded up to whole ticks, and a bucket's
@@ -87,8 +53,8 @@ static void run(const sl_limit_config *cfg, const char *what, sl_nanos tick,
     for (int i = 0; i < 60; i++) {
         int64_t cost = tu_range(&seed, 0, 3);
         sl_nanos at = t + (jitter ? tu_range(&seed, 0, jitter) : 0);
-        sl_decision m = decide(mem, lim, what, cost, at);
-        sl_decision r = decide(red, lim, what, cost, at);
+        sl_decision m = tu_check(mem, lim, what, cost, at);
+        sl_decision r = tu_check(red, lim, what, cost, at);
         if (m.allowed != r.allowed || m.remaining != r.remaining ||
             m.limit != r.limit)
             fail_msg("%s: request %d (cost %lld): memory allowed %d "
@@ -192,5 +158,6 @@ int main(void)
         cmocka_unit_test(test_between_ticks_durations_round_up),
         cmocka_unit_test(test_no_tick_fits_is_erange),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tu_redis_group_setup,
+                                  tu_redis_group_teardown);
 }

@@ -470,6 +470,11 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
     return sv_decide_finish(w, st, res, err, errlen);
 }
 
+const sl_rules *sv_decide_rules(const sv_dec_state *st)
+{
+    return st->rules->rules;
+}
+
 void sv_decide_abandon(sv_dec_state *st)
 {
     if (st == NULL)

@@ -105,6 +105,11 @@ static inline long long sv_sec_up(sl_nanos ns)
                : (long long)(ns / SL_NS_PER_SEC + (ns % SL_NS_PER_SEC != 0));
 }
 
+/* The rules the state's last request was decided against, which its
+ * answer's statuses point into (a waited request's, held until the state
+ * is next used, whatever the thread has adopted since). */
+const sl_rules *sv_decide_rules(const sv_dec_state *st);
+
 /* The HTTP status of an sv_decide() error: 503 for the store, else 400. */
 int sv_decide_status(int rc);
 
