@@ -14,16 +14,7 @@
 
 static sl_store *redis_store(void)
 {
-    sl_redis_options o = {.size = sizeof(o),
-                          .url = tu_server()->url,
-                          .extra_ttl_ms = 600000,
-                          .key_prefix = "k:"};
-    sl_store *st = NULL;
-    char err[256] = "";
-    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
-    if (rc != 0)
-        fail_msg("sl_redis_store_new: %s (%s)", sl_err_name(rc), err);
-    return st;
+    return tu_redis_store("k:");
 }
 
 #define YEAR (365 * DAY)
