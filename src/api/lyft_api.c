@@ -7,8 +7,10 @@
  * hits_addend and limit override; the answer is written as protojson
  * writes it, leaving out fields of proto3's default value (an empty name,
  * a limitRemaining of 0, an UNKNOWN unit).  As in lyft, an over-limit
- * answer has status 429, and an unlimited rule's status is OK with a
- * limitRemaining of 2^32 - 1 and no currentLimit.
+ * answer has status 429, a limit that refused says 0 remaining, an
+ * unlimited rule's status is OK with a limitRemaining of 2^32 - 1 and no
+ * currentLimit, and --response-dynamic-metadata adds its dynamicMetadata
+ * (dyn_meta.h).
  */
 #include <ctype.h>
 #include <stdio.h>

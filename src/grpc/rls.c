@@ -7,8 +7,11 @@
  * without counting), else the request's, where 0 means 1; a descriptor's
  * limit override stands for its rules (decide.c, "Overrides"); an
  * unmatched descriptor or unknown domain is OK with no limit, an
- * unlimited one OK with 2^32 - 1 remaining; an empty domain or no
- * descriptors is an error (UNKNOWN, as lyft's server answers).
+ * unlimited one OK with 2^32 - 1 remaining, a limit that refused 0
+ * remaining; an empty domain or no descriptors is an error (UNKNOWN, as
+ * lyft's server answers).  The answer's headers are sluice's or
+ * ratelimit's (--grpc-rate-limit-headers), its dynamic_metadata
+ * ratelimit's (--response-dynamic-metadata, dyn_meta.h).
  *
  * On Redis a decision waits: the call's state (the decoded request, the
  * descriptors, the decision state) stays in an rls_call until done()
