@@ -5,64 +5,11 @@
  * several limits per node, unknown domains, and `replaces` across a
  * request's descriptors.
  */
-#define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 #include "rules/rule_daemon.h"
 #include "sluice_rules.h"
 
-static sl_rules *rules_of(const char *text)
-{
-    sl_rules *r = NULL;
-    char err[512] = "";
-    int rc = sl_rules_load_buffer("t.yaml", text, strlen(text), NULL, &r,
-                                  err, sizeof(err));
-    if (rc != 0)
-        fail_msg("load: %s: %s", sl_err_name(rc), err);
-    return r;
-}
-
-/* A request descriptor written "k=v,k=v". */
-typedef struct req {
-    sl_rules_entry e[8];
-    size_t n;
-    char buf[256];
-} req;
-
-static void parse_req(req *q, const char *text)
-{
-    char *p, *save = NULL;
-    snprintf(q->buf, sizeof(q->buf), "%s", text);
-    q->n = 0;
-    for (p = strtok_r(q->buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        char *eqs = strchr(p, '=');
-        assert_non_null(eqs);
-        *eqs = '\0';
-        q->e[q->n].key = p;
-        q->e[q->n].key_len = strlen(p);
-        q->e[q->n].value = eqs + 1;
-        q->e[q->n].value_len = strlen(eqs + 1);
-        q->n++;
-    }
-}
-
-typedef struct result {
-    sl_rule_match m[SL_RULES_MAX_LIMITS_PER_NODE];
-    size_t n;
-    char key[512];
-} result;
-
-static size_t match(const sl_rules *r, const char *domain, const char *desc,
-                    result *res)
-{
-    req q;
-    parse_req(&q, desc);
-    int rc = sl_rules_match(r, domain, strlen(domain), q.e, q.n, 0, res->m,
-                            SL_RULES_MAX_LIMITS_PER_NODE, &res->n, res->key,
-                            sizeof(res->key));
-    if (rc != 0)
-        fail_msg("match %s: %s", desc, sl_err_name(rc));
-    return res->n;
-}
+#include "rulesutil.h"
 
 /* The single rule matched, or NULL for none. */
 static const sl_rule *matched(const sl_rules *r, const char *domain,
@@ -751,81 +698,6 @@ static void test_example_config_scenarios(void **state)
     sl_rules_free(r);
 }
 
-/* sl__rules_metric_text() of a descriptor of domain "d" is want. */
-static void expect_metric(const sl_rules *r, const char *desc, int detailed,
-                          const char *want)
-{
-    char text[128];
-    size_t len = 0;
-    req q;
-    parse_req(&q, desc);
-    expect_eq(sl__rules_metric_text(r, "d", 1, q.e, q.n, detailed, text,
-                                    sizeof(text), &len),
-              0);
-    if (len != strlen(want) || memcmp(text, want, len) != 0)
-        fail_msg("metric text of %s: '%.*s', want '%s'", desc, (int)len, text,
-                 want);
-}
-
-/* share_threshold: every value a wildcard matches has one counter key
- * (the pattern's), where without it each value has its own. */
-static void test_share_threshold_keys(void **state)
-{
-    (void)state;
-    sl_rules *r = rules_of("domain: d\n"
-                           "descriptors:\n"
-                           "  - key: path\n"
-                           "    value: /files/*\n"
-                           "    share_threshold: true\n"
-                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
-                           "  - key: path\n"
-                           "    value: /own/*\n"
-                           "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
-                           "  - key: t\n"
-                           "    value: a*b*\n"
-                           "    share_threshold: true\n"
-                           "    descriptors:\n"
-                           "      - key: m\n"
-                           "        rate_limit: {unit: day, requests_per_unit: 9}\n");
-    result a, b;
-    expect_eq(match(r, "d", "path=/files/x.pdf", &a), 1);
-    expect_eq(match(r, "d", "path=/files/y.csv", &b), 1);
-    expect_eq(a.m[0].key_len, b.m[0].key_len);
-    expect_eq(memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len), 0);
-    assert_non_null(memmem(a.m[0].key, a.m[0].key_len, "8:/files/*", 10));
-    expect_eq(match(r, "d", "path=/own/x.pdf", &a), 1);
-    expect_eq(match(r, "d", "path=/own/y.csv", &b), 1);
-    expect_eq(a.m[0].key_len == b.m[0].key_len &&
-                  memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len) == 0,
-              0);
-    /* A shared level above, its own value below. */
-    expect_eq(match(r, "d", "t=a1b2,m=GET", &a), 1);
-    expect_eq(match(r, "d", "t=aXXbYY,m=GET", &b), 1);
-    expect_eq(memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len), 0);
-    expect_eq(match(r, "d", "t=aXXbYY,m=PUT", &b), 1);
-    expect_eq(a.m[0].key_len == b.m[0].key_len &&
-                  memcmp(a.m[0].key, b.m[0].key, a.m[0].key_len) == 0,
-              0);
-
-    /* ratelimit's metric keys: the pattern for a shared level, the
-     * value for value_to_metric, the pattern for a plain wildcard. */
-    expect_metric(r, "path=/files/x.pdf", 0, "path_/files/*");
-    expect_metric(r, "path=/own/x.pdf", 0, "path_/own/*");
-    expect_metric(r, "path=/own/x.pdf", 1, "path_/own/x.pdf");
-    expect_metric(r, "t=a1b2,m=GET", 0, "t_a*b*.m");
-    sl_rules_free(r);
-
-    r = rules_of("domain: d\n"
-                 "descriptors:\n"
-                 "  - key: route\n"
-                 "    value_to_metric: true\n"
-                 "    descriptors:\n"
-                 "      - key: method\n"
-                 "        rate_limit: {unit: day, requests_per_unit: 9}\n");
-    expect_metric(r, "route=/a,method=GET", 0, "route_/a.method");
-    sl_rules_free(r);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -856,7 +728,6 @@ int main(void)
         cmocka_unit_test(test_replaces_as_lyft_example7),
         cmocka_unit_test(test_replaces_keeps_unlimited_and_unnamed),
         cmocka_unit_test(test_example_config_scenarios),
-        cmocka_unit_test(test_share_threshold_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
