@@ -588,8 +588,12 @@ static int check_error(const sv_dec_state *st, char *err, size_t errlen)
     for (size_t i = 0; i < st->n_checks; i++) {
         const sd_check *c = &st->checks[i];
         int quota = 0;
-        for (size_t k = 0; i > 0 && k < st->nm && !quota; k++)
-            quota = st->slot[k] == i && !st->m[k].rule->shadow_mode;
+        /* slot[] is a check's index only for a match decided apart. */
+        for (size_t k = 0; i > 0 && k < st->nm && !quota; k++) {
+            const sl_rule *r = st->m[k].rule;
+            quota = st->slot[k] == i && r->action == SL_RULE_LIMIT &&
+                    !r->shadow_mode && quota_of(st, r);
+        }
         if ((i == 0 && st->has_items) || quota) {
             if (c->rc != 0) {
                 snprintf(err, errlen, "%s", c->err);
