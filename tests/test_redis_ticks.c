@@ -125,6 +125,55 @@ static void test_between_ticks_durations_round_up(void **state)
     run(&long_limits[N_LONG - 1].cfg, "9/20 years, any ns", 1000, 99999);
 }
 
+/* A ticked limit beside one in ns in one call (the script's multi-item
+ * path, each item at its own scale): all or nothing as on memory; and
+ * its key's TTL is the window's rest in ms (plus the store's extra),
+ * not a tenth of it. */
+static void test_ticked_items_in_one_call_and_ttl(void **state)
+{
+    (void)state;
+    sl_store *mem = tu_store(), *red = redis_store();
+    sl_limit *year = tu_limit(SL_FIXED_WINDOW, 3, YEAR, 0);
+    sl_limit *minute = tu_limit(SL_FIXED_WINDOW, 5, 60 * SEC, 0);
+    sl_check_item items[2] = {{year, "multi", 5}, {minute, "multi", 5}};
+    sl_nanos t = INT64_C(1785000000) * SEC + 123456789, year_rest = 0;
+    for (int i = 0; i < 8; i++) {
+        sl_decision me[2], re[2], mo, ro;
+        expect_eq(sl_check_multi(mem, items, 2, 1, t, me, &mo), 0);
+        expect_eq(sl_check_multi(red, items, 2, 1, t, re, &ro), 0);
+        if (mo.allowed != ro.allowed || me[0].remaining != re[0].remaining ||
+            me[1].remaining != re[1].remaining)
+            fail_msg("call %d: memory %d (%lld, %lld), redis %d (%lld, %lld)",
+                     i, mo.allowed, (long long)me[0].remaining,
+                     (long long)me[1].remaining, ro.allowed,
+                     (long long)re[0].remaining, (long long)re[1].remaining);
+        year_rest = re[0].reset_after;
+        t += 7 * SEC;
+    }
+    redisContext *c = tu_redis_admin(tu_server());
+    redisReply *keys = redisCommand(c, "KEYS k:*multi*");
+    assert_non_null(keys);
+    long long longest = 0;
+    for (size_t i = 0; i < keys->elements; i++) {
+        long long ttl = tu_redis_int(c, "PTTL %s", keys->element[i]->str);
+        longest = ttl > longest ? ttl : longest;
+    }
+    freeReplyObject(keys);
+    redisFree(c);
+    /* The rest of the year's window as the last call answered it, plus
+     * the store's 600 s extra; the test's clock and Redis's agree to
+     * within the few seconds it took. */
+    long long want = year_rest / SL_NS_PER_MS + 600000;
+    if (year_rest < 30LL * 86400 * SEC || longest < want - 60000 ||
+        longest > want + 60000)
+        fail_msg("the year's key expires in %lld ms, want about %lld",
+                 longest, want);
+    sl_limit_free(year);
+    sl_limit_free(minute);
+    sl_store_free(mem);
+    sl_store_free(red);
+}
+
 /* A period no power of ten divides into 2^52 ticks is refused, and says
  * why. */
 static void test_no_tick_fits_is_erange(void **state)
@@ -147,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_long_periods_decide_as_memory),
         cmocka_unit_test(test_between_ticks_durations_round_up),
+        cmocka_unit_test(test_ticked_items_in_one_call_and_ttl),
         cmocka_unit_test(test_no_tick_fits_is_erange),
     };
     return cmocka_run_group_tests(tests, tu_redis_group_setup,
