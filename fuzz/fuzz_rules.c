@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "rules/rule_daemon.h"
 #include "sluice_rules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,7 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                SL_RULES_MAX_LIMITS_PER_NODE, &n, key,
                                sizeof(key)) == 0)
                 sl_rules_drop_replaced(m, &n);
+        /* ratelimit's metric key walks the tree as a match does. */
+        size_t len;
+        (void)sl__rules_metric_text(rules, d, strlen(d), e, 2, 0, key,
+                                    sizeof(key), &len);
     }
+    for (size_t i = 0; i < sl__rules_warning_count(rules); i++)
+        if (strlen(sl__rules_warning(rules, i)) == 0)
+            __builtin_trap();
     sl_rules_free(rules);
     return 0;
 }

@@ -85,10 +85,12 @@ typedef enum sl_rule_action {
  * and a caller reads them through the pointers it hands out, so fields
  * are only ever appended: a program built against an older sluice_rules.h
  * reads the fields it knows.  The format's settings for `sluice serve`
- * and `sluice proxy` (store_failure, adaptive, max_hits, detailed_metric;
+ * and `sluice proxy` (store_failure, adaptive, max_hits, detailed_metric,
+ * and envoyproxy/ratelimit's value_to_metric, quota_mode and metadata;
  * docs/rules.md) are read and checked by the loader, but are no fields of
  * sl_rule: a program that matches descriptors and checks limits needs
- * none of them.
+ * none of them.  share_threshold is no field either: it changes the
+ * counter key sl_rules_match() gives.
  */
 typedef struct sl_rule {
     const char *domain;
@@ -135,7 +137,8 @@ typedef struct sl_rule_match {
  * Finds the rules that apply to one request descriptor of `domain`
  * (lyft's order at each level: exact value, then the first wildcard
  * value in file order, then key only; rules apply only at the node of the
- * descriptor's last entry).  Writes up to SL_RULES_MAX_LIMITS_PER_NODE
+ * descriptor's last entry).  A level matched by a share_threshold
+ * wildcard is keyed by its pattern, not the request's value.  Writes up to SL_RULES_MAX_LIMITS_PER_NODE
  * matches to out (max_out must be at least that) and their number to
  * *n_out (0 for an unknown domain or no match); the counter key is built
  * in keybuf.  Every match's `descriptor` is set to `descriptor`.

@@ -258,6 +258,23 @@ static inline tu_redis *tu_server(void)
     return &server;
 }
 
+/* A Redis store on tu_server(), its keys under prefix; an extra TTL so
+ * that state outlives the gap between a trace's manual clock and real
+ * time.  Any error fails the test. */
+static inline sl_store *tu_redis_store(const char *prefix)
+{
+    sl_redis_options o = {.size = sizeof(sl_redis_options),
+                          .url = tu_server()->url,
+                          .extra_ttl_ms = 600000,
+                          .key_prefix = prefix};
+    sl_store *st = NULL;
+    char err[256] = "";
+    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("sl_redis_store_new: %s (%s)", sl_err_name(rc), err);
+    return st;
+}
+
 static inline int tu_redis_group_setup(void **state)
 {
     (void)state;

@@ -191,20 +191,9 @@ static void test_base_freed_first(void **state)
 
 /* ==== stores ==== */
 
-/* A Redis store on the test's server; extra TTL so that state outlives
- * the gap between the traces' manual clock and real time. */
 static sl_store *redis_store(void)
 {
-    sl_redis_options o = {.size = sizeof(sl_redis_options),
-                          .url = tu_server()->url,
-                          .extra_ttl_ms = 600000,
-                          .key_prefix = "o:"};
-    sl_store *st = NULL;
-    char err[256] = "";
-    int rc = sl_redis_store_new(&o, &st, err, sizeof(err));
-    if (rc != 0)
-        fail_msg("sl_redis_store_new: %s (%s)", sl_err_name(rc), err);
-    return st;
+    return tu_redis_store("o:");
 }
 
 static void flushall(void)

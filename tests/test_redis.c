@@ -633,9 +633,10 @@ static void test_async_calls_decide_as_memory(void **state)
         sl__redis_call *call = NULL;
         char err[256];
         int64_t one = 1;
+        /* No tick but 1 ns divides the period, and B * T passes 2^52. */
         sl_limit_config big = {.algorithm = SL_TOKEN_BUCKET,
                                .limit = 1000003,
-                               .period = 86400 * SEC};
+                               .period = 86400 * SEC + 7};
         sl_limit *bl = tu_limit_cfg(&big);
         sl_check_item it = {bl, "k", 1};
         sl__redis_keyspace none;
@@ -1141,8 +1142,10 @@ static void test_bad_options_are_refused_clearly(void **state)
 static void test_limits_outside_the_exact_bound_are_erange(void **state)
 {
     sl_store *red = redis_store();
+    /* No tick of 10^k ns divides HOUR + 7 ns but 1 ns, in which B * T
+     * passes 2^52 (test_redis_ticks.c has the limits ticks fit). */
     sl_limit *wide_bucket =
-        tu_limit(SL_TOKEN_BUCKET, SL_MAX_COUNT, HOUR, SL_MAX_COUNT);
+        tu_limit(SL_TOKEN_BUCKET, SL_MAX_COUNT, HOUR + 7, SL_MAX_COUNT);
     sl_limit *long_window =
         tu_limit(SL_FIXED_WINDOW, 10, (INT64_C(1) << 52) + 1, 0);
     sl_limit *ok = tu_limit(SL_FIXED_WINDOW, 10, SEC, 0);

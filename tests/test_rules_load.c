@@ -416,6 +416,53 @@ static void test_lyft_flags_resolve(void **state)
     sl_rules_free(r);
 }
 
+/* envoyproxy/ratelimit's newer descriptor keys reach the daemon fields;
+ * what it accepts that looks like a mistake is loaded with a warning. */
+static void test_ratelimit_keys_resolve(void **state)
+{
+    (void)state;
+    sl_rules *r = load_ok(at("rules/valid/rl_quota_value_to_metric.yaml"));
+    const sl__rule_daemon *user = sl__rule_daemon_of(r, sl_rules_rule(r, 0));
+    const sl__rule_daemon *route = sl__rule_daemon_of(r, sl_rules_rule(r, 1));
+    expect_eq(user->quota_mode, 1);
+    expect_eq(user->value_to_metric, 1);
+    expect_eq(route->quota_mode, 0);
+    expect_eq(route->value_to_metric, 1); /* from the level above */
+    expect_eq(sl__rules_warning_count(r), 1);
+    assert_non_null(strstr(sl__rules_warning(r, 0),
+                           "rl_quota_value_to_metric.yaml:16:17: quota_mode "
+                           "has no effect on an unlimited rate_limit"));
+    sl_rules_free(r);
+
+    r = load_ok(at("rules/valid/rl_metadata.yaml"));
+    const sl__meta *m = sl__rule_daemon_of(r, sl_rules_rule(r, 0))->metadata;
+    assert_non_null(m);
+    expect_eq(m->kind, SL__META_STRUCT);
+    expect_eq(m->n, 7);
+    assert_string_equal(m->kids[0].name, "tier");
+    assert_string_equal(m->kids[0].text, "gold");
+    expect_eq(m->kids[1].kind, SL__META_NUMBER);
+    expect_eq(m->kids[1].number == 2.5, 1);
+    expect_eq(m->kids[3].kind, SL__META_BOOL);
+    expect_eq(m->kids[4].kind, SL__META_NULL);
+    expect_eq(m->kids[5].kind, SL__META_LIST);
+    expect_eq(m->kids[5].n, 2);
+    expect_eq(m->kids[6].kind, SL__META_STRUCT);
+    expect_eq(m->kids[6].kids[1].kind, SL__META_STRING); /* "yes" quoted */
+    assert_null(sl__rule_daemon_of(r, sl_rules_rule(r, 1))->metadata);
+    sl_rules_free(r);
+
+    r = load_ok(at("rules/valid/rl_lenient.yaml"));
+    expect_eq(sl__rules_warning_count(r), 4);
+    expect_eq(sl_rules_rule(r, 1)->action, SL_RULE_DENY);
+    expect_eq(sl_rules_rule(r, 2)->action, SL_RULE_UNLIMITED);
+    assert_non_null(strstr(sl__rules_warning(r, 0),
+                           ":8:5: key ignored at this place: 'unit'"));
+    assert_non_null(strstr(sl__rules_warning(r, 2),
+                           ":11:17: missing requests_per_unit"));
+    sl_rules_free(r);
+}
+
 static void test_free_null_is_noop(void **state)
 {
     (void)state;
@@ -441,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_identity_differs_by_path_and_domain),
         cmocka_unit_test(test_extensions_resolve),
         cmocka_unit_test(test_lyft_flags_resolve),
+        cmocka_unit_test(test_ratelimit_keys_resolve),
         cmocka_unit_test(test_free_null_is_noop),
     };
     find_srcdir();

@@ -24,11 +24,9 @@ from harness import check
 import h2raw
 from h2raw import RLS, HEALTH, field, rls_request, health_request, decode
 
-GRPC_DIR = os.path.join(SRC, "tests", "grpc")
-if not os.path.isdir(os.path.join(GRPC_DIR, "node_modules", "@grpc", "grpc-js")):
-    print("FAIL tests/grpc/node_modules is missing: run scripts/deps.sh --test "
-          "(npm ci in tests/grpc)")
-    sys.exit(1)
+import grpcnode
+GRPC_DIR = grpcnode.GRPC_DIR
+grpcnode.need_node_modules()
 
 # gRPC status codes.
 OK, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND = 0, 2, 3, 4, 5
@@ -62,54 +60,12 @@ descriptors:
 """)
 
 
-class GNode(harness.Node):
-    """sluice serve with --grpc-listen on a port it picks (gport)."""
-
+class GNode(grpcnode.GNode):
     def __init__(self, name, *flags, rules_path=rules):
-        super().__init__(SLUICE, tmp, name, rules_path, "--threads", "2",
-                         "--grpc-listen", "127.0.0.1:0", *flags)
-        self.gport = None
-        for _ in range(200):
-            m = re.search(r"grpc listening on 127\.0\.0\.1:(\d+)", open(self.log).read())
-            if m:
-                self.gport = int(m.group(1))
-                return
-            time.sleep(0.025)
-        raise SystemExit("%s: no 'grpc listening on' line" % name)
-
-    def grpc(self, *ops):
-        """Runs client.js with ops on one channel: its results."""
-        p = subprocess.run(["node", os.path.join(GRPC_DIR, "client.js"),
-                            "127.0.0.1:%d" % self.gport, json.dumps(ops)],
-                           capture_output=True, text=True, timeout=180)
-        if p.returncode != 0:
-            raise SystemExit("client.js failed: %s" % p.stderr[-2000:])
-        return json.loads(p.stdout)
-
-    def rls(self, descriptors, hits=0, domain="test", **op):
-        req = {"domain": domain, "descriptors": descriptors, "hits_addend": hits}
-        return self.grpc(dict(op, op="rls", req=req))[0]
-
-    def health(self, service=""):
-        return self.grpc({"op": "health", "service": service})[0]
-
-    def json(self, body):
-        req = urllib.request.Request(self.url("/json"), json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+        super().__init__(SLUICE, tmp, name, rules_path, *flags)
 
 
-def d(key, value, hits=None, limit=None):
-    out = {"entries": [{"key": key, "value": value}]}
-    if hits is not None:
-        out["hits_addend"] = {"value": hits}
-    if limit is not None:
-        out["limit"] = limit
-    return out
+d = grpcnode.d
 
 
 def statuses(r):
@@ -225,8 +181,10 @@ try:
     check("hits: a descriptor's own wins, the others take the request's",
           status_of(r) == [("OK", 92, "hits"), ("OK", 93, "hits")], r)
     r = main.rls([d("hits", "h1", hits=93)])
-    check("hits: more than remaining is OVER_LIMIT, nothing consumed",
-          status_of(r) == [("OVER_LIMIT", 92, "hits")], r)
+    check("hits: more than remaining is OVER_LIMIT, 0 remaining as in ratelimit",
+          status_of(r) == [("OVER_LIMIT", 0, "hits")], r)
+    r = main.rls([d("hits", "h1", hits=0)])
+    check("hits: ... and nothing consumed", status_of(r) == [("OK", 92, "hits")], r)
     r = main.rls([d("hits", "h1", hits=1 << 41)])
     check("hits: over 2^40 is INVALID_ARGUMENT", r["code"] == INVALID_ARGUMENT, r)
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "redis/redis_proto.h"
 #include "rules/rule_daemon.h"
 #include "sluice.h"
 #include "sluice_rules.h"
@@ -18,7 +19,9 @@ static const char validate_usage[] =
     "Checks a rules file, or every *.yaml and *.yml file of a directory,\n"
     "and prints 'ok: N domains, M limits (version V)'; --list also prints\n"
     "one line per limit.  An error is printed as 'file:line:column:\n"
-    "message' on stderr.\n"
+    "message' on stderr, and so are warnings ('warning: file:line:column:\n"
+    "message') for what envoyproxy/ratelimit accepts but looks like a\n"
+    "mistake.\n"
     "Exit status: 0 valid, 2 invalid rules or usage, 1 unreadable path.\n";
 
 void cmd_validate_usage(FILE *to)
@@ -77,8 +80,17 @@ static void print_rule(const sl_rules *rules, const sl_rule *r)
     }
     if (r->shadow_mode)
         printf(" shadow_mode");
-    if (sl__rule_daemon_of(rules, r)->detailed_metric)
+    const sl__rule_daemon *d = sl__rule_daemon_of(rules, r);
+    if (d->detailed_metric)
         printf(" detailed_metric");
+    if (d->quota_mode)
+        printf(" quota_mode");
+    if (d->value_to_metric)
+        printf(" value_to_metric");
+    if (d->shared)
+        printf(" share_threshold");
+    if (d->metadata != NULL)
+        printf(" metadata");
     for (size_t i = 0; i < r->n_replaces; i++)
         printf(" replaces=%s", r->replaces[i]);
     printf("\n");
@@ -119,6 +131,22 @@ int cmd_validate(int argc, char **argv)
     if (rc != 0) {
         fprintf(stderr, "%s\n", err);
         return rc == SL_ENOMEM ? 1 : 2;
+    }
+    /* What ratelimit accepts and sluice loads too, but which looks like
+     * a mistake: on stderr, the load still valid. */
+    for (size_t i = 0; i < sl__rules_warning_count(rules); i++)
+        fprintf(stderr, "warning: %s\n", sl__rules_warning(rules, i));
+    /* A limit the Redis store's script cannot decide exactly (a period
+     * no tick of 10^k ns brings below 2^52 ns) loads on the memory store
+     * and is refused by `sluice serve --store redis://` as it loads. */
+    for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
+        const sl_rule *r = sl_rules_rule(rules, i);
+        char why[256];
+        if (r->action == SL_RULE_LIMIT &&
+            sl__redis_limit_fits(r->limit, why, sizeof(why)) != 0)
+            fprintf(stderr, "warning: rule '%s': refused with --store "
+                            "redis://: %s\n",
+                    r->path, why);
     }
     if (list)
         for (size_t i = 0; i < sl_rules_rule_count(rules); i++)

@@ -7,8 +7,10 @@
  * hits_addend and limit override; the answer is written as protojson
  * writes it, leaving out fields of proto3's default value (an empty name,
  * a limitRemaining of 0, an UNKNOWN unit).  As in lyft, an over-limit
- * answer has status 429, and an unlimited rule's status is OK with a
- * limitRemaining of 2^32 - 1 and no currentLimit.
+ * answer has status 429, a limit that refused says 0 remaining, an
+ * unlimited rule's status is OK with a limitRemaining of 2^32 - 1 and no
+ * currentLimit, and --response-dynamic-metadata adds its dynamicMetadata
+ * (dyn_meta.h).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "runtime/dyn_meta.h"
 
 /* A proto3 JSON Duration: seconds with 0, 3, 6 or 9 fractional digits. */
 static void add_duration(sv_buf *b, sl_nanos ns)
@@ -71,7 +74,9 @@ static void add_limit(sv_buf *b, const sv_dec_status *st)
     }
     add_unit(b, r, sep);
     sv_buf_addstr(b, "}");
-    if (st->d.remaining > 0) {
+    /* ratelimit's 0 for a limit that refused, whatever a smaller request
+     * would have found left (Envoy copies it to x-ratelimit-remaining). */
+    if (st->d.remaining > 0 && !st->limited) {
         sv_buf_addstr(b, ",\"limitRemaining\":");
         sv_buf_add_int(b, st->d.remaining > UINT32_MAX ? UINT32_MAX
                                                        : st->d.remaining);
@@ -107,7 +112,15 @@ int sv_api_lyft(sv_worker *w, const sv_http_request *req, sv_req *rq,
             add_limit(b, st);
         sv_buf_addstr(b, "}");
     }
-    sv_buf_addstr(b, "]}");
+    sv_buf_addstr(b, "]");
+    if (w->server->cfg.response_dynamic_metadata) {
+        sv_dyn_request dq = {rq->pr.domain, rq->pr.domain_len, rq->pr.ds,
+                             rq->pr.n, (uint64_t)rq->pr.hits_addend};
+        sv_buf_addstr(b, ",\"dynamicMetadata\":");
+        sv_dyn_meta_json(b, sv_decide_rules(sv_dec_state_get(w, &rq->dec)),
+                         &dq, res);
+    }
+    sv_buf_addstr(b, "}");
     sv_respond_decision(w, res, out, keep_alive, rq->t0);
     return 0;
 }

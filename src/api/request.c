@@ -432,6 +432,7 @@ static int parse_request(sv_worker *w, const sv_http_request *req,
         if (uint_field(&q, 0, "", "hits_addend", "hitsAddend", UINT32_MAX,
                        &pr->hits, status, code, msg, msglen) != 0)
             return -1;
+        pr->hits_addend = pr->hits;
         pr->hits = pr->hits > 0 ? pr->hits : 1;
     } else if (sv_parse_hits(&q, sv_json_get(j, 0, "hits"), 1, &pr->hits)) {
         snprintf(msg, msglen, "hits: expected a non-negative integer");

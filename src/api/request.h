@@ -23,6 +23,7 @@ typedef struct sv_parsed_request {
     const char *domain;
     size_t domain_len;
     int64_t hits;
+    int64_t hits_addend; /* /json: the request's as sent, 0 if none */
     sv_dec_descriptor *ds;
     sv_dec_override *ov; /* lyft's overrides, ds[i].limit's; NULL: none */
     size_t n;

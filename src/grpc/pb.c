@@ -426,6 +426,8 @@ size_t gr_pb_response_size(gr_pb_response *r)
         n += len_field_size(status_size(&r->statuses[i]));
     for (size_t i = 0; i < r->n_headers; i++)
         n += len_field_size(header_size(&r->headers[i]));
+    if (r->dynamic_metadata_len > 0)
+        n += len_field_size(r->dynamic_metadata_len);
     return n;
 }
 
@@ -461,6 +463,8 @@ void gr_pb_response_encode(const gr_pb_response *r, uint8_t *p)
         if (h->value_len)
             p = put_len_field(p, 2, h->value, h->value_len);
     }
+    if (r->dynamic_metadata_len > 0)
+        p = put_len_field(p, 6, r->dynamic_metadata, r->dynamic_metadata_len);
 }
 
 size_t gr_pb_encode_health(int status, uint8_t *out)

@@ -88,6 +88,10 @@ typedef struct gr_pb_response {
     size_t n;
     const gr_pb_header *headers;
     size_t n_headers;
+    /* dynamic_metadata (6), a google.protobuf.Struct's encoded bytes;
+     * none when len is 0. */
+    const uint8_t *dynamic_metadata;
+    size_t dynamic_metadata_len;
 } gr_pb_response;
 
 /* The encoded size of r (noting its statuses' sizes in them), then r,

@@ -7,8 +7,11 @@
  * without counting), else the request's, where 0 means 1; a descriptor's
  * limit override stands for its rules (decide.c, "Overrides"); an
  * unmatched descriptor or unknown domain is OK with no limit, an
- * unlimited one OK with 2^32 - 1 remaining; an empty domain or no
- * descriptors is an error (UNKNOWN, as lyft's server answers).
+ * unlimited one OK with 2^32 - 1 remaining, a limit that refused 0
+ * remaining; an empty domain or no descriptors is an error (UNKNOWN, as
+ * lyft's server answers).  The answer's headers are sluice's or
+ * ratelimit's (--grpc-rate-limit-headers), its dynamic_metadata
+ * ratelimit's (--response-dynamic-metadata, dyn_meta.h).
  *
  * On Redis a decision waits: the call's state (the decoded request, the
  * descriptors, the decision state) stays in an rls_call until done()
@@ -22,6 +25,7 @@
 #include "grpc/grpc.h"
 #include "grpc/pb.h"
 #include "runtime/decide.h"
+#include "runtime/dyn_meta.h"
 #include "runtime/metrics.h"
 #include "http/respond.h"
 
@@ -79,7 +83,64 @@ static uint32_t clamp_u32(int64_t v)
     return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
-/* --grpc-rate-limit-headers: the same fields as the HTTP answers'
+/* ratelimit's remaining of a status: 0 when the limit refused, whatever
+ * units a smaller request would have found (its answers' and Envoy's
+ * x-ratelimit-remaining). */
+static uint32_t remaining_of(const sv_dec_status *s)
+{
+    return s->limited ? 0 : clamp_u32(s->d.remaining);
+}
+
+/* --grpc-rate-limit-headers ratelimit: envoyproxy/ratelimit's three
+ * headers of the descriptor closest to its limit (least remaining; an
+ * over-limit one not in quota mode first), RateLimit-Reset the seconds to
+ * the end of its unit's window, as ratelimit computes it from the wall
+ * clock.  Written into text, which the headers point into. */
+static size_t ratelimit_headers(const rls_call *r, sl_nanos now, sv_buf *text,
+                                gr_pb_header *h)
+{
+    const sv_dec_status *min = NULL;
+    uint32_t least = UINT32_MAX;
+    int forced = 0;
+    for (size_t i = 0; i < r->req.n; i++) {
+        const sv_dec_status *s = &r->res.status[i];
+        if (s->rule == NULL || s->rule->action == SL_RULE_UNLIMITED)
+            continue;
+        uint32_t left = remaining_of(s);
+        if (s->over && !s->quota) {
+            min = s, least = 0, forced = 1;
+        } else if (!forced && left < least) {
+            min = s, least = left;
+        }
+    }
+    if (min == NULL)
+        return 0;
+    sl_nanos p = min->rule->period;
+    static const char *const names[] = {"RateLimit-Limit",
+                                        "RateLimit-Remaining",
+                                        "RateLimit-Reset"};
+    const long long values[] = {
+        (long long)clamp_u32(min->rule->requests_per_unit), (long long)least,
+        sv_sec_up(p - (now >= 0 ? now % p : 0))};
+    size_t start[3];
+    text->len = 0;
+    text->failed = 0;
+    for (int i = 0; i < 3; i++) {
+        start[i] = text->len;
+        sv_buf_add_int(text, values[i]);
+    }
+    if (text->failed)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        h[i] = (gr_pb_header){
+            .key = names[i],
+            .key_len = strlen(names[i]),
+            .value = text->data + start[i],
+            .value_len = (i < 2 ? start[i + 1] : text->len) - start[i]};
+    return 3;
+}
+
+/* --grpc-rate-limit-headers true: the same fields as the HTTP answers'
  * (sv_rate_headers), split from their "Name: value\r\n" lines into
  * HeaderValues that point into text. */
 #define MAX_HEADERS 8
@@ -128,7 +189,7 @@ static void answer(rls_call *r)
         st[i].name_len = strlen(rule->name);
         st[i].requests_per_unit = clamp_u32(rule->requests_per_unit);
         st[i].unit = unit_of(rule);
-        st[i].limit_remaining = clamp_u32(s->d.remaining);
+        st[i].limit_remaining = remaining_of(s);
         st[i].reset_seconds = reset / SL_NS_PER_SEC;
         st[i].reset_nanos = (int32_t)(reset % SL_NS_PER_SEC);
     }
@@ -138,15 +199,35 @@ static void answer(rls_call *r)
         .n = r->req.n,
         .headers = headers,
     };
-    if (w->server->cfg.grpc_rate_limit_headers)
+    if (w->server->cfg.grpc_rate_limit_headers == SV_GRPC_HEADERS_SLUICE)
         resp.n_headers = rate_headers(&r->res, &w->answer, headers);
+    else if (w->server->cfg.grpc_rate_limit_headers ==
+             SV_GRPC_HEADERS_RATELIMIT)
+        resp.n_headers =
+            ratelimit_headers(r, sv_now(w), &w->answer, headers);
+    sv_buf meta = {0};
+    if (w->server->cfg.response_dynamic_metadata) {
+        sv_dyn_request dq = {r->req.domain, r->req.domain_len, r->ds, r->req.n,
+                             r->req.hits_addend};
+        sv_dyn_meta_pb(&meta, sv_decide_rules(sv_dec_state_get(w, &r->dec)),
+                       &dq, &r->res);
+        if (meta.failed) {
+            sv_buf_release(&meta);
+            fail(r, 0, GR_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
+        resp.dynamic_metadata = (const uint8_t *)meta.data;
+        resp.dynamic_metadata_len = meta.len;
+    }
     size_t len = gr_pb_response_size(&resp);
     uint8_t *out = gr_call_reply_buf(c, len);
     if (out == NULL) {
+        sv_buf_release(&meta);
         fail(r, 0, GR_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     gr_pb_response_encode(&resp, out);
+    sv_buf_release(&meta);
     sv_metrics_latency(w, (sl_nanos)(uv_hrtime() - r->t0));
     rls_free(r);
     gr_call_reply(c);

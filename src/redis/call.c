@@ -40,27 +40,71 @@ static int is_bucket(sl_algorithm alg)
     return alg == SL_TOKEN_BUCKET || alg == SL_GCRA || alg == SL_LEAKY_BUCKET;
 }
 
-/* SL_ERANGE unless every intermediate of the limit's script stays an
- * exact double (docs/stores.md, "Exactness"). */
-static int check_bounds(const sl_limit *lim, char *errbuf, size_t errlen)
+/* A limit's numbers in ticks of q ns (main.lua, "Ticks"): its period
+ * and step, and T = t_num / t_den reduced. */
+typedef struct ticked {
+    int k; /* q = 10^k */
+    int64_t q, period, step, t_num, t_den;
+} ticked;
+
+static const int64_t tick_ns[] = {1,       10,       100,       1000,
+                                10000,   100000,   1000000,   10000000,
+                                100000000, 1000000000};
+
+/* Whether c's numbers in ticks of 10^k ns are whole and keep every
+ * intermediate of the script an exact double; then *t holds them. */
+static int ticks_fit(const sl_limit_config *c, int64_t t_num, int64_t t_den,
+                     int k, ticked *t)
 {
-    const sl_limit_config *c = &lim->cfg;
-    if (c->period > EXACT_BOUND) {
-        sl__set_err(errbuf, errlen,
-                    "limit out of range for the redis store: period '%lld' "
-                    "ns (at most 2^52)",
-                    (long long)c->period);
-        return SL_ERANGE;
-    }
-    if (is_bucket(c->algorithm) &&
-        (sl__i128)c->burst * lim->t_num > EXACT_BOUND) {
-        sl__set_err(errbuf, errlen,
-                    "limit out of range for the redis store: burst * period "
-                    "/ gcd(period, limit) = %lld * %lld exceeds 2^52",
-                    (long long)c->burst, (long long)lim->t_num);
+    int64_t q = tick_ns[k];
+    if (c->period % q != 0 || c->step % q != 0 || c->period / q > EXACT_BOUND)
+        return 0;
+    int64_t g = sl__gcd64(t_num, q);
+    t->k = k;
+    t->q = q;
+    t->period = c->period / q;
+    t->step = c->step / q;
+    t->t_num = t_num / g;
+    if ((sl__i128)t_den * (q / g) > EXACT_BOUND)
+        return 0;
+    t->t_den = t_den * (q / g);
+    return !is_bucket(c->algorithm) ||
+           (sl__i128)c->burst * t->t_num <= EXACT_BOUND;
+}
+
+/* The tick of a limit: the least 10^k ns in which its base's numbers fit
+ * (so every limit sharing the base's state keeps one time scale, whatever
+ * an override does to L), then the limit's own numbers in it.  0, or
+ * SL_ERANGE when none fits (docs/stores.md, "Exactness"). */
+static int tick_of(const sl_limit *lim, ticked *t, char *errbuf, size_t errlen)
+{
+    const sl_limit_config *b = &lim->base;
+    int64_t bg = sl__gcd64(b->period, b->limit);
+    int k = 0;
+    while (k < 10 && !ticks_fit(b, b->period / bg, b->limit / bg, k, t))
+        k++;
+    if (k == 10 || !ticks_fit(&lim->cfg, lim->t_num, lim->t_den, k, t)) {
+        if (is_bucket(lim->cfg.algorithm))
+            sl__set_err(errbuf, errlen,
+                        "limit out of range for the redis store: period "
+                        "'%lld' ns, burst %lld: no tick of 1 ns to 1 s keeps "
+                        "its times below 2^52",
+                        (long long)lim->cfg.period, (long long)lim->cfg.burst);
+        else
+            sl__set_err(errbuf, errlen,
+                        "limit out of range for the redis store: period "
+                        "'%lld' ns: no tick of 1 ns to 1 s keeps its times "
+                        "below 2^52",
+                        (long long)lim->cfg.period);
         return SL_ERANGE;
     }
     return 0;
+}
+
+int sl__redis_limit_fits(const sl_limit *lim, char *errbuf, size_t errlen)
+{
+    ticked t;
+    return tick_of(lim, &t, errbuf, errlen);
 }
 
 /* The hash tag's escape byte: '}' (which would end the tag early, so
@@ -130,6 +174,7 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
  * for a bucket's one-integer reply (fast.lua) B, T and the cost. */
 typedef struct item_numbers {
     int64_t limit, burst, t_num, t_den, cost;
+    int64_t tick; /* ns per tick of the reply's durations */
     int bucket; /* token_bucket or gcra of its own numbers */
 } item_numbers;
 
@@ -181,14 +226,14 @@ static void push_num(call_args *a, int64_t v)
     push_arg(a, s, put_num(s, v));
 }
 
-/* A limit's fields at s, space-separated (all >= 0: sl_limit_new): the
- * length written. */
-static size_t put_spec(char *s, const sl_limit *lim)
+/* A limit's fields at s, space-separated (all >= 0: sl_limit_new), its
+ * times in ticks t: the length written. */
+static size_t put_spec(char *s, const sl_limit *lim, const ticked *t)
 {
     const int64_t f[SPEC_FIELDS] = {
-        lim->cfg.algorithm, lim->cfg.limit, lim->cfg.period,
-        lim->cfg.burst,     lim->cfg.step,  (int64_t)lim->cfg.flags,
-        lim->t_num,         lim->t_den,     lim->base.limit};
+        lim->cfg.algorithm, lim->cfg.limit, t->period,
+        lim->cfg.burst,     t->step,        (int64_t)lim->cfg.flags,
+        t->t_num,           t->t_den,       lim->base.limit};
     int fields = lim->override && is_bucket(lim->cfg.algorithm)
                      ? SPEC_FIELDS
                      : SPEC_FIELDS - 1;
@@ -197,6 +242,10 @@ static size_t put_spec(char *s, const sl_limit *lim)
         if (i > 0)
             s[len++] = ' ';
         len += put_num(s + len, f[i]);
+        if (i == 0 && t->k > 0) {
+            s[len++] = '/';
+            s[len++] = (char)('0' + t->k);
+        }
     }
     return len;
 }
@@ -204,7 +253,7 @@ static size_t put_spec(char *s, const sl_limit *lim)
 /* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua). */
 static void push_head(call_args *a, const sl__redis_keyspace *ks,
                       const sl_check_item *items, const int64_t *costs,
-                      size_t n, int record)
+                      const ticked *ticks, size_t n, int record)
 {
     char *s = a->head;
     size_t len = put_num(s, ks->extra_ttl_ms);
@@ -212,7 +261,7 @@ static void push_head(call_args *a, const sl__redis_keyspace *ks,
     s[len++] = record ? '1' : '0';
     for (size_t i = 0; i < n; i++) {
         s[len++] = ',';
-        len += put_spec(s + len, items[i].limit);
+        len += put_spec(s + len, items[i].limit, &ticks[i]);
         s[len++] = ',';
         len += put_num(s + len, costs[i]);
     }
@@ -232,8 +281,12 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
 {
     size_t total = 0, at = 0;
 
-    for (size_t i = 0; i < n; i++)
+    ticked ticks[SL_MAX_ITEMS];
+    for (size_t i = 0; i < n; i++) {
         total += key_name_max(ks, items[i].key_len);
+        if (tick_of(items[i].limit, &ticks[i], NULL, 0) != 0)
+            return SL_ERANGE; /* prepare_call() checked it */
+    }
     if ((a->keys = malloc(total ? total : 1)) == NULL)
         return SL_ENOMEM;
     a->nnums = 0;
@@ -243,8 +296,9 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         a->items[i] =
             (item_numbers){.limit = lim->cfg.limit,
                            .burst = lim->cfg.burst,
-                           .t_num = lim->t_num,
-                           .t_den = lim->t_den,
+                           .t_num = ticks[i].t_num,
+                           .t_den = ticks[i].t_den,
+                           .tick = ticks[i].q,
                            .cost = costs[i],
                            .bucket = (lim->cfg.algorithm == SL_TOKEN_BUCKET ||
                                       lim->cfg.algorithm == SL_GCRA) &&
@@ -265,7 +319,7 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
         push_num(a, now / SL_NS_PER_SEC);
         push_num(a, now % SL_NS_PER_SEC);
     }
-    push_head(a, ks, items, costs, n, record);
+    push_head(a, ks, items, costs, ticks, n, record);
     return 0;
 }
 
@@ -307,7 +361,8 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
     int slot[SL_MAX_ITEMS], err = 0;
 
     for (size_t i = 0; i < n && !err; i++) {
-        err = check_bounds(items[i].limit, errbuf, errlen);
+        ticked t;
+        err = tick_of(items[i].limit, &t, errbuf, errlen);
         /* The same limit and key twice: one key, decided twice. */
         for (size_t j = 0; j < i && !err; j++)
             if (items[j].limit->ident == items[i].limit->ident &&
@@ -485,6 +540,18 @@ static int bucket_decision(const item_numbers *it, int64_t x, sl_decision *d)
     return 0;
 }
 
+/* A decision's durations from ticks of q ns to ns, saturating; a wait of
+ * -1 (never) stays. */
+static void in_ns(sl_decision *d, int64_t q)
+{
+    if (q == 1)
+        return;
+    d->reset_after = sl__clamp64((sl__i128)d->reset_after * q);
+    if (d->retry_after > 0)
+        d->retry_after = sl__clamp64((sl__i128)d->retry_after * q);
+    d->delay = sl__clamp64((sl__i128)d->delay * q);
+}
+
 /* Reads the script's reply: 5 integers per item, or for one bucket item
  * fast.lua's one integer. */
 static int read_decisions(const redisReply *r, const item_numbers *items,
@@ -493,6 +560,7 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
     if (r->type == REDIS_REPLY_INTEGER && n == 1 && items[0].bucket &&
+        items[0].tick == 1 &&
         bucket_decision(&items[0], r->integer, &each[0]) == 0)
         return 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
@@ -515,6 +583,7 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
         each[i].reset_after = e[2]->integer;
         each[i].retry_after = e[3]->integer;
         each[i].delay = e[4]->integer;
+        in_ns(&each[i], items[i].tick);
     }
     return 0;
 bad:

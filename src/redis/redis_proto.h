@@ -239,6 +239,12 @@ size_t sl__redis_resp_write(char *out, int argc, const char *const *argv,
 
 typedef struct sl__redis_call sl__redis_call;
 
+/* Whether the script can decide lim exactly: 0, or SL_ERANGE with why in
+ * errbuf.  A limit's times are sent in the least tick of 10^k ns, k <= 9,
+ * that keeps them below 2^52 (call.c), so any period of whole seconds
+ * fits; a server checks its rules with this when they load. */
+int sl__redis_limit_fits(const sl_limit *lim, char *errbuf, size_t errlen);
+
 /*
  * Builds the call that decides (items, costs, n, now, flags) as
  * sl_check_costs() would on the Redis store whose key space is ks (from

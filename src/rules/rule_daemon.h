@@ -35,6 +35,32 @@ extern const char *const sl__failure_names[];
 /* rate_limit.adaptive.controller. */
 enum { SL__CONTROLLER_OFF = 0, SL__CONTROLLER_GRADIENT = 1 };
 
+/* A descriptor's `metadata` (envoyproxy/ratelimit's key): any YAML
+ * value, kept as protobuf's google.protobuf.Struct holds it, for the
+ * answers to return (rules_meta.c reads it; docs/rules.md).  A plain
+ * scalar is null, a boolean or a number when YAML 1.1 reads it so, else
+ * a string. */
+typedef enum sl__meta_kind {
+    SL__META_NULL,
+    SL__META_NUMBER,
+    SL__META_STRING,
+    SL__META_BOOL,
+    SL__META_STRUCT,
+    SL__META_LIST
+} sl__meta_kind;
+
+typedef struct sl__meta {
+    sl__meta_kind kind;
+    char *name; /* its field's name in a struct; NULL in a list */
+    size_t name_len;
+    char *text; /* a string's bytes, NUL-terminated; NULL otherwise */
+    size_t len;
+    double number;
+    int boolean;
+    struct sl__meta *kids; /* a struct's fields or a list's values */
+    size_t n;
+} sl__meta;
+
 /* A rule's daemon fields; all zero when the rule gives none. */
 typedef struct sl__rule_daemon {
     /* The descriptor's detailed_metric: a metrics series per value. */
@@ -54,6 +80,17 @@ typedef struct sl__rule_daemon {
      * (serve's POST /v1/increment) may carry; 0 when not given, and then
      * the limit's capacity (its burst, or requests_per_unit) is. */
     int64_t max_hits;
+    /* The descriptor's quota_mode: over its limit, it alone does not
+     * make the request OVER_LIMIT (decide.c, "Quota mode"). */
+    int quota_mode;
+    /* value_to_metric on a level of the rule's path, or share_threshold:
+     * the metrics series is ratelimit's key for the request
+     * (sl__rules_metric_text), not the rule's one series. */
+    int value_to_metric;
+    int shared;
+    /* The descriptor's metadata, a SL__META_STRUCT; NULL when none.
+     * Owned by the rules. */
+    const sl__meta *metadata;
 } sl__rule_daemon;
 
 /*
@@ -64,5 +101,25 @@ typedef struct sl__rule_daemon {
  */
 const sl__rule_daemon *sl__rule_daemon_of(const sl_rules *rules,
                                           const sl_rule *r);
+
+/* What the load found questionable but accepted, as ratelimit accepts
+ * it (a key it ignores at that place, a missing requests_per_unit):
+ * "file:line:column: message", in file order; `sluice validate` prints
+ * them.  Owned by rules. */
+size_t sl__rules_warning_count(const sl_rules *rules);
+const char *sl__rules_warning(const sl_rules *rules, size_t i);
+
+/*
+ * The descriptor part of envoyproxy/ratelimit's metric key for a request
+ * descriptor of domain that a rule of `r`'s daemon fields matched
+ * (value_to_metric or share_threshold or detailed): "key_value.key"...,
+ * each level written as ratelimit writes it (docs/server.md, "Metrics").
+ * Written to buf (cap bytes, not NUL-terminated), its length to *len.
+ * Returns 0, or SL_EKEYLEN when it does not fit or nothing matches.
+ */
+int sl__rules_metric_text(const sl_rules *rules, const char *domain,
+                          size_t domain_len, const sl_rules_entry *entries,
+                          size_t n_entries, int detailed, char *buf,
+                          size_t cap, size_t *len);
 
 #endif /* SL_RULE_DAEMON_H */

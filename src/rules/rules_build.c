@@ -2,11 +2,13 @@
  * rules_build.c - one file's YAML tree to domains, descriptor nodes and
  * limits, checking every key and value on the way.
  *
- * The format is lyft/ratelimit's, read strictly: lyft checks keys against
- * one flat list of names valid anywhere, so `unit` misplaced at the
- * descriptor level passes there and is ignored; here each mapping accepts
- * only its own keys, and the error points at the offending key.  Every
- * error is "file:line:column: message: 'value'" at the node it is about.
+ * The format is envoyproxy/ratelimit's, read as it reads it: it checks
+ * keys against one flat list of names valid anywhere, so `unit` misplaced
+ * at the descriptor level passes there and is ignored.  Here each mapping
+ * knows its own keys: one of ratelimit's elsewhere is accepted and
+ * ignored as there, with a warning that points at it (sluice validate
+ * prints them); any other unknown key is an error.  Every error is
+ * "file:line:column: message: 'value'" at the node it is about.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +35,12 @@ typedef struct build {
     /* lyft's stats path of the current node: "domain.key_value.key". */
     char *path;
     size_t pathlen, pathcap;
+    /* The current descriptor's quota_mode and metadata, for its limits;
+     * and how many levels of its path have value_to_metric or
+     * share_threshold. */
+    int quota;
+    const sl__meta *meta;
+    int path_vtm, path_shared;
 } build;
 
 static int err_at(build *b, const sl__ynode *n, int err, const char *fmt, ...)
@@ -102,6 +110,13 @@ static int check_keys(build *b, const sl__ynode *m, const char *const *allowed)
         size_t a = 0;
         while (allowed[a] != NULL && strcmp(allowed[a], k->text) != 0)
             a++;
+        if (allowed[a] == NULL && sl__rules_lyft_key(k->text, k->len)) {
+            if (sl__rules_warn(b->rules, b->file, k,
+                               "key ignored at this place: '%s'",
+                               k->text) != 0)
+                return oom(b);
+            continue;
+        }
         if (allowed[a] == NULL || strlen(k->text) != k->len)
             return err_at(b, k, SL_EINVAL, "unknown key: '%s'", k->text);
     }
@@ -282,7 +297,11 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
         *step, *failure, *adaptive, *max_hits;
     sl_rule *r = &node->rules[node->n_rules];
-    sl__rule_daemon d = {.detailed_metric = detailed};
+    sl__rule_daemon d = {.detailed_metric = detailed,
+                         .quota_mode = b->quota,
+                         .value_to_metric = b->path_vtm > 0,
+                         .shared = b->path_shared > 0,
+                         .metadata = b->meta};
     sl_limit_config cfg = {.algorithm = SL_FIXED_WINDOW};
     int unlimited, rc;
     char listed[96]; /* an enumeration's words, for a message */
@@ -371,10 +390,10 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     }
 
     if (unlimited) {
-        /* lyft refuses a unit with unlimited; a count or our extensions
-         * would be as contradictory, so they are refused as well. */
+        /* ratelimit refuses a unit with unlimited and ignores a count (a
+         * warning here); our extensions would be as contradictory as a
+         * unit, so they are refused. */
         const sl__ynode *extra = unit     ? unit
-                                 : rpu    ? rpu
                                  : alg    ? alg
                                  : burst  ? burst
                                  : mult   ? mult
@@ -387,14 +406,31 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                                   "unlimited rate_limit with a limit: '%s'",
                                   rl->kids[i]->text);
         }
+        if (rpu != NULL &&
+            sl__rules_warn(b->rules, b->file, rpu,
+                           "requests_per_unit ignored: the rate_limit is "
+                           "unlimited: '%s'",
+                           rpu->kind == SL__Y_SCALAR ? rpu->text : "...") != 0)
+            return oom(b);
+        if (b->quota && sl__rules_warn(b->rules, b->file, rl,
+                                       "quota_mode has no effect on an "
+                                       "unlimited rate_limit: '%s'",
+                                       b->path) != 0)
+            return oom(b);
         r->action = SL_RULE_UNLIMITED;
         return add_to_all(b, r, &d);
     }
 
-    if (rpu == NULL)
-        return err_at(b, rl, SL_EINVAL, "missing key: 'requests_per_unit'");
-    if ((rc = get_count(b, rpu, "requests_per_unit", 0,
-                        &r->requests_per_unit)) != 0)
+    /* ratelimit reads a missing requests_per_unit as 0: every request
+     * over the limit.  A likely mistake, said as a warning. */
+    if (rpu == NULL &&
+        sl__rules_warn(b->rules, b->file, rl,
+                       "missing requests_per_unit: every request is over "
+                       "the limit (read as 0): '%s'",
+                       b->path) != 0)
+        return oom(b);
+    if (rpu != NULL && (rc = get_count(b, rpu, "requests_per_unit", 0,
+                                       &r->requests_per_unit)) != 0)
         return rc;
     if (period != NULL) {
         if (unit != NULL || mult != NULL)
@@ -491,11 +527,13 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
                             size_t depth)
 {
     static const char *const keys[] = {
-        "key",         "value",           "rate_limit", "descriptors",
-        "shadow_mode", "detailed_metric", NULL};
+        "key",         "value",           "rate_limit",      "descriptors",
+        "shadow_mode", "detailed_metric", "share_threshold", "value_to_metric",
+        "quota_mode",  "metadata",        NULL};
     sl__rnode *node = &parent->kids[parent->n_kids];
     const sl__ynode *key, *value, *rl, *kids;
     size_t idlen = b->idlen, pathlen = b->pathlen;
+    int path_vtm = b->path_vtm, path_shared = b->path_shared;
     int shadow, detailed, rc;
     char num[48];
 
@@ -527,8 +565,8 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
         return oom(b);
     parent->n_kids++;
     if (value != NULL) {
-        /* lyft's wildcard is one '*' at the end; a '*' anywhere else makes
-         * a glob, which lyft would compare as a literal byte. */
+        /* A '*' at the end is a prefix (a wildcard's fast path); a '*'
+         * anywhere else makes a glob, as ratelimit matches it. */
         const char *star = memchr(value->text, '*', value->len);
         node->match = star == NULL                           ? SL__V_EXACT
                       : star == value->text + value->len - 1 ? SL__V_PREFIX
@@ -584,6 +622,15 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
     if ((rc = get_bool(b, d, "shadow_mode", &shadow)) != 0 ||
         (rc = get_bool(b, d, "detailed_metric", &detailed)) != 0)
         return rc;
+    rc = sl__rules_lyft_descriptor(b->rules, b->file, d, value, node, &b->quota,
+                                   b->errbuf, b->errlen);
+    if (rc == SL_ENOMEM)
+        return oom(b);
+    if (rc != 0)
+        return rc;
+    b->meta = node->meta;
+    b->path_vtm += node->value_to_metric;
+    b->path_shared += node->shared != NULL;
     rl = get(d, "rate_limit");
     if (rl != NULL) {
         /* Our extension: a sequence of rate_limit mappings puts several
@@ -622,6 +669,8 @@ static int build_descriptor(build *b, const sl__ynode *d, sl__rnode *parent,
     }
     b->idlen = idlen;
     b->pathlen = pathlen;
+    b->path_vtm = path_vtm;
+    b->path_shared = path_shared;
     b->path[pathlen] = '\0';
     return 0;
 }

@@ -65,6 +65,12 @@ typedef struct sl__rnode {
     char *value;
     size_t value_len;
     sl__vmatch match;
+    /* share_threshold: every value this wildcard matches counts on one
+     * counter, keyed by the pattern (with its '*'), shared[0..shared_len). */
+    char *shared;
+    size_t shared_len;
+    int value_to_metric; /* this level's value in the metric key */
+    sl__meta *meta;      /* this level's metadata, or NULL */
     sl_rule *rules;
     size_t n_rules;
     struct sl__rnode *kids;
@@ -86,6 +92,8 @@ struct sl_rules {
     sl__rule_daemon *daemon; /* [rule->index], as long as `all` */
     size_t n_rules, cap_rules;
     size_t n_descriptors;
+    char **warnings; /* sl__rules_warning() */
+    size_t n_warnings;
     sl_rules_options opts;
     uint64_t hash;        /* running hash of names and contents */
     char version[17];
@@ -94,6 +102,29 @@ struct sl_rules {
 /* Adds one file's parsed tree to rules (rules_build.c). */
 int sl__rules_add_tree(sl_rules *rules, const char *file,
                        const sl__ynode *root, char *errbuf, size_t errlen);
+
+/* ---- envoyproxy/ratelimit's format as it reads it (rules_lyft.c) ---- */
+
+/* Whether key is one of the keys ratelimit accepts anywhere in a file. */
+int sl__rules_lyft_key(const char *key, size_t len);
+
+/* Adds "file:line:col: message" to rules' warnings: 0, or SL_ENOMEM. */
+int sl__rules_warn(sl_rules *rules, const char *file, const sl__ynode *at,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A metadata mapping read as a Struct (*out, freed with sl__meta_free):
+ * 0 or SL_ENOMEM. */
+int sl__meta_from_yaml(const sl__ynode *map, sl__meta **out);
+void sl__meta_free(sl__meta *m); /* NULL: no-op */
+
+/* A descriptor's share_threshold, value_to_metric, quota_mode (to
+ * *quota) and metadata, into node (whose match is set; value is the
+ * descriptor's value node or NULL).  0, SL_ENOMEM or SL_EINVAL with
+ * "file:line:col: message" in errbuf. */
+int sl__rules_lyft_descriptor(sl_rules *rules, const char *file,
+                              const sl__ynode *d, const sl__ynode *value,
+                              sl__rnode *node, int *quota, char *errbuf,
+                              size_t errlen);
 
 /* Formats "file:line:col: message" into errbuf and returns err. */
 int sl__rules_error(char *errbuf, size_t errlen, int err, const char *file,

@@ -32,6 +32,8 @@ static void node_release(sl__rnode *n)
     free(n->kids);
     free(n->key);
     free(n->value);
+    free(n->shared);
+    sl__meta_free(n->meta);
 }
 
 void sl_rules_free(sl_rules *rules)
@@ -46,6 +48,9 @@ void sl_rules_free(sl_rules *rules)
     free(rules->domains);
     free(rules->all);
     free(rules->daemon);
+    for (size_t i = 0; i < rules->n_warnings; i++)
+        free(rules->warnings[i]);
+    free(rules->warnings);
     free(rules);
 }
 

@@ -171,6 +171,12 @@ int sl_rules_match(const sl_rules *rules, const char *domain, size_t domain_len,
         SL_RULES_NO_DOMAIN)
         return 0;
     level = &rules->domains[d].root;
+    /* The counter key is written on the way down: a level matched by a
+     * share_threshold wildcard writes its pattern, not the value, so
+     * that every value it matches counts on one counter (ratelimit's
+     * cache key does the same).  The rest is sl_rules_counter_key()'s. */
+    if (put(keybuf, keybuf_len, &klen, 0, domain, domain_len) != 0)
+        return SL_EKEYLEN;
     for (size_t i = 0; i < n_entries; i++) {
         const sl__rnode *n = find(level, &entries[i]);
         if (n == NULL)
@@ -180,13 +186,17 @@ int sl_rules_match(const sl_rules *rules, const char *domain, size_t domain_len,
         else if (n->n_kids == 0)
             return 0; /* the request is deeper than the rules */
         level = n;
+        int shared = n->shared != NULL && n->value != NULL &&
+                     (n->match != SL__V_EXACT);
+        if (put(keybuf, keybuf_len, &klen, ',', entries[i].key,
+                entries[i].key_len) != 0 ||
+            put(keybuf, keybuf_len, &klen, '=',
+                shared ? n->shared : entries[i].value,
+                shared ? n->shared_len : entries[i].value_len) != 0)
+            return SL_EKEYLEN;
     }
     if (hit->n_rules == 0)
         return 0;
-
-    if (sl_rules_counter_key(domain, domain_len, entries, n_entries, keybuf,
-                             keybuf_len, &klen) != 0)
-        return SL_EKEYLEN;
 
     for (size_t i = 0; i < hit->n_rules; i++) {
         out[i].rule = &hit->rules[i];
@@ -195,6 +205,57 @@ int sl_rules_match(const sl_rules *rules, const char *domain, size_t domain_len,
         out[i].descriptor = descriptor;
     }
     *n_out = hit->n_rules;
+    return 0;
+}
+
+/* Appends n bytes to buf: 0, or -1 when they do not fit. */
+static int add(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    if (*len + n > cap)
+        return -1;
+    if (n > 0)
+        memcpy(buf + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+int sl__rules_metric_text(const sl_rules *rules, const char *domain,
+                          size_t domain_len, const sl_rules_entry *entries,
+                          size_t n_entries, int detailed, char *buf,
+                          size_t cap, size_t *len)
+{
+    size_t d = sl_rules_domain_find(rules, domain, domain_len), l = 0;
+    const sl__rnode *level;
+    if (d == SL_RULES_NO_DOMAIN)
+        return SL_EKEYLEN;
+    level = &rules->domains[d].root;
+    for (size_t i = 0; i < n_entries; i++) {
+        const sl_rules_entry *e = &entries[i];
+        const sl__rnode *n = level != NULL ? find(level, e) : NULL;
+        const char *v = NULL;
+        size_t vlen = 0;
+        if (n == NULL) {
+            /* Deeper than the rules: ratelimit writes the key alone. */
+        } else if (n->shared != NULL && n->match != SL__V_EXACT) {
+            v = n->shared, vlen = n->shared_len;
+        } else if (detailed || n->value_to_metric ||
+                   (n->value != NULL && n->match == SL__V_EXACT)) {
+            v = e->value, vlen = e->value_len;
+        } else if (n->value != NULL) {
+            /* A wildcard without the flags: its pattern. */
+            v = n->value, vlen = n->value_len;
+        }
+        if ((i > 0 && add(buf, cap, &l, ".", 1) != 0) ||
+            add(buf, cap, &l, e->key, e->key_len) != 0)
+            return SL_EKEYLEN;
+        if ((v != NULL && (vlen > 0 || detailed)) &&
+            (add(buf, cap, &l, "_", 1) != 0 || add(buf, cap, &l, v, vlen) ||
+             (n != NULL && n->match == SL__V_PREFIX && v == n->value &&
+              add(buf, cap, &l, "*", 1) != 0)))
+            return SL_EKEYLEN;
+        level = n;
+    }
+    *len = l;
     return 0;
 }
 

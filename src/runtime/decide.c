@@ -14,14 +14,31 @@
  * the descriptor's whole decision once the domain is known, whatever its
  * rules say or whether any matched: none of their shadow_mode, unlimited,
  * requests_per_unit: 0 or replaces applies to it.  It is counted on the
- * descriptor's own counter key, the one its rules count on.  A matched
- * rule with the same requests_per_unit and period lends it its limit, so
- * the two share one counter; otherwise the override is a fixed window of
- * its own (lyft's counting), for its parameters: sluice keeps state per
- * (limit parameters, key), where lyft's fixed-window key would share the
- * count across a changed requests_per_unit too.  The override is a rule
+ * descriptor's own counter key, the one its rules count on, and, as
+ * ratelimit's fixed-window count does not depend on the limit, on the
+ * descriptor's counter: a matched rule of the same limit and period lends
+ * it its limit (whatever its algorithm), else a matched fixed_window rule
+ * of the same period its state (sl_limit_override() of the rule's limit, so 3
+ * calls on a 5/year rule leave 97 of an override of 100/year); with no
+ * such rule, every override of one unit shares one fixed window per key,
+ * whatever its requests_per_unit (an override of a base fixed window
+ * kept apart from every rule's by OVERRIDE_ID).  The override is a rule
  * made for the request (st->ov), so answers, headers and metrics treat it
  * as any rule; it is labelled "_override_".
+ *
+ * Quota mode (envoyproxy/ratelimit's quota_mode, and --quota-mode for
+ * every limit).  A quota limit over its limit makes its descriptor
+ * OVER_LIMIT but not, alone, the request: the request is OVER_LIMIT when
+ * a limit not in quota mode refuses it, or when every descriptor in quota
+ * mode is over (with --quota-mode, every descriptor but the unlimited
+ * ones, matched or not, as ratelimit counts them).  So a quota limit is a
+ * check of its own, as a shadow limit is, and never vetoes the others;
+ * its store errors fail the request as the enforced check's do.
+ * --shadow-mode answers every request OK and counts the over-limit ones
+ * (sluice_global_shadow_total); the descriptors keep their codes, as in
+ * ratelimit.  A refused request consumes nothing of its enforced limits
+ * either way (they are decided all or nothing), where ratelimit counts
+ * every hit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +100,7 @@ struct sv_dec_state {
      * lent one; freed when the state is next used. */
     struct override {
         sl_rule rule;
-        sl_limit *made;
+        sl_limit *base, *made;
     } * ov;
     size_t n_ov, cap_ov;
     sl_rule_match *m;
@@ -109,6 +126,7 @@ struct sv_dec_state {
     } * shadow;
     size_t cap_shadow;
     int has_items;
+    int quota_all; /* --quota-mode */
 };
 
 sv_dec_state *sv_dec_state_get(sv_worker *w, sv_dec_state **own)
@@ -123,7 +141,8 @@ static void overrides_release(sv_dec_state *st)
 {
     for (size_t i = 0; i < st->n_ov; i++) {
         sl_limit_free(st->ov[i].made);
-        st->ov[i].made = NULL;
+        sl_limit_free(st->ov[i].base);
+        st->ov[i].made = st->ov[i].base = NULL;
     }
     st->n_ov = 0;
 }
@@ -192,12 +211,16 @@ static int override(sv_dec_state *st, const sl_rules *rules, size_t i,
         return SL_EINVAL;
     }
     const struct override_unit *u = &override_units[o->unit];
+    const sl_limit *base = NULL;
     for (size_t j = 0; j < *k && lim == NULL; j++) {
         const sl_rule *r = m[j].rule;
-        if (r->action == SL_RULE_LIMIT &&
-            r->requests_per_unit == o->requests_per_unit &&
-            r->period == u->period)
-            lim = r->limit;
+        if (r->action != SL_RULE_LIMIT || r->period != u->period)
+            continue;
+        if (r->requests_per_unit == o->requests_per_unit)
+            lim = r->limit; /* the rule's own limit, whatever algorithm */
+        else if (base == NULL &&
+                 sl_limit_get_config(r->limit)->algorithm == SL_FIXED_WINDOW)
+            base = r->limit;
     }
     if (*k > 0)
         klen = m[0].key_len;
@@ -208,11 +231,15 @@ static int override(sv_dec_state *st, const sl_rules *rules, size_t i,
         return SL_EKEYLEN;
     }
     if (lim == NULL && o->requests_per_unit > 0) {
+        /* The base's L is no part of the count: 1 for all. */
         sl_limit_config c = {.algorithm = SL_FIXED_WINDOW,
-                             .limit = o->requests_per_unit,
+                             .limit = 1,
                              .period = u->period,
                              .id = OVERRIDE_ID};
-        int rc = sl_limit_new(&c, &ov->made, NULL, 0);
+        int rc = base != NULL ? 0 : sl_limit_new(&c, &ov->base, NULL, 0);
+        if (rc == 0)
+            rc = sl_limit_override(base != NULL ? base : ov->base,
+                                   o->requests_per_unit, 0, &ov->made, NULL, 0);
         if (rc != 0) {
             snprintf(err, errlen, "descriptors[%zu].limit: %s", i,
                      sl_strerror(rc));
@@ -256,7 +283,7 @@ static int match(sv_dec_state *st, const sv_rules *set, const char *domain,
         return SL_ENOMEM;
     }
     for (size_t i = 0; n_ov > 0 && i < st->n; i++)
-        st->ov[i].made = NULL;
+        st->ov[i].made = st->ov[i].base = NULL;
     st->n_ov = n_ov > 0 ? st->n : 0;
     st->domain = sl_rules_domain_find(rules, domain, domain_len);
     st->nm = st->unmatched = 0;
@@ -324,8 +351,20 @@ static sl__rule_failure failure_of(const sl__rule_daemon *d,
     return d->store_failure;
 }
 
+/* Whether r is in quota mode (the header comment, "Quota mode"). */
+static int quota_of(const sv_dec_state *st, const sl_rule *r)
+{
+    return st->quota_all || sl__rule_daemon_of(st->rules->rules, r)->quota_mode;
+}
+
+/* A limit decided apart from the enforced ones: shadow or quota. */
+static int apart(const sv_dec_state *st, const sl_rule *r)
+{
+    return r->shadow_mode || quota_of(st, r);
+}
+
 /* The checks: every enforced limit in one, all or nothing; each shadow
- * limit alone, because it must never veto the real ones.  Unlimited
+ * or quota limit alone, because it must never veto the real ones.  Unlimited
  * rules never touch the store; a deny rule makes the others queries (a
  * denied request consumes nothing).  0 or SL_E*. */
 static int build_checks(sv_dec_state *st, int redis_failure, char *err,
@@ -337,7 +376,7 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
     for (size_t i = 0; i < st->nm; i++) {
         const sl_rule *r = st->m[i].rule;
         st->slot[i] = SIZE_MAX;
-        if (r->shadow_mode) {
+        if (apart(st, r)) {
             n_shadow += r->action == SL_RULE_LIMIT;
             continue;
         }
@@ -391,7 +430,7 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
     size_t c = (size_t)st->has_items, j = 0;
     for (size_t i = 0; i < st->nm; i++) {
         const sl_rule *r = st->m[i].rule;
-        if (!r->shadow_mode || r->action != SL_RULE_LIMIT)
+        if (!apart(st, r) || r->action != SL_RULE_LIMIT)
             continue;
         struct shadow_item *sh = &st->shadow[j];
         sh->item = (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
@@ -415,6 +454,7 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
     st->n = n;
     st->hits = hits;
     st->rules = w->rules;
+    st->quota_all = w->server->cfg.quota_mode;
     int rc = match(st, w->rules, domain, domain_len, err, errlen);
     if (rc == 0)
         rc = build_checks(st, w->server->cfg.redis_failure, err, errlen);
@@ -429,6 +469,11 @@ int sv_decide(sv_worker *w, sv_dec_state *st, const char *domain,
         return SV_AGAIN;
     }
     return sv_decide_finish(w, st, res, err, errlen);
+}
+
+const sl_rules *sv_decide_rules(const sv_dec_state *st)
+{
+    return st->rules->rules;
 }
 
 void sv_decide_abandon(sv_dec_state *st)
@@ -468,7 +513,8 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
                        .text = r->index == SIZE_MAX
                                    ? &override_text
                                    : &st->rules->text[r->index],
-                       .shadow = r->shadow_mode};
+                       .shadow = r->shadow_mode,
+                       .quota = quota_of(st, r)};
     int shadow_pass = 0;
     uint64_t near = 0;
     int64_t h = hits_of(st, m);
@@ -482,7 +528,12 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
         shadow_pass = r->shadow_mode;
         break;
     case SL_RULE_LIMIT:
-        if (!r->shadow_mode) {
+        if (!r->shadow_mode && s.quota) {
+            /* Its own check; an error failed the request already. */
+            s.d = st->checks[slot].overall;
+            s.over = !s.d.allowed;
+            near = sv_metrics_near_hits(&s.d, h);
+        } else if (!r->shadow_mode) {
             s.d = st->each[slot];
             s.over = !s.d.allowed;
             /* A refused request consumed from no item. */
@@ -498,9 +549,9 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
         }
         break;
     }
-    sv_metrics_rule(w, r,
-                    sl__rule_daemon_of(st->rules->rules, r)->detailed_metric,
-                    dd->entries, dd->n_entries, !s.over, shadow_pass, near);
+    s.limited = s.over || shadow_pass;
+    sv_metrics_rule(w, st->rules->rules, r, dd->entries, dd->n_entries,
+                    !s.over, shadow_pass, near);
     if (r->index == SIZE_MAX) {
         static const char ov[] = "(request's limit)";
         sv_hot_count(w, ov, sizeof(ov) - 1, sv_hot_hash(ov, sizeof(ov) - 1),
@@ -512,23 +563,65 @@ static sv_dec_status status_of(sv_worker *w, const sv_dec_state *st,
     return s;
 }
 
+/* Whether the request is OVER_LIMIT given its statuses and whether its
+ * enforced limits refused it (the header comment, "Quota mode"). */
+static int overall_over(const sv_dec_state *st, const sv_dec_result *res,
+                        int enforced_over)
+{
+    size_t quota = 0, quota_over = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const sv_dec_status *s = &res->status[i];
+        if (s->rule == NULL) {
+            quota += (size_t)st->quota_all;
+        } else if (s->rule->action != SL_RULE_UNLIMITED && s->quota) {
+            quota++;
+            quota_over += (size_t)s->over;
+        } else if (s->over) {
+            enforced_over = 1;
+        }
+    }
+    return enforced_over || (quota > 0 && quota_over == quota);
+}
+
+/* The first error of the enforced check or of a quota limit's. */
+static int check_error(const sv_dec_state *st, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < st->n_checks; i++) {
+        const sd_check *c = &st->checks[i];
+        int quota = 0;
+        /* slot[] is a check's index only for a match decided apart. */
+        for (size_t k = 0; i > 0 && k < st->nm && !quota; k++) {
+            const sl_rule *r = st->m[k].rule;
+            quota = st->slot[k] == i && r->action == SL_RULE_LIMIT &&
+                    !r->shadow_mode && quota_of(st, r);
+        }
+        if ((i == 0 && st->has_items) || quota) {
+            if (c->rc != 0) {
+                snprintf(err, errlen, "%s", c->err);
+                return c->rc;
+            }
+        }
+    }
+    return 0;
+}
+
 int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
                      char *err, size_t errlen)
 {
-    int rc = 0;
-    if (st->has_items && st->checks[0].rc != 0) {
-        rc = st->checks[0].rc;
-        snprintf(err, errlen, "%s", st->checks[0].err);
+    int rc = check_error(st, err, errlen);
+    if (rc != 0)
         goto out;
-    }
-    res->over = st->deny || (st->has_items && !st->checks[0].overall.allowed);
+    int enforced_over =
+        st->deny || (st->has_items && !st->checks[0].overall.allowed);
+    res->over = enforced_over;
     if (st->unmatched > 0)
         sv_metrics_unmatched(w, st->rules->rules, st->domain, st->unmatched);
     for (size_t i = 0; i < st->n; i++)
         res->status[i] = (sv_dec_status){0};
     res->closest = NULL;
     for (size_t i = 0; i < st->nm; i++) {
-        sv_dec_status s = status_of(w, st, &st->m[i], st->slot[i], res->over);
+        sv_dec_status s =
+            status_of(w, st, &st->m[i], st->slot[i], enforced_over);
         sv_dec_status *slot = &res->status[st->m[i].descriptor];
         if (closer(&s, slot))
             *slot = s;
@@ -538,6 +631,12 @@ int sv_decide_finish(sv_worker *w, sv_dec_state *st, sv_dec_result *res,
             res->status[i].rule->action != SL_RULE_UNLIMITED &&
             (res->closest == NULL || closer(&res->status[i], res->closest)))
             res->closest = &res->status[i];
+    res->over = overall_over(st, res, enforced_over);
+    if (res->over && w->server->cfg.shadow_mode) {
+        res->over = 0;
+        atomic_fetch_add_explicit(&w->stats.global_shadow, 1,
+                                  memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(res->over ? &w->stats.checks_over
                                         : &w->stats.checks_ok,
                               1, memory_order_relaxed);

@@ -44,6 +44,10 @@ typedef struct sv_dec_status {
     const sv_rule_text *text; /* the rule's; NULL with it */
     sl_decision d;
     int shadow; /* the reported rule is in shadow mode */
+    /* The limit refused, whether or not that made the descriptor
+     * OVER_LIMIT (shadow mode); ratelimit's answers then say 0 left. */
+    int limited;
+    int quota; /* the reported rule is in quota mode */
 } sv_dec_status;
 
 typedef struct sv_dec_result {
@@ -100,6 +104,11 @@ static inline long long sv_sec_up(sl_nanos ns)
                ? 0
                : (long long)(ns / SL_NS_PER_SEC + (ns % SL_NS_PER_SEC != 0));
 }
+
+/* The rules the state's last request was decided against, which its
+ * answer's statuses point into (a waited request's, held until the state
+ * is next used, whatever the thread has adopted since). */
+const sl_rules *sv_decide_rules(const sv_dec_state *st);
 
 /* The HTTP status of an sv_decide() error: 503 for the store, else 400. */
 int sv_decide_status(int rc);

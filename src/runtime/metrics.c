@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rules/rule_daemon.h"
 #include "runtime/label.h"
 #include "runtime/metrics.h"
 #include "runtime/state_file.h"
@@ -273,10 +274,32 @@ static void descriptor_text(sv_buf *desc, const sl_rules_entry *entries,
     sv_buf_release(&raw);
 }
 
-void sv_metrics_rule(sv_worker *w, const sl_rule *rule, int detailed,
+/* The descriptor label of a value_to_metric or share_threshold match:
+ * ratelimit's stats key for it, without the domain (rule_daemon.h). */
+static void lyft_text(sv_buf *desc, const sl_rules *rules, const sl_rule *rule,
+                      int detailed, const sl_rules_entry *entries,
+                      size_t n_entries)
+{
+    char raw[SV_LABEL_MAX * 4];
+    size_t len = 0;
+    if (sl__rules_metric_text(rules, rule->domain, strlen(rule->domain),
+                              entries, n_entries, detailed, raw, sizeof(raw),
+                              &len) != 0) {
+        /* Longer than any label: cut and hashed by sv_label_text as a
+         * long one is, from ratelimit's key as far as it goes. */
+        descriptor_text(desc, entries, n_entries);
+        return;
+    }
+    sv_label_text(desc, raw, len);
+}
+
+void sv_metrics_rule(sv_worker *w, const sl_rules *rules, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits)
 {
+    const sl__rule_daemon *dm = sl__rule_daemon_of(rules, rule);
+    int lyft = dm->value_to_metric || dm->shared;
+    int detailed = dm->detailed_metric || lyft;
     sv_series **slot = cached(w, rule, detailed);
     if (slot != NULL && *slot != NULL) {
         pthread_mutex_lock(&w->series_lock);
@@ -285,7 +308,9 @@ void sv_metrics_rule(sv_worker *w, const sl_rule *rule, int detailed,
         return;
     }
     sv_buf desc = {0};
-    if (detailed)
+    if (lyft)
+        lyft_text(&desc, rules, rule, dm->detailed_metric, entries, n_entries);
+    else if (detailed)
         descriptor_text(&desc, entries, n_entries);
     const char *label = sv_rule_label(rule);
     const char *d = desc.data ? desc.data : "";
@@ -671,6 +696,12 @@ void sv_metrics_render(sv_server *s, sv_buf *out)
                   "sluice_checks_total{result=\"over_limit\"} %llu\n",
                   (unsigned long long)SUM(checks_ok),
                   (unsigned long long)SUM(checks_over));
+    sv_buf_printf(out,
+                  "# HELP sluice_global_shadow_total requests over the limit "
+                  "answered OK by --shadow-mode\n"
+                  "# TYPE sluice_global_shadow_total counter\n"
+                  "sluice_global_shadow_total %llu\n",
+                  (unsigned long long)SUM(global_shadow));
     render_unmatched(s, out);
     sv_buf_printf(out,
                   "# HELP sluice_bad_requests_total check requests refused "

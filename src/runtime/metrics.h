@@ -7,8 +7,11 @@
 #include "runtime/worker.h"
 
 /* metrics.c */
-/* detailed: the rule's detailed_metric (rule_daemon.h). */
-void sv_metrics_rule(sv_worker *w, const sl_rule *rule, int detailed,
+/* A decision of rule (of rules, or a request's override) on a request
+ * descriptor: its series is one per rule, or one per value for a
+ * detailed_metric, value_to_metric or share_threshold rule
+ * (rule_daemon.h), labelled as envoyproxy/ratelimit keys its stats. */
+void sv_metrics_rule(sv_worker *w, const sl_rules *rules, const sl_rule *rule,
                      const sl_rules_entry *entries, size_t n_entries,
                      int allowed, int shadow_pass, uint64_t near_hits);
 /* n descriptors of a request for domain (its index in rules, or

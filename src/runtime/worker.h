@@ -101,6 +101,14 @@ struct sv_listener {
     struct sv_conn *conns; /* its open connections (conn.h) */
 };
 
+/* --grpc-rate-limit-headers' words, in sv_config's order. */
+enum {
+    SV_GRPC_HEADERS_OFF = 0,
+    SV_GRPC_HEADERS_SLUICE = 1,   /* "true": the HTTP answers' set */
+    SV_GRPC_HEADERS_RATELIMIT = 2 /* envoyproxy/ratelimit's three */
+};
+extern const char *const sv_grpc_header_sets[];
+
 typedef struct sv_config {
     const sv_frontend *frontend; /* what the main listener serves */
     const sv_plane *plane;       /* the runtime limits */
@@ -108,7 +116,12 @@ typedef struct sv_config {
     sv_addr listen;              /* the HTTP listener (or the proxy's) */
     sv_addr resp_listen;         /* --resp-listen; host NULL: off */
     sv_addr grpc_listen;         /* --grpc-listen; host NULL: off */
-    int grpc_rate_limit_headers; /* gRPC answers carry the RateLimit fields */
+    /* Which headers gRPC answers carry: SV_GRPC_HEADERS_*. */
+    int grpc_rate_limit_headers;
+    /* envoyproxy/ratelimit's global settings (docs/server.md): every
+     * answer OK; every limit in quota mode; answers with its dynamic
+     * metadata. */
+    int shadow_mode, quota_mode, response_dynamic_metadata;
     sv_addr admin_listen;        /* --admin-listen; host NULL: off */
     sv_addr metrics_listen;      /* --metrics-listen; host NULL: off */
     int public_metrics; /* serve: GET /metrics on the HTTP listener too */
@@ -177,6 +190,8 @@ typedef struct sv_config {
 typedef struct sv_stats {
     _Alignas(64) atomic_uint_fast64_t checks_ok;
     atomic_uint_fast64_t checks_over;
+    /* Over-limit requests answered OK by --shadow-mode (in checks_ok). */
+    atomic_uint_fast64_t global_shadow;
     /* Descriptors of an unknown domain; those of a known domain that
      * match no rule are counted per domain (metrics.c). */
     atomic_uint_fast64_t unmatched_unknown;

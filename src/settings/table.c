@@ -23,6 +23,11 @@ _Static_assert(SD_FAIL_LOCAL == 0 && SD_FAIL_OPEN == 1 && SD_FAIL_CLOSED == 2,
                "--redis-failure's values in sl__failure_names' order");
 static const char *const hash_tags[] = {"key", "domain", NULL};
 static const char *const advisor_modes[] = {"on", "shadow", NULL};
+/* "true" was the flag's boolean: sluice's set, as before. */
+_Static_assert(SV_GRPC_HEADERS_SLUICE == 1 && SV_GRPC_HEADERS_RATELIMIT == 2,
+               "--grpc-rate-limit-headers' words in sv_config's order");
+const char *const sv_grpc_header_sets[] = {"false", "true", "ratelimit",
+                                           NULL};
 
 /* A listener's own certificate (--grpc-tls-cert, grpc_tls_cert...): three
  * rows, named after its --grpc-listen, each needing the pair whole. */
@@ -93,10 +98,29 @@ const st_setting st_settings_table[] = {
      .help = "also serve envoy's Rate Limit Service over gRPC\n"
              "(h2c) here; off by default (docs/server.md)"},
     {.flag = "grpc-rate-limit-headers", .key = "grpc_rate_limit_headers",
+     .arg = "H", .commands = SERVE, .kind = ST_SET_ENUM,
+     SRV(grpc_rate_limit_headers), .names = sv_grpc_header_sets,
+     .def = "false",
+     .help = "headers in gRPC answers' response_headers_to_add:\n"
+             "false (default), true (sluice's set, as HTTP\n"
+             "answers), ratelimit (RateLimit-Limit, -Remaining,\n"
+             "-Reset as envoyproxy/ratelimit sends them)"},
+    /* envoyproxy/ratelimit's global settings, by its names (SHADOW_MODE,
+     * QUOTA_MODE, RESPONSE_DYNAMIC_METADATA; docs/server.md). */
+    {.flag = "shadow-mode", .key = "shadow_mode", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(shadow_mode), .def = "false",
+     .help = "every answer OK, the over-limit ones counted\n"
+             "(ratelimit's SHADOW_MODE; false)"},
+    {.flag = "quota-mode", .key = "quota_mode", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(quota_mode), .def = "false",
+     .help = "every limit in quota mode: a request is over\n"
+             "only when all its descriptors are (ratelimit's\n"
+             "QUOTA_MODE; false)"},
+    {.flag = "response-dynamic-metadata", .key = "response_dynamic_metadata",
      .arg = "BOOL", .commands = SERVE, .kind = ST_SET_BOOL,
-     SRV(grpc_rate_limit_headers), .def = "false",
-     .help = "gRPC answers carry the rate-limit headers in\n"
-             "response_headers_to_add (false)"},
+     SRV(response_dynamic_metadata), .def = "false",
+     .help = "answers carry ratelimit's dynamic metadata\n"
+             "(the request, the rules' metadata; false)"},
     {.flag = "admin-listen", .key = "admin_listen", .arg = "HOST:PORT",
      .commands = BOTH, .kind = ST_SET_LISTEN, SRV(admin_listen),
      .help = "the admin API there (docs/admin.md): the\n"

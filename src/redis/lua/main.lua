@@ -12,7 +12,8 @@
 -- one string (call.c): "ttl,record,spec,cost[,spec,cost...]" - the extra
 -- TTL in ms, 1 to record (SL_RECORD: every item's cost is consumed,
 -- fitting or not), then per item its limit, "algorithm L P B step flags
--- t_num t_den" (an override of a schedule adds its base's L), and its
+-- t_num t_den" (an override of a schedule adds its base's L; the
+-- algorithm may be followed by "/k", below), and its
 -- cost (per item, so that a call may charge each limit its own).  A head
 -- is parsed once and kept (head_of): the calls of a server mostly share a
 -- few, and three arguments a call instead of 4 + 2 per item are what
@@ -21,6 +22,16 @@
 -- allowed, remaining, reset_after, retry_after, delay; or, for one
 -- token_bucket or gcra item decided by the fast path, one integer, its
 -- lead (fast.lua), from which call.c computes the five.
+--
+-- Ticks.  A limit whose period (or a bucket's B * T) would take its
+-- times in ns past 2^52, where doubles stop being exact, is sent with its
+-- times in ticks of 10^k ns (call.c chooses the least k that fits, the
+-- same for every call of the limit): the algorithm is written "a/k" and
+-- P, step, t_num and t_den are in ticks.  Its item then sees now in
+-- ticks and answers durations in ticks, which call.c turns back into ns,
+-- and its keys' TTLs are set from ticks (prelude.lua's ttl_ms).  Such an
+-- item takes no fast path: those read now and write TTLs in ns, and
+-- teaching them ticks cost every other call ~1% (docs/benchmarks.md).
 --
 -- A batch (src/redis/redis_batch.c): args[1] is 'B', args[2] the number
 -- of calls, args[3] the number H of distinct (now_s, now_n, head)
@@ -70,8 +81,8 @@ local function limit_of(spec)
             limits, n_limits = {}, 0
         end
         n_limits = n_limits + 1
-        local a, L, P, B, step, flags, tn, td, base = match(spec,
-            '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
+        local a, k, L, P, B, step, flags, tn, td, base = match(spec,
+            '^(%d+)/?(%d*) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
         local check = ALGORITHMS[tonumber(a)]
         if check == nil then
             error({err = 'EINVAL unknown algorithm or malformed limit ' .. spec})
@@ -93,7 +104,14 @@ local function limit_of(spec)
         -- sliding_window.lua), which wants some numbers at hand: B * T
         -- and its horizon, the period as (s, ns).
         local fast
-        if base == '' and (a == '0' or a == '1') then
+        if k ~= '' then
+            lim.tick = 10 ^ tonumber(k)
+            lim.tick_f = E9 / lim.tick
+        end
+        if k ~= '' then
+            -- The fast paths read now and TTLs in ns.
+            fast = nil
+        elseif base == '' and (a == '0' or a == '1') then
             fast = sched_fast
             lim.most = lim.burst * lim.t_num
             lim.horizon = idiv(lim.most, lim.t_den) + 1
@@ -134,11 +152,29 @@ local heads, head_of = memo_of(function(head)
     h.l, h.cost = h.ls[1], h.costs[1]
     -- One item committed that may take a fast path: decide_batch() calls
     -- it directly.
-    if items == 1 and not h.record then
+    if items == 1 and not h.record and not h.l.lim.tick then
         h.fast = h.l.fast
     end
     return h
 end)
+
+-- One item of a limit in ticks, alone in its call: decided at now in
+-- its ticks, its TTLs in them.  TICK is 1 again once it is decided; a
+-- raise leaves it set, which run() undoes before the next call.
+local function decide_ticked(key, l, cost, now_s, now_n, record)
+    local lim = l.lim
+    local s, ns = in_ticks(now_s, now_n, lim.tick, lim.tick_f)
+    local d
+    TICK = lim.tick
+    if l.fast and not record then
+        d = l.fast(key, lim, cost, s, ns)
+    end
+    if not d then
+        d = l.check(key, lim, cost, s, ns, record and RECORD or COMMIT)
+    end
+    TICK = 1
+    return d
+end
 
 -- The call of head h whose keys follow keys[k], at now (ts, tn: empty
 -- for the server's clock): its reply, or raises its error.
@@ -158,6 +194,9 @@ local function decide_call(k, h, ts, tn)
     if n == 1 then
         -- One item (most calls): no passes to combine.
         local l = h.l
+        if l.lim.tick then
+            return decide_ticked(keys[k + 1], l, h.cost, now_s, now_n, record)
+        end
         if l.fast and not record then
             local d = l.fast(keys[k + 1], l.lim, h.cost, now_s, now_n)
             if d then
@@ -173,7 +212,12 @@ local function decide_call(k, h, ts, tn)
         local all, ds = true, {}
         for i = 1, n do
             local l = ls[i]
-            ds[i] = l.check(keys[k + i], l.lim, costs[i], now_s, now_n, mode)
+            local lim, s, ns = l.lim, now_s, now_n
+            if lim.tick then
+                s, ns = in_ticks(s, ns, lim.tick, lim.tick_f)
+            end
+            TICK = lim.tick or 1
+            ds[i] = l.check(keys[k + i], lim, costs[i], s, ns, mode)
             all = all and ds[i][ALLOWED] == 1
         end
         return all, ds
@@ -181,6 +225,7 @@ local function decide_call(k, h, ts, tn)
 
     local all = decide_all(PEEK)
     local _, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
+    TICK = 1
     local reply = {}
     for i = 1, n do
         local d = ds[i]
@@ -236,7 +281,7 @@ local function run(run_keys, run_args)
     if rcall == nil then
         bind_globals()
     end
-    keys, args, time_s = run_keys, run_args, nil
+    keys, args, time_s, TICK = run_keys, run_args, nil, 1
     if args[1] ~= 'B' then
         local h = heads[args[3]] or head_of(args[3])
         if h.n ~= #keys then
@@ -251,6 +296,7 @@ local function run(run_keys, run_args)
             -- Ours are {err = ...}; Redis's own (a key of another type) and
             -- Lua's are strings or tables with err too.
             out[at] = {err = type(e) == 'table' and e.err or tostring(e)}
+            TICK = 1 -- a ticked item's raise left it set
             if head_at == nil then
                 -- Its head unread, the call's keys are not known, nor
                 -- where the next call's start: the rest fail alike.

@@ -265,8 +265,26 @@ end
 -- store's extra_ttl_ms.  `left` <= 0: the state is initial, drop it.
 local EXTRA_TTL_MS = 0
 
+-- The item's tick in ns (main.lua, "Ticks"): 1, or a power of ten for a
+-- limit whose times in ns would pass 2^52.  Set before each item's check.
+local TICK = 1
+
 local function ttl_ms(left)
-    return ceil_div(left, 1000000) + EXTRA_TTL_MS
+    if TICK == 1 then
+        return ceil_div(left, 1000000) + EXTRA_TTL_MS
+    elseif TICK >= 1000000 then
+        return left * (TICK / 1000000) + EXTRA_TTL_MS
+    end
+    return ceil_div(left, 1000000 / TICK) + EXTRA_TTL_MS
+end
+
+-- now (s, n) in ns as the same pair in ticks of q ns (q = 10^k, k <= 9,
+-- f = 1e9 / q): s = a q + b, b < q, makes now / q = a 1e9 + b f +
+-- floor(n / q), whose last two terms stay below 1e9.  Exact, and floored:
+-- a tick is counted from its start.
+local function in_ticks(s, n, q, f)
+    local a = idiv(s, q)
+    return a, (s - a * q) * f + idiv(n, q)
 end
 
 -- Writes a decided state: `had` says whether the key held state before,
