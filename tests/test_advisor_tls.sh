@@ -12,16 +12,10 @@ scratch_with_daemons
 cd "$tmp" || exit 1
 
 # ---- the PKI ----
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-key ca.key
-openssl req -x509 -new -key ca.key -out ca.pem -days 2 -subj /CN=sluice-test-ca 2>/dev/null
-key other-ca.key
-openssl req -x509 -new -key other-ca.key -out other-ca.pem -days 2 -subj /CN=other-ca 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext
-key server.key
-openssl req -new -key server.key -out server.csr -subj /CN=localhost 2>/dev/null
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-  -out server.pem -days 2 -extfile san.ext 2>/dev/null
+source "$SOURCE_DIR/tests/sh/pki.sh"
+pki_ca ca sluice-test-ca
+pki_ca other-ca
+pki_signed server localhost ca san.ext
 [ -s server.pem ] || { echo "FAIL openssl made no certificate"; exit 1; }
 umask 077
 echo "a-token-of-32-bytes-0123456789ab" >token

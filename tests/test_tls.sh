@@ -15,22 +15,13 @@ scratch_with_daemons
 cd "$tmp" || exit 1
 
 # ---- the PKI ----
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-key ca.key
-openssl req -x509 -new -key ca.key -out ca.pem -days 2 -subj /CN=sluice-test-ca 2>/dev/null
-key other-ca.key
-openssl req -x509 -new -key other-ca.key -out other-ca.pem -days 2 -subj /CN=other-ca 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext
-signed() { # NAME CN CA [EXT]: NAME.key and NAME.pem signed by CA
-  key "$1.key"
-  openssl req -new -key "$1.key" -out "$1.csr" -subj "/CN=$2" 2>/dev/null
-  openssl x509 -req -in "$1.csr" -CA "$3.pem" -CAkey "$3.key" -CAcreateserial \
-    -out "$1.pem" -days 2 ${4:+-extfile "$4"} 2>/dev/null
-}
-signed server localhost ca san.ext
-signed server2 localhost ca san.ext
-signed client client ca
-signed stranger stranger other-ca
+source "$SOURCE_DIR/tests/sh/pki.sh"
+pki_ca ca sluice-test-ca
+pki_ca other-ca
+pki_signed server localhost ca san.ext
+pki_signed server2 localhost ca san.ext
+pki_signed client client ca
+pki_signed stranger stranger other-ca
 [ -s server.pem ] && [ -s client.pem ] && [ -s stranger.pem ] || { echo "FAIL openssl made no certificates"; exit 1; }
 serial() { openssl x509 -noout -serial -in "$1" | cut -d= -f2; }
 

@@ -18,26 +18,14 @@ cd "$tmp" || exit 1
 
 # ---- the PKI: CA a signs the shared and gRPC certificates and client a,
 # CA b the admin certificate and client b ----
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-for ca in ca-a ca-b; do
-  key $ca.key
-  openssl req -x509 -new -key $ca.key -out $ca.pem -days 2 -subj "/CN=$ca" 2>/dev/null
-done
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >san.ext
-signed() { # NAME CA [EXT]: NAME.key and NAME.pem, CN NAME, signed by CA
-  key "$1.key"
-  openssl req -new -key "$1.key" -out "$1.csr" -subj "/CN=$1" 2>/dev/null
-  openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial \
-    -out "$1.pem" -days 2 ${3:+-extfile "$3"} 2>/dev/null
-}
-signed shared ca-a san.ext
-signed shared2 ca-a san.ext
-signed grpc ca-a san.ext
-signed grpc2 ca-a san.ext
-signed admin ca-b san.ext
-signed admin2 ca-b san.ext
-signed client-a ca-a
-signed client-b ca-b
+source "$SOURCE_DIR/tests/sh/pki.sh"
+pki_ca ca-a
+pki_ca ca-b
+for n in shared shared2 grpc grpc2; do pki_signed $n $n ca-a san.ext; done
+pki_signed admin admin ca-b san.ext
+pki_signed admin2 admin2 ca-b san.ext
+pki_signed client-a client-a ca-a
+pki_signed client-b client-b ca-b
 [ -s shared.pem ] && [ -s admin.pem ] && [ -s client-b.pem ] || { echo "FAIL openssl made no certificates"; exit 1; }
 for f in shared grpc admin; do cp $f.pem live-$f.pem; cp $f.key live-$f.key; done
 serial() { openssl x509 -noout -serial -in "$1" | cut -d= -f2; }
