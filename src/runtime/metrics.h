@@ -26,9 +26,23 @@ void sv_metrics_rules_changed(sv_worker *w);
 uint64_t sv_metrics_near_hits(const sl_decision *d, int64_t hits);
 void sv_metrics_latency(sv_worker *w, sl_nanos ns);
 void sv_metrics_render(sv_server *s, sv_buf *out);
+void sv_metrics_release(sv_worker *w);
+
+/* A counter of sv_worker.stats summed over srv's threads. */
+#define SV_STATS_SUM(srv, field)                                               \
+    ({                                                                         \
+        uint64_t sum_ = 0;                                                     \
+        for (int i_ = 0; i_ < (srv)->n_workers; i_++)                          \
+            sum_ += atomic_load_explicit(&(srv)->workers[i_].stats.field,      \
+                                         memory_order_relaxed);                \
+        sum_;                                                                  \
+    })
+
+/* metrics_store.c: the stores' series (the memory store's size, the
+ * RESP door's own store, Redis's connections and failures). */
+void sv_metrics_store(sv_server *s, sv_buf *out);
 /* "up", "down" (no thread can reach Redis) or "degraded" (some can);
  * always "up" for the memory store. */
 const char *sv_metrics_store_status(sv_server *s);
-void sv_metrics_release(sv_worker *w);
 
 #endif
