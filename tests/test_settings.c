@@ -396,6 +396,36 @@ static void file_then_flags(void **state)
     free(path);
 }
 
+/* grpc_rate_limit_headers grew from a boolean into false, true and
+ * ratelimit: a file's yes and on still mean true; a flag's words are
+ * the enum's. */
+static void enum_from_boolean(void **state)
+{
+    (void)state;
+    const char *words[][2] = {{"yes", "1"}, {"on", "1"}, {"off", "0"},
+                              {"true", "1"}, {"ratelimit", "2"}};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        char text[96];
+        snprintf(text, sizeof(text), "grpc_rate_limit_headers: %s\n",
+                 words[i][0]);
+        char *path = config_file(text);
+        reading *r = read_args(ST_SET_SERVE,
+                               (const char *[]){"--config", path, NULL});
+        expect_eq(r->rc, 0);
+        expect_eq(r->srv.grpc_rate_limit_headers, atoi(words[i][1]));
+        reading_free(r);
+        unlink(path);
+        free(path);
+    }
+    char *path = config_file("grpc_rate_limit_headers: maybe\n");
+    reading *r =
+        read_args(ST_SET_SERVE, (const char *[]){"--config", path, NULL});
+    assert_true(r->rc != 0);
+    reading_free(r);
+    unlink(path);
+    free(path);
+}
+
 /* An https:// upstream's settings: its port 443 by default, the paths
  * from the file taken from its directory, and kept by the config, which
  * outlives the settings (a reload's does). */
@@ -482,6 +512,7 @@ int main(void)
         cmocka_unit_test(files_refused_with_their_message),
         cmocka_unit_test(file_then_flags),
         cmocka_unit_test(upstream_tls_settings),
+        cmocka_unit_test(enum_from_boolean),
         cmocka_unit_test(table_is_consistent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

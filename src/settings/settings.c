@@ -264,6 +264,14 @@ static int set(st_settings *s, const st_setting *row, const source *from,
             *(int *)field(s, row) = i;
             return 0;
         }
+        /* An enum that grew from a boolean (false, true, more) still
+         * reads every word a boolean reads: yes, on, ... */
+        if (strcmp(row->names[0], "false") == 0 && row->names[1] != NULL &&
+            strcmp(row->names[1], "true") == 0 &&
+            sl__value_bool(text, len, from->plain, &i) == 0) {
+            *(int *)field(s, row) = i;
+            return 0;
+        }
         sl__value_enum_list(row->names, words, sizeof(words));
         return fail(err, errlen, "%s: expected %s: '%s'", from->where, words,
                     text);
