@@ -147,6 +147,33 @@ try:
               st == 400 and want in body["error"]["message"], (st, body))
     st, body, _ = node.put("no.such.rule", {"requests_per_unit": 5})
     check("an unknown rule: 404", st == 404 and body["error"]["code"] == "ENOTFOUND", (st, body))
+
+    # ---- If-Match as RFC 9110 reads it: *, lists, weak tags (never a
+    # strong match), tags that are no version: a failed precondition ----
+    gid = rid["gcra"]
+    st, body, _ = node.put(gid, {"requests_per_unit": 5}, headers={"If-Match": "*"})
+    check("If-Match: * on no override: 412", st == 412 and
+          body["error"]["code"] == "EPRECONDITION", (st, body))
+    st, body, hd = node.put(gid, {"requests_per_unit": 90})
+    etag = hd.get("ETag", "")
+    for value, want in [('"some-other-tag"', 412), ("W/" + etag, 412),
+                        ('"1", W/"2", "x"', 412), ('"unterminated', 400),
+                        ("not-a-tag", 400), ('W/12', 400), ('"a" "b"', 400),
+                        (",".join(['"1"'] * 9), 400)]:
+        st, body, _ = node.put(gid, {"requests_per_unit": 91}, headers={"If-Match": value})
+        check("If-Match: %s: %d" % (value, want), st == want and
+              node.in_force(gid)["requests_per_unit"] == 90, (st, body))
+    st, body, hd = node.put(gid, {"requests_per_unit": 92},
+                            headers={"If-Match": '"999999", %s' % etag})
+    check("If-Match: a list naming the version: 200", st == 200 and
+          node.in_force(gid)["requests_per_unit"] == 92, (st, body))
+    st, body, hd = node.put(gid, {"requests_per_unit": 93}, headers={"If-Match": "*"})
+    check("If-Match: * on an override: 200", st == 200 and
+          node.in_force(gid)["requests_per_unit"] == 93, (st, body))
+    st, body, _ = node.delete(gid, headers={"If-Match": '"other"'})
+    check("DELETE with a tag that is no version: 412", st == 412, (st, body))
+    st, body, _ = node.delete(gid, headers={"If-Match": "*"})
+    check("DELETE with If-Match: *: 204", st == 204, (st, body))
     st, body, _ = node.api("PUT", "/admin/v1/overrides/", {"requests_per_unit": 5})
     check("no rule id: 400", st == 400, (st, body))
 

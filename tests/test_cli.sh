@@ -23,6 +23,14 @@ want=$(sed -n 's/^#define SL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
   "$SOURCE_DIR/include/sluice.h" | paste -sd.)
 [ "$("$SLUICE" --version)" = "sluice $want" ] && [ "$("$SLUICE" version)" = "sluice $want" ] &&
   pass "--version: sluice $want" || bad "--version" "$("$SLUICE" --version)"
+out=$("$SLUICE" version --help) || out="exit $?"
+[[ "$out" == "usage: sluice version"* ]] && pass "sluice version --help: its usage" ||
+  bad "version --help" "$out"
+rc=0
+"$SLUICE" version extra >/dev/null 2>&1 || rc=$?
+[ $rc = 2 ] && pass "sluice version with an argument: exit 2" || bad "version extra" "exit $rc"
+"$SLUICE" --help | grep -q "^  demo .*Databox" && ! "$SLUICE" demo --help | grep -qi seed &&
+  pass "sluice --help names the demo's sources" || bad "demo sources" "$("$SLUICE" --help | grep demo)"
 
 # ---- --help and the man pages, every command ----
 python3 - "$SLUICE" "$(dirname "$SLUICE")/man" <<'PY' || fail=1

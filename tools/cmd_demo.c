@@ -1,5 +1,7 @@
 /*
- * demo.c - `sluice demo`: the seed documents' worked examples, decided by
+ * demo.c - `sluice demo`: the worked examples of the system-design
+ * chapter "Design a rate limiter" and of the Databox paper on a
+ * client-side rate-limiting service, decided by
  * the library and narrated, one algorithm after another.  It is the
  * shortest way to see what each algorithm does, and each scene is also a
  * test (tests/test_examples.c), so what it prints is checked.
@@ -106,8 +108,12 @@ void cmd_demo_usage(FILE *to)
 {
     fputs("usage: sluice demo\n"
           "\n"
-          "Decides the worked examples of the seed documents with every\n"
-          "algorithm, on the embedded store, and prints each decision.\n"
+          "Decides, on the embedded store, the worked examples of the\n"
+          "system-design chapter \"Design a rate limiter\" (token bucket,\n"
+          "leaky bucket, fixed window, sliding log, sliding window; GCRA\n"
+          "on the token bucket's numbers) and of the Databox paper on a\n"
+          "client-side rate-limiting service (the stepped window), and\n"
+          "prints each decision.\n"
           "Exit status: 0 done, 1 failure, 2 usage.\n",
           to);
 }
@@ -126,7 +132,8 @@ int cmd_demo(int argc, char **argv)
     int rc = 0;
     if (store == NULL)
         return 1;
-    printf("sluice %s: every algorithm on the seed documents' examples\n",
+    printf("sluice %s: every algorithm on the worked examples of the "
+           "system-design chapter and the Databox paper\n",
            SL_VERSION);
     for (size_t i = 0; i < sizeof(scenes) / sizeof(scenes[0]) && rc == 0; i++) {
         const scene *s = &scenes[i];

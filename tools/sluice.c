@@ -18,7 +18,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"demo", cmd_demo, cmd_demo_usage,
-     "walk through every algorithm on the seed's examples"},
+     "every algorithm on the design chapter's and Databox's examples"},
     {"serve", cmd_serve, cmd_serve_usage,
      "serve rate-limit decisions over HTTP"},
     {"proxy", cmd_proxy, cmd_proxy_usage,
@@ -127,6 +127,17 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "help") == 0)
         return help(argc - 1, argv + 1);
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+        if (argc > 2 && (strcmp(argv[2], "--help") == 0 ||
+                         strcmp(argv[2], "-h") == 0)) {
+            printf("usage: sluice version\n"
+                   "       sluice --version\n\n"
+                   "Prints sluice's version (the library's, sl_version()).\n");
+            return 0;
+        }
+        if (argc > 2) {
+            fprintf(stderr, "usage: sluice version\n");
+            return 2;
+        }
         printf("sluice %s\n", SL_VERSION);
         return 0;
     }

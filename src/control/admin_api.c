@@ -255,36 +255,83 @@ static int source_of(const sv_http_request *req, sv_source *out)
     return sv_source_parse(q, out);
 }
 
-/* If-Match "N" / If-None-Match *: 0, or -1 for one that is neither. */
+/* One entity-tag of If-Match at *p (RFC 9110, 8.8.3: [W/] DQUOTE
+ * *etagc DQUOTE), p moved past it: 0 with its version in *v and *named
+ * set when it is a strong tag of digits, the only kind an override's
+ * version can match (If-Match compares strongly); -1 when malformed.
+ * A bare number, which sluice took before, is read as a version too. */
+static int entity_tag(const char **p, const char *end, uint64_t *v,
+                      int *named)
+{
+    const char *s = *p;
+    int weak = end - s >= 2 && s[0] == 'W' && s[1] == '/';
+    if (weak)
+        s += 2;
+    int quoted = s < end && *s == '"';
+    const char *tag = s + quoted, *t = tag;
+    while (t < end && (quoted ? *t != '"' : *t != ',' && *t != ' '))
+        if ((unsigned char)*t++ < 0x21) /* etagc: no controls, no space */
+            return -1;
+    if (quoted && t == end)
+        return -1;
+    size_t len = (size_t)(t - tag);
+    *p = t + quoted;
+    if (!quoted && weak)
+        return -1;
+    int digits = len > 0 && len <= 19;
+    for (size_t i = 0; i < len; i++)
+        digits &= tag[i] >= '0' && tag[i] <= '9';
+    if (!quoted && !digits)
+        return -1;
+    *named = 0;
+    if (weak || !digits)
+        return 0;
+    char num[20];
+    memcpy(num, tag, len);
+    num[len] = '\0';
+    *v = strtoull(num, NULL, 10);
+    *named = 1;
+    return 0;
+}
+
+/* If-Match (*, or a list of entity tags) / If-None-Match *: 0, or -1
+ * for a header that is malformed (or both given). */
 static int precondition_of(const sv_http_request *req, sv_limits_op *op)
 {
     const sv_http_header *m = sv_http_header_find(req, "if-match");
     const sv_http_header *nm = sv_http_header_find(req, "if-none-match");
     op->match = SV_MATCH_NONE;
     if (nm != NULL) {
-        if (nm->value_len != 1 || nm->value[0] != '*')
+        if (nm->value_len != 1 || nm->value[0] != '*' || m != NULL)
             return -1;
         op->match = SV_MATCH_ABSENT;
     }
-    if (m != NULL) {
-        const char *v = m->value;
-        size_t len = m->value_len;
-        if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
-            v++;
-            len -= 2;
-        }
-        char num[24];
-        if (len == 0 || len > 20 || nm != NULL)
-            return -1;
-        memcpy(num, v, len);
-        num[len] = '\0';
-        char *end;
-        op->version = strtoull(num, &end, 10);
-        if (*end != '\0' || !isdigit((unsigned char)num[0]))
-            return -1;
-        op->match = SV_MATCH_VERSION;
+    if (m == NULL)
+        return 0;
+    const char *p = m->value, *end = m->value + m->value_len;
+    if (m->value_len == 1 && *p == '*') {
+        op->match = SV_MATCH_EXISTS;
+        return 0;
     }
-    return 0;
+    op->match = SV_MATCH_VERSION;
+    op->n_versions = 0;
+    for (int tags = 0;; tags++) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        uint64_t v;
+        int named;
+        if (p == end || tags == SV_MAX_IF_MATCH ||
+            entity_tag(&p, end, &v, &named) != 0)
+            return -1;
+        if (named)
+            op->versions[op->n_versions++] = v;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            return 0;
+        if (*p++ != ',')
+            return -1;
+    }
 }
 
 /* The PUT body into op: 0, or -1 with msg. */
@@ -434,8 +481,9 @@ static int one_override(sv_worker *w, const sv_http_request *req, sv_req *rq,
     if (precondition_of(req, op) != 0) {
         free(op);
         return fail(out, 400, "EINVAL",
-                    "If-Match: expected a version (\"12\"); If-None-Match: "
-                    "expected *",
+                    "If-Match: expected * or at most 8 entity tags "
+                    "(\"12\", W/\"12\"); If-None-Match: expected *, "
+                    "and not both",
                     NULL, keep_alive);
     }
     if (!op->del && read_body(req, op, msg, sizeof(msg)) != 0) {

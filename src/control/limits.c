@@ -247,16 +247,29 @@ void sv_limits_release(sv_server *s)
     s->limits = NULL;
 }
 
+static int names_version(const sv_limits_op *op, uint64_t there)
+{
+    for (size_t i = 0; i < op->n_versions; i++)
+        if (op->versions[i] == there)
+            return 1;
+    return 0;
+}
+
 int sv_limits_precondition(sv_limits_op *op, uint64_t there)
 {
     op->now_version = there;
-    if (op->match == SV_MATCH_VERSION && op->version != there) {
+    if ((op->match == SV_MATCH_VERSION && (there == 0 ||
+                                           !names_version(op, there))) ||
+        (op->match == SV_MATCH_EXISTS && there == 0)) {
         op->status = 412;
-        snprintf(op->err, sizeof(op->err),
-                 there ? "the override is at version %" PRIu64 ", not %" PRIu64
-                         ": read it again"
-                       : "no such override (If-Match %" PRIu64 ")",
-                 there ? there : op->version, op->version);
+        if (there == 0)
+            snprintf(op->err, sizeof(op->err),
+                     "no such override (If-Match names one)");
+        else
+            snprintf(op->err, sizeof(op->err),
+                     "the override is at version %" PRIu64
+                     ", which If-Match does not name: read it again",
+                     there);
         return -1;
     }
     if (op->match == SV_MATCH_ABSENT && there != 0) {

@@ -31,6 +31,9 @@ int sv_source_parse(const char *name, sv_source *out); /* 0 or -1 */
 #define SV_LOG_EVENTS 1024
 
 /* A write of the admin API or the advisor: set or delete one override. */
+/* Entity tags one If-Match may list. */
+#define SV_MAX_IF_MATCH 8
+
 typedef struct sv_limits_op {
     /* In. */
     int del;        /* 1: delete it; 0: set it */
@@ -41,10 +44,13 @@ typedef struct sv_limits_op {
     char reason[256];
     /* The precondition: SV_MATCH_NONE (refused with 428 when the
      * override exists: a client must say which version it replaces),
-     * SV_MATCH_ABSENT (If-None-Match: *), or SV_MATCH_VERSION (If-Match:
-     * "version"). */
+     * SV_MATCH_ABSENT (If-None-Match: *), SV_MATCH_EXISTS (If-Match: *),
+     * or SV_MATCH_VERSION (If-Match: a list of entity tags: it holds
+     * when the version there is one of versions[0..n_versions), which
+     * may be none: tags that name no version match nothing). */
     int match;
-    uint64_t version;
+    uint64_t versions[SV_MAX_IF_MATCH];
+    size_t n_versions;
     /* Out: the HTTP status (200 set, 201 created, 204 deleted, 404, 412
      * the version differs, 428 a version is needed, 503 the store), the
      * override's version now, and a message for the errors. */
@@ -61,7 +67,7 @@ typedef struct sv_limits_op {
     struct sv_limits_op *next;
 } sv_limits_op;
 
-enum { SV_MATCH_NONE, SV_MATCH_ABSENT, SV_MATCH_VERSION };
+enum { SV_MATCH_NONE, SV_MATCH_ABSENT, SV_MATCH_EXISTS, SV_MATCH_VERSION };
 
 /* The runtime limits as the runtime calls them (sv_plane): the
  * functions below. */

@@ -99,13 +99,20 @@ static void write_reply_cb(const redisReply *r, void *priv)
 int sv_limits_write_redis(struct sv_limits *lim, sv_limits_op *op,
                           sv_override *e, int64_t t)
 {
-    char field[600], match[24] = "";
+    char field[600], match[8 + SV_MAX_IF_MATCH * 21] = "";
     snprintf(field, sizeof(field), "%s|%s", sv_source_name(op->source),
              op->rule);
+    /* The script's precondition (src/control/lua/overrides_write.lua). */
     if (op->match == SV_MATCH_ABSENT)
         snprintf(match, sizeof(match), "0");
-    else if (op->match == SV_MATCH_VERSION)
-        snprintf(match, sizeof(match), "%" PRIu64, op->version);
+    else if (op->match == SV_MATCH_EXISTS)
+        snprintf(match, sizeof(match), "*");
+    else if (op->match == SV_MATCH_VERSION) {
+        size_t n = (size_t)snprintf(match, sizeof(match), "v");
+        for (size_t i = 0; i < op->n_versions; i++)
+            n += (size_t)snprintf(match + n, sizeof(match) - n, "%s%" PRIu64,
+                                  i ? "," : "", op->versions[i]);
+    }
     char *ej = NULL, *evj;
     if (!op->del) {
         json_t *j = sv_override_json(e);
@@ -278,7 +285,8 @@ void sv_limits_purge(struct sv_limits *lim, int64_t t)
         snprintf(op->rule, sizeof(op->rule), "%s", e->rule);
         op->source = e->source;
         op->match = SV_MATCH_VERSION;
-        op->version = e->version;
+        op->versions[0] = e->version;
+        op->n_versions = 1;
         op->done = NULL;
         pthread_mutex_unlock(&lim->lock);
         if (sv_limits_write_redis(lim, op, NULL, t) != SV_AGAIN)

@@ -136,9 +136,11 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
     op->ttl_ms = ttl_ms;
     snprintf(op->reason, sizeof(op->reason), "%s", reason);
     op->match = there ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
-    op->version =
-        there ? (uint64_t)json_integer_value(json_object_get(there, "version"))
-              : 0;
+    if (there != NULL) {
+        op->versions[0] =
+            (uint64_t)json_integer_value(json_object_get(there, "version"));
+        op->n_versions = 1;
+    }
     op->abandoned = 1; /* nobody waits: freed here or when its write ends */
     json_decref(there);
     if (sv_limits_write(control, op) == SV_AGAIN)

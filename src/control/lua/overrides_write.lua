@@ -3,15 +3,24 @@
 -- the table's version and logs the change, all at once.
 -- KEYS: the table, its version, its change log.
 -- ARGV: the field ("source|rule"); the precondition ("" none, "0"
--- absent, else the version); the override's JSON ("" to delete); the
+-- absent, "*" present, "v" and the versions it may be at, comma
+-- separated: If-Match's tags); the override's JSON ("" to delete); the
 -- event's JSON.
 -- Returns {1, version} written, or {0, the version there} when the
 -- precondition failed.
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local there = 0
 if cur then there = cjson.decode(cur).version end
-if (ARGV[2] == '' and there ~= 0) or (ARGV[2] ~= '' and
-    tonumber(ARGV[2]) ~= there) or (ARGV[3] == '' and there == 0) then
+local ok
+if ARGV[2] == '' or ARGV[2] == '0' then ok = there == 0
+elseif ARGV[2] == '*' then ok = there ~= 0
+else
+  ok = false
+  for v in string.gmatch(ARGV[2], '%d+') do
+    if there ~= 0 and tonumber(v) == there then ok = true end
+  end
+end
+if not ok or (ARGV[3] == '' and there == 0) then
   return {0, there}
 end
 local v = redis.call('INCR', KEYS[2])
