@@ -30,12 +30,19 @@ check() { # USER: one /v1/check of tenant acme, that user; prints the status
     -d "{\"domain\":\"api\",\"descriptors\":[{\"entries\":[{\"key\":\"tenant\",\"value\":\"acme\"},{\"key\":\"user\",\"value\":\"$2\"}]}]}"
 }
 
-port=$(free_port)
-start main "$port"
-base="http://127.0.0.1:$port"
+port=$(free_port); mport=$(free_port)
+start main "$port" --metrics-listen 127.0.0.1:"$mport"
+wait_port "$mport"
+base="http://127.0.0.1:$port" mbase="http://127.0.0.1:$mport"
 for i in 1 2 3 4 5 6 7; do check "$base" alice; done >/dev/null
 for i in 1 2 3; do check "$base" bob; done >/dev/null
-curl -s "$base/status.json" >"$tmp/status.json"
+curl -s "$mbase/status.json" >"$tmp/status.json"
+s_page=$(curl -s -o /dev/null -w '%{http_code}' "$mbase/status")
+s_pub=$(curl -s -o "$tmp/pub.json" -w '%{http_code}' "$base/status.json")
+[ "$s_page" = 200 ] && [ "$s_pub" = 404 ] && grep -q -- "--metrics-listen" "$tmp/pub.json" &&
+  ! grep -q alice "$tmp/pub.json" &&
+  pass "the page is on --metrics-listen (200), not on the public listener (404, naming where it is)" ||
+  bad "where" "metrics $s_page, public $s_pub $(cat "$tmp/pub.json")"
 python3 - "$tmp/status.json" <<'PY' && pass "status.json: rules, checks, exact hot keys and rules, history" || bad "status.json" "see above"
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -44,10 +51,11 @@ assert rules["user_burst"]["requests_per_unit"] == 10 and rules["user_burst"]["p
 assert s["checks"] == {"ok": 10, "over_limit": 0}, s["checks"]
 assert s["store"]["kind"] == "memory" and s["store"]["status"] == "up", s["store"]
 keys = {(k["rule"], k["key"]): k for k in s["hot_keys"]}
-alice = keys[("user_burst", "3:api,6:tenant=4:acme,4:user=5:alice")]
+assert all(k["domain"] == "api" for k in s["hot_keys"]), s["hot_keys"]
+alice = keys[("user_burst", "tenant=acme, user=alice")]
 assert (alice["decisions"], alice["over_limit"], alice["error"]) == (7, 0, 0), alice
-assert s["hot_keys"][0]["key"].endswith("5:alice"), s["hot_keys"][0]
-bob = keys[("user_hourly", "3:api,6:tenant=4:acme,4:user=3:bob")]
+assert s["hot_keys"][0]["key"] == "tenant=acme, user=alice", s["hot_keys"][0]
+bob = keys[("user_hourly", "tenant=acme, user=bob")]
 assert bob["decisions"] == 3, bob
 hr = {r["rule"]: r["decisions"] for r in s["hot_rules"]}
 assert hr == {"user_burst": 10, "user_hourly": 10}, hr
@@ -56,7 +64,7 @@ assert s["history"]["step_s"] == 5 and len(pts) == 120, len(pts)
 assert sum(p["within"] for p in pts) == 20 and sum(p["over"] for p in pts) == 0, pts[-3:]
 assert all(b["t_ms"] - a["t_ms"] == 5000 for a, b in zip(pts, pts[1:]))
 PY
-csp=$(curl -s -D - -o "$tmp/page.html" "$base/status" | tr -d '\r' | sed -n 's/^Content-Security-Policy: //p')
+csp=$(curl -s -D - -o "$tmp/page.html" "$mbase/status" | tr -d '\r' | sed -n 's/^Content-Security-Policy: //p')
 grep -q "default-src 'none'" <<<"$csp" && ! grep -Eq 'src=|href=|@import|url\(' "$tmp/page.html" &&
   pass "the page: one static file with nothing external, and a CSP of default-src 'none'" ||
   bad "page" "csp '$csp'"
@@ -75,10 +83,17 @@ for n, (want, cmd) in enumerate(blocks):
 PY
 for f in "$tmp"/docs/*.sh; do
   want=$(cat "${f%.sh}.want")
-  out=$(sed "s/127\.0\.0\.1:8080/127.0.0.1:$port/g" "$f" | PATH="$(dirname "$SLUICE"):$PATH" timeout 20 bash 2>&1)
+  out=$(sed "s/127\.0\.0\.1:8080/127.0.0.1:$port/g; s/127\.0\.0\.1:9102/127.0.0.1:$mport/g" "$f" |
+    PATH="$(dirname "$SLUICE"):$PATH" timeout 20 bash 2>&1)
   [[ "$out" == *"$want"* ]] && pass "docs/operations.md example $(basename "$f")" ||
     bad "docs/operations.md example $(basename "$f")" "expected '$want' in: $out"
 done
+
+# --public-status true: on the public listener too.
+p3=$(free_port)
+start public "$p3" --public-status true
+s_pub=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$p3/status.json")
+[ "$s_pub" = 200 ] && pass "--public-status true: on the public listener (200)" || bad "public" "$s_pub"
 
 # With an admin listener the page is there, and not on the main one.
 p2=$(free_port); a2=$(free_port)
@@ -97,8 +112,10 @@ if [ -z "$chromium" ] || [ ! -d "$SOURCE_DIR/tests/status/node_modules" ]; then
   bad "browser" "chromium or tests/status/node_modules missing (scripts/deps.sh --test installs them)"
   exit 1
 fi
-port=$(free_port)
-start browser "$port"
-HOME="$tmp" node "$SOURCE_DIR/tests/status/status.js" "$chromium" "http://127.0.0.1:$port" || fail=1
+port=$(free_port); mport=$(free_port)
+start browser "$port" --metrics-listen 127.0.0.1:"$mport"
+wait_port "$mport"
+HOME="$tmp" node "$SOURCE_DIR/tests/status/status.js" "$chromium" "http://127.0.0.1:$mport" \
+  "http://127.0.0.1:$port" "$tmp/status.png" || fail=1
 
 exit $fail

@@ -112,7 +112,7 @@ static const sv_route_entry public_routes[] = {
     /* Gateways differ: nginx's auth_request sends GET, others forward
      * the client's method. */
     {"/v1/auth", SV_ANY_METHOD, NULL, sv_api_auth},
-    /* Read-only, when no admin listener serves them (status.c). */
+    /* Read-only, with --public-status true only (status.c). */
     {"/status", HTTP_GET, sv_status_page_public, NULL},
     {"/status.json", HTTP_GET, sv_status_json_public, NULL},
 };
@@ -121,12 +121,15 @@ const sv_routes sv_public_routes = {
     public_routes, sizeof(public_routes) / sizeof(public_routes[0]), 0,
     &sv_api_req};
 
-/* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads. */
+/* --metrics-listen: what a scraper (Prometheus, sluice advisor) reads,
+ * and the status page, private as they are. */
 static const sv_route_entry metrics_routes[] = {
     {"/metrics", HTTP_GET, get_metrics, NULL},
     {"/v1/rules", HTTP_GET, sv_rules_answer, NULL},
     {"/healthz", HTTP_GET, get_healthz, NULL},
     {"/readyz", HTTP_GET, get_readyz, NULL},
+    {"/status", HTTP_GET, sv_status_page, NULL},
+    {"/status.json", HTTP_GET, sv_status_json_get, NULL},
 };
 
 const sv_routes sv_metrics_routes = {

@@ -4,8 +4,9 @@
  * allows nothing else), which polls GET /status.json every 2 s and draws
  * the rules with their limits in force, the decisions, the hottest keys
  * and rules of the last minute (hot.c), rejections over time and the
- * store's state.  Served on the admin listener, or read-only on the main
- * one when there is none (docs/operations.md, "Status page").
+ * store's state.  Served on the metrics and admin listeners, and on the
+ * main one only with --public-status true (docs/operations.md, "The
+ * status page").
  */
 #include <string.h>
 
@@ -35,7 +36,8 @@ static const char page[] =
     "#ccc;border-radius:6px;padding:.5em 1em;min-width:9em}\n"
     ".tile b{display:block;font-size:1.6em}.up{color:#080}.down{color:#c00}"
     ".degraded{color:#c60}\n"
-    "#err{color:#c00}svg{border:1px solid #ddd}code{font-size:.95em}\n"
+    "#err{color:#c00}code{font-size:.95em}\n"
+    "svg text{font:11px system-ui,sans-serif;fill:#555}\n"
     "</style></head><body>\n"
     "<h1>sluice <span id=\"version\"></span></h1>\n"
     "<div>rules <code id=\"rules_version\"></code> &middot; updated <span "
@@ -48,13 +50,13 @@ static const char page[] =
     "<div class=\"tile\">store <span id=\"store_kind\"></span><b "
     "id=\"store_status\">-</b><span id=\"store_more\"></span></div>\n"
     "</div>\n"
-    "<h2>Rule decisions per 5 s, last 10 minutes (over the limit in "
-    "red)</h2>\n"
-    "<svg id=\"history\" width=\"600\" height=\"120\" "
-    "role=\"img\"></svg>\n"
+    "<h2>Rule decisions per 5 s, last 10 minutes</h2>\n"
+    "<svg id=\"history\" viewBox=\"0 0 760 210\" role=\"img\" "
+    "aria-label=\"rule decisions per 5 s, allowed and over the limit, "
+    "last 10 minutes\" style=\"width:100%;max-width:60em\"></svg>\n"
     "<h2>Hottest keys, last minute</h2><table id=\"hot_keys\"><thead><tr>"
-    "<th>key</th><th>rule</th><th class=\"n\">decisions</th><th "
-    "class=\"n\">over</th></tr></thead><tbody></tbody></table>\n"
+    "<th>key</th><th>domain</th><th>rule</th><th class=\"n\">decisions"
+    "</th><th class=\"n\">over</th></tr></thead><tbody></tbody></table>\n"
     "<h2>Hottest rules, last minute</h2><table id=\"hot_rules\"><thead><tr>"
     "<th>rule</th><th class=\"n\">decisions</th><th "
     "class=\"n\">over</th></tr></thead><tbody></tbody></table>\n"
@@ -76,24 +78,45 @@ static const char page[] =
     "body.replaceChildren(); for (const r of rows) { const tr = "
     "body.insertRow(); for (const [f, num] of cols) cell(tr, f(r), num); } "
     "}\n"
+    "const NS = 'http://www.w3.org/2000/svg';\n"
+    "function el(svg, name, attrs, text) { const e = "
+    "document.createElementNS(NS, name); for (const k in attrs) "
+    "e.setAttribute(k, attrs[k]); if (text !== undefined) e.textContent "
+    "= text; svg.appendChild(e); return e; }\n"
     "function history(points) {\n"
-    "  const svg = $('history'), w = 600, h = 120, n = points.length;\n"
-    "  const max = Math.max(1, ...points.map(p => p.within + p.over));\n"
-    "  const bw = w / n, ns = 'http://www.w3.org/2000/svg';\n"
+    "  const svg = $('history'), x0 = 56, y0 = 170, w = 680, h = 150;\n"
+    "  const n = points.length, bw = w / n;\n"
+    "  const top = Math.max(1, ...points.map(p => p.within + p.over));\n"
+    "  const step = Math.pow(10, Math.floor(Math.log10(top)));\n"
+    "  const max = Math.ceil(top / step) * step;\n"
     "  svg.replaceChildren();\n"
+    "  for (const f of [0, 0.5, 1]) { const y = y0 - f * h;\n"
+    "    el(svg, 'line', {x1: x0, x2: x0 + w, y1: y, y2: y, stroke: f ? "
+    "'#eee' : '#999'});\n"
+    "    el(svg, 'text', {x: x0 - 6, y: y + 4, 'text-anchor': 'end'}, "
+    "String(Math.round(f * max))); }\n"
+    "  for (const [i, label] of [[0, '-10 min'], [n / 2, '-5 min'], [n, "
+    "'now']]) el(svg, 'text', {x: x0 + i * bw, y: y0 + 16, "
+    "'text-anchor': i ? (i === n ? 'end' : 'middle') : 'start'}, label);\n"
     "  points.forEach((p, i) => {\n"
     "    for (const [v, base, color] of [[p.within, 0, '#4a8'], [p.over, "
     "p.within, '#d33']]) {\n"
     "      if (!v) continue;\n"
-    "      const r = document.createElementNS(ns, 'rect');\n"
-    "      r.setAttribute('x', i * bw); r.setAttribute('width', "
-    "Math.max(1, bw - 1));\n"
-    "      r.setAttribute('y', h - (base + v) * h / max); "
-    "r.setAttribute('height', v * h / max);\n"
-    "      r.setAttribute('fill', color); svg.appendChild(r);\n"
+    "      el(svg, 'rect', {x: x0 + i * bw, width: Math.max(1, bw - 1), y: "
+    "y0 - (base + v) * h / max, height: v * h / max, fill: color});\n"
     "    }\n"
     "  });\n"
+    "  let lx = x0;\n"
+    "  for (const [label, color] of [['allowed', '#4a8'], ['over the "
+    "limit', '#d33']]) { el(svg, 'rect', {x: lx, y: 194, width: 10, "
+    "height: 10, fill: color}); el(svg, 'text', {x: lx + 14, y: 203}, "
+    "label); lx += 120; }\n"
     "}\n"
+    "function limit(r) { if (r.algorithm === 'unlimited') return "
+    "'unlimited'; if (r.algorithm === 'deny') return 'deny (0)'; return "
+    "r.requests_per_unit + (r.requests_per_unit !== "
+    "r.base_requests_per_unit ? ' (base ' + r.base_requests_per_unit + ')' "
+    ": ''); }\n"
     "async function update() {\n"
     "  try {\n"
     "    const res = await fetch('status.json', {cache: 'no-store'});\n"
@@ -115,15 +138,13 @@ static const char page[] =
     "    $('store_more').textContent = s.store.kind === 'redis' ? "
     "s.store.nodes_live + ' nodes live' : s.store.keys + ' keys';\n"
     "    history(s.history.points);\n"
-    "    fill('hot_keys', s.hot_keys, [[r => r.key], [r => r.rule], [r => "
-    "r.decisions, 1], [r => r.over_limit, 1]]);\n"
+    "    fill('hot_keys', s.hot_keys, [[r => r.key], [r => r.domain], [r => "
+    "r.rule], [r => r.decisions, 1], [r => r.over_limit, 1]]);\n"
     "    fill('hot_rules', s.hot_rules, [[r => r.rule], [r => r.decisions, "
     "1], [r => r.over_limit, 1]]);\n"
     "    fill('rules', s.rules, [[r => r.id + (r.shadow_mode ? ' (shadow)' "
-    ": '')], [r => r.domain], [r => r.requests_per_unit + "
-    "(r.requests_per_unit !== r.base_requests_per_unit ? ' (base ' + "
-    "r.base_requests_per_unit + ')' : ''), 1], [r => per(r.period_ms)], "
-    "[r => r.algorithm], [r => r.source]]);\n"
+    ": '')], [r => r.domain], [r => limit(r), 1], [r => r.period_ms ? "
+    "per(r.period_ms) : ''], [r => r.algorithm], [r => r.source]]);\n"
     "    $('updated').textContent = new Date(s.now_ms).toLocaleTimeString();\n"
     "    $('err').textContent = '';\n"
     "  } catch (e) { $('err').textContent = String(e.message || e); }\n"
@@ -187,27 +208,28 @@ void sv_status_json_get(sv_worker *w, sv_buf *out, int keep_alive)
     json_decref(body);
 }
 
-/* The main listener serves the page only when no admin listener does:
- * an operator who set one chose where the status is seen.  1 when it
- * answered 404 for that. */
-static int on_admin(sv_worker *w, sv_buf *out, int keep_alive)
+/* The main listener, which faces clients, serves the page only when
+ * asked to (--public-status true): its hottest keys name clients, as
+ * /metrics does.  1 when it answered 404 for that. */
+static int private(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    if (w->server->cfg.admin_listen.host == NULL)
+    if (w->server->cfg.public_status)
         return 0;
     sv_respond_error(out, 404, "ENOTFOUND",
-                     "no such route: the status page is on the admin listener",
+                     "no such route: the status page is on --metrics-listen "
+                     "and --admin-listen (or --public-status true)",
                      keep_alive);
     return 1;
 }
 
 void sv_status_page_public(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    if (!on_admin(w, out, keep_alive))
+    if (!private(w, out, keep_alive))
         sv_status_page(w, out, keep_alive);
 }
 
 void sv_status_json_public(sv_worker *w, sv_buf *out, int keep_alive)
 {
-    if (!on_admin(w, out, keep_alive))
+    if (!private(w, out, keep_alive))
         sv_status_json_get(w, out, keep_alive);
 }

@@ -262,6 +262,55 @@ static json_t *text_of(const char *s, size_t n)
     return json_stringn(buf, len);
 }
 
+/* One length-prefixed field of a counter key ("8:10.0.0.1") at *p: its
+ * bytes and length, *p moved past it; 0, or -1 when the key ends first
+ * (it was cut at HOT_TEXT) or is not of that form. */
+static int field_of(const char **p, const char *end, const char **text,
+                    size_t *len)
+{
+    size_t n = 0;
+    const char *q = *p;
+    while (q < end && *q >= '0' && *q <= '9' && n < HOT_TEXT)
+        n = n * 10 + (size_t)(*q++ - '0');
+    if (q == *p || q == end || *q != ':' || (size_t)(end - q - 1) < n)
+        return -1;
+    *text = q + 1;
+    *len = n;
+    *p = q + 1 + n;
+    return 0;
+}
+
+/* The counter key's domain and its entries as a reader writes them,
+ * "tenant=acme, user=alice", out of the store's encoding
+ * ("3:api,6:tenant=4:acme,4:user=5:alice"); a key cut short ends in
+ * "...". */
+static void readable_key(json_t *o, const char *key, size_t n)
+{
+    const char *p = key, *end = key + n, *t, *v;
+    size_t tl, vl;
+    char buf[HOT_TEXT * 2 + 8];
+    size_t len = 0;
+    if (field_of(&p, end, &t, &tl) != 0) {
+        json_object_set_new(o, "key", text_of(key, n));
+        return;
+    }
+    json_object_set_new(o, "domain", text_of(t, tl));
+    while (p < end) {
+        if (*p++ != ',' || field_of(&p, end, &t, &tl) != 0 || p == end ||
+            *p++ != '=' || field_of(&p, end, &v, &vl) != 0) {
+            memcpy(buf + len, "...", 3);
+            len += 3;
+            break;
+        }
+        int w = snprintf(buf + len, sizeof(buf) - 4 - len, "%s%.*s=%.*s",
+                         len ? ", " : "", (int)tl, t, (int)vl, v);
+        if (w < 0 || (size_t)w >= sizeof(buf) - 4 - len)
+            break; /* cannot happen: the text is shorter than its key */
+        len += (size_t)w;
+    }
+    json_object_set_new(o, "key", text_of(buf, len));
+}
+
 static json_t *top(hot_entry *all, size_t n, size_t n_top, int with_key)
 {
     json_t *a = json_array();
@@ -272,7 +321,7 @@ static json_t *top(hot_entry *all, size_t n, size_t n_top, int with_key)
             "decisions", (json_int_t)all[i].count, "over_limit",
             (json_int_t)all[i].over, "error", (json_int_t)all[i].error);
         if (with_key)
-            json_object_set_new(o, "key", text_of(all[i].key, all[i].key_len));
+            readable_key(o, all[i].key, all[i].key_len);
         json_array_append_new(a, o);
     }
     return a;

@@ -125,6 +125,7 @@ typedef struct sv_config {
     sv_addr admin_listen;        /* --admin-listen; host NULL: off */
     sv_addr metrics_listen;      /* --metrics-listen; host NULL: off */
     int public_metrics; /* serve: GET /metrics on the HTTP listener too */
+    int public_status;  /* serve: GET /status[.json] there too */
     const char *admin_token_file;
     /* --tls-cert, --tls-key, --tls-client-ca: TLS on every listener
      * without files of its own (tls.h); cert NULL: none. */

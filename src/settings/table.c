@@ -149,12 +149,18 @@ const st_setting st_settings_table[] = {
     {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
      .commands = SERVE, .kind = ST_SET_LISTEN, SRV(metrics_listen),
      .help = "answer GET /metrics (and /v1/rules, /healthz,\n"
-             "/readyz) there; off by default"},
+             "/readyz, /status) there; off by default"},
     {.flag = "public-metrics", .key = "public_metrics", .arg = "BOOL",
      .commands = SERVE, .kind = ST_SET_BOOL, SRV(public_metrics),
      .def = "false",
      .help = "also answer GET /metrics on --listen, to anyone\n"
              "(false: they name clients)"},
+    {.flag = "public-status", .key = "public_status", .arg = "BOOL",
+     .commands = SERVE, .kind = ST_SET_BOOL, SRV(public_status),
+     .def = "false",
+     .help = "also answer GET /status and /status.json on\n"
+             "--listen, to anyone (false: its hot keys name\n"
+             "clients; it is on --metrics-listen)"},
     {.flag = "metrics-listen", .key = "metrics_listen", .arg = "HOST:PORT",
      .commands = PROXY, .kind = ST_SET_LISTEN, SRV(metrics_listen),
      .help = "answer GET /metrics there (docs/proxy.md); off\n"

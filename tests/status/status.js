@@ -1,11 +1,15 @@
 // tests/status/status.js - drives Debian's chromium (headless, through
 // puppeteer-core) at sluice's status page: it loads with no console error,
-// failed request or request off the sluice origin, shows the rules, and
-// its counters, hot keys and history move when traffic flows.
-// Usage: node status.js CHROMIUM BASE_URL   (prints PASS/FAIL lines)
+// failed request or request off the sluice origin, shows the rules (deny
+// and unlimited ones as such), and its counters, hot keys (as key=value)
+// and history (with axes and a legend) move when traffic flows; a
+// screenshot is kept for a look.
+// Usage: node status.js CHROMIUM PAGE_URL API_URL SCREENSHOT
+//   PAGE_URL: the listener that serves /status (--metrics-listen);
+//   API_URL: the decision API (--listen).  Prints PASS/FAIL lines.
 'use strict';
 const puppeteer = require('puppeteer-core');
-const [chromium, base] = process.argv.slice(2);
+const [chromium, pageBase, base, shot] = process.argv.slice(2);
 let failed = 0;
 const check = (name, ok, why) => {
   console.log((ok ? 'PASS ' : 'FAIL ') + name + (ok ? '' : ': ' + why));
@@ -28,8 +32,8 @@ const check_api = (value) => fetch(base + '/v1/check', {
     page.on('console', m => { if (m.type() === 'error') errors.push(m.text()); });
     page.on('pageerror', e => errors.push(String(e)));
     page.on('requestfailed', r => errors.push('failed: ' + r.url()));
-    page.on('request', r => { if (!r.url().startsWith(base)) foreign.push(r.url()); });
-    const res = await page.goto(base + '/status', {waitUntil: 'load'});
+    page.on('request', r => { if (!r.url().startsWith(pageBase)) foreign.push(r.url()); });
+    const res = await page.goto(pageBase + '/status', {waitUntil: 'load'});
     check('the page loads (200)', res.status() === 200, res.status());
     await page.waitForFunction(() => document.querySelectorAll('#rules tbody tr').length > 0,
                                {timeout: 10000});
@@ -41,6 +45,10 @@ const check_api = (value) => fetch(base + '/v1/check', {
       return tr && [tr.cells[2].textContent, tr.cells[3].textContent];
     });
     check('with their limits in force', JSON.stringify(limit) === '["10","1s"]', JSON.stringify(limit));
+    const kinds = await page.$$eval('#rules tbody tr', trs => trs.map(t => t.cells[2].textContent));
+    check('deny and unlimited rules shown as such',
+          kinds.includes('deny (0)') && kinds.includes('unlimited') && !kinds.includes('0'),
+          JSON.stringify(kinds));
     const before = Number(await page.$eval('#checks_ok', e => e.textContent));
     // 15 for one user, one after the other, within user_burst's burst.
     const statuses = [];
@@ -62,11 +70,18 @@ const check_api = (value) => fetch(base + '/v1/check', {
       () => [...document.querySelectorAll('#hot_keys tbody td')].some(t => t.textContent.includes('browser-user')),
       {timeout: 10000});
     const hot = await page.$$eval('#hot_keys tbody tr', trs => trs.map(t => [...t.cells].map(c => c.textContent)));
-    check('the hot keys show the traffic\'s key and rule',
-          hot.some(r => r[0].includes('browser-user') && r[1] === 'user_burst' && Number(r[2]) === 15),
+    check('the hot keys show the traffic\'s key (key=value), domain and rule',
+          hot.some(r => r[0] === 'tenant=acme, user=browser-user' && r[1] === 'api' &&
+                   r[2] === 'user_burst' && Number(r[3]) === 15),
           JSON.stringify(hot));
     const bars = await page.$$eval('#history rect', rs => rs.length);
-    check('the history draws the decisions', bars > 0, bars);
+    check('the history draws the decisions', bars > 2, bars);
+    const labels = await page.$$eval('#history text', ts => ts.map(t => t.textContent));
+    check('the history has its axes and legend',
+          ['-10 min', 'now', '0', 'allowed', 'over the limit'].every(l => labels.includes(l)),
+          JSON.stringify(labels));
+    await page.screenshot({path: shot, fullPage: true});
+    check('a screenshot is taken', require('fs').statSync(shot).size > 10000, shot);
     const store = await page.$eval('#store_status', e => e.textContent);
     check('the store\'s state is shown', store === 'up', store);
     check('no console errors or failed requests', errors.length === 0, JSON.stringify(errors));
