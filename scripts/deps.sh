@@ -17,7 +17,8 @@ set -euo pipefail
 # libnghttp2-dev: serve's gRPC door; python3-h2 (hyperframe, hpack):
 # tests/test_serve_grpc.sh's raw HTTP/2 client; nghttp2-client (nghttp,
 # h2load), wrk: its docs examples and bench/grpc_vs_json.sh.
-# dpkg-dev (dpkg-shlibdeps): scripts/package.sh, tests/test_package.sh.
+# dpkg-dev (dpkg-shlibdeps, with binutils' objdump): scripts/package.sh,
+# tests/test_package.sh; lintian: the test checks the package with it.
 # chromium: tests/test_status.sh drives the status page in it, headless
 # (puppeteer-core, tests/status/package-lock.json); groff-base:
 # tests/test_cli.sh renders the man pages.  lua5.1: the Redis store's
@@ -36,7 +37,7 @@ case "${1:-}" in
   *) echo "usage: scripts/deps.sh [--test | --fuzz]" >&2; exit 2 ;;
 esac
 [ "$test" = 1 ] && PKGS+=(redis-server redis-tools redis-sentinel python3 nginx nodejs npm
-  nghttp2-client wrk python3-h2 dpkg-dev chromium groff-base lua5.1 openssl)
+  nghttp2-client wrk python3-h2 dpkg-dev lintian chromium groff-base lua5.1 openssl)
 # --fuzz (scripts/test.sh): clang and its libFuzzer runtime, for the fuzz
 # targets' smoke run; not needed to build or run sluice.
 [ "${1:-}" = --fuzz ] && PKGS+=(clang libclang-rt-dev)

@@ -8,7 +8,10 @@
 # --build-dir: a build to package (built here if it is not); default
 # build-deb, configured RelWithDebInfo.  --out: where the .deb goes
 # (default: the current directory).  Debian 12's dpkg-deb and
-# dpkg-shlibdeps (dpkg-dev), nothing else: no debian/ directory.
+# dpkg-shlibdeps (dpkg-dev), nothing else: no debian/ directory.  The
+# maintainer is $DEBFULLNAME <$DEBEMAIL> when the environment says (as
+# Debian's tools read them), else the project's address; lintian finds no
+# error in the result (tests/test_package.sh).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-deb"
@@ -44,14 +47,32 @@ done
 doc="$pkg/usr/share/doc/sluice"
 install -Dm644 "$root/README.md" "$doc/README.md"
 install -Dm644 "$root/docs/operations.md" "$doc/operations.md"
+maintainer="${DEBFULLNAME:-sluice maintainers} <${DEBEMAIL:-maintainers@sluice-ratelimit.org}>"
+year=$(date -u +%Y)
 cat >"$doc/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: sluice
 Source: the sluice repository this package was built from
 
 Files: *
-Copyright: the sluice authors
+Copyright: 2026-$year the sluice authors
 License: as stated in the sluice repository
+EOF
+# A native package's changelog: this version, built from the tree.
+{
+  echo "sluice ($version) unstable; urgency=medium"
+  echo
+  echo "  * Built from the sluice repository; the changes are its history."
+  echo
+  echo " -- $maintainer  $(date -u -R)"
+} | gzip -9n >"$doc/changelog.gz"
+# One package holds the library with its headers and development link,
+# for programs that embed it: said to lintian, with the reason.
+install -Dm644 /dev/stdin "$pkg/usr/share/lintian/overrides/sluice" <<EOF
+# libsluice, its headers, sluice.pc and the libsluice.so link ship with
+# the daemon in one package: embedding programs build against it as is.
+sluice: link-to-shared-library-in-wrong-package *
+sluice: package-name-doesnt-match-sonames libsluice0
 EOF
 
 # Depends: the shared libraries the binary and libsluice load, as
@@ -64,13 +85,18 @@ depends=$(cd "$stage" && dpkg-shlibdeps -O -edebian/sluice/usr/bin/sluice -e"$li
 [ -n "$depends" ] || { echo "package.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
 
 install -m755 "$root"/packaging/{postinst,prerm,postrm} "$pkg/DEBIAN/"
+# libsluice: other packages' Depends for it (shlibs), and ld.so.cache
+# made again when it is installed or removed (the ldconfig trigger).
+soname=$(objdump -p "$stage/$lib" | sed -n 's/^ *SONAME *libsluice\.so\.\([0-9]*\)$/\1/p')
+echo "libsluice ${soname:?no SONAME in libsluice} sluice (>= $version)" >"$pkg/DEBIAN/shlibs"
+echo "activate-noawait ldconfig" >"$pkg/DEBIAN/triggers"
 (cd "$pkg" && find etc -type f | sed 's|^|/|' | sort) >"$pkg/DEBIAN/conffiles"
 size=$(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 cat >"$pkg/DEBIAN/control" <<EOF
 Package: sluice
 Version: $version
 Architecture: $arch
-Maintainer: sluice maintainers <sluice@localhost>
+Maintainer: $maintainer
 Installed-Size: $size
 Depends: $depends
 Section: net

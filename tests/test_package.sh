@@ -48,6 +48,17 @@ trap cleanup EXIT
 # ---- build ----
 deb=$("$SOURCE_DIR/scripts/package.sh" --build-dir "$(dirname "$SLUICE")" --out "$tmp")
 [ -f "$deb" ] && pass "scripts/package.sh built $(basename "$deb")" || { bad package "no .deb"; exit 1; }
+if command -v lintian >/dev/null; then
+  rc=0
+  out=$(lintian --fail-on error,warning "$deb" 2>&1) || rc=$?
+  [ "$rc" = 0 ] && ! grep -q '^[EW]: ' <<<"$out" &&
+    pass "lintian: no error, no warning" || bad "lintian" "$out"
+else
+  bad "lintian" "not installed (scripts/deps.sh --test installs it)"
+fi
+dpkg-deb -I "$deb" shlibs | grep -qx "libsluice 0 sluice (>= $(dpkg-deb -f "$deb" Version))" &&
+  dpkg-deb -I "$deb" triggers | grep -qx 'activate-noawait ldconfig' &&
+  pass "libsluice: shlibs and the ldconfig trigger" || bad "shlibs" "$(dpkg-deb -I "$deb" shlibs 2>&1)"
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/contents"
 want=(/usr/bin/sluice /usr/include/sluice.h /usr/include/sluice_rules.h
       /usr/share/man/man1/sluice.1.gz /usr/share/man/man1/sluice-serve.1.gz
