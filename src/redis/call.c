@@ -201,8 +201,7 @@ static void push_arg(call_args *a, const char *s, size_t len)
 }
 
 /* v in decimal at s: its length.  By hand: snprintf cost as much as the
- * rest of building a call (docs/benchmarks.md, "sluice serve --store
- * redis"). */
+ * rest of building a call. */
 static size_t put_num(char *s, int64_t v)
 {
     char digits[NUM_LEN];

@@ -8,7 +8,8 @@
  * the very call that would have been sent alone, and the script decides
  * it by the same code; what calls share (mostly all of it: one limit,
  * cost 1, the server's clock) is sent and made into Lua strings once per
- * batch instead of once per call (docs/benchmarks.md, "The call format").
+ * batch instead of once per call (docs/benchmarks.md, "Redis's
+ * instructions per decision").
  */
 #include <stdio.h>
 #include <stdlib.h>

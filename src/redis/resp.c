@@ -2,7 +2,7 @@
  * resp.c - a command in RESP, the bytes a Redis client writes: a
  * multi-bulk of binary-safe bulk strings.  Written by hand, into the
  * caller's buffer, because hiredis's own formatting (one sdscatfmt per
- * argument) cost more than building the call (docs/benchmarks.md), and
+ * argument) cost more than building the call, and
  * a length function first lets a caller size one buffer and reuse it.
  */
 #include <string.h>

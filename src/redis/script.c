@@ -6,10 +6,10 @@
  * FCALL is what a server that has Functions (Redis 7) is asked: a
  * function is made once, when its library loads, while EVALSHA runs the
  * whole chunk again on every call, making its ~45 functions anew
- * (docs/benchmarks.md, "Redis's time per decision").  EVALSHA stays for a
- * server that refuses FUNCTION (Redis 6, a renamed command, an ACL), and
- * EVAL with the text for a server that has lost both (a restart, a
- * flush) until they are loaded again.
+ * (docs/benchmarks.md, "Redis's instructions per decision").  EVALSHA
+ * stays for a server that refuses FUNCTION (Redis 6, a renamed command,
+ * an ACL), and EVAL with the text for a server that has lost both (a
+ * restart, a flush) until they are loaded again.
  */
 #include <string.h>
 

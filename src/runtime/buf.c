@@ -7,7 +7,7 @@
  * The decision answers, written once per request, are formatted with
  * sv_buf_add_int and sv_buf_add_json_string rather than printf and a
  * jansson tree: building, dumping and freeing the tree cost more than
- * deciding (docs/benchmarks.md, "sluice serve vs nginx limit_req").
+ * deciding (docs/benchmarks.md, "sluice serve over HTTP").
  */
 #include <errno.h>
 #include <stdarg.h>

@@ -6,8 +6,8 @@
  * kernel's ready list at once, so the next poll scans the sockets just
  * served before those that became readable since, and a connection whose
  * next request came a little late waits a second round behind the
- * others (docs/benchmarks.md, "The limited case's p99").  Writes stay
- * libuv's.
+ * others (docs/benchmarks.md, "The order clients are served in").
+ * Writes stay libuv's.
  */
 #include <errno.h>
 #include <sys/epoll.h>

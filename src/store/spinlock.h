@@ -9,7 +9,7 @@
  * every look at the lock takes the line from the holder, which wants it
  * back for its next decision, and between the two cores of the machine
  * the benchmarks run on a line takes 40-310 ns to cross, up to thirteen
- * decisions' worth (docs/benchmarks.md, "Issue 18, ninth session").  So a
+ * decisions' worth (docs/benchmarks.md, "The machine").  So a
  * waiter backs off exponentially between looks, and once two threads keep
  * meeting on one shard (a hot key) each waiter starts from the back-off
  * the last one handed on (spinlock.c): the holder then decides long runs

@@ -5,7 +5,7 @@
 -- token_bucket.lua / gcra.lua through schedule.lua (and src/core/), but
 -- with the arithmetic in locals: the general path's ~45 function calls,
 -- 4 tables and 5 strtods per decision were ~3/4 of the Lua's
--- instructions (docs/benchmarks.md, "The fast path").  Anything else
+-- instructions (docs/benchmarks.md, "The Lua fast path").  Anything else
 -- (a state of four fields, written under an override; a state not in the
 -- canonical form) returns nil, before any write: the caller then decides
 -- by the general path.

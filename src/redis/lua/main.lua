@@ -17,7 +17,8 @@
 -- cost (per item, so that a call may charge each limit its own).  A head
 -- is parsed once and kept (head_of): the calls of a server mostly share a
 -- few, and three arguments a call instead of 4 + 2 per item are what
--- Redis turns into Lua strings (docs/benchmarks.md, "The call format").
+-- Redis turns into Lua strings (docs/benchmarks.md, "Redis's instructions
+-- per decision").
 -- The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay; or, for one
 -- token_bucket or gcra item decided by the fast path, one integer, its
