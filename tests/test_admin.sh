@@ -372,6 +372,18 @@ try:
     check("shadow mode records and does not apply",
           shadow.in_force("test.adaptive")["source"] == "rules"
           and re.search(r'sluice_advisor_polls_total\{result="ok"\} [1-9]', m), m[-900:])
+    check("shadow mode: each rule's recommendation, bounded, in a gauge",
+          'sluice_advisor_shadow_requests_per_unit{rule="test.adaptive"} 150' in m, m[-900:])
+    st, body, _ = shadow.api("GET", "/admin/v1/overrides")
+    sh = {e["rule"]: e for e in (body or {}).get("shadowed", [])}
+    check("shadow mode: GET /admin/v1/overrides lists what would be set",
+          st == 200 and sh.get("test.adaptive", {}).get("requests_per_unit") == 150
+          and sh["test.adaptive"]["reason"] == "forecast"
+          and sh["test.adaptive"]["expires_ms"] > sh["test.adaptive"]["at_ms"]
+          and rid["gcra"] not in sh and body["overrides"] == [], body)
+    check("shadow mode: the log says what would change",
+          "advisor (shadow): test.adaptive would be 150" in open(shadow.log).read(),
+          open(shadow.log).read()[-600:])
 
     # ---- a slow advisor: the poll times out, the node lives on ----
     slow_release = threading.Event()

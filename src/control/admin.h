@@ -7,6 +7,8 @@
 #ifndef AD_ADMIN_H
 #define AD_ADMIN_H
 
+#include <jansson.h>
+
 #include "runtime/worker.h"
 
 /* Reads the token file (its first line; at least AD_TOKEN_MIN bytes) and
@@ -31,6 +33,16 @@ void ad_close_idle(sv_listener *l);
  * with err naming the file. */
 int ad_poll_init(const sv_config *cfg, char *err, size_t errlen);
 int ad_poll_start(sv_worker *control);
+
+/* advisor_shadow.c: under --advisor-mode shadow, each rule's last
+ * recommendation as the poller bounded it (burst 0: scaled), until
+ * until_ms; thread-safe.  The list for GET /admin/v1/overrides (a new
+ * array), the per-rule gauge for /metrics, and its release at exit. */
+void ad_shadow_record(const char *rule, int64_t requests, int64_t burst,
+                      int64_t now_ms, int64_t until_ms, const char *reason);
+json_t *ad_shadow_json(int64_t now_ms);
+void ad_shadow_metrics(int64_t now_ms, sv_buf *out);
+void ad_shadow_release(void);
 void ad_poll_stop(sv_worker *control);
 void ad_poll_metrics(sv_server *s, sv_buf *out);
 

@@ -183,7 +183,11 @@ static int get_overrides(sv_worker *w, const sv_http_request *req, sv_req *rq,
     (void)rq;
     if (authorize(w, req, 0, out, keep_alive) != 0)
         return 0;
-    return answer(out, 200, sv_limits_overrides(w), NULL, keep_alive);
+    json_t *body = sv_limits_overrides(w);
+    if (w->server->cfg.advisor_shadow && w->server->cfg.advisor_url != NULL)
+        json_object_set_new(body, "shadowed",
+                            ad_shadow_json(sv_now(w) / SL_NS_PER_MS));
+    return answer(out, 200, body, NULL, keep_alive);
 }
 
 /* The decimal after= of the query; 0 when absent. */

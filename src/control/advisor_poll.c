@@ -175,12 +175,15 @@ static void apply(poller *p, const ad_advice *a, int64_t ttl_ms)
         const sl_rule *in_force = sv_rules_in_force(set, rule);
         int64_t to = ad_clamp(r->requests_per_unit, in_force->requests_per_unit,
                               d->adaptive_min, d->adaptive_max);
+        int64_t burst = bound_burst(rule, in_force, d, r->burst);
         if (shadow) {
+            int64_t now_ms = sv_now(w) / SL_NS_PER_MS;
+            ad_shadow_record(r->limit, to, burst, now_ms, now_ms + ttl_ms,
+                             r->reason);
             count(&p->unchanged);
             continue;
         }
-        set_advice(p, r->limit, to, bound_burst(rule, in_force, d, r->burst),
-                   ttl_ms, r->reason);
+        set_advice(p, r->limit, to, burst, ttl_ms, r->reason);
     }
 }
 
@@ -404,6 +407,7 @@ void ad_poll_stop(sv_worker *control)
         sl__tls_client_free(p->tls);
         p->tls = NULL;
     }
+    ad_shadow_release();
 }
 
 void ad_poll_metrics(sv_server *s, sv_buf *out)
@@ -441,4 +445,6 @@ void ad_poll_metrics(sv_server *s, sv_buf *out)
         (double)atomic_load(&p->duration_ns) / 1e9,
         last ? (double)(sd_engine_clock(s->engine) / SL_NS_PER_MS - last) / 1e3
              : -1.0);
+    if (s->cfg.advisor_shadow)
+        ad_shadow_metrics(sd_engine_clock(s->engine) / SL_NS_PER_MS, out);
 }
