@@ -4,7 +4,7 @@
 # on a paused redis-server, then SIGTERM, then a Health/Check opened on a
 # new stream of the same connection between the GOAWAY notice and the
 # last GOAWAY, then Redis resumed: both calls are answered, the
-# connection closes, and the process exits 0 at once; the same after a
+# connection closes, and the process exits 0 at once (within 3 s); the same after a
 # Redis restart; and with Redis never resumed, the process exits 0 once
 # --read-timeout has passed.  The raw HTTP/2 client (tests/grpc/h2raw.py)
 # times each frame; grpc-js would open a new connection instead.
@@ -80,8 +80,10 @@ def scenario(label, restart_before, resume):
     except subprocess.TimeoutExpired:
         rc = None
     late = time.monotonic() - closed_at
-    check("%s: exit 0 within 1 s of the close (%.2f s)" % (label, late),
-          rc == 0 and late < 1.0, "status %s; %s" % (rc, open(node.log).read()[-1500:]))
+    # The bound leaves room for a sanitizer build's exit; a drain that
+    # does not end is seconds late, or never ends.
+    check("%s: exit 0 within 3 s of the close (%.2f s)" % (label, late),
+          rc == 0 and late < 3.0, "status %s; %s" % (rc, open(node.log).read()[-1500:]))
     if not resume:
         redis.proc.send_signal(signal.SIGCONT)
     redis.kill()
