@@ -254,7 +254,9 @@ class Node(Daemon):
         self.metrics_port = self.door_port("metrics")
 
     def url(self, path):
-        port = self.metrics_port if path == "/metrics" else self.port
+        # /metrics and the status page are on the metrics listener.
+        private = path in ("/metrics", "/status", "/status.json")
+        port = self.metrics_port if private else self.port
         return "http://127.0.0.1:%d%s" % (port, path)
 
     def post(self, descriptors, hits=None):
