@@ -82,6 +82,7 @@ out=$("$SLUICE" proxy --config "$tmp/badval.yaml" --rules "$SOURCE_DIR/examples/
 
 # Allowed requests reach the upstream with the closest limit's headers.
 ok=0
+first_ms=$(date +%s%3N) # before the first: the window's time runs from it
 for i in 1 2 3 4 5; do
   get "$A" /api/hello -H 'X-Api-Key: k1'
   if [ "$STATUS" = 200 ] && [ "$BODY" = "upstream /api/hello" ] &&
@@ -104,7 +105,11 @@ import json, sys
 e = json.loads(sys.argv[1])["error"]
 sys.exit(0 if e["code"] == "rate_limited" and 0 < e["retry_after_ms"] <= 12000 and e["message"] else 1)
 PY
-[ "$(header Retry-After)" = 12 ] && [ "$(header X-RateLimit-Remaining)" = 0 ] && [ "$(header X-RateLimit-Limit)" = 5 ] &&
+# 12 s for the next unit (5 a minute), less what passed since the first
+# request (on a busy machine, more than a second may have).
+ra=$(header Retry-After) waited=$((($(date +%s%3N) - first_ms + 999) / 1000))
+[ "${ra:-0}" -le 12 ] && [ "${ra:-0}" -ge $((12 - waited)) ] && [ "${ra:-0}" -ge 1 ] &&
+  [ "$(header X-RateLimit-Remaining)" = 0 ] && [ "$(header X-RateLimit-Limit)" = 5 ] &&
   [[ "$(header Content-Type)" == application/json* ]] && [ -n "$(header RateLimit-Policy)" ] &&
   pass "429 headers: Retry-After, X-RateLimit-*, RateLimit-Policy" || bad "429 headers" "$(cat "$HDRS")"
 [ "$(seen 'key=k1 ')" = 5 ] && pass "the upstream saw exactly the 5 allowed" || bad "upstream k1" "$(seen 'key=k1 ')"
@@ -284,11 +289,12 @@ big=$(head -c 9000 /dev/zero | tr '\0' 'a')
 [ "$(raw "$A" "GET / HTTP/1.1\\r\\nHost: x\\r\\nX-Big: $big\\r\\n\\r\\n")" = "HTTP/1.1 431 Request Header Fields Too Large" ] &&
   pass "oversized headers: 431" || bad "431" "$(raw "$A" "GET / HTTP/1.1\\r\\nX-Big: $big\\r\\n\\r\\n")"
 # A head that stops arriving: 408 once B's read timeout (500ms) passes,
-# not before.
+# not before (and well before the client's own 5 s, however busy the
+# machine).
 start_ms=$(date +%s%N)
 st=$(raw "$B" 'GET /api/x HTTP/1.1\r\nHost: x\r\n')
 ms=$((($(date +%s%N) - start_ms) / 1000000))
-[ "$st" = "HTTP/1.1 408 Request Timeout" ] && [ "$ms" -ge 450 ] && [ "$ms" -lt 3000 ] &&
+[ "$st" = "HTTP/1.1 408 Request Timeout" ] && [ "$ms" -ge 450 ] && [ "$ms" -lt 4900 ] &&
   pass "stalled request head: 408 in $ms ms" || bad "408" "$st in $ms ms"
 # RFC 9112 3.2: an HTTP/1.1 request has exactly one Host; none, or two,
 # is refused before anything reaches the upstream (two could route or
