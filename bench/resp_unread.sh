@@ -12,9 +12,11 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 printf 'domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10}\n' >"$W/rules.yaml"
 for bin in "$@"; do
-  python3 - "$bin" "$W/rules.yaml" <<'PY'
-import re, socket, subprocess, sys, time
+  python3 - "$bin" "$W/rules.yaml" "$ROOT" <<'PY'
+import os, socket, subprocess, sys, time
 bin, rules = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(sys.argv[3], "tests", "sh"))
+from harness import rss_kb, unread_resp_clients
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 p = subprocess.Popen([bin, "serve", "--rules", rules, "--listen", "127.0.0.1:0",
                       "--resp-listen", "127.0.0.1:%d" % port, "--threads", "1"],
@@ -24,22 +26,9 @@ for _ in range(100):
         socket.create_connection(("127.0.0.1", port), 0.1).close(); break
     except OSError:
         time.sleep(0.05)
-def rss():
-    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % p.pid).read()).group(1))
+rss = lambda: rss_kb(p.pid)
 r0 = rss()
-socks = []
-for _ in range(50):
-    c = socket.create_connection(("127.0.0.1", port))
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    c.setblocking(False)
-    socks.append(c)
-for _ in range(3):
-    for c in socks:
-        try:
-            c.send(b"COMMAND\r\n" * 30000)
-        except BlockingIOError:
-            pass
-    time.sleep(0.5)
+socks = unread_resp_clients(port)
 time.sleep(1)
 grown = (rss() - r0) / 1024
 for c in socks:

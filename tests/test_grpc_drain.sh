@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "sh"))
 sys.path.insert(0, os.path.join(SRC, "tests", "grpc"))
 import harness
 from harness import check
+from grpcnode import GNode
 import h2raw
 from h2raw import RLS, HEALTH, rls_request, health_request
 from hyperframe.frame import PingFrame
@@ -32,11 +33,10 @@ with open(rules, "w") as f:
 def scenario(label, restart_before, resume):
     redis = harness.Redis()
     redis.start()
-    node = harness.Node(SLUICE, tmp, label, rules, "--threads", "1",
-                        "--grpc-listen", "127.0.0.1:0", "--store",
-                        "redis://127.0.0.1:%d" % redis.port,
-                        "--redis-timeout", "10s", "--read-timeout", "2s")
-    gport = node.door_port("grpc")
+    node = GNode(SLUICE, tmp, label, rules, "--store",
+                 "redis://127.0.0.1:%d" % redis.port, "--redis-timeout", "10s",
+                 "--read-timeout", "2s", threads=1)
+    gport = node.gport
     c = h2raw.Conn(gport, auto_ping=False)
     st = c.result(c.call(RLS, rls_request("test", [[("k", "a")]])), 5)
     check("%s: a call before" % label, st is not None and st.grpc_status() == 0,

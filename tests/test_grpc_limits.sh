@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(SRC, "tests", "sh"))
 sys.path.insert(0, os.path.join(SRC, "tests", "grpc"))
 import harness
 from harness import check
+from grpcnode import GNode as Node
 import h2raw
 from h2raw import RLS, rls_request
 from hyperframe.frame import SettingsFrame
@@ -31,17 +32,8 @@ with open(rules, "w") as f:
             "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n")
 
 
-class GNode(harness.Node):
-    def __init__(self, name, *flags):
-        super().__init__(SLUICE, tmp, name, rules, "--threads", "1",
-                         "--grpc-listen", "127.0.0.1:0", *flags)
-        self.gport = self.door_port("grpc")
-
-    def rss_kb(self):
-        for line in open("/proc/%d/status" % self.p.pid):
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+def GNode(name, *flags):
+    return Node(SLUICE, tmp, name, rules, *flags, threads=1)
 
 
 def shut_window_conn(port):
@@ -120,12 +112,12 @@ try:
     w = h2raw.Conn(m.gport)
     st = w.result(w.call(RLS, rls_request("test", [[("k", "warm")]])), 5)
     check("warm call answered", st is not None and st.grpc_status() == 0)
-    base = m.rss_kb()
+    base = harness.rss_kb(m.p.pid)
     CONNS, STREAMS = 40, 100
     # Each prefix announces 65536 bytes (the cap); one comes.
     peers = h2raw.announcing_conns(m.gport, CONNS, STREAMS)
     time.sleep(0.5)
-    held = m.rss_kb()
+    held = harness.rss_kb(m.p.pid)
     grown = (held - base) / 1024
     print("resident: %d kB before, %d kB with %d streams holding a prefix "
           "(+%.1f MB)" % (base, held, CONNS * STREAMS, grown), flush=True)
@@ -139,7 +131,7 @@ try:
     for c in peers:
         c.sock.close()
     time.sleep(1.0)
-    after = m.rss_kb()
+    after = harness.rss_kb(m.p.pid)
     print("resident after they closed: %d kB (+%.1f MB over the start)"
           % (after, (after - base) / 1024), flush=True)
     if not quick:

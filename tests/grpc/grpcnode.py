@@ -23,8 +23,8 @@ def need_node_modules():
 class GNode(harness.Node):
     """sluice serve with --grpc-listen on a port it picks (gport)."""
 
-    def __init__(self, sluice, tmp, name, rules_path, *flags):
-        super().__init__(sluice, tmp, name, rules_path, "--threads", "2",
+    def __init__(self, sluice, tmp, name, rules_path, *flags, threads=2):
+        super().__init__(sluice, tmp, name, rules_path, "--threads", str(threads),
                          "--grpc-listen", "127.0.0.1:0", *flags)
         self.gport = None
         for _ in range(200):

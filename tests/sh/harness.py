@@ -80,6 +80,32 @@ def kill_all():
             pass
 
 
+def rss_kb(pid):
+    """A process's resident memory (VmRSS), in kB."""
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read()).group(1))
+
+
+def unread_resp_clients(port, n=50, rounds=3):
+    """n connections to a Redis-protocol port (receive buffers of 4 KiB)
+    that each send rounds x 30,000 `COMMAND`s (9 bytes in, 842 out) over
+    rounds / 2 s and read nothing: what replies nobody reads cost.  The
+    open sockets, for the caller to close."""
+    socks = []
+    for _ in range(n):
+        c = socket.create_connection(("127.0.0.1", port), 5)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.setblocking(False)
+        socks.append(c)
+    for _ in range(rounds):
+        for c in socks:
+            try:
+                c.send(b"COMMAND\r\n" * 30000)
+            except BlockingIOError:
+                pass
+        time.sleep(0.5)
+    return socks
+
+
 def wait_until(pred, secs=8):
     """Polls pred every 50 ms: True as soon as it holds, False after secs."""
     end = time.monotonic() + secs
