@@ -166,12 +166,77 @@ static void test_generations_and_history(void **state)
     fake_free(f);
 }
 
+/* The series of rule in a report's history.rules, or NULL. */
+static json_t *series_of(json_t *r, const char *rule)
+{
+    return find(json_object_get(json_object_get(r, "history"), "rules"), rule,
+                NULL);
+}
+
+static long long at(json_t *series, const char *field, size_t point)
+{
+    return (long long)json_integer_value(
+        json_array_get(json_object_get(series, field), point));
+}
+
+/* Per rule: 7 rules decided in one bucket over two threads, rule k k+1
+ * times (the last over the limit); the 5 most decided get series of
+ * their own, summed over the threads, the others are "other"; a bucket
+ * holds the first 5 rules a thread decided in it, so a 6th that thread
+ * decided is counted in "other" there even when it is among the 5. */
+static void test_history_per_rule(void **state)
+{
+    (void)state;
+    fake *f = fake_new(2);
+    char rule[16];
+    for (int k = 0; k < 7; k++) {
+        snprintf(rule, sizeof(rule), "rule-%d", k);
+        for (int i = 0; i <= k; i++)
+            hit(&f->w[i % 2], rule, "key", i == k);
+    }
+    /* An 8th rule, the most decided, on thread 1 at the next bucket. */
+    f->w[1].now = T0 + 5 * SEC;
+    for (int i = 0; i < 20; i++)
+        hit(&f->w[1], "busy\xff", "key", 0);
+    json_t *r = sv_hot_report(&f->s, T0 + 5 * SEC, 10);
+    json_t *rules = json_object_get(json_object_get(r, "history"), "rules");
+    assert_int_equal(json_array_size(rules), 5);
+    /* Names kept readable (bytes not ASCII escaped), most decided first. */
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(rules, 0), "rule")),
+                        "busy\\xff");
+    assert_int_equal(at(json_array_get(rules, 0), "decisions", 119), 20);
+    assert_int_equal(at(json_array_get(rules, 0), "decisions", 118), 0);
+    /* Thread 0 decided rules 0..6 in that order: 0..4 in its bucket,
+     * 5 and 6 in its totals only; thread 1 decided 1..6: all but 6. */
+    json_t *r4 = series_of(r, "rule-4");
+    assert_non_null(r4);
+    assert_int_equal(at(r4, "decisions", 118), 5);
+    assert_int_equal(at(r4, "over_limit", 118), 1);
+    json_t *r5 = series_of(r, "rule-5");
+    assert_non_null(r5);
+    assert_int_equal(at(r5, "decisions", 118), 3); /* thread 1's */
+    assert_int_equal(at(r5, "over_limit", 118), 1);
+    assert_null(series_of(r, "rule-0"));
+    json_t *other = json_object_get(json_object_get(r, "history"), "other");
+    /* At 118: 28 decisions; shown: rules 2..5, 3 + 4 + 5 + 3 of them. */
+    json_t *p = json_array_get(
+        json_object_get(json_object_get(r, "history"), "points"), 118);
+    assert_int_equal(num(p, "within") + num(p, "over"), 28);
+    assert_int_equal(at(other, "decisions", 118), 28 - 15);
+    assert_int_equal(at(other, "over_limit", 118), 7 - 4); /* 1 each */
+    assert_int_equal(at(other, "decisions", 119), 0);
+    json_decref(r);
+    fake_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_and_merged),
         cmocka_unit_test(test_heavy_hitters_past_k),
         cmocka_unit_test(test_generations_and_history),
+        cmocka_unit_test(test_history_per_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

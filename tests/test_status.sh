@@ -2,7 +2,7 @@
 # test_status.sh - the live status page.  Its JSON (GET /status.json) after
 # known traffic: the rules with their limits, the checks, the hottest keys
 # and rules with exact counts (below K keys the tables are exact), the
-# history; the page's headers (a CSP that allows no other origin); where
+# history, in all and per rule; the page's headers (a CSP that allows no other origin); where
 # it is served: the main listener when there is no admin listener, only
 # the admin one when there is.  Then a real headless browser (Debian's
 # chromium driven by puppeteer-core, tests/status/status.js): the page
@@ -63,6 +63,12 @@ pts = s["history"]["points"]
 assert s["history"]["step_s"] == 5 and len(pts) == 120, len(pts)
 assert sum(p["within"] for p in pts) == 20 and sum(p["over"] for p in pts) == 0, pts[-3:]
 assert all(b["t_ms"] - a["t_ms"] == 5000 for a, b in zip(pts, pts[1:]))
+per = {r["rule"]: r for r in s["history"]["rules"]}
+assert set(per) == {"user_burst", "user_hourly"}, per.keys()
+for r in per.values():
+    assert len(r["decisions"]) == 120 and len(r["over_limit"]) == 120, r
+    assert sum(r["decisions"]) == 10 and sum(r["over_limit"]) == 0, r
+assert sum(s["history"]["other"]["decisions"]) == 0, s["history"]["other"]
 PY
 csp=$(curl -s -D - -o "$tmp/page.html" "$mbase/status" | tr -d '\r' | sed -n 's/^Content-Security-Policy: //p')
 grep -q "default-src 'none'" <<<"$csp" && ! grep -Eq 'src=|href=|@import|url\(' "$tmp/page.html" &&

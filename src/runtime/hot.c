@@ -1,7 +1,8 @@
 /*
  * hot.c - the status page's last minute (hot.h): per-thread space-saving
  * top-K tables of keys and rules, in two 30 s generations, and a ring of
- * 5 s buckets of rule decisions; merged across threads on demand.
+ * 5 s buckets of rule decisions (hot_history.c); merged across threads
+ * on demand.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -9,12 +10,12 @@
 #include <string.h>
 
 #include "runtime/hot.h"
+#include "runtime/hot_history.h"
 
 #define HOT_K 64                        /* entries of a table */
 #define HOT_TEXT 96                     /* bytes of a key or rule kept */
 #define HOT_GEN_NS (30 * SL_NS_PER_SEC) /* a generation's span */
-#define HOT_STEP_NS (5 * SL_NS_PER_SEC) /* a bucket of the history */
-#define HOT_STEPS 120                   /* 10 minutes of buckets */
+#define HOT_STEP_NS (SV_HIST_STEP_S * SL_NS_PER_SEC)
 
 typedef struct hot_entry {
     uint64_t hash; /* also in the table's hash[], for the merge */
@@ -63,16 +64,11 @@ static void unindex(hot_table *t, uint64_t hash)
     t->index[hole] = 0;
 }
 
-typedef struct hot_bucket {
-    int64_t epoch; /* now / HOT_STEP_NS of its counts */
-    uint64_t within, over;
-} hot_bucket;
-
 struct sv_hot {
     pthread_mutex_t lock;        /* uncontended but for a status request */
     int64_t gen;                 /* now / HOT_GEN_NS of keys[0], rules[0] */
     hot_table keys[2], rules[2]; /* [0] this generation, [1] the last */
-    hot_bucket steps[HOT_STEPS];
+    sv_hist history;
 };
 
 sv_hot *sv_hot_new(void)
@@ -205,13 +201,7 @@ void sv_hot_count(sv_worker *w, const char *rule, size_t rule_len,
     advance(h, now);
     count(&h->keys[0], kh, key, key_len, rule, rule_len, over != 0, 1);
     count(&h->rules[0], rh, "", 0, rule, rule_len, over != 0, 1);
-    hot_bucket *b = &h->steps[epoch % HOT_STEPS];
-    if (b->epoch != epoch)
-        *b = (hot_bucket){.epoch = epoch};
-    if (over)
-        b->over++;
-    else
-        b->within++;
+    sv_hist_count(&h->history, epoch, rule, rule_len, rh, over != 0);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -240,26 +230,6 @@ static int by_count(const void *a, const void *b)
 {
     const hot_entry *x = a, *y = b;
     return (x->count < y->count) - (x->count > y->count);
-}
-
-/* Bytes a person can read: printable ASCII as is, others as \xNN. */
-static json_t *text_of(const char *s, size_t n)
-{
-    char buf[HOT_TEXT * 4 + 1];
-    size_t len = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            buf[len++] = (char)c;
-        } else {
-            static const char hex[] = "0123456789abcdef";
-            buf[len++] = '\\';
-            buf[len++] = 'x';
-            buf[len++] = hex[c >> 4];
-            buf[len++] = hex[c & 15];
-        }
-    }
-    return json_stringn(buf, len);
 }
 
 /* One length-prefixed field of a counter key ("8:10.0.0.1") at *p: its
@@ -291,10 +261,10 @@ static void readable_key(json_t *o, const char *key, size_t n)
     char buf[HOT_TEXT * 2 + 8];
     size_t len = 0;
     if (field_of(&p, end, &t, &tl) != 0) {
-        json_object_set_new(o, "key", text_of(key, n));
+        json_object_set_new(o, "key", sv_readable_text(key, n));
         return;
     }
-    json_object_set_new(o, "domain", text_of(t, tl));
+    json_object_set_new(o, "domain", sv_readable_text(t, tl));
     while (p < end) {
         if (*p++ != ',' || field_of(&p, end, &t, &tl) != 0 || p == end ||
             *p++ != '=' || field_of(&p, end, &v, &vl) != 0) {
@@ -308,7 +278,7 @@ static void readable_key(json_t *o, const char *key, size_t n)
             break; /* cannot happen: the text is shorter than its key */
         len += (size_t)w;
     }
-    json_object_set_new(o, "key", text_of(buf, len));
+    json_object_set_new(o, "key", sv_readable_text(buf, len));
 }
 
 static json_t *top(hot_entry *all, size_t n, size_t n_top, int with_key)
@@ -317,7 +287,7 @@ static json_t *top(hot_entry *all, size_t n, size_t n_top, int with_key)
     qsort(all, n, sizeof(*all), by_count);
     for (size_t i = 0; i < n && i < n_top; i++) {
         json_t *o = json_pack(
-            "{s:o,s:I,s:I,s:I}", "rule", text_of(all[i].rule, all[i].rule_len),
+            "{s:o,s:I,s:I,s:I}", "rule", sv_readable_text(all[i].rule, all[i].rule_len),
             "decisions", (json_int_t)all[i].count, "over_limit",
             (json_int_t)all[i].over, "error", (json_int_t)all[i].error);
         if (with_key)
@@ -332,12 +302,12 @@ json_t *sv_hot_report(sv_server *s, sl_nanos now, size_t n_top)
     size_t cap = (size_t)s->n_workers * 2 * HOT_K;
     hot_entry *keys = calloc(cap ? cap : 1, sizeof(*keys));
     hot_entry *rules = calloc(cap ? cap : 1, sizeof(*rules));
-    uint64_t within[HOT_STEPS] = {0}, over[HOT_STEPS] = {0};
+    sv_hist_sum *history = sv_hist_sum_new(now / HOT_STEP_NS);
     size_t nk = 0, nr = 0;
-    int64_t epoch = now / HOT_STEP_NS;
-    if (keys == NULL || rules == NULL) {
+    if (keys == NULL || rules == NULL || history == NULL) {
         free(keys);
         free(rules);
+        free(history);
         return NULL;
     }
     for (int i = 0; i < s->n_workers; i++) {
@@ -351,32 +321,14 @@ json_t *sv_hot_report(sv_server *s, sl_nanos now, size_t n_top)
             merge(keys, &nk, cap, &h->keys[g]);
             merge(rules, &nr, cap, &h->rules[g]);
         }
-        /* Oldest first: point j is epoch - (HOT_STEPS - 1) + j. */
-        for (int j = 0; j < HOT_STEPS; j++) {
-            int64_t e = epoch - (HOT_STEPS - 1) + j;
-            const hot_bucket *b =
-                &h->steps[((e % HOT_STEPS) + HOT_STEPS) % HOT_STEPS];
-            if (e >= 0 && b->epoch == e) {
-                within[j] += b->within;
-                over[j] += b->over;
-            }
-        }
+        sv_hist_sum_add(history, &h->history);
         pthread_mutex_unlock(&h->lock);
     }
-    json_t *points = json_array();
-    for (int j = 0; j < HOT_STEPS; j++)
-        json_array_append_new(
-            points, json_pack("{s:I,s:I,s:I}", "t_ms",
-                              (json_int_t)((epoch - (HOT_STEPS - 1) + j) *
-                                           (HOT_STEP_NS / SL_NS_PER_MS)),
-                              "within", (json_int_t)within[j], "over",
-                              (json_int_t)over[j]));
-    json_t *r =
-        json_pack("{s:I,s:o,s:o,s:{s:I,s:o}}", "window_s",
-                  (json_int_t)(2 * HOT_GEN_NS / SL_NS_PER_SEC), "hot_keys",
-                  top(keys, nk, n_top, 1), "hot_rules",
-                  top(rules, nr, n_top, 0), "history", "step_s",
-                  (json_int_t)(HOT_STEP_NS / SL_NS_PER_SEC), "points", points);
+    json_t *r = json_pack("{s:I,s:o,s:o,s:o}", "window_s",
+                          (json_int_t)(2 * HOT_GEN_NS / SL_NS_PER_SEC),
+                          "hot_keys", top(keys, nk, n_top, 1), "hot_rules",
+                          top(rules, nr, n_top, 0), "history",
+                          sv_hist_sum_json(history));
     free(keys);
     free(rules);
     return r;

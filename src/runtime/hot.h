@@ -1,7 +1,8 @@
 /*
  * hot.h - what the status page shows of the last minute: the hottest
- * counter keys and rules, and rule decisions (within / over the limit)
- * per 5 s over the last 10 minutes.
+ * counter keys and rules; and of the last 10 minutes: rule decisions
+ * (within / over the limit) per 5 s, in all and per rule
+ * (hot_history.h).
  *
  * Each thread counts its own decisions in a sv_hot: two space-saving
  * top-K tables (Metwally et al.: K entries; a key not in a full table
@@ -11,7 +12,8 @@
  * keys and one of rules, each in two generations of 30 s (so what is
  * reported covers the last 30 to 60 s), and a ring of 5 s buckets.  A
  * decision costs a hash of its key, an uncontended lock and a probe of an
- * index of the K entries' hashes; the memory is fixed (about 60 KiB a thread).
+ * index of the K entries' hashes; the memory is fixed (about 100 KiB a
+ * thread, half of it the history).
  * The status endpoint locks each thread's tables in turn and merges them.
  */
 #ifndef SV_HOT_H
@@ -38,10 +40,10 @@ void sv_hot_count(sv_worker *w, const char *rule, size_t rule_len,
                   uint64_t rule_hash, const char *key, size_t key_len,
                   int over);
 
-/* {"window_s", "hot_keys": [{"key", "rule", "decisions", "over_limit",
- * "error"}...], "hot_rules": [{"rule", "decisions", "over_limit",
- * "error"}...], "history": {"step_s", "points": [{"t_ms", "within",
- * "over"}...]}} of every thread of s, at now; n_top of each at most. */
+/* {"window_s", "hot_keys": [{"key", "domain", "rule", "decisions",
+ * "over_limit", "error"}...], "hot_rules": [{"rule", "decisions",
+ * "over_limit", "error"}...], "history": (sv_hist_sum_json)} of every
+ * thread of s, at now; n_top of each at most. */
 json_t *sv_hot_report(sv_server *s, sl_nanos now, size_t n_top);
 
 #endif

@@ -1,9 +1,9 @@
 // tests/status/status.js - drives Debian's chromium (headless, through
 // puppeteer-core) at sluice's status page: it loads with no console error,
 // failed request or request off the sluice origin, shows the rules (deny
-// and unlimited ones as such), and its counters, hot keys (as key=value)
-// and history (with axes and a legend) move when traffic flows; a
-// screenshot is kept for a look.
+// and unlimited ones as such), and its counters, hot keys (as key=value),
+// history and per-rule lines (with axes and legends) move when traffic
+// flows; a screenshot is kept for a look.
 // Usage: node status.js CHROMIUM PAGE_URL API_URL SCREENSHOT
 //   PAGE_URL: the listener that serves /status (--metrics-listen);
 //   API_URL: the decision API (--listen).  Prints PASS/FAIL lines.
@@ -75,11 +75,27 @@ const check_api = (value) => fetch(base + '/v1/check', {
                    r[2] === 'user_burst' && Number(r[3]) === 15),
           JSON.stringify(hot));
     const bars = await page.$$eval('#history rect', rs => rs.length);
-    check('the history draws the decisions', bars > 2, bars);
+    check('the history draws the decisions, allowed and over (a bar each at least)', bars >= 2, bars);
     const labels = await page.$$eval('#history text', ts => ts.map(t => t.textContent));
     check('the history has its axes and legend',
           ['-10 min', 'now', '0', 'allowed', 'over the limit'].every(l => labels.includes(l)),
           JSON.stringify(labels));
+    await page.waitForFunction(
+      () => document.querySelectorAll('#per_rule polyline').length >= 3, {timeout: 10000});
+    const lines = await page.$$eval('#per_rule polyline', ls => ls.map(l => [
+      l.getAttribute('stroke'), l.getAttribute('stroke-dasharray'),
+      l.getAttribute('points').split(' ').length]));
+    const perLabels = await page.$$eval('#per_rule text', ts => ts.map(t => t.textContent));
+    // user_burst and user_hourly decided, the deny rule refused: a line each,
+    // and a dashed over-the-limit line for the deny rule, each a point per 5 s.
+    check('the per-rule chart draws a line per rule, dashed for over the limit',
+          lines.length >= 3 && lines.every(l => l[2] === 120) &&
+          new Set(lines.map(l => l[0])).size >= 3 && lines.some(l => l[1] === '5 3'),
+          JSON.stringify(lines.map(l => l.slice(0, 2))));
+    check('the per-rule chart has its axes and a legend naming the rules',
+          ['-10 min', 'now', '0', 'decisions', 'over the limit', 'user_burst', 'user_hourly']
+            .every(l => perLabels.includes(l)),
+          JSON.stringify(perLabels));
     await page.screenshot({path: shot, fullPage: true});
     check('a screenshot is taken', require('fs').statSync(shot).size > 10000, shot);
     const store = await page.$eval('#store_status', e => e.textContent);
