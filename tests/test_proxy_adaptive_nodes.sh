@@ -9,20 +9,15 @@ set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 source "$SOURCE_DIR/tests/sh/common.sh"
 source "$SOURCE_DIR/tests/sh/adaptive.sh"
-command -v redis-server >/dev/null || { echo "SKIP no redis-server"; exit 0; }
 
 start_redis
-rcli() { redis-cli -p "$RP" "$@"; }
 
 adaptive_config 20
 # node NAME: an upstream and a proxy on the Redis (start_proxy's PORT,
 # ADMIN, PXPID; UPORT).
 node() {
   start_upstream
-  start_proxy "$1" --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
-    --upstream "http://127.0.0.1:$UPORT" --threads 1 \
-    --admin-listen 127.0.0.1:0 --store "redis://127.0.0.1:$RP" \
-    --redis-timeout 100ms
+  redis_proxy "$1"
 }
 node a; A=$PORT AA=$ADMIN APID=$PXPID
 node b; B=$PORT BU=$UPORT BPID=$PXPID

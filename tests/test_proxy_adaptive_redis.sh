@@ -8,7 +8,6 @@ set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 source "$SOURCE_DIR/tests/sh/common.sh"
 source "$SOURCE_DIR/tests/sh/adaptive.sh"
-command -v redis-server >/dev/null || { echo "SKIP no redis-server"; exit 0; }
 
 start_redis
 start_upstream

@@ -101,7 +101,7 @@ void sv_override_apply(struct sv_limits *lim, const char *rule,
 const char *sv_override_state(struct sv_limits *lim, const sv_override *e,
                               int64_t t)
 {
-    if (e->expires_ms <= t)
+    if (sv_override_until(e) <= t)
         return "expired";
     size_t idx = sv_rule_find(lim->loaded, e->rule);
     if (idx == SIZE_MAX)
@@ -113,7 +113,7 @@ const char *sv_override_state(struct sv_limits *lim, const sv_override *e,
         /* Shadowed by a manual one, or by a lower one of the other
          * automatic source (the lower wins; a tie, the advisor). */
         const sv_override *o = sv_override_find(lim, e->rule, (sv_source)k);
-        if (o == NULL || o == e || o->expires_ms <= t ||
+        if (o == NULL || o == e || sv_override_until(o) <= t ||
             sv_override_base(rule) != o->base)
             continue;
         if (o->source == SV_SOURCE_MANUAL ||
@@ -146,7 +146,7 @@ static sv_rules *derive(struct sv_limits *lim, int64_t t)
     for (size_t i = 0; i < lim->n; i++) {
         const sv_override *e = &lim->e[i];
         size_t idx = sv_rule_find(loaded, e->rule);
-        if (e->expires_ms <= t || idx == SIZE_MAX)
+        if (sv_override_until(e) <= t || idx == SIZE_MAX)
             continue;
         const sl_rule *rule = sl_rules_rule(loaded->rules, idx);
         if (rule->action != SL_RULE_LIMIT || sv_override_base(rule) != e->base)
@@ -177,10 +177,10 @@ static sv_rules *derive(struct sv_limits *lim, int64_t t)
         x->rule.limit = x->limit;
         x->rule.requests_per_unit = e->requests_per_unit;
         x->source = sv_source_name(e->source);
-        x->expires_ms = e->expires_ms;
+        x->expires_ms = sv_override_until(e);
         eff[idx] = x;
-        if (e->expires_ms < lim->next_expiry_ms)
-            lim->next_expiry_ms = e->expires_ms;
+        if (x->expires_ms < lim->next_expiry_ms)
+            lim->next_expiry_ms = x->expires_ms;
     }
     return sv_rules_derive(loaded, eff);
 }

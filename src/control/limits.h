@@ -101,6 +101,15 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
                     int64_t requests, int64_t burst, int64_t ttl_ms,
                     const char *reason);
 
+/* The store could not take source's renewal of rule id (Redis down):
+ * its override stands here past its TTL, for ttl_ms more, and lowers to
+ * requests (this node's proposal) when that is lower (0: none), never
+ * rises; without one, a requests under the rule's own number is put in
+ * force here alone.  The next renewal the store takes, or a deletion,
+ * ends the hold (docs/adaptive.md, "The outage guard"). */
+void sv_limits_hold(sv_worker *control, const char *id, sv_source source,
+                    int64_t requests, int64_t ttl_ms);
+
 /* The overrides with their state (active, stale, unknown, shadowed,
  * expired), GET /admin/v1/overrides; one of them, or NULL. */
 json_t *sv_limits_overrides(sv_worker *control);

@@ -44,13 +44,16 @@ json_t *sv_override_json(const sv_override *e)
 {
     char hex[17];
     snprintf(hex, sizeof(hex), "%016" PRIx64, e->base);
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I,s:I,s:s,s:I}", "rule", e->rule,
-                     "source", sv_source_name(e->source), "requests_per_unit",
-                     (json_int_t)e->requests_per_unit, "burst",
-                     (json_int_t)e->burst, "reason", e->reason ? e->reason : "",
-                     "created_ms", (json_int_t)e->created_ms, "expires_ms",
-                     (json_int_t)e->expires_ms, "base", hex, "version",
-                     (json_int_t)e->version);
+    json_t *j = json_pack(
+        "{s:s,s:s,s:I,s:I,s:s,s:I,s:I,s:s,s:I}", "rule", e->rule, "source",
+        sv_source_name(e->source), "requests_per_unit",
+        (json_int_t)e->requests_per_unit, "burst", (json_int_t)e->burst,
+        "reason", e->reason ? e->reason : "", "created_ms",
+        (json_int_t)e->created_ms, "expires_ms", (json_int_t)e->expires_ms,
+        "base", hex, "version", (json_int_t)e->version);
+    if (j != NULL && e->held_ms > e->expires_ms)
+        json_object_set_new(j, "held_until_ms", json_integer(e->held_ms));
+    return j;
 }
 
 /* An override from its JSON (Redis's copy): 0, or -1 for one that is not

@@ -184,6 +184,42 @@ void sv_limits_time_out(struct sv_limits *lim, int64_t t)
 
 /* ---- reading ---- */
 
+/* Moves into the table read from Redis (*e, *n of *cap) the overrides
+ * held here (sv_limits_hold) that it has no live copy of: the store came
+ * back without their renewal, which the next one brings.  A live copy
+ * ends the hold.  Under lim->lock. */
+static void carry_holds(struct sv_limits *lim, sv_override **e, size_t *n,
+                        size_t *cap, int64_t t)
+{
+    for (size_t i = 0; i < lim->n; i++) {
+        sv_override *old = &lim->e[i];
+        if (old->held_ms <= t)
+            continue;
+        size_t j = 0;
+        while (j < *n && ((*e)[j].source != old->source ||
+                          strcmp((*e)[j].rule, old->rule) != 0))
+            j++;
+        if (j < *n && (*e)[j].expires_ms > t)
+            continue;
+        uint64_t version = 0; /* none there: this node's alone */
+        if (j < *n) {
+            version = (*e)[j].version;
+            sv_override_release(&(*e)[j]);
+        } else if (*n == *cap) {
+            sv_override *g = realloc(*e, 2 * *cap * sizeof(*g));
+            if (g == NULL)
+                continue; /* out of memory: its rule's own number */
+            *e = g;
+            *cap *= 2;
+        }
+        if (j == *n)
+            (*n)++;
+        (*e)[j] = *old;
+        (*e)[j].version = version;
+        *old = (sv_override){0}; /* moved: the caller frees the rest */
+    }
+}
+
 static void read_reply_cb(const redisReply *r, void *priv)
 {
     struct sv_limits *lim = priv;
@@ -217,12 +253,14 @@ static void read_reply_cb(const redisReply *r, void *priv)
             json_array_append_new(log, j);
     }
     pthread_mutex_lock(&lim->lock);
+    size_t cap = r->element[1]->elements + 1;
+    carry_holds(lim, &e, &n, &cap, sv_limits_now_ms(lim->s));
     for (size_t i = 0; i < lim->n; i++)
         sv_override_release(&lim->e[i]);
     free(lim->e);
     lim->e = e;
     lim->n = n;
-    lim->cap = r->element[1]->elements + 1;
+    lim->cap = cap;
     lim->version = v;
     json_decref(lim->redis_log);
     lim->redis_log = log;
@@ -275,8 +313,9 @@ void sv_limits_purge(struct sv_limits *lim, int64_t t)
     pthread_mutex_lock(&lim->lock);
     for (size_t i = 0; i < lim->n; i++) {
         const sv_override *e = &lim->e[i];
-        if (e->expires_ms + PURGE_AFTER_MS > t)
-            continue;
+        if (e->expires_ms + PURGE_AFTER_MS > t || e->version == 0 ||
+            e->held_ms > t)
+            continue; /* not long expired, or not the store's */
         sv_limits_op *op = calloc(1, sizeof(*op));
         if (op == NULL)
             break;

@@ -24,8 +24,17 @@ typedef struct sv_override {
     char *reason;
     int64_t created_ms, expires_ms;
     uint64_t base;
-    uint64_t version;
+    uint64_t version; /* the store's; 0: this node's alone (a hold) */
+    /* Held here past expires_ms, while the store cannot take the
+     * renewal (sv_limits_hold); 0: not held. */
+    int64_t held_ms;
 } sv_override;
+
+/* Until when e applies: its TTL, or its hold. */
+static inline int64_t sv_override_until(const sv_override *e)
+{
+    return e->held_ms > e->expires_ms ? e->held_ms : e->expires_ms;
+}
 
 struct sv_limits {
     sv_server *s;

@@ -106,12 +106,79 @@ void sv_limits_abandon(sv_limits_op *op)
         free(op);
 }
 
+/* Ends the hold of (rule, source) before its deletion: 1 when the
+ * override was this node's alone (then removed, and the set in force
+ * published), else 0 (the store's deletion follows). */
+static int unhold(struct sv_limits *lim, const char *rule, sv_source source)
+{
+    pthread_mutex_lock(&lim->lock);
+    sv_override *e = sv_override_find(lim, rule, source);
+    int alone = e != NULL && e->version == 0;
+    if (e != NULL && e->held_ms != 0) {
+        e->held_ms = 0;
+        if (alone)
+            sv_override_apply(lim, rule, source, NULL, 0, 0, 0);
+        sv_limits_publish(lim);
+    }
+    pthread_mutex_unlock(&lim->lock);
+    return alone;
+}
+
+void sv_limits_hold(sv_worker *control, const char *id, sv_source source,
+                    int64_t requests, int64_t ttl_ms)
+{
+    struct sv_limits *lim = control->server->limits;
+    int64_t t = sv_limits_now_ms(control->server);
+    pthread_mutex_lock(&lim->lock);
+    sv_override *e = sv_override_find(lim, id, source);
+    size_t idx = sv_rule_find(lim->loaded, id);
+    const sl_rule *rule =
+        idx == SIZE_MAX ? NULL : sl_rules_rule(lim->loaded->rules, idx);
+    int live = e != NULL && sv_override_until(e) > t;
+    int lower = requests > 0 && rule != NULL &&
+                requests < (live ? e->requests_per_unit
+                                 : rule->requests_per_unit);
+    if (live && !lower) {
+        e->held_ms = t + ttl_ms; /* the last agreed limit stands */
+        pthread_mutex_unlock(&lim->lock);
+        return;
+    }
+    if (!lower || rule->action != SL_RULE_LIMIT) {
+        pthread_mutex_unlock(&lim->lock); /* the rule's own number stands */
+        return;
+    }
+    /* A decrease is safe without the others' agreement: this node's
+     * proposal, held here (the store's copy, if any, keeps its version). */
+    sv_override x = {.rule = strdup(id),
+                     .reason = strdup("adaptive controller (held: the store "
+                                      "is unavailable)"),
+                     .source = source,
+                     .requests_per_unit = requests,
+                     .created_ms = t,
+                     .expires_ms = e != NULL ? e->expires_ms : t,
+                     .base = sv_override_base(rule),
+                     .held_ms = t + ttl_ms};
+    uint64_t version = e != NULL ? e->version : 0;
+    if (x.rule == NULL || x.reason == NULL) {
+        sv_override_release(&x);
+    } else {
+        sv_override_apply(lim, id, source, &x, version, t, 0);
+        sv_limits_publish(lim);
+    }
+    pthread_mutex_unlock(&lim->lock);
+}
+
 int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
                     int64_t requests, int64_t burst, int64_t ttl_ms,
                     const char *reason)
 {
     json_t *there = sv_limits_override(control, id, source);
     int64_t t = sv_limits_now_ms(control->server);
+    if (requests <= 0 && there != NULL && unhold(control->server->limits, id,
+                                                 source) != 0) {
+        json_decref(there); /* it was this node's alone: gone */
+        return 1;
+    }
     if (requests <= 0 && there == NULL)
         return 0; /* nothing to delete */
     if (requests > 0 && there != NULL &&
@@ -135,10 +202,11 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
     op->burst = burst;
     op->ttl_ms = ttl_ms;
     snprintf(op->reason, sizeof(op->reason), "%s", reason);
-    op->match = there ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
-    if (there != NULL) {
-        op->versions[0] =
-            (uint64_t)json_integer_value(json_object_get(there, "version"));
+    uint64_t version =
+        (uint64_t)json_integer_value(json_object_get(there, "version"));
+    op->match = version != 0 ? SV_MATCH_VERSION : SV_MATCH_ABSENT;
+    if (version != 0) {
+        op->versions[0] = version;
         op->n_versions = 1;
     }
     op->abandoned = 1; /* nobody waits: freed here or when its write ends */

@@ -60,6 +60,9 @@ typedef struct ad_rule {
     double ring[CV_WINDOWS]; /* the published limit, a window each */
     size_t ring_n, ring_at;
     int64_t nodes; /* live proposals last counted in Redis (1: memory) */
+    /* A proposal is in flight on Redis: while it is, Redis is not
+     * answering within a window, and the next is held, not sent. */
+    int asking;
     /* The answers gathered for the next judgement (JUDGE_ANSWERS). */
     uint64_t hist[PX_AD_BUCKETS], timed, untimed, failed;
     int windows;
@@ -107,8 +110,17 @@ static const char propose_script[] =
 typedef struct proposal {
     char id[512];
     size_t slot;
-    int64_t base;
+    int64_t base, limit;
 } proposal;
+
+/* The store did not take the node's proposal: the last agreed limit
+ * stands here past its TTL, lowered to the node's own when that is lower
+ * (docs/adaptive.md, "The outage guard"). */
+static void hold(sv_worker *w, const char *id, int64_t limit, int64_t base)
+{
+    sv_limits_hold(w, id, SV_SOURCE_CONTROLLER, limit < base ? limit : 0,
+                   OVERRIDE_TTL_MS);
+}
 
 /* Writes the rule's override: the limit agreed (the rule's own number:
  * none). */
@@ -123,6 +135,10 @@ static void agree(sv_worker *w, const char *id, int64_t limit, int64_t base)
 static void proposed_cb(const redisReply *r, void *priv)
 {
     proposal *pr = priv;
+    pthread_mutex_lock(&the.lock);
+    if (pr->slot < the.n && strcmp(the.rules[pr->slot].id, pr->id) == 0)
+        the.rules[pr->slot].asking = 0;
+    pthread_mutex_unlock(&the.lock);
     if (the.ticking && r != NULL && r->type == REDIS_REPLY_ARRAY &&
         r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[1]->type == REDIS_REPLY_INTEGER &&
@@ -132,9 +148,20 @@ static void proposed_cb(const redisReply *r, void *priv)
             the.rules[pr->slot].nodes = r->element[1]->integer;
         pthread_mutex_unlock(&the.lock);
         agree(the.control, pr->id, r->element[0]->integer, pr->base);
+    } else if (the.ticking) {
+        hold(the.control, pr->id, pr->limit, pr->base);
     }
-    /* Else Redis did not answer: the override stands until its TTL. */
     free(pr);
+}
+
+/* Sets whether slot k has a proposal in flight; what it had. */
+static int asking(size_t k, int now)
+{
+    pthread_mutex_lock(&the.lock);
+    int had = the.rules[k].asking;
+    the.rules[k].asking = now;
+    pthread_mutex_unlock(&the.lock);
+    return had;
 }
 
 /* Proposes the node's limit of the rule in slot k: on Redis, the minimum
@@ -147,12 +174,19 @@ static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
         agree(w, id, limit, base);
         return;
     }
-    proposal *pr = malloc(sizeof(*pr));
-    if (pr == NULL)
+    if (asking(k, 1)) {
+        hold(w, id, limit, base); /* the last window's is unanswered */
         return;
+    }
+    proposal *pr = malloc(sizeof(*pr));
+    if (pr == NULL) {
+        asking(k, 0);
+        return;
+    }
     snprintf(pr->id, sizeof(pr->id), "%s", id);
     pr->slot = k;
     pr->base = base;
+    pr->limit = limit;
     char zset[600], hash[600], value[24], ttl[24];
     snprintf(zset, sizeof(zset), "sluice:{overrides}:proposals:%s", id);
     snprintf(hash, sizeof(hash), "sluice:{overrides}:proposed:%s", id);
@@ -160,8 +194,11 @@ static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
     snprintf(ttl, sizeof(ttl), "%d", PROPOSAL_TTL_MS);
     const char *argv[] = {"EVAL", propose_script, "2",   zset,
                           hash,   the.node,       value, ttl};
-    if (sd_redis_command(w->dec, zset, 8, argv, NULL, proposed_cb, pr) != 0)
-        free(pr); /* Redis is down: the override stands until its TTL */
+    if (sd_redis_command(w->dec, zset, 8, argv, NULL, proposed_cb, pr) != 0) {
+        free(pr);
+        asking(k, 0);
+        hold(w, id, limit, base);
+    }
 }
 
 static ac_params params_of(const sl_rules *rules, const sl_rule *r)

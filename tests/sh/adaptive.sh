@@ -44,14 +44,17 @@ start_upstream() {
   wait_port "$UPORT"
 }
 
-# start_redis: sets RP and RPID.
+# start_redis: sets RP and RPID; a test without redis-server is skipped.
+# rcli ARGS...: redis-cli on it.
 start_redis() {
+  command -v redis-server >/dev/null || { echo "SKIP no redis-server"; exit 0; }
   RP=$(free_port)
   redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
   RPID=$!
   pids+=($RPID)
   wait_port "$RP"
 }
+rcli() { redis-cli -p "$RP" "$@"; }
 
 # start_proxy NAME ARGS...: sets PORT, MPORT and ADMIN (when listening)
 # and PXPID; the log is $tmp/NAME.log.
@@ -70,6 +73,18 @@ start_proxy() {
   done
   echo "FAIL start $name: $(cat "$tmp/$name.log")"
   exit 1
+}
+
+# redis_proxy NAME ARGS...: start_proxy of adaptive_config's rules in
+# front of the upstream at $UPORT, on the Redis at $RP, with an admin
+# listener, and ARGS.
+redis_proxy() {
+  local name=$1
+  shift
+  start_proxy "$name" --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
+    --upstream "http://127.0.0.1:$UPORT" --threads 1 \
+    --admin-listen 127.0.0.1:0 --store "redis://127.0.0.1:$RP" \
+    --redis-timeout 100ms "$@"
 }
 
 # limit ADMIN-PORT: "RPU SOURCE" of the rule in force.
