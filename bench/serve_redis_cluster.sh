@@ -12,7 +12,12 @@
 # sluice and wrk share CPU 1, so a cluster cannot add Redis CPU here: the
 # figure says what the routing costs the node, not how a cluster scales.
 # Output: one line per run, "name round=N rps=... p99_ms=...", and the
-# node's store failures so far (0: every decision came from Redis).
+# node's store failures so far (0: every decision came from Redis); then,
+# from each redis-server's own CPU time (/proc/PID/stat) and INFO
+# commandstats over the run, Redis CPU per decision (all shards) and per
+# script call, script calls per decision, and each shard's share of the
+# calls: what a shard costs per decision as the keys spread, the figure
+# the fleet model in docs/benchmarks.md ("Scaling out") is made of.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -36,6 +41,7 @@ start_redis() {
   taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save "" \
     --appendonly no --dir "$dir" "$@" >"$dir/log" 2>&1 &
   PIDS+=($!)
+  RPID[$port]=$!
   for _ in $(seq 100); do
     redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && return
     sleep 0.05
@@ -44,6 +50,7 @@ start_redis() {
   exit 1
 }
 
+declare -A RPID
 ONE=$(free_port)
 start_redis "$TMP/one" "$ONE"
 CL=()
@@ -79,21 +86,55 @@ P_ONE=$PORT
 start_sluice cluster "redis-cluster://127.0.0.1:${CL[0]}"
 P_CL=$PORT
 
-run() { # name port round
+# cost PORT: "cpu_ticks script_calls" of the redis-server on PORT so far.
+cost() {
+  local ticks calls
+  ticks=$(awk '{print $14 + $15}' "/proc/${RPID[$1]}/stat")
+  calls=$(redis-cli -p "$1" INFO commandstats | tr -d '\r' |
+    awk -F'[=:,]' '/^cmdstat_(eval|evalsha|fcall)/ {n += $3} END {print n + 0}')
+  echo "$ticks $calls"
+}
+
+run() { # name port round shard-ports...
+  local name=$1 port=$2 round=$3
+  shift 3
+  local before=() s
+  for s in "$@"; do before+=("$(cost "$s")"); done
   taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" --latency -s "$HERE/wrk_check.lua" \
-    "http://127.0.0.1:$2" >"$TMP/$1_$3.txt" 2>&1
+    "http://127.0.0.1:$port" >"$TMP/${name}_$round.txt" 2>&1
+  local after=()
+  for s in "$@"; do after+=("$(cost "$s")"); done
   local rps p99
-  rps=$(awk '/^Requests\/sec/ {print $2}' "$TMP/$1_$3.txt")
+  rps=$(awk '/^Requests\/sec/ {print $2}' "$TMP/${name}_$round.txt")
   p99=$(awk '$1 == "99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000}
         else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}
-        print v}' "$TMP/$1_$3.txt")
+        print v}' "$TMP/${name}_$round.txt")
   local failures
-  failures=$(curl -s "http://127.0.0.1:$2/metrics" |
+  failures=$(curl -s "http://127.0.0.1:$port/metrics" |
     awk '/^sluice_store_failures_total/ {n += $2} END {print n + 0}')
-  echo "sluice_serve_$1 round=$3 rps=$rps p99_ms=$p99 store_failures_so_far=$failures"
+  echo "sluice_serve_$name round=$round rps=$rps p99_ms=$p99 store_failures_so_far=$failures"
+  local requests
+  requests=$(awk '/requests in/ {print $1}' "$TMP/${name}_$round.txt")
+  python3 - "$name" "$round" "$requests" "$(getconf CLK_TCK)" "${before[@]}" -- "${after[@]}" <<'PY'
+import sys
+name, rnd, requests, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rest = sys.argv[5:]
+cut = rest.index("--")
+b = [tuple(map(int, x.split())) for x in rest[:cut]]
+a = [tuple(map(int, x.split())) for x in rest[cut + 1:]]
+cpu = [(x[0] - y[0]) / hz for x, y in zip(a, b)]
+calls = [x[1] - y[1] for x, y in zip(a, b)]
+total_calls = sum(calls) or 1
+print(f"  {name} round={rnd} decisions={requests} redis_cpu_us_per_decision="
+      f"{sum(cpu) * 1e6 / max(requests, 1):.2f} script_calls_per_decision="
+      f"{sum(calls) / max(requests, 1):.3f} redis_cpu_us_per_call="
+      f"{sum(cpu) * 1e6 / total_calls:.1f} shard_shares="
+      + ",".join(f"{c / total_calls:.2f}" for c in calls)
+      + " shard_cpu_s=" + ",".join(f"{c:.2f}" for c in cpu))
+PY
 }
 
 for r in $(seq "$ROUNDS"); do
-  run one_redis "$P_ONE" "$r"
-  run cluster_3_masters "$P_CL" "$r"
+  run one_redis "$P_ONE" "$r" "$ONE"
+  run cluster_3_masters "$P_CL" "$r" "${CL[@]}"
 done
