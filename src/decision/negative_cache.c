@@ -147,11 +147,18 @@ int sd_negcache_find(sd_negcache *nc, const sl_check_item *item, int64_t cost,
         }
         if (cost < e->cost)
             return 0;
+        /* A cost past the limit's capacity never passes, whatever the
+         * state: the store says -1, so does the cache. */
+        sl_algorithm alg = item->limit->cfg.algorithm;
+        int bucket = alg == SL_TOKEN_BUCKET || alg == SL_GCRA ||
+                     alg == SL_LEAKY_BUCKET;
         *d = (sl_decision){.allowed = 0,
                            .limit = e->limit,
                            .remaining = e->remaining,
                            .reset_after = until_now(e->reset_at, now),
-                           .retry_after = e->retry_at - now,
+                           .retry_after = cost > (bucket ? e->burst : e->limit)
+                                              ? -1
+                                              : e->retry_at - now,
                            .delay = 0};
         return 1;
     }
