@@ -197,7 +197,7 @@ static void test_a_smaller_cost_a_query_and_a_recording_ask_the_store(
     assert_false(answered(&f, tb, 5, SL_RECORD, now)); /* it consumes */
     assert_true(decide(&f, tb, 1, 0, now));
     /* Three tokens are due 3 s after the refusal: then the store decides. */
-    assert_true(answered(&f, tb, 5, 0, now + 3 * SL_NS_PER_SEC - 3000000));
+    assert_true(answered(&f, tb, 5, 0, now + 3 * SL_NS_PER_SEC - 6000000));
     assert_false(answered(&f, tb, 5, 0, now + 3 * SL_NS_PER_SEC));
     assert_int_equal(f.stats.negcache_hits, 3);
     sl_limit_free(tb);

@@ -173,10 +173,11 @@ void sd_negcache_put(sd_negcache *nc, const sl_check_item *item, int64_t cost,
         !sl__redis_refusal_lasts(item->limit))
         return;
     /* Redis's clock against ours: its TIME has microseconds (a call it
-     * reads at T + 999 ns is decided at T), and two clocks may run apart
-     * by NTP's slew, at most 500 ppm: 1 us plus 1/1024 of the wait. */
+     * reads at T + 999 ns is decided at T), and NTP slews each clock by
+     * at most 500 ppm, so two run apart by at most 1000 ppm: 1 us plus
+     * 1/512 of the wait (docs/stores.md, "The negative cache"). */
     sl_nanos retry_at = sl__sat_add(asked_at, d->retry_after);
-    sl_nanos until = retry_at - (d->retry_after >> 10) - 1000;
+    sl_nanos until = retry_at - (d->retry_after >> 9) - 1000;
     if (until <= asked_at)
         return;
     uint64_t hash = hash_of(nc, item);
