@@ -19,7 +19,8 @@
 # of /proc/<redis pid>/stat, in µs), Redis script calls per decision (INFO
 # commandstats: FCALL + EVALSHA; sluice batches the calls of a loop
 # iteration into one), the decisions sent to Redis per decision (alone or
-# in a batch: sluice_store_calls_total) and the share refused.  Output: one line
+# in a batch: sluice_store_calls_total) and the share refused; and how
+# many decisions the failure policy made (a timeout of 1 s: none).  Output: one line
 # per run, then the medians and their ratios to the peer's.
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,7 +56,7 @@ script_calls() {
 start_sluice() { # $1: the cache's bytes
   taskset -c 1 "$SLUICE" serve --rules "$HERE/redis_negative_cache_rules.yaml" \
     --listen "127.0.0.1:$PORT" --threads 1 --store "redis://127.0.0.1:$RPORT" \
-    --redis-timeout 50ms --negative-cache-bytes "$1" --public-metrics true \
+    --redis-timeout 1s --negative-cache-bytes "$1" --public-metrics true \
     2>>"$OUT/sluice.log" &
   SPID=$!
   for _ in $(seq 100); do
@@ -66,9 +67,14 @@ start_sluice() { # $1: the cache's bytes
 
 stop_sluice() { kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=; }
 
-# The daemon's decisions sent to Redis, alone or in a batch.
+# The daemon's decisions sent to Redis, alone or in a batch; and those
+# the failure policy decided (none expected: a timeout of 1 s).
 sent() {
   curl -s "http://127.0.0.1:$PORT/metrics" | awk '$1 == "sluice_store_calls_total" {print $2}'
+}
+fallbacks() {
+  curl -s "http://127.0.0.1:$PORT/metrics" |
+    awk '$1 ~ /^sluice_store_fallback_decisions_total/ {s += $2} END {print s + 0}'
 }
 
 # name mix round decisions rps redis-ticks script-calls sent refused:
@@ -84,11 +90,12 @@ report() {
 run_sluice() { # name bytes mix round
   $CLI FLUSHALL >/dev/null
   start_sluice "$2"
-  local t0 c0 s0 t1 c1 s1 f="$OUT/$1_$3_$4.txt"
-  t0=$(cpu_ticks $RPID); c0=$(script_calls); s0=$(sent)
+  local t0 c0 s0 f0 t1 c1 s1 f="$OUT/$1_$3_$4.txt"
+  t0=$(cpu_ticks $RPID); c0=$(script_calls); s0=$(sent); f0=$(fallbacks)
   MIX=$3 taskset -c 1 wrk -t1 -c"$CONNS" -d"$DUR" -s "$HERE/wrk_negcache.lua" \
     "http://127.0.0.1:$PORT" >"$f" 2>&1
   t1=$(cpu_ticks $RPID); c1=$(script_calls); s1=$(sent)
+  echo "# $1 $3 round $4: $(( $(fallbacks) - f0 )) decisions by the failure policy" >>"$OUT/fallbacks.txt"
   stop_sluice
   report "$1" "$3" "$4" "$(awk '/requests in/ {print $1}' "$f")" \
     "$(awk '/^Requests\/sec/ {print $2}' "$f")" $((t1 - t0)) $((c1 - c0)) $((s1 - s0)) \
@@ -133,3 +140,4 @@ for mix in hot abuse; do
       "cpu_vs_peer=$(awk -v a="$cpu" -v b="$peer" 'BEGIN {printf "%.4f", (b > 0 ? a / b : 0)}')"
   done
 done | tee -a "$OUT/summary.txt"
+cat "$OUT/fallbacks.txt"
