@@ -12,6 +12,7 @@
 #
 #   bench/redis_negative_cache.sh            # 3 alternating rounds of 10 s
 #   ROUNDS=5 DUR=20s bench/redis_negative_cache.sh
+#   THREADS=2 bench/redis_negative_cache.sh   # two loop threads, two caches
 #
 # Layout (2 cores): redis-server pinned to CPU 0; sluice serve --threads 1
 # and wrk -t1 (or redis-benchmark) on CPU 1.
@@ -34,6 +35,7 @@ RPORT="${RPORT:-16489}"
 PORT="${PORT:-18220}"
 SLUICE="${SLUICE:-$ROOT/build/sluice}"
 N_PEER="${N_PEER:-300000}"
+THREADS="${THREADS:-1}" # sluice's loop threads (each has its own cache)
 HZ=$(getconf CLK_TCK)
 OUT="$ROOT/bench/results/redis_negative_cache_$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
@@ -55,7 +57,7 @@ script_calls() {
 
 start_sluice() { # $1: the cache's bytes
   taskset -c 1 "$SLUICE" serve --rules "$HERE/redis_negative_cache_rules.yaml" \
-    --listen "127.0.0.1:$PORT" --threads 1 --store "redis://127.0.0.1:$RPORT" \
+    --listen "127.0.0.1:$PORT" --threads "$THREADS" --store "redis://127.0.0.1:$RPORT" \
     --redis-timeout 1s --negative-cache-bytes "$1" --public-metrics true \
     2>>"$OUT/sluice.log" &
   SPID=$!
