@@ -20,8 +20,11 @@ static sl_limit *limit_of(sl_algorithm alg, int64_t l, sl_nanos period,
                           int64_t burst, unsigned flags)
 {
     period -= period % 4; /* whole steps, for stepped_window */
-    sl_limit_config cfg = {.algorithm = alg, .limit = l, .period = period,
-                           .burst = burst, .flags = flags};
+    sl_limit_config cfg = {.algorithm = alg,
+                           .limit = l,
+                           .period = period,
+                           .burst = burst,
+                           .flags = flags};
     if (alg == SL_STEPPED_WINDOW)
         cfg.step = period / 4;
     sl_limit *lim = NULL;
@@ -37,11 +40,10 @@ static int both(sl_store *exact, sl_store *behind, sd_negcache *nc,
                 unsigned flags, sl_nanos now)
 {
     sl_decision each_x[SL_MAX_ITEMS], each_c[SL_MAX_ITEMS], over_x;
-    sd_check k = {.items = items, .costs = costs, .n = n, .flags = flags,
-                  .each = each_c};
-    assert_int_equal(sl_check_costs(exact, items, costs, n, now, flags, each_x,
-                                    &over_x),
-                     0);
+    sd_check k = {
+        .items = items, .costs = costs, .n = n, .flags = flags, .each = each_c};
+    assert_int_equal(
+        sl_check_costs(exact, items, costs, n, now, flags, each_x, &over_x), 0);
     int cached = sd_negcache_answer(nc, &k, now);
     if (!cached) {
         assert_int_equal(sl_check_costs(behind, items, costs, n, now, flags,
@@ -66,8 +68,8 @@ static int both(sl_store *exact, sl_store *behind, sd_negcache *nc,
 }
 
 static const sl_algorithm algs[] = {
-    SL_TOKEN_BUCKET,  SL_GCRA,           SL_LEAKY_BUCKET,  SL_FIXED_WINDOW,
-    SL_SLIDING_LOG,   SL_SLIDING_WINDOW, SL_STEPPED_WINDOW};
+    SL_TOKEN_BUCKET, SL_GCRA,           SL_LEAKY_BUCKET,  SL_FIXED_WINDOW,
+    SL_SLIDING_LOG,  SL_SLIDING_WINDOW, SL_STEPPED_WINDOW};
 
 /* Random traces: a few keys, two limits (sometimes both in one check),
  * costs 0..4, recordings, time moving by up to half a period. */
@@ -77,10 +79,9 @@ static void trace(sl_algorithm alg, uint64_t seed, size_t cache_bytes,
     uint64_t rng = seed;
     sl_nanos period = tu_range(&rng, 1000, 2000000000);
     int64_t l = tu_range(&rng, 1, 6);
-    sl_limit *lims[2] = {
-        limit_of(alg, l, period, 0, 0),
-        limit_of(algs[tu_below(&rng, 7)], tu_range(&rng, 2, 9),
-                 tu_range(&rng, 1000, 2000000000), 0, 0)};
+    sl_limit *lims[2] = {limit_of(alg, l, period, 0, 0),
+                         limit_of(algs[tu_below(&rng, 7)], tu_range(&rng, 2, 9),
+                                  tu_range(&rng, 1000, 2000000000), 0, 0)};
     sl_store *exact = tu_store(), *behind = tu_store();
     sd_stats stats = {0};
     sd_negcache *nc = sd_negcache_new(cache_bytes, &stats);
@@ -100,8 +101,9 @@ static void trace(sl_algorithm alg, uint64_t seed, size_t cache_bytes,
         unsigned flags = tu_below(&rng, 40) == 0 ? SL_RECORD : 0;
         *hits += both(exact, behind, nc, items, costs, n, flags, now);
         int64_t r = tu_below(&rng, 4);
-        now += r == 0 ? 0 : r == 1 ? tu_below(&rng, 1000)
-                                   : tu_below(&rng, period / (4 * l) + 1);
+        now += r == 0   ? 0
+               : r == 1 ? tu_below(&rng, 1000)
+                        : tu_below(&rng, period / (4 * l) + 1);
     }
     sd_negcache_free(nc);
     sl_store_free(exact);
@@ -120,7 +122,8 @@ static void test_traces_decide_as_the_exact_path(void **state)
         /* Every algorithm's refusals are cached and answered: a test
          * that never hit would prove nothing. */
         if (hits == 0)
-            fail_msg("%s: the cache answered nothing", sl_algorithm_name(algs[a]));
+            fail_msg("%s: the cache answered nothing",
+                     sl_algorithm_name(algs[a]));
     }
 }
 
@@ -157,8 +160,8 @@ static void fixture_release(fixture *f)
 }
 
 /* Decides (lim, key, cost) on f's store and teaches f's cache: allowed. */
-static int decide(fixture *f, const sl_limit *lim, int64_t cost,
-                  unsigned flags, sl_nanos now)
+static int decide(fixture *f, const sl_limit *lim, int64_t cost, unsigned flags,
+                  sl_nanos now)
 {
     sl_check_item it = {lim, "k", 1};
     sl_decision each, overall;
@@ -175,13 +178,13 @@ static int answered(fixture *f, const sl_limit *lim, int64_t cost,
 {
     sl_check_item it = {lim, "k", 1};
     sl_decision each;
-    sd_check k = {.items = &it, .costs = &cost, .n = 1, .flags = flags,
-                  .each = &each};
+    sd_check k = {
+        .items = &it, .costs = &cost, .n = 1, .flags = flags, .each = &each};
     return sd_negcache_answer(f->nc, &k, now);
 }
 
-static void test_a_smaller_cost_a_query_and_a_recording_ask_the_store(
-    void **state)
+static void
+test_a_smaller_cost_a_query_and_a_recording_ask_the_store(void **state)
 {
     (void)state;
     fixture f;
@@ -192,8 +195,8 @@ static void test_a_smaller_cost_a_query_and_a_recording_ask_the_store(
     assert_false(decide(&f, tb, 5, 0, now)); /* 2 left: learnt at cost 5 */
     assert_true(answered(&f, tb, 5, 0, now));
     assert_true(answered(&f, tb, 9, 0, now));
-    assert_false(answered(&f, tb, 1, 0, now)); /* it would pass */
-    assert_false(answered(&f, tb, 0, 0, now)); /* a query passes */
+    assert_false(answered(&f, tb, 1, 0, now));         /* it would pass */
+    assert_false(answered(&f, tb, 0, 0, now));         /* a query passes */
     assert_false(answered(&f, tb, 5, SL_RECORD, now)); /* it consumes */
     assert_true(decide(&f, tb, 1, 0, now));
     /* Three tokens are due 3 s after the refusal: then the store decides. */
@@ -209,8 +212,8 @@ static void test_refusals_that_consume_are_not_kept(void **state)
     (void)state;
     fixture f;
     fixture_init(&f);
-    sl_limit *log = limit_of(SL_SLIDING_LOG, 1, SL_NS_PER_SEC, 0,
-                             SL_LOG_REJECTED);
+    sl_limit *log =
+        limit_of(SL_SLIDING_LOG, 1, SL_NS_PER_SEC, 0, SL_LOG_REJECTED);
     assert_true(decide(&f, log, 1, 0, 1));
     assert_false(decide(&f, log, 1, 0, 2));
     assert_false(answered(&f, log, 1, 0, 3));

@@ -108,7 +108,8 @@ static int same(const sd_refusal *e, uint64_t hash, const sl_check_item *item)
            e->limit == c->limit && e->period == c->period &&
            e->burst == c->burst && e->step == c->step &&
            e->key_len == item->key_len &&
-           (item->key_len == 0 || memcmp(e->key, item->key, item->key_len) == 0);
+           (item->key_len == 0 ||
+            memcmp(e->key, item->key, item->key_len) == 0);
 }
 
 static void set_entries(sd_negcache *nc, size_t entries)
@@ -150,8 +151,8 @@ int sd_negcache_find(sd_negcache *nc, const sl_check_item *item, int64_t cost,
         /* A cost past the limit's capacity never passes, whatever the
          * state: the store says -1, so does the cache. */
         sl_algorithm alg = item->limit->cfg.algorithm;
-        int bucket = alg == SL_TOKEN_BUCKET || alg == SL_GCRA ||
-                     alg == SL_LEAKY_BUCKET;
+        int bucket =
+            alg == SL_TOKEN_BUCKET || alg == SL_GCRA || alg == SL_LEAKY_BUCKET;
         *d = (sl_decision){.allowed = 0,
                            .limit = e->limit,
                            .remaining = e->remaining,
@@ -263,7 +264,8 @@ int sd_negcache_check(const sd_negcache *nc)
         if (e->hash == 0)
             continue;
         live++;
-        if ((e->hash & 1) == 0 || bucket_of(nc, e->hash) != &nc->slots[i / WAYS * WAYS] ||
+        if ((e->hash & 1) == 0 ||
+            bucket_of(nc, e->hash) != &nc->slots[i / WAYS * WAYS] ||
             e->key_len > SD_NEGCACHE_KEY_MAX || e->cost < 1 ||
             e->until > e->retry_at)
             return -1;
