@@ -7,8 +7,8 @@
 # any refused past it; a refused cost does not refuse a smaller one; an
 # override and a rules reload are honoured at once; --negative-cache-bytes
 # 0 sends every request; `sluice proxy` answers the same way; bad values
-# of the flag are refused.  Times are
-# bounds from observed times, never sleeps.
+# of the flag are refused.  Times are bounds from observed times, never
+# sleeps.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
