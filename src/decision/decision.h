@@ -58,8 +58,9 @@ typedef struct sd_config {
     int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */
     int redis_breaker;         /* consecutive failures that open it */
     int nodes;                 /* local policy's divisor, or SD_NODES_AUTO */
-    /* The negative cache's budget, shared equally by `threads` threads
-     * (each has its own, negative_cache.c); 0: no cache. */
+    /* The negative cache's budget, shared equally by the threads of
+     * index 0 .. threads - 1, those that serve clients (each has its own,
+     * negative_cache.c; a control thread has none); 0: no cache. */
     size_t negative_cache_bytes;
     int threads;
 } sd_config;

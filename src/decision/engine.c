@@ -165,8 +165,10 @@ sd_thread *sd_thread_new(sd_engine *e, uv_loop_t *loop, int index,
     t->index = index;
     t->stats = stats;
     if (e->redis != NULL) {
-        size_t nc_bytes = e->cfg.negative_cache_bytes /
-                          (size_t)(e->cfg.threads > 0 ? e->cfg.threads : 1);
+        size_t nc_bytes =
+            index < e->cfg.threads
+                ? e->cfg.negative_cache_bytes / (size_t)e->cfg.threads
+                : 0;
         if ((nc_bytes > 0 &&
              (t->negcache = sd_negcache_new(nc_bytes, stats)) == NULL) ||
             sd_redis_start(t) != 0) {
