@@ -115,10 +115,13 @@ try:
 
     # Batches: requests that arrive together on one thread go to Redis as
     # few script calls (two at a time, the rest waiting to go together),
-    # each call decided as if alone: still exactly L allowed.
+    # each call decided as if alone: still exactly L allowed.  (Without
+    # the negative cache, which would answer the burst's later refusals
+    # itself: tests/test_serve_redis_negcache.sh.)
     bn = harness.Node(SLUICE, tmp, "batch", rules, "--threads", "1",
                       "--store", STORE, "--redis-timeout", "2s",
-                      "--redis-failure", "fail_closed")
+                      "--redis-failure", "fail_closed",
+                      "--negative-cache-bytes", "0")
     check("batch node connects", bn.wait_status("up"), bn.get("/readyz")[1])
     for a in ALGS:
         c0 = bn.metric("sluice_store_commands_total")

@@ -58,7 +58,15 @@ typedef struct sd_config {
     int redis_failure;         /* SD_FAIL_LOCAL, _OPEN, _CLOSED */
     int redis_breaker;         /* consecutive failures that open it */
     int nodes;                 /* local policy's divisor, or SD_NODES_AUTO */
+    /* The negative cache's budget, shared equally by the threads of
+     * index 0 .. threads - 1, those that serve clients (each has its own,
+     * negative_cache.c; a control thread has none); 0: no cache. */
+    size_t negative_cache_bytes;
+    int threads;
 } sd_config;
+
+/* The least budget of one thread's negative cache. */
+#define SD_NEGCACHE_MIN_BYTES 1024
 
 /* Counters of one thread, written by it with relaxed atomics and summed
  * by whoever renders them. */
@@ -69,6 +77,9 @@ typedef struct sd_stats {
     /* Script calls sent (commands) and the checks they carried: more
      * checks than commands is batching. */
     atomic_uint_fast64_t commands, calls;
+    /* The negative cache: checks it answered, live refusals it holds,
+     * live ones it dropped for room. */
+    atomic_uint_fast64_t negcache_hits, negcache_entries, negcache_evictions;
     atomic_int up; /* this thread's Redis is usable */
 } sd_stats;
 
@@ -95,6 +106,8 @@ typedef struct sd_check {
     /* Results. */
     sl_decision overall;
     int rc; /* 0, or an SL_E* code with err set */
+    /* A refusal the node's negative cache answered, without Redis. */
+    int cached;
     char err[160];
 } sd_check;
 
@@ -138,6 +151,11 @@ void sd_thread_free(sd_thread *t);
  */
 int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
               sd_done_fn done, void *owner, sd_wait **wait);
+/* The numbers of some limit changed (a rules set adopted: a reload, an
+ * override, the controller): what the thread remembers of Redis's
+ * refusals is forgotten, and replies to calls asked before are not
+ * remembered.  t NULL: no-op. */
+void sd_limits_changed(sd_thread *t);
 /* The front end no longer wants the answer (its client went away). */
 void sd_cancel(sd_wait *wait);
 /* Sends what this loop iteration's requests asked now, rather than when

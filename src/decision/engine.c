@@ -6,7 +6,9 @@
  * sl_check_costs().  On Redis they become a wait (wait.c) sent by the
  * thread's connection (redis_async.c); when every call has its reply or
  * has failed, finish() writes each check's result (from Redis, or from
- * the failure policy, policy.c) and calls the front end back.
+ * the failure policy, policy.c) and calls the front end back.  A check
+ * that Redis has refused until later (negative_cache.c) is answered at
+ * once and never sent; Redis's refusals teach the cache in finish().
  */
 #include <errno.h>
 #include <stdio.h>
@@ -163,7 +165,14 @@ sd_thread *sd_thread_new(sd_engine *e, uv_loop_t *loop, int index,
     t->index = index;
     t->stats = stats;
     if (e->redis != NULL) {
-        if (sd_redis_start(t) != 0) {
+        size_t nc_bytes =
+            index < e->cfg.threads
+                ? e->cfg.negative_cache_bytes / (size_t)e->cfg.threads
+                : 0;
+        if ((nc_bytes > 0 &&
+             (t->negcache = sd_negcache_new(nc_bytes, stats)) == NULL) ||
+            sd_redis_start(t) != 0) {
+            sd_negcache_free(t->negcache);
             free(t);
             return NULL;
         }
@@ -186,6 +195,7 @@ void sd_thread_free(sd_thread *t)
     if (t == NULL)
         return;
     sd_local_release(t);
+    sd_negcache_free(t->negcache);
     free(t);
 }
 
@@ -198,6 +208,8 @@ static void finish(sd_wait *w)
     for (size_t i = 0; i < w->n_calls; i++) {
         sd_call *c = &w->calls[i];
         sd_check *k = c->check;
+        if (k->cached)
+            continue;
         if (c->failed) {
             sd_policy_decide(t, k, now, c->reason);
         } else if (c->rc != 0) {
@@ -214,6 +226,8 @@ static void finish(sd_wait *w)
              * limiting). */
             if (c->overall.allowed || c->n_parts > 1 || (k->flags & SL_RECORD))
                 sd_policy_record(t, k, c->each, now);
+            if (!c->overall.allowed && w->limits_gen == t->limits_gen)
+                sd_negcache_learn(t->negcache, k, c->each, w->asked_at);
         }
     }
     w->done(w->owner);
@@ -228,6 +242,7 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
             sl_store *store = k->command && t->e->commands != NULL
                                   ? t->e->commands
                                   : t->e->memory;
+            k->cached = 0;
             k->rc = sl_check_costs(store, k->items, k->costs, k->n, now,
                                    k->flags, k->each, &k->overall);
             if (k->rc != 0)
@@ -238,16 +253,24 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
     }
     for (size_t i = 0; i < n; i++) {
         checks[i].rc = 0;
+        checks[i].cached = 0;
         checks[i].err[0] = '\0';
     }
     if (!sd_redis_up(t)) {
-        /* The breaker is open: no I/O, the policy decides now. */
+        /* The breaker is open: no I/O, the policy decides now (the
+         * negative cache too is left out: with Redis down the policy
+         * speaks, as it did before there was a cache). */
         for (size_t i = 0; i < n; i++) {
             sd_count(&t->stats->failures[SD_FAIL_BREAKER], 1);
             sd_policy_decide(t, &checks[i], now, SD_FAIL_BREAKER);
         }
         return 0;
     }
+    size_t answered = 0;
+    for (size_t i = 0; i < n; i++)
+        answered += (size_t)sd_negcache_answer(t->negcache, &checks[i], now);
+    if (answered == n)
+        return 0;
     sd_wait *w;
     int rc = sd_wait_new(t, checks, n, now, &t->e->redis_keyspace,
                          sd_redis_script_ref(t), &w);
@@ -264,6 +287,14 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
     sd_redis_send(t, w);
     *wait = w;
     return SD_AGAIN;
+}
+
+void sd_limits_changed(sd_thread *t)
+{
+    if (t == NULL)
+        return;
+    t->limits_gen++;
+    sd_negcache_clear(t->negcache);
 }
 
 void sd_cancel(sd_wait *w)

@@ -3,6 +3,7 @@
  * only decision.h.  The layer's files call down this list, never up:
  *
  *   engine.c        sd_decide: the memory store at once, Redis by waits
+ *   negative_cache.c what Redis refused, answered by the thread until then
  *   policy.c        a check Redis could not decide, by its failure policy
  *   local.c         the local policy's limits, divided among the nodes
  *   nodes.c         --nodes auto: the live nodes, counted in Redis
@@ -24,6 +25,7 @@
 #include <hiredis/hiredis.h>
 
 #include "decision/decision.h"
+#include "decision/negative_cache.h"
 #include "redis/redis_proto.h"
 #include "store/redis_store.h"
 
@@ -49,6 +51,10 @@ struct sd_thread {
     sd_stats *stats;
     sd_redis *redis; /* NULL: the memory store decides */
     sd_local *local; /* the local policy's divided limits */
+    sd_negcache *negcache; /* NULL: none (the flag 0, or the memory store) */
+    /* Bumped when some limit's numbers change: a reply to a call asked
+     * under other numbers teaches the negative cache nothing. */
+    uint64_t limits_gen;
     uv_timer_t beat; /* --nodes auto, thread 0: the heartbeat */
     int beating;
     uint64_t fewer_since; /* loop ms a lower count was first seen; 0: none */
@@ -101,6 +107,8 @@ struct sd_wait {
     int refs;          /* the owner, plus one per hiredis callback to come */
     uint64_t deadline; /* loop ms */
     uint64_t sent_ms;  /* loop ms, when sent */
+    sl_nanos asked_at; /* the engine's clock when decided: before Redis ran */
+    uint64_t limits_gen; /* the thread's, then */
     sd_wait *prev, *next;
     int queued;
 };
@@ -112,7 +120,8 @@ typedef struct sd_wait_queue {
 
 /* A wait of n calls, one per check, each built (sl__redis_call_new
  * with ks and sha): 0 and *out, or SL_ENOMEM.  A check whose call cannot
- * be built is done at once, its rc and err its answer. */
+ * be built is done at once, its rc and err its answer; one the negative
+ * cache answered (cached) is done and never sent. */
 int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
                 const sl__redis_keyspace *ks, const char *sha, sd_wait **out);
 void sd_wait_unref(sd_wait *w);

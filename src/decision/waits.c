@@ -55,10 +55,16 @@ int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
     w->t = t;
     w->refs = 1;
     w->n_calls = n;
+    w->asked_at = now;
+    w->limits_gen = t->limits_gen;
     for (size_t i = 0; i < n; i++) {
         sd_call *c = &w->calls[i];
         c->wait = w;
         c->check = &checks[i];
+        if (checks[i].cached) {
+            c->done = 1;
+            continue;
+        }
         c->rc = build_call(c, &checks[i], now, ks, sha);
         c->done = c->rc != 0; /* not sent: its error is its answer */
     }

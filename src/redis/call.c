@@ -107,6 +107,22 @@ int sl__redis_limit_fits(const sl_limit *lim, char *errbuf, size_t errlen)
     return tick_of(lim, &t, errbuf, errlen);
 }
 
+/* The proof per algorithm is docs/stores.md, "The negative cache": every
+ * algorithm's retry_after is the first ns its refused cost fits, absent
+ * arrivals, and arrivals only push that later; a refusal writes nothing
+ * that a later call could see.  Two exceptions: a sliding_log that logs
+ * rejected attempts (a refusal consumes), and a limit decided in ticks of
+ * more than 1 ns (its times are within two ticks, possibly after the
+ * first that fits). */
+int sl__redis_refusal_lasts(const sl_limit *lim)
+{
+    ticked t;
+    if (lim->cfg.algorithm == SL_SLIDING_LOG &&
+        (lim->cfg.flags & SL_LOG_REJECTED))
+        return 0;
+    return tick_of(lim, &t, NULL, 0) == 0 && t.q == 1;
+}
+
 /* The hash tag's escape byte: '}' (which would end the tag early, so
  * that a client could pick a key's slot, docs/stores.md) and the escape
  * itself are written as it and two hex digits inside the braces. */

@@ -244,6 +244,12 @@ typedef struct sl__redis_call sl__redis_call;
  * that keeps them below 2^52 (call.c), so any period of whole seconds
  * fits; a server checks its rules with this when they load. */
 int sl__redis_limit_fits(const sl_limit *lim, char *errbuf, size_t errlen);
+/* Whether the script's refusal of lim with retry_after r, at the server's
+ * time T, refuses every later call of lim and key of at least the same
+ * cost before T + r, whatever other clients send meanwhile, and writes
+ * nothing a later call could see: so that a caller may answer those calls
+ * itself (the daemon's negative cache, docs/stores.md).  1 or 0. */
+int sl__redis_refusal_lasts(const sl_limit *lim);
 
 /*
  * Builds the call that decides (items, costs, n, now, flags) as

@@ -64,6 +64,23 @@ static void render_store(sv_server *s, sv_buf *out)
                   (unsigned long long)SUM(store.commands),
                   (unsigned long long)SUM(store.calls));
     sv_buf_printf(out,
+                  "# HELP sluice_negative_cache_hits_total checks answered "
+                  "from a refusal of Redis's that still holds, without "
+                  "Redis\n"
+                  "# TYPE sluice_negative_cache_hits_total counter\n"
+                  "sluice_negative_cache_hits_total %llu\n"
+                  "# HELP sluice_negative_cache_entries refusals held, "
+                  "summed over threads\n"
+                  "# TYPE sluice_negative_cache_entries gauge\n"
+                  "sluice_negative_cache_entries %llu\n"
+                  "# HELP sluice_negative_cache_evictions_total refusals "
+                  "dropped for room while they still held\n"
+                  "# TYPE sluice_negative_cache_evictions_total counter\n"
+                  "sluice_negative_cache_evictions_total %llu\n",
+                  (unsigned long long)SUM(store.negcache_hits),
+                  (unsigned long long)SUM(store.negcache_entries),
+                  (unsigned long long)SUM(store.negcache_evictions));
+    sv_buf_printf(out,
                   "# HELP sluice_nodes_live nodes sharing the Redis, the "
                   "local policy's divisor (--nodes, or counted live)\n"
                   "# TYPE sluice_nodes_live gauge\n"

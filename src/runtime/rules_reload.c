@@ -160,6 +160,7 @@ void sv_reload_adopt(sv_worker *w)
     pthread_mutex_unlock(&s->reload_lock);
     if (r != old) {
         w->rules = r;
+        sd_limits_changed(w->dec);
         sv_metrics_rules_changed(w);
         sv_rules_release(old);
     }

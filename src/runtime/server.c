@@ -261,8 +261,20 @@ int sv_server_run(const sv_config *cfg)
                     .redis_timeout_ms = cfg->redis_timeout_ms,
                     .redis_failure = cfg->redis_failure,
                     .redis_breaker = cfg->redis_breaker,
-                    .nodes = cfg->nodes};
+                    .nodes = cfg->nodes,
+                    .negative_cache_bytes = cfg->negative_cache_bytes,
+                    .threads = cfg->threads > 0 ? cfg->threads
+                                                : cpu_count()};
     char err[256];
+    if (cfg->negative_cache_bytes > 0 &&
+        cfg->negative_cache_bytes / (size_t)dc.threads <
+            SD_NEGCACHE_MIN_BYTES) {
+        sl__log(SL__LOG_ERROR, "serve",
+                "--negative-cache-bytes: %zu is less than %d bytes for each "
+                "of the %d threads (--threads); 0 turns the cache off",
+                cfg->negative_cache_bytes, SD_NEGCACHE_MIN_BYTES, dc.threads);
+        goto out;
+    }
     if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {
         sl__log(SL__LOG_ERROR, "serve", "--store: %s", err);
         goto out;

@@ -260,6 +260,12 @@ const st_setting st_settings_table[] = {
      .help = "sluice serve nodes sharing the Redis: the\n"
              "local policy's divisor; auto (default)\n"
              "counts the live ones through Redis"},
+    {.flag = "negative-cache-bytes", .key = "negative_cache_bytes",
+     .arg = "N", .commands = BOTH, .kind = ST_SET_SIZE,
+     SRV(negative_cache_bytes), .max = SL_MAX_COUNT, .def = "4194304",
+     .help = "--store redis: memory of the refusals answered\n"
+             "without Redis until they may pass, all threads\n"
+             "(4194304; 0: ask Redis every time)"},
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
      .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},

@@ -1,0 +1,32 @@
+-- wrk script for bench/redis_negative_cache.sh: POST /v1/check of one
+-- descriptor (api_key) on domain "bench".
+--
+-- MIX=hot: every request is the one key "hot" (far over its limit).
+-- MIX=abuse: 2000 keys, of which the first 200 (10%) take half the
+-- requests, each abuser 9 times as often as each of the other 1800.
+-- Requests are formatted once in init(), so the per-request Lua cost is a
+-- random number and a table lookup.
+local MIX = os.getenv("MIX") or "hot"
+local reqs = {}
+
+local function check(key)
+  local body = string.format(
+    '{"domain":"bench","descriptors":[{"entries":[{"key":"api_key","value":"%s"}]}]}',
+    key)
+  return wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, body)
+end
+
+function init(args)
+  math.randomseed(os.time())
+  if MIX == "hot" then
+    reqs[1] = check("hot")
+  else
+    for i = 1, 2000 do reqs[i] = check(string.format("k%04d", i - 1)) end
+  end
+end
+
+function request()
+  if MIX == "hot" then return reqs[1] end
+  if math.random() < 0.5 then return reqs[math.random(200)] end
+  return reqs[200 + math.random(1800)]
+end
