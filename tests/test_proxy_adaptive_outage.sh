@@ -88,7 +88,13 @@ for _ in $(seq 80); do
   b=$(curl -s -m 5 "http://127.0.0.1:$BA/admin/v1/overrides")
   if ! grep -q held_until_ms <<<"$a$b" && grep -q '"controller"' <<<"$a"; then ok=1; break; fi
 done
-after=$(scripts)
+# The workers' breakers try Redis again on their own backoff: poll.
+after=$before
+for _ in $(seq 80); do
+  after=$(scripts)
+  [ "$after" -gt "$before" ] && break
+  sleep 0.25
+done
 shared=$(rcli HGET 'sluice:{overrides}' 'controller|upstream' 2>/dev/null)
 [ -n "$ok" ] && [ "${after:-0}" -gt "${before:-0}" ] && grep -q '"requests_per_unit"' <<<"$shared" &&
   pass "Redis back: the override renewed there, the holds ended, decisions on Redis again (script calls $before -> $after)" ||
