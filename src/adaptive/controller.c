@@ -26,7 +26,6 @@
 #define MARGINAL 1.5
 /* The binding baseline is the mean of this many binding judgements. */
 #define BOUND_WARM 3
-#define MAX_ERROR_RATE 0.02
 /* Fewer answers than this in a window say nothing about the upstream. */
 #define MIN_SAMPLES 20
 /* A median past 4x the baseline in 50 answers is no sampling error (of
@@ -59,8 +58,12 @@
 #define PROBE_WINDOWS 60
 #define CEILING_NEAR 0.95
 #define CEILING_FORGET 300
-/* Idle (not binding, under half the limit) this long: relax. */
-#define IDLE_WINDOWS 30
+/* The settings' defaults (docs/adaptive.md, "Settings"). */
+#define RAISE_STEP 0.05
+#define RAISE_MAX 0.25
+#define CAPACITY_SHARE 0.9
+#define ERROR_RATE 0.02
+#define RELAX_WINDOWS 30
 /* At min this long: the baseline is taken afresh (Envoy PR #10647: a
  * baseline that crept up holds the limit at min for good). */
 #define AT_MIN_WINDOWS 5
@@ -87,9 +90,25 @@ const char *ac_action_name(ac_action a)
     }
 }
 
+const char *ac_reason_name(ac_reason r)
+{
+    static const char *const names[AC_R_COUNT] = {
+        "none",  "latency", "slo",  "errors", "recover",
+        "surge", "drained", "fast", "idle",   "forecast"};
+    return r < AC_R_COUNT ? names[r] : "none";
+}
+
 static double clamp(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* A setting: its default when 0, and 0 < v <= hi, else -1. */
+static double setting(double v, double dflt, double hi)
+{
+    if (v == 0)
+        return dflt;
+    return v > 0 && v <= hi ? v : -1;
 }
 
 int ac_init(ac_state *st, const ac_params *p)
@@ -99,6 +118,16 @@ int ac_init(ac_state *st, const ac_params *p)
         !(p->slo_p99_s >= 0) || (p->season > 0 && p->horizon < 1))
         return -1;
     st->p = *p;
+    st->p.raise_step = setting(p->raise_step, RAISE_STEP, 1);
+    st->p.raise_max = setting(p->raise_max, RAISE_MAX, 1);
+    st->p.capacity_share = setting(p->capacity_share, CAPACITY_SHARE, 1);
+    st->p.error_rate = setting(p->error_rate, ERROR_RATE, 1);
+    if (st->p.raise_step < 0 || st->p.raise_max < 0 ||
+        st->p.capacity_share < 0 || st->p.error_rate < 0 ||
+        p->relax_windows > 1000000)
+        return -1;
+    if (p->relax_windows == 0)
+        st->p.relax_windows = RELAX_WINDOWS;
     st->p.base =
         (int64_t)clamp((double)p->base, (double)p->min, (double)p->max);
     st->limit = (double)st->p.base;
@@ -142,7 +171,8 @@ int ac_alarm(const ac_state *st, double n, double s50)
 static void sums_restart(ac_state *st)
 {
     st->acc_sum = st->ref_sum = st->acc_max = 0;
-    st->sent_sum = st->back_sum = 0;
+    st->sent_sum = st->back_sum = st->fail_sum = st->ok_max = 0;
+    st->late_sum = 0;
     st->judged = 0;
 }
 
@@ -173,10 +203,19 @@ typedef struct judgement {
     double s50, err;
     double served;   /* the busiest window's accepted since the last one */
     double mean_acc; /* their mean */
+    double windows;  /* how many windows it is of */
     int bound;       /* the limit refused 1% of their requests */
     double growth;   /* what went to the upstream less what came back */
     int building, draining;
-    double answered; /* the rate the upstream answered at, per unit */
+    int failing;   /* failures past error_rate of what was sent */
+    int queued;    /* most answers past the SLO */
+    int saturated; /* building or failing: it serves all it can */
+    int full_now;  /* the last window too: sent more than came back, or shed */
+    double answered; /* the most it answered without failing in one of
+                        them, per unit (beside the busiest window's rate) */
+    double ok_now;   /* the same, in the last window */
+    double ok_mean;  /* the same, their mean */
+    double good;     /* its goodput in the last window, per unit */
     int warm;        /* the free baseline is learnt */
     int late;        /* the p99 past the SLO while a queue builds */
     int breach;      /* late, or failures past 2% */
@@ -204,21 +243,57 @@ static void windows_add(ac_state *st, const ac_signal *sig, double acc)
     st->judged++;
     st->sent_sum += sig->accepted;
     st->back_sum += sig->answered;
+    st->fail_sum += sig->failed;
+    st->ok_max = fmax(st->ok_max, sig->answered - sig->failed);
+    st->late_sum += sig->late;
 }
 
 /* 1 when the last two windows saw a queue neither building nor draining
  * (within twice the share: two windows of a node's own share, scaled to
- * the cluster's, are noisier than a judgement's); keeps this window's
+ * the cluster's, are noisier than a judgement's) and the upstream shed
+ * nothing to speak of (a full queue that sheds answers as fast as it is
+ * sent to, with 503s: that is no drained queue); keeps this window's
  * rates for the next. */
 static int queue_balanced(ac_state *st, const ac_signal *sig)
 {
     double sent2 = sig->accepted + st->last_sent;
     double back2 = sig->answered + st->last_back[0];
-    int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN;
+    double failed2 = sig->failed + st->last_failed;
+    int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN &&
+                   failed2 <= st->p.error_rate * back2;
+    /* A queue that drains slowly (a limit just under what the upstream
+     * serves) is no balance: most of what comes back is past the SLO. */
+    double ok = fmax(0, sig->answered - sig->failed);
+    if (ok > 0 && sig->late > 0.5 * ok)
+        balanced = 0;
     st->last_sent = sig->accepted;
     memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
     st->last_back[0] = sig->answered;
+    memmove(&st->last_ok[1], &st->last_ok[0], 2 * sizeof(double));
+    st->last_ok[0] = fmax(0, sig->answered - sig->failed);
+    st->last_good = fmax(0, sig->answered - sig->failed - sig->late);
+    st->last_failed = sig->failed;
     return balanced;
+}
+
+/* While the queue a cut was for drains (more answers back than requests
+ * sent, most of them past the SLO: the queue lasted the whole window),
+ * the upstream works at full speed: what it answers without failing in
+ * such a window is its capacity, more surely than in the window of the
+ * cut (part of which may have been before the upstream slowed).  Their
+ * mean since the cut is the capacity, and the cruise follows. */
+static void drain_capacity(ac_state *st, const ac_signal *sig)
+{
+    const ac_params *p = &st->p;
+    double ok = fmax(0, sig->answered - sig->failed);
+    if (st->cruise <= 0 || ok <= sig->accepted + QUEUE_SHARE * ok + QUEUE_MIN ||
+        sig->late <= 0.5 * ok)
+        return;
+    st->drained_sum += ok * p->period_s;
+    st->drained_n++;
+    st->capacity = st->drained_sum / (double)st->drained_n;
+    st->cruise = p->capacity_share * st->capacity;
+    st->c_safe = fmin(st->c_safe, st->cruise);
 }
 
 /* What the windows since the last judgement say, and their sums start
@@ -231,6 +306,7 @@ static void judge_windows(ac_state *st, const ac_signal *sig, judgement *j)
     j->err = sig->errors / sig->n;
     j->served = st->acc_max;
     j->mean_acc = st->acc_sum / (double)st->judged;
+    j->windows = (double)st->judged;
     j->bound = st->ref_sum > 0 &&
                st->ref_sum >= BINDING_SHARE * (st->acc_sum + st->ref_sum);
     /* What went to the upstream and what came back, in requests
@@ -238,17 +314,33 @@ static void judge_windows(ac_state *st, const ac_signal *sig, judgement *j)
     j->growth = st->sent_sum - st->back_sum;
     j->building = j->growth > QUEUE_SHARE * st->sent_sum + QUEUE_MIN;
     j->draining = -j->growth > QUEUE_SHARE * st->back_sum + QUEUE_MIN;
-    /* Building, the upstream answers as fast as it can: its rate
-     * over the last windows (the first may have been before the
-     * queue) is what it can serve. */
-    j->answered = (st->last_back[0] + st->last_back[1] + st->last_back[2]) / 3 *
-                  p->period_s;
+    /* An upstream that sheds (its 503s, timeouts) is saturated even when
+     * it answers as fast as it is sent to: its failures are no answers
+     * that drained a queue. */
+    j->failing = st->fail_sum > p->error_rate * st->sent_sum + QUEUE_MIN;
+    /* Most of its answers past the SLO, a queue is there, even one that
+     * builds too slowly for the counts to show. */
+    j->queued = st->late_sum > 0.5 * fmax(0, st->back_sum - st->fail_sum);
+    j->saturated = j->building || j->failing || j->queued;
+    /* Saturated, the upstream answers as fast as it can: what it
+     * answered without failing in the last window is what it can serve
+     * (the windows before may have been before the queue).  Its
+     * goodput, what it answered well, falls as its queue deepens. */
+    j->answered = st->ok_max * p->period_s;
+    j->ok_mean =
+        fmax(0, st->back_sum - st->fail_sum) / (double)st->judged * p->period_s;
+    j->ok_now = st->last_ok[0] * p->period_s;
+    j->full_now =
+        st->last_sent - st->last_back[0] >
+            QUEUE_SHARE * st->last_sent + QUEUE_MIN ||
+        st->last_failed > p->error_rate * st->last_back[0] + QUEUE_MIN;
+    j->good = st->last_good * p->period_s;
     sums_restart(st);
     j->warm = st->warm >= WARM_WINDOWS;
-    /* A p99 past the SLO while no queue builds is the upstream's
+    /* A p99 past the SLO while the upstream is not saturated is its
      * own speed, which a lower limit does not change. */
-    j->late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s && j->building;
-    j->breach = j->late || j->err > MAX_ERROR_RATE;
+    j->late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s && j->saturated;
+    j->breach = j->late || j->err > p->error_rate;
 }
 
 /* Which baseline the median is judged against: the free one, or while
@@ -266,7 +358,7 @@ static void judge_baseline(ac_state *st, judgement *j)
      * cut for a median slower than the free baseline). */
     j->b = &st->baseline;
     j->learning = 0;
-    j->steady = !j->building && !j->draining; /* (a queue's, not clumps') */
+    j->steady = !j->saturated && !j->draining; /* (a queue's, not clumps') */
     if (j->bound && j->warm) {
         if (st->warm_bound == 0 && !j->breach && j->steady &&
             j->s50 <= GRADIENT_BUFFER * st->baseline) {
@@ -298,8 +390,8 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
      * would compound (the lab's degraded B: 114 -> 55 -> 31 -> 28
      * while its queue drained).  Failures past 2% always cut. */
     j->settling = j->over && st->since_decrease < SETTLE_WINDOWS &&
-                  j->err <= MAX_ERROR_RATE &&
-                  (j->draining || (st->cruise > 0 && !j->building) ||
+                  j->err <= st->p.error_rate &&
+                  (j->draining || (st->cruise > 0 && !j->saturated) ||
                    (j->s50 < st->cut_s50 && sig->s99 < st->cut_s99));
     /* The first judgement after a queue drained and the limit went
      * back to cruise, or after a cut with no queue building that left
@@ -308,7 +400,7 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
      * slower (a degraded replica).  That is its baseline now: cutting for
      * it would refuse traffic without making it any faster. */
     j->slower =
-        j->slow && j->steady && j->err <= MAX_ERROR_RATE &&
+        j->slow && j->steady && j->err <= st->p.error_rate &&
         (st->after_drain || (st->after_cut && j->s50 > 0.8 * st->cut_s50));
 }
 
@@ -330,7 +422,9 @@ static void keep_judgement(ac_state *st, const judgement *j)
 {
     st->suspect = j->marginal && !j->learning && !j->over;
     st->held = (j->slow || j->learning || j->settling) && !j->over;
-    if (!j->warm && !j->over)
+    /* (Not from a queue's latency: one building, draining, or that a
+     * cut is draining, is no healthy median.) */
+    if (!j->warm && !j->over && j->steady && st->cruise <= 0)
         mean_in(&st->baseline, &st->warm, j->s50);
     if (j->learning && !j->breach)
         mean_in(&st->baseline_bound, &st->warm_bound, j->s50);
@@ -347,14 +441,15 @@ static double cut_gradient(const ac_params *p, const ac_signal *sig,
     /* Past the SLO, by how far past it; failures, by 10%. */
     if (j->late)
         g = fmin(g, clamp(p->slo_p99_s / sig->s99, 0.5, 0.9));
-    if (j->err > MAX_ERROR_RATE)
+    if (j->err > p->error_rate)
         g = fmin(g, 0.9);
     return g;
 }
 
 /* An overload: the limit is cut (by the gradient, from what the upstream
- * was given, and with a queue building to the cruise that drains it),
- * C_safe and the ceiling are taken from it.  Returns the new limit. */
+ * was given; saturated, to its goodput less what drains its queue),
+ * C_safe, the capacity and the ceiling are taken from it.  Returns the
+ * new limit. */
 static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
                   ac_step_out *out)
 {
@@ -368,8 +463,10 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
      * already cut would compound. */
     double own = st->limit; /* at least min: ac_init set it */
     if (!st->overloaded) {
-        if (st->baseline_before <= 0)
+        if (st->baseline_before <= 0) {
             st->c_safe_before = st->c_safe;
+            st->capacity_before = st->capacity;
+        }
         st->c_safe = 0.9 * served; /* what it served, less 10% */
         st->ceiling = own;
     } else {
@@ -381,24 +478,38 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
     }
     st->over_rate = served;
     double from = served < own ? served : own;
-    /* What the upstream answered is what it can serve: 90% of it,
-     * less what drains a queue that built in DRAIN_S.  A queue
-     * building, that is the cut, and the limit goes back to the
-     * 90% once the queue has drained; else no cut goes deeper
-     * (a median far past the baseline with every request
-     * answered is no reason to refuse half of them). */
-    double q = fmin(0.9 * answered, 0.9 * from) -
-               fmax(j->growth, 0) * p->period_s / DRAIN_S;
+    double drain = fmax(j->growth, 0) * p->period_s / DRAIN_S;
     double next = g * from;
-    if (j->building) {
-        st->cruise = 0.9 * answered;
-        next = fmin(next, q);
+    if (j->saturated) {
+        /* Saturated (a queue building, or shedding), the upstream
+         * serves all it can: what it answered without failing is its
+         * capacity, and the limit goes back to its share once the queue
+         * has drained (the cruise).  The cut is to its goodput, what it
+         * served well: the deeper its queue, the less of it comes back
+         * within the SLO, and the deeper the cut; less what drains the
+         * queue in DRAIN_S. */
+        if (j->full_now || st->capacity <= 0)
+            st->capacity = j->ok_now;
+        st->drained_sum = 0;
+        st->drained_n = 0;
+        st->cruise = p->capacity_share * st->capacity;
+        next = fmin(next, p->capacity_share * j->good - drain);
         st->c_safe = fmin(st->c_safe, st->cruise);
+        out->reason = j->err > p->error_rate ? AC_R_ERRORS
+                      : j->late              ? AC_R_SLO
+                                             : AC_R_LATENCY;
     } else {
+        /* No cut goes deeper than 90% of what it answered, less what
+         * drains a queue that built in DRAIN_S (a median far past the
+         * baseline with every request answered is no reason to refuse
+         * half of them). */
+        double q = fmin(0.9 * answered, 0.9 * from) - drain;
+        out->reason = j->err > p->error_rate ? AC_R_ERRORS : AC_R_LATENCY;
         next = fmax(next, q);
         st->after_cut = 1;
     }
     st->calm_since_cut = 0;
+    st->rising = 0;
     st->cut_s50 = j->s50;
     st->cut_s99 = sig->s99;
     out->action = AC_DECREASE;
@@ -408,9 +519,10 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
 }
 
 /* Fast again after it was found slower: its old baseline back, the
- * ceiling of its slow days forgotten, and the limit straight back to
- * what it served before (as far as the demand goes).  Returns that
- * limit, or 0. */
+ * ceiling and capacity of its slow days forgotten (the capacity it
+ * showed before back), and the limit back toward what it served before
+ * (as far as the demand goes; the raise is bounded in ac_step).  Returns
+ * that limit, or 0. */
 static double fast_again(ac_state *st, const judgement *j, const window *w)
 {
     double back = 0;
@@ -420,6 +532,8 @@ static double fast_again(ac_state *st, const judgement *j, const window *w)
         st->baseline_before = 0;
         st->ceiling = 0;
         st->c_safe = fmax(st->c_safe, st->c_safe_before);
+        st->capacity = st->capacity_before;
+        st->capacity_before = 0;
         back = fmin(st->c_safe, fmax(w->demand, w->lim));
     }
     return back;
@@ -437,6 +551,12 @@ static void learn_calm(ac_state *st, const judgement *j)
      * not by 5% ones toward a ceiling. */
     if (st->calm >= CEILING_FORGET || (!st->held && j->served >= st->over_rate))
         st->ceiling = 0;
+    /* The capacity shown grows with what is served well; after as long
+     * calm it is forgotten (the upstream may have grown). */
+    if (st->calm >= CEILING_FORGET)
+        st->capacity = 0;
+    else if (!st->held && st->capacity > 0)
+        st->capacity = fmax(st->capacity, j->ok_mean);
     /* (The mean of the windows judged: their busiest, with
      * several nodes each scaling its own share, runs ahead of
      * what the upstream was given.) */
@@ -453,18 +573,21 @@ static void learn_calm(ac_state *st, const judgement *j)
     }
 }
 
-/* Healthy and binding: the limit goes up (by 5%, or a quarter of what
- * it refuses), not before the baseline is warm, nor soon after a cut
- * near the ceiling.  Returns the new limit (next when none). */
-static double increase(const ac_state *st, const judgement *j, const window *w,
-                       double next, ac_step_out *out)
+/* Healthy and binding: the limit goes up (by raise_step of the larger
+ * of the limit, the rule's number and the capacity shown, or with no
+ * overload known a quarter of what it refuses), no further than
+ * capacity_share of the capacity shown, not before the baseline is
+ * warm, nor soon after a cut near the ceiling.  Returns the new limit
+ * (next when none). */
+static double increase(const ac_state *st, int warm, double windows,
+                       const window *w, double next, ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim, demand = w->demand, acc = w->acc;
     /* Not before the baseline is warm: until then a slower
      * upstream is not seen as one, and a limit raised on an
      * unknown baseline would take it as its healthy speed. */
-    if (j->warm && !st->held && st->calm >= CALM_WINDOWS && w->binding &&
+    if (warm && !st->held && st->calm >= CALM_WINDOWS && w->binding &&
         st->since_decrease >= DECREASE_HOLD) {
         /* 5% of the limit; a quarter of the demand it refuses
          * when that is more, while no overload is remembered (no
@@ -474,21 +597,33 @@ static double increase(const ac_state *st, const judgement *j, const window *w,
          * cut does not hold the limit under it for minutes.  Near
          * a known edge the small steps find it without
          * overshooting. */
-        double step = fmax(1, 0.05 * lim);
+        /* (A step a window: a judgement is of one or more.) */
+        double unit = fmax(lim, fmax((double)p->base, st->capacity));
+        double step = fmax(1, p->raise_step * unit * windows);
         double quarter = 0.25 * (demand - lim);
-        if (st->ceiling <= 0)
-            step = fmax(step, quarter);
-        else if (lim < st->c_safe)
+        out->reason = AC_R_RECOVER;
+        if (st->ceiling <= 0 && st->capacity <= 0 && quarter > step) {
+            step = quarter;
+            out->reason = AC_R_SURGE;
+        } else if (st->ceiling > 0 && lim < st->c_safe) {
             step = fmax(step, fmin(quarter, st->c_safe - lim));
+        }
         double up = lim + step;
         up = fmin(up, fmax(2 * acc, lim)); /* no faster than 2x use */
         up = fmin(up, (double)p->max);
+        /* Below the capacity the upstream has shown (past it, the
+         * queue it had builds again), save a probe PROBE_WINDOWS after a
+         * decrease: a calm judgement past it raises the capacity. */
+        if (st->capacity > 0 && st->since_decrease < PROBE_WINDOWS)
+            up = fmin(up, fmax(lim, p->capacity_share * st->capacity));
         if (up > CEILING_NEAR * st->ceiling && st->ceiling > 0 &&
             st->since_decrease < PROBE_WINDOWS)
             up = fmax(lim, fmin(up, CEILING_NEAR * st->ceiling));
-        if (up > lim) {
+        if (up >= lim + 1) { /* (less, a cap holds it: no increase) */
             next = up;
             out->action = AC_INCREASE;
+        } else {
+            out->reason = AC_R_NONE;
         }
     }
     return next;
@@ -503,10 +638,13 @@ static double calm_judgement(ac_state *st, const judgement *j, const window *w,
         st->calm_since_cut = 1;
     double back = fast_again(st, j, w);
     learn_calm(st, j);
-    next = increase(st, j, w, next, out);
+    next = increase(st, j->warm, j->windows, w, next, out);
+    st->rising = out->action == AC_INCREASE;
     if (back > next) {
         next = back;
         out->action = AC_INCREASE;
+        out->reason = AC_R_FAST;
+        st->rising = 1;
     }
     return next;
 }
@@ -516,7 +654,8 @@ static double calm_judgement(ac_state *st, const judgement *j, const window *w,
 static void rebase_at_min(ac_state *st, const judgement *j, double next)
 {
     const ac_params *p = &st->p;
-    if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
+    if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS && j->warm &&
+        j->steady && st->cruise <= 0) {
         if (st->baseline_before <= 0)
             st->baseline_before = st->baseline;
         *j->b = j->s50;
@@ -553,9 +692,23 @@ static double judge(ac_state *st, const ac_signal *sig, const window *w,
     return next;
 }
 
+/* No window raises the limit by more than raise_max of it (nor by less
+ * than one request): a recovery, a drained queue, a relax from below
+ * the rule's number all climb, none jumps. */
+static double bounded_raise(const ac_state *st, double next)
+{
+    /* (From the lower of the limit held and the one published: the
+     * two differ by what was too small to publish.) */
+    double from = fmin(st->limit, (double)st->published);
+    double most = fmax(from * (1 + st->p.raise_max), from + 1);
+    return fmin(next, most);
+}
+
 /* The queue a cut was for has drained (what went and what came back
- * match again): back to the rate the upstream answered at while it
- * built.  Returns the new limit (next when none). */
+ * match again, nothing shed): back to capacity_share of what the
+ * upstream answered while saturated, by bounded steps, a window at a
+ * time while the queue stays drained.  Returns the new limit (next when
+ * none). */
 static double cruise_back(ac_state *st, int balanced, double next,
                           ac_step_out *out)
 {
@@ -564,6 +717,10 @@ static double cruise_back(ac_state *st, int balanced, double next,
         if (st->cruise > next) {
             next = st->cruise;
             out->action = AC_INCREASE;
+            out->reason = AC_R_DRAINED;
+            double reach = bounded_raise(st, next);
+            if (reach < next)
+                return reach; /* the rest in the next windows */
         }
         st->cruise = 0;
         st->after_drain = 1;
@@ -575,20 +732,25 @@ static double cruise_back(ac_state *st, int balanced, double next,
     return next;
 }
 
-/* Idle: back toward the rule's own number, whatever the traffic
- * (little traffic is no reason to keep a cut).  Returns the new limit
- * (next when none). */
+/* Healthy and not binding: back toward the rule's own number, whatever
+ * the demand is against the limit (a cut the demand does not reach
+ * protects nothing, and little traffic is no reason to keep one).
+ * Healthy: no overload, hold or settling at the last judgement, and no
+ * queue building or shedding in the window.  Returns the new limit (next when
+ * none). */
 static double idle_relax(ac_state *st, const window *w, double next,
                          ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim;
-    st->idle = !w->binding && w->acc < 0.5 * lim ? st->idle + 1 : 0;
-    if (out->action == AC_HOLD && st->idle >= IDLE_WINDOWS &&
+    int healthy = !st->overloaded && !st->held && !st->suspect && w->balanced;
+    st->idle = !w->binding && healthy ? st->idle + 1 : 0;
+    if (out->action == AC_HOLD && st->idle >= p->relax_windows &&
         lim != (double)p->base) {
         next = lim > (double)p->base ? fmax((double)p->base, 0.95 * lim)
                                      : (double)p->base;
         out->action = AC_RELAX;
+        out->reason = AC_R_IDLE;
     }
     return next;
 }
@@ -611,6 +773,7 @@ static double forecast_raise(ac_state *st, double lim, double next,
         if (1.1 * u > lim && want > next) {
             next = want;
             out->action = AC_FORECAST;
+            out->reason = AC_R_FORECAST;
         }
     }
     return next;
@@ -663,18 +826,27 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     out->gradient = 1;
     windows_add(st, sig, w.acc);
     w.balanced = queue_balanced(st, sig);
+    drain_capacity(st, sig);
     if (p->season > 0) {
         st->anomalies = forecast_update(st, w.demand) ? st->anomalies + 1 : 0;
     }
     if (sig->n >= MIN_SAMPLES)
         next = judge(st, sig, &w, next, out);
+    else if (st->rising && w.balanced)
+        /* Between judgements a recovery goes on a step a window while
+         * the limit binds and no queue builds: one judgement's worth at
+         * once would be a jump. */
+        next = increase(st, 1, 1, &w, next, out);
     next = cruise_back(st, w.balanced, next, out);
     next = idle_relax(st, &w, next, out);
     next = forecast_raise(st, w.lim, next, out);
+    next = bounded_raise(st, next);
     next = clamp(next, (double)p->min, (double)p->max);
     st->limit = next;
     if (out->action != AC_DECREASE)
         st->since_decrease++;
+    if (out->action == AC_HOLD)
+        out->reason = AC_R_NONE;
     st->last_gradient = out->gradient;
     publish(st, next, out);
 }
