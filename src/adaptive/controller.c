@@ -13,11 +13,8 @@
 #include <string.h>
 
 #include "adaptive/controller.h"
+#include "adaptive/controller_windows.h"
 
-/* The baseline is the mean of the first windows, then a slow average of
- * healthy windows (Gradient2's ExpAvgMeasurement(600, 10)). */
-#define WARM_WINDOWS 10
-#define BASELINE_ALPHA (2.0 / 601.0)
 /* An overload: the median 25% over the baseline (Envoy's buffer), the
  * p99 over the SLO, or more than 2% of answers failures. */
 #define GRADIENT_BUFFER 1.25
@@ -41,16 +38,6 @@
 /* A cut takes this long to show (the upstream's queue drains): until
  * then only a worse overload cuts again. */
 #define SETTLE_WINDOWS 10
-/* A queue builds in the upstream when more went to it than came back,
- * by over 5% of what went and 5 requests (the requests in flight at
- * either end of the windows judged differ by a few); it drains when
- * more came back by as much.  A cut for a building queue goes to 90%
- * of the rate the upstream answered, less the queue spread over
- * DRAIN_S seconds. */
-#define QUEUE_SHARE 0.05
-#define QUEUE_MIN 5
-#define DRAIN_S 5.0
-#define BINDING_SHARE 0.01
 /* Near the last overload's limit, an increase waits this long after a
  * decrease (one probe a minute: at most two reversals a minute under a
  * steady load), and the ceiling is forgotten after this long calm (the
@@ -166,16 +153,6 @@ int ac_alarm(const ac_state *st, double n, double s50)
            s50 > ALARM_FACTOR * b;
 }
 
-/* The windows' sums start afresh: at each judgement, and when the next
- * one is to be of what is sent from now on. */
-static void sums_restart(ac_state *st)
-{
-    st->acc_sum = st->ref_sum = st->acc_max = 0;
-    st->sent_sum = st->back_sum = st->fail_sum = st->ok_max = 0;
-    st->late_sum = 0;
-    st->judged = 0;
-}
-
 /* Feeds this window's demand to the forecast: 1 when it was an anomaly
  * (far above what was forecast for it). */
 static int forecast_update(ac_state *st, double demand)
@@ -188,164 +165,9 @@ static int forecast_update(ac_state *st, double demand)
     return anomaly;
 }
 
-/* One window as the steps see it (its rates per unit, like the limit). */
-typedef struct window {
-    double lim;    /* the limit in force (the controller's own when none) */
-    double acc;    /* accepted */
-    double demand; /* accepted and refused */
-    int binding;   /* the limit refused 1% of the window's requests */
-    int balanced;  /* the last two windows: no queue building or draining */
-} window;
-
-/* What one judgement found, step by step (docs/adaptive.md, "The
- * controller"): the later steps decide on what the earlier found. */
-typedef struct judgement {
-    double s50, err;
-    double served;   /* the busiest window's accepted since the last one */
-    double mean_acc; /* their mean */
-    double windows;  /* how many windows it is of */
-    int bound;       /* the limit refused 1% of their requests */
-    double growth;   /* what went to the upstream less what came back */
-    int building, draining;
-    int failing;   /* failures past error_rate of what was sent */
-    int queued;    /* most answers past the SLO */
-    int saturated; /* building or failing: it serves all it can */
-    int full_now;  /* the last window too: sent more than came back, or shed */
-    double answered; /* the most it answered without failing in one of
-                        them, per unit (beside the busiest window's rate) */
-    double ok_now;   /* the same, in the last window */
-    double ok_mean;  /* the same, their mean */
-    double good;     /* its goodput in the last window, per unit */
-    int warm;        /* the free baseline is learnt */
-    int late;        /* the p99 past the SLO while a queue builds */
-    int breach;      /* late, or failures past 2% */
-    double *b;       /* the baseline of the judgement's regime */
-    int learning;    /* the binding baseline is being learnt */
-    int steady;      /* no queue building or draining */
-    int slow, marginal, over, settling, slower;
-} judgement;
-
-/* Counts the window and adds it to the sums of the windows since the last
- * judgement. */
-static void windows_add(ac_state *st, const ac_signal *sig, double acc)
-{
-    const ac_params *p = &st->p;
-    st->windows++;
-    st->calm++; /* windows since the last overload */
-    /* The windows since the last judgement: its answers came from them,
-     * so their rates, not the last window's alone, are what the upstream
-     * was given, and the busiest is the one its latency speaks of (a
-     * judgement that falls in a quiet second after a burst must not cut
-     * to that second's rate, nor to an average with it). */
-    st->acc_sum += acc;
-    st->ref_sum += sig->refused * p->period_s;
-    st->acc_max = fmax(st->acc_max, acc);
-    st->judged++;
-    st->sent_sum += sig->accepted;
-    st->back_sum += sig->answered;
-    st->fail_sum += sig->failed;
-    st->ok_max = fmax(st->ok_max, sig->answered - sig->failed);
-    st->late_sum += sig->late;
-}
-
-/* 1 when the last two windows saw a queue neither building nor draining
- * (within twice the share: two windows of a node's own share, scaled to
- * the cluster's, are noisier than a judgement's) and the upstream shed
- * nothing to speak of (a full queue that sheds answers as fast as it is
- * sent to, with 503s: that is no drained queue); keeps this window's
- * rates for the next. */
-static int queue_balanced(ac_state *st, const ac_signal *sig)
-{
-    double sent2 = sig->accepted + st->last_sent;
-    double back2 = sig->answered + st->last_back[0];
-    double failed2 = sig->failed + st->last_failed;
-    int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN &&
-                   failed2 <= st->p.error_rate * back2;
-    /* A queue that drains slowly (a limit just under what the upstream
-     * serves) is no balance: most of what comes back is past the SLO. */
-    double ok = fmax(0, sig->answered - sig->failed);
-    if (ok > 0 && sig->late > 0.5 * ok)
-        balanced = 0;
-    st->last_sent = sig->accepted;
-    memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
-    st->last_back[0] = sig->answered;
-    memmove(&st->last_ok[1], &st->last_ok[0], 2 * sizeof(double));
-    st->last_ok[0] = fmax(0, sig->answered - sig->failed);
-    st->last_good = fmax(0, sig->answered - sig->failed - sig->late);
-    st->last_failed = sig->failed;
-    return balanced;
-}
-
-/* While the queue a cut was for drains (more answers back than requests
- * sent, most of them past the SLO: the queue lasted the whole window),
- * the upstream works at full speed: what it answers without failing in
- * such a window is its capacity, more surely than in the window of the
- * cut (part of which may have been before the upstream slowed).  Their
- * mean since the cut is the capacity, and the cruise follows. */
-static void drain_capacity(ac_state *st, const ac_signal *sig)
-{
-    const ac_params *p = &st->p;
-    double ok = fmax(0, sig->answered - sig->failed);
-    if (st->cruise <= 0 || ok <= sig->accepted + QUEUE_SHARE * ok + QUEUE_MIN ||
-        sig->late <= 0.5 * ok)
-        return;
-    st->drained_sum += ok * p->period_s;
-    st->drained_n++;
-    st->capacity = st->drained_sum / (double)st->drained_n;
-    st->cruise = p->capacity_share * st->capacity;
-    st->c_safe = fmin(st->c_safe, st->cruise);
-}
-
-/* What the windows since the last judgement say, and their sums start
- * afresh: the rates sent and served, whether a queue builds in the
- * upstream or drains, and the hard signals (the SLO, failures). */
-static void judge_windows(ac_state *st, const ac_signal *sig, judgement *j)
-{
-    const ac_params *p = &st->p;
-    j->s50 = sig->s50;
-    j->err = sig->errors / sig->n;
-    j->served = st->acc_max;
-    j->mean_acc = st->acc_sum / (double)st->judged;
-    j->windows = (double)st->judged;
-    j->bound = st->ref_sum > 0 &&
-               st->ref_sum >= BINDING_SHARE * (st->acc_sum + st->ref_sum);
-    /* What went to the upstream and what came back, in requests
-     * (the windows are of a second), and the rate it answered at. */
-    j->growth = st->sent_sum - st->back_sum;
-    j->building = j->growth > QUEUE_SHARE * st->sent_sum + QUEUE_MIN;
-    j->draining = -j->growth > QUEUE_SHARE * st->back_sum + QUEUE_MIN;
-    /* An upstream that sheds (its 503s, timeouts) is saturated even when
-     * it answers as fast as it is sent to: its failures are no answers
-     * that drained a queue. */
-    j->failing = st->fail_sum > p->error_rate * st->sent_sum + QUEUE_MIN;
-    /* Most of its answers past the SLO, a queue is there, even one that
-     * builds too slowly for the counts to show. */
-    j->queued = st->late_sum > 0.5 * fmax(0, st->back_sum - st->fail_sum);
-    j->saturated = j->building || j->failing || j->queued;
-    /* Saturated, the upstream answers as fast as it can: what it
-     * answered without failing in the last window is what it can serve
-     * (the windows before may have been before the queue).  Its
-     * goodput, what it answered well, falls as its queue deepens. */
-    j->answered = st->ok_max * p->period_s;
-    j->ok_mean =
-        fmax(0, st->back_sum - st->fail_sum) / (double)st->judged * p->period_s;
-    j->ok_now = st->last_ok[0] * p->period_s;
-    j->full_now =
-        st->last_sent - st->last_back[0] >
-            QUEUE_SHARE * st->last_sent + QUEUE_MIN ||
-        st->last_failed > p->error_rate * st->last_back[0] + QUEUE_MIN;
-    j->good = st->last_good * p->period_s;
-    sums_restart(st);
-    j->warm = st->warm >= WARM_WINDOWS;
-    /* A p99 past the SLO while the upstream is not saturated is its
-     * own speed, which a lower limit does not change. */
-    j->late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s && j->saturated;
-    j->breach = j->late || j->err > p->error_rate;
-}
-
 /* Which baseline the median is judged against: the free one, or while
  * the limit binds, the binding one (taken, or being learnt). */
-static void judge_baseline(ac_state *st, judgement *j)
+static void judge_baseline(ac_state *st, ac__judgement *j)
 {
     /* While the limit binds, its algorithm, not the clients, shapes
      * what reaches the upstream (a fixed window lets a second's worth
@@ -375,7 +197,7 @@ static void judge_baseline(ac_state *st, judgement *j)
 /* Whether the upstream is overloaded: slow (past the baseline's buffer),
  * marginally so, overloaded, settling after a cut, or found slower. */
 static void judge_overload(const ac_state *st, const ac_signal *sig,
-                           judgement *j)
+                           ac__judgement *j)
 {
     j->slow = j->warm && j->s50 > GRADIENT_BUFFER * *j->b;
     /* A median just past the buffer is within what a judgement's
@@ -406,7 +228,7 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
 
 /* The upstream found slower: its median is the baseline now (the one
  * before kept, for when it is fast again), and nothing is slow. */
-static void take_slower(ac_state *st, judgement *j)
+static void take_slower(ac_state *st, ac__judgement *j)
 {
     if (st->baseline_before <= 0)
         st->baseline_before = st->baseline;
@@ -418,7 +240,7 @@ static void take_slower(ac_state *st, judgement *j)
 /* What the next judgements need of this one: a marginal overload waiting
  * for its confirmation, a hold (no raise), and the baselines learnt in
  * the warm-up and while the limit binds. */
-static void keep_judgement(ac_state *st, const judgement *j)
+static void keep_judgement(ac_state *st, const ac__judgement *j)
 {
     st->suspect = j->marginal && !j->learning && !j->over;
     st->held = (j->slow || j->learning || j->settling) && !j->over;
@@ -433,7 +255,7 @@ static void keep_judgement(ac_state *st, const judgement *j)
 /* The cut's gradient: the median's (1.25 b / s50, in [0.5, 1]), the
  * SLO's and the failures', whichever cuts most. */
 static double cut_gradient(const ac_params *p, const ac_signal *sig,
-                           const judgement *j)
+                           const ac__judgement *j)
 {
     double g = 1;
     if (j->slow && j->s50 > 0)
@@ -450,7 +272,7 @@ static double cut_gradient(const ac_params *p, const ac_signal *sig,
  * was given; saturated, to its goodput less what drains its queue),
  * C_safe, the capacity and the ceiling are taken from it.  Returns the
  * new limit. */
-static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
+static double cut(ac_state *st, const ac_signal *sig, const ac__judgement *j,
                   ac_step_out *out)
 {
     const ac_params *p = &st->p;
@@ -523,7 +345,8 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
  * showed before back), and the limit back toward what it served before
  * (as far as the demand goes; the raise is bounded in ac_step).  Returns
  * that limit, or 0. */
-static double fast_again(ac_state *st, const judgement *j, const window *w)
+static double fast_again(ac_state *st, const ac__judgement *j,
+                         const ac__window *w)
 {
     double back = 0;
     if (!st->held && st->baseline_before > 0 &&
@@ -541,7 +364,7 @@ static double fast_again(ac_state *st, const judgement *j, const window *w)
 
 /* What a calm judgement teaches: the ceiling forgotten, C_safe up to
  * the rate served calmly, the baseline following the median. */
-static void learn_calm(ac_state *st, const judgement *j)
+static void learn_calm(ac_state *st, const ac__judgement *j)
 {
     double *b = j->b;
     double s50 = j->s50;
@@ -580,7 +403,7 @@ static void learn_calm(ac_state *st, const judgement *j)
  * warm, nor soon after a cut near the ceiling.  Returns the new limit
  * (next when none). */
 static double increase(const ac_state *st, int warm, double windows,
-                       const window *w, double next, ac_step_out *out)
+                       const ac__window *w, double next, ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim, demand = w->demand, acc = w->acc;
@@ -631,8 +454,8 @@ static double increase(const ac_state *st, int warm, double windows,
 
 /* No overload: fast again, what calm teaches, an increase.  Returns the
  * new limit (next when none). */
-static double calm_judgement(ac_state *st, const judgement *j, const window *w,
-                             double next, ac_step_out *out)
+static double calm_judgement(ac_state *st, const ac__judgement *j,
+                             const ac__window *w, double next, ac_step_out *out)
 {
     if (!st->held)
         st->calm_since_cut = 1;
@@ -651,7 +474,7 @@ static double calm_judgement(ac_state *st, const judgement *j, const window *w,
 
 /* At min this long, the baseline is taken afresh from the median (the
  * one before kept, for when it is fast again). */
-static void rebase_at_min(ac_state *st, const judgement *j, double next)
+static void rebase_at_min(ac_state *st, const ac__judgement *j, double next)
 {
     const ac_params *p = &st->p;
     if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS && j->warm &&
@@ -667,11 +490,11 @@ static void rebase_at_min(ac_state *st, const judgement *j, double next)
 
 /* A judgement (a window of MIN_SAMPLES answers or more): what the
  * upstream did, and the limit that follows.  Returns the new limit. */
-static double judge(ac_state *st, const ac_signal *sig, const window *w,
+static double judge(ac_state *st, const ac_signal *sig, const ac__window *w,
                     double next, ac_step_out *out)
 {
-    judgement j;
-    judge_windows(st, sig, &j);
+    ac__judgement j;
+    ac__judge_windows(st, sig, &j);
     judge_baseline(st, &j);
     judge_overload(st, sig, &j);
     st->after_drain = st->after_cut = 0;
@@ -727,7 +550,7 @@ static double cruise_back(ac_state *st, int balanced, double next,
         /* The next judgement is of what is sent from now on: the
          * proxy's answers and the windows' sums start afresh. */
         out->restart = 1;
-        sums_restart(st);
+        ac__sums_restart(st);
     }
     return next;
 }
@@ -738,7 +561,7 @@ static double cruise_back(ac_state *st, int balanced, double next,
  * Healthy: no overload, hold or settling at the last judgement, and no
  * queue building or shedding in the window.  Returns the new limit (next when
  * none). */
-static double idle_relax(ac_state *st, const window *w, double next,
+static double idle_relax(ac_state *st, const ac__window *w, double next,
                          ac_step_out *out)
 {
     const ac_params *p = &st->p;
@@ -809,7 +632,7 @@ static void publish(ac_state *st, double next, ac_step_out *out)
 void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
 {
     const ac_params *p = &st->p;
-    window w;
+    ac__window w;
     w.lim = sig->in_force > 0 ? sig->in_force : st->limit;
     w.acc = sig->accepted * p->period_s; /* per unit, like the limit */
     w.demand = (sig->accepted + sig->refused) * p->period_s;
@@ -824,9 +647,9 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     memset(out, 0, sizeof(*out));
     out->action = AC_HOLD;
     out->gradient = 1;
-    windows_add(st, sig, w.acc);
-    w.balanced = queue_balanced(st, sig);
-    drain_capacity(st, sig);
+    ac__windows_add(st, sig, w.acc);
+    w.balanced = ac__queue_balanced(st, sig);
+    ac__drain_capacity(st, sig);
     if (p->season > 0) {
         st->anomalies = forecast_update(st, w.demand) ? st->anomalies + 1 : 0;
     }
