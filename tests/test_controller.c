@@ -867,10 +867,30 @@ static void bad_params(void **state)
     p.season = 10;
     p.horizon = 0;
     expect_eq(ac_init(&st, &p), -1);
+    /* The thresholds: shares in (0, 1], 0 the default (the pointers are
+     * into p, set afresh from base_params each time). */
+    double *shares[] = {&p.raise_step, &p.raise_max, &p.capacity_share,
+                        &p.error_rate};
+    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
+        p = base_params;
+        *shares[i] = -0.1;
+        expect_eq(ac_init(&st, &p), -1);
+        *shares[i] = 1.5;
+        expect_eq(ac_init(&st, &p), -1);
+    }
+    p = base_params;
+    p.relax_windows = 2000000;
+    expect_eq(ac_init(&st, &p), -1);
     p = base_params;
     p.base = 1000; /* clamped to max */
     expect_eq(ac_init(&st, &p), 0);
     expect_eq(st.published, 250);
+    /* The defaults of docs/adaptive.md, "Settings". */
+    expect_eq(llround(st.p.raise_step * 100), 5);
+    expect_eq(llround(st.p.raise_max * 100), 25);
+    expect_eq(llround(st.p.capacity_share * 100), 90);
+    expect_eq(llround(st.p.error_rate * 100), 2);
+    expect_eq(st.p.relax_windows, 30);
     ac_release(&st);
 }
 

@@ -124,6 +124,10 @@ static void window(sim *s)
     }
     ac_step_out o;
     ac_step(&s->st, &sig, &o);
+    if (getenv("SIM_REPLAY") != NULL) /* sluice replay --adaptive's input */
+        printf("%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n",
+               sig.n, sig.s50 * 1000, sig.s99 * 1000, sig.errors, sig.accepted,
+               sig.refused, sig.in_force, sig.answered, sig.failed, sig.late);
     if (getenv("SIM_TRACE") != NULL) /* a window a line, to look at */
         printf("%.0f n %.0f s50 %.0f s99 %.0f err %.0f acc %.0f ref %.0f "
                "ans %.0f fail %.0f late %.0f -> %lld %s %s cap %.0f\n",

@@ -175,6 +175,11 @@ static ac_params params_of(const sl_rules *rules, const sl_rule *r)
         .slo_p99_s = (double)d->adaptive_slo_p99 / 1e9,
         .season = (size_t)((double)d->adaptive_season / 1e9),
         .horizon = (size_t)((double)d->adaptive_horizon / 1e9),
+        .raise_step = d->adaptive_raise_step,
+        .raise_max = d->adaptive_raise_max,
+        .capacity_share = d->adaptive_capacity_share,
+        .error_rate = d->adaptive_error_rate,
+        .relax_windows = (size_t)(d->adaptive_relax_after / SL_NS_PER_SEC),
     };
 }
 
