@@ -574,6 +574,86 @@ static void two_nodes_cut_once_and_recover(void **state)
     ac_release(&node[1]);
 }
 
+/* An upstream that sheds answers as fast as it is sent to, half of them
+ * 503s: its failures are no answers that drained a queue.  The cut goes
+ * to 90% of its goodput (100 answered, 50 failed, 20 past the SLO: 30),
+ * its capacity is the 50 it answered without failing; while it still
+ * sheds the limit stays there, and once nothing fails it climbs to 90%
+ * of that capacity by steps of at most 25% a window, and no further
+ * until a minute after the cut. */
+static void shed_503s_are_no_drained_queue(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = window(0.040, 100, 0);
+    w.errors = 50;
+    w.failed = 50;
+    w.late = 20;
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.reason, AC_R_ERRORS);
+    expect_eq(o.limit, 27);
+    expect_eq(llround(st.capacity), 50);
+    for (int i = 0; i < 5; i++) { /* still shedding: no drained queue */
+        w = window(0.040, 27, 73);
+        w.n = 0;
+        w.failed = 10;
+        ac_step(&st, &w, &o);
+        expect_eq(o.action, AC_HOLD);
+        expect_eq(o.limit, 27);
+    }
+    double last = 27;
+    int steps = 0;
+    for (int i = 0; i < 8; i++) { /* nothing fails: drained */
+        w = window(0.040, last, 100 - last);
+        w.n = 0;
+        ac_step(&st, &w, &o);
+        expect_le(o.limit, llround(1.25 * last));
+        steps += o.action == AC_INCREASE;
+        last = (double)o.limit;
+    }
+    expect_eq(o.limit, 45); /* 90% of the 50 */
+    expect_ge(steps, 2);
+    for (int i = 0; i < 30; i++) { /* calm, binding: below the capacity */
+        w = window(0.040, last, 100 - last);
+        ac_step(&st, &w, &o);
+        expect_eq(o.limit, 45);
+    }
+    ac_release(&st);
+}
+
+/* After a cut with no queue (a ceiling, no capacity known), calm and
+ * binding, the limit climbs by additive steps of 5% of the rule's
+ * number, 5 a window, not 5% of a limit that was cut; once it serves
+ * calmly the rate that overloaded it (80), that overload said nothing of
+ * its capacity and the surge's quarter steps go on, 25% a window at most. */
+static void additive_recovery(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 80);
+    ac_signal w = window(0.080, 80, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.limit, 72);
+    double last = 72;
+    int64_t want[] = {72, 72, 72, 72, 72, 77, 82};
+    for (size_t i = 0; i < 14; i++) {
+        w = window(0.040, last, 150 - last);
+        ac_step(&st, &w, &o);
+        if (i < sizeof(want) / sizeof(want[0]))
+            expect_eq_at(o.limit, want[i], "window %zu", i);
+        if (i == 5 || i == 6)
+            expect_eq(o.reason, AC_R_RECOVER);
+        expect_le(o.limit, llround(1.25 * last));
+        last = (double)o.limit;
+    }
+    expect_ge(o.limit, 140);
+    ac_release(&st);
+}
+
 static void relax_when_idle(void **state)
 {
     (void)state;
@@ -911,6 +991,8 @@ int main(void)
         cmocka_unit_test(surge_on_healthy_upstream),
         cmocka_unit_test(two_nodes_rise_together),
         cmocka_unit_test(two_nodes_cut_once_and_recover),
+        cmocka_unit_test(shed_503s_are_no_drained_queue),
+        cmocka_unit_test(additive_recovery),
         cmocka_unit_test(relax_when_idle),
         cmocka_unit_test(relax_whatever_the_demand),
         cmocka_unit_test(relax_from_above_reaches_the_base),

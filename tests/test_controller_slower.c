@@ -269,7 +269,18 @@ static void check_run(const sim *s, uint64_t seed)
                       phases[k].name, lim_sum[k] / len, s->limit[phases[k].end],
                       shed[k], late[k], worst[k] * 1000);
     }
-    print_message("\n");
+    /* Protected: the seconds from the slowdown to the last one it shed,
+     * and to the last its p99 passed its bound. */
+    int last_shed = 0, last_late = 0;
+    for (int sec = phases[0].end + 1; sec <= phases[1].end; sec++) {
+        if (s->shed_in[sec] > 0)
+            last_shed = sec - phases[0].end;
+        if (s->p99[sec] > bound_of(1))
+            last_late = sec - phases[0].end;
+    }
+    print_message(" slower: last shed %d s, last past its bound %d s after\n",
+                  last_shed, last_late);
+    expect_le(last_shed, 4);
     expect_eq(moved_up, 0);
     /* Slower: protected within a few seconds of it, and after. */
     double slow_shed = 0, slow_sum = 0, capacity = SERVERS * 1000 / 75.0;

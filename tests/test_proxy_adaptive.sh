@@ -115,13 +115,13 @@ read -r L S < <(limit "$A")
   bad "manual deleted" "$L $S"
 
 # 4. Fast again: the limit rises from its low (an increase is published).
-ups() { grep -c '(increase)$' "$tmp/proxy.log"; }
+ups() { grep -c '(increase: [a-z]*)$' "$tmp/proxy.log"; }
 before=$(ups)
 curl -s "http://127.0.0.1:$UP/__capacity/0" >/dev/null
 curl -s "http://127.0.0.1:$UP/__delay/5" >/dev/null
 for _ in $(seq 160); do [ "$(ups)" -gt "$before" ] && break; sleep 0.25; done
 if [ "$(ups)" -gt "$before" ]; then
-  pass "upstream fast again: the limit rose ($(grep '(increase)$' "$tmp/proxy.log" | tail -1))"
+  pass "upstream fast again: the limit rose ($(grep '(increase: [a-z]*)$' "$tmp/proxy.log" | tail -1))"
 else bad "recover" "$(tail -5 "$tmp/proxy.log")"; fi
 
 # 5. Idle: back to the rule's number, the controller's override gone

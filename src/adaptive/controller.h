@@ -2,11 +2,13 @@
  * controller.h - the adaptive controller of one limit (docs/adaptive.md):
  * once a window (1 s), what the proxy saw of the upstream behind the
  * limit — latency percentiles, errors, the rate it let through, what it
- * refused — moves the limit: down multiplicatively when the upstream
- * degrades, up additively when it is healthy and the limit binds, back
- * toward the rule's own number when idle, and up ahead of a forecast peak
- * (seasonal Holt-Winters), never past the rate the upstream has been seen
- * to serve.
+ * refused, what came back and how much of it was goodput — moves the
+ * limit: down when the upstream degrades (to its goodput when it is
+ * saturated), up by bounded additive steps when it is healthy and the
+ * limit binds (no further than the capacity it has shown), back toward
+ * the rule's own number when healthy and not binding, and up ahead of a
+ * forecast peak (seasonal Holt-Winters), never past the rate the upstream
+ * has been seen to serve; never up by more than raise_max in a window.
  *
  * Pure, like holt_winters.h: signals in, a limit out; no clock, no I/O,
  * so `sluice replay --adaptive` turns a recorded trace into the exact

@@ -17,9 +17,9 @@
 /* A queue builds in the upstream when more went to it than came back,
  * by over 5% of what went and 5 requests (the requests in flight at
  * either end of the windows judged differ by a few); it drains when
- * more came back by as much.  A cut for a building queue goes to 90%
- * of the rate the upstream answered, less the queue spread over
- * DRAIN_S seconds. */
+ * more came back by as much.  A cut for a saturated upstream goes to
+ * capacity_share of its goodput, less the queue spread over DRAIN_S
+ * seconds. */
 #define QUEUE_SHARE 0.05
 #define QUEUE_MIN 5
 #define DRAIN_S 5.0
@@ -46,7 +46,7 @@ typedef struct ac__judgement {
     int building, draining;
     int failing;   /* failures past error_rate of what was sent */
     int queued;    /* most answers past the SLO */
-    int saturated; /* building or failing: it serves all it can */
+    int saturated; /* building, failing or queued: it serves all it can */
     int full_now;  /* the last window too: sent more than came back, or shed */
     double answered; /* the most it answered without failing in one of
                         them, per unit (beside the busiest window's rate) */
@@ -54,11 +54,11 @@ typedef struct ac__judgement {
     double ok_mean;  /* the same, their mean */
     double good;     /* its goodput in the last window, per unit */
     int warm;        /* the free baseline is learnt */
-    int late;        /* the p99 past the SLO while a queue builds */
-    int breach;      /* late, or failures past 2% */
+    int late;        /* the p99 past the SLO while saturated */
+    int breach;      /* late, or failures past error_rate */
     double *b;       /* the baseline of the judgement's regime */
     int learning;    /* the binding baseline is being learnt */
-    int steady;      /* no queue building or draining */
+    int steady;      /* not saturated, no queue draining */
     int slow, marginal, over, settling, slower;
 } ac__judgement;
 
