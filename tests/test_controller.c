@@ -624,6 +624,18 @@ static void shed_503s_are_no_drained_queue(void **state)
     ac_release(&st);
 }
 
+/* A controller of base_params warmed at 80/s, then a median twice its
+ * baseline with every request answered: cut to 90% of them, 72. */
+static void cut_with_no_queue(ac_state *st)
+{
+    ac_step_out o;
+    warm_up(st, 0.040, 80);
+    ac_signal w = window(0.080, 80, 0);
+    ac_step(st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.limit, 72);
+}
+
 /* After a cut with no queue (a ceiling, no capacity known), calm and
  * binding, the limit climbs by additive steps of 5% of the rule's
  * number, 5 a window, not 5% of a limit that was cut; once it serves
@@ -634,10 +646,8 @@ static void additive_recovery(void **state)
     (void)state;
     ac_state st;
     ac_step_out o;
-    warm_up(&st, 0.040, 80);
-    ac_signal w = window(0.080, 80, 0);
-    ac_step(&st, &w, &o);
-    expect_eq(o.limit, 72);
+    ac_signal w;
+    cut_with_no_queue(&st);
     double last = 72;
     int64_t want[] = {72, 72, 72, 72, 72, 77, 82};
     for (size_t i = 0; i < 14; i++) {
@@ -659,10 +669,8 @@ static void relax_when_idle(void **state)
     (void)state;
     ac_state st;
     ac_step_out o;
-    warm_up(&st, 0.040, 80);
-    ac_signal w = window(0.080, 80, 0);
-    ac_step(&st, &w, &o);
-    expect_eq(o.limit, 72);
+    ac_signal w;
+    cut_with_no_queue(&st);
     /* 10 per second against 72: idle; 30 windows later back toward 100,
      * 25% a window at most. */
     int relaxed_at = -1;

@@ -25,6 +25,7 @@
 #include "adaptive/controller.h"
 #include "lab/queue.h"
 #include "lab/rng.h"
+#include "sim_quantile.h"
 
 #define JUDGE_ANSWERS 200
 #define JUDGE_WINDOWS 10
@@ -58,21 +59,6 @@ typedef struct loop {
 typedef struct phase {
     double demand, served, shed, late_seconds, seconds;
 } phase;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double quantile(double *v, size_t n, double q)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_double);
-    size_t i = (size_t)ceil(q * (double)n);
-    return v[i > 0 ? i - 1 : 0];
-}
 
 static void answer(loop *l, uint64_t id, int64_t end)
 {

@@ -97,6 +97,13 @@ done
 if [ -n "$eff" ] && [ "$eff" = "$ad" ] && [ "${ov:-0}" -ge 1 ] && [ "${dec:-0}" -ge 1 ]; then
   pass "/metrics: effective limit $eff from the controller, $ov overload windows"
 else bad "metrics" "eff=$eff adaptive=$ad overload=$ov decrease=$dec"; fi
+# the cuts by their reason, and the capacity the controller estimates.
+cuts=$(grep -E '^sluice_adaptive_reasons_total\{rule="upstream",reason="(latency|slo|errors)"\}' \
+  "$tmp/metrics" | awk '{s += $2} END {print s + 0}')
+cap=$(metric 'sluice_adaptive_capacity{rule="upstream"}')
+if [ "$cuts" -ge 1 ] && [ -n "$cap" ]; then
+  pass "/metrics: $cuts cut(s) by reason, capacity $cap"
+else bad "reasons" "cuts=$cuts capacity=$cap"; fi
 
 # 3. A manual override wins over the controller's; deleted, the
 # controller's is in force again.
@@ -133,7 +140,11 @@ elif wait_for 90 "L == 100 and S == 'rules'"; then
   pass "idle: back to the rule's 100 (source $S)"
 else bad "relax" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
 
-# 6. The trace replays to the limits the proxy published, in order.
+# 6. The trace replays to the limits the proxy published, in order; each
+# line also says what the controller made of its window.
+if awk -F'\t' 'NF != 3 || split($3, f, " ") != 4 { bad = 1 } END { exit bad }' "$tmp/trace"; then
+  pass "the trace's lines: signal, then limit, action, reason, capacity"
+else bad "trace" "$(head -2 "$tmp/trace")"; fi
 grep -o 'adaptive: upstream: limit [0-9]*' "$tmp/proxy.log" | awk '{print $4}' >"$tmp/published"
 awk -F'\t' '$1 == "upstream" {print $2}' "$tmp/trace" |
   "$SLUICE" replay --adaptive --base 100 --min 30 --max 200 --slo-p99 2s |

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,10 +77,37 @@ static int seconds_arg(const char *s, double *out)
     return 0;
 }
 
-/* A percentage flag within the bounds the rules file allows. */
-static int percent_arg(const char *s, double lo, double hi, double *out)
+/* The percentage flags, the adaptive: keys of the same names, within the
+ * bounds the rules file allows (src/rules/rules_adaptive.c). */
+static const struct {
+    int opt;
+    const char *name;
+    double lo, hi; /* percent */
+    size_t field;  /* in ac_params */
+} shares[] = {
+    {'r', "raise-step", 0.1, 50, offsetof(ac_params, raise_step)},
+    {'R', "raise-max", 1, 100, offsetof(ac_params, raise_max)},
+    {'c', "capacity-share", 50, 100, offsetof(ac_params, capacity_share)},
+    {'e', "error-rate", 0.1, 50, offsetof(ac_params, error_rate)},
+};
+
+/* Option opt's value s into p when it is a percentage flag: 1, or 2 when
+ * the value is bad (said); 0 when opt is none of them. */
+static int share_arg(int opt, const char *s, ac_params *p)
 {
-    return sl__value_percent(s, strlen(s), lo, hi, out) == 0 ? 0 : -1;
+    for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
+        if (shares[i].opt != opt)
+            continue;
+        double *out = (double *)(void *)((char *)p + shares[i].field);
+        if (sl__value_percent(s, strlen(s), shares[i].lo, shares[i].hi, out) ==
+            0)
+            return 1;
+        fprintf(stderr,
+                "sluice replay --adaptive: invalid %s (%g%% to %g%%): '%s'\n",
+                shares[i].name, shares[i].lo, shares[i].hi, s);
+        return 2;
+    }
+    return 0;
 }
 
 static int run(ac_state *st)
@@ -189,22 +217,6 @@ int cmd_replay_adaptive(int argc, char **argv)
             if (seconds_arg(optarg, &horizon) != 0 || horizon < 1)
                 return bad("horizon (at least 1s)", optarg);
             break;
-        case 'r':
-            if (percent_arg(optarg, 0.1, 50, &p.raise_step) != 0)
-                return bad("raise-step (0.1% to 50%)", optarg);
-            break;
-        case 'R':
-            if (percent_arg(optarg, 1, 100, &p.raise_max) != 0)
-                return bad("raise-max (1% to 100%)", optarg);
-            break;
-        case 'c':
-            if (percent_arg(optarg, 50, 100, &p.capacity_share) != 0)
-                return bad("capacity-share (50% to 100%)", optarg);
-            break;
-        case 'e':
-            if (percent_arg(optarg, 0.1, 50, &p.error_rate) != 0)
-                return bad("error-rate (0.1% to 50%)", optarg);
-            break;
         case 'l':
             if (seconds_arg(optarg, &relax) != 0 || relax < 1 || relax > 3600 ||
                 relax != (double)(long)relax)
@@ -214,8 +226,15 @@ int cmd_replay_adaptive(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         default:
-            fputs(usage, stderr);
-            return 2;
+            switch (share_arg(c, optarg, &p)) {
+            case 1:
+                break;
+            case 2:
+                return 2;
+            default:
+                fputs(usage, stderr);
+                return 2;
+            }
         }
     }
     if (optind != argc || p.base == 0 || p.min == 0 || p.max == 0) {
