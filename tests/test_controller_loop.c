@@ -289,7 +289,7 @@ static void demand_under_the_degraded_capacity(void **state)
 static void demand_over_the_degraded_capacity(void **state)
 {
     (void)state;
-    ten_seeds(82, 0, &(want){.before = 99, .slow = 62, .after = 88, .late = 3});
+    ten_seeds(82, 0, &(want){.before = 99, .slow = 60, .after = 88, .late = 3});
 }
 
 /* Demand (130/s) twice B's degraded capacity: the queue builds faster

@@ -276,7 +276,7 @@ static double cut(ac_state *st, const ac_signal *sig, const ac__judgement *j,
                   ac_step_out *out)
 {
     const ac_params *p = &st->p;
-    double served = j->served, answered = j->answered;
+    double served = j->served, answered = j->ok_now;
     double g = cut_gradient(p, sig, j);
     out->gradient = g;
     /* From the node's own proposal, not the limit in force: the
@@ -380,6 +380,15 @@ static void learn_calm(ac_state *st, const ac__judgement *j)
         st->capacity = 0;
     else if (!st->held && st->capacity > 0)
         st->capacity = fmax(st->capacity, j->ok_mean);
+    /* As fast as before the overload (its median within the buffer of
+     * the baseline, none of its answers late) when it was not found
+     * slower: the capacity shown since was of its slow days, and the
+     * one before it stands again. */
+    if (!st->held && st->baseline_before <= 0 && j->warm && !j->slow &&
+        !j->any_late && st->capacity_before > st->capacity) {
+        st->capacity = st->capacity_before;
+        st->capacity_before = 0;
+    }
     /* (The mean of the windows judged: their busiest, with
      * several nodes each scaling its own share, runs ahead of
      * what the upstream was given.) */

@@ -118,7 +118,6 @@ typedef struct ac_state {
     double sent_sum, back_sum;
     double fail_sum; /* their failures summed */
     double late_sum; /* their answers past slo_p99 summed */
-    double ok_max;   /* the most answered without failing in one */
     size_t judged;
     /* After a cut for a building queue, the rate the upstream answered
      * while it built (less 10%): the limit to go back to once the queue
@@ -131,6 +130,7 @@ typedef struct ac_state {
      * failures. */
     double last_ok[3];
     double last_good, last_failed;
+    int full[2]; /* the last windows were sent more than came back, or shed */
     /* The upstream's capacity shown, per unit: what it answered without
      * failing while saturated (a queue building, or shedding), raised by
      * what it serves calmly; 0: not known.  Increases stop at

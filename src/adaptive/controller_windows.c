@@ -10,12 +10,18 @@
 
 #include "adaptive/controller_windows.h"
 
+/* A window that drains a queue measures the upstream's capacity when its
+ * queue lasted the whole window: this share of its answers or more came
+ * past the SLO (half of them did in a window at a quarter of the
+ * upstream's capacity that drained a short burst's queue in part of it). */
+#define DRAIN_LATE 0.8
+
 /* The windows' sums start afresh: at each judgement, and when the next
  * one is to be of what is sent from now on. */
 void ac__sums_restart(ac_state *st)
 {
     st->acc_sum = st->ref_sum = st->acc_max = 0;
-    st->sent_sum = st->back_sum = st->fail_sum = st->ok_max = 0;
+    st->sent_sum = st->back_sum = st->fail_sum = 0;
     st->late_sum = 0;
     st->judged = 0;
 }
@@ -39,7 +45,6 @@ void ac__windows_add(ac_state *st, const ac_signal *sig, double acc)
     st->sent_sum += sig->accepted;
     st->back_sum += sig->answered;
     st->fail_sum += sig->failed;
-    st->ok_max = fmax(st->ok_max, sig->answered - sig->failed);
     st->late_sum += sig->late;
 }
 
@@ -61,6 +66,11 @@ int ac__queue_balanced(ac_state *st, const ac_signal *sig)
     double ok = fmax(0, sig->answered - sig->failed);
     if (ok > 0 && sig->late > 0.5 * ok)
         balanced = 0;
+    /* Full: sent more than came back, or shed. */
+    st->full[1] = st->full[0];
+    st->full[0] = sig->accepted - sig->answered >
+                      QUEUE_SHARE * sig->accepted + QUEUE_MIN ||
+                  sig->failed > st->p.error_rate * sig->answered + QUEUE_MIN;
     st->last_sent = sig->accepted;
     memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
     st->last_back[0] = sig->answered;
@@ -72,7 +82,7 @@ int ac__queue_balanced(ac_state *st, const ac_signal *sig)
 }
 
 /* While the queue a cut was for drains (more answers back than requests
- * sent, most of them past the SLO: the queue lasted the whole window),
+ * sent, DRAIN_LATE of them past the SLO: the queue lasted the window),
  * the upstream works at full speed: what it answers without failing in
  * such a window is its capacity, more surely than in the window of the
  * cut (part of which may have been before the upstream slowed).  Their
@@ -82,7 +92,7 @@ void ac__drain_capacity(ac_state *st, const ac_signal *sig)
     const ac_params *p = &st->p;
     double ok = fmax(0, sig->answered - sig->failed);
     if (st->cruise <= 0 || ok <= sig->accepted + QUEUE_SHARE * ok + QUEUE_MIN ||
-        sig->late <= 0.5 * ok)
+        sig->late <= DRAIN_LATE * ok)
         return;
     st->drained_sum += ok * p->period_s;
     st->drained_n++;
@@ -117,18 +127,15 @@ void ac__judge_windows(ac_state *st, const ac_signal *sig, ac__judgement *j)
      * builds too slowly for the counts to show. */
     j->queued = st->late_sum > 0.5 * fmax(0, st->back_sum - st->fail_sum);
     j->saturated = j->building || j->failing || j->queued;
+    j->any_late = st->late_sum > 0;
     /* Saturated, the upstream answers as fast as it can: what it
      * answered without failing in the last window is what it can serve
      * (the windows before may have been before the queue).  Its
      * goodput, what it answered well, falls as its queue deepens. */
-    j->answered = st->ok_max * p->period_s;
     j->ok_mean =
         fmax(0, st->back_sum - st->fail_sum) / (double)st->judged * p->period_s;
     j->ok_now = st->last_ok[0] * p->period_s;
-    j->full_now =
-        st->last_sent - st->last_back[0] >
-            QUEUE_SHARE * st->last_sent + QUEUE_MIN ||
-        st->last_failed > p->error_rate * st->last_back[0] + QUEUE_MIN;
+    j->full_now = st->full[0] && st->full[1];
     j->good = st->last_good * p->period_s;
     ac__sums_restart(st);
     j->warm = st->warm >= WARM_WINDOWS;

@@ -46,12 +46,13 @@ typedef struct ac__judgement {
     int building, draining;
     int failing;   /* failures past error_rate of what was sent */
     int queued;    /* most answers past the SLO */
+    int any_late;  /* some answers past the SLO */
     int saturated; /* building, failing or queued: it serves all it can */
-    int full_now;  /* the last window too: sent more than came back, or shed */
-    double answered; /* the most it answered without failing in one of
-                        them, per unit (beside the busiest window's rate) */
-    double ok_now;   /* the same, in the last window */
-    double ok_mean;  /* the same, their mean */
+    int full_now;  /* the last two windows too: sent more than came back,
+                      or shed (one alone may be a burst's) */
+    double ok_now;  /* what it answered without failing in the last
+                       window, per unit */
+    double ok_mean; /* the same, the judged windows' mean */
     double good;     /* its goodput in the last window, per unit */
     int warm;        /* the free baseline is learnt */
     int late;        /* the p99 past the SLO while saturated */
