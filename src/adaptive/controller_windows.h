@@ -44,22 +44,22 @@ typedef struct ac__judgement {
     int bound;       /* the limit refused 1% of their requests */
     double growth;   /* what went to the upstream less what came back */
     int building, draining;
-    int failing;   /* failures past error_rate of what was sent */
-    int queued;    /* most answers past the SLO */
-    int any_late;  /* some answers past the SLO */
-    int saturated; /* building, failing or queued: it serves all it can */
-    int full_now;  /* the last two windows too: sent more than came back,
-                      or shed (one alone may be a burst's) */
+    int failing;    /* failures past error_rate of what was sent */
+    int queued;     /* most answers past the SLO */
+    int any_late;   /* some answers past the SLO */
+    int saturated;  /* building, failing or queued: it serves all it can */
+    int full_now;   /* the last two windows too: sent more than came back,
+                       or shed (one alone may be a burst's) */
     double ok_now;  /* what it answered without failing in the last
                        window, per unit */
     double ok_mean; /* the same, the judged windows' mean */
-    double good;     /* its goodput in the last window, per unit */
-    int warm;        /* the free baseline is learnt */
-    int late;        /* the p99 past the SLO while saturated */
-    int breach;      /* late, or failures past error_rate */
-    double *b;       /* the baseline of the judgement's regime */
-    int learning;    /* the binding baseline is being learnt */
-    int steady;      /* not saturated, no queue draining */
+    double good;    /* its goodput in the last window, per unit */
+    int warm;       /* the free baseline is learnt */
+    int late;       /* the p99 past the SLO while saturated */
+    int breach;     /* late, or failures past error_rate */
+    double *b;      /* the baseline of the judgement's regime */
+    int learning;   /* the binding baseline is being learnt */
+    int steady;     /* not saturated, no queue draining */
     int slow, marginal, over, settling, slower;
 } ac__judgement;
 
