@@ -119,17 +119,13 @@ typedef struct ac_state {
     double fail_sum; /* their failures summed */
     double late_sum; /* their answers past slo_p99 summed */
     size_t judged;
-    /* After a cut for a building queue, the rate the upstream answered
-     * while it built (less 10%): the limit to go back to once the queue
-     * has drained; 0: none. */
+    /* After a cut for a saturated upstream, capacity_share of its
+     * capacity: the limit to go back to once the queue has drained; 0:
+     * none. */
     double cruise;
-    double last_sent;    /* the last window's accepted, per second */
-    double last_back[3]; /* the last windows' answered, newest first */
-    /* Per second, newest first: the last windows' answers that were no
-     * failure, the last window's goodput (nor past slo_p99), and its
-     * failures. */
-    double last_ok[3];
-    double last_good, last_failed;
+    /* The last window, per second: accepted, answered, answered without
+     * failing, its goodput (nor past slo_p99), and its failures. */
+    double last_sent, last_back, last_ok, last_good, last_failed;
     int full[2]; /* the last windows were sent more than came back, or shed */
     /* The upstream's capacity shown, per unit: what it answered without
      * failing while saturated (a queue building, or shedding), raised by

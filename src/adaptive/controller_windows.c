@@ -57,7 +57,7 @@ void ac__windows_add(ac_state *st, const ac_signal *sig, double acc)
 int ac__queue_balanced(ac_state *st, const ac_signal *sig)
 {
     double sent2 = sig->accepted + st->last_sent;
-    double back2 = sig->answered + st->last_back[0];
+    double back2 = sig->answered + st->last_back;
     double failed2 = sig->failed + st->last_failed;
     int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN &&
                    failed2 <= st->p.error_rate * back2;
@@ -72,10 +72,8 @@ int ac__queue_balanced(ac_state *st, const ac_signal *sig)
                       QUEUE_SHARE * sig->accepted + QUEUE_MIN ||
                   sig->failed > st->p.error_rate * sig->answered + QUEUE_MIN;
     st->last_sent = sig->accepted;
-    memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
-    st->last_back[0] = sig->answered;
-    memmove(&st->last_ok[1], &st->last_ok[0], 2 * sizeof(double));
-    st->last_ok[0] = fmax(0, sig->answered - sig->failed);
+    st->last_back = sig->answered;
+    st->last_ok = fmax(0, sig->answered - sig->failed);
     st->last_good = fmax(0, sig->answered - sig->failed - sig->late);
     st->last_failed = sig->failed;
     return balanced;
@@ -134,7 +132,7 @@ void ac__judge_windows(ac_state *st, const ac_signal *sig, ac__judgement *j)
      * goodput, what it answered well, falls as its queue deepens. */
     j->ok_mean =
         fmax(0, st->back_sum - st->fail_sum) / (double)st->judged * p->period_s;
-    j->ok_now = st->last_ok[0] * p->period_s;
+    j->ok_now = st->last_ok * p->period_s;
     j->full_now = st->full[0] && st->full[1];
     j->good = st->last_good * p->period_s;
     ac__sums_restart(st);
