@@ -727,6 +727,27 @@ static void relax_whatever_the_demand(void **state)
     ac_release(&st);
 }
 
+/* The traffic stops right after a cut: no judgement comes to say the
+ * upstream is well again, and none is needed; 30 windows with no traffic
+ * at all relax the limit as any healthy ones would. */
+static void relax_with_no_traffic(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    ac_signal w;
+    cut_with_no_queue(&st);
+    int relaxed_at = -1;
+    for (int i = 1; i <= 40 && relaxed_at < 0; i++) {
+        w = (ac_signal){0};
+        ac_step(&st, &w, &o);
+        if (o.action == AC_RELAX)
+            relaxed_at = i;
+    }
+    expect_eq(relaxed_at, 30);
+    ac_release(&st);
+}
+
 /* Idle after the limit rose past the rule's number (to its max, 112):
  * down by 5% a window to exactly the rule's number, the last step of
  * under 2% published too (it was not: 112 -> 106 -> 101 stayed at 101,
@@ -1000,6 +1021,7 @@ int main(void)
         cmocka_unit_test(additive_recovery),
         cmocka_unit_test(relax_when_idle),
         cmocka_unit_test(relax_whatever_the_demand),
+        cmocka_unit_test(relax_with_no_traffic),
         cmocka_unit_test(relax_from_above_reaches_the_base),
         cmocka_unit_test(steady_overload_is_stable),
         cmocka_unit_test(degrade_and_recover),

@@ -567,15 +567,19 @@ static double cruise_back(ac_state *st, int balanced, double next,
 /* Healthy and not binding: back toward the rule's own number, whatever
  * the demand is against the limit (a cut the demand does not reach
  * protects nothing, and little traffic is no reason to keep one).
- * Healthy: no overload, hold or settling at the last judgement, and no
- * queue building or shedding in the window.  Returns the new limit (next when
- * none). */
+ * Healthy: no overload, hold or settling at the last judgement (or no
+ * traffic at all), and no queue building or shedding in the window.  Returns
+ * the new limit (next when none). */
 static double idle_relax(ac_state *st, const ac__window *w, double next,
                          ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim;
-    int healthy = !st->overloaded && !st->held && !st->suspect && w->balanced;
+    /* (A window with no traffic at all is no sign of trouble: with none,
+     * no judgement would ever clear the last one's.) */
+    int quiet = w->acc <= 0 && w->answered <= 0;
+    int healthy = w->balanced &&
+                  (quiet || (!st->overloaded && !st->held && !st->suspect));
     st->idle = !w->binding && healthy ? st->idle + 1 : 0;
     if (out->action == AC_HOLD && st->idle >= p->relax_windows &&
         lim != (double)p->base) {
@@ -645,6 +649,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     w.lim = sig->in_force > 0 ? sig->in_force : st->limit;
     w.acc = sig->accepted * p->period_s; /* per unit, like the limit */
     w.demand = (sig->accepted + sig->refused) * p->period_s;
+    w.answered = sig->answered;
     double total = sig->accepted + sig->refused;
     w.binding = sig->refused > 0 && sig->refused >= BINDING_SHARE * total;
     /* Holding, a node keeps its own proposal, not the limit in force:

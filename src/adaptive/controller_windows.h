@@ -27,11 +27,12 @@
 
 /* One window as the steps see it (its rates per unit, like the limit). */
 typedef struct ac__window {
-    double lim;    /* the limit in force (the controller's own when none) */
-    double acc;    /* accepted */
-    double demand; /* accepted and refused */
-    int binding;   /* the limit refused 1% of the window's requests */
-    int balanced;  /* the last two windows: no queue building or draining */
+    double lim;      /* the limit in force (the controller's own when none) */
+    double acc;      /* accepted */
+    double demand;   /* accepted and refused */
+    double answered; /* answers that came back, per second */
+    int binding;     /* the limit refused 1% of the window's requests */
+    int balanced;    /* the last two windows: no queue building or draining */
 } ac__window;
 
 /* What one judgement found, step by step (docs/adaptive.md, "The
