@@ -16,26 +16,8 @@ set -uo pipefail
 source "$SOURCE_DIR/tests/sh/common.sh"
 source "$SOURCE_DIR/tests/sh/adaptive.sh"
 
-cat >"$tmp/rules.yaml" <<'YAML'
-domain: api
-descriptors:
-  - key: generic_key
-    value: global
-    rate_limit:
-      name: upstream
-      unit: second
-      requests_per_unit: 300
-      algorithm: token_bucket
-      burst: 30
-      adaptive: {min: 40, max: 600, controller: gradient, slo_p99: 150ms}
-YAML
-cat >"$tmp/proxy.yaml" <<'YAML'
-routes:
-  - prefix: /
-    domain: api
-    descriptors:
-      - - generic_key: {value: global}
-YAML
+adaptive_rules 300 "{min: 40, max: 600, controller: gradient, slo_p99: 150ms}" \
+  "algorithm: token_bucket" "burst: 30"
 head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$tmp/token"
 
 UP=$(free_port)
