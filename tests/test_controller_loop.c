@@ -25,6 +25,7 @@
 #include "adaptive/controller.h"
 #include "lab/queue.h"
 #include "lab/rng.h"
+#include "sim_quantile.h"
 
 #define JUDGE_ANSWERS 200
 #define JUDGE_WINDOWS 10
@@ -36,6 +37,7 @@ typedef struct node {
     double lat[MAX_LAT]; /* the answers gathered, seconds */
     size_t nlat;
     uint64_t shed, allowed, refused, answered;
+    uint64_t shed_window, late; /* this window's sheds, answers past the SLO */
     int windows;
     int64_t published;
 } node;
@@ -58,21 +60,6 @@ typedef struct phase {
     double demand, served, shed, late_seconds, seconds;
 } phase;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double quantile(double *v, size_t n, double q)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_double);
-    size_t i = (size_t)ceil(q * (double)n);
-    return v[i > 0 ? i - 1 : 0];
-}
-
 static void answer(loop *l, uint64_t id, int64_t end)
 {
     node *n = &l->nd[l->node_of[id % MAX_REQUESTS]];
@@ -82,6 +69,7 @@ static void answer(loop *l, uint64_t id, int64_t end)
     if (l->sec_n < MAX_LAT)
         l->sec_lat[l->sec_n++] = s;
     n->answered++;
+    n->late += s > 0.3; /* the SLO of run()'s params */
 }
 
 /* Node k's window: its signal (the cluster's rates: its own times two),
@@ -92,8 +80,10 @@ static void window(loop *l, int k)
     double s50 = 0, s99 = 0;
     ac_signal sig = {.accepted = 2.0 * (double)n->allowed,
                      .refused = 2.0 * (double)n->refused,
-                     .answered = 2.0 * (double)(n->answered + n->shed)};
-    n->allowed = n->refused = n->answered = 0;
+                     .answered = 2.0 * (double)(n->answered + n->shed_window),
+                     .failed = 2.0 * (double)n->shed_window,
+                     .late = 2.0 * (double)n->late};
+    n->allowed = n->refused = n->answered = n->late = n->shed_window = 0;
     size_t got = n->nlat;
     if (got > 0)
         s50 = quantile(n->lat, got, 0.5);
@@ -199,6 +189,7 @@ static void run(loop *l, double demand, int fixed_window, uint64_t seed,
                 l->svc_end[l->nsvc++] = next + s;
             } else if (r == LB_Q_SHED) {
                 n->shed++;
+                n->shed_window++;
                 sec_shed++;
             }
         }
@@ -271,6 +262,15 @@ static void ten_seeds(double demand, int fixed_window, const want *w)
     expect_le(10 * late[1], 10 * w->late);
 }
 
+/* (The cases over B's degraded capacity serve 5-6 points less while B is
+ * slow than a controller that cut from all of B's answers did, by
+ * design: degraded, B's own p99 at idle, 550 ms, is past the 300 ms SLO,
+ * so about 8% of its answers are not goodput even without a queue, and
+ * the cut goes to 90% of its goodput.  B spends as many or fewer seconds
+ * past its bound in exchange: 1.0 against 1.5 at 82/s, 4.0 against 5.8
+ * at 130/s.  In the minute after at 130/s, 87% against 90%: the limit
+ * climbs back 25% a window at most.) */
+
 /* Demand (60/s) under B's degraded capacity (67/s), B at 90% of it: a
  * cut no deeper than 90% of what B answered serves most of it.  (The
  * sixth session's controller, which cut by the gradient alone: 73% served
@@ -289,7 +289,7 @@ static void demand_under_the_degraded_capacity(void **state)
 static void demand_over_the_degraded_capacity(void **state)
 {
     (void)state;
-    ten_seeds(82, 0, &(want){.before = 99, .slow = 66, .after = 88, .late = 3});
+    ten_seeds(82, 0, &(want){.before = 99, .slow = 60, .after = 88, .late = 3});
 }
 
 /* Demand (130/s) twice B's degraded capacity: the queue builds faster
@@ -314,7 +314,7 @@ static void a_fast_overload_is_judged_early(void **state)
 static void clumps_of_a_fixed_window(void **state)
 {
     (void)state;
-    ten_seeds(82, 1, &(want){.before = 99, .slow = 65, .after = 84, .late = 3});
+    ten_seeds(82, 1, &(want){.before = 99, .slow = 58, .after = 84, .late = 3});
 }
 
 int main(void)

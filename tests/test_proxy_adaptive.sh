@@ -97,6 +97,13 @@ done
 if [ -n "$eff" ] && [ "$eff" = "$ad" ] && [ "${ov:-0}" -ge 1 ] && [ "${dec:-0}" -ge 1 ]; then
   pass "/metrics: effective limit $eff from the controller, $ov overload windows"
 else bad "metrics" "eff=$eff adaptive=$ad overload=$ov decrease=$dec"; fi
+# the cuts by their reason, and the capacity the controller estimates.
+cuts=$(grep -E '^sluice_adaptive_reasons_total\{rule="upstream",reason="(latency|slo|errors)"\}' \
+  "$tmp/metrics" | awk '{s += $2} END {print s + 0}')
+cap=$(metric 'sluice_adaptive_capacity{rule="upstream"}')
+if [ "$cuts" -ge 1 ] && [ -n "$cap" ]; then
+  pass "/metrics: $cuts cut(s) by reason, capacity $cap"
+else bad "reasons" "cuts=$cuts capacity=$cap"; fi
 
 # 3. A manual override wins over the controller's; deleted, the
 # controller's is in force again.
@@ -115,13 +122,13 @@ read -r L S < <(limit "$A")
   bad "manual deleted" "$L $S"
 
 # 4. Fast again: the limit rises from its low (an increase is published).
-ups() { grep -c '(increase)$' "$tmp/proxy.log"; }
+ups() { grep -c '(increase: [a-z]*)$' "$tmp/proxy.log"; }
 before=$(ups)
 curl -s "http://127.0.0.1:$UP/__capacity/0" >/dev/null
 curl -s "http://127.0.0.1:$UP/__delay/5" >/dev/null
 for _ in $(seq 160); do [ "$(ups)" -gt "$before" ] && break; sleep 0.25; done
 if [ "$(ups)" -gt "$before" ]; then
-  pass "upstream fast again: the limit rose ($(grep '(increase)$' "$tmp/proxy.log" | tail -1))"
+  pass "upstream fast again: the limit rose ($(grep '(increase: [a-z]*)$' "$tmp/proxy.log" | tail -1))"
 else bad "recover" "$(tail -5 "$tmp/proxy.log")"; fi
 
 # 5. Idle: back to the rule's number, the controller's override gone
@@ -133,7 +140,11 @@ elif wait_for 90 "L == 100 and S == 'rules'"; then
   pass "idle: back to the rule's 100 (source $S)"
 else bad "relax" "limit $L $S; $(tail -5 "$tmp/proxy.log")"; fi
 
-# 6. The trace replays to the limits the proxy published, in order.
+# 6. The trace replays to the limits the proxy published, in order; each
+# line also says what the controller made of its window.
+if awk -F'\t' 'NF != 3 || split($3, f, " ") != 4 { bad = 1 } END { exit bad }' "$tmp/trace"; then
+  pass "the trace's lines: signal, then limit, action, reason, capacity"
+else bad "trace" "$(head -2 "$tmp/trace")"; fi
 grep -o 'adaptive: upstream: limit [0-9]*' "$tmp/proxy.log" | awk '{print $4}' >"$tmp/published"
 awk -F'\t' '$1 == "upstream" {print $2}' "$tmp/trace" |
   "$SLUICE" replay --adaptive --base 100 --min 30 --max 200 --slo-p99 2s |

@@ -32,12 +32,12 @@ pids+=($!)
 # against 100/s, raise the limit; then B's upstream slows and B proposes
 # less: A enforces the minimum of the two live proposals.
 for _ in $(seq 120); do
-  cat "$tmp/a.log" "$tmp/b.log" | grep -q '(increase)$' && break
+  cat "$tmp/a.log" "$tmp/b.log" | grep -q '(increase: [a-z]*)$' && break
   sleep 0.5
 done
 curl -s "http://127.0.0.1:$BU/__delay/40" >/dev/null
 for _ in $(seq 120); do
-  grep -q '(decrease)$' "$tmp/b.log" && break
+  grep -q '(decrease: [a-z]*)$' "$tmp/b.log" && break
   sleep 0.25
 done
 ok=""

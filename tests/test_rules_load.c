@@ -357,9 +357,15 @@ static void test_extensions_resolve(void **state)
     expect_eq(d->adaptive_slo_p99, 300 * MS);
     expect_eq(d->adaptive_season, DAY);
     expect_eq(d->adaptive_horizon, 5 * SEC);
+    expect_eq((int64_t)(d->adaptive_raise_step * 1000 + 0.5), 25);
+    expect_eq((int64_t)(d->adaptive_raise_max * 100 + 0.5), 20);
+    expect_eq((int64_t)(d->adaptive_capacity_share * 100 + 0.5), 85);
+    expect_eq((int64_t)(d->adaptive_error_rate * 100 + 0.5), 1);
+    expect_eq(d->adaptive_relax_after, MINUTE);
     x = sl_rules_rule(r, 1);
     d = sl__rule_daemon_of(r, x);
     expect_eq(d->adaptive_controller, SL__CONTROLLER_OFF);
+    expect_eq(d->adaptive_raise_step, 0); /* the controller's default */
     expect_eq(d->adaptive_max, 0);
     c = sl_limit_get_config(x->limit);
     expect_eq(c->algorithm, SL_FIXED_WINDOW); /* the default, as lyft */

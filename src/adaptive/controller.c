@@ -13,11 +13,8 @@
 #include <string.h>
 
 #include "adaptive/controller.h"
+#include "adaptive/controller_windows.h"
 
-/* The baseline is the mean of the first windows, then a slow average of
- * healthy windows (Gradient2's ExpAvgMeasurement(600, 10)). */
-#define WARM_WINDOWS 10
-#define BASELINE_ALPHA (2.0 / 601.0)
 /* An overload: the median 25% over the baseline (Envoy's buffer), the
  * p99 over the SLO, or more than 2% of answers failures. */
 #define GRADIENT_BUFFER 1.25
@@ -26,7 +23,6 @@
 #define MARGINAL 1.5
 /* The binding baseline is the mean of this many binding judgements. */
 #define BOUND_WARM 3
-#define MAX_ERROR_RATE 0.02
 /* Fewer answers than this in a window say nothing about the upstream. */
 #define MIN_SAMPLES 20
 /* A median past 4x the baseline in 50 answers is no sampling error (of
@@ -42,16 +38,6 @@
 /* A cut takes this long to show (the upstream's queue drains): until
  * then only a worse overload cuts again. */
 #define SETTLE_WINDOWS 10
-/* A queue builds in the upstream when more went to it than came back,
- * by over 5% of what went and 5 requests (the requests in flight at
- * either end of the windows judged differ by a few); it drains when
- * more came back by as much.  A cut for a building queue goes to 90%
- * of the rate the upstream answered, less the queue spread over
- * DRAIN_S seconds. */
-#define QUEUE_SHARE 0.05
-#define QUEUE_MIN 5
-#define DRAIN_S 5.0
-#define BINDING_SHARE 0.01
 /* Near the last overload's limit, an increase waits this long after a
  * decrease (one probe a minute: at most two reversals a minute under a
  * steady load), and the ceiling is forgotten after this long calm (the
@@ -59,8 +45,12 @@
 #define PROBE_WINDOWS 60
 #define CEILING_NEAR 0.95
 #define CEILING_FORGET 300
-/* Idle (not binding, under half the limit) this long: relax. */
-#define IDLE_WINDOWS 30
+/* The settings' defaults (docs/adaptive.md, "Settings"). */
+#define RAISE_STEP 0.05
+#define RAISE_MAX 0.25
+#define CAPACITY_SHARE 0.9
+#define ERROR_RATE 0.02
+#define RELAX_WINDOWS 30
 /* At min this long: the baseline is taken afresh (Envoy PR #10647: a
  * baseline that crept up holds the limit at min for good). */
 #define AT_MIN_WINDOWS 5
@@ -87,9 +77,25 @@ const char *ac_action_name(ac_action a)
     }
 }
 
+const char *ac_reason_name(ac_reason r)
+{
+    static const char *const names[AC_R_COUNT] = {
+        "none",  "latency", "slo",  "errors", "recover",
+        "surge", "drained", "fast", "idle",   "forecast"};
+    return r < AC_R_COUNT ? names[r] : "none";
+}
+
 static double clamp(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* A setting: its default when 0, and 0 < v <= hi, else -1. */
+static double setting(double v, double dflt, double hi)
+{
+    if (v == 0)
+        return dflt;
+    return v > 0 && v <= hi ? v : -1;
 }
 
 int ac_init(ac_state *st, const ac_params *p)
@@ -99,6 +105,16 @@ int ac_init(ac_state *st, const ac_params *p)
         !(p->slo_p99_s >= 0) || (p->season > 0 && p->horizon < 1))
         return -1;
     st->p = *p;
+    st->p.raise_step = setting(p->raise_step, RAISE_STEP, 1);
+    st->p.raise_max = setting(p->raise_max, RAISE_MAX, 1);
+    st->p.capacity_share = setting(p->capacity_share, CAPACITY_SHARE, 1);
+    st->p.error_rate = setting(p->error_rate, ERROR_RATE, 1);
+    if (st->p.raise_step < 0 || st->p.raise_max < 0 ||
+        st->p.capacity_share < 0 || st->p.error_rate < 0 ||
+        p->relax_windows > 1000000)
+        return -1;
+    if (p->relax_windows == 0)
+        st->p.relax_windows = RELAX_WINDOWS;
     st->p.base =
         (int64_t)clamp((double)p->base, (double)p->min, (double)p->max);
     st->limit = (double)st->p.base;
@@ -137,15 +153,6 @@ int ac_alarm(const ac_state *st, double n, double s50)
            s50 > ALARM_FACTOR * b;
 }
 
-/* The windows' sums start afresh: at each judgement, and when the next
- * one is to be of what is sent from now on. */
-static void sums_restart(ac_state *st)
-{
-    st->acc_sum = st->ref_sum = st->acc_max = 0;
-    st->sent_sum = st->back_sum = 0;
-    st->judged = 0;
-}
-
 /* Feeds this window's demand to the forecast: 1 when it was an anomaly
  * (far above what was forecast for it). */
 static int forecast_update(ac_state *st, double demand)
@@ -158,102 +165,9 @@ static int forecast_update(ac_state *st, double demand)
     return anomaly;
 }
 
-/* One window as the steps see it (its rates per unit, like the limit). */
-typedef struct window {
-    double lim;    /* the limit in force (the controller's own when none) */
-    double acc;    /* accepted */
-    double demand; /* accepted and refused */
-    int binding;   /* the limit refused 1% of the window's requests */
-    int balanced;  /* the last two windows: no queue building or draining */
-} window;
-
-/* What one judgement found, step by step (docs/adaptive.md, "The
- * controller"): the later steps decide on what the earlier found. */
-typedef struct judgement {
-    double s50, err;
-    double served;   /* the busiest window's accepted since the last one */
-    double mean_acc; /* their mean */
-    int bound;       /* the limit refused 1% of their requests */
-    double growth;   /* what went to the upstream less what came back */
-    int building, draining;
-    double answered; /* the rate the upstream answered at, per unit */
-    int warm;        /* the free baseline is learnt */
-    int late;        /* the p99 past the SLO while a queue builds */
-    int breach;      /* late, or failures past 2% */
-    double *b;       /* the baseline of the judgement's regime */
-    int learning;    /* the binding baseline is being learnt */
-    int steady;      /* no queue building or draining */
-    int slow, marginal, over, settling, slower;
-} judgement;
-
-/* Counts the window and adds it to the sums of the windows since the last
- * judgement. */
-static void windows_add(ac_state *st, const ac_signal *sig, double acc)
-{
-    const ac_params *p = &st->p;
-    st->windows++;
-    st->calm++; /* windows since the last overload */
-    /* The windows since the last judgement: its answers came from them,
-     * so their rates, not the last window's alone, are what the upstream
-     * was given, and the busiest is the one its latency speaks of (a
-     * judgement that falls in a quiet second after a burst must not cut
-     * to that second's rate, nor to an average with it). */
-    st->acc_sum += acc;
-    st->ref_sum += sig->refused * p->period_s;
-    st->acc_max = fmax(st->acc_max, acc);
-    st->judged++;
-    st->sent_sum += sig->accepted;
-    st->back_sum += sig->answered;
-}
-
-/* 1 when the last two windows saw a queue neither building nor draining
- * (within twice the share: two windows of a node's own share, scaled to
- * the cluster's, are noisier than a judgement's); keeps this window's
- * rates for the next. */
-static int queue_balanced(ac_state *st, const ac_signal *sig)
-{
-    double sent2 = sig->accepted + st->last_sent;
-    double back2 = sig->answered + st->last_back[0];
-    int balanced = fabs(sent2 - back2) <= 2 * QUEUE_SHARE * sent2 + QUEUE_MIN;
-    st->last_sent = sig->accepted;
-    memmove(&st->last_back[1], &st->last_back[0], 2 * sizeof(double));
-    st->last_back[0] = sig->answered;
-    return balanced;
-}
-
-/* What the windows since the last judgement say, and their sums start
- * afresh: the rates sent and served, whether a queue builds in the
- * upstream or drains, and the hard signals (the SLO, failures). */
-static void judge_windows(ac_state *st, const ac_signal *sig, judgement *j)
-{
-    const ac_params *p = &st->p;
-    j->s50 = sig->s50;
-    j->err = sig->errors / sig->n;
-    j->served = st->acc_max;
-    j->mean_acc = st->acc_sum / (double)st->judged;
-    j->bound = st->ref_sum > 0 &&
-               st->ref_sum >= BINDING_SHARE * (st->acc_sum + st->ref_sum);
-    /* What went to the upstream and what came back, in requests
-     * (the windows are of a second), and the rate it answered at. */
-    j->growth = st->sent_sum - st->back_sum;
-    j->building = j->growth > QUEUE_SHARE * st->sent_sum + QUEUE_MIN;
-    j->draining = -j->growth > QUEUE_SHARE * st->back_sum + QUEUE_MIN;
-    /* Building, the upstream answers as fast as it can: its rate
-     * over the last windows (the first may have been before the
-     * queue) is what it can serve. */
-    j->answered = (st->last_back[0] + st->last_back[1] + st->last_back[2]) / 3 *
-                  p->period_s;
-    sums_restart(st);
-    j->warm = st->warm >= WARM_WINDOWS;
-    /* A p99 past the SLO while no queue builds is the upstream's
-     * own speed, which a lower limit does not change. */
-    j->late = p->slo_p99_s > 0 && sig->s99 > p->slo_p99_s && j->building;
-    j->breach = j->late || j->err > MAX_ERROR_RATE;
-}
-
 /* Which baseline the median is judged against: the free one, or while
  * the limit binds, the binding one (taken, or being learnt). */
-static void judge_baseline(ac_state *st, judgement *j)
+static void judge_baseline(ac_state *st, ac__judgement *j)
 {
     /* While the limit binds, its algorithm, not the clients, shapes
      * what reaches the upstream (a fixed window lets a second's worth
@@ -266,7 +180,7 @@ static void judge_baseline(ac_state *st, judgement *j)
      * cut for a median slower than the free baseline). */
     j->b = &st->baseline;
     j->learning = 0;
-    j->steady = !j->building && !j->draining; /* (a queue's, not clumps') */
+    j->steady = !j->saturated && !j->draining; /* (a queue's, not clumps') */
     if (j->bound && j->warm) {
         if (st->warm_bound == 0 && !j->breach && j->steady &&
             j->s50 <= GRADIENT_BUFFER * st->baseline) {
@@ -283,7 +197,7 @@ static void judge_baseline(ac_state *st, judgement *j)
 /* Whether the upstream is overloaded: slow (past the baseline's buffer),
  * marginally so, overloaded, settling after a cut, or found slower. */
 static void judge_overload(const ac_state *st, const ac_signal *sig,
-                           judgement *j)
+                           ac__judgement *j)
 {
     j->slow = j->warm && j->s50 > GRADIENT_BUFFER * *j->b;
     /* A median just past the buffer is within what a judgement's
@@ -298,8 +212,8 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
      * would compound (the lab's degraded B: 114 -> 55 -> 31 -> 28
      * while its queue drained).  Failures past 2% always cut. */
     j->settling = j->over && st->since_decrease < SETTLE_WINDOWS &&
-                  j->err <= MAX_ERROR_RATE &&
-                  (j->draining || (st->cruise > 0 && !j->building) ||
+                  j->err <= st->p.error_rate &&
+                  (j->draining || (st->cruise > 0 && !j->saturated) ||
                    (j->s50 < st->cut_s50 && sig->s99 < st->cut_s99));
     /* The first judgement after a queue drained and the limit went
      * back to cruise, or after a cut with no queue building that left
@@ -308,13 +222,13 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
      * slower (a degraded replica).  That is its baseline now: cutting for
      * it would refuse traffic without making it any faster. */
     j->slower =
-        j->slow && j->steady && j->err <= MAX_ERROR_RATE &&
+        j->slow && j->steady && j->err <= st->p.error_rate &&
         (st->after_drain || (st->after_cut && j->s50 > 0.8 * st->cut_s50));
 }
 
 /* The upstream found slower: its median is the baseline now (the one
  * before kept, for when it is fast again), and nothing is slow. */
-static void take_slower(ac_state *st, judgement *j)
+static void take_slower(ac_state *st, ac__judgement *j)
 {
     if (st->baseline_before <= 0)
         st->baseline_before = st->baseline;
@@ -326,11 +240,13 @@ static void take_slower(ac_state *st, judgement *j)
 /* What the next judgements need of this one: a marginal overload waiting
  * for its confirmation, a hold (no raise), and the baselines learnt in
  * the warm-up and while the limit binds. */
-static void keep_judgement(ac_state *st, const judgement *j)
+static void keep_judgement(ac_state *st, const ac__judgement *j)
 {
     st->suspect = j->marginal && !j->learning && !j->over;
     st->held = (j->slow || j->learning || j->settling) && !j->over;
-    if (!j->warm && !j->over)
+    /* (Not from a queue's latency: one building, draining, or that a
+     * cut is draining, is no healthy median.) */
+    if (!j->warm && !j->over && j->steady && st->cruise <= 0)
         mean_in(&st->baseline, &st->warm, j->s50);
     if (j->learning && !j->breach)
         mean_in(&st->baseline_bound, &st->warm_bound, j->s50);
@@ -339,7 +255,7 @@ static void keep_judgement(ac_state *st, const judgement *j)
 /* The cut's gradient: the median's (1.25 b / s50, in [0.5, 1]), the
  * SLO's and the failures', whichever cuts most. */
 static double cut_gradient(const ac_params *p, const ac_signal *sig,
-                           const judgement *j)
+                           const ac__judgement *j)
 {
     double g = 1;
     if (j->slow && j->s50 > 0)
@@ -347,19 +263,20 @@ static double cut_gradient(const ac_params *p, const ac_signal *sig,
     /* Past the SLO, by how far past it; failures, by 10%. */
     if (j->late)
         g = fmin(g, clamp(p->slo_p99_s / sig->s99, 0.5, 0.9));
-    if (j->err > MAX_ERROR_RATE)
+    if (j->err > p->error_rate)
         g = fmin(g, 0.9);
     return g;
 }
 
 /* An overload: the limit is cut (by the gradient, from what the upstream
- * was given, and with a queue building to the cruise that drains it),
- * C_safe and the ceiling are taken from it.  Returns the new limit. */
-static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
+ * was given; saturated, to its goodput less what drains its queue),
+ * C_safe, the capacity and the ceiling are taken from it.  Returns the
+ * new limit. */
+static double cut(ac_state *st, const ac_signal *sig, const ac__judgement *j,
                   ac_step_out *out)
 {
     const ac_params *p = &st->p;
-    double served = j->served, answered = j->answered;
+    double served = j->served, answered = j->ok_now;
     double g = cut_gradient(p, sig, j);
     out->gradient = g;
     /* From the node's own proposal, not the limit in force: the
@@ -368,8 +285,10 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
      * already cut would compound. */
     double own = st->limit; /* at least min: ac_init set it */
     if (!st->overloaded) {
-        if (st->baseline_before <= 0)
+        if (st->baseline_before <= 0) {
             st->c_safe_before = st->c_safe;
+            st->capacity_before = st->capacity;
+        }
         st->c_safe = 0.9 * served; /* what it served, less 10% */
         st->ceiling = own;
     } else {
@@ -381,24 +300,38 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
     }
     st->over_rate = served;
     double from = served < own ? served : own;
-    /* What the upstream answered is what it can serve: 90% of it,
-     * less what drains a queue that built in DRAIN_S.  A queue
-     * building, that is the cut, and the limit goes back to the
-     * 90% once the queue has drained; else no cut goes deeper
-     * (a median far past the baseline with every request
-     * answered is no reason to refuse half of them). */
-    double q = fmin(0.9 * answered, 0.9 * from) -
-               fmax(j->growth, 0) * p->period_s / DRAIN_S;
+    double drain = fmax(j->growth, 0) * p->period_s / DRAIN_S;
     double next = g * from;
-    if (j->building) {
-        st->cruise = 0.9 * answered;
-        next = fmin(next, q);
+    if (j->saturated) {
+        /* Saturated (a queue building, or shedding), the upstream
+         * serves all it can: what it answered without failing is its
+         * capacity, and the limit goes back to its share once the queue
+         * has drained (the cruise).  The cut is to its goodput, what it
+         * served well: the deeper its queue, the less of it comes back
+         * within the SLO, and the deeper the cut; less what drains the
+         * queue in DRAIN_S. */
+        if (j->full_now || st->capacity <= 0)
+            st->capacity = j->ok_now;
+        st->drained_sum = 0;
+        st->drained_n = 0;
+        st->cruise = p->capacity_share * st->capacity;
+        next = fmin(next, p->capacity_share * j->good - drain);
         st->c_safe = fmin(st->c_safe, st->cruise);
+        out->reason = j->err > p->error_rate ? AC_R_ERRORS
+                      : j->late              ? AC_R_SLO
+                                             : AC_R_LATENCY;
     } else {
+        /* No cut goes deeper than 90% of what it answered, less what
+         * drains a queue that built in DRAIN_S (a median far past the
+         * baseline with every request answered is no reason to refuse
+         * half of them). */
+        double q = fmin(0.9 * answered, 0.9 * from) - drain;
+        out->reason = j->err > p->error_rate ? AC_R_ERRORS : AC_R_LATENCY;
         next = fmax(next, q);
         st->after_cut = 1;
     }
     st->calm_since_cut = 0;
+    st->rising = 0;
     st->cut_s50 = j->s50;
     st->cut_s99 = sig->s99;
     out->action = AC_DECREASE;
@@ -408,10 +341,12 @@ static double cut(ac_state *st, const ac_signal *sig, const judgement *j,
 }
 
 /* Fast again after it was found slower: its old baseline back, the
- * ceiling of its slow days forgotten, and the limit straight back to
- * what it served before (as far as the demand goes).  Returns that
- * limit, or 0. */
-static double fast_again(ac_state *st, const judgement *j, const window *w)
+ * ceiling and capacity of its slow days forgotten (the capacity it
+ * showed before back), and the limit back toward what it served before
+ * (as far as the demand goes; the raise is bounded in ac_step).  Returns
+ * that limit, or 0. */
+static double fast_again(ac_state *st, const ac__judgement *j,
+                         const ac__window *w)
 {
     double back = 0;
     if (!st->held && st->baseline_before > 0 &&
@@ -420,6 +355,8 @@ static double fast_again(ac_state *st, const judgement *j, const window *w)
         st->baseline_before = 0;
         st->ceiling = 0;
         st->c_safe = fmax(st->c_safe, st->c_safe_before);
+        st->capacity = st->capacity_before;
+        st->capacity_before = 0;
         back = fmin(st->c_safe, fmax(w->demand, w->lim));
     }
     return back;
@@ -427,7 +364,7 @@ static double fast_again(ac_state *st, const judgement *j, const window *w)
 
 /* What a calm judgement teaches: the ceiling forgotten, C_safe up to
  * the rate served calmly, the baseline following the median. */
-static void learn_calm(ac_state *st, const judgement *j)
+static void learn_calm(ac_state *st, const ac__judgement *j)
 {
     double *b = j->b;
     double s50 = j->s50;
@@ -437,6 +374,21 @@ static void learn_calm(ac_state *st, const judgement *j)
      * not by 5% ones toward a ceiling. */
     if (st->calm >= CEILING_FORGET || (!st->held && j->served >= st->over_rate))
         st->ceiling = 0;
+    /* The capacity shown grows with what is served well; after as long
+     * calm it is forgotten (the upstream may have grown). */
+    if (st->calm >= CEILING_FORGET)
+        st->capacity = 0;
+    else if (!st->held && st->capacity > 0)
+        st->capacity = fmax(st->capacity, j->ok_mean);
+    /* As fast as before the overload (its median within the buffer of
+     * the baseline, none of its answers late) when it was not found
+     * slower: the capacity shown since was of its slow days, and the
+     * one before it stands again. */
+    if (!st->held && st->baseline_before <= 0 && j->warm && !j->slow &&
+        !j->any_late && st->capacity_before > st->capacity) {
+        st->capacity = st->capacity_before;
+        st->capacity_before = 0;
+    }
     /* (The mean of the windows judged: their busiest, with
      * several nodes each scaling its own share, runs ahead of
      * what the upstream was given.) */
@@ -453,18 +405,21 @@ static void learn_calm(ac_state *st, const judgement *j)
     }
 }
 
-/* Healthy and binding: the limit goes up (by 5%, or a quarter of what
- * it refuses), not before the baseline is warm, nor soon after a cut
- * near the ceiling.  Returns the new limit (next when none). */
-static double increase(const ac_state *st, const judgement *j, const window *w,
-                       double next, ac_step_out *out)
+/* Healthy and binding: the limit goes up (by raise_step of the larger
+ * of the limit, the rule's number and the capacity shown, or with no
+ * overload known a quarter of what it refuses), no further than
+ * capacity_share of the capacity shown, not before the baseline is
+ * warm, nor soon after a cut near the ceiling.  Returns the new limit
+ * (next when none). */
+static double increase(const ac_state *st, int warm, double windows,
+                       const ac__window *w, double next, ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim, demand = w->demand, acc = w->acc;
     /* Not before the baseline is warm: until then a slower
      * upstream is not seen as one, and a limit raised on an
      * unknown baseline would take it as its healthy speed. */
-    if (j->warm && !st->held && st->calm >= CALM_WINDOWS && w->binding &&
+    if (warm && !st->held && st->calm >= CALM_WINDOWS && w->binding &&
         st->since_decrease >= DECREASE_HOLD) {
         /* 5% of the limit; a quarter of the demand it refuses
          * when that is more, while no overload is remembered (no
@@ -474,21 +429,33 @@ static double increase(const ac_state *st, const judgement *j, const window *w,
          * cut does not hold the limit under it for minutes.  Near
          * a known edge the small steps find it without
          * overshooting. */
-        double step = fmax(1, 0.05 * lim);
+        /* (A step a window: a judgement is of one or more.) */
+        double unit = fmax(lim, fmax((double)p->base, st->capacity));
+        double step = fmax(1, p->raise_step * unit * windows);
         double quarter = 0.25 * (demand - lim);
-        if (st->ceiling <= 0)
-            step = fmax(step, quarter);
-        else if (lim < st->c_safe)
+        out->reason = AC_R_RECOVER;
+        if (st->ceiling <= 0 && st->capacity <= 0 && quarter > step) {
+            step = quarter;
+            out->reason = AC_R_SURGE;
+        } else if (st->ceiling > 0 && lim < st->c_safe) {
             step = fmax(step, fmin(quarter, st->c_safe - lim));
+        }
         double up = lim + step;
         up = fmin(up, fmax(2 * acc, lim)); /* no faster than 2x use */
         up = fmin(up, (double)p->max);
+        /* Below the capacity the upstream has shown (past it, the
+         * queue it had builds again), save a probe PROBE_WINDOWS after a
+         * decrease: a calm judgement past it raises the capacity. */
+        if (st->capacity > 0 && st->since_decrease < PROBE_WINDOWS)
+            up = fmin(up, fmax(lim, p->capacity_share * st->capacity));
         if (up > CEILING_NEAR * st->ceiling && st->ceiling > 0 &&
             st->since_decrease < PROBE_WINDOWS)
             up = fmax(lim, fmin(up, CEILING_NEAR * st->ceiling));
-        if (up > lim) {
+        if (up >= lim + 1) { /* (less, a cap holds it: no increase) */
             next = up;
             out->action = AC_INCREASE;
+        } else {
+            out->reason = AC_R_NONE;
         }
     }
     return next;
@@ -496,27 +463,31 @@ static double increase(const ac_state *st, const judgement *j, const window *w,
 
 /* No overload: fast again, what calm teaches, an increase.  Returns the
  * new limit (next when none). */
-static double calm_judgement(ac_state *st, const judgement *j, const window *w,
-                             double next, ac_step_out *out)
+static double calm_judgement(ac_state *st, const ac__judgement *j,
+                             const ac__window *w, double next, ac_step_out *out)
 {
     if (!st->held)
         st->calm_since_cut = 1;
     double back = fast_again(st, j, w);
     learn_calm(st, j);
-    next = increase(st, j, w, next, out);
+    next = increase(st, j->warm, j->windows, w, next, out);
+    st->rising = out->action == AC_INCREASE;
     if (back > next) {
         next = back;
         out->action = AC_INCREASE;
+        out->reason = AC_R_FAST;
+        st->rising = 1;
     }
     return next;
 }
 
 /* At min this long, the baseline is taken afresh from the median (the
  * one before kept, for when it is fast again). */
-static void rebase_at_min(ac_state *st, const judgement *j, double next)
+static void rebase_at_min(ac_state *st, const ac__judgement *j, double next)
 {
     const ac_params *p = &st->p;
-    if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS) {
+    if (next <= (double)p->min && ++st->at_min >= AT_MIN_WINDOWS && j->warm &&
+        j->steady && st->cruise <= 0) {
         if (st->baseline_before <= 0)
             st->baseline_before = st->baseline;
         *j->b = j->s50;
@@ -528,11 +499,11 @@ static void rebase_at_min(ac_state *st, const judgement *j, double next)
 
 /* A judgement (a window of MIN_SAMPLES answers or more): what the
  * upstream did, and the limit that follows.  Returns the new limit. */
-static double judge(ac_state *st, const ac_signal *sig, const window *w,
+static double judge(ac_state *st, const ac_signal *sig, const ac__window *w,
                     double next, ac_step_out *out)
 {
-    judgement j;
-    judge_windows(st, sig, &j);
+    ac__judgement j;
+    ac__judge_windows(st, sig, &j);
     judge_baseline(st, &j);
     judge_overload(st, sig, &j);
     st->after_drain = st->after_cut = 0;
@@ -553,9 +524,23 @@ static double judge(ac_state *st, const ac_signal *sig, const window *w,
     return next;
 }
 
+/* No window raises the limit by more than raise_max of it (nor by less
+ * than one request): a recovery, a drained queue, a relax from below
+ * the rule's number all climb, none jumps. */
+static double bounded_raise(const ac_state *st, double next)
+{
+    /* (From the lower of the limit held and the one published: the
+     * two differ by what was too small to publish.) */
+    double from = fmin(st->limit, (double)st->published);
+    double most = fmax(from * (1 + st->p.raise_max), from + 1);
+    return fmin(next, most);
+}
+
 /* The queue a cut was for has drained (what went and what came back
- * match again): back to the rate the upstream answered at while it
- * built.  Returns the new limit (next when none). */
+ * match again, nothing shed): back to capacity_share of what the
+ * upstream answered while saturated, by bounded steps, a window at a
+ * time while the queue stays drained.  Returns the new limit (next when
+ * none). */
 static double cruise_back(ac_state *st, int balanced, double next,
                           ac_step_out *out)
 {
@@ -564,31 +549,44 @@ static double cruise_back(ac_state *st, int balanced, double next,
         if (st->cruise > next) {
             next = st->cruise;
             out->action = AC_INCREASE;
+            out->reason = AC_R_DRAINED;
+            double reach = bounded_raise(st, next);
+            if (reach < next)
+                return reach; /* the rest in the next windows */
         }
         st->cruise = 0;
         st->after_drain = 1;
         /* The next judgement is of what is sent from now on: the
          * proxy's answers and the windows' sums start afresh. */
         out->restart = 1;
-        sums_restart(st);
+        ac__sums_restart(st);
     }
     return next;
 }
 
-/* Idle: back toward the rule's own number, whatever the traffic
- * (little traffic is no reason to keep a cut).  Returns the new limit
- * (next when none). */
-static double idle_relax(ac_state *st, const window *w, double next,
+/* Healthy and not binding: back toward the rule's own number, whatever
+ * the demand is against the limit (a cut the demand does not reach
+ * protects nothing, and little traffic is no reason to keep one).
+ * Healthy: no overload, hold or settling at the last judgement (or no
+ * traffic at all), and no queue building or shedding in the window.  Returns
+ * the new limit (next when none). */
+static double idle_relax(ac_state *st, const ac__window *w, double next,
                          ac_step_out *out)
 {
     const ac_params *p = &st->p;
     double lim = w->lim;
-    st->idle = !w->binding && w->acc < 0.5 * lim ? st->idle + 1 : 0;
-    if (out->action == AC_HOLD && st->idle >= IDLE_WINDOWS &&
+    /* (A window with no traffic at all is no sign of trouble: with none,
+     * no judgement would ever clear the last one's.) */
+    int quiet = w->acc <= 0 && w->answered <= 0;
+    int healthy = w->balanced &&
+                  (quiet || (!st->overloaded && !st->held && !st->suspect));
+    st->idle = !w->binding && healthy ? st->idle + 1 : 0;
+    if (out->action == AC_HOLD && st->idle >= p->relax_windows &&
         lim != (double)p->base) {
         next = lim > (double)p->base ? fmax((double)p->base, 0.95 * lim)
                                      : (double)p->base;
         out->action = AC_RELAX;
+        out->reason = AC_R_IDLE;
     }
     return next;
 }
@@ -611,6 +609,7 @@ static double forecast_raise(ac_state *st, double lim, double next,
         if (1.1 * u > lim && want > next) {
             next = want;
             out->action = AC_FORECAST;
+            out->reason = AC_R_FORECAST;
         }
     }
     return next;
@@ -646,10 +645,11 @@ static void publish(ac_state *st, double next, ac_step_out *out)
 void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
 {
     const ac_params *p = &st->p;
-    window w;
+    ac__window w;
     w.lim = sig->in_force > 0 ? sig->in_force : st->limit;
     w.acc = sig->accepted * p->period_s; /* per unit, like the limit */
     w.demand = (sig->accepted + sig->refused) * p->period_s;
+    w.answered = sig->answered;
     double total = sig->accepted + sig->refused;
     w.binding = sig->refused > 0 && sig->refused >= BINDING_SHARE * total;
     /* Holding, a node keeps its own proposal, not the limit in force:
@@ -661,20 +661,29 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
     memset(out, 0, sizeof(*out));
     out->action = AC_HOLD;
     out->gradient = 1;
-    windows_add(st, sig, w.acc);
-    w.balanced = queue_balanced(st, sig);
+    ac__windows_add(st, sig, w.acc);
+    w.balanced = ac__queue_balanced(st, sig);
+    ac__drain_capacity(st, sig);
     if (p->season > 0) {
         st->anomalies = forecast_update(st, w.demand) ? st->anomalies + 1 : 0;
     }
     if (sig->n >= MIN_SAMPLES)
         next = judge(st, sig, &w, next, out);
+    else if (st->rising && w.balanced)
+        /* Between judgements a recovery goes on a step a window while
+         * the limit binds and no queue builds: one judgement's worth at
+         * once would be a jump. */
+        next = increase(st, 1, 1, &w, next, out);
     next = cruise_back(st, w.balanced, next, out);
     next = idle_relax(st, &w, next, out);
     next = forecast_raise(st, w.lim, next, out);
+    next = bounded_raise(st, next);
     next = clamp(next, (double)p->min, (double)p->max);
     st->limit = next;
     if (out->action != AC_DECREASE)
         st->since_decrease++;
+    if (out->action == AC_HOLD)
+        out->reason = AC_R_NONE;
     st->last_gradient = out->gradient;
     publish(st, next, out);
 }

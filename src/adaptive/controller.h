@@ -2,11 +2,13 @@
  * controller.h - the adaptive controller of one limit (docs/adaptive.md):
  * once a window (1 s), what the proxy saw of the upstream behind the
  * limit — latency percentiles, errors, the rate it let through, what it
- * refused — moves the limit: down multiplicatively when the upstream
- * degrades, up additively when it is healthy and the limit binds, back
- * toward the rule's own number when idle, and up ahead of a forecast peak
- * (seasonal Holt-Winters), never past the rate the upstream has been seen
- * to serve.
+ * refused, what came back and how much of it was goodput — moves the
+ * limit: down when the upstream degrades (to its goodput when it is
+ * saturated), up by bounded additive steps when it is healthy and the
+ * limit binds (no further than the capacity it has shown), back toward
+ * the rule's own number when healthy and not binding, and up ahead of a
+ * forecast peak (seasonal Holt-Winters), never past the rate the upstream
+ * has been seen to serve; never up by more than raise_max in a window.
  *
  * Pure, like holt_winters.h: signals in, a limit out; no clock, no I/O,
  * so `sluice replay --adaptive` turns a recorded trace into the exact
@@ -30,6 +32,18 @@ typedef struct ac_params {
      * feedforward (0: off), and how many windows ahead it looks. */
     size_t season;
     size_t horizon;
+    /* The thresholds of docs/adaptive.md, "Settings" (0: the default).
+     * An increase is raise_step of the larger of the rule's number and
+     * the capacity shown; no window raises the limit by more than
+     * raise_max of it; increases stop at capacity_share of the capacity
+     * the upstream has shown; failures past error_rate of the answers
+     * are an overload; healthy and not binding relax_windows in a row,
+     * the limit relaxes toward the rule's number. */
+    double raise_step;     /* default 0.05 */
+    double raise_max;      /* default 0.25 */
+    double capacity_share; /* default 0.9 */
+    double error_rate;     /* default 0.02 */
+    size_t relax_windows;  /* default 30 */
 } ac_params;
 
 /* One window's signals. */
@@ -43,6 +57,13 @@ typedef struct ac_signal {
      * cluster's, like accepted): what it let through and what came back
      * tell whether a queue builds in the upstream or drains. */
     double answered;
+    /* Of those answers, per second: failures (5xx, the proxy's 502 and
+     * 504, timeouts), which no queue drained; and answers that were no
+     * failure but came past slo_p99.  What is left, answered - failed -
+     * late, is the goodput: what the upstream served well.  Both 0 in a
+     * trace of before they were recorded: every answer was good. */
+    double failed;
+    double late;
     /* The limit in force (with several nodes, the minimum of their
      * proposals); 0: the controller's own last one. */
     double in_force;
@@ -56,6 +77,22 @@ typedef enum ac_action {
     AC_FORECAST  /* raised ahead of a forecast peak */
 } ac_action;
 const char *ac_action_name(ac_action a);
+
+/* Why the limit moved (docs/adaptive.md, "Reasons"). */
+typedef enum ac_reason {
+    AC_R_NONE,     /* it did not */
+    AC_R_LATENCY,  /* cut: the median past its baseline */
+    AC_R_SLO,      /* cut: the p99 past slo_p99 while saturated */
+    AC_R_ERRORS,   /* cut: failures past error_rate */
+    AC_R_RECOVER,  /* raised: healthy and binding, a bounded step */
+    AC_R_SURGE,    /* raised: no overload known, toward the refused demand */
+    AC_R_DRAINED,  /* raised: the queue a cut was for has drained */
+    AC_R_FAST,     /* raised: a slower upstream is fast again */
+    AC_R_IDLE,     /* relaxed: healthy, not binding */
+    AC_R_FORECAST, /* raised ahead of a forecast peak */
+    AC_R_COUNT
+} ac_reason;
+const char *ac_reason_name(ac_reason r);
 
 typedef struct ac_state {
     ac_params p;
@@ -71,6 +108,7 @@ typedef struct ac_state {
     int overloaded; /* the last judged window was an overload */
     int suspect;    /* it was a marginal one, not yet cut for */
     int held;       /* it was slow, not cut for: no raise */
+    int rising;     /* the last judgement raised: a step a window since */
     size_t calm;    /* windows since the last overload */
     /* Per unit, over the windows since the last judgement: accepted and
      * refused summed, and the most accepted in one. */
@@ -78,13 +116,28 @@ typedef struct ac_state {
     /* Per second, over the same windows: accepted and answered summed,
      * and how many windows. */
     double sent_sum, back_sum;
+    double fail_sum; /* their failures summed */
+    double late_sum; /* their answers past slo_p99 summed */
     size_t judged;
-    /* After a cut for a building queue, the rate the upstream answered
-     * while it built (less 10%): the limit to go back to once the queue
-     * has drained; 0: none. */
+    /* After a cut for a saturated upstream, capacity_share of its
+     * capacity: the limit to go back to once the queue has drained; 0:
+     * none. */
     double cruise;
-    double last_sent;    /* the last window's accepted, per second */
-    double last_back[3]; /* the last windows' answered, newest first */
+    /* The last window, per second: accepted, answered, answered without
+     * failing, its goodput (nor past slo_p99), and its failures. */
+    double last_sent, last_back, last_ok, last_good, last_failed;
+    int full[2]; /* the last windows were sent more than came back, or shed */
+    /* The upstream's capacity shown, per unit: what it answered without
+     * failing while saturated (a queue building, or shedding), raised by
+     * what it serves calmly; 0: not known.  Increases stop at
+     * capacity_share of it.  capacity_before: the one before the
+     * upstream was found slower. */
+    double capacity;
+    double capacity_before;
+    /* What the upstream answered in the windows a queue drained through
+     * since the last cut for one, summed, and how many. */
+    double drained_sum;
+    size_t drained_n;
     /* The limit went back to cruise: the next judgement (of answers
      * after it) tells a slower upstream from a queue. */
     int after_drain;
@@ -118,7 +171,8 @@ typedef struct ac_step_out {
     int publish;   /* the change is large enough to publish */
     int64_t limit; /* the limit to publish (when publish) */
     int overload;
-    double gradient; /* 1.25 b / s50, clamped to [0.5, 1]; 1 when calm */
+    double gradient;  /* 1.25 b / s50, clamped to [0.5, 1]; 1 when calm */
+    ac_reason reason; /* why the limit moved (AC_R_NONE on a hold) */
     /* The answers gathered toward the next judgement are dropped: it is
      * to be of the requests sent from now on (the limit went back up
      * after a queue drained, and what the queue did to latency says

@@ -27,6 +27,37 @@ int sl__value_uint(const char *text, size_t len, uint64_t min, uint64_t max,
     return v < min || v > max ? SL_ERANGE : 0;
 }
 
+int sl__value_percent(const char *text, size_t len, double min, double max,
+                      double *out)
+{
+    uint64_t whole = 0, frac = 0, scale = 1;
+    size_t i = 0;
+    int digits = 0, dot = 0;
+    if (len < 2 || text[len - 1] != '%')
+        return SL_EINVAL;
+    for (; i + 1 < len; i++) {
+        if (text[i] == '.' && !dot && digits > 0) {
+            dot = 1;
+            continue;
+        }
+        if (text[i] < '0' || text[i] > '9' || (dot && scale == 1000) ||
+            (!dot && whole > 1000))
+            return SL_EINVAL;
+        if (dot) {
+            frac = frac * 10 + (uint64_t)(text[i] - '0');
+            scale *= 10;
+        } else {
+            whole = whole * 10 + (uint64_t)(text[i] - '0');
+        }
+        digits++;
+    }
+    if (digits == 0 || text[len - 2] == '.')
+        return SL_EINVAL;
+    double pct = (double)whole + (double)frac / (double)scale;
+    *out = pct / 100;
+    return pct < min || pct > max ? SL_ERANGE : 0;
+}
+
 int sl__value_duration(const char *text, size_t len, sl_nanos min,
                        sl_nanos *out)
 {

@@ -31,6 +31,13 @@ int sl__value_uint(const char *text, size_t len, uint64_t min, uint64_t max,
 int sl__value_duration(const char *text, size_t len, sl_nanos min,
                        sl_nanos *out);
 
+/* A percentage: decimal digits, at most one '.' with up to 3 digits after
+ * it, then '%' ("5%", "2.5%").  0 with *out the fraction (0.05); SL_EINVAL
+ * for anything else; SL_ERANGE, *out set, for one outside [min, max]
+ * (in percent). */
+int sl__value_percent(const char *text, size_t len, double min, double max,
+                      double *out);
+
 /* A YAML 1.1 boolean as lyft's yaml.v2 reads it (true, yes, on, y and
  * their negations, in three cases), and only unquoted (plain): a quoted
  * "true" is a string.  0 with *out, or SL_EINVAL. */

@@ -64,8 +64,11 @@ static const unsigned char *slots(sv_worker *w)
     memset(map, PX_AD_NONE, n);
     const sl_rule *ad[PX_AD_MAX];
     size_t k = px_ad_rules(rules, ad, PX_AD_MAX);
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < k; i++) {
         map[ad[i]->index] = (unsigned char)i;
+        pw->ad_slo_ns[i] =
+            (uint64_t)sl__rule_daemon_of(rules, ad[i])->adaptive_slo_p99;
+    }
     pw->ad_rules = rules;
     snprintf(pw->ad_version, sizeof(pw->ad_version), "%s", version);
     return map;
@@ -110,6 +113,7 @@ void px_ad_answer(sv_worker *w, uint32_t mask, int status, uint64_t ns,
                   int timed)
 {
     size_t b = px_ad_bucket(ns);
+    const uint64_t *slo = px_worker_of(w)->ad_slo_ns;
     for (size_t slot = 0; mask != 0; slot++, mask >>= 1) {
         if (!(mask & 1))
             continue;
@@ -120,5 +124,7 @@ void px_ad_answer(sv_worker *w, uint32_t mask, int status, uint64_t ns,
             add(&win->untimed);
         if (status >= 500)
             add(&win->failed);
+        else if (timed && slo[slot] > 0 && ns > slo[slot])
+            add(&win->late); /* answered, but past the SLO: no goodput */
     }
 }

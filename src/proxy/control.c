@@ -56,6 +56,7 @@ typedef struct ad_rule {
     int live;
     uint64_t overload_windows;
     uint64_t actions[AC_FORECAST + 1];
+    uint64_t reasons[AC_R_COUNT]; /* windows the limit moved, by why */
     double forecast; /* demand forecast at the horizon, per unit; -1 none */
     double ring[CV_WINDOWS]; /* the published limit, a window each */
     size_t ring_n, ring_at;
@@ -212,6 +213,11 @@ static ac_params params_of(const sl_rules *rules, const sl_rule *r)
         .slo_p99_s = (double)d->adaptive_slo_p99 / 1e9,
         .season = (size_t)((double)d->adaptive_season / 1e9),
         .horizon = (size_t)((double)d->adaptive_horizon / 1e9),
+        .raise_step = d->adaptive_raise_step,
+        .raise_max = d->adaptive_raise_max,
+        .capacity_share = d->adaptive_capacity_share,
+        .error_rate = d->adaptive_error_rate,
+        .relax_windows = (size_t)(d->adaptive_relax_after / SL_NS_PER_SEC),
     };
 }
 
@@ -252,7 +258,8 @@ static void drop_answers(ad_rule *a)
 static void merge(px_proxy *px, size_t k, double seconds, ad_rule *a,
                   ac_signal *sig, double *s50_ms, double *s99_ms)
 {
-    uint64_t allowed = 0, refused = 0, timed = 0, untimed = 0;
+    uint64_t allowed = 0, refused = 0, timed = 0, untimed = 0, failed = 0,
+             late = 0;
     for (int t = 0; t < px->n_workers; t++) {
         px_ad_window *win = &px->ad[(size_t)t * PX_AD_MAX + k];
         for (size_t b = 0; b < PX_AD_BUCKETS; b++) {
@@ -263,16 +270,20 @@ static void merge(px_proxy *px, size_t k, double seconds, ad_rule *a,
         }
         allowed += take(&win->allowed);
         refused += take(&win->refused);
-        a->failed += take(&win->failed);
+        failed += take(&win->failed);
+        late += take(&win->late);
         untimed += take(&win->untimed);
     }
+    a->failed += failed;
     a->timed += timed;
     a->untimed += untimed;
     uint64_t answered = timed + untimed;
     double nodes = a->nodes > 1 ? (double)a->nodes : 1;
     *sig = (ac_signal){.accepted = nodes * (double)allowed / seconds,
                        .refused = nodes * (double)refused / seconds,
-                       .answered = nodes * (double)answered / seconds};
+                       .answered = nodes * (double)answered / seconds,
+                       .failed = nodes * (double)failed / seconds,
+                       .late = nodes * (double)late / seconds};
     *s50_ms = *s99_ms = 0;
     uint64_t n = a->timed + a->untimed;
     if (++a->windows < JUDGE_WINDOWS && n < JUDGE_ANSWERS &&
@@ -320,21 +331,26 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     if (out.restart)
         drop_answers(a);
     if (out.publish)
-        fprintf(stderr, "sluice: adaptive: %s: limit %lld (%s)\n", id,
-                (long long)out.limit, ac_action_name(out.action));
+        fprintf(stderr, "sluice: adaptive: %s: limit %lld (%s: %s)\n", id,
+                (long long)out.limit, ac_action_name(out.action),
+                ac_reason_name(out.reason));
     a->overload_windows += out.overload != 0;
     a->actions[out.action]++;
+    a->reasons[out.reason] += out.reason != AC_R_NONE;
     a->forecast =
         p.season > 0 && a->st.hw.ready ? hw_forecast(&a->st.hw, p.horizon) : -1;
     a->ring[a->ring_at] = (double)a->st.published;
     a->ring_at = (a->ring_at + 1) % CV_WINDOWS;
     if (a->ring_n < CV_WINDOWS)
         a->ring_n++;
-    if (the.trace != NULL)
+    if (the.trace != NULL) /* the signal, then what the controller made of it */
         fprintf(the.trace,
-                "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n", id,
-                sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
-                sig.in_force, sig.answered);
+                "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g "
+                "%.17g\t%lld %s %s %.17g\n",
+                id, sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
+                sig.in_force, sig.answered, sig.failed, sig.late,
+                (long long)out.limit, ac_action_name(out.action),
+                ac_reason_name(out.reason), a->st.capacity);
     *publish = a->st.published;
     *base = a->st.p.base;
 }
@@ -467,6 +483,8 @@ static double value_of(const ad_rule *a, int g)
         return cv(a);
     case 6:
         return a->forecast;
+    case 7:
+        return a->st.capacity;
     default:
         return (double)a->nodes;
     }
@@ -490,6 +508,9 @@ void px_control_metrics(sv_server *s, sv_buf *out)
          "the limit's coefficient of variation over the last 5 minutes"},
         {"sluice_forecast_rate", "gauge",
          "the demand forecast at the horizon, per unit (forecast_season)"},
+        {"sluice_adaptive_capacity", "gauge",
+         "the upstream's capacity the controller estimates, per unit (0: "
+         "not known)"},
         {"sluice_adaptive_nodes", "gauge",
          "nodes whose proposals of the limit are live (the limit in force "
          "is their minimum)"},
@@ -521,6 +542,19 @@ void px_control_metrics(sv_server *s, sv_buf *out)
             sv_buf_printf(out, "\",action=\"%s\"} %llu\n",
                           ac_action_name((ac_action)act),
                           (unsigned long long)the.rules[k].actions[act]);
+        }
+    if (the.n > 0)
+        sv_buf_addstr(out, "# HELP sluice_adaptive_reasons_total the "
+                           "controller's windows that moved its limit, by "
+                           "why\n"
+                           "# TYPE sluice_adaptive_reasons_total counter\n");
+    for (size_t k = 0; k < the.n; k++)
+        for (int r = AC_R_NONE + 1; the.rules[k].live && r < AC_R_COUNT; r++) {
+            sv_buf_addstr(out, "sluice_adaptive_reasons_total{rule=\"");
+            label(out, the.rules[k].id);
+            sv_buf_printf(out, "\",reason=\"%s\"} %llu\n",
+                          ac_reason_name((ac_reason)r),
+                          (unsigned long long)the.rules[k].reasons[r]);
         }
     pthread_mutex_unlock(&the.lock);
     ad_poll_metrics(s, out);

@@ -311,14 +311,16 @@ typedef struct px_route_stats {
  * requests it let through, the upstream's answer time (request sent to
  * response head) in a log-linear histogram (PX_AD_BUCKETS: 1 us steps
  * to 64 us, then 32 per power of two to 2^28 us; a bucket's middle is
- * within 1.6% of its values) and the failures (5xx, the proxy's own 502
- * and 504; untimed when no head came).  Written by their thread with
- * relaxed atomics, taken and zeroed by the control thread's exchange. */
+ * within 1.6% of its values), the failures (5xx, the proxy's own 502
+ * and 504; untimed when no head came) and the answers that were no
+ * failure but came past the rule's slo_p99 (late).  Written by their
+ * thread with relaxed atomics, taken and zeroed by the control thread's
+ * exchange. */
 #define PX_AD_MAX 32
 #define PX_AD_BUCKETS 768
 typedef struct px_ad_window {
     _Alignas(64) atomic_uint_least32_t hist[PX_AD_BUCKETS];
-    atomic_uint_fast64_t allowed, refused, failed, untimed;
+    atomic_uint_fast64_t allowed, refused, failed, untimed, late;
 } px_ad_window;
 
 /* The rules with `controller: gradient` of a set, in order (a rule's
@@ -362,6 +364,7 @@ typedef struct px_worker {
     const sl_rules *ad_rules;
     char ad_version[40];
     unsigned char *ad_slot;
+    uint64_t ad_slo_ns[PX_AD_MAX]; /* each slot's slo_p99 (0: none) */
 } px_worker;
 #define PX_AD_NONE 0xff
 

@@ -76,6 +76,12 @@ typedef struct sl__rule_daemon {
      * season (0: none) and horizon (default 5 s). */
     int adaptive_controller;
     sl_nanos adaptive_slo_p99, adaptive_season, adaptive_horizon;
+    /* The controller's thresholds (docs/adaptive.md, "Settings"), as
+     * fractions; 0: the default.  adaptive_relax_after: 0 or whole
+     * seconds. */
+    double adaptive_raise_step, adaptive_raise_max, adaptive_capacity_share,
+        adaptive_error_rate;
+    sl_nanos adaptive_relax_after;
     /* rate_limit.max_hits: the most hits one report of sent requests
      * (serve's POST /v1/increment) may carry; 0 when not given, and then
      * the limit's capacity (its burst, or requests_per_unit) is. */

@@ -229,6 +229,16 @@ static int get_adaptive_duration(build *b, const sl__ynode *a, const char *key,
     return 0;
 }
 
+/* The controller's thresholds (rules_adaptive.c). */
+static int get_adaptive_tuning(build *b, const sl__ynode *a, sl__rule_daemon *r)
+{
+    const sl__ynode *bad = NULL;
+    char why[256];
+    if (sl__rules_adaptive_tuning(a, r, &bad, why, sizeof(why)) != 0)
+        return err_at(b, bad, SL_EINVAL, "%s", why);
+    return 0;
+}
+
 /* rate_limit.adaptive (docs/rules.md): the bounds within which the
  * runtime limits may move this limit, {min: N, max: N}, 1 <= min <= max;
  * and, for `sluice proxy`'s controller (docs/adaptive.md), `controller:
@@ -241,6 +251,11 @@ static int get_adaptive(build *b, const sl__ynode *a, sl__rule_daemon *r)
                                        "slo_p99",
                                        "forecast_season",
                                        "forecast_horizon",
+                                       "raise_step",
+                                       "raise_max",
+                                       "capacity_share",
+                                       "error_rate",
+                                       "relax_after",
                                        NULL};
     const sl__ynode *min, *max, *ctl;
     int rc;
@@ -275,7 +290,8 @@ static int get_adaptive(build *b, const sl__ynode *a, sl__rule_daemon *r)
         (rc = get_adaptive_duration(b, a, "forecast_season",
                                     &r->adaptive_season)) != 0 ||
         (rc = get_adaptive_duration(b, a, "forecast_horizon",
-                                    &r->adaptive_horizon)) != 0)
+                                    &r->adaptive_horizon)) != 0 ||
+        (rc = get_adaptive_tuning(b, a, r)) != 0)
         return rc;
     if (r->adaptive_season > 0 && r->adaptive_season < 2 * SL_NS_PER_SEC)
         return err_at(b, get(a, "forecast_season"), SL_EINVAL,

@@ -126,6 +126,13 @@ int sl__rules_lyft_descriptor(sl_rules *rules, const char *file,
                               sl__rnode *node, int *quota, char *errbuf,
                               size_t errlen);
 
+/* The adaptive controller's thresholds of an `adaptive:` mapping a
+ * (rules_adaptive.c): raise_step, raise_max, capacity_share, error_rate
+ * and relax_after into r.  0, or SL_EINVAL with *bad the node at fault
+ * and the message in why. */
+int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
+                              const sl__ynode **bad, char *why, size_t whylen);
+
 /* Formats "file:line:col: message" into errbuf and returns err. */
 int sl__rules_error(char *errbuf, size_t errlen, int err, const char *file,
                     unsigned line, unsigned col, const char *fmt, ...)

@@ -1,10 +1,11 @@
-# tests/proxy/adaptive_load.py PORT PATH RATE STOP - steady load for
-# tests/test_proxy_adaptive.sh: RATE requests a second of GET PATH over
-# keep-alive connections (16 threads, each on its own schedule) until the
-# file STOP exists.  Answers (200, 429...) are counted, not judged.
+# tests/proxy/adaptive_load.py PORT PATH RATE STOP [THREADS] - steady
+# load for tests/test_proxy_adaptive*.sh: RATE requests a second of GET
+# PATH over keep-alive connections (THREADS threads, 16 by default, each on
+# its own schedule) until the file STOP exists.  Answers (200, 429...)
+# are counted, not judged.
 import http.client, os, sys, threading, time
 port, path, rate, stop = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
-THREADS = 16
+THREADS = int(sys.argv[5]) if len(sys.argv) > 5 else 16
 def run(k):
     conn = None
     t = time.monotonic() + k / rate

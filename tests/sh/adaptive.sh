@@ -12,21 +12,20 @@ cleanup() {
 trap cleanup EXIT
 exec 2> >(grep -v 'Killed' >&2) # the trap's kills are not failures
 
-# adaptive_config MIN: $tmp/rules.yaml, the rule "upstream" (100/s,
-# adaptive MIN..200, gradient, slo_p99 2s) and $tmp/proxy.yaml, every
-# path under it.
-adaptive_config() {
-  cat >"$tmp/rules.yaml" <<YAML
-domain: api
-descriptors:
-  - key: generic_key
-    value: global
-    rate_limit:
-      name: upstream
-      unit: second
-      requests_per_unit: 100
-      adaptive: {min: $1, max: 200, controller: gradient, slo_p99: 2s}
-YAML
+# adaptive_rules RPU ADAPTIVE [LINE...]: $tmp/rules.yaml, the rule
+# "upstream" (RPU a second, its adaptive: mapping ADAPTIVE, and LINEs of
+# its rate_limit such as "burst: 30"), and $tmp/proxy.yaml, every path
+# under it.
+adaptive_rules() {
+  local rpu=$1 adaptive=$2 line
+  shift 2
+  {
+    printf 'domain: api\ndescriptors:\n  - key: generic_key\n    value: global\n'
+    printf '    rate_limit:\n      name: upstream\n      unit: second\n'
+    printf '      requests_per_unit: %s\n' "$rpu"
+    for line in "$@"; do printf '      %s\n' "$line"; done
+    printf '      adaptive: %s\n' "$adaptive"
+  } >"$tmp/rules.yaml"
   cat >"$tmp/proxy.yaml" <<'YAML'
 routes:
   - prefix: /
@@ -34,6 +33,12 @@ routes:
     descriptors:
       - - generic_key: {value: global}
 YAML
+}
+
+# adaptive_config MIN: the rule of 100/s, adaptive MIN..200, gradient,
+# slo_p99 2s (adaptive_rules).
+adaptive_config() {
+  adaptive_rules 100 "{min: $1, max: 200, controller: gradient, slo_p99: 2s}"
 }
 
 # start_upstream: sets UPORT.

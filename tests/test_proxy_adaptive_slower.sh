@@ -1,0 +1,85 @@
+#!/bin/bash
+# A real closed loop of the adaptive controller in `sluice proxy` with an
+# upstream that turns 3x slower (docs/adaptive.md, "A slower upstream"):
+# 4 workers of 25 ms, at most 80 waiting and 503 past them
+# (tests/proxy/adaptive_upstream.py), behind a token bucket of 300/s
+# (burst 30) with `adaptive: {min: 40, max: 600, controller: gradient,
+# slo_p99: 150ms}`, under 250 r/s (tests/proxy/adaptive_load.py).  After
+# 20 s of plain overload the upstream's service takes 75 ms (about 53 r/s)
+# for 30 s, then 25 ms again for 20 s.  Judged by its effect, from the
+# upstream's own log and with generous bounds (the machine is shared): in
+# the last 10 s of the slow phase it sheds little and its p99 is far from
+# a full queue's (80 waiting: 1.5 s); the limit is near its capacity; once
+# healed the limit climbs back well above the minimum.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+source "$SOURCE_DIR/tests/sh/common.sh"
+source "$SOURCE_DIR/tests/sh/adaptive.sh"
+
+adaptive_rules 300 "{min: 40, max: 600, controller: gradient, slo_p99: 150ms}" \
+  "algorithm: token_bucket" "burst: 30"
+head -c 32 /dev/urandom | base64 | tr -d '/+=\n' >"$tmp/token"
+
+UP=$(free_port)
+python3 "$SOURCE_DIR/tests/proxy/adaptive_upstream.py" "$UP" "$tmp/upstream.log" &
+pids+=($!)
+wait_port "$UP"
+for c in capacity/4 delay/25 queue/80; do
+  curl -s "http://127.0.0.1:$UP/__$c" >/dev/null
+done
+start_proxy proxy --config "$tmp/proxy.yaml" --rules "$tmp/rules.yaml" \
+  --upstream "http://127.0.0.1:$UP" --threads 2 --admin-listen 127.0.0.1:0 \
+  --admin-token-file "$tmp/token"
+P=$PORT A=$ADMIN
+python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$P" /x 250 "$tmp/stop" 64 &
+pids+=($!)
+now() { python3 -c 'import time; print(time.monotonic())'; }
+
+sleep 20
+slow=$(now)
+curl -s "http://127.0.0.1:$UP/__delay/75" >/dev/null
+sleep 30
+healed=$(now)
+read -r L_SLOW S_SLOW < <(limit "$A")
+curl -s "http://127.0.0.1:$UP/__delay/25" >/dev/null
+sleep 20
+read -r L_HEALED S_HEALED < <(limit "$A")
+end=$(now)
+touch "$tmp/stop"
+
+# window FROM TO: "answers shed p99_ms rate" of the upstream's log in it.
+window() {
+  python3 - "$tmp/upstream.log" "$1" "$2" <<'PY'
+import math, sys
+lo, hi = float(sys.argv[2]), float(sys.argv[3])
+ok, shed = [], 0
+for line in open(sys.argv[1]):
+    t, status, ms = line.split()
+    if lo <= float(t) < hi:
+        if status == "503":
+            shed += 1
+        else:
+            ok.append(float(ms))
+ok.sort()
+p99 = ok[max(0, math.ceil(0.99 * len(ok)) - 1)] if ok else 0
+print(len(ok) + shed, shed, round(p99), round(len(ok) / (hi - lo)))
+PY
+}
+read -r n_slow shed_slow p99_slow rate_slow < <(window "$(python3 -c "print($slow + 20)")" "$healed")
+read -r n_heal shed_heal p99_heal rate_heal < <(window "$(python3 -c "print($healed + 10)")" "$end")
+read -r n_all shed_all p99_all _ < <(window "$slow" "$healed")
+echo "slower, all 30 s: $n_all answers, $shed_all shed, p99 ${p99_all} ms"
+echo "slower, last 10 s: $n_slow answers, $shed_slow shed, p99 ${p99_slow} ms, $rate_slow/s served; limit $L_SLOW"
+echo "healed, last 10 s: $n_heal answers, $shed_heal shed, p99 ${p99_heal} ms, $rate_heal/s served; limit $L_HEALED"
+
+if [ "$n_slow" -gt 100 ] && [ "$shed_slow" -le $((n_slow / 20)) ] && [ "$p99_slow" -le 1000 ]; then
+  pass "slower: the upstream protected (shed $shed_slow of $n_slow, p99 $p99_slow ms)"
+else bad "slower" "shed $shed_slow of $n_slow, p99 $p99_slow ms"; fi
+if [ "${L_SLOW:-999}" -le 80 ]; then
+  pass "slower: the limit near its capacity of 53/s ($L_SLOW)"
+else bad "slower limit" "$L_SLOW $S_SLOW"; fi
+if [ "${L_HEALED:-0}" -ge 80 ] && [ "$rate_heal" -ge 60 ]; then
+  pass "healed: the limit back up ($L_HEALED, $rate_heal/s served)"
+else bad "healed" "limit $L_HEALED $S_HEALED, $rate_heal/s served"; fi
+stop_clean proxy "$PXPID"
+exit $fail
