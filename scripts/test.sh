@@ -2,10 +2,13 @@
 # Installs what is missing, builds sluice and runs every test three times:
 # a normal build, an ASan+UBSan build, and a ThreadSanitizer build of the
 # threaded tests, each with warnings as errors (-DSL_WERROR=ON: the default
-# build leaves them warnings, so that a user's compiler never stops it).  ctest prints the totals of each run.  Then every fuzz
-# target runs a short fixed-seed session (fuzz/run.sh --smoke), so that a
-# harness the code has moved away from fails here and not first when
-# someone fuzzes.
+# build leaves them warnings, so that a user's compiler never stops it).
+# ctest prints the totals of each run; it runs as many tests at a time as
+# there are cores (each test has its own free ports and directory, and
+# none depends on having the machine to itself: docs/design.md, "Tests
+# and time").  Then every fuzz target runs a short fixed-seed session
+# (fuzz/run.sh --smoke), so that a harness the code has moved away from
+# fails here and not first when someone fuzzes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh --fuzz
@@ -22,7 +25,7 @@ run() { # build-dir, cmake flags..., -- ctest flags...
   cmake --build "$dir" -j"$jobs" >/dev/null
   # -LE "long|lab": the 10-minute soak and the load lab's quick profile
   # (tests/CMakeLists.txt) are run by hand: ctest -L long, ctest -L lab.
-  (cd "$dir" && ctest --output-on-failure -LE "long|lab" "${ctest_args[@]}")
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" -LE "long|lab" "${ctest_args[@]}")
 }
 
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSL_WERROR=ON

@@ -4,7 +4,7 @@
 # makes the controllers cut; Redis then paused (SIGSTOP) for 16 s, longer
 # than the controller override's 10 s TTL.  Throughout, each proxy keeps
 # the last agreed limit (source controller, held past its TTL, never the
-# rule's own 100), enforcing its share locally (--nodes 2), so that what
+# rule's own 300), enforcing its share locally (--nodes 2), so that what
 # reaches the upstream stays within 1.3 x that limit every second; once
 # Redis is back, the renewal lands, the holds end and decisions count in
 # Redis again.  Real redis-server, proxies and upstream; every wait has a
@@ -15,24 +15,29 @@ source "$SOURCE_DIR/tests/sh/common.sh"
 source "$SOURCE_DIR/tests/sh/adaptive.sh"
 
 start_redis
-adaptive_config 20
+# The upstream of tests/test_proxy_adaptive_slower.sh: 4 at a time x 25 ms
+# (160/s), a queue of 80 then 503; a token bucket of 300/s (burst 30)
+# before it.
+adaptive_rules 300 "{min: 40, max: 600, controller: gradient, slo_p99: 150ms}" \
+  "algorithm: token_bucket" "burst: 30"
 start_upstream
+for c in capacity/4 delay/25 queue/80; do
+  curl -s "http://127.0.0.1:$UPORT/__$c" >/dev/null
+done
 redis_proxy a --nodes 2; A=$PORT AA=$ADMIN APID=$PXPID
 redis_proxy b --nodes 2; B=$PORT BA=$ADMIN BPID=$PXPID
 arrived() { curl -s -m 5 "http://127.0.0.1:$UPORT/__arrived"; }
 
-# 2 x 90/s against 100/s: healthy, the limit binds now and then; then the
-# upstream slows to 4 at a time x 60 ms (about 67/s) and the controllers
-# cut.
-python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$A" /x 90 "$tmp/stop" &
+# 2 x 125/s; after a healthy start the upstream turns 3 times slower
+# (about 53/s) and the controllers cut toward its capacity.
+python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$A" /x 125 "$tmp/stop" 32 &
 pids+=($!)
-python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$B" /x 90 "$tmp/stop" &
+python3 "$SOURCE_DIR/tests/proxy/adaptive_load.py" "$B" /x 125 "$tmp/stop" 32 &
 pids+=($!)
-sleep 12 # the baseline: 10 windows
-curl -s "http://127.0.0.1:$UPORT/__capacity/4" >/dev/null
-curl -s "http://127.0.0.1:$UPORT/__delay/60" >/dev/null
+sleep 12
+curl -s "http://127.0.0.1:$UPORT/__delay/75" >/dev/null
 low=""
-for _ in $(seq 160); do
+for _ in $(seq 240); do
   read -r LA SA < <(limit "$AA")
   read -r LB SB < <(limit "$BA")
   if [ "$SA" = controller ] && [ "$SB" = controller ] && [ "$LA" = "$LB" ] &&
@@ -40,7 +45,7 @@ for _ in $(seq 160); do
   sleep 0.25
 done
 [ -n "$low" ] && pass "the upstream slowed: both proxies at the agreed limit $low (controller)" ||
-  { bad "cut" "A $LA $SA, B $LB $SB; $(tail -3 "$tmp/a.log")"; exit 1; }
+  { bad "cut" "A $LA $SA, B $LB $SB; $(grep adaptive "$tmp/a.log" | tail -5)"; exit 1; }
 
 # Redis paused for 16 s: sample both limits twice a second and what
 # reaches the upstream each second.
@@ -67,7 +72,7 @@ curl -s "http://127.0.0.1:$AA/admin/v1/overrides" >"$tmp/held.json"
 kill -CONT "$RPID"
 outage=$(python3 -c "print(round($(date +%s.%N) - $paused_at, 1))")
 [ -z "$worst" ] &&
-  pass "Redis paused ${outage} s (past the 10 s TTL): both kept the adaptive limit (at most $most), never the rule's 100" ||
+  pass "Redis paused ${outage} s (past the 10 s TTL): both kept the adaptive limit (at most $most), never the rule's 300" ||
   bad "held" "limits seen: $worst; $(tail -5 "$tmp/a.log")"
 [ -z "$over" ] && pass "the upstream got at most 1.3 x the limit every second of the outage" ||
   bad "protected" "seconds over 1.3 x $low: $over"
