@@ -25,6 +25,7 @@
 
 #include "log/log.h"
 #include "proxy.h"
+#include "store/tls_client.h"
 
 /* As the listeners: forward secrecy and AEAD only (TLS 1.3's are all so). */
 #define TLS12_CIPHERS "ECDHE+AESGCM:ECDHE+CHACHA20"
@@ -142,6 +143,7 @@ int px_upstream_tls_load(px_config *cfg, char *err, size_t errlen)
                   X509_get_default_cert_file());
         goto bad;
     }
+    sl__tls_cache_extensions(ctx);
     if (load_client_cert(ctx, cfg, err, errlen) != 0)
         goto bad;
     const char *name = cfg->upstream_server_name ? cfg->upstream_server_name

@@ -19,6 +19,7 @@
 #include <openssl/x509_vfy.h>
 
 #include "runtime/tls.h"
+#include "store/tls_client.h"
 
 struct sv_tls {
     pthread_mutex_t lock; /* ctx, against a reload on the main thread */
@@ -117,6 +118,7 @@ static SSL_CTX *load(const sv_tls_files *f, const char *flag, char *err,
             goto bad;
         }
         SSL_CTX_set_client_CA_list(ctx, names);
+        sl__tls_cache_extensions(ctx);
         SSL_CTX_set_verify(ctx,
                            SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                            NULL);

@@ -64,6 +64,17 @@ static int asked_cb(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
     return 0;
 }
 
+void sl__tls_cache_extensions(SSL_CTX *ctx)
+{
+    STACK_OF(X509_OBJECT) *objs =
+        X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+        if (x != NULL)
+            X509_check_purpose(x, -1, 0);
+    }
+}
+
 int sl__tls_client_new(const sl__tls_client_files *f, sl__tls_client **out,
                        char *err, size_t errlen)
 {
@@ -88,6 +99,7 @@ int sl__tls_client_new(const sl__tls_client_files *f, sl__tls_client **out,
             : SSL_CTX_set_default_verify_paths(ctx) != 1)
         return refuse(ctx, err, errlen, f->label, "cannot load the CA file",
                       f->ca_file ? f->ca_file : "(system)");
+    sl__tls_cache_extensions(ctx);
     if (f->cert_file != NULL &&
         SSL_CTX_use_certificate_chain_file(ctx, f->cert_file) != 1)
         return refuse(ctx, err, errlen, f->label, "cannot load the certificate",

@@ -28,6 +28,16 @@ typedef struct sl__tls_client_files {
 
 /* The files read and checked: 0 and *out, SL_EINVAL with err naming the
  * file and what is wrong (after f->label), or SL_ENOMEM. */
+/* A certificate caches its extensions (its key identifiers, which chain
+ * building compares) the first time it is used, behind a flag OpenSSL
+ * reads without the certificate's lock: two threads' first handshakes
+ * against the same CA race there (ThreadSanitizer saw one read a key
+ * identifier another was still writing).  Called on a context's trusted
+ * certificates once they are loaded, before any thread shares it, so
+ * that the cache is only ever read after.  (Certificates a hashed
+ * directory loads on demand are not among them.) */
+void sl__tls_cache_extensions(SSL_CTX *ctx);
+
 int sl__tls_client_new(const sl__tls_client_files *f, sl__tls_client **out,
                       char *err, size_t errlen);
 void sl__tls_client_free(sl__tls_client *t); /* NULL: no-op */
