@@ -218,6 +218,43 @@ static void relax_from_above_reaches_the_base(void **state)
     ac_release(&st);
 }
 
+/* Every answer 8x slower (5 -> 40 ms), nothing queued, far within the
+ * SLO: one cut on the gradient, to 90% of what was answered; the next
+ * judgement finds the median where it was (the cut did not help), so
+ * the slower speed is the upstream's own and becomes the baseline, and
+ * with demand above the limit it climbs back to it: the ceiling of a
+ * cut that was for no load is forgotten. */
+static void slower_without_a_queue_is_its_own_speed(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.005, 100);
+    ac_signal w = window(0.040, 100, 0);
+    ac_step(&st, &w, &o);
+    expect_eq(o.action, AC_DECREASE);
+    expect_eq(o.reason, AC_R_LATENCY);
+    expect_eq(o.limit, 90);
+    double last = 90;
+    int cuts = 0, raised_at = -1;
+    for (int i = 0; i < 20; i++) {
+        w = window(0.040, last, 180 - last);
+        ac_step(&st, &w, &o);
+        cuts += o.action == AC_DECREASE;
+        if (o.action == AC_INCREASE && raised_at < 0)
+            raised_at = i;
+        expect_le(o.limit, llround(1.25 * last));
+        expect_ge(o.limit, 90);
+        last = (double)o.limit;
+    }
+    expect_eq(cuts, 0);
+    expect_eq(llround(st.baseline * 1000), 40);
+    expect_ge(raised_at, 0);
+    expect_le(raised_at, 8);
+    expect_ge(o.limit, 175); /* the demand, 180, met */
+    ac_release(&st);
+}
+
 static void bad_params(void **state)
 {
     (void)state;
@@ -268,6 +305,7 @@ int main(void)
         cmocka_unit_test(relax_whatever_the_demand),
         cmocka_unit_test(relax_with_no_traffic),
         cmocka_unit_test(relax_from_above_reaches_the_base),
+        cmocka_unit_test(slower_without_a_queue_is_its_own_speed),
         cmocka_unit_test(bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -224,6 +224,7 @@ static void judge_overload(const ac_state *st, const ac_signal *sig,
     j->slower =
         j->slow && j->steady && j->err <= st->p.error_rate &&
         (st->after_drain || (st->after_cut && j->s50 > 0.8 * st->cut_s50));
+    j->no_load = j->slower && !st->after_drain;
 }
 
 /* The upstream found slower: its median is the baseline now (the one
@@ -235,6 +236,14 @@ static void take_slower(ac_state *st, ac__judgement *j)
     st->baseline = st->baseline_bound = j->s50;
     st->warm_bound = BOUND_WARM;
     j->slow = j->learning = j->marginal = 0;
+    /* A cut with no queue building that left the median where it was
+     * was for no load: the rate it was judged at says nothing of the
+     * capacity, and a ceiling kept from it would hold the limit under
+     * the demand of an upstream that serves it within the SLO. */
+    if (j->no_load) {
+        st->ceiling = 0;
+        st->c_safe = fmax(st->c_safe, st->c_safe_before);
+    }
 }
 
 /* What the next judgements need of this one: a marginal overload waiting

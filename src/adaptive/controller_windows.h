@@ -62,6 +62,9 @@ typedef struct ac__judgement {
     int learning;   /* the binding baseline is being learnt */
     int steady;     /* not saturated, no queue draining */
     int slow, marginal, over, settling, slower;
+    /* slower, after a cut with no queue building that did not help
+     * (not after a queue drained): the overload was for no load. */
+    int no_load;
 } ac__judgement;
 
 void ac__sums_restart(ac_state *st);
