@@ -108,6 +108,16 @@ typedef struct sl__rule_daemon {
 const sl__rule_daemon *sl__rule_daemon_of(const sl_rules *rules,
                                           const sl_rule *r);
 
+/*
+ * Whether the Redis store decides r, a rule of rules, exactly: its limit,
+ * and its limit raised to adaptive.max, fit a tick of its own numbers
+ * (src/redis/call.c, "Ticks").  `sluice serve --store redis://` refuses a
+ * set with a rule that does not, `sluice validate` warns of it.  0, or
+ * -1 with why.
+ */
+int sl__rule_redis_fits(const sl_rules *rules, const sl_rule *r, char *why,
+                        size_t whylen);
+
 /* What the load found questionable but accepted, as ratelimit accepts
  * it (a key it ignores at that place, a missing requests_per_unit):
  * "file:line:column: message", in file order; `sluice validate` prints

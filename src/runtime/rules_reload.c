@@ -26,22 +26,21 @@
 #include "runtime/rules_reload.h"
 #include "runtime/tls_listeners.h"
 #include "log/log.h"
-#include "redis/redis_proto.h"
+#include "rules/rule_daemon.h"
 
 static uv_timer_t watch_timer;
 static int watching;
 static uint64_t watch_sig;
 
 /* On Redis, every limit must be one its script decides exactly (any
- * period of whole seconds is; call.c, "Ticks"): one it cannot is refused
- * here, naming the rule, never at request time.  0 or -1 with err. */
+ * period of whole seconds is; call.c, "Ticks"), raised to its
+ * adaptive.max too: one it cannot is refused here, naming the rule, never at request time.  0 or -1 with err. */
 static int store_takes(const sl_rules *rules, char *err, size_t errlen)
 {
     for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
         const sl_rule *r = sl_rules_rule(rules, i);
         char why[256];
-        if (r->action == SL_RULE_LIMIT &&
-            sl__redis_limit_fits(r->limit, why, sizeof(why)) != 0) {
+        if (sl__rule_redis_fits(rules, r, why, sizeof(why)) != 0) {
             snprintf(err, errlen, "rule '%s'%s%s%s: %s", r->path,
                      r->name[0] ? " (name '" : "", r->name,
                      r->name[0] ? "')" : "", why);
