@@ -143,8 +143,9 @@ int cmd_validate(int argc, char **argv)
         const sl_rule *r = sl_rules_rule(rules, i);
         char why[256];
         if (sl__rule_redis_fits(rules, r, why, sizeof(why)) != 0)
-            fprintf(stderr, "warning: rule '%s': refused with --store "
-                            "redis://: %s\n",
+            fprintf(stderr,
+                    "warning: rule '%s': refused with --store "
+                    "redis://: %s\n",
                     r->path, why);
     }
     if (list)

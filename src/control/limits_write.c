@@ -27,12 +27,11 @@
  * a coarser one).  Every writer checks here, so that what is set never
  * fails at request time.  0, or -1 with why. */
 static int store_fits(const struct sv_limits *lim, const sl_rule *rule,
-                      int64_t requests, int64_t burst, char *why,
-                      size_t whylen)
+                      int64_t requests, int64_t burst, char *why, size_t whylen)
 {
     sl_limit *check;
-    if (sl_limit_override(rule->limit, requests, burst, &check, why,
-                          whylen) != 0)
+    if (sl_limit_override(rule->limit, requests, burst, &check, why, whylen) !=
+        0)
         return -1;
     int rc = 0;
     if (sd_engine_uses_redis(lim->s->engine) &&
@@ -177,9 +176,9 @@ void sv_limits_hold(sv_worker *control, const char *id, sv_source source,
     const sl_rule *rule =
         idx == SIZE_MAX ? NULL : sl_rules_rule(lim->loaded->rules, idx);
     int live = e != NULL && sv_override_until(e) > t;
-    int lower = requests > 0 && rule != NULL &&
-                requests < (live ? e->requests_per_unit
-                                 : rule->requests_per_unit);
+    int lower =
+        requests > 0 && rule != NULL &&
+        requests < (live ? e->requests_per_unit : rule->requests_per_unit);
     if (live && !lower) {
         e->held_ms = t + ttl_ms; /* the last agreed limit stands */
         pthread_mutex_unlock(&lim->lock);
@@ -230,8 +229,8 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
     }
     json_t *there = sv_limits_override(control, id, source);
     int64_t t = sv_limits_now_ms(control->server);
-    if (requests <= 0 && there != NULL && unhold(control->server->limits, id,
-                                                 source) != 0) {
+    if (requests <= 0 && there != NULL &&
+        unhold(control->server->limits, id, source) != 0) {
         json_decref(there); /* it was this node's alone: gone */
         return 1;
     }

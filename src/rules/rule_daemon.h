@@ -135,7 +135,7 @@ const char *sl__rules_warning(const sl_rules *rules, size_t i);
  */
 int sl__rules_metric_text(const sl_rules *rules, const char *domain,
                           size_t domain_len, const sl_rules_entry *entries,
-                          size_t n_entries, int detailed, char *buf,
-                          size_t cap, size_t *len);
+                          size_t n_entries, int detailed, char *buf, size_t cap,
+                          size_t *len);
 
 #endif /* SL_RULE_DAEMON_H */
