@@ -458,6 +458,15 @@ static void test_ratelimit_keys_resolve(void **state)
     assert_null(sl__rule_daemon_of(r, sl_rules_rule(r, 1))->metadata);
     sl_rules_free(r);
 
+    /* share_threshold beside a '*' in the key only: no effect, as in
+     * ratelimit; each counts on its own exact key and value. */
+    r = load_ok(at("rules/valid/rl_share_star_key.yaml"));
+    expect_eq(sl__rules_warning_count(r), 2);
+    assert_non_null(strstr(sl__rules_warning(r, 0),
+                           ":9:22: share_threshold has no effect"));
+    expect_eq(sl_rules_rule_count(r), 2);
+    sl_rules_free(r);
+
     r = load_ok(at("rules/valid/rl_lenient.yaml"));
     expect_eq(sl__rules_warning_count(r), 4);
     expect_eq(sl_rules_rule(r, 1)->action, SL_RULE_DENY);

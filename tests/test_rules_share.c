@@ -73,6 +73,10 @@ static void test_share_threshold_keys(void **state)
     expect_metric(r, "path=/own/x.pdf", 0, "path_/own/*");
     expect_metric(r, "path=/own/x.pdf", 1, "path_/own/x.pdf");
     expect_metric(r, "t=a1b2,m=GET", 0, "t_a*b*.m");
+    /* detailed_metric below a shared level: an empty value is the key
+     * alone, as ratelimit writes it. */
+    expect_metric(r, "t=a1b2,m=", 1, "t_a*b*.m");
+    expect_metric(r, "t=a1b2,m=GET", 1, "t_a*b*.m_GET");
     sl_rules_free(r);
 
     r = rules_of("domain: d\n"

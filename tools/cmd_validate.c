@@ -142,10 +142,10 @@ int cmd_validate(int argc, char **argv)
     for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
         const sl_rule *r = sl_rules_rule(rules, i);
         char why[256];
-        if (r->action == SL_RULE_LIMIT &&
-            sl__redis_limit_fits(r->limit, why, sizeof(why)) != 0)
-            fprintf(stderr, "warning: rule '%s': refused with --store "
-                            "redis://: %s\n",
+        if (sl__rule_redis_fits(rules, r, why, sizeof(why)) != 0)
+            fprintf(stderr,
+                    "warning: rule '%s': refused with --store "
+                    "redis://: %s\n",
                     r->path, why);
     }
     if (list)

@@ -13,7 +13,47 @@
 #include <string.h>
 
 #include "control/limits_table.h"
+#include "redis/redis_proto.h"
 #include "runtime/decide.h"
+
+/* How far below a proposal fits_below() looks: a few steps reach a
+ * number with a factor in common with the period (a multiple of 10, say),
+ * which is what the base's tick needs. */
+#define FIT_SEARCH 4096
+
+/* Whether rule's limit overridden to (requests, burst) is one the store
+ * decides: on Redis, one whose numbers fit its base's tick (call.c,
+ * "Ticks"; a key's state has one time scale, so an override cannot take
+ * a coarser one).  Every writer checks here, so that what is set never
+ * fails at request time.  0, or -1 with why. */
+static int store_fits(const struct sv_limits *lim, const sl_rule *rule,
+                      int64_t requests, int64_t burst, char *why, size_t whylen)
+{
+    sl_limit *check;
+    if (sl_limit_override(rule->limit, requests, burst, &check, why, whylen) !=
+        0)
+        return -1;
+    int rc = 0;
+    if (sd_engine_uses_redis(lim->s->engine) &&
+        sl__redis_limit_fits(check, why, whylen) != 0)
+        rc = -1;
+    sl_limit_free(check);
+    return rc;
+}
+
+/* The most requests, at most `requests`, whose override of rule the
+ * store decides (store_fits): what the controller and the advisor set,
+ * rounded down (the safe side) rather than refused.  0 when none within
+ * FIT_SEARCH below, or the rule is gone.  Under lim->lock. */
+static int64_t fits_below(const struct sv_limits *lim, const sl_rule *rule,
+                          int64_t requests, int64_t burst)
+{
+    char why[160];
+    for (int64_t n = requests; n > 0 && n > requests - FIT_SEARCH; n--)
+        if (store_fits(lim, rule, n, burst, why, sizeof(why)) == 0)
+            return n;
+    return 0;
+}
 
 /* Checks op against the loaded rules and makes what it would set: 0, or
  * -1 with op->status and op->err.  Under lim->lock. */
@@ -39,15 +79,16 @@ static int prepare(struct sv_limits *lim, sv_limits_op *op, sv_override *out,
                  rule->action == SL_RULE_DENY ? "a deny rule" : "unlimited");
         return -1;
     }
-    sl_limit *check;
-    char why[160];
-    if (sl_limit_override(rule->limit, op->requests_per_unit, op->burst, &check,
-                          why, sizeof(why)) != 0) {
+    char why[200];
+    if (store_fits(lim, rule, op->requests_per_unit, op->burst, why,
+                   sizeof(why)) != 0) {
         op->status = 400;
-        snprintf(op->err, sizeof(op->err), "%s", why);
+        snprintf(op->err, sizeof(op->err),
+                 "rule '%.80s': requests_per_unit %lld, burst %lld: %s",
+                 op->rule, (long long)op->requests_per_unit,
+                 (long long)op->burst, why);
         return -1;
     }
-    sl_limit_free(check);
     out->rule = strdup(op->rule);
     out->reason = strdup(op->reason);
     out->source = op->source;
@@ -135,15 +176,17 @@ void sv_limits_hold(sv_worker *control, const char *id, sv_source source,
     const sl_rule *rule =
         idx == SIZE_MAX ? NULL : sl_rules_rule(lim->loaded->rules, idx);
     int live = e != NULL && sv_override_until(e) > t;
-    int lower = requests > 0 && rule != NULL &&
-                requests < (live ? e->requests_per_unit
-                                 : rule->requests_per_unit);
+    int lower =
+        requests > 0 && rule != NULL &&
+        requests < (live ? e->requests_per_unit : rule->requests_per_unit);
     if (live && !lower) {
         e->held_ms = t + ttl_ms; /* the last agreed limit stands */
         pthread_mutex_unlock(&lim->lock);
         return;
     }
-    if (!lower || rule->action != SL_RULE_LIMIT) {
+    if (lower && rule->action == SL_RULE_LIMIT)
+        requests = fits_below(lim, rule, requests, 0);
+    if (!lower || rule->action != SL_RULE_LIMIT || requests == 0) {
         pthread_mutex_unlock(&lim->lock); /* the rule's own number stands */
         return;
     }
@@ -172,10 +215,22 @@ int sv_limits_renew(sv_worker *control, const char *id, sv_source source,
                     int64_t requests, int64_t burst, int64_t ttl_ms,
                     const char *reason)
 {
+    struct sv_limits *lim = control->server->limits;
+    if (requests > 0) {
+        pthread_mutex_lock(&lim->lock);
+        size_t idx = sv_rule_find(lim->loaded, id);
+        const sl_rule *rule =
+            idx == SIZE_MAX ? NULL : sl_rules_rule(lim->loaded->rules, idx);
+        if (rule != NULL && rule->action == SL_RULE_LIMIT)
+            requests = fits_below(lim, rule, requests, burst);
+        pthread_mutex_unlock(&lim->lock);
+        if (requests == 0)
+            return -1; /* none fits: what is in force stands */
+    }
     json_t *there = sv_limits_override(control, id, source);
     int64_t t = sv_limits_now_ms(control->server);
-    if (requests <= 0 && there != NULL && unhold(control->server->limits, id,
-                                                 source) != 0) {
+    if (requests <= 0 && there != NULL &&
+        unhold(control->server->limits, id, source) != 0) {
         json_decref(there); /* it was this node's alone: gone */
         return 1;
     }

@@ -108,6 +108,16 @@ typedef struct sl__rule_daemon {
 const sl__rule_daemon *sl__rule_daemon_of(const sl_rules *rules,
                                           const sl_rule *r);
 
+/*
+ * Whether the Redis store decides r, a rule of rules, exactly: its limit,
+ * and its limit raised to adaptive.max, fit a tick of its own numbers
+ * (src/redis/call.c, "Ticks").  `sluice serve --store redis://` refuses a
+ * set with a rule that does not, `sluice validate` warns of it.  0, or
+ * -1 with why.
+ */
+int sl__rule_redis_fits(const sl_rules *rules, const sl_rule *r, char *why,
+                        size_t whylen);
+
 /* What the load found questionable but accepted, as ratelimit accepts
  * it (a key it ignores at that place, a missing requests_per_unit):
  * "file:line:column: message", in file order; `sluice validate` prints
@@ -125,7 +135,7 @@ const char *sl__rules_warning(const sl_rules *rules, size_t i);
  */
 int sl__rules_metric_text(const sl_rules *rules, const char *domain,
                           size_t domain_len, const sl_rules_entry *entries,
-                          size_t n_entries, int detailed, char *buf,
-                          size_t cap, size_t *len);
+                          size_t n_entries, int detailed, char *buf, size_t cap,
+                          size_t *len);
 
 #endif /* SL_RULE_DAEMON_H */

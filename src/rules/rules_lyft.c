@@ -20,12 +20,23 @@
 /* ratelimit checks every key of a file against one list, whatever its
  * place (its validateYamlKeys), and ignores a known key where it means
  * nothing. */
-static const char *const lyft_keys[] = {
-    "domain",          "key",       "value",        "descriptors",
-    "rate_limit",      "unit",      "requests_per_unit", "unlimited",
-    "shadow_mode",     "quota_mode", "name",        "replaces",
-    "detailed_metric", "value_to_metric", "share_threshold", "metadata",
-    NULL};
+static const char *const lyft_keys[] = {"domain",
+                                        "key",
+                                        "value",
+                                        "descriptors",
+                                        "rate_limit",
+                                        "unit",
+                                        "requests_per_unit",
+                                        "unlimited",
+                                        "shadow_mode",
+                                        "quota_mode",
+                                        "name",
+                                        "replaces",
+                                        "detailed_metric",
+                                        "value_to_metric",
+                                        "share_threshold",
+                                        "metadata",
+                                        NULL};
 
 int sl__rules_lyft_key(const char *key, size_t len)
 {
@@ -101,10 +112,10 @@ static int meta_fill(sl__meta *m, const sl__ynode *n)
 {
     int b;
     if (n->kind == SL__Y_SCALAR) {
-        if (n->plain && (n->len == 0 || strcmp(n->text, "~") == 0 ||
-                         strcmp(n->text, "null") == 0 ||
-                         strcmp(n->text, "Null") == 0 ||
-                         strcmp(n->text, "NULL") == 0)) {
+        if (n->plain &&
+            (n->len == 0 || strcmp(n->text, "~") == 0 ||
+             strcmp(n->text, "null") == 0 || strcmp(n->text, "Null") == 0 ||
+             strcmp(n->text, "NULL") == 0)) {
             m->kind = SL__META_NULL;
         } else if (sl__value_bool(n->text, n->len, n->plain, &b) == 0 &&
                    n->plain) {
@@ -207,22 +218,35 @@ int sl__rules_lyft_descriptor(sl_rules *rules, const char *file,
 {
     const sl__ynode *meta = get(d, "metadata");
     int share, rc;
-    (void)rules;
     if ((rc = get_bool(file, d, "share_threshold", &share, errbuf, errlen)) !=
             0 ||
         (rc = get_bool(file, d, "value_to_metric", &node->value_to_metric,
                        errbuf, errlen)) != 0 ||
         (rc = get_bool(file, d, "quota_mode", quota, errbuf, errlen)) != 0)
         return rc;
-    if (share) {
-        /* ratelimit refuses the flag where no '*' makes a wildcard. */
-        if (value == NULL || node->match == SL__V_EXACT) {
-            const sl__ynode *at = get(d, "share_threshold");
+    if (share && (value == NULL || node->match == SL__V_EXACT)) {
+        /* ratelimit refuses the flag where no '*' is in key + "_" + value
+         * and takes it otherwise, a '*' in the key included: there it
+         * does nothing (its keys match exactly, only a value is a
+         * wildcard), and so here, with a warning. */
+        const sl__ynode *at = get(d, "share_threshold");
+        const sl__ynode *key = get(d, "key");
+        int star = key != NULL && key->kind == SL__Y_SCALAR &&
+                   memchr(key->text, '*', key->len) != NULL;
+        if (!star &&
+            (value == NULL || memchr(value->text, '*', value->len) == NULL))
             return sl__rules_error(
                 errbuf, errlen, SL_EINVAL, file, at->line, at->col,
                 "share_threshold on a value without '*': '%s'",
                 value != NULL ? value->text : "");
-        }
+        if (sl__rules_warn(rules, file, at,
+                           "share_threshold has no effect: the value has no "
+                           "'*' (the key's is matched exactly): '%s'",
+                           value != NULL ? value->text : "") != 0)
+            return SL_ENOMEM;
+        share = 0;
+    }
+    if (share) {
         if ((node->shared = malloc(value->len + 1)) == NULL)
             return SL_ENOMEM;
         memcpy(node->shared, value->text, value->len + 1);

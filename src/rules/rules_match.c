@@ -228,6 +228,15 @@ int sl__rules_metric_text(const sl_rules *rules, const char *domain,
     const sl__rnode *level;
     if (d == SL_RULES_NO_DOMAIN)
         return SL_EKEYLEN;
+    /* With a share_threshold level on the path, ratelimit writes the
+     * detailed key of an empty value as the key alone ("key", not the
+     * "key_" of its plain detailed key). */
+    int shared_path = 0;
+    level = &rules->domains[d].root;
+    for (size_t i = 0; i < n_entries && level != NULL; i++) {
+        level = find(level, &entries[i]);
+        shared_path |= level != NULL && level->shared != NULL;
+    }
     level = &rules->domains[d].root;
     for (size_t i = 0; i < n_entries; i++) {
         const sl_rules_entry *e = &entries[i];
@@ -248,7 +257,7 @@ int sl__rules_metric_text(const sl_rules *rules, const char *domain,
         if ((i > 0 && add(buf, cap, &l, ".", 1) != 0) ||
             add(buf, cap, &l, e->key, e->key_len) != 0)
             return SL_EKEYLEN;
-        if ((v != NULL && (vlen > 0 || detailed)) &&
+        if ((v != NULL && (vlen > 0 || (detailed && !shared_path))) &&
             (add(buf, cap, &l, "_", 1) != 0 || add(buf, cap, &l, v, vlen) ||
              (n != NULL && n->match == SL__V_PREFIX && v == n->value &&
               add(buf, cap, &l, "*", 1) != 0)))

@@ -26,22 +26,22 @@
 #include "runtime/rules_reload.h"
 #include "runtime/tls_listeners.h"
 #include "log/log.h"
-#include "redis/redis_proto.h"
+#include "rules/rule_daemon.h"
 
 static uv_timer_t watch_timer;
 static int watching;
 static uint64_t watch_sig;
 
 /* On Redis, every limit must be one its script decides exactly (any
- * period of whole seconds is; call.c, "Ticks"): one it cannot is refused
- * here, naming the rule, never at request time.  0 or -1 with err. */
+ * period of whole seconds is; call.c, "Ticks"), raised to its
+ * adaptive.max too: one it cannot is refused here, naming the rule, never at
+ * request time.  0 or -1 with err. */
 static int store_takes(const sl_rules *rules, char *err, size_t errlen)
 {
     for (size_t i = 0; i < sl_rules_rule_count(rules); i++) {
         const sl_rule *r = sl_rules_rule(rules, i);
         char why[256];
-        if (r->action == SL_RULE_LIMIT &&
-            sl__redis_limit_fits(r->limit, why, sizeof(why)) != 0) {
+        if (sl__rule_redis_fits(rules, r, why, sizeof(why)) != 0) {
             snprintf(err, errlen, "rule '%s'%s%s%s: %s", r->path,
                      r->name[0] ? " (name '" : "", r->name,
                      r->name[0] ? "')" : "", why);
@@ -114,8 +114,8 @@ int sv_reload_init(sv_server *s)
 {
     char err[512];
     watch_sig = signature(s->cfg.rules_path);
-    sv_rules *r = load(s->cfg.rules_path, s->cfg.redis_url != NULL, err,
-                     sizeof(err));
+    sv_rules *r =
+        load(s->cfg.rules_path, s->cfg.redis_url != NULL, err, sizeof(err));
     if (r == NULL) {
         sl__log(SL__LOG_ERROR, NULL, "%s", err);
         return -1;
@@ -130,8 +130,8 @@ void sv_reload_now(sv_server *s)
     /* The certificates and keys are read again with the rules: a bad
      * new pair is refused, and the pair in force stays on its listeners. */
     sv_tls_listeners_reload(s);
-    sv_rules *r = load(s->cfg.rules_path, s->cfg.redis_url != NULL, err,
-                     sizeof(err));
+    sv_rules *r =
+        load(s->cfg.rules_path, s->cfg.redis_url != NULL, err, sizeof(err));
     if (r == NULL) {
         sl__log(SL__LOG_ERROR, NULL, "rules reload failed: %s", err);
         pthread_mutex_lock(&s->reload_lock);
