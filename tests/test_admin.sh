@@ -363,6 +363,26 @@ try:
     ok = harness.wait_until(lambda: burst_at(10), 8)
     check("a burst of 1 falls /2 a poll and stops at the min's scale (10)",
           ok and min(seen) == 10, seen)
+    # An answer that no longer names the rule (empty, or of other rules
+    # only) withdraws nothing at once: the override lapses at its expiry
+    # (at most 10 intervals, 2 s here), and the rule is back to its own.
+    def other_advice(recs):
+        return json.dumps({"protocol": "sluice-advisor/1",
+                           "computed_at_ms": int(time.time() * 1000), "valid_for_ms": 5000,
+                           "recommendations": recs}).encode()
+    for name, recs in [("an empty answer", []),
+                       ("an answer of other rules only",
+                        [{"limit": "test.adaptive", "requests_per_unit": 150}])]:
+        advice["body"] = lambda: burst_advice(40)
+        ok = harness.wait_until(lambda: adv.in_force("test.adaptive_tb")["source"] == "advisor", 8)
+        advice["body"] = lambda recs=recs: other_advice(recs)
+        t0 = time.monotonic()
+        gone = harness.wait_until(
+            lambda: adv.in_force("test.adaptive_tb")["source"] == "rules", 8)
+        took = time.monotonic() - t0
+        check("%s: the advisor's override lapses at its expiry, the rule back to its own" % name,
+              ok and gone and adv.in_force("test.adaptive_tb")["requests_per_unit"] == 100,
+              (adv.in_force("test.adaptive_tb"), round(took, 2)))
     advice["status"] = 500
     shadow = Node("shadow", "--advisor", "http://127.0.0.1:%d" % srv.server_address[1],
                   "--advisor-interval", "200ms", "--advisor-mode", "shadow")

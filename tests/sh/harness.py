@@ -80,9 +80,10 @@ def kill_all():
             pass
 
 
-def rss_kb(pid):
-    """A process's resident memory (VmRSS), in kB."""
-    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % pid).read()).group(1))
+def rss_kb(pid, field="VmRSS"):
+    """A process's resident memory (VmRSS), or another field of its
+    /proc status (VmData: what it has allocated, touched or not), in kB."""
+    return int(re.search(field + r":\s+(\d+)", open("/proc/%d/status" % pid).read()).group(1))
 
 
 def unread_resp_clients(port, n=50, rounds=3):
