@@ -4,7 +4,8 @@
 #   - bench/state_save.c: N gcra keys saved (sl_memory_store_save) while a
 #     thread decides on random keys of them, then loaded into a new store:
 #     save and load seconds, file bytes, the longest the save held a shard,
-#     the longest decision during the save;
+#     the longest decision during the save and its CPU time (spinning on a
+#     lock) beside the time it waited for a core;
 #   - a throwaway redis-server filled with N string keys of 16 bytes
 #     (DEBUG POPULATE; a gcra state is two 8-byte words): SAVE's time,
 #     BGSAVE's time and its fork's stall (latest_fork_usec: every command

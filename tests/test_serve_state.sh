@@ -6,13 +6,16 @@
 # used keeps its remaining count; after kill -9 the state is the last
 # save's (SIGUSR1), not newer; periodic saves happen, and one that cannot
 # be written is counted and retried while decisions go on; a corrupt file
-# starts the daemon empty, loudly, or stops it with --state-required; and
-# `sluice proxy` keeps its counters the same way.
+# starts the daemon empty, loudly, or stops it with --state-required; after
+# a restart with one of two rules changed the other's counters (counted
+# under an override) are kept and the changed one's start fresh, and with
+# both changed the file is refused, kept aside, and the node starts empty;
+# and `sluice proxy` keeps its counters the same way.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
-import os, re, shutil, signal, stat, subprocess, sys, tempfile, time
-import urllib.error, urllib.request
+import json, os, re, shutil, signal, stat, subprocess, sys, tempfile, time
+import urllib.error, urllib.parse, urllib.request
 
 sys.path.insert(0, os.path.join(sys.argv[2], "tests", "sh"))
 import harness
@@ -130,7 +133,7 @@ try:
     check("and counted", e.metric('sluice_state_load{result="corrupt"}') == 1)
     check("and kept aside as PATH.bad",
           os.path.exists(state + ".bad") and not os.path.exists(state) and
-          "it is kept as PATH.bad" in log)
+          "it is kept as %s.bad\n" % state in log, log)
     shutil.copy(state + ".bad", state)
     check("and the daemon starts empty", hit(e, "gcra", "abuser")[0] == "OK")
     e.p.kill()
@@ -143,6 +146,85 @@ try:
     check("--state-required: a corrupt file stops the start (exit 1)",
           p.returncode == 1 and "not starting (--state-required)" in err,
           (p.returncode, err))
+
+    # ---- rules changed while down: kept where unchanged, fresh where not ----
+    # Two fixed windows (a count of what was used): "kept" keeps its
+    # numbers across the restart, "moved" goes from 5 to 7 an hour.  An
+    # override on "kept" before the restart does not change its identity
+    # (docs/stores.md, "State file"): what was counted under it is kept.
+    two = os.path.join(tmp, "two.yaml")
+    token = os.path.join(tmp, "token")
+    with open(token, "w") as f:
+        f.write("t0ken-for-the-admin-api-0123456789\n")
+    os.chmod(token, 0o600)
+
+    def two_rules(kept, moved):
+        with open(two, "w") as f:
+            f.write("domain: test\ndescriptors:\n")
+            for key, n in (("kept", kept), ("moved", moved)):
+                f.write("  - key: %s\n    rate_limit: {algorithm: fixed_window, "
+                        "unit: hour, requests_per_unit: %d}\n" % (key, n))
+
+    def two_node(name):
+        return harness.Node(SLUICE, tmp, name, two, "--state-file", state2,
+                            "--state-save-interval", "1h", "--admin-listen",
+                            "127.0.0.1:0", "--admin-token-file", token)
+
+    def remaining(n, key, value):
+        code, rem, _ = hit(n, key, value)
+        return code, rem
+
+    state2 = os.path.join(tmp, "state2")
+    two_rules(L, L)
+    h = two_node("two1")
+    admin = None
+    for _ in range(200):
+        m = re.search(r"admin listening on 127\.0\.0\.1:(\d+)", open(h.log).read())
+        if m:
+            admin = int(m.group(1))
+            break
+        time.sleep(0.025)
+    lim = json.loads(urllib.request.urlopen(
+        "http://127.0.0.1:%d/admin/v1/limits" % admin, timeout=10).read())
+    kept_id = next(r["id"] for r in lim["limits"] if r["id"].endswith(".kept"))
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/admin/v1/overrides/%s" % (admin, urllib.parse.quote(kept_id, safe="")),
+        json.dumps({"requests_per_unit": 2 * L}).encode(), method="PUT",
+        headers={"Authorization": "Bearer t0ken-for-the-admin-api-0123456789"})
+    check("an override on the rule that stays",
+          urllib.request.urlopen(req, timeout=10).status in (200, 201))
+    used = [remaining(h, "kept", "v") for _ in range(2)]
+    check("the override is in force: 2 of %d used" % (2 * L),
+          used[-1] == ("OK", 2 * L - 2), used)
+    used = [remaining(h, "moved", "v") for _ in range(2)]
+    check("2 of %d used of the rule that changes" % L, used[-1] == ("OK", L - 2), used)
+    check("two rules: SIGTERM exits 0", h.stop() == 0)
+
+    two_rules(L, L + 2)
+    i = two_node("two2")
+    log = open(i.log).read()
+    check("one rule of two changed: the other's counters load",
+          "(1 of its 2 limits in force)" in log, log[-800:])
+    check("the unchanged rule keeps what was counted under its override",
+          remaining(i, "kept", "v") == ("OK", L - 3), remaining(i, "kept", "w"))
+    check("the changed rule's counter starts fresh at its new numbers",
+          remaining(i, "moved", "v") == ("OK", L + 1))
+    check("two rules, one changed: SIGTERM exits 0", i.stop() == 0)
+
+    two_rules(L + 1, L + 3)
+    j = two_node("two3")
+    log = open(j.log).read()
+    check("both rules changed: the file is refused as other limits",
+          "(other_limits): STARTING EMPTY, every counter reset; it is kept as "
+          "%s.bad\n" % state2 in log, log[-800:])
+    check("and counted",
+          j.metric('sluice_state_load{result="other_limits"}') == 1)
+    check("and kept aside as PATH.bad",
+          os.path.exists(state2 + ".bad") and not os.path.exists(state2))
+    check("and the node starts empty",
+          remaining(j, "kept", "v") == ("OK", L) and
+          remaining(j, "moved", "v") == ("OK", L + 2))
+    j.stop()
 
     # ---- sluice proxy: the same flags, its limits kept across SIGTERM ----
     src = sys.argv[2]

@@ -6,8 +6,8 @@
 # it is served: the main listener when there is no admin listener, only
 # the admin one when there is.  Then a real headless browser (Debian's
 # chromium driven by puppeteer-core, tests/status/status.js): the page
-# loads with no console error, shows the rules, and its counters move
-# when traffic flows.  And docs/operations.md's examples.
+# loads with no console error, shows the rules and the state file's load
+# and last save, and its counters move when traffic flows.  And docs/operations.md's examples.
 #
 # Needs SLUICE, SOURCE_DIR, chromium and tests/status/node_modules
 # (scripts/deps.sh --test installs both).
@@ -119,8 +119,15 @@ if [ -z "$chromium" ] || [ ! -d "$SOURCE_DIR/tests/status/node_modules" ]; then
   exit 1
 fi
 port=$(free_port); mport=$(free_port)
-start browser "$port" --metrics-listen 127.0.0.1:"$mport"
+start browser "$port" --metrics-listen 127.0.0.1:"$mport" --state-file "$tmp/state"
 wait_port "$mport"
+# A save with a key in it (SIGUSR1), for the page's state file section.
+check "http://127.0.0.1:$port" saved-user >/dev/null
+kill -USR1 "${pids[-1]}"
+for _ in $(seq 200); do
+  curl -s "http://127.0.0.1:$mport/status.json" | grep -q '"saves_ok": *1' && break
+  sleep 0.05
+done
 HOME="$tmp" node "$SOURCE_DIR/tests/status/status.js" "$chromium" "http://127.0.0.1:$mport" \
   "http://127.0.0.1:$port" "$tmp/status.png" || fail=1
 

@@ -4,9 +4,10 @@
  * allows nothing else), which polls GET /status.json every 2 s and draws
  * the rules with their limits in force, the decisions, the hottest keys
  * and rules of the last minute (hot.c), decisions over the last 10
- * minutes, in all and per rule (hot_history.c), and the store's state.  Served on the metrics and admin listeners, and on the
- * main one only with --public-status true (docs/operations.md, "The
- * status page").
+ * minutes, in all and per rule (hot_history.c), the store's state, and
+ * with --state-file the load at start and the last save (state_file.c).
+ * Served on the metrics and admin listeners, and on the main one only
+ * with --public-status true (docs/operations.md, "The status page").
  */
 #include <string.h>
 
@@ -68,6 +69,8 @@ static const char page[] =
     "id=\"rules\"><thead><tr><th>rule</th><th>domain</th><th "
     "class=\"n\">limit</th><th>per</th><th>algorithm</th><th>source</th>"
     "</tr></thead><tbody></tbody></table>\n"
+    "<div id=\"state\" hidden><h2>State file</h2><table id=\"state_file\">"
+    "<tbody></tbody></table></div>\n"
     "<script>\n"
     "'use strict';\n"
     "const $ = id => document.getElementById(id);\n"
@@ -156,6 +159,18 @@ static const char page[] =
     "r.requests_per_unit + (r.requests_per_unit !== "
     "r.base_requests_per_unit ? ' (base ' + r.base_requests_per_unit + ')' "
     ": ''); }\n"
+    "function stateFile(f) {\n"
+    "  $('state').hidden = !f;\n"
+    "  if (!f) return;\n"
+    "  const l = f.last_save, saved = l.at_ms > 0;\n"
+    "  fill('state_file', [['file', f.path], ['load at start', f.load + "
+    "(f.loaded_keys ? ', ' + f.loaded_keys + ' keys' : '')], ['last save', "
+    "saved ? new Date(l.at_ms).toLocaleString() : 'none yet'], ['took', "
+    "saved ? l.duration_ms.toFixed(1) + ' ms' : ''], ['keys', saved ? l.keys "
+    ": ''], ['bytes', saved ? l.bytes : ''], ['saves', f.saves_ok + ' ok, ' "
+    "+ f.saves_failed + ' failed' + (f.last_error ? ': ' + f.last_error : "
+    "'')]], [[r => r[0]], [r => r[1]]]);\n"
+    "}\n"
     "async function update() {\n"
     "  try {\n"
     "    const res = await fetch('status.json', {cache: 'no-store'});\n"
@@ -176,6 +191,7 @@ static const char page[] =
     "    $('store_status').className = s.store.status;\n"
     "    $('store_more').textContent = s.store.kind === 'redis' ? "
     "s.store.nodes_live + ' nodes live' : s.store.keys + ' keys';\n"
+    "    stateFile(s.store.state_file);\n"
     "    history(s.history.points);\n"
     "    perRule(s.history);\n"
     "    fill('hot_keys', s.hot_keys, [[r => r.key], [r => r.domain], [r => "

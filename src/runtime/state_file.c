@@ -20,6 +20,7 @@
  * wall clock was stepped while the saving daemon ran.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,21 +44,29 @@ typedef struct sv_state {
 } sv_state;
 
 /* The identities the rules in force give their limits (an override
- * shares its base's): an array the caller frees, its length in *n. */
-static const sl_limit **rule_limits(sv_server *s, size_t *n)
+ * shares its base's): an array the caller frees, its length in *n.  The
+ * limits belong to the rules set, which *held keeps alive until the
+ * caller's sv_rules_release: a reload may replace s->current while a
+ * save runs (reloads are on the main thread today, as saves are, but a
+ * borrowed pointer would make that an unwritten rule of both). */
+static const sl_limit **rule_limits(sv_server *s, size_t *n, sv_rules **held)
 {
     const sl_limit **lims = NULL;
     *n = 0;
     pthread_mutex_lock(&s->reload_lock);
-    if (s->current != NULL) {
-        const sl_rules *rules = s->current->rules;
+    sv_rules *set = s->current;
+    if (set != NULL)
+        atomic_fetch_add(&set->refs, 1);
+    pthread_mutex_unlock(&s->reload_lock);
+    *held = set;
+    if (set != NULL) {
+        const sl_rules *rules = set->rules;
         size_t count = sl_rules_rule_count(rules);
         lims = malloc((count + 1) * sizeof(*lims));
         for (size_t i = 0; lims != NULL && i < count; i++)
             if (sl_rules_rule(rules, i)->limit != NULL)
                 lims[(*n)++] = sl_rules_rule(rules, i)->limit;
     }
-    pthread_mutex_unlock(&s->reload_lock);
     return lims;
 }
 
@@ -73,7 +82,8 @@ int sv_state_load(sv_server *s)
     s->state = st;
 
     size_t n;
-    const sl_limit **lims = rule_limits(s, &n);
+    sv_rules *held;
+    const sl_limit **lims = rule_limits(s, &n, &held);
     sl_memory_load_options o = SL_MEMORY_LOAD_OPTIONS_INIT;
     sl_memory_load_info info;
     char err[512];
@@ -82,6 +92,7 @@ int sv_state_load(sv_server *s)
     int rc = sl_memory_store_load(s->store, cfg->state_file, &o, &info, err,
                                   sizeof(err));
     free(lims);
+    sv_rules_release(held);
     st->load_result = info.result;
     if (rc == 0) {
         st->loaded_keys = info.keys;
@@ -113,15 +124,15 @@ int sv_state_load(sv_server *s)
     }
     /* Kept aside for a look, rather than replaced by the next save. */
     char aside[4096];
-    const char *kept = "it is replaced at the next save";
-    if (info.result != SL_STATE_UNREADABLE &&
-        (size_t)snprintf(aside, sizeof(aside), "%s.bad", cfg->state_file) <
-            sizeof(aside) &&
-        rename(cfg->state_file, aside) == 0)
-        kept = "it is kept as PATH.bad";
+    int moved = info.result != SL_STATE_UNREADABLE &&
+                (size_t)snprintf(aside, sizeof(aside), "%s.bad",
+                                 cfg->state_file) < sizeof(aside) &&
+                rename(cfg->state_file, aside) == 0;
     sl__log(SL__LOG_ERROR, "state",
-            "%s (%s): STARTING EMPTY, every counter reset; %s", err,
-            sl_state_result_name(info.result), kept);
+            "%s (%s): STARTING EMPTY, every counter reset; %s%s", err,
+            sl_state_result_name(info.result),
+            moved ? "it is kept as " : "it is replaced at the next save",
+            moved ? aside : "");
     return 0;
 }
 
@@ -131,7 +142,8 @@ void sv_state_save(sv_server *s, const char *why)
     if (st == NULL)
         return;
     size_t n;
-    const sl_limit **lims = rule_limits(s, &n);
+    sv_rules *held;
+    const sl_limit **lims = rule_limits(s, &n, &held);
     sl_memory_save_options o = SL_MEMORY_SAVE_OPTIONS_INIT;
     sl_memory_save_info info;
     char err[512];
@@ -142,6 +154,7 @@ void sv_state_save(sv_server *s, const char *why)
                                   sd_engine_clock(s->engine), &o, &info, err,
                                   sizeof(err));
     free(lims);
+    sv_rules_release(held);
     pthread_mutex_lock(&st->lock);
     if (rc == 0) {
         st->saves_ok++;

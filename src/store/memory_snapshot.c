@@ -80,6 +80,9 @@ int sl__state_options(sl_memory_save_options *o, const void *opts,
     return 0;
 }
 
+void (*sl__state_shard_saved_cb)(void *arg, int shard);
+void *sl__state_shard_saved_arg;
+
 static sl_nanos mono_now(void)
 {
     return sl_clock_monotonic();
@@ -308,6 +311,8 @@ static int put_shards(sl__memory_store *ms, int fd, out_buf *raw_buf,
         sl_nanos held = mono_now() - t0;
         if (held > *longest)
             *longest = held;
+        if (sl__state_shard_saved_cb != NULL)
+            sl__state_shard_saved_cb(sl__state_shard_saved_arg, k);
         if (encode_shard(&raw, b) != 0)
             return SL_ENOMEM;
         *keys += (uint64_t)raw.count[0] + raw.count[1];

@@ -94,4 +94,11 @@ uint32_t sl__state_crc(uint32_t crc, const void *p, size_t n);
 int sl__state_options(sl_memory_save_options *o, const void *opts,
                       const char *name, char *errbuf, size_t errlen);
 
+/* Called by a save after each shard's copy, with the shard's lock
+ * released: a test's view of a save in progress (it may make decisions
+ * there, or wait for another thread's).  NULL but in tests, which set it
+ * before the save starts and clear it after. */
+extern void (*sl__state_shard_saved_cb)(void *arg, int shard);
+extern void *sl__state_shard_saved_arg;
+
 #endif

@@ -1,9 +1,10 @@
 // tests/status/status.js - drives Debian's chromium (headless, through
 // puppeteer-core) at sluice's status page: it loads with no console error,
 // failed request or request off the sluice origin, shows the rules (deny
-// and unlimited ones as such), and its counters, hot keys (as key=value),
-// history and per-rule lines (with axes and legends) move when traffic
-// flows; a screenshot is kept for a look.
+// and unlimited ones as such) and the state file's load and last save,
+// and its counters, hot keys (as key=value), history and per-rule lines
+// (with axes and legends) move when traffic flows; a screenshot is kept
+// for a look.
 // Usage: node status.js CHROMIUM PAGE_URL API_URL SCREENSHOT
 //   PAGE_URL: the listener that serves /status (--metrics-listen);
 //   API_URL: the decision API (--listen).  Prints PASS/FAIL lines.
@@ -98,6 +99,16 @@ const check_api = (value) => fetch(base + '/v1/check', {
           JSON.stringify(perLabels));
     await page.screenshot({path: shot, fullPage: true});
     check('a screenshot is taken', require('fs').statSync(shot).size > 10000, shot);
+    // Started with --state-file and no file, then saved once (SIGUSR1).
+    const state = await page.$$eval('#state_file tbody tr', trs =>
+      Object.fromEntries(trs.map(t => [t.cells[0].textContent, t.cells[1].textContent])));
+    const visible = await page.$eval('#state', e => !e.hidden);
+    check('the state file section shows the load and the last save',
+          visible && state['file'].endsWith('/state') && state['load at start'] === 'missing' &&
+          state['last save'] !== 'none yet' && /^\d+\.\d ms$/.test(state['took']) &&
+          Number(state['keys']) >= 1 && Number(state['bytes']) > 128 &&
+          state['saves'] === '1 ok, 0 failed',
+          JSON.stringify([visible, state]));
     const store = await page.$eval('#store_status', e => e.textContent);
     check('the store\'s state is shown', store === 'up', store);
     check('no console errors or failed requests', errors.length === 0, JSON.stringify(errors));
