@@ -60,6 +60,21 @@ def refused(port):
         s.close()
 
 
+def http_status(port):
+    """GET /healthz on the HTTP door: its status line's code, or None when
+    the connection is closed unanswered (over --max-connections)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        s.settimeout(3)
+        head = s.recv(100)
+        return int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else None
+    except (ConnectionResetError, BrokenPipeError, socket.timeout):
+        return None
+    finally:
+        s.close()
+
+
 try:
     # ---- answers never taken ----
     n = GNode("stall", "--write-timeout", "1s", "--idle-timeout", "2s",
@@ -74,6 +89,8 @@ try:
           vars(c0.streams[s0]))
     check("the connections hold --max-connections: a fourth is refused",
           refused(n.gport))
+    check("and the HTTP door, which shares the cap, is refused too",
+          http_status(n.port) is None)
     t0 = time.monotonic()
     st = c0.result(s0, 5)
     waited = time.monotonic() - t0
@@ -91,6 +108,7 @@ try:
     st = fresh.result(sid, 5)
     check("the slots are free again: a new call is answered",
           st is not None and st.grpc_status() == 0, st and vars(st))
+    check("and the HTTP door answers again", http_status(n.port) == 200)
 
     # A peer that opens its window late still gets its answer whole.
     late = shut_window_conn(n.gport)
