@@ -133,6 +133,13 @@ int sl__rules_lyft_descriptor(sl_rules *rules, const char *file,
 int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
                               const sl__ynode **bad, char *why, size_t whylen);
 
+/* A rate_limit's `sync:` mapping s (rules_sync.c) for a limit of
+ * algorithm alg at path: its lease settings into r.  0, or SL_EINVAL
+ * with *bad the node at fault and the message in why. */
+int sl__rules_sync(const sl__ynode *s, sl_algorithm alg, const char *path,
+                   sl__rule_daemon *r, const sl__ynode **bad, char *why,
+                   size_t whylen);
+
 /* Formats "file:line:col: message" into errbuf and returns err. */
 int sl__rules_error(char *errbuf, size_t errlen, int err, const char *file,
                     unsigned line, unsigned col, const char *fmt, ...)
