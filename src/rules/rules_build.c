@@ -303,21 +303,14 @@ static int get_adaptive(build *b, const sl__ynode *a, sl__rule_daemon *r)
 static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
-    static const char *const keys[] = {"unit",
-                                       "requests_per_unit",
-                                       "unlimited",
-                                       "name",
-                                       "replaces",
-                                       "algorithm",
-                                       "burst",
-                                       "unit_multiplier",
-                                       "period",
-                                       "step",
-                                       "store_failure",
-                                       "adaptive",
-                                       "max_hits",
-                                       "sync",
-                                       NULL};
+    /* One key a line would take 15. */
+    /* clang-format off */
+    static const char *const keys[] = {
+        "unit",     "requests_per_unit", "unlimited", "name",
+        "replaces", "algorithm",         "burst",     "unit_multiplier",
+        "period",   "step",              "store_failure", "adaptive",
+        "max_hits", "sync",              NULL};
+    /* clang-format on */
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
         *step, *failure, *adaptive, *max_hits, *sync;
     sl_rule *r = &node->rules[node->n_rules];
