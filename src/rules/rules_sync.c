@@ -88,12 +88,16 @@ int sl__rules_sync(const sl__ynode *s, sl_algorithm alg, const char *path,
      * bucket has no such end, and the sliding and stepped windows count a
      * unit in windows after its own: a lease's units would outlive it. */
     if (alg != SL_FIXED_WINDOW) {
+        int windowed = alg == SL_SLIDING_WINDOW || alg == SL_STEPPED_WINDOW ||
+                       alg == SL_SLIDING_LOG;
         snprintf(why, whylen,
                  "sync: mode lease needs algorithm fixed_window, not %s: a "
                  "lease's zero bound is the end of the window Redis charged "
-                 "it in, and %s has no window whose end retires its units: "
-                 "'%s'",
-                 sl_algorithm_name(alg), sl_algorithm_name(alg), path);
+                 "it in, and %s %s: '%s'",
+                 sl_algorithm_name(alg), sl_algorithm_name(alg),
+                 windowed ? "counts a unit in later windows too"
+                          : "has no window whose end retires its units",
+                 path);
         return SL_EINVAL;
     }
     r->lease_share_ppm = DEFAULT_SHARE_PPM;
