@@ -70,6 +70,25 @@ void sd_leases_clear(sd_leases *ls);
 /* Takes up to max pending returns into out: how many. */
 size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max);
 
+/* A return run's arguments (lease.lua): up to SD_RETURN_BATCH keys, which
+ * must share a slot on a Cluster. */
+#define SD_RETURN_BATCH 64
+#define SD_RETURN_NUM_LEN 24
+typedef struct sd_return_call {
+    int argc;
+    const char *argv[4 + 4 * SD_RETURN_BATCH];
+    size_t lens[4 + 4 * SD_RETURN_BATCH];
+    char nums[1 + 3 * SD_RETURN_BATCH][SD_RETURN_NUM_LEN];
+    char *names; /* the keys' names, each NUL-terminated; the caller frees */
+} sd_return_call;
+
+/* The call giving rs[0 .. n) back on the store of key space ks, its
+ * script named by ref (sd_redis_script_ref): 0, or -1 (n too large, out
+ * of memory). */
+int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
+                         const sd_lease_return *rs, size_t n,
+                         sd_return_call *out);
+
 /* Debug check of the invariants (the comment above struct sd_lease):
  * 0, or -1. */
 int sd_leases_check(const sd_leases *ls);

@@ -1,12 +1,13 @@
 /*
  * lease_return.c - a thread's leases swept on a timer of its loop, and
  * their unused units given back to Redis (lease.lua's return run): up to
- * RETURN_BATCH keys a script call on a plain server, one key a call on a
+ * SD_RETURN_BATCH keys a script call on a plain server, one key a call on a
  * Cluster (a call's keys must share a slot).  A return is best effort: one
  * that fails or comes after its window leaves the units counted in the
  * window they were charged in, never minted into another, so a lost
  * return only ever refuses more (docs/stores.md, "Leases").
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,8 +16,6 @@
 /* How often a thread looks at its leases: well within RETURN_AHEAD_NS
  * (lease.c), so a return goes out before its lease expires. */
 #define SWEEP_MS 5
-#define RETURN_BATCH 64
-#define NUM_LEN 24
 
 static void returned_cb(const redisReply *reply, void *priv)
 {
@@ -31,54 +30,63 @@ static void returned_cb(const redisReply *reply, void *priv)
     sd_count(&stats->lease_units_restored, back);
 }
 
-/* One return call of rs[0 .. n): 0, or -1 (not sent: its units lost). */
-static int send_one(sd_thread *t, const sd_lease_return *rs, size_t n)
+int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
+                         const sd_lease_return *rs, size_t n,
+                         sd_return_call *out)
 {
-    const sl__redis_keyspace *ks = &t->e->redis_keyspace;
-    const char *argv[4 + 4 * RETURN_BATCH];
-    size_t lens[4 + 4 * RETURN_BATCH], total = 1, at = 0;
-    char nums[1 + 3 * RETURN_BATCH][NUM_LEN];
-    int argc = 3, rc = -1;
-    const char *ref = sd_redis_script_ref(t);
-    if (ref == NULL)
+    size_t total = 1, at = 0;
+    int argc = 3;
+    if (n > SD_RETURN_BATCH)
         return -1;
     for (size_t i = 0; i < n; i++)
         total += sl__redis_key_name_max(ks, rs[i].key_len) + 1;
-    char *names = malloc(total);
-    if (names == NULL)
+    if ((out->names = malloc(total)) == NULL)
         return -1;
-    argv[0] = sl__redis_script_command(ref, &argv[1], &lens[1]);
-    lens[0] = strlen(argv[0]);
-    lens[2] = (size_t)snprintf(nums[0], NUM_LEN, "%zu", n);
-    argv[2] = nums[0];
+    out->argv[0] = sl__redis_script_command(ref, &out->argv[1], &out->lens[1]);
+    out->lens[0] = strlen(out->argv[0]);
+    out->lens[2] = (size_t)snprintf(out->nums[0], SD_RETURN_NUM_LEN, "%zu", n);
+    out->argv[2] = out->nums[0];
     for (size_t i = 0; i < n; i++) {
         size_t len = sl__redis_key_name(ks, rs[i].ident, rs[i].key,
-                                        rs[i].key_len, names + at);
-        names[at + len] = '\0'; /* the first names the slot */
-        argv[argc] = names + at;
-        lens[argc++] = len;
+                                        rs[i].key_len, out->names + at);
+        out->names[at + len] = '\0'; /* the first names the slot */
+        out->argv[argc] = out->names + at;
+        out->lens[argc++] = len;
         at += len + 1;
     }
-    argv[argc] = "R";
-    lens[argc++] = 1;
+    out->argv[argc] = "R";
+    out->lens[argc++] = 1;
     for (size_t i = 0; i < n; i++) {
         const int64_t f[3] = {rs[i].units, rs[i].window_s, rs[i].window_ns};
         for (int j = 0; j < 3; j++) {
-            char *s = nums[1 + 3 * i + (size_t)j];
-            argv[argc] = s;
-            lens[argc++] =
-                (size_t)snprintf(s, NUM_LEN, "%lld", (long long)f[j]);
+            char *s = out->nums[1 + 3 * i + (size_t)j];
+            out->argv[argc] = s;
+            out->lens[argc++] =
+                (size_t)snprintf(s, SD_RETURN_NUM_LEN, "%lld", (long long)f[j]);
         }
     }
-    rc = sd_redis_command(t, names, argc, argv, lens, returned_cb, t->stats);
-    free(names);
+    out->argc = argc;
+    return 0;
+}
+
+/* One return call of rs[0 .. n): 0, or -1 (not sent: its units lost). */
+static int send_one(sd_thread *t, const sd_lease_return *rs, size_t n)
+{
+    sd_return_call a;
+    const char *ref = sd_redis_script_ref(t);
+    if (ref == NULL ||
+        sd_lease_return_args(&t->e->redis_keyspace, ref, rs, n, &a) != 0)
+        return -1;
+    int rc = sd_redis_command(t, a.names, a.argc, a.argv, a.lens, returned_cb,
+                              t->stats);
+    free(a.names);
     return rc;
 }
 
 void sd_leases_send(sd_thread *t)
 {
-    sd_lease_return rs[RETURN_BATCH];
-    size_t per_call = t->e->redis_keyspace.cluster ? 1 : RETURN_BATCH, n;
+    sd_lease_return rs[SD_RETURN_BATCH];
+    size_t per_call = t->e->redis_keyspace.cluster ? 1 : SD_RETURN_BATCH, n;
     while ((n = sd_leases_take_returns(t->leases, rs, per_call)) > 0) {
         uint64_t units = 0;
         for (size_t i = 0; i < n; i++)
