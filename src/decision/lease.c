@@ -61,6 +61,9 @@ typedef struct sd_lease {
     sl_nanos last_ask;           /* when the key last went to Redis */
     int64_t demand;              /* units asked of it since, locally or not */
     sl_nanos last_use;
+    /* An ask is out until its reply or then: one at a time, so that the
+     * calls of one batch do not each take a lease. */
+    sl_nanos asking_until;
     uint32_t live_at;
     uint16_t key_len;
     char key[SD_LEASE_KEY_MAX];
@@ -284,8 +287,8 @@ void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
             (e = entry_of(ls, &check->items[i], now, &made)) == NULL)
             continue;
         e->demand += check->costs[i];
-        if (made)
-            continue; /* first seen: no rate yet, no lease */
+        if (made || now < e->asking_until)
+            continue; /* first seen: no rate yet; or a lease on its way */
         const sd_lease_terms *t = &check->lease[i];
         sl_nanos life = t->max, elapsed = now - e->last_ask;
         if (e->reset_at > now && e->reset_at - now < life)
@@ -300,6 +303,8 @@ void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
         asks[i] = want < MIN_ASK ? 0 : want > cap ? cap : (int64_t)want;
         e->last_ask = now;
         e->demand = 0;
+        if (asks[i] > 0)
+            e->asking_until = now + t->max;
     }
 }
 
@@ -361,6 +366,9 @@ void sd_leases_learn(sd_leases *ls, const sd_check *check,
 {
     for (size_t i = 0; ls != NULL && i < check->n; i++) {
         const sl__redis_grant *g = &grants[i];
+        sd_lease *e;
+        if (has_terms(check, i) && (e = find(ls, &check->items[i])) != NULL)
+            e->asking_until = 0; /* the ask is answered */
         if (g->units <= 0)
             continue;
         if (stale || !has_terms(check, i))

@@ -16,7 +16,7 @@ typedef struct sd_leases sd_leases;
 
 /* The key bytes an entry holds: a longer key never leases (its calls go
  * to Redis as they are).  SD_LEASE_MIN_BYTES (decision.h) is one bucket. */
-#define SD_LEASE_KEY_MAX 146
+#define SD_LEASE_KEY_MAX 138
 
 /* Units a thread gives back, the window they were charged in, and the
  * Redis key they were charged under (lease.lua's return). */
