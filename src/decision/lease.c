@@ -22,19 +22,16 @@
  * the entry is evicted; Redis takes them only into the window they came
  * from.
  *
- * The table is the negative cache's (negative_cache.c): allocated once
- * at its budget, buckets of four picked by a keyed SipHash, whole keys
- * and limit numbers compared, so a collision is a miss and a stranger
- * making keys by the million evicts entries, never adds memory.  The
- * entries that hold units are also on a list, so that the sweep looks at
- * those alone.
+ * The table is a fixed one of keyed.h, as the negative cache's: a
+ * stranger making keys by the million evicts entries, never adds memory,
+ * and a collision is a miss.  The entries that hold units are also on a
+ * list, so that the sweep looks at those alone.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "decision/keyed.h"
 #include "decision/layer.h"
-#include "internal.h"
 
 /* Returned this long before the expiry: the return reaches Redis while
  * the window is, most likely, still the one the units came from. */
@@ -71,13 +68,12 @@ typedef struct sd_lease {
 
 _Static_assert(sizeof(sd_lease) == 256, "an entry is 256 bytes");
 
-#define WAYS 4
+#define WAYS SD_KEYED_WAYS
 
 struct sd_leases {
-    sd_lease *slots; /* n_buckets * WAYS */
-    size_t mask;     /* n_buckets - 1 */
-    uint64_t k0, k1; /* the hash's secret */
-    uint32_t *live;  /* indices of the entries holding units */
+    sd_lease *slots; /* buckets * WAYS */
+    sd_keyed keyed;
+    uint32_t *live; /* indices of the entries holding units */
     size_t n_live;
     sd_lease_return pending[SD_LEASE_PENDING];
     size_t n_pending;
@@ -86,21 +82,17 @@ struct sd_leases {
 
 sd_leases *sd_leases_new(size_t bytes, sd_stats *stats)
 {
-    size_t buckets = 1;
+    size_t buckets;
     if (bytes < SD_LEASE_MIN_BYTES)
         return NULL;
-    while (buckets * 2 * WAYS * sizeof(sd_lease) <= bytes)
-        buckets *= 2;
     sd_leases *ls = calloc(1, sizeof(*ls));
     if (ls == NULL ||
+        sd_keyed_init(&ls->keyed, bytes, sizeof(sd_lease), &buckets) != 0 ||
         (ls->slots = calloc(buckets * WAYS, sizeof(sd_lease))) == NULL ||
-        (ls->live = calloc(buckets * WAYS, sizeof(uint32_t))) == NULL ||
-        getrandom(&ls->k0, sizeof(ls->k0), 0) != (ssize_t)sizeof(ls->k0) ||
-        getrandom(&ls->k1, sizeof(ls->k1), 0) != (ssize_t)sizeof(ls->k1)) {
+        (ls->live = calloc(buckets * WAYS, sizeof(uint32_t))) == NULL) {
         sd_leases_free(ls);
         return NULL;
     }
-    ls->mask = buckets - 1;
     ls->stats = stats;
     return ls;
 }
@@ -116,24 +108,19 @@ void sd_leases_free(sd_leases *ls)
 
 static uint64_t hash_of(const sd_leases *ls, const sl_check_item *item)
 {
-    return sl__siphash13(ls->k0, ls->k1, item->limit->ident, item->key,
-                         item->key_len) |
-           1;
+    return sd_keyed_hash(&ls->keyed, item);
 }
 
 static sd_lease *bucket_of(const sd_leases *ls, uint64_t hash)
 {
-    return &ls->slots[((hash >> 1) & ls->mask) * WAYS];
+    return &ls->slots[sd_keyed_bucket(&ls->keyed, hash)];
 }
 
 static int same(const sd_lease *e, uint64_t hash, const sl_check_item *item)
 {
-    const sl_limit_config *c = &item->limit->cfg;
-    return e->hash == hash && e->ident == item->limit->ident &&
-           e->limit == c->limit && e->period == c->period &&
-           e->key_len == item->key_len &&
-           (item->key_len == 0 ||
-            memcmp(e->key, item->key, item->key_len) == 0);
+    return sd_keyed_same(e->hash, e->ident, e->key, e->key_len, hash, item) &&
+           e->limit == item->limit->cfg.limit &&
+           e->period == item->limit->cfg.period;
 }
 
 static sd_lease *find(sd_leases *ls, const sl_check_item *item)
@@ -403,7 +390,7 @@ void sd_leases_clear(sd_leases *ls)
         return;
     while (ls->n_live > 0)
         release(ls, &ls->slots[ls->live[ls->n_live - 1]]);
-    memset(ls->slots, 0, (ls->mask + 1) * WAYS * sizeof(sd_lease));
+    memset(ls->slots, 0, (ls->keyed.mask + 1) * WAYS * sizeof(sd_lease));
 }
 
 size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max)
@@ -417,7 +404,7 @@ size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max)
 int sd_leases_check(const sd_leases *ls)
 {
     size_t live = 0;
-    for (size_t i = 0; ls != NULL && i < (ls->mask + 1) * WAYS; i++) {
+    for (size_t i = 0; ls != NULL && i < (ls->keyed.mask + 1) * WAYS; i++) {
         const sd_lease *e = &ls->slots[i];
         if (e->hash == 0) {
             if (e->live_at != 0)
