@@ -106,11 +106,6 @@ void sd_leases_free(sd_leases *ls)
     free(ls);
 }
 
-static uint64_t hash_of(const sd_leases *ls, const sl_check_item *item)
-{
-    return sd_keyed_hash(&ls->keyed, item);
-}
-
 static sd_lease *bucket_of(const sd_leases *ls, uint64_t hash)
 {
     return &ls->slots[sd_keyed_bucket(&ls->keyed, hash)];
@@ -127,7 +122,7 @@ static sd_lease *find(sd_leases *ls, const sl_check_item *item)
 {
     if (item->key_len > SD_LEASE_KEY_MAX)
         return NULL;
-    uint64_t hash = hash_of(ls, item);
+    uint64_t hash = sd_keyed_hash(&ls->keyed, item);
     sd_lease *b = bucket_of(ls, hash);
     for (int i = 0; i < WAYS; i++)
         if (same(&b[i], hash, item))
@@ -191,7 +186,7 @@ static sd_lease *entry_of(sd_leases *ls, const sl_check_item *item,
 {
     if (item->key_len > SD_LEASE_KEY_MAX)
         return NULL;
-    uint64_t hash = hash_of(ls, item);
+    uint64_t hash = sd_keyed_hash(&ls->keyed, item);
     sd_lease *b = bucket_of(ls, hash), *e = NULL;
     *made = 0;
     for (int i = 0; i < WAYS; i++)

@@ -43,6 +43,8 @@ int sl__yaml_parse(const char *name, const char *text, size_t len,
                    size_t max_depth, sl__ynode **out, char *errbuf,
                    size_t errlen);
 void sl__ynode_free(sl__ynode *n);
+/* The value of key in the mapping m, or NULL. */
+const sl__ynode *sl__ymap_get(const sl__ynode *m, const char *key);
 
 /* ---- loaded rules ---- */
 

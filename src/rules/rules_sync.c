@@ -20,14 +20,6 @@
 #define DEFAULT_MAX_MS 1000
 #define MOST_MAX_MS 3600000
 
-static const sl__ynode *value_of(const sl__ynode *m, const char *key)
-{
-    for (size_t i = 0; i + 1 < m->n; i += 2)
-        if (strcmp(m->kids[i]->text, key) == 0)
-            return m->kids[i + 1];
-    return NULL;
-}
-
 /* "0.1", "1", ".25": a fraction in (0, 1] to parts per million.  0, or
  * -1 for anything else (a sign, an exponent, trailing text). */
 static int share_ppm(const sl__ynode *n, uint32_t *out)
@@ -65,9 +57,9 @@ int sl__rules_sync(const sl__ynode *s, sl_algorithm alg, const char *path,
             return SL_EINVAL;
         }
     }
-    mode = value_of(s, "mode");
-    share = value_of(s, "lease_share");
-    max = value_of(s, "lease_max_ms");
+    mode = sl__ymap_get(s, "mode");
+    share = sl__ymap_get(s, "lease_share");
+    max = sl__ymap_get(s, "lease_max_ms");
     if (mode == NULL) {
         snprintf(why, whylen, "sync: missing key: 'mode' (exact or lease)");
         return SL_EINVAL;
