@@ -333,6 +333,29 @@ static void stale_grants_and_bad_asks(void **state)
                                         sha, &call, err, sizeof(err)),
               SL_EINVAL);
     assert_null(call);
+    /* A bucket's one-integer reply (fast.lua) reads as no grant. */
+    {
+        const char *const *argv;
+        const size_t *lens;
+        sl__redis_grant none;
+        sl_decision bd;
+        memset(&none, 0xff, sizeof(none));
+        assert_int_equal(sl__redis_call_new_asking(&ks, &bucket, &one, NULL, 1,
+                                                   t, 0, sha, &call, err,
+                                                   sizeof(err)),
+                         0);
+        int argc = sl__redis_call_argv(call, &argv, &lens);
+        redisReply *rep =
+            redisCommandArgv(conn, argc, (const char **)argv, lens);
+        assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(
+            sl__redis_call_read(call, rep, &bd, NULL, err, sizeof(err)), 0);
+        freeReplyObject(rep);
+        sl__redis_call_grants(call, &none);
+        expect_eq(none.units, 0);
+        sl__redis_call_free(call);
+        call = NULL;
+    }
     /* A recording, a query and an item without terms ask nothing. */
     int64_t asks[1] = {-1}, zero = 0;
     sd_check rec = k;

@@ -620,8 +620,10 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
                           char *err, size_t errlen)
 {
     size_t want = 5 * n, at = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        grants[i] = (sl__redis_grant){0}; /* whatever the reply's shape */
         want += items[i].ask > 0 ? 3 : 0;
+    }
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
     if (r->type == REDIS_REPLY_INTEGER && n == 1 && items[0].bucket &&
@@ -636,7 +638,6 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[at];
         at += 5;
-        grants[i] = (sl__redis_grant){0};
         if (items[i].ask > 0) {
             /* No more than asked, and a window's start (s, ns) that is
              * one. */
