@@ -62,11 +62,22 @@ typedef struct sd_config {
      * index 0 .. threads - 1, those that serve clients (each has its own,
      * negative_cache.c; a control thread has none); 0: no cache. */
     size_t negative_cache_bytes;
+    /* The leases' budget (lease.c), shared as the negative cache's;
+     * 0: no leases, every check of a `sync: {mode: lease}` rule exact. */
+    size_t lease_bytes;
     int threads;
 } sd_config;
 
-/* The least budget of one thread's negative cache. */
+/* The least budget of one thread's negative cache, and of its leases. */
 #define SD_NEGCACHE_MIN_BYTES 1024
+#define SD_LEASE_MIN_BYTES 1024
+
+/* A rule's `sync: {mode: lease}` (docs/rules.md): share_ppm 0 for a rule
+ * decided exactly. */
+typedef struct sd_lease_terms {
+    uint32_t share_ppm; /* the most of the limit one lease takes, ppm */
+    sl_nanos max;       /* the longest a lease lives */
+} sd_lease_terms;
 
 /* Counters of one thread, written by it with relaxed atomics and summed
  * by whoever renders them. */
@@ -80,6 +91,13 @@ typedef struct sd_stats {
     /* The negative cache: checks it answered, live refusals it holds,
      * live ones it dropped for room. */
     atomic_uint_fast64_t negcache_hits, negcache_entries, negcache_evictions;
+    /* Leases (lease.c): those taken and their units; checks answered
+     * from them; return calls, the units they gave back and those Redis
+     * took back (the rest came too late for their window); units that
+     * expired unused or found no room to be returned. */
+    atomic_uint_fast64_t lease_grants, lease_units_granted, lease_local;
+    atomic_uint_fast64_t lease_returns, lease_units_returned,
+        lease_units_restored, lease_units_lost;
     atomic_int up; /* this thread's Redis is usable */
 } sd_stats;
 
@@ -96,6 +114,8 @@ typedef struct sd_check {
     size_t n;
     unsigned flags;                 /* 0 or SL_RECORD */
     const sl__rule_failure *failure; /* per item; NULL: all the default */
+    /* Per item, its rule's lease terms; NULL: no item leases. */
+    const sd_lease_terms *lease;
     /* The limit is one a client's command named (CL.THROTTLE, GCRA), not
      * a rule: on the memory store its state is kept in the command
      * store, under a cap of its own, so that a client making keys by
@@ -106,7 +126,8 @@ typedef struct sd_check {
     /* Results. */
     sl_decision overall;
     int rc; /* 0, or an SL_E* code with err set */
-    /* A refusal the node's negative cache answered, without Redis. */
+    /* Answered by the node without Redis: a refusal its negative cache
+     * held, or an allowance from its leases. */
     int cached;
     char err[160];
 } sd_check;

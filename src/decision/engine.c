@@ -9,6 +9,8 @@
  * the failure policy, policy.c) and calls the front end back.  A check
  * that Redis has refused until later (negative_cache.c) is answered at
  * once and never sent; Redis's refusals teach the cache in finish().
+ * So is a check its thread's leases cover (lease.c): the units Redis
+ * granted with earlier replies, learnt in finish() too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -165,18 +167,23 @@ sd_thread *sd_thread_new(sd_engine *e, uv_loop_t *loop, int index,
     t->index = index;
     t->stats = stats;
     if (e->redis != NULL) {
+        int serving = index < e->cfg.threads;
         size_t nc_bytes =
-            index < e->cfg.threads
-                ? e->cfg.negative_cache_bytes / (size_t)e->cfg.threads
-                : 0;
+            serving ? e->cfg.negative_cache_bytes / (size_t)e->cfg.threads : 0;
+        size_t lease_bytes =
+            serving ? e->cfg.lease_bytes / (size_t)e->cfg.threads : 0;
         if ((nc_bytes > 0 &&
              (t->negcache = sd_negcache_new(nc_bytes, stats)) == NULL) ||
+            (lease_bytes > 0 &&
+             (t->leases = sd_leases_new(lease_bytes, stats)) == NULL) ||
             sd_redis_start(t) != 0) {
             sd_negcache_free(t->negcache);
+            sd_leases_free(t->leases);
             free(t);
             return NULL;
         }
         sd_nodes_start(t);
+        sd_leases_start(t);
     }
     return t;
 }
@@ -186,6 +193,7 @@ void sd_thread_stop(sd_thread *t)
     if (t == NULL)
         return;
     sd_nodes_stop(t);
+    sd_leases_stop(t);
     if (t->redis != NULL)
         sd_redis_stop(t);
 }
@@ -196,6 +204,7 @@ void sd_thread_free(sd_thread *t)
         return;
     sd_local_release(t);
     sd_negcache_free(t->negcache);
+    sd_leases_free(t->leases);
     free(t);
 }
 
@@ -228,6 +237,13 @@ static void finish(sd_wait *w)
                 sd_policy_record(t, k, c->each, now);
             if (!c->overall.allowed && w->limits_gen == t->limits_gen)
                 sd_negcache_learn(t->negcache, k, c->each, w->asked_at);
+            if (t->leases != NULL && k->n <= SL_MAX_ITEMS) {
+                /* Granted under other numbers: given back, never used. */
+                sl__redis_grant grants[SL_MAX_ITEMS];
+                sl__redis_call_grants(c->call, grants);
+                sd_leases_learn(t->leases, k, c->each, grants, w->asked_at,
+                                w->limits_gen != t->limits_gen);
+            }
         }
     }
     w->done(w->owner);
@@ -251,24 +267,33 @@ int sd_decide(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
         }
         return 0;
     }
+    size_t answered = 0;
     for (size_t i = 0; i < n; i++) {
         checks[i].rc = 0;
         checks[i].cached = 0;
         checks[i].err[0] = '\0';
+        /* A lease is Redis's grant, counted in its window: used even
+         * with the breaker open (docs/stores.md, "Leases"). */
+        answered += (size_t)sd_leases_answer(t->leases, &checks[i], now);
     }
+    if (answered == n)
+        return 0;
     if (!sd_redis_up(t)) {
         /* The breaker is open: no I/O, the policy decides now (the
          * negative cache too is left out: with Redis down the policy
          * speaks, as it did before there was a cache). */
         for (size_t i = 0; i < n; i++) {
+            if (checks[i].cached)
+                continue;
             sd_count(&t->stats->failures[SD_FAIL_BREAKER], 1);
             sd_policy_decide(t, &checks[i], now, SD_FAIL_BREAKER);
         }
         return 0;
     }
-    size_t answered = 0;
     for (size_t i = 0; i < n; i++)
-        answered += (size_t)sd_negcache_answer(t->negcache, &checks[i], now);
+        if (!checks[i].cached)
+            answered +=
+                (size_t)sd_negcache_answer(t->negcache, &checks[i], now);
     if (answered == n)
         return 0;
     sd_wait *w;
@@ -295,6 +320,11 @@ void sd_limits_changed(sd_thread *t)
         return;
     t->limits_gen++;
     sd_negcache_clear(t->negcache);
+    /* Old leases are never used under new numbers: given back now. */
+    if (t->leases != NULL) {
+        sd_leases_clear(t->leases);
+        sd_leases_send(t);
+    }
 }
 
 void sd_cancel(sd_wait *w)

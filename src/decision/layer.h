@@ -4,6 +4,8 @@
  *
  *   engine.c        sd_decide: the memory store at once, Redis by waits
  *   negative_cache.c what Redis refused, answered by the thread until then
+ *   lease.c         units Redis counted for the thread, allowed by it
+ *   lease_return.c  their sweep, and their unused units given back
  *   policy.c        a check Redis could not decide, by its failure policy
  *   local.c         the local policy's limits, divided among the nodes
  *   nodes.c         --nodes auto: the live nodes, counted in Redis
@@ -25,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "decision/decision.h"
+#include "decision/lease.h"
 #include "decision/negative_cache.h"
 #include "redis/redis_proto.h"
 #include "store/redis_store.h"
@@ -52,6 +55,9 @@ struct sd_thread {
     sd_redis *redis; /* NULL: the memory store decides */
     sd_local *local; /* the local policy's divided limits */
     sd_negcache *negcache; /* NULL: none (the flag 0, or the memory store) */
+    sd_leases *leases;     /* NULL: none (likewise) */
+    uv_timer_t sweep;      /* the leases' (lease_return.c) */
+    int sweeping;
     /* Bumped when some limit's numbers change: a reply to a call asked
      * under other numbers teaches the negative cache nothing. */
     uint64_t limits_gen;
@@ -308,6 +314,16 @@ int sd_local_check(sd_thread *t, const sl_check_item *items,
                    sl_decision *each, sl_decision *overall, char *err,
                    size_t errlen);
 void sd_local_release(sd_thread *t);
+
+/* ---- lease_return.c ---- */
+
+/* The thread's sweep of its leases, started when it has a table; stopped
+ * with every lease given back. */
+void sd_leases_start(sd_thread *t);
+void sd_leases_stop(sd_thread *t);
+/* Sends the returns the table holds (the units of those that cannot be
+ * sent are counted lost). */
+void sd_leases_send(sd_thread *t);
 
 /* ---- nodes.c ---- */
 

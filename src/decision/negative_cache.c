@@ -25,10 +25,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "decision/keyed.h"
 #include "decision/layer.h"
-#include "internal.h"
 
 /* One remembered refusal, 256 bytes.  Invariants: hash is 0 for an empty
  * entry, else the keyed hash of (ident, key) with its low bit set, in the
@@ -51,32 +50,27 @@ typedef struct sd_refusal {
 
 _Static_assert(sizeof(sd_refusal) == 256, "an entry is 256 bytes");
 
-#define WAYS 4
+#define WAYS SD_KEYED_WAYS
 
 struct sd_negcache {
-    sd_refusal *slots; /* n_buckets * WAYS */
-    size_t mask;       /* n_buckets - 1, a power of two less one */
-    uint64_t k0, k1;   /* the hash's secret */
+    sd_refusal *slots; /* buckets * WAYS */
+    sd_keyed keyed;
     size_t entries;
     sd_stats *stats;
 };
 
 sd_negcache *sd_negcache_new(size_t bytes, sd_stats *stats)
 {
-    size_t buckets = 1;
+    size_t buckets;
     if (bytes < SD_NEGCACHE_MIN_BYTES)
         return NULL;
-    while (buckets * 2 * WAYS * sizeof(sd_refusal) <= bytes)
-        buckets *= 2;
     sd_negcache *nc = calloc(1, sizeof(*nc));
     if (nc == NULL ||
-        (nc->slots = calloc(buckets * WAYS, sizeof(sd_refusal))) == NULL ||
-        getrandom(&nc->k0, sizeof(nc->k0), 0) != (ssize_t)sizeof(nc->k0) ||
-        getrandom(&nc->k1, sizeof(nc->k1), 0) != (ssize_t)sizeof(nc->k1)) {
+        sd_keyed_init(&nc->keyed, bytes, sizeof(sd_refusal), &buckets) != 0 ||
+        (nc->slots = calloc(buckets * WAYS, sizeof(sd_refusal))) == NULL) {
         sd_negcache_free(nc);
         return NULL;
     }
-    nc->mask = buckets - 1;
     nc->stats = stats;
     return nc;
 }
@@ -91,25 +85,20 @@ void sd_negcache_free(sd_negcache *nc)
 
 static uint64_t hash_of(const sd_negcache *nc, const sl_check_item *item)
 {
-    return sl__siphash13(nc->k0, nc->k1, item->limit->ident, item->key,
-                         item->key_len) |
-           1;
+    return sd_keyed_hash(&nc->keyed, item);
 }
 
 static sd_refusal *bucket_of(const sd_negcache *nc, uint64_t hash)
 {
-    return &nc->slots[((hash >> 1) & nc->mask) * WAYS];
+    return &nc->slots[sd_keyed_bucket(&nc->keyed, hash)];
 }
 
 static int same(const sd_refusal *e, uint64_t hash, const sl_check_item *item)
 {
     const sl_limit_config *c = &item->limit->cfg;
-    return e->hash == hash && e->ident == item->limit->ident &&
+    return sd_keyed_same(e->hash, e->ident, e->key, e->key_len, hash, item) &&
            e->limit == c->limit && e->period == c->period &&
-           e->burst == c->burst && e->step == c->step &&
-           e->key_len == item->key_len &&
-           (item->key_len == 0 ||
-            memcmp(e->key, item->key, item->key_len) == 0);
+           e->burst == c->burst && e->step == c->step;
 }
 
 static void set_entries(sd_negcache *nc, size_t entries)
@@ -252,14 +241,14 @@ void sd_negcache_clear(sd_negcache *nc)
 {
     if (nc == NULL)
         return;
-    memset(nc->slots, 0, (nc->mask + 1) * WAYS * sizeof(sd_refusal));
+    memset(nc->slots, 0, (nc->keyed.mask + 1) * WAYS * sizeof(sd_refusal));
     set_entries(nc, 0);
 }
 
 int sd_negcache_check(const sd_negcache *nc)
 {
     size_t live = 0;
-    for (size_t i = 0; nc != NULL && i < (nc->mask + 1) * WAYS; i++) {
+    for (size_t i = 0; nc != NULL && i < (nc->keyed.mask + 1) * WAYS; i++) {
         const sd_refusal *e = &nc->slots[i];
         if (e->hash == 0)
             continue;

@@ -22,16 +22,20 @@ static void free_calls(sd_wait *w)
 }
 
 /* 0, or an SL_E* code with the message in check->err. */
-static int build_call(sd_call *c, sd_check *check, sl_nanos now,
+static int build_call(sd_thread *t, sd_call *c, sd_check *check, sl_nanos now,
                       const sl__redis_keyspace *ks, const char *sha)
 {
+    int64_t asks[SL_MAX_ITEMS];
     if ((c->each = calloc(check->n, sizeof(sl_decision))) == NULL) {
         snprintf(check->err, sizeof(check->err), "out of memory");
         return SL_ENOMEM;
     }
-    int rc = sl__redis_call_new(ks, check->items, check->costs, check->n, now,
-                                check->flags, sha, &c->call, check->err,
-                                sizeof(check->err));
+    if (check->n <= SL_MAX_ITEMS)
+        sd_leases_asks(t->leases, check, now, asks);
+    int rc = sl__redis_call_new_asking(
+        ks, check->items, check->costs,
+        check->n <= SL_MAX_ITEMS && t->leases != NULL ? asks : NULL, check->n,
+        now, check->flags, sha, &c->call, check->err, sizeof(check->err));
     if (rc != 0)
         return rc;
     c->n_parts = c->parts_left = sl__redis_call_parts(c->call);
@@ -65,7 +69,7 @@ int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
             c->done = 1;
             continue;
         }
-        c->rc = build_call(c, &checks[i], now, ks, sha);
+        c->rc = build_call(t, c, &checks[i], now, ks, sha);
         c->done = c->rc != 0; /* not sent: its error is its answer */
     }
     *out = w;

@@ -163,25 +163,36 @@ static size_t put_tag(char *out, const char *tag, size_t len)
  * tag is always the whole of it.  Names stay distinct: the escaping is
  * one to one, the tag has no d and the rest is empty or starts with one.
  * Returns the length written to out, which has room for key_name_max(). */
-static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
-                       char *out)
+size_t sl__redis_key_name(const sl__redis_keyspace *ks, uint64_t ident,
+                          const void *key, size_t key_len, char *out)
 {
-    size_t n = strlen(ks->prefix), tag = it->key_len;
+    size_t n = strlen(ks->prefix), tag = key_len;
     const char *d;
     memcpy(out, ks->prefix, n);
     for (int i = IDENT_HEX - 1; i >= 0; i--)
-        out[n++] = "0123456789abcdef"[(it->limit->ident >> (4 * i)) & 15];
+        out[n++] = "0123456789abcdef"[(ident >> (4 * i)) & 15];
     out[n++] = ':';
     out[n++] = '{';
-    if (ks->tag_delimiter != 0 && it->key_len > 0 &&
-        (d = memchr(it->key, ks->tag_delimiter, it->key_len)) != NULL)
-        tag = (size_t)(d - (const char *)it->key);
+    if (ks->tag_delimiter != 0 && key_len > 0 &&
+        (d = memchr(key, ks->tag_delimiter, key_len)) != NULL)
+        tag = (size_t)(d - (const char *)key);
     if (tag > 0)
-        n += put_tag(out + n, it->key, tag);
+        n += put_tag(out + n, key, tag);
     out[n++] = '}';
-    if (it->key_len > tag)
-        memcpy(out + n, (const char *)it->key + tag, it->key_len - tag);
-    return n + it->key_len - tag;
+    if (key_len > tag)
+        memcpy(out + n, (const char *)key + tag, key_len - tag);
+    return n + key_len - tag;
+}
+
+size_t sl__redis_key_name_max(const sl__redis_keyspace *ks, size_t key_len)
+{
+    return key_name_max(ks, key_len);
+}
+
+static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
+                       char *out)
+{
+    return sl__redis_key_name(ks, it->limit->ident, it->key, it->key_len, out);
 }
 
 /* ---- the arguments of one script call ---- */
@@ -190,6 +201,7 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
  * for a bucket's one-integer reply (fast.lua) B, T and the cost. */
 typedef struct item_numbers {
     int64_t limit, burst, t_num, t_den, cost;
+    int64_t ask;  /* units of a lease asked ("c+S", lease.lua); 0: none */
     int64_t tick; /* ns per tick of the reply's durations */
     int bucket; /* token_bucket or gcra of its own numbers */
 } item_numbers;
@@ -265,7 +277,8 @@ static size_t put_spec(char *s, const sl_limit *lim, const ticked *t)
     return len;
 }
 
-/* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua). */
+/* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua), a cost
+ * "c+S" for an item that asks a lease of S. */
 static void push_head(call_args *a, const sl__redis_keyspace *ks,
                       const sl_check_item *items, const int64_t *costs,
                       const ticked *ticks, size_t n, int record)
@@ -279,6 +292,10 @@ static void push_head(call_args *a, const sl__redis_keyspace *ks,
         len += put_spec(s + len, items[i].limit, &ticks[i]);
         s[len++] = ',';
         len += put_num(s + len, costs[i]);
+        if (a->items[i].ask > 0) {
+            s[len++] = '+';
+            len += put_num(s + len, a->items[i].ask);
+        }
     }
     push_arg(a, s, len);
 }
@@ -292,7 +309,8 @@ static void use_sha(call_args *a, const char *ref)
 
 static int build_args(const sl__redis_keyspace *ks, call_args *a,
                       const sl_check_item *items, const int64_t *costs,
-                      size_t n, sl_nanos now, int record, const char *sha)
+                      const int64_t *asks, size_t n, sl_nanos now, int record,
+                      const char *sha)
 {
     size_t total = 0, at = 0;
 
@@ -315,6 +333,7 @@ static int build_args(const sl__redis_keyspace *ks, call_args *a,
                            .t_den = ticks[i].t_den,
                            .tick = ticks[i].q,
                            .cost = costs[i],
+                           .ask = asks[i],
                            .bucket = (lim->cfg.algorithm == SL_TOKEN_BUCKET ||
                                       lim->cfg.algorithm == SL_GCRA) &&
                                      !lim->override};
@@ -350,6 +369,7 @@ struct sl__redis_call {
     size_t n, n_parts;
     call_part *parts[SL_MAX_ITEMS];
     sl_decision each[SL_MAX_ITEMS]; /* filled by each part's reply */
+    sl__redis_grant grants[SL_MAX_ITEMS]; /* likewise; 0 units: none */
 };
 
 /* Each item's slot; keys that share a hash tag share a slot. */
@@ -370,8 +390,8 @@ static int item_slots(const sl__redis_keyspace *ks, const sl_check_item *items,
  * parts, in ascending slot order. */
 static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
                         const sl_check_item *items, const int64_t *costs,
-                        size_t n, sl_nanos now, int record, const char *sha,
-                        char *errbuf, size_t errlen)
+                        const int64_t *asks, size_t n, sl_nanos now, int record,
+                        const char *sha, char *errbuf, size_t errlen)
 {
     int slot[SL_MAX_ITEMS], err = 0;
 
@@ -401,7 +421,7 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
         /* The next part: the smallest slot not yet taken. */
         int next = INT32_MAX;
         sl_check_item sub[SL_MAX_ITEMS];
-        int64_t sub_costs[SL_MAX_ITEMS];
+        int64_t sub_costs[SL_MAX_ITEMS], sub_asks[SL_MAX_ITEMS];
         call_part *p;
         for (size_t i = 0; i < n; i++)
             if (slot[i] != INT32_MAX && slot[i] < next)
@@ -416,12 +436,13 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
             if (slot[i] == next) {
                 p->item_of[p->a.n] = i;
                 sub[p->a.n] = items[i];
+                sub_asks[p->a.n] = asks != NULL ? asks[i] : 0;
                 sub_costs[p->a.n++] = costs[i];
                 slot[i] = INT32_MAX;
                 done++;
             }
-        if ((err = build_args(ks, &p->a, sub, sub_costs, p->a.n, now, record,
-                              sha)) != 0)
+        if ((err = build_args(ks, &p->a, sub, sub_costs, sub_asks, p->a.n, now,
+                              record, sha)) != 0)
             return err;
     }
     return 0;
@@ -432,10 +453,34 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
                        unsigned flags, const char *sha, sl__redis_call **out,
                        char *errbuf, size_t errlen)
 {
+    return sl__redis_call_new_asking(ks, items, costs, NULL, n, now, flags, sha,
+                                     out, errbuf, errlen);
+}
+
+int sl__redis_may_lease(const sl_limit *lim)
+{
+    ticked t;
+    return lim->cfg.algorithm == SL_FIXED_WINDOW &&
+           tick_of(lim, &t, NULL, 0) == 0 && t.q == 1;
+}
+
+int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
+                              const sl_check_item *items, const int64_t *costs,
+                              const int64_t *asks, size_t n, sl_nanos now,
+                              unsigned flags, const char *sha,
+                              sl__redis_call **out, char *errbuf, size_t errlen)
+{
     sl__redis_call *c;
     int err;
 
     sl__set_err(errbuf, errlen, "%s", "");
+    for (size_t i = 0; asks != NULL && i < n; i++)
+        if (asks[i] < 0 || asks[i] > SL_MAX_COUNT ||
+            (asks[i] > 0 &&
+             ((flags & SL_RECORD) || !sl__redis_may_lease(items[i].limit)))) {
+            sl__set_err(errbuf, errlen, "invalid argument");
+            return SL_EINVAL;
+        }
     if (ks == NULL || out == NULL || (flags & ~SL_RECORD) != 0 ||
         !sl__redis_script_ref_ok(sha)) {
         sl__set_err(errbuf, errlen, "invalid argument");
@@ -449,8 +494,8 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
         sl__set_err(errbuf, errlen, "out of memory");
         return SL_ENOMEM;
     }
-    err = prepare_call(ks, c, items, costs, n, now, (flags & SL_RECORD) != 0,
-                       sha, errbuf, errlen);
+    err = prepare_call(ks, c, items, costs, asks, n, now,
+                       (flags & SL_RECORD) != 0, sha, errbuf, errlen);
     if (err != 0) {
         if (err == SL_ENOMEM)
             sl__set_err(errbuf, errlen, "out of memory");
@@ -567,24 +612,43 @@ static void in_ns(sl_decision *d, int64_t q)
     d->delay = sl__clamp64((sl__i128)d->delay * q);
 }
 
-/* Reads the script's reply: 5 integers per item, or for one bucket item
- * fast.lua's one integer. */
+/* Reads the script's reply: 5 integers per item and 3 more for one that
+ * asked a lease (into grants), or for one bucket item fast.lua's one
+ * integer. */
 static int read_decisions(const redisReply *r, const item_numbers *items,
-                          size_t n, sl_decision *each, char *err, size_t errlen)
+                          size_t n, sl_decision *each, sl__redis_grant *grants,
+                          char *err, size_t errlen)
 {
+    size_t want = 5 * n, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        grants[i] = (sl__redis_grant){0}; /* whatever the reply's shape */
+        want += items[i].ask > 0 ? 3 : 0;
+    }
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
     if (r->type == REDIS_REPLY_INTEGER && n == 1 && items[0].bucket &&
         items[0].tick == 1 &&
         bucket_decision(&items[0], r->integer, &each[0]) == 0)
         return 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 * n)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != want)
         goto bad;
-    for (size_t i = 0; i < 5 * n; i++)
+    for (size_t i = 0; i < want; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             goto bad;
     for (size_t i = 0; i < n; i++) {
-        redisReply **e = &r->element[5 * i];
+        redisReply **e = &r->element[at];
+        at += 5;
+        if (items[i].ask > 0) {
+            /* No more than asked, and a window's start (s, ns) that is
+             * one. */
+            if ((uint64_t)e[5]->integer > (uint64_t)items[i].ask ||
+                e[6]->integer < 0 || (uint64_t)e[7]->integer >= 1000000000u)
+                goto bad;
+            grants[i] = (sl__redis_grant){.units = e[5]->integer,
+                                          .window_s = e[6]->integer,
+                                          .window_ns = e[7]->integer};
+            at += 3;
+        }
         /* What no decision reports is not passed on: a server that is
          * not Redis running our script (or a broken one) gets an error,
          * not headers with a negative count or a wait that overflows. */
@@ -612,6 +676,7 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
 {
     const call_part *p = call->parts[part];
     sl_decision got[SL_MAX_ITEMS];
+    sl__redis_grant grants[SL_MAX_ITEMS];
     int rc;
 
     sl__set_err(errbuf, errlen, "%s", "");
@@ -622,12 +687,19 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
     case SL__REDIS_REPLY_NOSCRIPT:
         return 1;
     }
-    if ((rc = read_decisions(reply, p->a.items, p->a.n, got, errbuf, errlen)) !=
-        0)
+    if ((rc = read_decisions(reply, p->a.items, p->a.n, got, grants, errbuf,
+                             errlen)) != 0)
         return rc;
-    for (size_t j = 0; j < p->a.n; j++)
+    for (size_t j = 0; j < p->a.n; j++) {
         call->each[p->item_of[j]] = got[j];
+        call->grants[p->item_of[j]] = grants[j];
+    }
     return 0;
+}
+
+void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out)
+{
+    memcpy(out, call->grants, call->n * sizeof(*out));
 }
 
 void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,

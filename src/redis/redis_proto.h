@@ -269,6 +269,36 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
                        char *errbuf, size_t errlen);
 void sl__redis_call_free(sl__redis_call *call); /* NULL: no-op */
 
+/* A lease of a fixed_window's units (lease.lua; the daemon's leases,
+ * docs/stores.md "Leases"): the units Redis counted in the window that
+ * starts at (window_s, window_ns) on its clock, beyond the call's cost. */
+typedef struct sl__redis_grant {
+    int64_t units, window_s, window_ns;
+} sl__redis_grant;
+
+/* As sl__redis_call_new(), with asks[i] (asks NULL: none) the units of a
+ * lease item i asks beyond its cost: 0 for none; more only of a
+ * fixed_window limit in ns, committed (no SL_RECORD), else SL_EINVAL.
+ * What Redis granted is read with sl__redis_call_grants(). */
+int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
+                              const sl_check_item *items, const int64_t *costs,
+                              const int64_t *asks, size_t n, sl_nanos now,
+                              unsigned flags, const char *sha,
+                              sl__redis_call **out, char *errbuf,
+                              size_t errlen);
+/* Whether lim's items may ask a lease: a fixed_window whose times the
+ * script keeps in ns (lease.lua reads and writes its state so). */
+int sl__redis_may_lease(const sl_limit *lim);
+/* Once every part has been read with 0: per item what it was granted
+ * (units 0: none asked, or the call refused), into out[0 .. n). */
+void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out);
+
+/* The Redis key of (limit ident, key) in ks, at out, which has room for
+ * sl__redis_key_name_max(ks, key_len) bytes: its length. */
+size_t sl__redis_key_name(const sl__redis_keyspace *ks, uint64_t ident,
+                          const void *key, size_t key_len, char *out);
+size_t sl__redis_key_name_max(const sl__redis_keyspace *ks, size_t key_len);
+
 /* Part 0's command as argc (returned), argv and lens.  Borrowed: valid
  * until the call is freed or its script is named again (use_eval). */
 int sl__redis_call_argv(const sl__redis_call *call, const char *const **argv,

@@ -97,6 +97,13 @@ typedef struct sl__rule_daemon {
     /* The descriptor's metadata, a SL__META_STRUCT; NULL when none.
      * Owned by the rules. */
     const sl__meta *metadata;
+    /* rate_limit.sync: {mode: lease} (rules_sync.c): on Redis, a node
+     * may decide this limit's keys from leases (src/decision/lease.c).
+     * The most of the limit one lease takes, in parts per million, and
+     * the longest a lease lives; lease_share_ppm 0: every decision on
+     * the store (the default). */
+    uint32_t lease_share_ppm;
+    sl_nanos lease_max;
 } sl__rule_daemon;
 
 /*

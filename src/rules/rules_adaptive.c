@@ -30,19 +30,11 @@ static const struct {
 /* relax_after: whole seconds (the controller's windows), 1s to 1h. */
 #define RELAX_MAX_S 3600
 
-static const sl__ynode *value_of(const sl__ynode *m, const char *key)
-{
-    for (size_t i = 0; i + 1 < m->n; i += 2)
-        if (strcmp(m->kids[i]->text, key) == 0)
-            return m->kids[i + 1];
-    return NULL;
-}
-
 int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
                               const sl__ynode **bad, char *why, size_t whylen)
 {
     for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++) {
-        const sl__ynode *n = value_of(a, shares[i].key);
+        const sl__ynode *n = sl__ymap_get(a, shares[i].key);
         double *out = (double *)(void *)((char *)r + shares[i].field);
         if (n == NULL)
             continue;
@@ -58,7 +50,7 @@ int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
             return SL_EINVAL;
         }
     }
-    const sl__ynode *n = value_of(a, "relax_after");
+    const sl__ynode *n = sl__ymap_get(a, "relax_after");
     sl_nanos ns = 0;
     if (n == NULL)
         return 0;

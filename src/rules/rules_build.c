@@ -303,15 +303,16 @@ static int get_adaptive(build *b, const sl__ynode *a, sl__rule_daemon *r)
 static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                        int shadow, int detailed)
 {
-    static const char *const keys[] = {"unit",          "requests_per_unit",
-                                       "unlimited",     "name",
-                                       "replaces",      "algorithm",
-                                       "burst",         "unit_multiplier",
-                                       "period",        "step",
-                                       "store_failure", "adaptive",
-                                       "max_hits",      NULL};
+    /* One key a line would take 15. */
+    /* clang-format off */
+    static const char *const keys[] = {
+        "unit",     "requests_per_unit", "unlimited", "name",
+        "replaces", "algorithm",         "burst",     "unit_multiplier",
+        "period",   "step",              "store_failure", "adaptive",
+        "max_hits", "sync",              NULL};
+    /* clang-format on */
     const sl__ynode *unit, *rpu, *name, *repl, *alg, *burst, *mult, *period,
-        *step, *failure, *adaptive, *max_hits;
+        *step, *failure, *adaptive, *max_hits, *sync;
     sl_rule *r = &node->rules[node->n_rules];
     sl__rule_daemon d = {.detailed_metric = detailed,
                          .quota_mode = b->quota,
@@ -338,6 +339,7 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
     failure = get(rl, "store_failure");
     adaptive = get(rl, "adaptive");
     max_hits = get(rl, "max_hits");
+    sync = get(rl, "sync");
 
     memset(r, 0, sizeof(*r));
     r->domain = b->domain->name;
@@ -414,7 +416,8 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                                  : burst  ? burst
                                  : mult   ? mult
                                  : period ? period
-                                          : step;
+                                 : step   ? step
+                                          : sync;
         if (extra != NULL) {
             for (size_t i = 0; i + 1 < rl->n; i += 2)
                 if (rl->kids[i + 1] == extra)
@@ -497,6 +500,14 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
             return err_at(b, step, SL_EINVAL,
                           "invalid step: '%s' (a duration such as 100ms)",
                           step->text);
+    }
+
+    if (sync != NULL) {
+        const sl__ynode *bad;
+        char why[320];
+        if (sl__rules_sync(sync, cfg.algorithm, b->path, &d, &bad, why,
+                           sizeof(why)) != 0)
+            return err_at(b, bad, SL_EINVAL, "%s", why);
     }
 
     if (r->requests_per_unit == 0) {

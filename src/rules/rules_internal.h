@@ -43,6 +43,8 @@ int sl__yaml_parse(const char *name, const char *text, size_t len,
                    size_t max_depth, sl__ynode **out, char *errbuf,
                    size_t errlen);
 void sl__ynode_free(sl__ynode *n);
+/* The value of key in the mapping m, or NULL. */
+const sl__ynode *sl__ymap_get(const sl__ynode *m, const char *key);
 
 /* ---- loaded rules ---- */
 
@@ -132,6 +134,13 @@ int sl__rules_lyft_descriptor(sl_rules *rules, const char *file,
  * and the message in why. */
 int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
                               const sl__ynode **bad, char *why, size_t whylen);
+
+/* A rate_limit's `sync:` mapping s (rules_sync.c) for a limit of
+ * algorithm alg at path: its lease settings into r.  0, or SL_EINVAL
+ * with *bad the node at fault and the message in why. */
+int sl__rules_sync(const sl__ynode *s, sl_algorithm alg, const char *path,
+                   sl__rule_daemon *r, const sl__ynode **bad, char *why,
+                   size_t whylen);
 
 /* Formats "file:line:col: message" into errbuf and returns err. */
 int sl__rules_error(char *errbuf, size_t errlen, int err, const char *file,

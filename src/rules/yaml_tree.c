@@ -218,3 +218,11 @@ int sl__yaml_parse(const char *name, const char *text, size_t len,
     *out = root;
     return 0;
 }
+
+const sl__ynode *sl__ymap_get(const sl__ynode *m, const char *key)
+{
+    for (size_t i = 0; i + 1 < m->n; i += 2)
+        if (strcmp(m->kids[i]->text, key) == 0)
+            return m->kids[i + 1];
+    return NULL;
+}

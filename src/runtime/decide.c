@@ -115,6 +115,7 @@ struct sv_dec_state {
     sl_check_item items[SL_MAX_ITEMS];
     int64_t costs[SL_MAX_ITEMS];
     sl__rule_failure failure[SL_MAX_ITEMS];
+    sd_lease_terms lease[SL_MAX_ITEMS];
     sl_decision each[SL_MAX_ITEMS];
     /* checks[0]: the enforced items, when there are any; then one per
      * shadow limit, its item and cost in shadow[]. */
@@ -332,6 +333,7 @@ static void check_init(sd_check *c, const sl_check_item *items,
     c->n = n;
     c->flags = 0;
     c->failure = failure;
+    c->lease = NULL;
     c->each = each;
     c->command = 0;
 }
@@ -407,8 +409,9 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
         }
         size_t k = st->n_items++;
         st->slot[i] = k;
-        st->failure[k] =
-            failure_of(sl__rule_daemon_of(st->rules->rules, r), redis_failure);
+        const sl__rule_daemon *d = sl__rule_daemon_of(st->rules->rules, r);
+        st->failure[k] = failure_of(d, redis_failure);
+        st->lease[k] = (sd_lease_terms){d->lease_share_ppm, d->lease_max};
         st->costs[k] = hits_of(st, &st->m[i]);
         st->items[k] =
             (sl_check_item){r->limit, st->m[i].key, st->m[i].key_len};
@@ -424,9 +427,11 @@ static int build_checks(sv_dec_state *st, int redis_failure, char *err,
     }
     /* Field by field: a compound literal would clear each check's error
      * text, which only an error writes. */
-    if (st->has_items)
+    if (st->has_items) {
         check_init(&st->checks[0], st->items, st->costs, st->n_items,
                    st->failure, st->each);
+        st->checks[0].lease = st->lease;
+    }
     size_t c = (size_t)st->has_items, j = 0;
     for (size_t i = 0; i < st->nm; i++) {
         const sl_rule *r = st->m[i].rule;

@@ -80,6 +80,41 @@ static void render_store(sv_server *s, sv_buf *out)
                   (unsigned long long)SUM(store.negcache_hits),
                   (unsigned long long)SUM(store.negcache_entries),
                   (unsigned long long)SUM(store.negcache_evictions));
+    sv_buf_printf(
+        out,
+        "# HELP sluice_lease_grants_total leases Redis granted (units of a "
+        "sync: lease rule's window counted for this node)\n"
+        "# TYPE sluice_lease_grants_total counter\n"
+        "sluice_lease_grants_total %llu\n"
+        "# HELP sluice_lease_units_granted_total units those leases held\n"
+        "# TYPE sluice_lease_units_granted_total counter\n"
+        "sluice_lease_units_granted_total %llu\n"
+        "# HELP sluice_lease_local_total checks allowed from a lease, "
+        "without Redis\n"
+        "# TYPE sluice_lease_local_total counter\n"
+        "sluice_lease_local_total %llu\n"
+        "# HELP sluice_lease_returns_total script calls giving unused "
+        "units back\n"
+        "# TYPE sluice_lease_returns_total counter\n"
+        "sluice_lease_returns_total %llu\n"
+        "# HELP sluice_lease_units_returned_total units given back\n"
+        "# TYPE sluice_lease_units_returned_total counter\n"
+        "sluice_lease_units_returned_total %llu\n"
+        "# HELP sluice_lease_units_restored_total units Redis took back "
+        "(the rest came after their window)\n"
+        "# TYPE sluice_lease_units_restored_total counter\n"
+        "sluice_lease_units_restored_total %llu\n"
+        "# HELP sluice_lease_units_lost_total units that expired unused "
+        "or could not be given back (counted in their window)\n"
+        "# TYPE sluice_lease_units_lost_total counter\n"
+        "sluice_lease_units_lost_total %llu\n",
+        (unsigned long long)SUM(store.lease_grants),
+        (unsigned long long)SUM(store.lease_units_granted),
+        (unsigned long long)SUM(store.lease_local),
+        (unsigned long long)SUM(store.lease_returns),
+        (unsigned long long)SUM(store.lease_units_returned),
+        (unsigned long long)SUM(store.lease_units_restored),
+        (unsigned long long)SUM(store.lease_units_lost));
     sv_buf_printf(out,
                   "# HELP sluice_nodes_live nodes sharing the Redis, the "
                   "local policy's divisor (--nodes, or counted live)\n"

@@ -249,22 +249,21 @@ int sv_server_run(const sv_config *cfg)
     signal(SIGPIPE, SIG_IGN);
     int status = 1;
 
-    sd_config dc = {.store_bytes = cfg->store_bytes,
-                    .command_store_bytes = cfg->resp_listen.host != NULL
-                                               ? cfg->resp_store_bytes
-                                               : 0,
-                    .redis_url = cfg->redis_url,
-                    .redis_tls = cfg->redis_tls,
-                    .redis_sentinel_password_file =
-                        cfg->redis_sentinel_password_file,
-                    .redis_tag_domain = cfg->redis_tag_domain,
-                    .redis_timeout_ms = cfg->redis_timeout_ms,
-                    .redis_failure = cfg->redis_failure,
-                    .redis_breaker = cfg->redis_breaker,
-                    .nodes = cfg->nodes,
-                    .negative_cache_bytes = cfg->negative_cache_bytes,
-                    .threads = cfg->threads > 0 ? cfg->threads
-                                                : cpu_count()};
+    sd_config dc = {
+        .store_bytes = cfg->store_bytes,
+        .command_store_bytes =
+            cfg->resp_listen.host != NULL ? cfg->resp_store_bytes : 0,
+        .redis_url = cfg->redis_url,
+        .redis_tls = cfg->redis_tls,
+        .redis_sentinel_password_file = cfg->redis_sentinel_password_file,
+        .redis_tag_domain = cfg->redis_tag_domain,
+        .redis_timeout_ms = cfg->redis_timeout_ms,
+        .redis_failure = cfg->redis_failure,
+        .redis_breaker = cfg->redis_breaker,
+        .nodes = cfg->nodes,
+        .negative_cache_bytes = cfg->negative_cache_bytes,
+        .lease_bytes = cfg->lease_bytes,
+        .threads = cfg->threads > 0 ? cfg->threads : cpu_count()};
     char err[256];
     if (cfg->negative_cache_bytes > 0 &&
         cfg->negative_cache_bytes / (size_t)dc.threads <
@@ -273,6 +272,14 @@ int sv_server_run(const sv_config *cfg)
                 "--negative-cache-bytes: %zu is less than %d bytes for each "
                 "of the %d threads (--threads); 0 turns the cache off",
                 cfg->negative_cache_bytes, SD_NEGCACHE_MIN_BYTES, dc.threads);
+        goto out;
+    }
+    if (cfg->lease_bytes > 0 &&
+        cfg->lease_bytes / (size_t)dc.threads < SD_LEASE_MIN_BYTES) {
+        sl__log(SL__LOG_ERROR, "serve",
+                "--lease-bytes: %zu is less than %d bytes for each of the %d "
+                "threads (--threads); 0 turns leases off",
+                cfg->lease_bytes, SD_LEASE_MIN_BYTES, dc.threads);
         goto out;
     }
     if (sd_engine_new(&dc, &s->engine, err, sizeof(err)) != 0) {

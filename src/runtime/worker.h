@@ -181,6 +181,7 @@ typedef struct sv_config {
     int redis_failure;         /* SD_FAIL_OPEN, _CLOSED, _LOCAL */
     int redis_breaker;         /* consecutive failures that open it */
     size_t negative_cache_bytes; /* all threads' negative caches; 0: none */
+    size_t lease_bytes;          /* all threads' leases; 0: none */
     int redis_tag_domain;      /* --redis-hash-tag domain: a slot per domain */
     int nodes; /* local policy: the limit divided by this, or NODES_AUTO */
     int log_json, log_level; /* --log-format json, --log-level (log/log.h) */

@@ -266,6 +266,12 @@ const st_setting st_settings_table[] = {
      .help = "--store redis: memory of the refusals answered\n"
              "without Redis until they may pass, all threads\n"
              "(4194304; 0: ask Redis every time)"},
+    {.flag = "lease-bytes", .key = "lease_bytes", .arg = "N",
+     .commands = BOTH, .kind = ST_SET_SIZE, SRV(lease_bytes),
+     .max = SL_MAX_COUNT, .def = "4194304",
+     .help = "--store redis: memory of the leases of rules\n"
+             "with sync: {mode: lease}, all threads\n"
+             "(4194304; 0: no leases, every decision exact)"},
     {.flag = "store-bytes", .key = "store_bytes", .arg = "N", .commands = BOTH,
      .kind = ST_SET_SIZE, SRV(store_bytes), .max = SL_MAX_COUNT, .def = "0",
      .help = "memory cap of the store (0: 256 MiB)"},

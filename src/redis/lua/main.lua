@@ -14,15 +14,21 @@
 -- fitting or not), then per item its limit, "algorithm L P B step flags
 -- t_num t_den" (an override of a schedule adds its base's L; the
 -- algorithm may be followed by "/k", below), and its
--- cost (per item, so that a call may charge each limit its own).  A head
+-- cost (per item, so that a call may charge each limit its own); a
+-- fixed_window item's cost may be "c+S": charge c, then lease up to S
+-- more units (lease.lua).  A head
 -- is parsed once and kept (head_of): the calls of a server mostly share a
 -- few, and three arguments a call instead of 4 + 2 per item are what
 -- Redis turns into Lua strings (docs/benchmarks.md, "Redis's instructions
 -- per decision").
 -- The reply is 5 integers per item:
--- allowed, remaining, reset_after, retry_after, delay; or, for one
--- token_bucket or gcra item decided by the fast path, one integer, its
--- lead (fast.lua), from which call.c computes the five.
+-- allowed, remaining, reset_after, retry_after, delay; then, for an item
+-- that asked a lease ("c+S") alone, three more: the units granted and
+-- the window's start (s, n), the grant 0 when the call was refused; or,
+-- for one token_bucket or gcra item decided by the fast path, one
+-- integer, its lead (fast.lua), from which call.c computes the five.
+--
+-- A run whose args[1] is 'R' gives leased units back (lease.lua).
 --
 -- Ticks.  A limit whose period (or a bucket's B * T) would take its
 -- times in ns past 2^52, where doubles stop being exact, is sent with its
@@ -145,15 +151,25 @@ local heads, head_of = memo_of(function(head)
     end
     for i = 1, items do
         h.ls[i] = limit_of(f[HEAD_FIELDS + 2 * i - 1])
-        h.costs[i] = tonumber(f[HEAD_FIELDS + 2 * i])
+        local cost = f[HEAD_FIELDS + 2 * i]
+        h.costs[i] = tonumber(cost)
         if h.costs[i] == nil then
-            error({err = 'EINVAL malformed call ' .. head})
+            -- "c+S": a lease asked, of a fixed_window in ns, committed.
+            local c, ask = match(cost, '^(%d+)%+(%d+)$')
+            if not c or h.record or h.ls[i].check ~= fixed_window or
+                h.ls[i].lim.tick then
+                error({err = 'EINVAL malformed call ' .. head})
+            end
+            h.costs[i] = tonumber(c)
+            h.asks = h.asks or {}
+            h.asks[i] = tonumber(ask)
         end
     end
     h.l, h.cost = h.ls[1], h.costs[1]
+    h.ask = h.asks and h.asks[1]
     -- One item committed that may take a fast path: decide_batch() calls
     -- it directly.
-    if items == 1 and not h.record and not h.l.lim.tick then
+    if items == 1 and not h.record and not h.l.lim.tick and not h.asks then
         h.fast = h.l.fast
     end
     return h
@@ -198,6 +214,16 @@ local function decide_call(k, h, ts, tn)
         if l.lim.tick then
             return decide_ticked(keys[k + 1], l, h.cost, now_s, now_n, record)
         end
+        if h.ask then
+            local d = l.check(keys[k + 1], l.lim, h.cost, now_s, now_n,
+                              COMMIT)
+            d[6], d[7], d[8] = 0, 0, 0
+            if d[ALLOWED] == 1 then
+                d[6], d[7], d[8] = lease_take(keys[k + 1], l.lim, h.ask,
+                                              now_s, now_n)
+            end
+            return d
+        end
         if l.fast and not record then
             local d = l.fast(keys[k + 1], l.lim, h.cost, now_s, now_n)
             if d then
@@ -227,15 +253,23 @@ local function decide_call(k, h, ts, tn)
     local all = decide_all(PEEK)
     local _, ds = decide_all(record and RECORD or (all and COMMIT or REFUSE))
     TICK = 1
-    local reply = {}
+    local reply, r, asks = {}, 0, h.asks
     for i = 1, n do
         local d = ds[i]
-        local r = (i - 1) * 5
         reply[r + 1] = d[ALLOWED]
         reply[r + 2] = d[REMAINING]
         reply[r + 3] = d[RESET_AFTER]
         reply[r + 4] = d[RETRY_AFTER]
         reply[r + 5] = d[DELAY]
+        r = r + 5
+        if asks and asks[i] then
+            reply[r + 1], reply[r + 2], reply[r + 3] = 0, 0, 0
+            if all then
+                reply[r + 1], reply[r + 2], reply[r + 3] =
+                    lease_take(keys[k + i], ls[i].lim, asks[i], now_s, now_n)
+            end
+            r = r + 3
+        end
     end
     return reply
 end
@@ -283,6 +317,9 @@ local function run(run_keys, run_args)
         bind_globals()
     end
     keys, args, time_s, TICK = run_keys, run_args, nil, 1
+    if args[1] == 'R' then
+        return lease_return(run_keys, run_args)
+    end
     if args[1] ~= 'B' then
         local h = heads[args[3]] or head_of(args[3])
         if h.n ~= #keys then

@@ -1,0 +1,418 @@
+/*
+ * lease.c - a thread's leases: units of a fixed_window that Redis counted
+ * for this thread in a window, on the call the thread sent anyway
+ * (lease.lua), so that the thread allows that many more requests of the
+ * (limit, key) itself, without a round trip, until the lease's expiry.
+ *
+ * The expiry is asked_at + min(the time Redis said was left of the
+ * window, lease_max) less the clocks' margin, where asked_at is this
+ * thread's clock when the call went: Redis decided no earlier, so the
+ * expiry is never after the window's end, and a unit is used only inside
+ * the window that counted it.  Per window, the units allowed on every
+ * node together are at most those Redis counted, at most the limit
+ * (docs/stores.md, "Leases", proves it).  The price is the other way: a
+ * request may be refused while leases elsewhere hold units unused.
+ *
+ * A lease's size follows the key's rate on this thread: the units it
+ * asked for since its last call to Redis over the time since, times a
+ * lease's lifetime, at most lease_share of the limit; a key seen for the
+ * first time, or too slow to use a lease of MIN_ASK units, asks none.
+ * Units unused are given back (lease_return.c sends them) shortly before
+ * the expiry, when the key has been idle, when the rules change, or when
+ * the entry is evicted; Redis takes them only into the window they came
+ * from.
+ *
+ * The table is a fixed one of keyed.h, as the negative cache's: a
+ * stranger making keys by the million evicts entries, never adds memory,
+ * and a collision is a miss.  The entries that hold units are also on a
+ * list, so that the sweep looks at those alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decision/keyed.h"
+#include "decision/layer.h"
+
+/* Returned this long before the expiry: the return reaches Redis while
+ * the window is, most likely, still the one the units came from. */
+#define RETURN_AHEAD_NS (20 * SL_NS_PER_MS)
+/* A lease not used for this long is given back. */
+#define IDLE_NS (250 * SL_NS_PER_MS)
+/* The least lease asked: a lease costs a return call, so it is worth
+ * asking only when it spares several calls. */
+#define MIN_ASK 4
+
+/* One (limit, key), 256 bytes.  Invariants: hash is 0 for an empty entry,
+ * else the keyed hash of (ident, key) with its low bit set, in the bucket
+ * it picks; key_len <= SD_LEASE_KEY_MAX; units >= 0; live_at is 0 when
+ * units is 0, else 1 + its index in the live list, which names it. */
+typedef struct sd_lease {
+    uint64_t hash;
+    uint64_t ident;
+    int64_t limit, period;       /* the numbers in force when it was granted */
+    int64_t units;               /* left to allow, in the window below */
+    int64_t pool;                /* Redis's remaining after the grant, then */
+    int64_t window_s, window_ns; /* the window's start, on Redis's clock */
+    sl_nanos until;              /* allowed before: the expiry */
+    sl_nanos reset_at;           /* the window's end as the grant said it */
+    sl_nanos last_ask;           /* when the key last went to Redis */
+    int64_t demand;              /* units asked of it since, locally or not */
+    sl_nanos last_use;
+    /* An ask is out until its reply or then: one at a time, so that the
+     * calls of one batch do not each take a lease. */
+    sl_nanos asking_until;
+    uint32_t live_at;
+    uint16_t key_len;
+    char key[SD_LEASE_KEY_MAX];
+} sd_lease;
+
+_Static_assert(sizeof(sd_lease) == 256, "an entry is 256 bytes");
+
+#define WAYS SD_KEYED_WAYS
+
+struct sd_leases {
+    sd_lease *slots; /* buckets * WAYS */
+    sd_keyed keyed;
+    uint32_t *live; /* indices of the entries holding units */
+    size_t n_live;
+    sd_lease_return pending[SD_LEASE_PENDING];
+    size_t n_pending;
+    sd_stats *stats;
+};
+
+sd_leases *sd_leases_new(size_t bytes, sd_stats *stats)
+{
+    size_t buckets;
+    if (bytes < SD_LEASE_MIN_BYTES)
+        return NULL;
+    sd_leases *ls = calloc(1, sizeof(*ls));
+    if (ls == NULL ||
+        sd_keyed_init(&ls->keyed, bytes, sizeof(sd_lease), &buckets) != 0 ||
+        (ls->slots = calloc(buckets * WAYS, sizeof(sd_lease))) == NULL ||
+        (ls->live = calloc(buckets * WAYS, sizeof(uint32_t))) == NULL) {
+        sd_leases_free(ls);
+        return NULL;
+    }
+    ls->stats = stats;
+    return ls;
+}
+
+void sd_leases_free(sd_leases *ls)
+{
+    if (ls == NULL)
+        return;
+    free(ls->slots);
+    free(ls->live);
+    free(ls);
+}
+
+static sd_lease *bucket_of(const sd_leases *ls, uint64_t hash)
+{
+    return &ls->slots[sd_keyed_bucket(&ls->keyed, hash)];
+}
+
+static int same(const sd_lease *e, uint64_t hash, const sl_check_item *item)
+{
+    return sd_keyed_same(e->hash, e->ident, e->key, e->key_len, hash, item) &&
+           e->limit == item->limit->cfg.limit &&
+           e->period == item->limit->cfg.period;
+}
+
+static sd_lease *find(sd_leases *ls, const sl_check_item *item)
+{
+    if (item->key_len > SD_LEASE_KEY_MAX)
+        return NULL;
+    uint64_t hash = sd_keyed_hash(&ls->keyed, item);
+    sd_lease *b = bucket_of(ls, hash);
+    for (int i = 0; i < WAYS; i++)
+        if (same(&b[i], hash, item))
+            return &b[i];
+    return NULL;
+}
+
+/* Units to be given back to the window (s, ns) of (ident, key). */
+static void give_back(sd_leases *ls, uint64_t ident, const void *key,
+                      size_t key_len, int64_t units, int64_t s, int64_t ns)
+{
+    if (units <= 0)
+        return;
+    if (ls->n_pending == SD_LEASE_PENDING || key_len > SD_LEASE_KEY_MAX) {
+        sd_count(&ls->stats->lease_units_lost, (uint64_t)units);
+        return;
+    }
+    sd_lease_return *r = &ls->pending[ls->n_pending++];
+    *r = (sd_lease_return){.units = units,
+                           .window_s = s,
+                           .window_ns = ns,
+                           .ident = ident,
+                           .key_len = (uint16_t)key_len};
+    if (key_len > 0)
+        memcpy(r->key, key, key_len);
+}
+
+static void live_add(sd_leases *ls, sd_lease *e)
+{
+    if (e->live_at != 0)
+        return;
+    ls->live[ls->n_live++] = (uint32_t)(e - ls->slots);
+    e->live_at = (uint32_t)ls->n_live;
+}
+
+/* e holds no units from here. */
+static void live_del(sd_leases *ls, sd_lease *e)
+{
+    if (e->live_at == 0)
+        return;
+    uint32_t last = ls->live[--ls->n_live];
+    ls->live[e->live_at - 1] = last;
+    ls->slots[last].live_at = e->live_at;
+    e->live_at = 0;
+    e->units = 0;
+}
+
+/* e's units back to Redis, and e without them. */
+static void release(sd_leases *ls, sd_lease *e)
+{
+    give_back(ls, e->ident, e->key, e->key_len, e->units, e->window_s,
+              e->window_ns);
+    live_del(ls, e);
+}
+
+/* The entry of item, made (in an empty way, or over the least recently
+ * asked one, its units given back) when there is none: NULL when the key
+ * is too long. */
+static sd_lease *entry_of(sd_leases *ls, const sl_check_item *item,
+                          sl_nanos now, int *made)
+{
+    if (item->key_len > SD_LEASE_KEY_MAX)
+        return NULL;
+    uint64_t hash = sd_keyed_hash(&ls->keyed, item);
+    sd_lease *b = bucket_of(ls, hash), *e = NULL;
+    *made = 0;
+    for (int i = 0; i < WAYS; i++)
+        if (same(&b[i], hash, item))
+            return &b[i];
+    for (int i = 0; i < WAYS && e == NULL; i++)
+        if (b[i].hash == 0)
+            e = &b[i];
+    if (e == NULL) {
+        e = &b[0];
+        for (int i = 1; i < WAYS; i++)
+            if (b[i].last_ask < e->last_ask)
+                e = &b[i];
+        release(ls, e);
+    }
+    const sl_limit_config *c = &item->limit->cfg;
+    *e = (sd_lease){.hash = hash,
+                    .ident = item->limit->ident,
+                    .limit = c->limit,
+                    .period = c->period,
+                    .last_ask = now,
+                    .key_len = (uint16_t)item->key_len};
+    if (item->key_len > 0)
+        memcpy(e->key, item->key, item->key_len);
+    *made = 1;
+    return e;
+}
+
+static int has_terms(const sd_check *check, size_t i)
+{
+    return check->lease != NULL && check->lease[i].share_ppm > 0 &&
+           !(check->flags & SL_RECORD) && check->costs[i] > 0;
+}
+
+int sd_leases_answer(sd_leases *ls, sd_check *check, sl_nanos now)
+{
+    sd_lease *e[SL_MAX_ITEMS];
+    if (ls == NULL || ls->n_live == 0 || check->n > SL_MAX_ITEMS)
+        return 0;
+    for (size_t i = 0; i < check->n; i++) {
+        if (!has_terms(check, i) ||
+            (e[i] = find(ls, &check->items[i])) == NULL ||
+            e[i]->units < check->costs[i] || now >= e[i]->until)
+            return 0;
+    }
+    sl_decision each[SL_MAX_ITEMS];
+    for (size_t i = 0; i < check->n; i++) {
+        sd_lease *l = e[i];
+        l->units -= check->costs[i];
+        l->demand += check->costs[i];
+        l->last_use = now;
+        /* What this node knows is left: its lease, and what Redis had
+         * not leased when it granted (others may have taken it since). */
+        each[i] = (sl_decision){.allowed = 1,
+                                .limit = l->limit,
+                                .remaining = l->units + l->pool,
+                                .reset_after =
+                                    l->reset_at > now ? l->reset_at - now : 0};
+        if (l->units == 0)
+            live_del(ls, l);
+    }
+    for (size_t i = 0; check->each != NULL && i < check->n; i++)
+        check->each[i] = each[i];
+    sl_decisions_combine(each, check->n, &check->overall);
+    check->rc = 0;
+    check->cached = 1;
+    sd_count(&ls->stats->lease_local, 1);
+    return 1;
+}
+
+void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
+                    int64_t *asks)
+{
+    for (size_t i = 0; i < check->n; i++) {
+        sd_lease *e;
+        int made;
+        asks[i] = 0;
+        if (ls == NULL || !has_terms(check, i) ||
+            !sl__redis_may_lease(check->items[i].limit) ||
+            (e = entry_of(ls, &check->items[i], now, &made)) == NULL)
+            continue;
+        e->demand += check->costs[i];
+        if (made || now < e->asking_until)
+            continue; /* first seen: no rate yet; or a lease on its way */
+        const sd_lease_terms *t = &check->lease[i];
+        sl_nanos life = t->max, elapsed = now - e->last_ask;
+        if (e->reset_at > now && e->reset_at - now < life)
+            life = e->reset_at - now;
+        if (elapsed < 1)
+            elapsed = 1;
+        /* The units this key would use over a lease's life at the rate
+         * seen since its last call to Redis, less those the call costs. */
+        int64_t cap = (int64_t)((sl__i128)e->limit * t->share_ppm / 1000000);
+        sl__i128 want = (sl__i128)e->demand * life / elapsed;
+        want -= check->costs[i];
+        asks[i] = want < MIN_ASK ? 0 : want > cap ? cap : (int64_t)want;
+        e->last_ask = now;
+        e->demand = 0;
+        if (asks[i] > 0)
+            e->asking_until = now + t->max;
+    }
+}
+
+static int window_cmp(int64_t s1, int64_t n1, int64_t s2, int64_t n2)
+{
+    if (s1 != s2)
+        return s1 < s2 ? -1 : 1;
+    return n1 < n2 ? -1 : n1 > n2;
+}
+
+/* One grant g of item, with its decision d, asked at asked_at. */
+static void keep(sd_leases *ls, const sl_check_item *item,
+                 const sd_lease_terms *t, const sl_decision *d,
+                 const sl__redis_grant *g, sl_nanos asked_at)
+{
+    /* Redis decided at or after asked_at, so asked_at plus the time it
+     * said was left of the window is no later than the window's end; and
+     * the clocks' margin as the negative cache's: TIME's microseconds
+     * (1 us) and NTP's slew of each clock (1/512 of the wait). */
+    sl_nanos life = d->reset_after < t->max ? d->reset_after : t->max;
+    sl_nanos until = asked_at + life - (life >> 9) - 1000;
+    sd_lease *e = find(ls, item);
+    if (e == NULL || until <= asked_at) {
+        give_back(ls, item->limit->ident, item->key, item->key_len, g->units,
+                  g->window_s, g->window_ns);
+        return;
+    }
+    int cmp = e->units > 0 ? window_cmp(g->window_s, g->window_ns, e->window_s,
+                                        e->window_ns)
+                           : 1;
+    if (cmp < 0) {
+        /* A reply older than the lease held: its window is over. */
+        sd_count(&ls->stats->lease_units_lost, (uint64_t)g->units);
+        return;
+    }
+    if (cmp > 0) {
+        /* A newer window: the units held are of one that is over. */
+        sd_count(&ls->stats->lease_units_lost, (uint64_t)e->units);
+        e->units = 0;
+        e->until = until;
+    }
+    e->units += g->units;
+    /* Both expiries are within the one window. */
+    if (until > e->until)
+        e->until = until;
+    e->window_s = g->window_s;
+    e->window_ns = g->window_ns;
+    e->pool = d->remaining > g->units ? d->remaining - g->units : 0;
+    e->reset_at = asked_at + d->reset_after;
+    e->last_use = asked_at;
+    live_add(ls, e);
+    sd_count(&ls->stats->lease_grants, 1);
+    sd_count(&ls->stats->lease_units_granted, (uint64_t)g->units);
+}
+
+void sd_leases_learn(sd_leases *ls, const sd_check *check,
+                     const sl_decision *each, const sl__redis_grant *grants,
+                     sl_nanos asked_at, int stale)
+{
+    for (size_t i = 0; ls != NULL && i < check->n; i++) {
+        const sl__redis_grant *g = &grants[i];
+        sd_lease *e;
+        if (has_terms(check, i) && (e = find(ls, &check->items[i])) != NULL)
+            e->asking_until = 0; /* the ask is answered */
+        if (g->units <= 0)
+            continue;
+        if (stale || !has_terms(check, i))
+            give_back(ls, check->items[i].limit->ident, check->items[i].key,
+                      check->items[i].key_len, g->units, g->window_s,
+                      g->window_ns);
+        else
+            keep(ls, &check->items[i], &check->lease[i], &each[i], g, asked_at);
+    }
+}
+
+void sd_leases_sweep(sd_leases *ls, sl_nanos now)
+{
+    for (size_t i = 0; ls != NULL && i < ls->n_live;) {
+        sd_lease *e = &ls->slots[ls->live[i]];
+        if (now >= e->until) {
+            /* Missed: too late to give back into its window. */
+            sd_count(&ls->stats->lease_units_lost, (uint64_t)e->units);
+            live_del(ls, e);
+        } else if (now >= e->until - RETURN_AHEAD_NS ||
+                   now - e->last_use >= IDLE_NS) {
+            release(ls, e);
+        } else {
+            i++;
+        }
+    }
+}
+
+void sd_leases_clear(sd_leases *ls)
+{
+    if (ls == NULL)
+        return;
+    while (ls->n_live > 0)
+        release(ls, &ls->slots[ls->live[ls->n_live - 1]]);
+    memset(ls->slots, 0, (ls->keyed.mask + 1) * WAYS * sizeof(sd_lease));
+}
+
+size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max)
+{
+    size_t n = 0;
+    while (ls != NULL && n < max && ls->n_pending > 0)
+        out[n++] = ls->pending[--ls->n_pending];
+    return n;
+}
+
+int sd_leases_check(const sd_leases *ls)
+{
+    size_t live = 0;
+    for (size_t i = 0; ls != NULL && i < (ls->keyed.mask + 1) * WAYS; i++) {
+        const sd_lease *e = &ls->slots[i];
+        if (e->hash == 0) {
+            if (e->live_at != 0)
+                return -1;
+            continue;
+        }
+        if ((e->hash & 1) == 0 ||
+            bucket_of(ls, e->hash) != &ls->slots[i / WAYS * WAYS] ||
+            e->key_len > SD_LEASE_KEY_MAX || e->units < 0 ||
+            (e->units == 0) != (e->live_at == 0) ||
+            (e->live_at != 0 && ls->live[e->live_at - 1] != i))
+            return -1;
+        live += e->live_at != 0;
+    }
+    return ls == NULL || live == ls->n_live ? 0 : -1;
+}

@@ -1,0 +1,383 @@
+/*
+ * test_lease.c - leases (src/decision/lease.c, src/redis/lua/lease.lua)
+ * against a real redis-server that the test starts.  Several nodes, each
+ * with its own lease table and clock offset, decide a seeded random trace
+ * of one hot fixed_window key and some cold ones across many window
+ * boundaries, each call decided by Redis a little after the node asked
+ * it, on a manual clock: per window and key, what the nodes allow
+ * together is never above the limit (zero overshoot); what they refuse
+ * of what the exact path would allow is at most the units the other
+ * nodes hold plus those lost (the under-admission bound); cold keys ask
+ * no lease and are decided exactly.  Then the rules of use: a return into
+ * a newer window is ignored and one into its own gives the units back; a
+ * clear (the rules changed) gives back every unit; a stale grant is
+ * returned, never kept; asks of other algorithms or recordings are
+ * refused; the table's invariants hold throughout.
+ */
+#include "testutil.h"
+
+#include <hiredis/hiredis.h>
+
+#include "decision/layer.h"
+#include "internal.h"
+#include "redisutil.h"
+
+static tu_redis server;
+static redisContext *conn;
+static char sha[41];
+static const sl__redis_keyspace ks = {
+    .prefix = "L:", .extra_ttl_ms = 600000, .max_key_len = 1024};
+
+#define MS SL_NS_PER_MS
+#define T0 (INT64_C(1795937800) * SL_NS_PER_SEC) /* wall-clock-sized */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (tu_redis_start(&server) != 0 ||
+        (conn = tu_redis_admin(&server)) == NULL) {
+        fprintf(stderr, "cannot start redis-server\n");
+        return -1;
+    }
+    redisReply *r = redisCommand(conn, "SCRIPT LOAD %s", sl__redis_script);
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        return -1;
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    redisFree(conn);
+    tu_redis_cleanup(&server);
+    return 0;
+}
+
+typedef struct node {
+    sd_leases *ls;
+    sd_stats stats;
+    sl_nanos offset; /* its clock less the true time */
+} node;
+
+static void node_init(node *nd, sl_nanos offset)
+{
+    memset(&nd->stats, 0, sizeof(nd->stats));
+    nd->ls = sd_leases_new(64 * 1024, &nd->stats);
+    assert_non_null(nd->ls);
+    nd->offset = offset;
+}
+
+/* Sends what nd has to give back; returns the units Redis took. */
+static int64_t send_returns(node *nd)
+{
+    sd_lease_return rs[SD_RETURN_BATCH];
+    int64_t back = 0;
+    size_t n;
+    while ((n = sd_leases_take_returns(nd->ls, rs, SD_RETURN_BATCH)) > 0) {
+        sd_return_call a;
+        assert_int_equal(sd_lease_return_args(&ks, sha, rs, n, &a), 0);
+        redisReply *r = redisCommandArgv(conn, a.argc, a.argv, a.lens);
+        free(a.names);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, n);
+        for (size_t i = 0; i < n; i++)
+            back += r->element[i]->integer;
+        freeReplyObject(r);
+    }
+    return back;
+}
+
+/* One request of cost 1 of item on nd at its clock's now, Redis deciding
+ * a call at the true time redis_at (>= the node's asking).  Returns
+ * whether allowed; *local: answered from a lease. */
+static int decide(node *nd, const sl_check_item *item,
+                  const sd_lease_terms *terms, sl_nanos now, sl_nanos redis_at,
+                  int *local)
+{
+    const int64_t one = 1;
+    sl_decision each;
+    sd_check k = {
+        .items = item, .costs = &one, .n = 1, .lease = terms, .each = &each};
+    *local = sd_leases_answer(nd->ls, &k, now);
+    if (*local) {
+        assert_int_equal(k.overall.allowed, 1);
+        return 1;
+    }
+    int64_t asks[1];
+    sl__redis_call *call;
+    sl__redis_grant g[1];
+    char err[256];
+    sd_leases_asks(nd->ls, &k, now, asks);
+    assert_int_equal(sl__redis_call_new_asking(&ks, item, &one, asks, 1,
+                                               redis_at, 0, sha, &call, err,
+                                               sizeof(err)),
+                     0);
+    const char *const *argv;
+    const size_t *lens;
+    int argc = sl__redis_call_argv(call, &argv, &lens);
+    redisReply *r = redisCommandArgv(conn, argc, (const char **)argv, lens);
+    assert_non_null(r);
+    if (sl__redis_call_read(call, r, &each, &k.overall, err, sizeof(err)) != 0)
+        fail_msg("reply: %s", err);
+    freeReplyObject(r);
+    sl__redis_call_grants(call, g);
+    if (asks[0] == 0)
+        expect_eq(g[0].units, 0);
+    expect_le(g[0].units, asks[0]);
+    sd_leases_learn(nd->ls, &k, &each, g, now, 0);
+    sl__redis_call_free(call);
+    return k.overall.allowed;
+}
+
+#define NODES 3
+#define COLD 4
+#define WINDOWS 64
+
+static void nodes_share_a_window_limit(void **state)
+{
+    (void)state;
+    const sl_nanos P = 200 * MS;
+    const int64_t L = 100, cold_l = 3;
+    const sd_lease_terms terms = {.share_ppm = 200000, .max = 100 * MS};
+    const int64_t cap = L / 5;
+    sl_limit *hot = tu_limit(SL_FIXED_WINDOW, L, P, 0);
+    sl_limit *cold = tu_limit(SL_FIXED_WINDOW, cold_l, P, 0);
+    sl_check_item items[1 + COLD];
+    char names[COLD][8];
+    items[0] = (sl_check_item){hot, "hot", 3};
+    for (int i = 0; i < COLD; i++) {
+        snprintf(names[i], sizeof(names[i]), "cold%d", i);
+        items[1 + i] = (sl_check_item){cold, names[i], strlen(names[i])};
+    }
+    node nodes[NODES];
+    uint64_t seed = 31;
+    for (int i = 0; i < NODES; i++)
+        node_init(&nodes[i], tu_range(&seed, -5 * MS, 5 * MS));
+    tu_redis_do(conn, "FLUSHALL");
+
+    /* Per window (of the true time, Redis's clock) and key. */
+    static int64_t allowed[WINDOWS][1 + COLD], demand[WINDOWS][1 + COLD];
+    static uint64_t lost[WINDOWS];
+    memset(allowed, 0, sizeof(allowed));
+    memset(demand, 0, sizeof(demand));
+    memset(lost, 0, sizeof(lost));
+    int64_t locals = 0, events = tu_quick() ? 6000 : 20000;
+    sl_nanos t = T0 - T0 % P; /* a window's start */
+    for (int64_t e = 0; e < events; e++) {
+        /* Windows of every load: some asked less than their limit, so
+         * that leases live up to their ends with units left. */
+        size_t w = (size_t)((t - T0) / P);
+        t += tu_range(&seed, 0, (sl_nanos)(1 + w * 7 % 4) * MS);
+        if (w >= WINDOWS)
+            break;
+        /* Each node's sweep, as its timer does every few ms. */
+        for (int i = 0; i < NODES; i++) {
+            uint64_t before = nodes[i].stats.lease_units_lost;
+            sd_leases_sweep(nodes[i].ls, t + nodes[i].offset);
+            send_returns(&nodes[i]);
+            lost[w] += nodes[i].stats.lease_units_lost - before;
+            assert_int_equal(sd_leases_check(nodes[i].ls), 0);
+        }
+        node *nd = &nodes[tu_below(&seed, NODES)];
+        size_t key =
+            tu_below(&seed, 20) == 0 ? 1 + (size_t)tu_below(&seed, COLD) : 0;
+        /* Redis decides the call up to 1 ms after it was asked. */
+        sl_nanos redis_at = t + tu_range(&seed, 0, MS);
+        int local;
+        int ok = decide(nd, &items[key], key == 0 ? &terms : NULL,
+                        t + nd->offset, redis_at, &local);
+        /* A local allow is made at t, a Redis one at redis_at. */
+        size_t in = (size_t)(((local ? t : redis_at) - T0) / P);
+        if (in >= WINDOWS)
+            break;
+        demand[in][key]++;
+        allowed[in][key] += ok;
+        locals += local;
+        /* The node waited for Redis: the true time is past its decision. */
+        if (!local)
+            t = redis_at;
+    }
+    int64_t full_windows = 0;
+    for (size_t w = 0; w + 1 < WINDOWS; w++) {
+        expect_le(allowed[w][0], L);
+        int64_t exact = demand[w][0] < L ? demand[w][0] : L;
+        full_windows += demand[w][0] > L;
+        if (allowed[w][0] < exact) {
+            /* Refused while the others held leases: at most their units
+             * and those lost (counted, never used). */
+            if (exact - allowed[w][0] > (NODES - 1) * cap + (int64_t)lost[w])
+                fail_msg("window %zu: allowed %lld of %lld demanded: under "
+                         "by more than %lld",
+                         w, (long long)allowed[w][0], (long long)demand[w][0],
+                         (long long)((NODES - 1) * cap + (int64_t)lost[w]));
+        }
+        for (int c = 1; c <= COLD; c++)
+            expect_eq_at(allowed[w][c],
+                         demand[w][c] < cold_l ? demand[w][c] : cold_l,
+                         "cold key %d, window %zu\n", c, w);
+    }
+    /* The hot key was decided mostly by the nodes themselves, and its
+     * windows were asked for more than their limit. */
+    int64_t hot_demand = 0;
+    for (size_t w = 0; w < WINDOWS; w++)
+        hot_demand += demand[w][0];
+    expect_ge(locals, hot_demand / 2);
+    expect_ge(full_windows, WINDOWS / 8);
+    for (int i = 0; i < NODES; i++)
+        sd_leases_free(nodes[i].ls);
+    sl_limit_free(hot);
+    sl_limit_free(cold);
+}
+
+/* The key's count in Redis, from its state "s n count"; -1: none. */
+static long long count_of(const sl_check_item *item)
+{
+    char name[256];
+    size_t len = sl__redis_key_name(&ks, item->limit->ident, item->key,
+                                    item->key_len, name);
+    redisReply *r = redisCommand(conn, "GET %b", name, len);
+    long long s, n, c = -1;
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_STRING &&
+        sscanf(r->str, "%lld %lld %lld", &s, &n, &c) != 3)
+        c = -1;
+    freeReplyObject(r);
+    return c;
+}
+
+static void returns_only_into_their_window(void **state)
+{
+    (void)state;
+    const sl_nanos P = SL_NS_PER_SEC;
+    const sd_lease_terms terms = {.share_ppm = 500000, .max = P};
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 100, P, 0);
+    sl_check_item it = {lim, "late", 4};
+    node a, b;
+    int local;
+    node_init(&a, 0);
+    node_init(&b, 0);
+    tu_redis_do(conn, "FLUSHALL");
+    sl_nanos t = T0 - T0 % P + 100 * MS;
+    /* The first call asks nothing, the second a lease (the key's rate is
+     * high), which Redis counts at once. */
+    assert_true(decide(&a, &it, &terms, t, t, &local) && !local);
+    assert_true(decide(&a, &it, &terms, t + MS, t + MS, &local) && !local);
+    long long granted = (long long)a.stats.lease_units_granted;
+    expect_ge(granted, 2);
+    expect_le(granted, 50); /* lease_share of the limit */
+    expect_eq(count_of(&it), 2 + granted);
+    assert_true(decide(&a, &it, &terms, t + 2 * MS, t + 2 * MS, &local) &&
+                local);
+    /* The rules changed: what a holds goes back into its window. */
+    sd_leases_clear(a.ls);
+    assert_int_equal(sd_leases_check(a.ls), 0);
+    expect_eq(send_returns(&a), granted - 1);
+    expect_eq(count_of(&it), 3);
+    assert_true(decide(&a, &it, &terms, t + 3 * MS, t + 3 * MS, &local) &&
+                !local);
+
+    /* b takes a lease in this window... */
+    assert_true(decide(&b, &it, &terms, t + 4 * MS, t + 4 * MS, &local));
+    assert_true(decide(&b, &it, &terms, t + 5 * MS, t + 5 * MS, &local));
+    expect_ge(b.stats.lease_units_granted, 1);
+    /* ...which ends; a is charged in the next one, and b's units come
+     * back too late: the new window's count stays. */
+    sl_nanos t2 = t - 100 * MS + P;
+    assert_true(decide(&a, &it, &terms, t2, t2, &local) && !local);
+    expect_eq(count_of(&it), 1);
+    sd_leases_clear(b.ls);
+    expect_eq(send_returns(&b), 0);
+    expect_eq(count_of(&it), 1);
+    /* Nor may b use them now: the lease expired with its window. */
+    assert_true(decide(&b, &it, &terms, t2 + MS, t2 + MS, &local) && !local);
+    sd_leases_free(a.ls);
+    sd_leases_free(b.ls);
+    sl_limit_free(lim);
+}
+
+static void stale_grants_and_bad_asks(void **state)
+{
+    (void)state;
+    const sl_nanos P = SL_NS_PER_SEC;
+    const sd_lease_terms terms = {.share_ppm = 500000, .max = P};
+    sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 100, P, 0);
+    sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 100, P, 0);
+    sl_check_item it = {lim, "stale", 5}, bucket = {tb, "b", 1};
+    const int64_t one = 1, ask = 10;
+    sl_decision d = {
+        .allowed = 1, .limit = 100, .remaining = 50, .reset_after = P / 2};
+    sd_check k = {.items = &it, .costs = &one, .n = 1, .lease = &terms};
+    node a;
+    sl__redis_call *call = NULL;
+    char err[128];
+    node_init(&a, 0);
+    tu_redis_do(conn, "FLUSHALL");
+    sl_nanos t = T0 - T0 % P;
+    int local;
+    assert_true(decide(&a, &it, &terms, t, t, &local));
+    /* A grant to a call asked before the rules changed: given back. */
+    sl__redis_grant g = {.units = 7, .window_s = t / SL_NS_PER_SEC};
+    sd_leases_learn(a.ls, &k, &d, &g, t, 1);
+    expect_eq(a.stats.lease_grants, 0);
+    sd_lease_return r;
+    expect_eq(sd_leases_take_returns(a.ls, &r, 1), 1);
+    expect_eq(r.units, 7);
+    /* Only a fixed_window's committed calls may ask. */
+    expect_eq(sl__redis_call_new_asking(&ks, &bucket, &one, &ask, 1, t, 0, sha,
+                                        &call, err, sizeof(err)),
+              SL_EINVAL);
+    expect_eq(sl__redis_call_new_asking(&ks, &it, &one, &ask, 1, t, SL_RECORD,
+                                        sha, &call, err, sizeof(err)),
+              SL_EINVAL);
+    assert_null(call);
+    /* A bucket's one-integer reply (fast.lua) reads as no grant. */
+    {
+        const char *const *argv;
+        const size_t *lens;
+        sl__redis_grant none;
+        sl_decision bd;
+        memset(&none, 0xff, sizeof(none));
+        assert_int_equal(sl__redis_call_new_asking(&ks, &bucket, &one, NULL, 1,
+                                                   t, 0, sha, &call, err,
+                                                   sizeof(err)),
+                         0);
+        int argc = sl__redis_call_argv(call, &argv, &lens);
+        redisReply *rep =
+            redisCommandArgv(conn, argc, (const char **)argv, lens);
+        assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(
+            sl__redis_call_read(call, rep, &bd, NULL, err, sizeof(err)), 0);
+        freeReplyObject(rep);
+        sl__redis_call_grants(call, &none);
+        expect_eq(none.units, 0);
+        sl__redis_call_free(call);
+        call = NULL;
+    }
+    /* A recording, a query and an item without terms ask nothing. */
+    int64_t asks[1] = {-1}, zero = 0;
+    sd_check rec = k;
+    rec.flags = SL_RECORD;
+    sd_leases_asks(a.ls, &rec, t, asks);
+    expect_eq(asks[0], 0);
+    sd_check query = k;
+    query.costs = &zero;
+    sd_leases_asks(a.ls, &query, t, asks);
+    expect_eq(asks[0], 0);
+    assert_false(sd_leases_answer(a.ls, &query, t));
+    sd_leases_free(a.ls);
+    sl_limit_free(lim);
+    sl_limit_free(tb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(nodes_share_a_window_limit),
+        cmocka_unit_test(returns_only_into_their_window),
+        cmocka_unit_test(stale_grants_and_bad_asks),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

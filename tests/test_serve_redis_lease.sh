@@ -1,0 +1,198 @@
+#!/bin/bash
+# Integration test of leases (docs/stores.md, "Leases"): `sluice serve`
+# nodes on one real redis-server.  Two nodes hammer one `sync: {mode:
+# lease}` fixed_window key of 1 s windows: the 200s of every window (by
+# the shared clock of the machine) are at most the limit, and the script
+# calls per decision are far below one.  A return into a window that is
+# no longer the key's is ignored by the script the nodes loaded.  A node
+# killed with -9 while it holds a lease leaves the window's total at most
+# the limit.  A rules reload gives the leases back and the new limit holds
+# (a new counter) at once.  --lease-bytes 0 takes no lease; the memory store accepts the
+# setting and decides exactly; `sluice serve` refuses what `sluice
+# validate` refuses, with the same message.
+set -uo pipefail
+: "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
+exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
+import http.client, json, os, socket, subprocess, sys, tempfile, threading, time
+from collections import Counter
+
+sys.path.insert(0, os.path.join(sys.argv[2], "tests/sh"))
+import harness
+from harness import check, wait_until
+
+SLUICE = sys.argv[1]
+tmp = tempfile.mkdtemp()
+HOT_L, KILL_L = 300, 200
+
+
+def write_rules(rl_limit):
+    path = tmp + "/rules.yaml"
+    with open(path, "w") as f:
+        f.write("domain: test\ndescriptors:\n"
+                "  - key: hot\n    rate_limit: {algorithm: fixed_window, unit: second, "
+                "requests_per_unit: %d, sync: {mode: lease, lease_share: 0.1}}\n"
+                "  - key: kill\n    rate_limit: {algorithm: fixed_window, unit: hour, "
+                "requests_per_unit: %d, sync: {mode: lease, lease_share: 0.2}}\n"
+                "  - key: rl\n    rate_limit: {algorithm: fixed_window, unit: hour, "
+                "requests_per_unit: %d, sync: {mode: lease, lease_share: 0.5}}\n"
+                % (HOT_L, KILL_L, rl_limit))
+    return path
+
+
+def resp(port, *args):
+    """One Redis command over a raw socket: its reply, parsed."""
+    s = socket.create_connection(("127.0.0.1", port), 5)
+    s.sendall(("*%d\r\n" % len(args) + "".join(
+        "$%d\r\n%s\r\n" % (len(str(a)), a) for a in args)).encode())
+    f = s.makefile("rb")
+
+    def read():
+        line = f.readline().rstrip(b"\r\n")
+        kind, rest = line[:1], line[1:]
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else f.read(n + 2)[:-2].decode()
+        if kind == b"*":
+            return [read() for _ in range(int(rest))]
+        if kind == b":":
+            return int(rest)
+        return rest.decode()
+    r = read()
+    s.close()
+    return r
+
+
+def hammer(nodes, key, value, secs, per_node=3):
+    """Requests from per_node keep-alive clients per node for secs: a list
+    of (sent, answered, status)."""
+    out, lock = [], threading.Lock()
+    body = json.dumps({"domain": "test", "descriptors": [
+        {"entries": [{"key": key, "value": value}]}]})
+
+    def run(node):
+        c = http.client.HTTPConnection("127.0.0.1", node.port, timeout=10)
+        mine, end = [], time.time() + secs
+        while time.time() < end:
+            t0 = time.time()
+            c.request("POST", "/v1/check", body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            mine.append((t0, time.time(), r.status))
+        with lock:
+            out.extend(mine)
+    ts = [threading.Thread(target=run, args=(n,)) for n in nodes for _ in range(per_node)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    return out
+
+
+def m(node, name):
+    return node.metric(name) or 0
+
+
+try:
+    redis = harness.Redis()
+    redis.start()
+    store = "redis://127.0.0.1:%d" % redis.port
+    rules = write_rules(50)
+    a = harness.Node(SLUICE, tmp, "a", rules, "--threads", "1", "--store", store)
+    b = harness.Node(SLUICE, tmp, "b", rules, "--threads", "1", "--store", store)
+    for n in (a, b):
+        check("%s connects to Redis" % n.name, n.wait_status("up", 10))
+
+    # ---- one hot key, two nodes: never past the limit in a window ----
+    calls0 = m(a, "sluice_store_calls_total") + m(b, "sluice_store_calls_total")
+    res = hammer((a, b), "hot", "k", 4.0)
+    calls = m(a, "sluice_store_calls_total") + m(b, "sluice_store_calls_total") - calls0
+    per_window = Counter(int(t0) for t0, t1, s in res if s == 200 and int(t0) == int(t1))
+    refused = Counter(int(t0) for t0, t1, s in res if s == 429)
+    check("hot: every window's 200s at most %d" % HOT_L,
+          max(per_window.values()) <= HOT_L, sorted(per_window.items()))
+    full = [w for w in per_window if refused[w] > 0]
+    check("hot: windows were asked for more than the limit", len(full) >= 2,
+          (sorted(per_window.items()), sorted(refused.items())))
+    local = m(a, "sluice_lease_local_total") + m(b, "sluice_lease_local_total")
+    allowed = sum(1 for r in res if r[2] == 200)
+    check("hot: both nodes allowed from leases",
+          m(a, "sluice_lease_local_total") > 0 and m(b, "sluice_lease_local_total") > 0,
+          local)
+    check("hot: script calls per decision far below 1 (%d calls, %d decisions)"
+          % (calls, len(res)), calls / len(res) < 0.05, (calls, len(res), allowed, local))
+
+    # ---- a return into a newer window is ignored by the script ----
+    fn = resp(redis.port, "FUNCTION", "LIST")[0][1]  # the nodes' library
+    key = "lease-test:{late}"
+    resp(redis.port, "SET", key, "1795937800 0 7")
+    late = resp(redis.port, "FCALL", fn, 1, key, "R", 5, 1795937799, 0)
+    check("a late return takes nothing back", late == [0] and
+          resp(redis.port, "GET", key) == "1795937800 0 7", (late, resp(redis.port, "GET", key)))
+    back = resp(redis.port, "FCALL", fn, 1, key, "R", 5, 1795937800, 0)
+    check("a return into its own window does", back == [5] and
+          resp(redis.port, "GET", key) == "1795937800 0 2", (back, resp(redis.port, "GET", key)))
+
+    # ---- kill -9 of a node holding a lease: the window stays within ----
+    c = harness.Node(SLUICE, tmp, "c", rules, "--threads", "1", "--store", store)
+    check("c connects to Redis", c.wait_status("up", 10))
+    res_c = hammer((c,), "kill", "k", 0.3, per_node=2)
+    held = m(c, "sluice_lease_units_granted_total") - m(c, "sluice_lease_local_total") \
+        - m(c, "sluice_lease_units_returned_total") - m(c, "sluice_lease_units_lost_total")
+    c.p.kill()
+    c.p.wait()
+    res_ab = hammer((a, b), "kill", "k", 1.0)
+    total = sum(1 for r in res_c + res_ab if r[2] == 200)
+    check("kill -9: the window's total at most %d" % KILL_L, total <= KILL_L,
+          (total, held))
+    check("kill -9: short of it by at most the killed node's lease (%d)" % (KILL_L // 5),
+          total >= KILL_L - KILL_L // 5, (total, held))
+
+    # ---- a reload gives leases back; the new numbers hold at once ----
+    # Three requests: the second takes a lease (the key's rate is high),
+    # the third uses it; the rest of it is held.
+    before = sum(1 for _ in range(3) if a.check("rl", "r")[0] == 200)
+    check("rl: a lease held", m(a, "sluice_lease_units_granted_total") -
+          m(a, "sluice_lease_local_total") > 0)
+    returned = m(a, "sluice_lease_units_returned_total")
+    reloads = m(a, 'sluice_rules_reloads_total{result="ok"}')
+    write_rules(10)
+    os.kill(a.p.pid, 1)  # SIGHUP
+    check("rl: reloaded", wait_until(
+        lambda: m(a, 'sluice_rules_reloads_total{result="ok"}') > reloads, 10))
+    check("rl: the leases went back", m(a, "sluice_lease_units_returned_total") > returned,
+          (returned, m(a, "sluice_lease_units_returned_total")))
+    after = sum(1 for r in hammer((a,), "rl", "r", 0.3, per_node=1) if r[2] == 200)
+    # New numbers are a new limit (its own counter, stores.md): exactly
+    # its 10, none of them from the old lease.
+    check("rl: after the reload, exactly the new limit's 10",
+          before == 3 and after == 10, (before, after))
+
+    # ---- --lease-bytes 0; the memory store ----
+    off = harness.Node(SLUICE, tmp, "off", rules, "--threads", "1", "--store", store,
+                       "--lease-bytes", "0")
+    check("off connects to Redis", off.wait_status("up", 10))
+    hammer((off,), "hot", "off", 0.3, per_node=2)
+    check("--lease-bytes 0: no lease, no local decision",
+          m(off, "sluice_lease_grants_total") == 0 and m(off, "sluice_lease_local_total") == 0)
+    mem = harness.Node(SLUICE, tmp, "mem", rules, "--threads", "1")
+    codes = [mem.check("kill", "mem")[0] for _ in range(KILL_L + 1)]
+    check("the memory store: the setting accepted, decisions exact",
+          codes == [200] * KILL_L + [429], Counter(codes))
+
+    # ---- serve refuses what validate refuses, alike ----
+    bad = tmp + "/bad.yaml"
+    with open(bad, "w") as f:
+        f.write("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n"
+                "      unit: second\n      algorithm: gcra\n"
+                "      sync: {mode: lease}\n      requests_per_unit: 5\n")
+    v = subprocess.run([SLUICE, "validate", bad], capture_output=True, text=True)
+    s = subprocess.run([SLUICE, "serve", "--rules", bad, "--store", store, "--listen",
+                        "127.0.0.1:0"], capture_output=True, text=True, timeout=20)
+    want = bad + ":7:20: sync: mode lease needs algorithm fixed_window, not gcra"
+    check("validate refuses sync on gcra at 7:20", v.returncode == 2 and want in v.stderr,
+          v.stderr)
+    check("serve refuses it with the same message", s.returncode != 0 and want in s.stderr,
+          s.stderr)
+    harness.check_exit([a, b, off, mem])
+finally:
+    harness.kill_all()
+sys.exit(harness.failed)
+PY
