@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "core/value.h"
-#include "redis/redis_proto.h"
 #include "rules_internal.h"
 
 /* key, the field of sl__rule_daemon, and the bounds in percent. */
@@ -65,38 +64,5 @@ int sl__rules_adaptive_tuning(const sl__ynode *a, sl__rule_daemon *r,
         return SL_EINVAL;
     }
     r->adaptive_relax_after = ns;
-    return 0;
-}
-
-int sl__rule_redis_fits(const sl_rules *rules, const sl_rule *r, char *why,
-                        size_t whylen)
-{
-    if (r->action != SL_RULE_LIMIT)
-        return 0;
-    if (sl__redis_limit_fits(r->limit, why, whylen) != 0)
-        return -1;
-    /* The advisor may raise the limit up to adaptive.max, its burst
-     * scaled alike (sl_limit_override, burst 0); a number below it that
-     * the base's tick cannot carry is rounded down where it is set
-     * (src/control/limits_write.c), but a max that none near it fits
-     * would be a bound the rule never reaches. */
-    int64_t max = sl__rule_daemon_of(rules, r)->adaptive_max;
-    if (max <= 0)
-        return 0;
-    sl_limit *at;
-    char inner[200];
-    if (sl_limit_override(r->limit, max, 0, &at, inner, sizeof(inner)) != 0) {
-        snprintf(why, whylen, "adaptive max %lld: %s", (long long)max, inner);
-        return -1;
-    }
-    int rc = sl__redis_limit_fits(at, inner, sizeof(inner));
-    sl_limit_free(at);
-    if (rc != 0) {
-        snprintf(why, whylen,
-                 "adaptive max %lld (its burst scaled) does not fit the "
-                 "tick of the rule's own numbers: %s",
-                 (long long)max, inner);
-        return -1;
-    }
     return 0;
 }
