@@ -143,7 +143,7 @@ sl_store *sd_engine_commands(const sd_engine *e)
 
 sl_nanos sd_engine_clock(const sd_engine *e)
 {
-    return e->wall_offset + (sl_nanos)uv_hrtime();
+    return sd__clock(e);
 }
 
 void sd_engine_resume(sd_engine *e, sl_nanos now)

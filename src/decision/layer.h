@@ -44,6 +44,12 @@ struct sd_engine {
     char node_id[128];
 };
 
+/* sd_engine_clock(), for the layer's own files: the process's clock. */
+static inline sl_nanos sd__clock(const sd_engine *e)
+{
+    return e->wall_offset + (sl_nanos)uv_hrtime();
+}
+
 typedef struct sd_redis sd_redis;
 typedef struct sd_local sd_local;
 

@@ -103,7 +103,7 @@ void sd_leases_send(sd_thread *t)
 static void sweep_cb(uv_timer_t *timer)
 {
     sd_thread *t = timer->data;
-    sd_leases_sweep(t->leases, sd_engine_clock(t->e));
+    sd_leases_sweep(t->leases, sd__clock(t->e));
     sd_leases_send(t);
 }
 
