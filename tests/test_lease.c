@@ -69,15 +69,16 @@ static void node_init(node *nd, sl_nanos offset)
     nd->offset = offset;
 }
 
-/* Sends what nd has to give back; returns the units Redis took. */
-static int64_t send_returns(node *nd)
+/* Sends what nd has to give back, Redis running it at now; returns the
+ * units Redis took. */
+static int64_t send_returns(node *nd, sl_nanos now)
 {
     sd_lease_return rs[SD_RETURN_BATCH];
     int64_t back = 0;
     size_t n;
-    while ((n = sd_leases_take_returns(nd->ls, rs, SD_RETURN_BATCH)) > 0) {
+    while ((n = sd_leases_take_returns(nd->ls, rs, SD_RETURN_BATCH, now)) > 0) {
         sd_return_call a;
-        assert_int_equal(sd_lease_return_args(&ks, sha, rs, n, &a), 0);
+        assert_int_equal(sd_lease_return_args(&ks, sha, rs, n, now, &a), 0);
         redisReply *r = redisCommandArgv(conn, a.argc, a.argv, a.lens);
         free(a.names);
         assert_non_null(r);
@@ -106,7 +107,7 @@ static int decide(node *nd, const sl_check_item *item,
         assert_int_equal(k.overall.allowed, 1);
         return 1;
     }
-    int64_t asks[1];
+    sl__redis_ask asks[1];
     sl__redis_call *call;
     sl__redis_grant g[1];
     char err[256];
@@ -124,9 +125,9 @@ static int decide(node *nd, const sl_check_item *item,
         fail_msg("reply: %s", err);
     freeReplyObject(r);
     sl__redis_call_grants(call, g);
-    if (asks[0] == 0)
+    if (asks[0].units == 0)
         expect_eq(g[0].units, 0);
-    expect_le(g[0].units, asks[0]);
+    expect_le(g[0].units, asks[0].units);
     sd_leases_learn(nd->ls, &k, &each, g, now, 0);
     sl__redis_call_free(call);
     return k.overall.allowed;
@@ -177,7 +178,7 @@ static void nodes_share_a_window_limit(void **state)
         for (int i = 0; i < NODES; i++) {
             uint64_t before = nodes[i].stats.lease_units_lost;
             sd_leases_sweep(nodes[i].ls, t + nodes[i].offset);
-            send_returns(&nodes[i]);
+            send_returns(&nodes[i], t);
             lost[w] += nodes[i].stats.lease_units_lost - before;
             assert_int_equal(sd_leases_check(nodes[i].ls), 0);
         }
@@ -274,7 +275,7 @@ static void returns_only_into_their_window(void **state)
     /* The rules changed: what a holds goes back into its window. */
     sd_leases_clear(a.ls);
     assert_int_equal(sd_leases_check(a.ls), 0);
-    expect_eq(send_returns(&a), granted - 1);
+    expect_eq(send_returns(&a, t + 3 * MS), granted - 1);
     expect_eq(count_of(&it), 3);
     assert_true(decide(&a, &it, &terms, t + 3 * MS, t + 3 * MS, &local) &&
                 !local);
@@ -289,7 +290,7 @@ static void returns_only_into_their_window(void **state)
     assert_true(decide(&a, &it, &terms, t2, t2, &local) && !local);
     expect_eq(count_of(&it), 1);
     sd_leases_clear(b.ls);
-    expect_eq(send_returns(&b), 0);
+    expect_eq(send_returns(&b, t2), 0);
     expect_eq(count_of(&it), 1);
     /* Nor may b use them now: the lease expired with its window. */
     assert_true(decide(&b, &it, &terms, t2 + MS, t2 + MS, &local) && !local);
@@ -306,7 +307,8 @@ static void stale_grants_and_bad_asks(void **state)
     sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 100, P, 0);
     sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 100, P, 0);
     sl_check_item it = {lim, "stale", 5}, bucket = {tb, "b", 1};
-    const int64_t one = 1, ask = 10;
+    const int64_t one = 1;
+    const sl__redis_ask ask = {.units = 10};
     sl_decision d = {
         .allowed = 1, .limit = 100, .remaining = 50, .reset_after = P / 2};
     sd_check k = {.items = &it, .costs = &one, .n = 1, .lease = &terms};
@@ -323,7 +325,7 @@ static void stale_grants_and_bad_asks(void **state)
     sd_leases_learn(a.ls, &k, &d, &g, t, 1);
     expect_eq(a.stats.lease_grants, 0);
     sd_lease_return r;
-    expect_eq(sd_leases_take_returns(a.ls, &r, 1), 1);
+    expect_eq(sd_leases_take_returns(a.ls, &r, 1, t), 1);
     expect_eq(r.units, 7);
     /* Only a fixed_window's committed calls may ask. */
     expect_eq(sl__redis_call_new_asking(&ks, &bucket, &one, &ask, 1, t, 0, sha,
@@ -357,15 +359,16 @@ static void stale_grants_and_bad_asks(void **state)
         call = NULL;
     }
     /* A recording, a query and an item without terms ask nothing. */
-    int64_t asks[1] = {-1}, zero = 0;
+    sl__redis_ask asks[1] = {{.units = -1}};
+    int64_t zero = 0;
     sd_check rec = k;
     rec.flags = SL_RECORD;
     sd_leases_asks(a.ls, &rec, t, asks);
-    expect_eq(asks[0], 0);
+    expect_eq(asks[0].units, 0);
     sd_check query = k;
     query.costs = &zero;
     sd_leases_asks(a.ls, &query, t, asks);
-    expect_eq(asks[0], 0);
+    expect_eq(asks[0].units, 0);
     assert_false(sd_leases_answer(a.ls, &query, t));
     sd_leases_free(a.ls);
     sl_limit_free(lim);
