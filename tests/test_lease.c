@@ -463,8 +463,8 @@ static void nodes_share_a_bucket(sl_algorithm alg)
     for (int i = 0; i < NODES; i++)
         node_init(&nodes[i], tu_range(&seed, -5 * MS, 5 * MS));
     tu_redis_do(conn, "FLUSHALL");
-    int64_t locals = 0, allowed = 0, refused = 0, events = tu_quick() ? 6000
-                                                                     : 20000;
+    int64_t locals = 0, allowed = 0, refused = 0,
+            events = tu_quick() ? 6000 : 20000;
     sl_nanos t = T0;
     for (int64_t e = 0; e < events; e++) {
         /* Bursts above the rate, then below it, then idle. */
@@ -520,8 +520,7 @@ static void nodes_share_a_bucket(sl_algorithm alg)
     print_message("%s: %lld allowed (%lld locally), %lld refused, %llu units "
                   "lost, at most %lld ended at once\n",
                   sl_algorithm_name(alg), (long long)allowed, (long long)locals,
-                  (long long)refused,
-                  (unsigned long long)lost_of(nodes, NODES),
+                  (long long)refused, (unsigned long long)lost_of(nodes, NODES),
                   (long long)most_ended);
     for (int i = 0; i < NODES; i++)
         sd_leases_free(nodes[i].ls);
@@ -585,9 +584,8 @@ static void bucket_returns_and_expiry(void **state)
                             .key_len = 2};
     memcpy(late.key, "tb", 2);
     sd_return_call args;
-    assert_int_equal(sd_lease_return_args(&ks, sha, &late, 1, t + 21 * T,
-                                          &args),
-                     0);
+    assert_int_equal(
+        sd_lease_return_args(&ks, sha, &late, 1, t + 21 * T, &args), 0);
     redisReply *r = redisCommandArgv(conn, args.argc, args.argv, args.lens);
     free(args.names);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
@@ -618,7 +616,6 @@ static void bucket_returns_and_expiry(void **state)
     sd_leases_free(b.ls);
     sl_limit_free(lim);
 }
-
 
 int main(void)
 {
