@@ -329,6 +329,19 @@ static int window_cmp(int64_t s1, int64_t n1, int64_t s2, int64_t n2)
     return n1 < n2 ? -1 : n1 > n2;
 }
 
+/* e holds the units of a grant just taken, with its decision d, asked
+ * at asked_at. */
+static void hold(sd_leases *ls, sd_lease *e, const sl_decision *d,
+                 int64_t units, sl_nanos asked_at)
+{
+    e->pool = d->remaining > units ? d->remaining - units : 0;
+    e->reset_at = asked_at + d->reset_after;
+    e->last_use = asked_at;
+    live_add(ls, e);
+    sd_count(&ls->stats->lease_grants, 1);
+    sd_count(&ls->stats->lease_units_granted, (uint64_t)units);
+}
+
 /* One grant g of item, with its decision d, asked at asked_at. */
 static void keep(sd_leases *ls, const sl_check_item *item,
                  const sd_lease_terms *t, const sl_decision *d,
@@ -367,12 +380,7 @@ static void keep(sd_leases *ls, const sl_check_item *item,
         e->until = until;
     e->window_s = g->window_s;
     e->window_ns = g->window_ns;
-    e->pool = d->remaining > g->units ? d->remaining - g->units : 0;
-    e->reset_at = asked_at + d->reset_after;
-    e->last_use = asked_at;
-    live_add(ls, e);
-    sd_count(&ls->stats->lease_grants, 1);
-    sd_count(&ls->stats->lease_units_granted, (uint64_t)g->units);
+    hold(ls, e, d, g->units, asked_at);
 }
 
 /* A bucket's grant g of item, with its decision d, asked at asked_at.
@@ -404,12 +412,7 @@ static void keep_bucket(sd_leases *ls, const sl_check_item *item,
     e->until = until;
     e->window_s = c->burst;
     e->window_ns = SD_LEASE_NO_WINDOW;
-    e->pool = d->remaining > g->units ? d->remaining - g->units : 0;
-    e->reset_at = asked_at + d->reset_after;
-    e->last_use = asked_at;
-    live_add(ls, e);
-    sd_count(&ls->stats->lease_grants, 1);
-    sd_count(&ls->stats->lease_units_granted, (uint64_t)g->units);
+    hold(ls, e, d, g->units, asked_at);
 }
 
 void sd_leases_learn(sd_leases *ls, const sd_check *check,
