@@ -139,7 +139,7 @@ local function limit_of(spec)
                 error({err = 'EINVAL malformed limit ' .. spec})
             end
             lim.lease_at, lim.leased_check = tonumber(lease_at), check
-            check, fast = leased_bucket, nil
+            check, fast = bucket_lease().check, nil
         end
         l = {check = check, lim = lim, fast = fast}
         limits[spec] = l
