@@ -8,6 +8,8 @@
 #   FLAG      the table's flag (--negative-cache-bytes, --lease-bytes)
 #   ON        the name of the runs with it on
 #   PEER_ARGS the peer's token bucket: "rate burst"
+#   MIXES     the loads (default "hot abuse"; bench/wrk_negcache.lua); the
+#             peer runs its hot key for any but abuse
 # Layout (2 cores): redis-server pinned to CPU 0; sluice serve --threads 1
 # and wrk -t1 (or redis-benchmark) on CPU 1.
 # Measures per run: decisions/s, Redis's CPU per decision (utime + stime
@@ -109,8 +111,9 @@ run_peer() { # mix round
     "$(tail -1 "$f" | tr -d '"' | cut -d, -f2)" $((t1 - t0)) $((c1 - c0)) $((c1 - c0)) 0
 }
 
+MIXES="${MIXES:-hot abuse}"
 for r in $(seq "$ROUNDS"); do
-  for mix in hot abuse; do
+  for mix in $MIXES; do
     if [ $((r % 2)) = 1 ]; then
       run_sluice sluice_exact 0 "$mix" "$r"; run_sluice "$ON" 4194304 "$mix" "$r"
     else
@@ -123,7 +126,7 @@ done | tee "$OUT/summary.txt"
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 field() { grep "^$1 mix=$2 " "$OUT/summary.txt" | sed "s/.* $3=\([0-9.]*\).*/\1/" | median; }
 echo "median of $ROUNDS, and the ratio to the peer's Redis CPU per decision:"
-for mix in hot abuse; do
+for mix in $MIXES; do
   peer=$(field peer_redis_lua_token_bucket "$mix" redis_cpu_us_per_decision)
   for name in sluice_exact "$ON" peer_redis_lua_token_bucket; do
     cpu=$(field "$name" "$mix" redis_cpu_us_per_decision)

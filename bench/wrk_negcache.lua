@@ -2,6 +2,8 @@
 -- descriptor (api_key) on domain "bench".
 --
 -- MIX=hot: every request is the one key "hot" (far over its limit).
+-- MIX=tbhot: likewise, of the descriptor tb_key (bench/redis_lease.sh's
+-- token_bucket rule).
 -- MIX=abuse: 2000 keys, of which the first 200 (10%) take half the
 -- requests, each abuser 9 times as often as each of the other 1800.
 -- Requests are formatted once in init(), so the per-request Lua cost is a
@@ -9,10 +11,10 @@
 local MIX = os.getenv("MIX") or "hot"
 local reqs = {}
 
-local function check(key)
+local function check(key, descriptor)
   local body = string.format(
-    '{"domain":"bench","descriptors":[{"entries":[{"key":"api_key","value":"%s"}]}]}',
-    key)
+    '{"domain":"bench","descriptors":[{"entries":[{"key":"%s","value":"%s"}]}]}',
+    descriptor or "api_key", key)
   return wrk.format("POST", "/v1/check", { ["Content-Type"] = "application/json" }, body)
 end
 
@@ -20,13 +22,15 @@ function init(args)
   math.randomseed(os.time())
   if MIX == "hot" then
     reqs[1] = check("hot")
+  elseif MIX == "tbhot" then
+    reqs[1] = check("hot", "tb_key")
   else
     for i = 1, 2000 do reqs[i] = check(string.format("k%04d", i - 1)) end
   end
 end
 
 function request()
-  if MIX == "hot" then return reqs[1] end
+  if MIX == "hot" or MIX == "tbhot" then return reqs[1] end
   if math.random() < 0.5 then return reqs[math.random(200)] end
   return reqs[200 + math.random(1800)]
 end

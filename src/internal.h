@@ -141,6 +141,11 @@ struct sl_limit {
      * an override (sl_limit_override) its base's, whose identity it has. */
     sl_limit_config base;
     int override; /* cfg's numbers differ from base's */
+    /* A token_bucket or gcra whose rule leases its units (sync: {mode:
+     * lease}): on Redis every call of it applies its leases' floor
+     * (lease_bucket.lua).  Set by the rules; an override keeps its
+     * base's. */
+    int leased;
 };
 
 /* The schedules record the L a state was written under in the 31 bits

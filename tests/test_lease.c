@@ -13,6 +13,14 @@
  * clear (the rules changed) gives back every unit; a stale grant is
  * returned, never kept; asks of other algorithms or recordings are
  * refused; the table's invariants hold throughout.
+ *
+ * The same for a token_bucket and a gcra (lease_bucket.lua): every use
+ * the nodes allow, locally or through Redis, replayed at its true time
+ * through an exact bucket (the memory store), conforms (zero overshoot);
+ * at every refusal by Redis, the exact bucket holds at most the units of
+ * the live leases plus those lost (the under-admission bound); returns
+ * go back to their holder's field only, and an expired field's units
+ * are lost, never minted.
  */
 #include "testutil.h"
 
@@ -69,15 +77,17 @@ static void node_init(node *nd, sl_nanos offset)
     nd->offset = offset;
 }
 
-/* Sends what nd has to give back; returns the units Redis took. */
-static int64_t send_returns(node *nd)
+/* Sends what nd has to give back, Redis running it at now; returns the
+ * units Redis took. */
+static int64_t send_returns(node *nd, sl_nanos now)
 {
     sd_lease_return rs[SD_RETURN_BATCH];
     int64_t back = 0;
     size_t n;
-    while ((n = sd_leases_take_returns(nd->ls, rs, SD_RETURN_BATCH)) > 0) {
+    while ((n = sd_leases_take_returns(nd->ls, rs, SD_RETURN_BATCH,
+                                       now + nd->offset)) > 0) {
         sd_return_call a;
-        assert_int_equal(sd_lease_return_args(&ks, sha, rs, n, &a), 0);
+        assert_int_equal(sd_lease_return_args(&ks, sha, rs, n, now, &a), 0);
         redisReply *r = redisCommandArgv(conn, a.argc, a.argv, a.lens);
         free(a.names);
         assert_non_null(r);
@@ -89,6 +99,9 @@ static int64_t send_returns(node *nd)
     }
     return back;
 }
+
+/* The units Redis granted on the last call decide() sent. */
+static int64_t last_grant;
 
 /* One request of cost 1 of item on nd at its clock's now, Redis deciding
  * a call at the true time redis_at (>= the node's asking).  Returns
@@ -106,7 +119,7 @@ static int decide(node *nd, const sl_check_item *item,
         assert_int_equal(k.overall.allowed, 1);
         return 1;
     }
-    int64_t asks[1];
+    sl__redis_ask asks[1];
     sl__redis_call *call;
     sl__redis_grant g[1];
     char err[256];
@@ -124,9 +137,10 @@ static int decide(node *nd, const sl_check_item *item,
         fail_msg("reply: %s", err);
     freeReplyObject(r);
     sl__redis_call_grants(call, g);
-    if (asks[0] == 0)
+    last_grant = g[0].units;
+    if (asks[0].units == 0)
         expect_eq(g[0].units, 0);
-    expect_le(g[0].units, asks[0]);
+    expect_le(g[0].units, asks[0].units);
     sd_leases_learn(nd->ls, &k, &each, g, now, 0);
     sl__redis_call_free(call);
     return k.overall.allowed;
@@ -177,7 +191,7 @@ static void nodes_share_a_window_limit(void **state)
         for (int i = 0; i < NODES; i++) {
             uint64_t before = nodes[i].stats.lease_units_lost;
             sd_leases_sweep(nodes[i].ls, t + nodes[i].offset);
-            send_returns(&nodes[i]);
+            send_returns(&nodes[i], t);
             lost[w] += nodes[i].stats.lease_units_lost - before;
             assert_int_equal(sd_leases_check(nodes[i].ls), 0);
         }
@@ -274,7 +288,7 @@ static void returns_only_into_their_window(void **state)
     /* The rules changed: what a holds goes back into its window. */
     sd_leases_clear(a.ls);
     assert_int_equal(sd_leases_check(a.ls), 0);
-    expect_eq(send_returns(&a), granted - 1);
+    expect_eq(send_returns(&a, t + 3 * MS), granted - 1);
     expect_eq(count_of(&it), 3);
     assert_true(decide(&a, &it, &terms, t + 3 * MS, t + 3 * MS, &local) &&
                 !local);
@@ -289,7 +303,7 @@ static void returns_only_into_their_window(void **state)
     assert_true(decide(&a, &it, &terms, t2, t2, &local) && !local);
     expect_eq(count_of(&it), 1);
     sd_leases_clear(b.ls);
-    expect_eq(send_returns(&b), 0);
+    expect_eq(send_returns(&b, t2), 0);
     expect_eq(count_of(&it), 1);
     /* Nor may b use them now: the lease expired with its window. */
     assert_true(decide(&b, &it, &terms, t2 + MS, t2 + MS, &local) && !local);
@@ -306,7 +320,8 @@ static void stale_grants_and_bad_asks(void **state)
     sl_limit *lim = tu_limit(SL_FIXED_WINDOW, 100, P, 0);
     sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 100, P, 0);
     sl_check_item it = {lim, "stale", 5}, bucket = {tb, "b", 1};
-    const int64_t one = 1, ask = 10;
+    const int64_t one = 1;
+    const sl__redis_ask ask = {.units = 10};
     sl_decision d = {
         .allowed = 1, .limit = 100, .remaining = 50, .reset_after = P / 2};
     sd_check k = {.items = &it, .costs = &one, .n = 1, .lease = &terms};
@@ -323,7 +338,7 @@ static void stale_grants_and_bad_asks(void **state)
     sd_leases_learn(a.ls, &k, &d, &g, t, 1);
     expect_eq(a.stats.lease_grants, 0);
     sd_lease_return r;
-    expect_eq(sd_leases_take_returns(a.ls, &r, 1), 1);
+    expect_eq(sd_leases_take_returns(a.ls, &r, 1, t), 1);
     expect_eq(r.units, 7);
     /* Only a fixed_window's committed calls may ask. */
     expect_eq(sl__redis_call_new_asking(&ks, &bucket, &one, &ask, 1, t, 0, sha,
@@ -357,19 +372,249 @@ static void stale_grants_and_bad_asks(void **state)
         call = NULL;
     }
     /* A recording, a query and an item without terms ask nothing. */
-    int64_t asks[1] = {-1}, zero = 0;
+    sl__redis_ask asks[1] = {{.units = -1}};
+    int64_t zero = 0;
     sd_check rec = k;
     rec.flags = SL_RECORD;
     sd_leases_asks(a.ls, &rec, t, asks);
-    expect_eq(asks[0], 0);
+    expect_eq(asks[0].units, 0);
     sd_check query = k;
     query.costs = &zero;
     sd_leases_asks(a.ls, &query, t, asks);
-    expect_eq(asks[0], 0);
+    expect_eq(asks[0].units, 0);
     assert_false(sd_leases_answer(a.ls, &query, t));
     sd_leases_free(a.ls);
     sl_limit_free(lim);
     sl_limit_free(tb);
+}
+
+/* The name of the hash of item's bucket leases (lease_bucket.lua): its
+ * key's with '+' after the identity. */
+static size_t lease_hash_of(const sl_check_item *item, char *name)
+{
+    size_t len = sl__redis_key_name(&ks, item->limit->ident, item->key,
+                                    item->key_len, name);
+    name[sl__redis_key_ident_at(&ks) - 1] = '+';
+    return len;
+}
+
+/* The units of the fields of item's lease hash, live or expired (those
+ * the next decision prunes). */
+static int64_t leased_units(const sl_check_item *item)
+{
+    char name[256];
+    size_t len = lease_hash_of(item, name);
+    redisReply *r = redisCommand(conn, "HVALS %b", name, len);
+    int64_t units = 0;
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++)
+        units += strtoll(r->element[i]->str, NULL, 10);
+    freeReplyObject(r);
+    return units;
+}
+
+static uint64_t lost_of(const node *nodes, int n)
+{
+    uint64_t lost = 0;
+    for (int i = 0; i < n; i++)
+        lost += nodes[i].stats.lease_units_lost;
+    return lost;
+}
+
+/* What a cost-0 query of item reports at now. */
+static int64_t remaining_at(const sl_check_item *item, sl_nanos now)
+{
+    const int64_t zero = 0;
+    sl__redis_call *call;
+    sl_decision d;
+    char err[128];
+    const char *const *argv;
+    const size_t *lens;
+    assert_int_equal(sl__redis_call_new(&ks, item, &zero, 1, now, 0, sha, &call,
+                                        err, sizeof(err)),
+                     0);
+    int argc = sl__redis_call_argv(call, &argv, &lens);
+    redisReply *r = redisCommandArgv(conn, argc, (const char **)argv, lens);
+    /* A leased bucket never takes fast.lua's one-integer reply. */
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(sl__redis_call_read(call, r, &d, NULL, err, sizeof(err)),
+                     0);
+    freeReplyObject(r);
+    sl__redis_call_free(call);
+    return d.remaining;
+}
+
+/* Three nodes share a hot bucket key under load that comes and goes. */
+static void nodes_share_a_bucket(sl_algorithm alg)
+{
+    const int64_t L = 2000, B = 100; /* T = 0.5 ms */
+    const sd_lease_terms terms = {.share_ppm = 250000, .max = 50 * MS};
+    sl_limit *lim = tu_limit(alg, L, SL_NS_PER_SEC, B);
+    lim->leased = 1; /* as the rules set it for sync: {mode: lease} */
+    sl_check_item item = {lim, "hot", 3};
+    sl_store *exact = tu_store();
+    node nodes[NODES];
+    uint64_t seed = 57;
+    /* Units of the leases that ended (expired, or the used ones of those
+     * returned) since the key was last full on Redis with none leased:
+     * they may weigh on Redis's bucket and not on the exact one. */
+    int64_t ended = 0, most_ended = 0;
+    for (int i = 0; i < NODES; i++)
+        node_init(&nodes[i], tu_range(&seed, -5 * MS, 5 * MS));
+    tu_redis_do(conn, "FLUSHALL");
+    int64_t locals = 0, allowed = 0, refused = 0,
+            events = tu_quick() ? 6000 : 20000;
+    sl_nanos t = T0;
+    for (int64_t e = 0; e < events; e++) {
+        /* Bursts above the rate, then below it, then idle. */
+        static const sl_nanos gaps[] = {400 * 1000, 3 * MS, 60 * MS};
+        t += tu_range(&seed, 0, gaps[e / 400 % 3]);
+        for (int i = 0; i < NODES; i++) {
+            /* A sweep's returns go before the next check is asked. */
+            int64_t held = leased_units(&item);
+            sd_leases_sweep(nodes[i].ls, t - 1000 + nodes[i].offset);
+            int64_t back = send_returns(&nodes[i], t - 1000);
+            ended += held - leased_units(&item) - back;
+            assert_int_equal(sd_leases_check(nodes[i].ls), 0);
+        }
+        int64_t out = leased_units(&item);
+        if (out == 0 && remaining_at(&item, t) == B)
+            ended = 0;
+        most_ended = ended > most_ended ? ended : most_ended;
+        node *nd = &nodes[tu_below(&seed, NODES)];
+        sl_nanos redis_at = t + tu_range(&seed, 0, MS);
+        int local;
+        last_grant = 0;
+        int ok = decide(nd, &item, &terms, t + nd->offset, redis_at, &local);
+        sl_nanos at = local ? t : redis_at;
+        if (!local) /* the fields the call found expired */
+            ended += out + last_grant - leased_units(&item);
+        if (ok) {
+            /* Zero overshoot: the use conforms to the exact bucket. */
+            sl_decision d = tu_check(exact, lim, "hot", 1, at);
+            if (!d.allowed)
+                fail_msg("event %lld: a use at %lld ns (%s) overshoots the "
+                         "exact bucket",
+                         (long long)e, (long long)(at - T0),
+                         local ? "local" : "redis");
+            allowed++;
+        } else {
+            /* Refused while the exact bucket had more than the leases
+             * live and ended: under-admission past its bound. */
+            sl_decision q = tu_check(exact, lim, "hot", 0, at);
+            if (q.remaining > out + ended)
+                fail_msg("event %lld: refused with %lld in the exact bucket, "
+                         "more than the %lld leased and %lld ended",
+                         (long long)e, (long long)q.remaining, (long long)out,
+                         (long long)ended);
+            refused++;
+        }
+        locals += local;
+        if (!local)
+            t = redis_at;
+    }
+    /* A good share decided by the nodes, and the bucket often empty. */
+    expect_ge(locals, allowed / 4);
+    expect_ge(refused, events / 50);
+    print_message("%s: %lld allowed (%lld locally), %lld refused, %llu units "
+                  "lost, at most %lld ended at once\n",
+                  sl_algorithm_name(alg), (long long)allowed, (long long)locals,
+                  (long long)refused, (unsigned long long)lost_of(nodes, NODES),
+                  (long long)most_ended);
+    for (int i = 0; i < NODES; i++)
+        sd_leases_free(nodes[i].ls);
+    sl_store_free(exact);
+    sl_limit_free(lim);
+}
+
+static void nodes_share_a_token_bucket(void **state)
+{
+    (void)state;
+    nodes_share_a_bucket(SL_TOKEN_BUCKET);
+}
+
+static void nodes_share_a_gcra(void **state)
+{
+    (void)state;
+    nodes_share_a_bucket(SL_GCRA);
+}
+
+static void bucket_returns_and_expiry(void **state)
+{
+    (void)state;
+    const sl_nanos T = 10 * MS; /* L = 100 per s */
+    const sd_lease_terms terms = {.share_ppm = 500000, .max = 100 * MS};
+    sl_limit *lim = tu_limit(SL_TOKEN_BUCKET, 100, SL_NS_PER_SEC, 20);
+    lim->leased = 1;
+    sl_check_item it = {lim, "tb", 2};
+    node a, b;
+    int local;
+    node_init(&a, 0);
+    node_init(&b, 0);
+    tu_redis_do(conn, "FLUSHALL");
+    sl_nanos t = T0;
+    /* A plain call first, then one that asks (the key is hot). */
+    assert_true(decide(&a, &it, &terms, t, t, &local) && !local);
+    assert_true(decide(&a, &it, &terms, t + 100, t + 100, &local) && !local);
+    int64_t g = (int64_t)a.stats.lease_units_granted;
+    expect_ge(g, 4);
+    expect_le(g, 10); /* lease_share of the burst */
+    expect_eq(leased_units(&it), g);
+    expect_eq(remaining_at(&it, t + 200), 20 - 2 - g);
+    assert_true(decide(&a, &it, &terms, t + 300, t + 300, &local) && local);
+    /* Later the bucket has refilled, but the floor keeps the units
+     * leased out of it: at most B - out. */
+    expect_eq(remaining_at(&it, t + 5 * T), 20 - g);
+    /* a gives back its g - 1 unused units: its field goes, the bucket
+     * gets them; the one it used stays charged as if used now. */
+    sd_leases_clear(a.ls);
+    expect_eq(send_returns(&a, t + 5 * T), g - 1);
+    expect_eq(leased_units(&it), 0);
+    expect_eq(remaining_at(&it, t + 5 * T), 19);
+    expect_eq(remaining_at(&it, t + 6 * T), 20);
+    /* A late return (its field is gone) and a foreign one take nothing. */
+    sd_lease_return late = {.units = g,
+                            .window_s = 20,
+                            .window_ns = SD_LEASE_NO_WINDOW,
+                            .limit = 100,
+                            .period = SL_NS_PER_SEC,
+                            .ident = lim->ident,
+                            .holder = 12345,
+                            .key_len = 2};
+    memcpy(late.key, "tb", 2);
+    sd_return_call args;
+    assert_int_equal(
+        sd_lease_return_args(&ks, sha, &late, 1, t + 21 * T, &args), 0);
+    redisReply *r = redisCommandArgv(conn, args.argc, args.argv, args.lens);
+    free(args.names);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    expect_eq(r->element[0]->integer, 0);
+    freeReplyObject(r);
+
+    /* b takes a lease, uses one unit of it, and is never heard of again
+     * (killed): its field expires with its lease's life, its units lost;
+     * until then they stay out of the bucket. */
+    sl_nanos t2 = t + 40 * T;
+    assert_true(decide(&b, &it, &terms, t2, t2, &local) && !local);
+    assert_true(decide(&b, &it, &terms, t2 + 100, t2 + 100, &local) && !local);
+    int64_t gb = (int64_t)b.stats.lease_units_granted;
+    expect_ge(gb, 4);
+    assert_true(decide(&b, &it, &terms, t2 + 200, t2 + 200, &local) && local);
+    expect_eq(remaining_at(&it, t2 + 50 * MS), 20 - gb);
+    /* Past Redis's expiry (100 ms on): the field is pruned, and the floor
+     * it held at its expiry stands, then the bucket refills. */
+    expect_eq(remaining_at(&it, t2 + 101 * MS), 20 - gb + 0);
+    expect_eq(leased_units(&it), 0);
+    expect_eq(remaining_at(&it, t2 + 101 * MS + (gb + 2) * T), 20);
+    /* b's lease ended before Redis's field did: it neither uses nor
+     * returns it. */
+    sd_leases_sweep(b.ls, t2 + 100 * MS);
+    expect_eq(b.stats.lease_units_lost, (uint64_t)(gb - 1));
+    expect_eq(send_returns(&b, t2 + 100 * MS), 0);
+    sd_leases_free(a.ls);
+    sd_leases_free(b.ls);
+    sl_limit_free(lim);
 }
 
 int main(void)
@@ -378,6 +623,9 @@ int main(void)
         cmocka_unit_test(nodes_share_a_window_limit),
         cmocka_unit_test(returns_only_into_their_window),
         cmocka_unit_test(stale_grants_and_bad_asks),
+        cmocka_unit_test(nodes_share_a_token_bucket),
+        cmocka_unit_test(nodes_share_a_gcra),
+        cmocka_unit_test(bucket_returns_and_expiry),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

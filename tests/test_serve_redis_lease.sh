@@ -7,9 +7,13 @@
 # no longer the key's is ignored by the script the nodes loaded.  A node
 # killed with -9 while it holds a lease leaves the window's total at most
 # the limit.  A rules reload gives the leases back and the new limit holds
-# (a new counter) at once.  --lease-bytes 0 takes no lease; the memory store accepts the
-# setting and decides exactly; `sluice serve` refuses what `sluice
-# validate` refuses, with the same message.
+# (a new counter) at once.  Two nodes hammer a `sync: {mode: lease}`
+# token_bucket key: the 200s of every stretch of time are at most what
+# the bucket allows (B plus the rate times its length), with few script
+# calls per decision; a node killed with -9 while it holds a bucket's
+# lease leaves the bucket within its bound.  --lease-bytes 0 takes no
+# lease; the memory store accepts the setting and decides exactly; `sluice
+# serve` refuses what `sluice validate` refuses, with the same message.
 set -uo pipefail
 : "${SLUICE:?path of the sluice binary}" "${SOURCE_DIR:?repository root}"
 exec python3 - "$SLUICE" "$SOURCE_DIR" <<'PY'
@@ -23,6 +27,8 @@ from harness import check, wait_until
 SLUICE = sys.argv[1]
 tmp = tempfile.mkdtemp()
 HOT_L, KILL_L = 300, 200
+TB_RATE, TB_B = 200, 100          # tb: 200/s, a burst of 100
+TBK_RATE, TBK_B = 10, 200         # tbkill: 10/s, a burst of 200
 
 
 def write_rules(rl_limit):
@@ -35,7 +41,11 @@ def write_rules(rl_limit):
                 "requests_per_unit: %d, sync: {mode: lease, lease_share: 0.2}}\n"
                 "  - key: rl\n    rate_limit: {algorithm: fixed_window, unit: hour, "
                 "requests_per_unit: %d, sync: {mode: lease, lease_share: 0.5}}\n"
-                % (HOT_L, KILL_L, rl_limit))
+                "  - key: tb\n    rate_limit: {algorithm: token_bucket, unit: second, "
+                "requests_per_unit: %d, burst: %d, sync: {mode: lease, lease_share: 0.1}}\n"
+                "  - key: tbkill\n    rate_limit: {algorithm: gcra, unit: second, "
+                "requests_per_unit: %d, burst: %d, sync: {mode: lease, lease_share: 0.2}}\n"
+                % (HOT_L, KILL_L, rl_limit, TB_RATE, TB_B, TBK_RATE, TBK_B))
     return path
 
 
@@ -90,6 +100,20 @@ def m(node, name):
     return node.metric(name) or 0
 
 
+def over_bucket(res, rate, burst):
+    """The stretches [s, e] of the run whose 200s (sent at or after s,
+    answered by e) are more than burst + rate * (e - s): a list."""
+    ok = sorted((t0, t1) for t0, t1, s in res if s == 200)
+    bad = []
+    for i, (s, _) in enumerate(ok):
+        # The n answered first of those sent from s on: n in [s, their last].
+        for n, e in enumerate(sorted(t1 for _, t1 in ok[i:]), 1):
+            if n > burst + rate * (e - s) + 1:
+                bad.append((s, e, n))
+                break
+    return bad
+
+
 try:
     redis = harness.Redis()
     redis.start()
@@ -119,6 +143,24 @@ try:
     check("hot: script calls per decision far below 1 (%d calls, %d decisions)"
           % (calls, len(res)), calls / len(res) < 0.05, (calls, len(res), allowed, local))
 
+    # ---- a token_bucket key, two nodes: never past the bucket ----
+    calls0 = m(a, "sluice_store_calls_total") + m(b, "sluice_store_calls_total")
+    local0 = m(a, "sluice_lease_local_total") + m(b, "sluice_lease_local_total")
+    res = hammer((a, b), "tb", "k", 3.0)
+    calls = m(a, "sluice_store_calls_total") + m(b, "sluice_store_calls_total") - calls0
+    local = m(a, "sluice_lease_local_total") + m(b, "sluice_lease_local_total") - local0
+    ok = sum(1 for r in res if r[2] == 200)
+    span = max(r[1] for r in res) - min(r[0] for r in res)
+    check("tb: no stretch of time past B + rate * its length",
+          not over_bucket(res, TB_RATE, TB_B), over_bucket(res, TB_RATE, TB_B)[:3])
+    check("tb: refused past the rate", ok < len(res), (ok, len(res)))
+    check("tb: allowed close to B + rate * %.1f s (%d of %d)"
+          % (span, ok, TB_B + TB_RATE * span), ok >= 0.8 * (TB_B + TB_RATE * span),
+          (ok, len(res)))
+    check("tb: decided from leases, %d script calls for %d decisions"
+          % (calls, len(res)), local > 0 and calls / len(res) < 0.2,
+          (calls, len(res), local))
+
     # ---- a return into a newer window is ignored by the script ----
     fn = resp(redis.port, "FUNCTION", "LIST")[0][1]  # the nodes' library
     key = "lease-test:{late}"
@@ -144,6 +186,24 @@ try:
           (total, held))
     check("kill -9: short of it by at most the killed node's lease (%d)" % (KILL_L // 5),
           total >= KILL_L - KILL_L // 5, (total, held))
+
+    # ---- kill -9 of a node holding a bucket's lease ----
+    d = harness.Node(SLUICE, tmp, "d", rules, "--threads", "1", "--store", store)
+    check("d connects to Redis", d.wait_status("up", 10))
+    t_start = time.time()
+    res_d = hammer((d,), "tbkill", "k", 0.3, per_node=2)
+    held = m(d, "sluice_lease_units_granted_total") - m(d, "sluice_lease_local_total") \
+        - m(d, "sluice_lease_units_returned_total") - m(d, "sluice_lease_units_lost_total")
+    d.p.kill()
+    d.p.wait()
+    res_ab = hammer((a, b), "tbkill", "k", 1.5)
+    both = res_d + res_ab
+    total = sum(1 for r in both if r[2] == 200)
+    most = TBK_B + TBK_RATE * (max(r[1] for r in both) - t_start)
+    check("kill -9 (gcra): within the bucket (%d of at most %.0f)" % (total, most),
+          not over_bucket(both, TBK_RATE, TBK_B), (total, held))
+    check("kill -9 (gcra): short of it by at most the killed node's lease",
+          total >= TBK_B - TBK_B // 5 - 2, (total, held, most))
 
     # ---- a reload gives leases back; the new numbers hold at once ----
     # Three requests: the second takes a lease (the key's rate is high),
@@ -181,14 +241,15 @@ try:
     bad = tmp + "/bad.yaml"
     with open(bad, "w") as f:
         f.write("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n"
-                "      unit: second\n      algorithm: gcra\n"
+                "      unit: second\n      algorithm: leaky_bucket\n"
                 "      sync: {mode: lease}\n      requests_per_unit: 5\n")
     v = subprocess.run([SLUICE, "validate", bad], capture_output=True, text=True)
     s = subprocess.run([SLUICE, "serve", "--rules", bad, "--store", store, "--listen",
                         "127.0.0.1:0"], capture_output=True, text=True, timeout=20)
-    want = bad + ":7:20: sync: mode lease needs algorithm fixed_window, not gcra"
-    check("validate refuses sync on gcra at 7:20", v.returncode == 2 and want in v.stderr,
-          v.stderr)
+    want = bad + (":7:20: sync: mode lease needs algorithm fixed_window, token_bucket "
+                  "or gcra, not leaky_bucket")
+    check("validate refuses sync on leaky_bucket at 7:20",
+          v.returncode == 2 and want in v.stderr, v.stderr)
     check("serve refuses it with the same message", s.returncode != 0 and want in s.stderr,
           s.stderr)
     harness.check_exit([a, b, off, mem])

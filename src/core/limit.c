@@ -279,6 +279,7 @@ int sl_limit_override(const sl_limit *base, int64_t limit, int64_t burst,
         lim->steps = base->steps;
     }
     lim->ident = base->ident;
+    lim->leased = base->leased;
     lim->base = *root;
     lim->override = c.limit != root->limit || c.burst != root->burst;
     set_tags(lim);

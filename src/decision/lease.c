@@ -1,8 +1,10 @@
 /*
  * lease.c - a thread's leases: units of a fixed_window that Redis counted
- * for this thread in a window, on the call the thread sent anyway
- * (lease.lua), so that the thread allows that many more requests of the
- * (limit, key) itself, without a round trip, until the lease's expiry.
+ * for this thread in a window, or of a token_bucket or gcra that Redis
+ * took from the bucket and holds under this thread's holder id, on the
+ * call the thread sent anyway (lease.lua, lease_bucket.lua), so that the
+ * thread allows that many more requests of the (limit, key) itself,
+ * without a round trip, until the lease's expiry.
  *
  * The expiry is asked_at + min(the time Redis said was left of the
  * window, lease_max) less the clocks' margin, where asked_at is this
@@ -10,8 +12,11 @@
  * expiry is never after the window's end, and a unit is used only inside
  * the window that counted it.  Per window, the units allowed on every
  * node together are at most those Redis counted, at most the limit
- * (docs/stores.md, "Leases", proves it).  The price is the other way: a
- * request may be refused while leases elsewhere hold units unused.
+ * (docs/stores.md, "Leases", proves it).  A bucket's lease lives
+ * lease_max less the margin, within the life Redis gave its holder's
+ * field, whose units hold the bucket's level down until they come back
+ * or expire.  The price is the other way: a request may be refused while
+ * leases elsewhere hold units unused.
  *
  * A lease's size follows the key's rate on this thread: the units it
  * asked for since its last call to Redis over the time since, times a
@@ -29,6 +34,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "decision/keyed.h"
 #include "decision/layer.h"
@@ -45,7 +51,9 @@
 /* One (limit, key), 256 bytes.  Invariants: hash is 0 for an empty entry,
  * else the keyed hash of (ident, key) with its low bit set, in the bucket
  * it picks; key_len <= SD_LEASE_KEY_MAX; units >= 0; live_at is 0 when
- * units is 0, else 1 + its index in the live list, which names it. */
+ * units is 0, else 1 + its index in the live list, which names it; a
+ * bucket's lease has window_ns SD_LEASE_NO_WINDOW and window_s its burst
+ * (what its return names, with limit and period). */
 typedef struct sd_lease {
     uint64_t hash;
     uint64_t ident;
@@ -78,6 +86,11 @@ struct sd_leases {
     sd_lease_return pending[SD_LEASE_PENDING];
     size_t n_pending;
     sd_stats *stats;
+    uint64_t holder; /* this thread's id in its buckets' lease hashes */
+    /* When a bucket's return was last taken to be sent: Redis drops the
+     * holder's field when it runs, so a grant to a call asked no later
+     * may have been in that field, and is not used. */
+    sl_nanos bucket_returned_at;
 };
 
 sd_leases *sd_leases_new(size_t bytes, sd_stats *stats)
@@ -94,6 +107,12 @@ sd_leases *sd_leases_new(size_t bytes, sd_stats *stats)
         return NULL;
     }
     ls->stats = stats;
+    ls->bucket_returned_at = INT64_MIN;
+    if (getrandom(&ls->holder, sizeof(ls->holder), 0) !=
+        (ssize_t)sizeof(ls->holder)) {
+        sd_leases_free(ls);
+        return NULL;
+    }
     return ls;
 }
 
@@ -130,9 +149,12 @@ static sd_lease *find(sd_leases *ls, const sl_check_item *item)
     return NULL;
 }
 
-/* Units to be given back to the window (s, ns) of (ident, key). */
+/* Units to be given back to the window (s, ns) of (ident, key), of a
+ * limit of these numbers (s the burst of a bucket's, ns
+ * SD_LEASE_NO_WINDOW). */
 static void give_back(sd_leases *ls, uint64_t ident, const void *key,
-                      size_t key_len, int64_t units, int64_t s, int64_t ns)
+                      size_t key_len, int64_t units, int64_t s, int64_t ns,
+                      int64_t limit, int64_t period)
 {
     if (units <= 0)
         return;
@@ -144,7 +166,10 @@ static void give_back(sd_leases *ls, uint64_t ident, const void *key,
     *r = (sd_lease_return){.units = units,
                            .window_s = s,
                            .window_ns = ns,
+                           .limit = limit,
+                           .period = period,
                            .ident = ident,
+                           .holder = ls->holder,
                            .key_len = (uint16_t)key_len};
     if (key_len > 0)
         memcpy(r->key, key, key_len);
@@ -174,7 +199,7 @@ static void live_del(sd_leases *ls, sd_lease *e)
 static void release(sd_leases *ls, sd_lease *e)
 {
     give_back(ls, e->ident, e->key, e->key_len, e->units, e->window_s,
-              e->window_ns);
+              e->window_ns, e->limit, e->period);
     live_del(ls, e);
 }
 
@@ -258,12 +283,12 @@ int sd_leases_answer(sd_leases *ls, sd_check *check, sl_nanos now)
 }
 
 void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
-                    int64_t *asks)
+                    sl__redis_ask *asks)
 {
     for (size_t i = 0; i < check->n; i++) {
         sd_lease *e;
         int made;
-        asks[i] = 0;
+        asks[i] = (sl__redis_ask){0};
         if (ls == NULL || !has_terms(check, i) ||
             !sl__redis_may_lease(check->items[i].limit) ||
             (e = entry_of(ls, &check->items[i], now, &made)) == NULL)
@@ -272,20 +297,27 @@ void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
         if (made || now < e->asking_until)
             continue; /* first seen: no rate yet; or a lease on its way */
         const sd_lease_terms *t = &check->lease[i];
+        const sl_limit_config *c = &check->items[i].limit->cfg;
+        int bucket = c->algorithm != SL_FIXED_WINDOW;
         sl_nanos life = t->max, elapsed = now - e->last_ask;
-        if (e->reset_at > now && e->reset_at - now < life)
+        if (!bucket && e->reset_at > now && e->reset_at - now < life)
             life = e->reset_at - now;
         if (elapsed < 1)
             elapsed = 1;
         /* The units this key would use over a lease's life at the rate
-         * seen since its last call to Redis, less those the call costs. */
-        int64_t cap = (int64_t)((sl__i128)e->limit * t->share_ppm / 1000000);
+         * seen since its last call to Redis, less those the call costs;
+         * at most lease_share of the limit (of a bucket's burst, all it
+         * can ever hold). */
+        int64_t cap = (int64_t)((sl__i128)(bucket ? c->burst : e->limit) *
+                                t->share_ppm / 1000000);
         sl__i128 want = (sl__i128)e->demand * life / elapsed;
         want -= check->costs[i];
-        asks[i] = want < MIN_ASK ? 0 : want > cap ? cap : (int64_t)want;
+        asks[i].units = want < MIN_ASK ? 0 : want > cap ? cap : (int64_t)want;
+        asks[i].life_ms = t->max / SL_NS_PER_MS;
+        asks[i].holder = ls->holder;
         e->last_ask = now;
         e->demand = 0;
-        if (asks[i] > 0)
+        if (asks[i].units > 0)
             e->asking_until = now + t->max;
     }
 }
@@ -295,6 +327,19 @@ static int window_cmp(int64_t s1, int64_t n1, int64_t s2, int64_t n2)
     if (s1 != s2)
         return s1 < s2 ? -1 : 1;
     return n1 < n2 ? -1 : n1 > n2;
+}
+
+/* e holds the units of a grant just taken, with its decision d, asked
+ * at asked_at. */
+static void hold(sd_leases *ls, sd_lease *e, const sl_decision *d,
+                 int64_t units, sl_nanos asked_at)
+{
+    e->pool = d->remaining > units ? d->remaining - units : 0;
+    e->reset_at = asked_at + d->reset_after;
+    e->last_use = asked_at;
+    live_add(ls, e);
+    sd_count(&ls->stats->lease_grants, 1);
+    sd_count(&ls->stats->lease_units_granted, (uint64_t)units);
 }
 
 /* One grant g of item, with its decision d, asked at asked_at. */
@@ -311,7 +356,8 @@ static void keep(sd_leases *ls, const sl_check_item *item,
     sd_lease *e = find(ls, item);
     if (e == NULL || until <= asked_at) {
         give_back(ls, item->limit->ident, item->key, item->key_len, g->units,
-                  g->window_s, g->window_ns);
+                  g->window_s, g->window_ns, item->limit->cfg.limit,
+                  item->limit->cfg.period);
         return;
     }
     int cmp = e->units > 0 ? window_cmp(g->window_s, g->window_ns, e->window_s,
@@ -334,12 +380,39 @@ static void keep(sd_leases *ls, const sl_check_item *item,
         e->until = until;
     e->window_s = g->window_s;
     e->window_ns = g->window_ns;
-    e->pool = d->remaining > g->units ? d->remaining - g->units : 0;
-    e->reset_at = asked_at + d->reset_after;
-    e->last_use = asked_at;
-    live_add(ls, e);
-    sd_count(&ls->stats->lease_grants, 1);
-    sd_count(&ls->stats->lease_units_granted, (uint64_t)g->units);
+    hold(ls, e, d, g->units, asked_at);
+}
+
+/* A bucket's grant g of item, with its decision d, asked at asked_at.
+ * Redis gave the holder's field life_ms from when it ran, at or after
+ * asked_at: the lease ends before, by the clocks' margin (keep()'s). */
+static void keep_bucket(sd_leases *ls, const sl_check_item *item,
+                        const sd_lease_terms *t, const sl_decision *d,
+                        const sl__redis_grant *g, sl_nanos asked_at)
+{
+    const sl_limit_config *c = &item->limit->cfg;
+    sl_nanos life = t->max / SL_NS_PER_MS * SL_NS_PER_MS;
+    sl_nanos until = asked_at + life - (life >> 9) - 1000;
+    sd_lease *e = find(ls, item);
+    if (asked_at <= ls->bucket_returned_at) {
+        /* A return sent since may have dropped the field they are in. */
+        sd_count(&ls->stats->lease_units_lost, (uint64_t)g->units);
+        return;
+    }
+    if (e == NULL || until <= asked_at) {
+        give_back(ls, item->limit->ident, item->key, item->key_len, g->units,
+                  c->burst, SD_LEASE_NO_WINDOW, c->limit, c->period);
+        return;
+    }
+    /* The units held may be of a field Redis has dropped as expired
+     * (this thread cannot tell when Redis ran the call): they are not
+     * used past their own expiry, under the new one. */
+    sd_count(&ls->stats->lease_units_lost, (uint64_t)e->units);
+    e->units = g->units;
+    e->until = until;
+    e->window_s = c->burst;
+    e->window_ns = SD_LEASE_NO_WINDOW;
+    hold(ls, e, d, g->units, asked_at);
 }
 
 void sd_leases_learn(sd_leases *ls, const sd_check *check,
@@ -353,12 +426,18 @@ void sd_leases_learn(sd_leases *ls, const sd_check *check,
             e->asking_until = 0; /* the ask is answered */
         if (g->units <= 0)
             continue;
+        const sl_check_item *it = &check->items[i];
+        const sl_limit_config *c = &it->limit->cfg;
+        int bucket = c->algorithm != SL_FIXED_WINDOW;
         if (stale || !has_terms(check, i))
-            give_back(ls, check->items[i].limit->ident, check->items[i].key,
-                      check->items[i].key_len, g->units, g->window_s,
-                      g->window_ns);
+            give_back(ls, it->limit->ident, it->key, it->key_len, g->units,
+                      bucket ? c->burst : g->window_s,
+                      bucket ? SD_LEASE_NO_WINDOW : g->window_ns, c->limit,
+                      c->period);
+        else if (bucket)
+            keep_bucket(ls, it, &check->lease[i], &each[i], g, asked_at);
         else
-            keep(ls, &check->items[i], &check->lease[i], &each[i], g, asked_at);
+            keep(ls, it, &check->lease[i], &each[i], g, asked_at);
     }
 }
 
@@ -388,11 +467,15 @@ void sd_leases_clear(sd_leases *ls)
     memset(ls->slots, 0, (ls->keyed.mask + 1) * WAYS * sizeof(sd_lease));
 }
 
-size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max)
+size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max,
+                              sl_nanos now)
 {
     size_t n = 0;
-    while (ls != NULL && n < max && ls->n_pending > 0)
-        out[n++] = ls->pending[--ls->n_pending];
+    while (ls != NULL && n < max && ls->n_pending > 0) {
+        out[n] = ls->pending[--ls->n_pending];
+        if (out[n++].window_ns == SD_LEASE_NO_WINDOW)
+            ls->bucket_returned_at = now;
+    }
     return n;
 }
 

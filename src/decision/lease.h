@@ -19,10 +19,14 @@ typedef struct sd_leases sd_leases;
 #define SD_LEASE_KEY_MAX 138
 
 /* Units a thread gives back, the window they were charged in, and the
- * Redis key they were charged under (lease.lua's return). */
+ * Redis key they were charged under (lease.lua's return); a bucket's
+ * (lease_bucket.lua) has window_ns SD_LEASE_NO_WINDOW, its burst in
+ * window_s, and goes back to the field of holder. */
+#define SD_LEASE_NO_WINDOW (-1)
 typedef struct sd_lease_return {
     int64_t units, window_s, window_ns;
-    uint64_t ident;
+    int64_t limit, period; /* the numbers it was granted under */
+    uint64_t ident, holder;
     uint16_t key_len;
     char key[SD_LEASE_KEY_MAX];
 } sd_lease_return;
@@ -43,13 +47,14 @@ void sd_leases_free(sd_leases *ls); /* NULL: no-op */
  * results set (rc 0, allowed), or 0: it goes to Redis. */
 int sd_leases_answer(sd_leases *ls, sd_check *check, sl_nanos now);
 
-/* The units each item of check asks beyond its cost on the call about to
- * go at now, into asks[0 .. check->n): 0 for an item without terms, a
- * key seen for the first time, a recording or a cost of 0; else the
- * key's rate on this thread times a lease's lifetime, at most
- * lease_share of the limit. */
+/* The lease each item of check asks beyond its cost on the call about to
+ * go at now, into asks[0 .. check->n): 0 units for an item without
+ * terms, a key seen for the first time, a recording or a cost of 0; else
+ * the key's rate on this thread times a lease's lifetime, at most
+ * lease_share of the limit (of a bucket's burst), with lease_max and this
+ * thread's holder id. */
 void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
-                    int64_t *asks);
+                    sl__redis_ask *asks);
 
 /* What Redis granted check's items on a call asked at asked_at (on the
  * clock of later answers; before Redis decided it): each: the items'
@@ -67,13 +72,16 @@ void sd_leases_sweep(sd_leases *ls, sl_nanos now);
 /* Every lease to the returns, and the table empty: the numbers of some
  * limit changed, or the thread stops. */
 void sd_leases_clear(sd_leases *ls);
-/* Takes up to max pending returns into out: how many. */
-size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max);
+/* Takes up to max pending returns into out, to be sent at now (grants
+ * to calls asked no later are then not kept): how many. */
+size_t sd_leases_take_returns(sd_leases *ls, sd_lease_return *out, size_t max,
+                              sl_nanos now);
 
 /* A return run's arguments (lease.lua): up to SD_RETURN_BATCH keys, which
  * must share a slot on a Cluster. */
 #define SD_RETURN_BATCH 64
-#define SD_RETURN_NUM_LEN 24
+/* Room for a bucket's numbers "B L P p s n" (lease_return.c). */
+#define SD_RETURN_NUM_LEN 96
 typedef struct sd_return_call {
     int argc;
     const char *argv[4 + 4 * SD_RETURN_BATCH];
@@ -83,10 +91,10 @@ typedef struct sd_return_call {
 } sd_return_call;
 
 /* The call giving rs[0 .. n) back on the store of key space ks, its
- * script named by ref (sd_redis_script_ref): 0, or -1 (n too large, out
- * of memory). */
+ * script named by ref (sd_redis_script_ref), at now when ks does not use
+ * the server's clock: 0, or -1 (n too large, out of memory). */
 int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
-                         const sd_lease_return *rs, size_t n,
+                         const sd_lease_return *rs, size_t n, sl_nanos now,
                          sd_return_call *out);
 
 /* Debug check of the invariants (the comment above struct sd_lease):

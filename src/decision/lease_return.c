@@ -30,8 +30,31 @@ static void returned_cb(const redisReply *reply, void *priv)
     sd_count(&stats->lease_units_restored, back);
 }
 
+/* rs's three arguments at f: a window's units and start, or a bucket's
+ * units, holder and numbers "B L P p[ s n]" (lease_bucket.lua), with
+ * now when the server's clock is not used. */
+static void return_fields(const sl__redis_keyspace *ks,
+                          const sd_lease_return *r, sl_nanos now,
+                          char f[3][SD_RETURN_NUM_LEN])
+{
+    snprintf(f[0], SD_RETURN_NUM_LEN, "%lld", (long long)r->units);
+    if (r->window_ns != SD_LEASE_NO_WINDOW) {
+        snprintf(f[1], SD_RETURN_NUM_LEN, "%lld", (long long)r->window_s);
+        snprintf(f[2], SD_RETURN_NUM_LEN, "%lld", (long long)r->window_ns);
+        return;
+    }
+    snprintf(f[1], SD_RETURN_NUM_LEN, "%llu", (unsigned long long)r->holder);
+    int len = snprintf(f[2], SD_RETURN_NUM_LEN, "%lld %lld %lld %zu",
+                       (long long)r->window_s, (long long)r->limit,
+                       (long long)r->period, sl__redis_key_ident_at(ks));
+    if (!ks->use_server_time)
+        snprintf(f[2] + len, SD_RETURN_NUM_LEN - (size_t)len, " %lld %lld",
+                 (long long)(now / SL_NS_PER_SEC),
+                 (long long)(now % SL_NS_PER_SEC));
+}
+
 int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
-                         const sd_lease_return *rs, size_t n,
+                         const sd_lease_return *rs, size_t n, sl_nanos now,
                          sd_return_call *out)
 {
     size_t total = 1, at = 0;
@@ -57,12 +80,11 @@ int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
     out->argv[argc] = "R";
     out->lens[argc++] = 1;
     for (size_t i = 0; i < n; i++) {
-        const int64_t f[3] = {rs[i].units, rs[i].window_s, rs[i].window_ns};
-        for (int j = 0; j < 3; j++) {
-            char *s = out->nums[1 + 3 * i + (size_t)j];
-            out->argv[argc] = s;
-            out->lens[argc++] =
-                (size_t)snprintf(s, SD_RETURN_NUM_LEN, "%lld", (long long)f[j]);
+        return_fields(ks, &rs[i], now, &out->nums[1 + 3 * i]);
+        for (size_t j = 0; j < 3; j++) {
+            out->argv[argc] = out->nums[1 + 3 * i + j];
+            out->lens[argc] = strlen(out->argv[argc]);
+            argc++;
         }
     }
     out->argc = argc;
@@ -70,12 +92,13 @@ int sd_lease_return_args(const sl__redis_keyspace *ks, const char *ref,
 }
 
 /* One return call of rs[0 .. n): 0, or -1 (not sent: its units lost). */
-static int send_one(sd_thread *t, const sd_lease_return *rs, size_t n)
+static int send_one(sd_thread *t, const sd_lease_return *rs, size_t n,
+                    sl_nanos now)
 {
     sd_return_call a;
     const char *ref = sd_redis_script_ref(t);
     if (ref == NULL ||
-        sd_lease_return_args(&t->e->redis_keyspace, ref, rs, n, &a) != 0)
+        sd_lease_return_args(&t->e->redis_keyspace, ref, rs, n, now, &a) != 0)
         return -1;
     int rc = sd_redis_command(t, a.names, a.argc, a.argv, a.lens, returned_cb,
                               t->stats);
@@ -87,11 +110,12 @@ void sd_leases_send(sd_thread *t)
 {
     sd_lease_return rs[SD_RETURN_BATCH];
     size_t per_call = t->e->redis_keyspace.cluster ? 1 : SD_RETURN_BATCH, n;
-    while ((n = sd_leases_take_returns(t->leases, rs, per_call)) > 0) {
+    sl_nanos now = sd_engine_clock(t->e);
+    while ((n = sd_leases_take_returns(t->leases, rs, per_call, now)) > 0) {
         uint64_t units = 0;
         for (size_t i = 0; i < n; i++)
             units += (uint64_t)rs[i].units;
-        if (send_one(t, rs, n) != 0) {
+        if (send_one(t, rs, n, now) != 0) {
             sd_count(&t->stats->lease_units_lost, units);
             continue;
         }

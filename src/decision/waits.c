@@ -25,7 +25,7 @@ static void free_calls(sd_wait *w)
 static int build_call(sd_thread *t, sd_call *c, sd_check *check, sl_nanos now,
                       const sl__redis_keyspace *ks, const char *sha)
 {
-    int64_t asks[SL_MAX_ITEMS];
+    sl__redis_ask asks[SL_MAX_ITEMS];
     if ((c->each = calloc(check->n, sizeof(sl_decision))) == NULL) {
         snprintf(check->err, sizeof(check->err), "out of memory");
         return SL_ENOMEM;

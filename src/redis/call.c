@@ -189,6 +189,11 @@ size_t sl__redis_key_name_max(const sl__redis_keyspace *ks, size_t key_len)
     return key_name_max(ks, key_len);
 }
 
+size_t sl__redis_key_ident_at(const sl__redis_keyspace *ks)
+{
+    return strlen(ks->prefix) + IDENT_HEX + 1;
+}
+
 static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
                        char *out)
 {
@@ -201,9 +206,9 @@ static size_t key_name(const sl__redis_keyspace *ks, const sl_check_item *it,
  * for a bucket's one-integer reply (fast.lua) B, T and the cost. */
 typedef struct item_numbers {
     int64_t limit, burst, t_num, t_den, cost;
-    int64_t ask;  /* units of a lease asked ("c+S", lease.lua); 0: none */
-    int64_t tick; /* ns per tick of the reply's durations */
-    int bucket; /* token_bucket or gcra of its own numbers */
+    sl__redis_ask ask; /* a lease asked ("c+S", lease.lua); units 0: none */
+    int64_t tick;      /* ns per tick of the reply's durations */
+    int bucket;        /* token_bucket or gcra of its own numbers */
 } item_numbers;
 
 /* The arguments of one call, pointing into bufs it owns. */
@@ -247,6 +252,20 @@ static size_t put_num(char *s, int64_t v)
     return len;
 }
 
+/* The same for an unsigned 64-bit v (a holder's id). */
+static size_t put_unum(char *s, uint64_t u)
+{
+    char digits[NUM_LEN];
+    size_t i = sizeof(digits), len;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    len = sizeof(digits) - i;
+    memcpy(s, digits + i, len);
+    return len;
+}
+
 static void push_num(call_args *a, int64_t v)
 {
     char *s = a->nums[a->nnums++];
@@ -278,7 +297,10 @@ static size_t put_spec(char *s, const sl_limit *lim, const ticked *t)
 }
 
 /* The head: "ttl,record,spec,cost[,spec,cost...]" (main.lua), a cost
- * "c+S" for an item that asks a lease of S. */
+ * "c+S" for an item that asks a lease of S, "c+S+M+H" for a leased
+ * bucket's; such a bucket's spec is "@p spec" on every call, p the index
+ * (from 1) of the ':' after the identity in its keys' names, where
+ * lease_bucket.lua names their leases' hashes. */
 static void push_head(call_args *a, const sl__redis_keyspace *ks,
                       const sl_check_item *items, const int64_t *costs,
                       const ticked *ticks, size_t n, int record)
@@ -288,13 +310,26 @@ static void push_head(call_args *a, const sl__redis_keyspace *ks,
     s[len++] = ',';
     s[len++] = record ? '1' : '0';
     for (size_t i = 0; i < n; i++) {
+        const sl__redis_ask *ask = &a->items[i].ask;
+        int leased = sl__redis_leased_bucket(items[i].limit);
         s[len++] = ',';
+        if (leased) {
+            s[len++] = '@';
+            len += put_num(s + len, (int64_t)sl__redis_key_ident_at(ks));
+            s[len++] = ' ';
+        }
         len += put_spec(s + len, items[i].limit, &ticks[i]);
         s[len++] = ',';
         len += put_num(s + len, costs[i]);
-        if (a->items[i].ask > 0) {
+        if (ask->units > 0) {
             s[len++] = '+';
-            len += put_num(s + len, a->items[i].ask);
+            len += put_num(s + len, ask->units);
+        }
+        if (ask->units > 0 && leased) {
+            s[len++] = '+';
+            len += put_num(s + len, ask->life_ms);
+            s[len++] = '+';
+            len += put_unum(s + len, ask->holder);
         }
     }
     push_arg(a, s, len);
@@ -309,8 +344,8 @@ static void use_sha(call_args *a, const char *ref)
 
 static int build_args(const sl__redis_keyspace *ks, call_args *a,
                       const sl_check_item *items, const int64_t *costs,
-                      const int64_t *asks, size_t n, sl_nanos now, int record,
-                      const char *sha)
+                      const sl__redis_ask *asks, size_t n, sl_nanos now,
+                      int record, const char *sha)
 {
     size_t total = 0, at = 0;
 
@@ -390,8 +425,9 @@ static int item_slots(const sl__redis_keyspace *ks, const sl_check_item *items,
  * parts, in ascending slot order. */
 static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
                         const sl_check_item *items, const int64_t *costs,
-                        const int64_t *asks, size_t n, sl_nanos now, int record,
-                        const char *sha, char *errbuf, size_t errlen)
+                        const sl__redis_ask *asks, size_t n, sl_nanos now,
+                        int record, const char *sha, char *errbuf,
+                        size_t errlen)
 {
     int slot[SL_MAX_ITEMS], err = 0;
 
@@ -421,7 +457,8 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
         /* The next part: the smallest slot not yet taken. */
         int next = INT32_MAX;
         sl_check_item sub[SL_MAX_ITEMS];
-        int64_t sub_costs[SL_MAX_ITEMS], sub_asks[SL_MAX_ITEMS];
+        int64_t sub_costs[SL_MAX_ITEMS];
+        sl__redis_ask sub_asks[SL_MAX_ITEMS];
         call_part *p;
         for (size_t i = 0; i < n; i++)
             if (slot[i] != INT32_MAX && slot[i] < next)
@@ -436,7 +473,7 @@ static int prepare_call(const sl__redis_keyspace *ks, sl__redis_call *c,
             if (slot[i] == next) {
                 p->item_of[p->a.n] = i;
                 sub[p->a.n] = items[i];
-                sub_asks[p->a.n] = asks != NULL ? asks[i] : 0;
+                sub_asks[p->a.n] = asks != NULL ? asks[i] : (sl__redis_ask){0};
                 sub_costs[p->a.n++] = costs[i];
                 slot[i] = INT32_MAX;
                 done++;
@@ -457,16 +494,25 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
                                      out, errbuf, errlen);
 }
 
+int sl__redis_leased_bucket(const sl_limit *lim)
+{
+    ticked t;
+    return lim->leased && is_bucket(lim->cfg.algorithm) &&
+           lim->cfg.algorithm != SL_LEAKY_BUCKET && lim->t_den > 0 &&
+           tick_of(lim, &t, NULL, 0) == 0 && t.q == 1;
+}
+
 int sl__redis_may_lease(const sl_limit *lim)
 {
     ticked t;
-    return lim->cfg.algorithm == SL_FIXED_WINDOW &&
-           tick_of(lim, &t, NULL, 0) == 0 && t.q == 1;
+    if (lim->cfg.algorithm != SL_FIXED_WINDOW)
+        return sl__redis_leased_bucket(lim) && !lim->override;
+    return tick_of(lim, &t, NULL, 0) == 0 && t.q == 1;
 }
 
 int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
                               const sl_check_item *items, const int64_t *costs,
-                              const int64_t *asks, size_t n, sl_nanos now,
+                              const sl__redis_ask *asks, size_t n, sl_nanos now,
                               unsigned flags, const char *sha,
                               sl__redis_call **out, char *errbuf, size_t errlen)
 {
@@ -475,9 +521,11 @@ int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
 
     sl__set_err(errbuf, errlen, "%s", "");
     for (size_t i = 0; asks != NULL && i < n; i++)
-        if (asks[i] < 0 || asks[i] > SL_MAX_COUNT ||
-            (asks[i] > 0 &&
-             ((flags & SL_RECORD) || !sl__redis_may_lease(items[i].limit)))) {
+        if (asks[i].units < 0 || asks[i].units > SL_MAX_COUNT ||
+            (asks[i].units > 0 &&
+             ((flags & SL_RECORD) || !sl__redis_may_lease(items[i].limit) ||
+              (sl__redis_leased_bucket(items[i].limit) &&
+               (asks[i].life_ms < 1 || asks[i].life_ms > SL_MAX_COUNT))))) {
             sl__set_err(errbuf, errlen, "invalid argument");
             return SL_EINVAL;
         }
@@ -622,7 +670,7 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
     size_t want = 5 * n, at = 0;
     for (size_t i = 0; i < n; i++) {
         grants[i] = (sl__redis_grant){0}; /* whatever the reply's shape */
-        want += items[i].ask > 0 ? 3 : 0;
+        want += items[i].ask.units > 0 ? 3 : 0;
     }
     if (r->type == REDIS_REPLY_ERROR)
         return reply_error(r, err, errlen);
@@ -638,10 +686,10 @@ static int read_decisions(const redisReply *r, const item_numbers *items,
     for (size_t i = 0; i < n; i++) {
         redisReply **e = &r->element[at];
         at += 5;
-        if (items[i].ask > 0) {
+        if (items[i].ask.units > 0) {
             /* No more than asked, and a window's start (s, ns) that is
              * one. */
-            if ((uint64_t)e[5]->integer > (uint64_t)items[i].ask ||
+            if ((uint64_t)e[5]->integer > (uint64_t)items[i].ask.units ||
                 e[6]->integer < 0 || (uint64_t)e[7]->integer >= 1000000000u)
                 goto bad;
             grants[i] = (sl__redis_grant){.units = e[5]->integer,

@@ -269,26 +269,42 @@ int sl__redis_call_new(const sl__redis_keyspace *ks, const sl_check_item *items,
                        char *errbuf, size_t errlen);
 void sl__redis_call_free(sl__redis_call *call); /* NULL: no-op */
 
-/* A lease of a fixed_window's units (lease.lua; the daemon's leases,
- * docs/stores.md "Leases"): the units Redis counted in the window that
- * starts at (window_s, window_ns) on its clock, beyond the call's cost. */
+/* A lease (lease.lua; the daemon's leases, docs/stores.md "Leases"): the
+ * units Redis counted beyond the call's cost, for a fixed_window in the
+ * window that starts at (window_s, window_ns) on its clock (0 0 for a
+ * bucket's). */
 typedef struct sl__redis_grant {
     int64_t units, window_s, window_ns;
 } sl__redis_grant;
 
-/* As sl__redis_call_new(), with asks[i] (asks NULL: none) the units of a
- * lease item i asks beyond its cost: 0 for none; more only of a
- * fixed_window limit in ns, committed (no SL_RECORD), else SL_EINVAL.
- * What Redis granted is read with sl__redis_call_grants(). */
+/* A lease an item asks beyond its cost: units (0: none) and, of a leased
+ * bucket (lease_bucket.lua), how long it lives on Redis's clock and the
+ * asking thread's holder id. */
+typedef struct sl__redis_ask {
+    int64_t units;
+    int64_t life_ms;
+    uint64_t holder;
+} sl__redis_ask;
+
+/* As sl__redis_call_new(), with asks[i] (asks NULL: none) the lease item
+ * i asks: units 0 for none; more only of a limit that may lease
+ * (sl__redis_may_lease), committed (no SL_RECORD), and of a leased bucket
+ * only with life_ms from 1 to 2^40, else SL_EINVAL.  What Redis granted
+ * is read with sl__redis_call_grants(). */
 int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
                               const sl_check_item *items, const int64_t *costs,
-                              const int64_t *asks, size_t n, sl_nanos now,
+                              const sl__redis_ask *asks, size_t n, sl_nanos now,
                               unsigned flags, const char *sha,
                               sl__redis_call **out, char *errbuf,
                               size_t errlen);
 /* Whether lim's items may ask a lease: a fixed_window whose times the
- * script keeps in ns (lease.lua reads and writes its state so). */
+ * script keeps in ns (lease.lua reads and writes its state so), or a
+ * leased bucket of its own numbers (not an override). */
 int sl__redis_may_lease(const sl_limit *lim);
+/* Whether lim is a token_bucket or gcra in ns that its rule leases
+ * (sl_limit's leased, and its overrides'): every call of it carries the
+ * mark that has the script apply its leases' floor. */
+int sl__redis_leased_bucket(const sl_limit *lim);
 /* Once every part has been read with 0: per item what it was granted
  * (units 0: none asked, or the call refused), into out[0 .. n). */
 void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out);
@@ -298,6 +314,9 @@ void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out);
 size_t sl__redis_key_name(const sl__redis_keyspace *ks, uint64_t ident,
                           const void *key, size_t key_len, char *out);
 size_t sl__redis_key_name_max(const sl__redis_keyspace *ks, size_t key_len);
+/* The index, from 1, of the ':' after the identity in ks's key names
+ * (lease_bucket.lua names a key's lease hash by it). */
+size_t sl__redis_key_ident_at(const sl__redis_keyspace *ks);
 
 /* Part 0's command as argc (returned), argv and lens.  Borrowed: valid
  * until the call is freed or its script is named again (use_eval). */

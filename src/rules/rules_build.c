@@ -538,6 +538,9 @@ static int build_limit(build *b, const sl__ynode *rl, sl__rnode *node,
                 at = rl;
             return err_at(b, at, rc, "invalid rate_limit: %s", why);
         }
+        /* On Redis, every call of a leased bucket applies its leases'
+         * floor (lease_bucket.lua), whatever asks it. */
+        ((sl_limit *)r->limit)->leased = d.lease_share_ppm > 0;
         r->action = SL_RULE_LIMIT;
     }
     for (size_t i = 0; i + 1 < node->n_rules; i++)

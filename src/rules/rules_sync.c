@@ -75,20 +75,24 @@ int sl__rules_sync(const sl__ynode *s, sl_algorithm alg, const char *path,
                  mode->kind == SL__Y_SCALAR ? mode->text : "...");
         return SL_EINVAL;
     }
-    /* A lease is bounded by the end of the window Redis charged it in,
-     * which is what proves zero overshoot (docs/stores.md, "Leases").  A
-     * bucket has no such end, and the sliding and stepped windows count a
-     * unit in windows after its own: a lease's units would outlive it. */
-    if (alg != SL_FIXED_WINDOW) {
+    /* What proves zero overshoot (docs/stores.md, "Leases"): a fixed
+     * window's lease is bounded by the end of the window Redis charged it
+     * in; a token_bucket's or gcra's by the floor its live leases keep
+     * under the bucket on Redis.  The sliding and stepped windows count a
+     * unit in windows after its own, so a lease's units would outlive
+     * it; a leaky_bucket's queue delays what it admits, which a lease
+     * answered at once would not. */
+    if (alg != SL_FIXED_WINDOW && alg != SL_TOKEN_BUCKET && alg != SL_GCRA) {
         int windowed = alg == SL_SLIDING_WINDOW || alg == SL_STEPPED_WINDOW ||
                        alg == SL_SLIDING_LOG;
         snprintf(why, whylen,
-                 "sync: mode lease needs algorithm fixed_window, not %s: a "
-                 "lease's zero bound is the end of the window Redis charged "
-                 "it in, and %s %s: '%s'",
+                 "sync: mode lease needs algorithm fixed_window, token_bucket "
+                 "or gcra, not %s: %s %s: '%s'",
                  sl_algorithm_name(alg), sl_algorithm_name(alg),
-                 windowed ? "counts a unit in later windows too"
-                          : "has no window whose end retires its units",
+                 windowed ? "counts a unit in later windows too, which a "
+                            "lease's units would outlive"
+                          : "delays what it admits, which a lease answered at "
+                            "once would not",
                  path);
         return SL_EINVAL;
     }

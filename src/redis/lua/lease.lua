@@ -14,11 +14,17 @@
 -- arguments, the units and the start (s, n) of the window they were
 -- charged in.  They are taken off the count only if that window is
 -- still the key's: a late return never mints units into a newer window.
--- The reply is the units taken off per key.
+-- A bucket's (lease_bucket.lua) are the units, the holder and its
+-- limit's numbers "B L P p[ s n]".  The reply is the units taken off per
+-- key.
 
 -- After item (key, lim) of a call was committed at now: up to ask more
 -- units into its window.  Returns the units, and the window's start.
-local function lease_take(key, lim, ask, now_s, now_n)
+-- A bucket's ask has by = {life_ms, holder} (bucket_take).
+local function lease_take(key, lim, ask, now_s, now_n, by)
+    if by then
+        return bucket_lease().take(key, lim, ask, by[1], by[2], now_s, now_n)
+    end
     local st = get_state(key)
     local ws, wn = window_start(now_s, now_n, lim.period)
     -- The commit wrote the state (its cost was at least 1), in the
@@ -39,19 +45,25 @@ local function lease_take(key, lim, ask, now_s, now_n)
     return granted, ws, wn
 end
 
--- A return run (the header): its reply.
-local function lease_return(run_keys, run_args)
+-- A return run (the header): its reply.  clock() is the server's time.
+local function lease_return(run_keys, run_args, clock)
     local reply = {}
     for i = 1, #run_keys do
         local units = tonumber(run_args[3 * i - 1])
-        local ws, wn = tonumber(run_args[3 * i]), tonumber(run_args[3 * i + 1])
-        local st = get_state(run_keys[i])
+        local ws, wn = run_args[3 * i], run_args[3 * i + 1]
         local back = 0
-        if units and st ~= nil and #st == 3 and st[1] == ws and st[2] == wn then
-            back = min(units, st[3])
-            if back > 0 then
-                rcall('SET', run_keys[i], encode({ws, wn, st[3] - back}),
-                      'KEEPTTL')
+        if units and wn and string.find(wn, ' ', 1, true) then
+            back = bucket_lease().ret(run_keys[i], units, ws, wn, clock)
+        else
+            local st = get_state(run_keys[i])
+            ws, wn = tonumber(ws), tonumber(wn)
+            if units and st ~= nil and #st == 3 and st[1] == ws and
+                st[2] == wn then
+                back = min(units, st[3])
+                if back > 0 then
+                    rcall('SET', run_keys[i], encode({ws, wn, st[3] - back}),
+                          'KEEPTTL')
+                end
             end
         end
         reply[i] = back

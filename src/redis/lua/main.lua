@@ -16,7 +16,10 @@
 -- algorithm may be followed by "/k", below), and its
 -- cost (per item, so that a call may charge each limit its own); a
 -- fixed_window item's cost may be "c+S": charge c, then lease up to S
--- more units (lease.lua).  A head
+-- more units (lease.lua).  A token_bucket or gcra limit in ns whose
+-- rule leases is sent as "@p spec" on every call (lease_bucket.lua: the
+-- floor of its leases applies to every decision of it), and its item's
+-- cost may be "c+S+M+H": lease up to S units to holder H for M ms.  A head
 -- is parsed once and kept (head_of): the calls of a server mostly share a
 -- few, and three arguments a call instead of 4 + 2 per item are what
 -- Redis turns into Lua strings (docs/benchmarks.md, "Redis's instructions
@@ -24,7 +27,8 @@
 -- The reply is 5 integers per item:
 -- allowed, remaining, reset_after, retry_after, delay; then, for an item
 -- that asked a lease ("c+S") alone, three more: the units granted and
--- the window's start (s, n), the grant 0 when the call was refused; or,
+-- the window's start (s, n) (0 0 for a bucket), the grant 0 when the
+-- call was refused; or,
 -- for one token_bucket or gcra item decided by the fast path, one
 -- integer, its lead (fast.lua), from which call.c computes the five.
 --
@@ -88,7 +92,8 @@ local function limit_of(spec)
             limits, n_limits = {}, 0
         end
         n_limits = n_limits + 1
-        local a, k, L, P, B, step, flags, tn, td, base = match(spec,
+        local lease_at, own = match(spec, '^@(%d+) (.*)$')
+        local a, k, L, P, B, step, flags, tn, td, base = match(own or spec,
             '^(%d+)/?(%d*) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) ?(%d*)$')
         local check = ALGORITHMS[tonumber(a)]
         if check == nil then
@@ -127,6 +132,15 @@ local function limit_of(spec)
             lim.period_s = idiv(lim.period, E9)
             lim.period_n = lim.period - lim.period_s * E9
         end
+        -- A leased bucket: its leases' floor first, whatever the call (an
+        -- override to L = 0 lets nothing pass, so needs none).
+        if lease_at and check ~= sched_stopped then
+            if (a ~= '0' and a ~= '1') or k ~= '' then
+                error({err = 'EINVAL malformed limit ' .. spec})
+            end
+            lim.lease_at, lim.leased_check = tonumber(lease_at), check
+            check, fast = bucket_lease().check, nil
+        end
         l = {check = check, lim = lim, fast = fast}
         limits[spec] = l
     end
@@ -154,19 +168,30 @@ local heads, head_of = memo_of(function(head)
         local cost = f[HEAD_FIELDS + 2 * i]
         h.costs[i] = tonumber(cost)
         if h.costs[i] == nil then
-            -- "c+S": a lease asked, of a fixed_window in ns, committed.
-            local c, ask = match(cost, '^(%d+)%+(%d+)$')
-            if not c or h.record or h.ls[i].check ~= fixed_window or
-                h.ls[i].lim.tick then
+            -- "c+S": a lease asked, of a fixed_window in ns, committed;
+            -- "c+S+M+H", of a leased bucket.
+            local c, ask, life, holder = match(cost,
+                                               '^(%d+)%+(%d+)%+?(%d*)%+?(%d*)$')
+            local lim = h.ls[i].lim
+            local bucket = lim.lease_at ~= nil
+            if not c or h.record or lim.tick or
+                (bucket and (life == '' or holder == '')) or
+                (not bucket and
+                    (h.ls[i].check ~= fixed_window or life ~= '')) then
                 error({err = 'EINVAL malformed call ' .. head})
             end
             h.costs[i] = tonumber(c)
             h.asks = h.asks or {}
             h.asks[i] = tonumber(ask)
+            if bucket then
+                h.by = h.by or {}
+                h.by[i] = {tonumber(life), holder}
+            end
         end
     end
     h.l, h.cost = h.ls[1], h.costs[1]
     h.ask = h.asks and h.asks[1]
+    h.by1 = h.by and h.by[1]
     -- One item committed that may take a fast path: decide_batch() calls
     -- it directly.
     if items == 1 and not h.record and not h.l.lim.tick and not h.asks then
@@ -220,7 +245,7 @@ local function decide_call(k, h, ts, tn)
             d[6], d[7], d[8] = 0, 0, 0
             if d[ALLOWED] == 1 then
                 d[6], d[7], d[8] = lease_take(keys[k + 1], l.lim, h.ask,
-                                              now_s, now_n)
+                                              now_s, now_n, h.by1)
             end
             return d
         end
@@ -266,7 +291,8 @@ local function decide_call(k, h, ts, tn)
             reply[r + 1], reply[r + 2], reply[r + 3] = 0, 0, 0
             if all then
                 reply[r + 1], reply[r + 2], reply[r + 3] =
-                    lease_take(keys[k + i], ls[i].lim, asks[i], now_s, now_n)
+                    lease_take(keys[k + i], ls[i].lim, asks[i], now_s, now_n,
+                               h.by and h.by[i])
             end
             r = r + 3
         end
@@ -318,7 +344,7 @@ local function run(run_keys, run_args)
     end
     keys, args, time_s, TICK = run_keys, run_args, nil, 1
     if args[1] == 'R' then
-        return lease_return(run_keys, run_args)
+        return lease_return(run_keys, run_args, server_time)
     end
     if args[1] ~= 'B' then
         local h = heads[args[3]] or head_of(args[3])

@@ -5,8 +5,8 @@
 # per algorithm, concatenated in this order.  Names must be defined before
 # the files that use them, main.lua last.
 function(sl_add_redis_script out)
-  set(lua prelude schedule token_bucket gcra fast leaky_bucket fixed_window lease
-    sliding_window eventlog sliding_log stepped_window main)
+  set(lua prelude schedule token_bucket gcra fast leaky_bucket fixed_window
+    lease_bucket lease sliding_window eventlog sliding_log stepped_window main)
   list(TRANSFORM lua PREPEND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/)
   list(TRANSFORM lua APPEND .lua)
   add_custom_command(
