@@ -110,7 +110,7 @@ void sd_leases_send(sd_thread *t)
 {
     sd_lease_return rs[SD_RETURN_BATCH];
     size_t per_call = t->e->redis_keyspace.cluster ? 1 : SD_RETURN_BATCH, n;
-    sl_nanos now = sd_engine_clock(t->e);
+    sl_nanos now = sd__clock(t->e);
     while ((n = sd_leases_take_returns(t->leases, rs, per_call, now)) > 0) {
         uint64_t units = 0;
         for (size_t i = 0; i < n; i++)
