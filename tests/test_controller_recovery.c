@@ -60,6 +60,39 @@ static void shed_503s_are_no_drained_queue(void **state)
     ac_release(&st);
 }
 
+/* shed_503s_are_no_drained_queue's node, with two nodes: its own
+ * answers showed a capacity of 50, the nodes' mean is 80 (its requests
+ * were a small share of the upstream's queue).  Calm and binding, it
+ * climbs past 90% of its own reading (45) to 90% of the mean, 72, by
+ * steps of at most 25% a window, and no further (a step too small to
+ * publish may leave it at 71). */
+static void the_nodes_capacity_pooled(void **state)
+{
+    (void)state;
+    ac_state st;
+    ac_step_out o;
+    warm_up(&st, 0.040, 100);
+    ac_signal w = window(0.040, 100, 0);
+    w.errors = 50;
+    w.failed = 50;
+    w.late = 20;
+    ac_step(&st, &w, &o);
+    expect_eq(o.limit, 27);
+    expect_eq(llround(st.capacity), 50);
+    double last = 27;
+    for (int i = 0; i < 40; i++) {
+        w = window(0.040, last, 100 - last);
+        w.n = i % 4 == 3 ? 100 : 0; /* a judgement every 4 windows */
+        w.pooled = 80;
+        ac_step(&st, &w, &o);
+        expect_le(o.limit, llround(1.25 * last));
+        last = (double)o.limit;
+    }
+    expect_ge(o.limit, 70); /* (alone it stopped at 45) */
+    expect_le(o.limit, 72);
+    ac_release(&st);
+}
+
 /* A controller of base_params warmed at 80/s, then a median twice its
  * baseline with every request answered: cut to 90% of them, 72. */
 static void cut_with_no_queue(ac_state *st)
@@ -300,6 +333,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shed_503s_are_no_drained_queue),
+        cmocka_unit_test(the_nodes_capacity_pooled),
         cmocka_unit_test(additive_recovery),
         cmocka_unit_test(relax_when_idle),
         cmocka_unit_test(relax_whatever_the_demand),

@@ -174,7 +174,7 @@ bad_input "five fields" "line 2: expected 'n s50_ms" $'# c\n1 2 3 4 5' "${flags[
 bad_input "a negative field" "line 1: field 4 is not a non-negative number" \
   "1 2 3 -4 5 6" "${flags[@]}"
 bad_input "a word" "line 1: expected" "1 2 x 4 5 6" "${flags[@]}"
-bad_input "eleven fields" "line 1: expected" "1 2 3 4 5 6 7 8 9 10 11" "${flags[@]}"
+bad_input "twelve fields" "line 1: expected" "1 2 3 4 5 6 7 8 9 10 11 12" "${flags[@]}"
 bad_input "no --base" "usage: sluice replay --adaptive" "" --adaptive --min 1 --max 2
 bad_input "min above max" "min must be at most max" "" --adaptive --base 5 --min 9 --max 2
 bad_input "a bad duration" "invalid slo-p99: 'soon'" "" --adaptive --base 5 --min 1 --max 9 --slo-p99 soon

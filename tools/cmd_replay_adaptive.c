@@ -8,7 +8,7 @@
  * production can be explained from what the proxy saw.
  *
  * input:  n s50_ms s99_ms errors accepted refused
- *         [in_force [answered [failed [late]]]]
+ *         [in_force [answered [failed [late [pooled]]]]]
  *         (per window; blank lines and '#' comments skipped; without
  *         answered, every request let through is taken as answered in
  *         its window: no queue builds; without failed and late, none of
@@ -28,7 +28,7 @@
 #include "core/value.h"
 #include "sluice.h"
 
-#define FIELDS 10
+#define FIELDS 11
 
 static const char usage[] =
     "usage: sluice replay --adaptive --base N --min N --max N\n"
@@ -39,11 +39,12 @@ static const char usage[] =
     "                     [--relax-after DURATION]\n"
     "\n"
     "Reads one line per 1 s window on stdin, 'n s50_ms s99_ms errors\n"
-    "accepted refused [in_force [answered [failed [late]]]]' (answers\n"
-    "timed, their median and p99 in ms, failures among them, requests let\n"
-    "through and refused per second, the limit in force, when several\n"
-    "nodes share it, the upstream's answers per second, and of those the\n"
-    "failures and the answers past the SLO per second), and writes the\n"
+    "accepted refused [in_force [answered [failed [late [pooled]]]]]'\n"
+    "(answers timed, their median and p99 in ms, failures among them,\n"
+    "requests let through and refused per second, the limit in force, when\n"
+    "several nodes share it, the upstream's answers per second, and of\n"
+    "those the failures and the answers past the SLO per second, and the\n"
+    "nodes' capacities, their mean), and writes the\n"
     "adaptive controller's answer to each: 'limit action publish overload\n"
     "gradient reason capacity' (docs/adaptive.md).  --base is the rule's\n"
     "requests_per_unit, --min and --max its adaptive bounds, --period its\n"
@@ -130,7 +131,7 @@ static int run(ac_state *st)
             fprintf(stderr,
                     "sluice replay --adaptive: line %lu: expected 'n s50_ms "
                     "s99_ms errors accepted refused [in_force [answered "
-                    "[failed [late]]]]'\n",
+                    "[failed [late [pooled]]]]]'\n",
                     lineno);
             return 2;
         }
@@ -151,7 +152,8 @@ static int run(ac_state *st)
                          .in_force = v[6],
                          .answered = n > 7 ? v[7] : v[4],
                          .failed = v[8],
-                         .late = v[9]};
+                         .late = v[9],
+                         .pooled = v[10]};
         ac_step_out o;
         ac_step(st, &sig, &o);
         printf("%lld %s %d %d %.4f %s %.0f\n", (long long)o.limit,

@@ -454,9 +454,13 @@ static double increase(const ac_state *st, int warm, double windows,
         up = fmin(up, (double)p->max);
         /* Below the capacity the upstream has shown (past it, the
          * queue it had builds again), save a probe PROBE_WINDOWS after a
-         * decrease: a calm judgement past it raises the capacity. */
+         * decrease: a calm judgement past it raises the capacity.  With
+         * several nodes, the larger of this node's reading and the
+         * nodes' mean: a node whose requests were a small share of the
+         * queue reads it low, and the nodes agree on the least proposal. */
         if (st->capacity > 0 && st->since_decrease < PROBE_WINDOWS)
-            up = fmin(up, fmax(lim, p->capacity_share * st->capacity));
+            up = fmin(up, fmax(lim, p->capacity_share *
+                                        fmax(st->capacity, st->pooled)));
         if (up > CEILING_NEAR * st->ceiling && st->ceiling > 0 &&
             st->since_decrease < PROBE_WINDOWS)
             up = fmax(lim, fmin(up, CEILING_NEAR * st->ceiling));
@@ -655,6 +659,7 @@ void ac_step(ac_state *st, const ac_signal *sig, ac_step_out *out)
 {
     const ac_params *p = &st->p;
     ac__window w;
+    st->pooled = sig->pooled;
     w.lim = sig->in_force > 0 ? sig->in_force : st->limit;
     w.acc = sig->accepted * p->period_s; /* per unit, like the limit */
     w.demand = (sig->accepted + sig->refused) * p->period_s;

@@ -67,6 +67,13 @@ typedef struct ac_signal {
     /* The limit in force (with several nodes, the minimum of their
      * proposals); 0: the controller's own last one. */
     double in_force;
+    /* The capacity the live nodes have shown (their ac_state.capacity),
+     * their mean, per unit; 0: one node, or none knows one.  A node reads
+     * the capacity from its own answers times the nodes, which is the
+     * upstream's only when its requests were an even share of the
+     * upstream's queue; the mean of the nodes' readings is what the
+     * upstream answered them all. */
+    double pooled;
 } ac_signal;
 
 typedef enum ac_action {
@@ -134,6 +141,7 @@ typedef struct ac_state {
      * upstream was found slower. */
     double capacity;
     double capacity_before;
+    double pooled; /* the last signal's: the nodes' capacities, their mean */
     /* What the upstream answered in the windows a queue drained through
      * since the last cut for one, summed, and how many. */
     double drained_sum;

@@ -61,6 +61,9 @@ typedef struct ad_rule {
     double ring[CV_WINDOWS]; /* the published limit, a window each */
     size_t ring_n, ring_at;
     int64_t nodes; /* live proposals last counted in Redis (1: memory) */
+    /* The live nodes' capacities, their mean, as Redis last answered a
+     * proposal (ac_signal.pooled); 0: none. */
+    double pooled;
     /* A proposal is in flight on Redis: while it is, Redis is not
      * answering within a window, and the next is held, not sent. */
     int asking;
@@ -83,29 +86,37 @@ static struct {
     char node[96]; /* this node's name among the proposals */
 } the = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* KEYS: the rule's node -> expiry sorted set and node -> limit hash;
- * ARGV: node, limit, ttl ms.  Renews the node's proposal, drops the
+/* KEYS: the rule's node -> expiry sorted set, node -> limit hash and
+ * node -> capacity hash; ARGV: node, limit, ttl ms, the node's capacity
+ * in thousandths (0: none).  Renews the node's proposal, drops the
  * expired ones (Redis's clock: the nodes' may differ) and answers {the
- * minimum of the live proposals, how many}. */
+ * minimum of the live proposals, how many, the mean of the live
+ * capacities known in thousandths (0: none)}. */
 static const char propose_script[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local ttl = tonumber(ARGV[3])\n"
     "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])\n"
+    "redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])\n"
     "for _, n in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do\n"
     "  redis.call('HDEL', KEYS[2], n)\n"
+    "  redis.call('HDEL', KEYS[3], n)\n"
     "end\n"
     "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
-    "redis.call('PEXPIRE', KEYS[1], ttl * 20)\n"
-    "redis.call('PEXPIRE', KEYS[2], ttl * 20)\n"
+    "for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ttl * 20) end\n"
     "local min, n = 0, 0\n"
     "for _, v in ipairs(redis.call('HVALS', KEYS[2])) do\n"
     "  v = tonumber(v)\n"
     "  if n == 0 or v < min then min = v end\n"
     "  n = n + 1\n"
     "end\n"
-    "return {min, n}\n";
+    "local sum, known = 0, 0\n"
+    "for _, v in ipairs(redis.call('HVALS', KEYS[3])) do\n"
+    "  v = tonumber(v) or 0\n"
+    "  if v > 0 then sum, known = sum + v, known + 1 end\n"
+    "end\n"
+    "return {min, n, known > 0 and math.floor(sum / known) or 0}\n";
 
 /* A proposal in flight: what to write once Redis answers. */
 typedef struct proposal {
@@ -141,12 +152,16 @@ static void proposed_cb(const redisReply *r, void *priv)
         the.rules[pr->slot].asking = 0;
     pthread_mutex_unlock(&the.lock);
     if (the.ticking && r != NULL && r->type == REDIS_REPLY_ARRAY &&
-        r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER &&
         r->element[1]->type == REDIS_REPLY_INTEGER &&
+        r->element[2]->type == REDIS_REPLY_INTEGER &&
         r->element[1]->integer > 0) {
         pthread_mutex_lock(&the.lock);
-        if (pr->slot < the.n && strcmp(the.rules[pr->slot].id, pr->id) == 0)
+        if (pr->slot < the.n && strcmp(the.rules[pr->slot].id, pr->id) == 0) {
             the.rules[pr->slot].nodes = r->element[1]->integer;
+            the.rules[pr->slot].pooled =
+                (double)r->element[2]->integer / 1000;
+        }
         pthread_mutex_unlock(&the.lock);
         agree(the.control, pr->id, r->element[0]->integer, pr->base);
     } else if (the.ticking) {
@@ -169,7 +184,7 @@ static int asking(size_t k, int now)
  * of the live proposals is written when it answers; on the memory store
  * the node's own at once. */
 static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
-                    int64_t base)
+                    int64_t base, double capacity)
 {
     if (!sd_engine_uses_redis(w->server->engine)) {
         agree(w, id, limit, base);
@@ -188,14 +203,18 @@ static void propose(sv_worker *w, size_t k, const char *id, int64_t limit,
     pr->slot = k;
     pr->base = base;
     pr->limit = limit;
-    char zset[600], hash[600], value[24], ttl[24];
+    char zset[600], hash[600], caps[600], value[24], ttl[24], cap[24];
     snprintf(zset, sizeof(zset), "sluice:{overrides}:proposals:%s", id);
     snprintf(hash, sizeof(hash), "sluice:{overrides}:proposed:%s", id);
+    snprintf(caps, sizeof(caps), "sluice:{overrides}:capacity:%s", id);
     snprintf(value, sizeof(value), "%lld", (long long)limit);
     snprintf(ttl, sizeof(ttl), "%d", PROPOSAL_TTL_MS);
-    const char *argv[] = {"EVAL", propose_script, "2",   zset,
-                          hash,   the.node,       value, ttl};
-    if (sd_redis_command(w->dec, zset, 8, argv, NULL, proposed_cb, pr) != 0) {
+    snprintf(cap, sizeof(cap), "%lld",
+             (long long)(capacity > 0 && capacity < 1e12 ? capacity * 1000
+                                                         : 0));
+    const char *argv[] = {"EVAL", propose_script, "3",   zset, hash,
+                          caps,   the.node,       value, ttl,  cap};
+    if (sd_redis_command(w->dec, zset, 10, argv, NULL, proposed_cb, pr) != 0) {
         free(pr);
         asking(k, 0);
         hold(w, id, limit, base);
@@ -326,6 +345,7 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     if (!a->live)
         return;
     sig.in_force = (double)sv_rules_in_force(set, r)->requests_per_unit;
+    sig.pooled = a->pooled;
     ac_step_out out;
     ac_step(&a->st, &sig, &out);
     if (out.restart)
@@ -346,9 +366,9 @@ static void step(ad_rule *a, const sv_rules *set, const sl_rule *r,
     if (the.trace != NULL) /* the signal, then what the controller made of it */
         fprintf(the.trace,
                 "%s\t%.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g "
-                "%.17g\t%lld %s %s %.17g\n",
+                "%.17g %.17g\t%lld %s %s %.17g\n",
                 id, sig.n, s50, s99, sig.errors, sig.accepted, sig.refused,
-                sig.in_force, sig.answered, sig.failed, sig.late,
+                sig.in_force, sig.answered, sig.failed, sig.late, sig.pooled,
                 (long long)out.limit, ac_action_name(out.action),
                 ac_reason_name(out.reason), a->st.capacity);
     *publish = a->st.published;
@@ -362,6 +382,7 @@ static void tick_cb(uv_timer_t *t)
     const sv_rules *set = w->rules;
     const sl_rule *rules[PX_AD_MAX];
     int64_t publish[PX_AD_MAX], base[PX_AD_MAX];
+    double capacity[PX_AD_MAX];
     char ids[PX_AD_MAX][512];
     uint64_t now = uv_hrtime();
     double seconds = (double)(now - the.last_ns) / 1e9;
@@ -372,6 +393,7 @@ static void tick_cb(uv_timer_t *t)
         step(&the.rules[k], set, rules[k], px, k, seconds > 0 ? seconds : 1,
              &publish[k], &base[k]);
         memcpy(ids[k], the.rules[k].id, sizeof(ids[k]));
+        capacity[k] = the.rules[k].live ? the.rules[k].st.capacity : 0;
     }
     for (size_t k = n; k < the.n; k++)
         if (the.rules[k].live) {
@@ -385,7 +407,7 @@ static void tick_cb(uv_timer_t *t)
     /* Outside the lock: a write publishes a generation of the rules. */
     for (size_t k = 0; k < n; k++)
         if (publish[k] > 0)
-            propose(w, k, ids[k], publish[k], base[k]);
+            propose(w, k, ids[k], publish[k], base[k], capacity[k]);
 }
 
 int px_control_start(sv_worker *control)
