@@ -217,7 +217,10 @@ try:
     os.kill(a.p.pid, 1)  # SIGHUP
     check("rl: reloaded", wait_until(
         lambda: m(a, 'sluice_rules_reloads_total{result="ok"}') > reloads, 10))
-    check("rl: the leases went back", m(a, "sluice_lease_units_returned_total") > returned,
+    # (The reload is counted on the main thread; the loop thread adopts
+    # the new rules, and gives its leases back, on its next turn.)
+    check("rl: the leases went back", wait_until(
+        lambda: m(a, "sluice_lease_units_returned_total") > returned, 5),
           (returned, m(a, "sluice_lease_units_returned_total")))
     after = sum(1 for r in hammer((a,), "rl", "r", 0.3, per_node=1) if r[2] == 200)
     # New numbers are a new limit (its own counter, stores.md): exactly
