@@ -189,14 +189,21 @@ try:
                                   "--upstream", "http://127.0.0.1:%d" % up_port,
                                   "--threads", "1", "--store", store], tmp)
 
-    def via_proxy():
+    def via_proxy(key="abuser"):
         r = urllib.request.Request("http://127.0.0.1:%d/api/x" % px.port,
-                                   headers={"X-Api-Key": "abuser"})
+                                   headers={"X-Api-Key": key})
         try:
             return urllib.request.urlopen(r, timeout=10).status
         except urllib.error.HTTPError as e:
             return e.code
-    check("proxy connects", wait_until(lambda: via_proxy() == 200, 10))
+    # Connected means deciding on Redis: until the proxy's connection is
+    # up its failure policy answers, and a request it allowed would not
+    # count in Redis.
+    def on_redis():
+        before = script_calls(redis.port)
+        return via_proxy("probe") == 200 and script_calls(redis.port) > before
+    check("proxy connects", wait_until(on_redis, 10))
+    via_proxy()  # the abuser's first
     codes = [via_proxy() for _ in range(20)]
     c0 = script_calls(redis.port)
     codes += [via_proxy() for _ in range(10)]
