@@ -167,7 +167,7 @@ try:
           % (span, ok, TB_B + TB_RATE * span), ok >= 0.8 * (TB_B + TB_RATE * span),
           (ok, len(res)))
     check("tb: decided from leases, %d script calls for %d decisions"
-          % (calls, len(res)), local > 0 and calls / len(res) < 0.2,
+          % (calls, len(res)), local > 0 and calls / len(res) < 0.5,
           (calls, len(res), local))
 
     # ---- a return into a newer window is ignored by the script ----
