@@ -10,6 +10,21 @@
 
 #include "controller_util.h"
 
+/* A controller of base_params warmed at 100/s, then a window where the
+ * upstream sheds half of what it is sent (50 failed, 20 past the SLO):
+ * the cut, to 27, with a capacity of 50. */
+static void shed_cut(ac_state *st, ac_step_out *o)
+{
+    warm_up(st, 0.040, 100);
+    ac_signal w = window(0.040, 100, 0);
+    w.errors = 50;
+    w.failed = 50;
+    w.late = 20;
+    ac_step(st, &w, o);
+    expect_eq(o->limit, 27);
+    expect_eq(llround(st->capacity), 50);
+}
+
 /* An upstream that sheds answers as fast as it is sent to, half of them
  * 503s: its failures are no answers that drained a queue.  The cut goes
  * to 90% of its goodput (100 answered, 50 failed, 20 past the SLO: 30),
@@ -22,16 +37,10 @@ static void shed_503s_are_no_drained_queue(void **state)
     (void)state;
     ac_state st;
     ac_step_out o;
-    warm_up(&st, 0.040, 100);
-    ac_signal w = window(0.040, 100, 0);
-    w.errors = 50;
-    w.failed = 50;
-    w.late = 20;
-    ac_step(&st, &w, &o);
+    shed_cut(&st, &o);
     expect_eq(o.action, AC_DECREASE);
     expect_eq(o.reason, AC_R_ERRORS);
-    expect_eq(o.limit, 27);
-    expect_eq(llround(st.capacity), 50);
+    ac_signal w;
     for (int i = 0; i < 5; i++) { /* still shedding: no drained queue */
         w = window(0.040, 27, 73);
         w.n = 0;
@@ -71,14 +80,8 @@ static void the_nodes_capacity_pooled(void **state)
     (void)state;
     ac_state st;
     ac_step_out o;
-    warm_up(&st, 0.040, 100);
-    ac_signal w = window(0.040, 100, 0);
-    w.errors = 50;
-    w.failed = 50;
-    w.late = 20;
-    ac_step(&st, &w, &o);
-    expect_eq(o.limit, 27);
-    expect_eq(llround(st.capacity), 50);
+    ac_signal w;
+    shed_cut(&st, &o);
     double last = 27;
     for (int i = 0; i < 40; i++) {
         w = window(0.040, last, 100 - last);
