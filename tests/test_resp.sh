@@ -374,13 +374,23 @@ try:
         check("50 clients pipelining COMMAND without reading: at most ~1.5 MB each "
               "(grew %.0f MB)" % grown, grown < 50 * 1.5, grown)
         # Their buffers go back once they close: 60 MB stayed when a
-        # connection's replies grew past the cap; 2-17 MB stay in glibc's
-        # arenas for the next clients.
-        left = []
-        harness.wait_until(
-            lambda: left.append((harness.rss_kb(big.p.pid) - r0) / 1024.0) or left[-1] < 32, 5)
-        check("and once they closed, resident memory is within 32 MB of before "
-              "(+%.1f MB)" % left[-1], left[-1] < 32, left[-3:])
+        # connection's replies grew past the cap.  Up to ~35 MB may stay in
+        # glibc's arenas, for the next clients: a second wave of the same
+        # clients reuses it, so what stays after it is no more than after
+        # the first (a leak would add a wave's worth).
+        def settled():
+            left = []
+            harness.wait_until(
+                lambda: left.append((harness.rss_kb(big.p.pid) - r0) / 1024.0) or left[-1] < 16, 5)
+            return left[-1]
+        first = settled()
+        check("and once they closed, resident memory is within 48 MB of before "
+              "(+%.1f MB)" % first, first < 48, first)
+        for c in harness.unread_resp_clients(big.resp):
+            c.close()
+        second = settled()
+        check("a second wave of them leaves no more behind (+%.1f MB, then +%.1f MB)"
+              % (first, second), second < first + 8, (first, second))
 
     # ---- CL.THROTTLE's keys live under --resp-store-bytes: a flood of
     # them evicts each other, never a rule's counter ----
