@@ -2,14 +2,15 @@
 # The body of bench/redis_negative_cache.sh and bench/redis_lease.sh: one
 # `sluice serve --store redis` feature off (its table's flag 0, the exact
 # path) and on (4 MiB), and the peer's Redis+Lua token bucket, in the same
-# run on one Redis, on the loads hot and abuse (bench/wrk_negcache.lua);
+# run on one Redis, on the loads of bench/wrk_negcache.lua;
 # what each measures is said in those files.  Sourced by them with:
 #   BENCH     the results' prefix; the rules are bench/${BENCH}_rules.yaml
 #   FLAG      the table's flag (--negative-cache-bytes, --lease-bytes)
 #   ON        the name of the runs with it on
 #   PEER_ARGS the peer's token bucket: "rate burst"
-#   MIXES     the loads (default "hot abuse"; bench/wrk_negcache.lua); the
-#             peer runs its hot key for any but abuse
+#   MIXES     the loads (default "hot abuse"; also random, and tbhot:
+#             bench/wrk_negcache.lua); the peer runs its hot key for any
+#             but abuse and random
 # Layout (2 cores): redis-server pinned to CPU 0; sluice serve --threads 1
 # and wrk -t1 (or redis-benchmark) on CPU 1.
 # Measures per run: decisions/s, Redis's CPU per decision (utime + stime
@@ -103,6 +104,7 @@ run_peer() { # mix round
   $CLI FLUSHALL >/dev/null
   local key=rl:tb:hot rnd=() t0 c0 t1 c1 f="$OUT/peer_$1_$2.txt"
   [ "$1" = abuse ] && key=rl:tb:__rand_int__ rnd=(-r 2000)
+  [ "$1" = random ] && key=rl:tb:__rand_int__ rnd=(-r 100000)
   t0=$(cpu_ticks $RPID); c0=$(script_calls)
   taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNS" -n "$N_PEER" \
     "${rnd[@]}" -P 1 --csv EVALSHA "$TB" 1 "$key" $PEER_ARGS >"$f" 2>&1

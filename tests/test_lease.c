@@ -136,7 +136,7 @@ static int decide(node *nd, const sl_check_item *item,
     if (sl__redis_call_read(call, r, &each, &k.overall, err, sizeof(err)) != 0)
         fail_msg("reply: %s", err);
     freeReplyObject(r);
-    sl__redis_call_grants(call, g);
+    sl__redis_call_take_grants(call, g);
     last_grant = g[0].units;
     if (asks[0].units == 0)
         expect_eq(g[0].units, 0);
@@ -366,7 +366,7 @@ static void stale_grants_and_bad_asks(void **state)
         assert_int_equal(
             sl__redis_call_read(call, rep, &bd, NULL, err, sizeof(err)), 0);
         freeReplyObject(rep);
-        sl__redis_call_grants(call, &none);
+        sl__redis_call_take_grants(call, &none);
         expect_eq(none.units, 0);
         sl__redis_call_free(call);
         call = NULL;
@@ -617,6 +617,118 @@ static void bucket_returns_and_expiry(void **state)
     sl_limit_free(lim);
 }
 
+/* A call of item on nd at now that asks a lease, run by Redis, whose
+ * reply is not learnt (it came after a timeout, or its client left):
+ * what it was granted, in g, and its copies for giving it back. */
+static sd_lease_backs *ask_unlearnt(node *nd, const sl_check_item *item,
+                                    const sd_lease_terms *terms, sl_nanos now,
+                                    sl__redis_grant *g)
+{
+    const int64_t one = 1;
+    sd_check k = {.items = item, .costs = &one, .n = 1, .lease = terms};
+    sl__redis_ask asks[1];
+    sl__redis_call *call;
+    char err[256];
+    const char *const *argv;
+    const size_t *lens;
+    sd_leases_asks(nd->ls, &k, now, asks);
+    assert_true(asks[0].units > 0);
+    sd_lease_backs *backs = sd_leases_backs_new(nd->ls, &k, asks, now);
+    assert_non_null(backs);
+    assert_int_equal(sl__redis_call_new_asking(&ks, item, &one, asks, 1, now,
+                                               0, sha, &call, err,
+                                               sizeof(err)),
+                     0);
+    int argc = sl__redis_call_argv(call, &argv, &lens);
+    redisReply *r = redisCommandArgv(conn, argc, (const char **)argv, lens);
+    assert_int_equal(sl__redis_call_read_part(call, 0, r, err, sizeof(err)), 0);
+    freeReplyObject(r);
+    sl__redis_call_take_grants(call, g);
+    expect_ge(g[0].units, 1);
+    sl__redis_grant again;
+    sl__redis_call_take_grants(call, &again);
+    expect_eq(again.units, 0); /* taken once */
+    sl__redis_call_free(call);
+    return backs;
+}
+
+static void grants_not_learnt_go_back(void **state)
+{
+    (void)state;
+    const sd_lease_terms terms = {.share_ppm = 500000, .max = 100 * MS};
+    sl_limit *fw = tu_limit(SL_FIXED_WINDOW, 100, SL_NS_PER_SEC, 0);
+    sl_limit *tb = tu_limit(SL_TOKEN_BUCKET, 100, SL_NS_PER_SEC, 20);
+    tb->leased = 1;
+    sl_check_item wi = {fw, "fw", 2}, bi = {tb, "tb", 2};
+    sl__redis_grant g;
+    sd_lease_backs *backs;
+    node a;
+    int local;
+    node_init(&a, 0);
+    tu_redis_do(conn, "FLUSHALL");
+    sl_nanos t = T0;
+
+    /* A window's: its units go back into their window, and the key may
+     * ask again at once (its ask is answered). */
+    assert_true(decide(&a, &wi, &terms, t, t, &local) && !local);
+    backs = ask_unlearnt(&a, &wi, &terms, t + 100, &g);
+    expect_eq(count_of(&wi), 2 + g.units);
+    sd_leases_give_back_late(a.ls, backs, &g);
+    free(backs);
+    expect_eq(send_returns(&a, t + 200), g.units);
+    expect_eq(count_of(&wi), 2); /* the two calls' own units */
+    assert_true(decide(&a, &wi, &terms, t + 300, t + 300, &local) && !local);
+    expect_ge(last_grant, 1);
+
+    /* A bucket's, with no lease of its key held: back to the bucket. */
+    assert_true(decide(&a, &bi, &terms, t, t, &local) && !local);
+    backs = ask_unlearnt(&a, &bi, &terms, t + 100, &g);
+    expect_eq(leased_units(&bi), g.units);
+    sd_leases_give_back_late(a.ls, backs, &g);
+    free(backs);
+    expect_eq(send_returns(&a, t + 200), g.units);
+    expect_eq(leased_units(&bi), 0);
+    expect_eq(remaining_at(&bi, t + 200), 18);
+
+    /* A lease of the key held: a return would drop the holder's whole
+     * field, the held lease's units with it; so the late grant is lost,
+     * and the field keeps both. */
+    sl_nanos t2 = t + 300;
+    assert_true(decide(&a, &bi, &terms, t2, t2, &local) && !local);
+    int64_t held = last_grant;
+    expect_ge(held, 1);
+    uint64_t lost = a.stats.lease_units_lost;
+    backs = ask_unlearnt(&a, &bi, &terms, t2 + 100, &g);
+    sd_leases_give_back_late(a.ls, backs, &g);
+    free(backs);
+    expect_eq(a.stats.lease_units_lost, lost + (uint64_t)g.units);
+    expect_eq(send_returns(&a, t2 + 200), 0);
+    expect_eq(leased_units(&bi), held + g.units);
+
+    /* Asked before a bucket's return was sent: that return may have
+     * dropped the field the grant is in; lost as well.  (b, of its own
+     * holder: its lease goes back shortly before its expiry.) */
+    node b;
+    node_init(&b, 0);
+    sl_check_item b2 = {tb, "t2", 2};
+    sl_nanos t3 = t + SL_NS_PER_SEC;
+    assert_true(decide(&b, &b2, &terms, t3, t3, &local) && !local);
+    assert_true(decide(&b, &b2, &terms, t3 + 100, t3 + 100, &local) && !local);
+    held = last_grant;
+    expect_ge(held, 1);
+    backs = ask_unlearnt(&b, &b2, &terms, t3 + 200, &g);
+    sd_leases_sweep(b.ls, t3 + 85 * MS);
+    expect_eq(send_returns(&b, t3 + 85 * MS), held);
+    sd_leases_give_back_late(b.ls, backs, &g);
+    free(backs);
+    expect_eq(b.stats.lease_units_lost, (uint64_t)g.units);
+    expect_eq(send_returns(&b, t3 + 86 * MS), 0);
+    sd_leases_free(b.ls);
+    sd_leases_free(a.ls);
+    sl_limit_free(fw);
+    sl_limit_free(tb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -626,6 +738,7 @@ int main(void)
         cmocka_unit_test(nodes_share_a_token_bucket),
         cmocka_unit_test(nodes_share_a_gcra),
         cmocka_unit_test(bucket_returns_and_expiry),
+        cmocka_unit_test(grants_not_learnt_go_back),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -11,7 +11,13 @@
 # token_bucket key: the 200s of every stretch of time are at most what
 # the bucket allows (B plus the rate times its length), with few script
 # calls per decision; a node killed with -9 while it holds a bucket's
-# lease leaves the bucket within its bound.  --lease-bytes 0 takes no
+# lease leaves the bucket within its bound.  Three nodes at once on a
+# fixed_window key and a gcra key: within the limit, the bucket.  Redis
+# stopped: a lease's units are allowed, other checks get the failure
+# policy's 503; a grant whose reply came after its call timed out, or
+# after its client left, is given back (the window allows 99 of its 100);
+# one whose connection the breaker dropped is lost, at most a lease's
+# worth.  --lease-bytes 0 takes no
 # lease; the memory store accepts the setting and decides exactly; `sluice
 # serve` refuses what `sluice validate` refuses, with the same message.
 set -uo pipefail
@@ -45,7 +51,11 @@ def write_rules(rl_limit):
                 "requests_per_unit: %d, burst: %d, sync: {mode: lease, lease_share: 0.1}}\n"
                 "  - key: tbkill\n    rate_limit: {algorithm: gcra, unit: second, "
                 "requests_per_unit: %d, burst: %d, sync: {mode: lease, lease_share: 0.2}}\n"
-                % (HOT_L, KILL_L, rl_limit, TB_RATE, TB_B, TBK_RATE, TBK_B))
+                "  - key: g3\n    rate_limit: {algorithm: gcra, unit: second, "
+                "requests_per_unit: %d, burst: %d, sync: {mode: lease, lease_share: 0.1}}\n"
+                "  - key: down\n    rate_limit: {algorithm: fixed_window, unit: hour, "
+                "requests_per_unit: 100, sync: {mode: lease, lease_share: 0.5}}\n"
+                % (HOT_L, KILL_L, rl_limit, TB_RATE, TB_B, TBK_RATE, TBK_B, TB_RATE, TB_B))
     return path
 
 
@@ -170,6 +180,36 @@ try:
           % (calls, len(res)), local > 0 and calls / len(res) < 0.5,
           (calls, len(res), local))
 
+    # ---- three nodes at once: a window's key, a bucket's (gcra) ----
+    e = harness.Node(SLUICE, tmp, "e", rules, "--threads", "1", "--store", store)
+    check("e connects to Redis", e.wait_status("up", 10))
+    nodes3 = (a, b, e)
+
+    def calls3():
+        return sum(m(n, "sluice_store_calls_total") for n in nodes3)
+    c0 = calls3()
+    res = hammer(nodes3, "hot", "three", 3.0, per_node=2)
+    calls = calls3() - c0
+    per_window = Counter(int(t0) for t0, t1, s in res if s == 200 and int(t0) == int(t1))
+    refused = Counter(int(t0) for t0, t1, s in res if s == 429)
+    check("three nodes, hot: every window's 200s at most %d" % HOT_L,
+          max(per_window.values()) <= HOT_L, sorted(per_window.items()))
+    check("three nodes, hot: windows were asked for more than the limit",
+          sum(1 for w in per_window if refused[w] > 0) >= 2,
+          (sorted(per_window.items()), sorted(refused.items())))
+    check("three nodes, hot: script calls per decision at most 0.05 (%d calls, %d decisions)"
+          % (calls, len(res)), calls / len(res) <= 0.05, (calls, len(res)))
+    local0 = [m(n, "sluice_lease_local_total") for n in nodes3]
+    res = hammer(nodes3, "g3", "three", 3.0, per_node=2)
+    ok = sum(1 for r in res if r[2] == 200)
+    span = max(r[1] for r in res) - min(r[0] for r in res)
+    check("three nodes, gcra: no stretch of time past B + rate * its length",
+          not over_bucket(res, TB_RATE, TB_B), over_bucket(res, TB_RATE, TB_B)[:3])
+    check("three nodes, gcra: refused past the rate", ok < len(res), (ok, len(res)))
+    check("three nodes, gcra: each node allowed from leases",
+          all(m(n, "sluice_lease_local_total") > l0 for n, l0 in zip(nodes3, local0)),
+          local0)
+
     # ---- a return into a newer window is ignored by the script ----
     fn = resp(redis.port, "FUNCTION", "LIST")[0][1]  # the nodes' library
     key = "lease-test:{late}"
@@ -238,6 +278,92 @@ try:
     check("rl: after the reload, exactly the new limit's 10",
           before == 3 and after == 10, (before, after))
 
+    # ---- Redis slow or down.  A lease is Redis's grant, used while it
+    # is silent; a grant whose reply comes after its call timed out, or
+    # after its client left, is given back; one whose connection was
+    # dropped (the breaker opened) is lost: at most one lease a key ----
+    dn = harness.Node(SLUICE, tmp, "dn", rules, "--threads", "1", "--store", store,
+                      "--redis-failure", "fail_closed", "--redis-timeout", "100ms")
+    check("dn connects to Redis", dn.wait_status("up", 10))
+    off_the_hour()
+
+    def lease_then_stop(value):
+        """Three checks (the second takes a lease), then Redis stopped:
+        the units held."""
+        first = [dn.check("down", value)[0] for _ in range(3)]
+        held = int(m(dn, "sluice_lease_units_granted_total") -
+                   m(dn, "sluice_lease_local_total"))
+        check("down %s: a lease held before Redis stops" % value,
+              first == [200] * 3 and held > 0, (first, held))
+        os.kill(redis.proc.pid, 19)  # SIGSTOP
+        return held
+
+    def window_total(value, before):
+        """What the key's window allows after: its total with before."""
+        return before + sum(1 for _ in range(120) if dn.check("down", value)[0] == 200)
+
+    def given_back(value, what, returns, held):
+        """what is given back once Redis resumes; the key's window then
+        allows the rest of its 100 but the unit of the call not learnt
+        (counted by Redis): 99."""
+        check("down %s: %s is given back" % (value, what), wait_until(
+            lambda: m(dn, "sluice_lease_units_returned_total") > returns, 5))
+        total = window_total(value, 3 + held)
+        check("down %s: the window allows the rest of its 100 (%d)" % (value, total),
+              95 <= total <= 99, total)
+
+    # One call times out (the breaker stays closed, the connection with
+    # it); its reply, with the lease it asked, comes once Redis resumes.
+    try:
+        held = lease_then_stop("slow")
+        used = [dn.check("down", "slow")[0] for _ in range(held)]
+        returns = m(dn, "sluice_lease_units_returned_total")
+        late = dn.check("down", "slow")[0]
+    finally:
+        os.kill(redis.proc.pid, 18)  # SIGCONT
+    check("down slow: the lease's %d units allowed, then the policy's 503" % held,
+          used == [200] * held and late == 503, (Counter(used), late))
+    given_back("slow", "the late reply's grant", returns, held)
+
+    # A client gone while its call waits: its grant is given back too.
+    try:
+        held = lease_then_stop("gone")
+        used = [dn.check("down", "gone")[0] for _ in range(held)]
+        returns = m(dn, "sluice_lease_units_returned_total")
+        body = json.dumps({"domain": "test", "descriptors": [{"entries": [
+            {"key": "down", "value": "gone"}]}]}).encode()
+        s = socket.create_connection(("127.0.0.1", dn.port), 5)
+        s.sendall(b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(0.05)
+        s.close()
+        time.sleep(0.05)
+    finally:
+        os.kill(redis.proc.pid, 18)
+    given_back("gone", "the cancelled call's grant", returns, held)
+
+    # Redis stopped long enough to open the breaker: the lease's units
+    # are allowed, everything else is the failure policy's.
+    try:
+        held = lease_then_stop("k")
+        t0 = time.time()
+        during = [dn.check("down", "k")[0] for _ in range(held + 5)]
+        other = [dn.check("down", "other")[0] for _ in range(3)]
+        took = time.time() - t0
+    finally:
+        os.kill(redis.proc.pid, 18)
+    check("down: the lease's %d units allowed, then the policy's 503s" % held,
+          during == [200] * held + [503] * 5, Counter(during))
+    check("down: a key with no lease gets the policy's 503", other == [503] * 3, other)
+    check("down: all answered within the timeouts (%.1f s)" % took, took < 5, took)
+    check("down: Redis back, a key is decided by it again", wait_until(
+        lambda: dn.check("down", "again")[0] == 200, 10))
+    # The breaker dropped the connection, and the replies on it: what the
+    # timed-out calls were granted is lost, at most one lease (50).
+    total = window_total("k", 3 + held)
+    check("down: the window's total within its 100, short by at most a lease "
+          "and the timed-out calls (%d)" % total, 100 - 50 - 5 <= total <= 100, total)
+
     # ---- --lease-bytes 0; the memory store ----
     off = harness.Node(SLUICE, tmp, "off", rules, "--threads", "1", "--store", store,
                        "--lease-bytes", "0")
@@ -266,7 +392,7 @@ try:
           v.returncode == 2 and want in v.stderr, v.stderr)
     check("serve refuses it with the same message", s.returncode != 0 and want in s.stderr,
           s.stderr)
-    harness.check_exit([a, b, off, mem])
+    harness.check_exit([a, b, e, dn, off, mem])
 finally:
     harness.kill_all()
 sys.exit(harness.failed)

@@ -219,6 +219,8 @@ static void finish(sd_wait *w)
         sd_check *k = c->check;
         if (k->cached)
             continue;
+        if (c->failed || c->rc != 0)
+            sd_call_give_back(c); /* what parts that answered were granted */
         if (c->failed) {
             sd_policy_decide(t, k, now, c->reason);
         } else if (c->rc != 0) {
@@ -240,7 +242,7 @@ static void finish(sd_wait *w)
             if (t->leases != NULL && k->n <= SL_MAX_ITEMS) {
                 /* Granted under other numbers: given back, never used. */
                 sl__redis_grant grants[SL_MAX_ITEMS];
-                sl__redis_call_grants(c->call, grants);
+                sl__redis_call_take_grants(c->call, grants);
                 sd_leases_learn(t->leases, k, c->each, grants, w->asked_at,
                                 w->limits_gen != t->limits_gen);
             }

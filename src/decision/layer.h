@@ -105,7 +105,8 @@ struct sd_call {
     int reason;
     int rc; /* 0 or SL_E* (message in check->err), when done and not failed */
     sl_decision overall;
-    sl_decision *each; /* check->n */
+    sl_decision *each;      /* check->n */
+    sd_lease_backs *backs; /* its asks, should their grants not be learnt */
 };
 
 struct sd_wait {
@@ -138,6 +139,10 @@ int sd_wait_new(sd_thread *t, sd_check *checks, size_t n, sl_nanos now,
                 const sl__redis_keyspace *ks, const char *sha, sd_wait **out);
 void sd_wait_unref(sd_wait *w);
 void sd_call_fail(sd_call *c, int reason);
+/* What c's parts read so far were granted, to the returns: the grants a
+ * call whose result is not learnt (it failed, or its check was
+ * cancelled) would otherwise lose. */
+void sd_call_give_back(sd_call *c);
 /* Inserts w due at deadline, in deadline order (from the tail: waits are
  * mostly sent in order, and an automatic timeout changes slowly). */
 void sd_wait_enqueue(sd_wait_queue *q, sd_wait *w, uint64_t deadline);

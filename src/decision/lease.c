@@ -441,6 +441,88 @@ void sd_leases_learn(sd_leases *ls, const sd_check *check,
     }
 }
 
+struct sd_lease_backs {
+    sl_nanos asked_at;
+    size_t n;
+    struct {
+        uint64_t hash; /* 0: no ask */
+        int bucket;
+        sd_lease_return r; /* the units and, of a window's, the window: 0 */
+    } item[];
+};
+
+sd_lease_backs *sd_leases_backs_new(const sd_leases *ls, const sd_check *check,
+                                    const sl__redis_ask *asks,
+                                    sl_nanos asked_at)
+{
+    size_t asked = 0;
+    for (size_t i = 0; ls != NULL && i < check->n; i++)
+        asked += asks[i].units > 0;
+    if (asked == 0)
+        return NULL;
+    sd_lease_backs *b =
+        calloc(1, sizeof(*b) + check->n * sizeof(b->item[0]));
+    if (b == NULL)
+        return NULL;
+    b->asked_at = asked_at;
+    b->n = check->n;
+    for (size_t i = 0; i < check->n; i++) {
+        const sl_check_item *it = &check->items[i];
+        const sl_limit_config *c = &it->limit->cfg;
+        if (asks[i].units <= 0) /* asked: the key fits an entry */
+            continue;
+        b->item[i].hash = sd_keyed_hash(&ls->keyed, it);
+        b->item[i].bucket = c->algorithm != SL_FIXED_WINDOW;
+        b->item[i].r = (sd_lease_return){.window_s = c->burst,
+                                         .window_ns = SD_LEASE_NO_WINDOW,
+                                         .limit = c->limit,
+                                         .period = c->period,
+                                         .ident = it->limit->ident,
+                                         .key_len = (uint16_t)it->key_len};
+        if (it->key_len > 0)
+            memcpy(b->item[i].r.key, it->key, it->key_len);
+    }
+    return b;
+}
+
+/* The entry of r's (limit, key), by the hash it had: NULL when none. */
+static sd_lease *find_return(sd_leases *ls, uint64_t hash,
+                             const sd_lease_return *r)
+{
+    sd_lease *b = bucket_of(ls, hash);
+    for (int i = 0; i < WAYS; i++)
+        if (b[i].hash == hash && b[i].ident == r->ident &&
+            b[i].key_len == r->key_len &&
+            memcmp(b[i].key, r->key, r->key_len) == 0 &&
+            b[i].limit == r->limit && b[i].period == r->period)
+            return &b[i];
+    return NULL;
+}
+
+void sd_leases_give_back_late(sd_leases *ls, const sd_lease_backs *b,
+                              const sl__redis_grant *grants)
+{
+    for (size_t i = 0; ls != NULL && b != NULL && i < b->n; i++) {
+        const sd_lease_return *r = &b->item[i].r;
+        int64_t units = grants[i].units;
+        if (b->item[i].hash == 0 || units <= 0)
+            continue;
+        sd_lease *e = find_return(ls, b->item[i].hash, r);
+        if (e != NULL && e->asking_until != 0) /* the ask is answered */
+            e->asking_until = 0;
+        if (!b->item[i].bucket)
+            give_back(ls, r->ident, r->key, r->key_len, units,
+                      grants[i].window_s, grants[i].window_ns, r->limit,
+                      r->period);
+        else if (b->asked_at <= ls->bucket_returned_at ||
+                 (e != NULL && e->units > 0))
+            sd_count(&ls->stats->lease_units_lost, (uint64_t)units);
+        else
+            give_back(ls, r->ident, r->key, r->key_len, units, r->window_s,
+                      r->window_ns, r->limit, r->period);
+    }
+}
+
 void sd_leases_sweep(sd_leases *ls, sl_nanos now)
 {
     for (size_t i = 0; ls != NULL && i < ls->n_live;) {

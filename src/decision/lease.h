@@ -66,6 +66,26 @@ void sd_leases_learn(sd_leases *ls, const sd_check *check,
                      const sl_decision *each, const sl__redis_grant *grants,
                      sl_nanos asked_at, int stale);
 
+/* What a call's asks are given back by when its result is not learnt:
+ * the reply came after the call was decided without it (a timeout), or
+ * the check was cancelled.  Redis counted those grants; the items' keys
+ * and numbers are copied, since the check is the front end's and may be
+ * gone by then. */
+typedef struct sd_lease_backs sd_lease_backs;
+
+/* The copies for check's call asked at asked_at with asks (from
+ * sd_leases_asks): NULL when no item asked, or out of memory (the grants
+ * are then lost, as before: counted, never minted).  free() frees it. */
+sd_lease_backs *sd_leases_backs_new(const sd_leases *ls, const sd_check *check,
+                                    const sl__redis_ask *asks,
+                                    sl_nanos asked_at);
+/* grants[0 .. n) of b's call, none of them learnt: each to the returns
+ * (a bucket's only when no return sent since it was asked may have
+ * dropped its holder's field, and no lease of its key is held: its
+ * return drops the whole field). */
+void sd_leases_give_back_late(sd_leases *ls, const sd_lease_backs *b,
+                              const sl__redis_grant *grants);
+
 /* Moves to the returns what is due at now: leases near their expiry, or
  * idle; counts the units of leases found expired as lost. */
 void sd_leases_sweep(sd_leases *ls, sl_nanos now);

@@ -202,6 +202,8 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
                 return REPLY_RESENT;
             rc = SL_ESTORE;
         }
+        if (rc == 0 && w->owner == NULL)
+            sd_call_give_back(c); /* cancelled: nobody learns its grants */
         if (rc == 0 && --c->parts_left > 0) {
             sd_wait_unref(w); /* the call waits for its other parts */
             return REPLY_OK;
@@ -218,6 +220,11 @@ static int part_reply(sd_redis *r, redisAsyncContext *ac, sd_part *p,
         }
         if (--w->awaiting == 0)
             sd__redis_round_end(w);
+    } else if (reply != NULL && c->backs != NULL &&
+               sl__redis_call_read_part(c->call, p->index, reply, NULL, 0) ==
+                   0) {
+        /* After its timeout: Redis ran it, and counted what it granted. */
+        sd_call_give_back(c);
     }
     sd_wait_unref(w);
     return res;

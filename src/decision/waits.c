@@ -17,6 +17,7 @@ static void free_calls(sd_wait *w)
         sl__redis_call_free(w->calls[i].call);
         free(w->calls[i].parts);
         free(w->calls[i].each);
+        free(w->calls[i].backs);
     }
     free(w->calls);
 }
@@ -38,6 +39,8 @@ static int build_call(sd_thread *t, sd_call *c, sd_check *check, sl_nanos now,
         now, check->flags, sha, &c->call, check->err, sizeof(check->err));
     if (rc != 0)
         return rc;
+    if (check->n <= SL_MAX_ITEMS)
+        c->backs = sd_leases_backs_new(t->leases, check, asks, now);
     c->n_parts = c->parts_left = sl__redis_call_parts(c->call);
     if ((c->parts = calloc(c->n_parts, sizeof(sd_part))) == NULL) {
         snprintf(check->err, sizeof(check->err), "out of memory");
@@ -90,6 +93,15 @@ void sd_call_fail(sd_call *c, int reason)
     c->failed = 1;
     c->reason = reason;
     sd_count(&c->wait->t->stats->failures[reason], 1);
+}
+
+void sd_call_give_back(sd_call *c)
+{
+    sl__redis_grant grants[SL_MAX_ITEMS];
+    if (c->backs == NULL)
+        return;
+    sl__redis_call_take_grants(c->call, grants);
+    sd_leases_give_back_late(c->wait->t->leases, c->backs, grants);
 }
 
 void sd_wait_enqueue(sd_wait_queue *q, sd_wait *w, uint64_t deadline)

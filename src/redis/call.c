@@ -745,9 +745,10 @@ int sl__redis_call_read_part(sl__redis_call *call, size_t part,
     return 0;
 }
 
-void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out)
+void sl__redis_call_take_grants(sl__redis_call *call, sl__redis_grant *out)
 {
     memcpy(out, call->grants, call->n * sizeof(*out));
+    memset(call->grants, 0, call->n * sizeof(*out));
 }
 
 void sl__redis_call_result(const sl__redis_call *call, sl_decision *each,

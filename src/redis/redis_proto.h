@@ -290,7 +290,7 @@ typedef struct sl__redis_ask {
  * i asks: units 0 for none; more only of a limit that may lease
  * (sl__redis_may_lease), committed (no SL_RECORD), and of a leased bucket
  * only with life_ms from 1 to 2^40, else SL_EINVAL.  What Redis granted
- * is read with sl__redis_call_grants(). */
+ * is taken with sl__redis_call_take_grants(). */
 int sl__redis_call_new_asking(const sl__redis_keyspace *ks,
                               const sl_check_item *items, const int64_t *costs,
                               const sl__redis_ask *asks, size_t n, sl_nanos now,
@@ -305,9 +305,10 @@ int sl__redis_may_lease(const sl_limit *lim);
  * (sl_limit's leased, and its overrides'): every call of it carries the
  * mark that has the script apply its leases' floor. */
 int sl__redis_leased_bucket(const sl_limit *lim);
-/* Once every part has been read with 0: per item what it was granted
- * (units 0: none asked, or the call refused), into out[0 .. n). */
-void sl__redis_call_grants(const sl__redis_call *call, sl__redis_grant *out);
+/* Per item what the parts read with 0 so far were granted (units 0: none
+ * asked, the call refused, or its part not read), into out[0 .. n); the
+ * call then holds none, so that each grant is taken once. */
+void sl__redis_call_take_grants(sl__redis_call *call, sl__redis_grant *out);
 
 /* The Redis key of (limit ident, key) in ks, at out, which has room for
  * sl__redis_key_name_max(ks, key_len) bytes: its length. */
