@@ -19,7 +19,8 @@
  * leases elsewhere hold units unused.
  *
  * A lease's size follows the key's rate on this thread: the units it
- * asked for since its last call to Redis over the time since, times a
+ * asked for since its last lease was asked over the time since (a span
+ * of at most two lease lifetimes, of at least MIN_SEEN units), times a
  * lease's lifetime, at most lease_share of the limit; a key seen for the
  * first time, or too slow to use a lease of MIN_ASK units, asks none.
  * Units unused are given back (lease_return.c sends them) shortly before
@@ -47,6 +48,9 @@
 /* The least lease asked: a lease costs a return call, so it is worth
  * asking only when it spares several calls. */
 #define MIN_ASK 4
+/* The least units a key is seen to use in a span before it asks: a cold
+ * key's two requests a moment apart would otherwise look like a rate. */
+#define MIN_SEEN MIN_ASK
 
 /* One (limit, key), 256 bytes.  Invariants: hash is 0 for an empty entry,
  * else the keyed hash of (ident, key) with its low bit set, in the bucket
@@ -63,9 +67,9 @@ typedef struct sd_lease {
     int64_t window_s, window_ns; /* the window's start, on Redis's clock */
     sl_nanos until;              /* allowed before: the expiry */
     sl_nanos reset_at;           /* the window's end as the grant said it */
-    sl_nanos last_ask;           /* when the key last went to Redis */
-    int64_t demand;              /* units asked of it since, locally or not */
-    sl_nanos last_use;
+    sl_nanos last_ask; /* its rate's span began: its last ask, or since */
+    int64_t demand;    /* units asked of it in the span, locally or not */
+    sl_nanos last_use; /* a lease or an ask of it, last: for eviction */
     /* An ask is out until its reply or then: one at a time, so that the
      * calls of one batch do not each take a lease. */
     sl_nanos asking_until;
@@ -204,7 +208,7 @@ static void release(sd_leases *ls, sd_lease *e)
 }
 
 /* The entry of item, made (in an empty way, or over the least recently
- * asked one, its units given back) when there is none: NULL when the key
+ * used one, its units given back) when there is none: NULL when the key
  * is too long. */
 static sd_lease *entry_of(sd_leases *ls, const sl_check_item *item,
                           sl_nanos now, int *made)
@@ -223,7 +227,7 @@ static sd_lease *entry_of(sd_leases *ls, const sl_check_item *item,
     if (e == NULL) {
         e = &b[0];
         for (int i = 1; i < WAYS; i++)
-            if (b[i].last_ask < e->last_ask)
+            if (b[i].last_use < e->last_use)
                 e = &b[i];
         release(ls, e);
     }
@@ -233,6 +237,7 @@ static sd_lease *entry_of(sd_leases *ls, const sl_check_item *item,
                     .limit = c->limit,
                     .period = c->period,
                     .last_ask = now,
+                    .last_use = now,
                     .key_len = (uint16_t)item->key_len};
     if (item->key_len > 0)
         memcpy(e->key, item->key, item->key_len);
@@ -294,31 +299,41 @@ void sd_leases_asks(sd_leases *ls, const sd_check *check, sl_nanos now,
             (e = entry_of(ls, &check->items[i], now, &made)) == NULL)
             continue;
         e->demand += check->costs[i];
+        e->last_use = now;
         if (made || now < e->asking_until)
             continue; /* first seen: no rate yet; or a lease on its way */
         const sd_lease_terms *t = &check->lease[i];
         const sl_limit_config *c = &check->items[i].limit->cfg;
         int bucket = c->algorithm != SL_FIXED_WINDOW;
         sl_nanos life = t->max, elapsed = now - e->last_ask;
+        if (elapsed > 2 * t->max) {
+            /* A rate seen that long ago may be gone: measured afresh. */
+            e->last_ask = now;
+            e->demand = check->costs[i];
+            continue;
+        }
+        if (e->demand < MIN_SEEN)
+            continue; /* two requests close together are no rate */
         if (!bucket && e->reset_at > now && e->reset_at - now < life)
             life = e->reset_at - now;
         if (elapsed < 1)
             elapsed = 1;
         /* The units this key would use over a lease's life at the rate
-         * seen since its last call to Redis, less those the call costs;
-         * at most lease_share of the limit (of a bucket's burst, all it
-         * can ever hold). */
+         * seen since its last lease was asked (or its span began), less
+         * those the call costs; at most lease_share of the limit (of a
+         * bucket's burst, all it can ever hold). */
         int64_t cap = (int64_t)((sl__i128)(bucket ? c->burst : e->limit) *
                                 t->share_ppm / 1000000);
         sl__i128 want = (sl__i128)e->demand * life / elapsed;
         want -= check->costs[i];
         asks[i].units = want < MIN_ASK ? 0 : want > cap ? cap : (int64_t)want;
+        if (asks[i].units == 0)
+            continue; /* the span goes on: its rate is told better */
         asks[i].life_ms = t->max / SL_NS_PER_MS;
         asks[i].holder = ls->holder;
         e->last_ask = now;
         e->demand = 0;
-        if (asks[i].units > 0)
-            e->asking_until = now + t->max;
+        e->asking_until = now + t->max;
     }
 }
 
