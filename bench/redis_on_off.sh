@@ -1,11 +1,13 @@
 #!/bin/bash
-# The body of bench/redis_negative_cache.sh and bench/redis_lease.sh: one
-# `sluice serve --store redis` feature off (its table's flag 0, the exact
-# path) and on (4 MiB), and the peer's Redis+Lua token bucket, in the same
-# run on one Redis, on the loads of bench/wrk_negcache.lua;
+# The body of bench/redis_negative_cache.sh, bench/redis_lease.sh and
+# bench/redis_tiers.sh: `sluice serve --store redis` with a feature off
+# (its tables' flags 0, the exact path) and on (4 MiB), and the peer's
+# Redis+Lua token bucket, in the same run on one Redis, on the loads of
+# bench/wrk_negcache.lua;
 # what each measures is said in those files.  Sourced by them with:
 #   BENCH     the results' prefix; the rules are bench/${BENCH}_rules.yaml
-#   FLAG      the table's flag (--negative-cache-bytes, --lease-bytes)
+#   FLAG      the tables' flags (--negative-cache-bytes, --lease-bytes, or
+#             both), each given the same bytes
 #   ON        the name of the runs with it on
 #   PEER_ARGS the peer's token bucket: "rate burst"
 #   MIXES     the loads (default "hot abuse"; also random, and tbhot:
@@ -51,10 +53,12 @@ script_calls() {
     awk '{s += $1} END {print s + 0}'
 }
 
-start_sluice() { # $1: the table's bytes
+start_sluice() { # $1: the tables' bytes
+  local flags=() f
+  for f in $FLAG; do flags+=("$f" "$1"); done
   taskset -c 1 "$SLUICE" serve --rules "$HERE/${BENCH}_rules.yaml" \
     --listen "127.0.0.1:$PORT" --threads "$THREADS" --store "redis://127.0.0.1:$RPORT" \
-    --redis-timeout 1s "$FLAG" "$1" --public-metrics true \
+    --redis-timeout 1s "${flags[@]}" --public-metrics true \
     2>>"$OUT/sluice.log" &
   SPID=$!
   for _ in $(seq 100); do
