@@ -77,18 +77,44 @@ static inline redisContext *tu_redis_admin(const tu_redis *r)
     return c;
 }
 
+static inline void tu_redis_new_port(tu_redis *r)
+{
+    r->port = tu_free_port();
+    snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
+}
+
+static inline int tu_redis_start_once(tu_redis *r);
+
 /* Runs redis-server on r->port (chosen on the first start, kept across
- * restarts) and waits until it answers PING.  0 or -1. */
+ * restarts) and waits until it answers PING.  0 or -1.  A server that
+ * exits at once most likely lost a port to another test between
+ * tu_free_port() and its bind (tests run in parallel): it is started
+ * again, on new ports if this is its first start (a Cluster node's bus
+ * port is new each time). */
 static inline int tu_redis_start(tu_redis *r)
+{
+    int first = r->dir[0] == '\0', rc = -1;
+    for (int tries = 0; tries < 3; tries++) {
+        if ((rc = tu_redis_start_once(r)) == 0 || r->pid != 0 ||
+            r->dir[0] == '\0')
+            return rc; /* up, or hung (not a port), or no directory */
+        if (first)
+            tu_redis_new_port(r);
+    }
+    return rc;
+}
+
+static inline int tu_redis_start_once(tu_redis *r)
 {
     char port[16];
     if (r->dir[0] == '\0') {
         snprintf(r->dir, sizeof(r->dir), "/tmp/sl_redis_XXXXXX");
-        if (mkdtemp(r->dir) == NULL)
+        if (mkdtemp(r->dir) == NULL) {
+            r->dir[0] = '\0';
             return -1;
+        }
         snprintf(r->sock, sizeof(r->sock), "%s/redis.sock", r->dir);
-        r->port = tu_free_port();
-        snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
+        tu_redis_new_port(r);
     }
     snprintf(port, sizeof(port), "%d", r->port);
     r->pid = fork();
