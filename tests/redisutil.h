@@ -176,8 +176,17 @@ static inline int tu_redis_start_once(tu_redis *r)
             if (rep)
                 freeReplyObject(rep);
             redisFree(c);
-            if (ok)
-                return 0;
+            /* What answered may be another test's server, ours about to
+             * exit for want of the port: ours must live on. */
+            if (ok) {
+                tu_sleep_ms(50);
+                if (waitpid(r->pid, NULL, WNOHANG) == 0)
+                    return 0;
+                fprintf(stderr, "redis-server exited; see %s/redis.log\n",
+                        r->dir);
+                r->pid = 0;
+                return -1;
+            }
         }
         if (waitpid(r->pid, NULL, WNOHANG) == r->pid) {
             fprintf(stderr, "redis-server exited; see %s/redis.log\n", r->dir);

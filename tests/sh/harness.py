@@ -127,19 +127,41 @@ class Redis:
         self.unix_socket = unix_socket
         self.extra = list(extra)
         self.proc = None
+        self.started = False
 
     def start(self):
+        """A server that exits at once most likely lost its port to a
+        test running beside this one, between free_port() and its bind:
+        on its first start, it is started again on a new port."""
         if shutil.which("redis-server") is None:
             print("FAIL redis-server is not installed (scripts/deps.sh --test installs it)")
             sys.exit(1)
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no"]
-        if self.unix_socket:
-            argv += ["--unixsocket", self.unix_socket]
-        self.proc = subprocess.Popen(argv + self.extra, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        procs.append(self.proc)
-        wait_port(self.port)
+        for _ in range(3):
+            argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no"]
+            if self.unix_socket:
+                argv += ["--unixsocket", self.unix_socket]
+            self.proc = subprocess.Popen(argv + self.extra, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            procs.append(self.proc)
+            for _ in range(200):
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), 0.1).close()
+                except OSError:
+                    time.sleep(0.025)
+                    continue
+                # What answered may be the other test's server, ours about
+                # to exit for want of the port: ours must live on.
+                time.sleep(0.05)
+                if self.proc.poll() is None:
+                    self.started = True
+                    return
+            if self.proc.poll() is None or self.started:
+                break
+            self.port = free_port()
+        raise SystemExit("redis-server did not start on port %d" % self.port)
 
     def kill(self):
         self.proc.kill()
