@@ -280,10 +280,6 @@ try:
     # SIGSTOP: Redis accepts nothing; timeouts, then the breaker.
     redis.proc.send_signal(signal.SIGSTOP)
     under_outage("paused")
-    for n in pol:
-        check("paused: %s still ready, store down or degraded" % n.name,
-              n.get("/readyz")[0] == 200 and n.store_status() in ("down", "degraded"),
-              n.get("/readyz"))
     # The storm may be over before a thread has seen --redis-breaker whole
     # timeouts of silence; one request at a time to each node keeps the
     # silence going until every node answers from an open breaker.
@@ -291,6 +287,10 @@ try:
         return (n.metric('sluice_store_failures_total{reason="breaker_open"}') or 0) > 0
     harness.wait_until(lambda: [n.check("fixed_window", "silence") for n in pol]
                        and all(opened(n) for n in pol), 10)
+    for n in pol:
+        check("paused: %s still ready, store down or degraded" % n.name,
+              n.get("/readyz")[0] == 200 and n.store_status() in ("down", "degraded"),
+              n.get("/readyz"))
     t = [n.metric('sluice_store_failures_total{reason="timeout"}') or 0 for n in pol]
     o = [n.metric('sluice_store_failures_total{reason="breaker_open"}') or 0 for n in pol]
     check("paused: on every node timeouts counted %s, then the breaker opened %s" % (t, o),
