@@ -484,8 +484,8 @@ sd_lease_backs *sd_leases_backs_new(const sd_leases *ls, const sd_check *check,
     for (size_t i = 0; i < check->n; i++) {
         const sl_check_item *it = &check->items[i];
         const sl_limit_config *c = &it->limit->cfg;
-        if (asks[i].units <= 0) /* asked: the key fits an entry */
-            continue;
+        if (asks[i].units <= 0)
+            continue; /* (an item that asked has a key an entry holds) */
         b->item[i].hash = sd_keyed_hash(&ls->keyed, it);
         b->item[i].bucket = c->algorithm != SL_FIXED_WINDOW;
         b->item[i].r = (sd_lease_return){.window_s = c->burst,
@@ -523,8 +523,8 @@ void sd_leases_give_back_late(sd_leases *ls, const sd_lease_backs *b,
         if (b->item[i].hash == 0 || units <= 0)
             continue;
         sd_lease *e = find_return(ls, b->item[i].hash, r);
-        if (e != NULL && e->asking_until != 0) /* the ask is answered */
-            e->asking_until = 0;
+        if (e != NULL)
+            e->asking_until = 0; /* the ask is answered */
         if (!b->item[i].bucket)
             give_back(ls, r->ident, r->key, r->key_len, units,
                       grants[i].window_s, grants[i].window_ns, r->limit,
